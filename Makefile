@@ -1,0 +1,49 @@
+# CostGuard: every target sets itself up (a venv in .venv/) on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+# jsii (aws-cdk-lib) prints a large banner on Node 20; CI and people do not need it.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+
+.PHONY: install demo test lint typecheck unit bench synth clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+install: $(STAMP)
+
+## The main job: a whole guard cycle against an embedded AWS (moto server).
+demo: $(STAMP)
+	$(BIN)/costguard demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check functions infra tests benchmarks
+	$(BIN)/ruff format --check functions infra tests benchmarks
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+## Everything CI runs: lint, types, the whole test suite.
+test: lint typecheck
+	$(BIN)/python -m pytest
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests/unit
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+synth: $(STAMP)
+	cd infra && ../$(BIN)/python app.py
+
+clean:
+	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache

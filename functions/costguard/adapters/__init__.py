@@ -1,0 +1,1 @@
+"""Adapters: one module per AWS service, each given its boto3 client."""

@@ -1,0 +1,102 @@
+"""boto3 plumbing shared by the adapters: clients, retries and error translation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from costguard.ports import AccessDeniedError, SourceError, ThrottledError
+
+#: Adaptive retries back off on throttling across the threads of one scan.
+RETRY_CONFIG = Config(
+    retries={"max_attempts": 5, "mode": "adaptive"},
+    connect_timeout=5,
+    read_timeout=30,
+    max_pool_connections=20,
+)
+
+THROTTLING_CODES = frozenset(
+    {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"}
+)
+ACCESS_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnauthorizedOperation",
+        "UnrecognizedClientException",
+    }
+)
+
+
+def translate(service: str, region: str, operation: str, exc: Exception) -> SourceError:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "Unknown"))
+        message = _first_line(str(error.get("Message", "")))
+        if code in ACCESS_CODES:
+            return AccessDeniedError(service, region, operation, code, message)
+        if code in THROTTLING_CODES:
+            return ThrottledError(service, region, operation, code, message)
+        return SourceError(service, region, operation, code, message)
+    return SourceError(service, region, operation, type(exc).__name__, _first_line(str(exc)))
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    """Error bodies can be whole HTML pages; a finding needs one readable line."""
+    text = text.strip()
+    if text.lstrip().startswith("<"):
+        return "the endpoint answered with an HTML error page"
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@contextmanager
+def reading(service: str, region: str, operation: str) -> Iterator[None]:
+    """Translate botocore failures inside the block into :class:`SourceError`."""
+    try:
+        yield
+    except (ClientError, BotoCoreError) as exc:
+        raise translate(service, region, operation, exc) from exc
+
+
+class ClientFactory:
+    """Creates (and caches) one client per service and region from one boto3 session.
+
+    boto3 sessions are not thread-safe to create clients from concurrently, so
+    creation is serialised; the clients themselves are thread-safe.
+    """
+
+    def __init__(self, session: Any, config: Config = RETRY_CONFIG) -> None:
+        self._session = session
+        self._config = config
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, service: str, region: str) -> Any:
+        with self._lock:
+            key = (service, region)
+            if key not in self._clients:
+                self._clients[key] = self._session.client(
+                    service, region_name=region, config=self._config
+                )
+            return self._clients[key]
+
+
+ClientFor = Callable[[str, str], Any]
+"""``(service, region) -> boto3 client``"""
+
+
+def tags_of(
+    items: list[dict[str, Any]] | None, key: str = "Key", value: str = "Value"
+) -> dict[str, str]:
+    return {str(t[key]): str(t.get(value, "")) for t in items or []}
+
+
+def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

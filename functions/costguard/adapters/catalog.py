@@ -1,0 +1,80 @@
+"""Load and save the versioned price catalog that ships inside the package."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from decimal import Decimal
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from costguard.domain.pricing import PriceCatalog
+
+_RegionRates = dict[str, dict[str, Decimal]]
+
+
+class CatalogFile(BaseModel):
+    """The on-disk shape of ``data/prices.json``; prices are strings, kept exact."""
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int = Field(ge=1)
+    as_of: date
+    currency: str = "USD"
+    sources: list[str] = Field(min_length=1)
+    ec2: _RegionRates
+    sagemaker: _RegionRates
+    ebs_gb_month: _RegionRates
+    s3_standard_gb_month: dict[str, Decimal]
+    eks_cluster_hour: dict[str, Decimal]
+    eks_standard_support_end: dict[str, date] = Field(default_factory=dict)
+
+    @field_validator("currency")
+    @classmethod
+    def _usd_only(cls, value: str) -> str:
+        if value != "USD":
+            raise ValueError(f"only USD catalogs are supported, got {value!r}")
+        return value
+
+    @field_validator("ec2", "sagemaker", "ebs_gb_month")
+    @classmethod
+    def _positive(cls, value: _RegionRates) -> _RegionRates:
+        for region, rates in value.items():
+            for name, price in rates.items():
+                if price <= 0:
+                    raise ValueError(f"{region}/{name}: price must be positive, got {price}")
+        return value
+
+    def to_domain(self) -> PriceCatalog:
+        return PriceCatalog(
+            version=self.version,
+            as_of=self.as_of,
+            ec2=self.ec2,
+            sagemaker=self.sagemaker,
+            ebs_gb_month=self.ebs_gb_month,
+            s3_standard_gb_month=self.s3_standard_gb_month,
+            eks_cluster_hour=self.eks_cluster_hour["standard"],
+            eks_extended_cluster_hour=self.eks_cluster_hour["extended"],
+            eks_standard_support_end=self.eks_standard_support_end,
+            sources=tuple(self.sources),
+        )
+
+
+def bundled_catalog_path() -> Path:
+    return Path(str(resources.files("costguard") / "data" / "prices.json"))
+
+
+def read_catalog_file(path: Path | None = None) -> CatalogFile:
+    raw = (path or bundled_catalog_path()).read_text(encoding="utf-8")
+    return CatalogFile.model_validate(json.loads(raw))
+
+
+def load_catalog(path: Path | None = None) -> PriceCatalog:
+    return read_catalog_file(path).to_domain()
+
+
+def write_catalog_file(catalog: CatalogFile, path: Path) -> None:
+    data = json.loads(catalog.model_dump_json())
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

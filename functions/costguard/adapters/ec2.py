@@ -1,0 +1,268 @@
+"""EC2: accelerator instances, their EBS volumes, and spot prices.
+
+Which types carry accelerators comes from ``DescribeInstanceTypes`` (GpuInfo,
+NeuronInfo, InferenceAcceleratorInfo), never from name prefixes, so a new family
+is recognised the day AWS launches it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from costguard.adapters.aws import ClientFor, chunks, reading, tags_of, translate
+from costguard.domain.findings import Finding, FindingCode, Severity
+from costguard.domain.models import (
+    Accelerator,
+    AcceleratorKind,
+    Lifecycle,
+    Resource,
+    ResourceKind,
+)
+from costguard.names import Tags
+from costguard.ports import Inventory
+
+if TYPE_CHECKING:
+    from costguard.domain.pricing import SpotKey
+
+#: DescribeInstanceTypes takes at most 100 types per call.
+INSTANCE_TYPES_PER_CALL = 100
+#: EC2 filters take at most 200 values.
+FILTER_VALUES_PER_CALL = 199
+_UNKNOWN = object()
+
+
+def accelerator_of(info: Mapping[str, Any]) -> Accelerator | None:
+    """Read the accelerators of one ``InstanceTypeInfo``; None for a plain CPU type."""
+    gpu = info.get("GpuInfo") or {}
+    for g in gpu.get("Gpus", []):
+        manufacturer = str(g.get("Manufacturer", ""))
+        name = str(g.get("Name", ""))
+        kind = AcceleratorKind.GAUDI if "gaudi" in name.lower() else AcceleratorKind.GPU
+        return Accelerator(
+            kind, name, int(g.get("Count", 0)), int(gpu.get("TotalGpuMemoryInMiB", 0)), manufacturer
+        )
+    neuron = info.get("NeuronInfo") or {}
+    for d in neuron.get("NeuronDevices", []):
+        name = str(d.get("Name", ""))
+        kind = (
+            AcceleratorKind.TRAINIUM if "trainium" in name.lower() else AcceleratorKind.INFERENTIA
+        )
+        return Accelerator(
+            kind,
+            name,
+            int(d.get("Count", 0)),
+            int(neuron.get("TotalNeuronDeviceMemoryInMiB", 0)),
+            "AWS",
+        )
+    inference = info.get("InferenceAcceleratorInfo") or {}
+    for a in inference.get("Accelerators", []):
+        return Accelerator(
+            AcceleratorKind.INFERENTIA,
+            str(a.get("Name", "")),
+            int(a.get("Count", 0)),
+            0,
+            str(a.get("Manufacturer", "")),
+        )
+    return None
+
+
+class InstanceTypeCache:
+    """Accelerator info per instance type, fetched in batches once per run and region.
+
+    An unknown type (``InvalidInstanceType``) is found by bisecting the batch, so a
+    single bad name costs log2(100) extra calls rather than one call per type.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, str], Accelerator | object | None] = {}
+
+    def resolve(
+        self, ec2: Any, region: str, types: Sequence[str]
+    ) -> dict[str, Accelerator | object | None]:
+        missing = sorted({t for t in types if (region, t) not in self._known})
+        for batch in chunks(missing, INSTANCE_TYPES_PER_CALL):
+            self._fetch(ec2, region, batch)
+        return {t: self._known[(region, t)] for t in types}
+
+    def _fetch(self, ec2: Any, region: str, batch: list[str]) -> None:
+        try:
+            with reading("ec2", region, "DescribeInstanceTypes"):
+                pages = ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=batch)
+                found = {
+                    str(info["InstanceType"]): accelerator_of(info)
+                    for page in pages
+                    for info in page.get("InstanceTypes", [])
+                }
+        except Exception as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClientError) and "InvalidInstanceType" in str(
+                cause.response.get("Error", {}).get("Code", "")
+            ):
+                if len(batch) == 1:
+                    self._known[(region, batch[0])] = _UNKNOWN
+                    return
+                middle = len(batch) // 2
+                self._fetch(ec2, region, batch[:middle])
+                self._fetch(ec2, region, batch[middle:])
+                return
+            raise
+        for itype in batch:
+            self._known[(region, itype)] = found.get(itype, _UNKNOWN)
+
+
+class Ec2Inventory:
+    """Running and pending accelerator instances, and the EBS volumes attached to them."""
+
+    name = "ec2"
+
+    def __init__(
+        self,
+        client_for: ClientFor,
+        type_cache: InstanceTypeCache | None = None,
+        inherit_tags: tuple[str, ...] = (
+            Tags.PROJECT,
+            *Tags.PROJECT_FALLBACKS,
+            Tags.OWNER,
+            Tags.EXEMPT,
+        ),
+    ) -> None:
+        self._client_for = client_for
+        self._types = type_cache or InstanceTypeCache()
+        self._inherit = inherit_tags
+
+    def collect(self, region: str, now: datetime) -> Inventory:
+        ec2 = self._client_for("ec2", region)
+        with reading("ec2", region, "DescribeInstances"):
+            pages = ec2.get_paginator("describe_instances").paginate(
+                Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+                PaginationConfig={"PageSize": 1000},
+            )
+            instances = [
+                i
+                for page in pages
+                for r in page.get("Reservations", [])
+                for i in r.get("Instances", [])
+            ]
+        accel = self._types.resolve(ec2, region, [str(i["InstanceType"]) for i in instances])
+        resources: list[Resource] = []
+        findings: list[Finding] = []
+        kept: dict[str, Resource] = {}
+        for inst in instances:
+            itype = str(inst["InstanceType"])
+            info = accel[itype]
+            if info is None:
+                continue  # a CPU instance: outside CostGuard's scope
+            tags = tags_of(inst.get("Tags"))
+            res = Resource(
+                id=str(inst["InstanceId"]),
+                kind=ResourceKind.EC2_INSTANCE,
+                region=region,
+                tags=tags,
+                instance_type=itype,
+                lifecycle=Lifecycle.SPOT
+                if inst.get("InstanceLifecycle") == "spot"
+                else Lifecycle.ON_DEMAND,
+                availability_zone=(inst.get("Placement") or {}).get("AvailabilityZone"),
+                launched_at=inst.get("LaunchTime"),
+                state=str((inst.get("State") or {}).get("Name", "")),
+                name=tags.get("Name"),
+                accelerator=info if isinstance(info, Accelerator) else None,
+                eks_cluster=tags.get(Tags.EKS_CLUSTER) or tags.get(Tags.AWS_EKS_CLUSTER),
+                eks_nodegroup=tags.get(Tags.EKS_NODEGROUP),
+            )
+            if info is _UNKNOWN:
+                findings.append(
+                    Finding(
+                        FindingCode.UNKNOWN_INSTANCE_TYPE,
+                        res.key,
+                        f"instance type {itype!r} is not known to DescribeInstanceTypes in {region}; "
+                        "kept in scope in case it carries accelerators",
+                        Severity.WARNING,
+                    )
+                )
+            resources.append(res)
+            kept[res.id] = res
+        resources.extend(self._volumes(ec2, region, kept))
+        return Inventory(tuple(resources), tuple(findings))
+
+    def _volumes(self, ec2: Any, region: str, instances: Mapping[str, Resource]) -> list[Resource]:
+        volumes: list[Resource] = []
+        for batch in chunks(sorted(instances), FILTER_VALUES_PER_CALL):
+            with reading("ec2", region, "DescribeVolumes"):
+                pages = ec2.get_paginator("describe_volumes").paginate(
+                    Filters=[{"Name": "attachment.instance-id", "Values": batch}],
+                    PaginationConfig={"PageSize": 500},
+                )
+                for page in pages:
+                    for vol in page.get("Volumes", []):
+                        attached = next(
+                            (
+                                a["InstanceId"]
+                                for a in vol.get("Attachments", [])
+                                if a.get("InstanceId") in instances
+                            ),
+                            None,
+                        )
+                        if attached is None:
+                            continue
+                        owner = instances[attached]
+                        tags = tags_of(vol.get("Tags"))
+                        if not any(k in tags for k in self._inherit):
+                            # An untagged volume belongs to its instance's project and owner,
+                            # but does not repeat its budget (one budget per tag, not per disk).
+                            tags.update({k: v for k, v in owner.tags.items() if k in self._inherit})
+                        volumes.append(
+                            Resource(
+                                id=str(vol["VolumeId"]),
+                                kind=ResourceKind.EBS_VOLUME,
+                                region=region,
+                                tags=tags,
+                                availability_zone=vol.get("AvailabilityZone"),
+                                launched_at=vol.get("CreateTime"),
+                                state=str(vol.get("State", "")),
+                                volume_type=str(vol.get("VolumeType", "")),
+                                size_gib=int(vol.get("Size", 0)),
+                                attached_to=attached,
+                                eks_cluster=owner.eks_cluster,
+                                eks_nodegroup=owner.eks_nodegroup,
+                            )
+                        )
+        return volumes
+
+
+class Ec2SpotPrices:
+    """Latest Linux spot price per (type, AZ), from one paginated, batched query."""
+
+    def __init__(self, client_for: ClientFor) -> None:
+        self._client_for = client_for
+
+    def latest(
+        self, region: str, instance_types: Sequence[str], now: datetime
+    ) -> Mapping[SpotKey, Decimal]:
+        if not instance_types:
+            return {}
+        ec2 = self._client_for("ec2", region)
+        best: dict[SpotKey, tuple[datetime, Decimal]] = {}
+        try:
+            for batch in chunks(sorted(set(instance_types)), INSTANCE_TYPES_PER_CALL):
+                pages = ec2.get_paginator("describe_spot_price_history").paginate(
+                    InstanceTypes=batch,
+                    ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+                    StartTime=now,
+                    EndTime=now,
+                )
+                for page in pages:
+                    for p in page.get("SpotPriceHistory", []):
+                        key = (region, str(p.get("AvailabilityZone", "")), str(p["InstanceType"]))
+                        stamp = p.get("Timestamp")
+                        price = Decimal(str(p["SpotPrice"]))
+                        if key not in best or (stamp is not None and stamp > best[key][0]):
+                            best[key] = (stamp, price)
+        except Exception as exc:
+            raise translate("ec2", region, "DescribeSpotPriceHistory", exc) from exc
+        return {k: v for k, (_, v) in best.items()}

@@ -1,0 +1,146 @@
+"""In-memory implementations of the ports, with the same semantics as the AWS ones.
+
+They are not mocks: the ledger contract test runs against this and DynamoDB alike.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from costguard.ports import (
+    AuditEvent,
+    CommitOutcome,
+    Inventory,
+    ProjectMonth,
+    ScanCommit,
+)
+
+if TYPE_CHECKING:
+    from costguard.domain.findings import Finding
+    from costguard.domain.pricing import SpotKey
+    from costguard.domain.spend import Observation
+
+
+class InMemoryLedger:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watermarks: dict[str, datetime] = {}
+        self._observations: dict[str, dict[str, Observation]] = {}
+        self._months: dict[tuple[str, str, str | None], tuple[ProjectMonth, datetime]] = {}
+        self._findings: dict[tuple[str, str, str, str], tuple[Finding, datetime]] = {}
+        self._once: dict[tuple[str, str], dict[str, Any]] = {}
+        self._audit: dict[tuple[str, str], AuditEvent] = {}  # (scope, time#id)
+
+    def watermark(self, scope: str) -> datetime | None:
+        with self._lock:
+            return self._watermarks.get(scope)
+
+    def observations(self, scope: str) -> dict[str, Observation]:
+        with self._lock:
+            return dict(self._observations.get(scope, {}))
+
+    def commit(self, commit: ScanCommit) -> CommitOutcome:
+        with self._lock:
+            current = self._watermarks.get(commit.scope)
+            if current == commit.now:
+                outcome = CommitOutcome.ALREADY_APPLIED
+            elif current != commit.previous_watermark:
+                return CommitOutcome.CONTENDED
+            else:
+                outcome = CommitOutcome.APPLIED
+            self._watermarks[commit.scope] = commit.now
+            for (project, month), inc in commit.increments.items():
+                key = (commit.scope, month, project)
+                existing = self._months.get(key)
+                if existing is not None and existing[1] >= commit.now:
+                    continue  # this scan already added to this row
+                base = (
+                    existing[0]
+                    if existing
+                    else ProjectMonth(project, month, Decimal(0), Decimal(0))
+                )
+                self._months[key] = (
+                    replace(
+                        base,
+                        usd=base.usd + inc.usd,
+                        estimated_usd=base.estimated_usd + inc.estimated_usd,
+                    ),
+                    commit.now,
+                )
+            obs = self._observations.setdefault(commit.scope, {})
+            for o in commit.observations:
+                obs[o.key] = o
+            return outcome
+
+    def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]:
+        with self._lock:
+            return {
+                project: row
+                for (s, m, project), (row, _) in self._months.items()
+                if s == scope and m == month
+            }
+
+    def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
+        day = now.date().isoformat()
+        with self._lock:
+            for f in findings:
+                key = (scope, day, f.code.value, f.resource)
+                self._findings[key] = (f, now)
+
+    def findings(self, scope: str, day: str) -> list[Finding]:
+        with self._lock:
+            return [f for (s, d, _, _), (f, _) in self._findings.items() if s == scope and d == day]
+
+    def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
+        with self._lock:
+            if (namespace, key) in self._once:
+                return False
+            self._once[(namespace, key)] = {"at": now, **attrs}
+            return True
+
+    def audit(self, event: AuditEvent) -> bool:
+        with self._lock:
+            key = (event.scope, f"{event.at.isoformat()}#{event.event_id}")
+            if key in self._audit:
+                return False
+            self._audit[key] = event
+            return True
+
+    def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
+        with self._lock:
+            events = [
+                e
+                for (s, _), e in self._audit.items()
+                if s == scope and e.at.strftime("%Y-%m") == month
+            ]
+        return sorted(events, key=lambda e: (e.at, e.event_id))
+
+
+@dataclass
+class StaticInventory:
+    """An inventory source that returns what it was given, per region."""
+
+    name: str
+    by_region: Mapping[str, Inventory]
+    failing: Mapping[str, Exception] | None = None
+
+    def collect(self, region: str, now: datetime) -> Inventory:
+        if self.failing and region in self.failing:
+            raise self.failing[region]
+        return self.by_region.get(region, Inventory())
+
+
+@dataclass
+class StaticSpotPrices:
+    prices: Mapping[SpotKey, Decimal]
+
+    def latest(
+        self, region: str, instance_types: Sequence[str], now: datetime
+    ) -> Mapping[SpotKey, Decimal]:
+        wanted = set(instance_types)
+        return {k: v for k, v in self.prices.items() if k[0] == region and k[2] in wanted}

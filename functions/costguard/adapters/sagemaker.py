@@ -1,0 +1,271 @@
+"""SageMaker compute: notebook instances, real-time endpoints, training jobs, Studio apps.
+
+SageMaker's list calls carry no tags. Tags come from a :class:`TagReader`: the
+Resource Groups Tagging API (one paginated call for all SageMaker resources of a
+region; the default) or ``ListTags`` per resource (for endpoints that lack the
+tagging API, such as moto).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from costguard.adapters.aws import ClientFor, reading
+from costguard.domain.findings import Finding, FindingCode, Severity
+from costguard.domain.models import Lifecycle, Resource, ResourceKind
+from costguard.ports import Inventory, SourceError
+
+STUDIO_BILLED_APPS = frozenset({"JupyterLab", "CodeEditor", "KernelGateway", "RStudioServerPro"})
+TAGGED_TYPES = (
+    "sagemaker:notebook-instance",
+    "sagemaker:endpoint",
+    "sagemaker:training-job",
+    "sagemaker:user-profile",
+    "sagemaker:space",
+)
+
+
+class TagReader(Protocol):
+    def tags(self, region: str, arns: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Tags per ARN; an ARN missing from the result has no tags."""
+        ...
+
+
+class TaggingApiTags:
+    """All SageMaker tags of a region in pages of 100 (``tag:GetResources``)."""
+
+    def __init__(self, client_for: ClientFor) -> None:
+        self._client_for = client_for
+
+    def tags(self, region: str, arns: Sequence[str]) -> dict[str, dict[str, str]]:
+        client = self._client_for("resourcegroupstaggingapi", region)
+        found: dict[str, dict[str, str]] = {}
+        with reading("tag", region, "GetResources"):
+            for page in client.get_paginator("get_resources").paginate(
+                ResourceTypeFilters=list(TAGGED_TYPES)
+            ):
+                for item in page.get("ResourceTagMappingList", []):
+                    found[str(item["ResourceARN"])] = {
+                        str(t["Key"]): str(t.get("Value", "")) for t in item.get("Tags", [])
+                    }
+        return found
+
+
+class PerResourceTags:
+    """``sagemaker:ListTags`` once per resource: for moto and other partial endpoints."""
+
+    def __init__(self, client_for: ClientFor) -> None:
+        self._client_for = client_for
+
+    def tags(self, region: str, arns: Sequence[str]) -> dict[str, dict[str, str]]:
+        sm = self._client_for("sagemaker", region)
+        found: dict[str, dict[str, str]] = {}
+        for arn in (a for a in arns if a.startswith("arn:")):
+            with reading("sagemaker", region, "ListTags"):
+                pages = sm.get_paginator("list_tags").paginate(ResourceArn=arn)
+                found[arn] = {
+                    str(t["Key"]): str(t.get("Value", "")) for p in pages for t in p.get("Tags", [])
+                }
+        return found
+
+
+def resource_part(arn: str) -> str:
+    """``arn:aws:sagemaker:r:acct:space/d/s`` -> ``space/d/s``: matches across accounts' ARNs."""
+    parts = arn.split(":", 5)
+    return parts[5] if len(parts) == 6 else arn
+
+
+def _studio_owner(app: dict[str, Any]) -> str:
+    """Studio apps are tagged through the space or user profile that owns them."""
+    if app.get("SpaceName"):
+        return f"space/{app['DomainId']}/{app['SpaceName']}"
+    return f"user-profile/{app['DomainId']}/{app.get('UserProfileName', '')}"
+
+
+Pending = list[tuple[str, dict[str, Any]]]
+"""(ARN or ARN resource part to read tags by, Resource fields)"""
+
+
+class SageMakerInventory:
+    """Each kind of SageMaker compute is read on its own: if one API fails (Studio in
+    a region without domains, a missing permission), the others still count."""
+
+    name = "sagemaker"
+
+    def __init__(
+        self, client_for: ClientFor, tag_reader: TagReader, *, studio: bool = True
+    ) -> None:
+        self._client_for = client_for
+        self._tag_reader = tag_reader
+        self._studio = studio
+
+    def collect(self, region: str, now: datetime) -> Inventory:
+        sm = self._client_for("sagemaker", region)
+        parts: list[tuple[str, Callable[[Any, str], Pending]]] = [
+            ("notebook instances", self._notebooks),
+            ("endpoints", self._endpoints),
+            ("training jobs", self._training_jobs),
+        ]
+        if self._studio:
+            parts.append(("studio apps", self._studio_apps))
+        pending: Pending = []
+        findings: list[Finding] = []
+        for label, read in parts:
+            try:
+                pending.extend(read(sm, region))
+            except SourceError as exc:
+                findings.append(
+                    Finding(
+                        FindingCode.SCAN_FAILED,
+                        f"{region}/sagemaker/{label.replace(' ', '-')}",
+                        f"{exc.operation} failed with {exc.code}: {exc.detail or 'no message'}; "
+                        f"SageMaker {label} in {region} are missing from this scan",
+                        Severity.ERROR,
+                    )
+                )
+        # Studio apps are known by ARN resource part only (their account is not in
+        # ListApps); a full ARN is rebuilt from any other SageMaker ARN of the region.
+        full = [arn for arn, _ in pending if arn.startswith("arn:")]
+        prefix = full[0].rsplit(":", 1)[0] + ":" if full else ""
+        refs = sorted({ref if ref.startswith("arn:") else prefix + ref for ref, _ in pending})
+        by_part = (
+            {resource_part(arn): tags for arn, tags in self._tag_reader.tags(region, refs).items()}
+            if refs
+            else {}
+        )
+        resources = tuple(
+            Resource(region=region, tags=by_part.get(resource_part(ref), {}), **fields)
+            for ref, fields in pending
+        )
+        return Inventory(resources, tuple(findings))
+
+    @staticmethod
+    def _notebooks(sm: Any, region: str) -> Pending:
+        pending: Pending = []
+        with reading("sagemaker", region, "ListNotebookInstances"):
+            for page in sm.get_paginator("list_notebook_instances").paginate(
+                StatusEquals="InService"
+            ):
+                for nb in page.get("NotebookInstances", []):
+                    pending.append(
+                        (
+                            str(nb["NotebookInstanceArn"]),
+                            {
+                                "id": str(nb["NotebookInstanceName"]),
+                                "kind": ResourceKind.SAGEMAKER_NOTEBOOK,
+                                "instance_type": nb.get("InstanceType"),
+                                # An InService notebook was last modified when it last started.
+                                "launched_at": nb.get("LastModifiedTime") or nb.get("CreationTime"),
+                                "state": "InService",
+                            },
+                        )
+                    )
+        return pending
+
+    @staticmethod
+    def _endpoints(sm: Any, region: str) -> Pending:
+        pending: Pending = []
+        with reading("sagemaker", region, "ListEndpoints"):
+            endpoints = [
+                e
+                for page in sm.get_paginator("list_endpoints").paginate(StatusEquals="InService")
+                for e in page.get("Endpoints", [])
+            ]
+        for ep in endpoints:
+            with reading("sagemaker", region, "DescribeEndpoint"):
+                detail = sm.describe_endpoint(EndpointName=ep["EndpointName"])
+            with reading("sagemaker", region, "DescribeEndpointConfig"):
+                config = sm.describe_endpoint_config(
+                    EndpointConfigName=detail["EndpointConfigName"]
+                )
+            types = {
+                v["VariantName"]: v.get("InstanceType")
+                for v in config.get("ProductionVariants", [])
+            }
+            for variant in detail.get("ProductionVariants", []):
+                itype = types.get(variant["VariantName"])
+                if not itype:
+                    continue  # serverless variants are billed per request, not per hour
+                count = variant.get("CurrentInstanceCount")
+                if count is None:
+                    count = variant.get("DesiredInstanceCount", 1)
+                pending.append(
+                    (
+                        str(ep["EndpointArn"]),
+                        {
+                            "id": f"{ep['EndpointName']}/{variant['VariantName']}",
+                            "kind": ResourceKind.SAGEMAKER_ENDPOINT,
+                            "instance_type": itype,
+                            "count": int(count),
+                            "launched_at": ep.get("LastModifiedTime") or ep.get("CreationTime"),
+                            "state": "InService",
+                            "name": ep["EndpointName"],
+                        },
+                    )
+                )
+        return pending
+
+    @staticmethod
+    def _training_jobs(sm: Any, region: str) -> Pending:
+        pending: Pending = []
+        with reading("sagemaker", region, "ListTrainingJobs"):
+            jobs = [
+                j
+                for page in sm.get_paginator("list_training_jobs").paginate(
+                    StatusEquals="InProgress"
+                )
+                for j in page.get("TrainingJobSummaries", [])
+            ]
+        for job in jobs:
+            with reading("sagemaker", region, "DescribeTrainingJob"):
+                detail = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
+            rc = detail.get("ResourceConfig") or {}
+            pending.append(
+                (
+                    str(job["TrainingJobArn"]),
+                    {
+                        "id": str(job["TrainingJobName"]),
+                        "kind": ResourceKind.SAGEMAKER_TRAINING_JOB,
+                        "instance_type": rc.get("InstanceType"),
+                        "count": int(rc.get("InstanceCount", 1)),
+                        "lifecycle": Lifecycle.SPOT
+                        if detail.get("EnableManagedSpotTraining")
+                        else Lifecycle.ON_DEMAND,
+                        "launched_at": detail.get("TrainingStartTime") or job.get("CreationTime"),
+                        "state": "InProgress",
+                    },
+                )
+            )
+        return pending
+
+    @staticmethod
+    def _studio_apps(sm: Any, region: str) -> Pending:
+        pending: Pending = []
+        with reading("sagemaker", region, "ListApps"):
+            for page in sm.get_paginator("list_apps").paginate():
+                for app in page.get("Apps", []):
+                    itype = (app.get("ResourceSpec") or {}).get("InstanceType")
+                    if (
+                        app.get("Status") != "InService"
+                        or app.get("AppType") not in STUDIO_BILLED_APPS
+                    ):
+                        continue
+                    if not itype or itype == "system":
+                        continue
+                    owner = app.get("SpaceName") or app.get("UserProfileName") or ""
+                    pending.append(
+                        (
+                            _studio_owner(app),
+                            {
+                                "id": f"{app['DomainId']}/{owner}/{app['AppType']}/{app['AppName']}",
+                                "kind": ResourceKind.SAGEMAKER_STUDIO_APP,
+                                "instance_type": itype,
+                                "launched_at": app.get("CreationTime"),
+                                "state": "InService",
+                                "name": app.get("AppName"),
+                            },
+                        )
+                    )
+        return pending

@@ -1,0 +1,1 @@
+"""The embedded-AWS demo: moto's HTTP server, a realistic ML fleet, real handlers."""

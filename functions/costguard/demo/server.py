@@ -1,0 +1,74 @@
+"""Run moto's HTTP server on a free loopback port, in this process.
+
+In-process (``ThreadedMotoServer``) rather than a child ``moto_server`` so the demo
+can back-date launch times on moto's backend objects; boto3 still talks to it over
+a real socket, exactly as it talks to AWS.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+DEMO_ACCOUNT = "123456789012"
+
+#: What the embedded AWS needs in the environment, and what must not leak in.
+_FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "MOTO_EC2_LOAD_DEFAULT_AMIS": "false",
+}
+_CLEARED = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_REGION",
+)
+
+
+@contextmanager
+def embedded_aws() -> Iterator[str]:
+    """Start moto's server on 127.0.0.1:<free port>; yield its URL; restore the env after.
+
+    While it runs, ``AWS_ENDPOINT_URL`` points every boto3 client at it and the
+    credentials are fake, so nothing can reach a real account.
+    """
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    saved = {k: os.environ.get(k) for k in (*_FAKE_ENV, *_CLEARED, "AWS_ENDPOINT_URL")}
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    # moto's backends live in this process: start from an empty account every time.
+    reset = urllib.request.Request(f"{url}/moto-api/reset", method="POST")  # noqa: S310 - loopback http
+    urllib.request.urlopen(reset, timeout=10).close()  # noqa: S310
+    try:
+        for key in _CLEARED:
+            os.environ.pop(key, None)
+        os.environ.update(_FAKE_ENV)
+        os.environ["AWS_ENDPOINT_URL"] = url
+        yield url
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def moto_backend(service: str, region: str) -> Any:
+    """moto's in-memory backend for a service and region (for back-dating only)."""
+    from moto.backends import get_backend
+
+    return get_backend(service)[DEMO_ACCOUNT][region]  # type: ignore[call-overload]

@@ -1,0 +1,170 @@
+"""Attribute priced resources to projects, and settle each project's budget.
+
+Precedence for a resource's project:
+
+1. its own project tag;
+2. for an EC2 instance of an EKS managed node group, the node group's project;
+3. for an EKS node (node group or Karpenter), the cluster's project;
+4. otherwise it is *unattributed* and reported as such.
+
+Budgets: the central project table wins over tags; otherwise the lowest of the
+budgets tagged on the project's resources applies, and disagreement is a finding.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from costguard.domain.findings import Finding, FindingCode, Severity
+from costguard.domain.models import ResourceKind
+from costguard.domain.tags import Exemption, TagKeys, read_tags
+from costguard.names import Tags
+
+if TYPE_CHECKING:
+    from costguard.domain.pricing import PricedResource
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectConfig:
+    """A row of the optional central project table; overrides tags."""
+
+    budget: Decimal | None = None
+    owners: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AttributedResource:
+    priced: PricedResource
+    project: str | None
+    owner: str | None
+    exemption: Exemption | None
+    #: How the project was found: "tag", "nodegroup", "cluster" or "".
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    amount: Decimal | None
+    source: str  # "table", "tag" or "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    resources: tuple[AttributedResource, ...]
+    budgets: Mapping[str, Budget]
+    owners: Mapping[str, tuple[str, ...]]
+    findings: tuple[Finding, ...]
+
+
+def _cluster_of(tags: Mapping[str, str]) -> str | None:
+    for key in (Tags.EKS_CLUSTER, Tags.AWS_EKS_CLUSTER):
+        if key in tags:
+            return tags[key]
+    for key in tags:
+        if key.startswith(Tags.KARPENTER_CLUSTER_PREFIX):
+            return key[len(Tags.KARPENTER_CLUSTER_PREFIX) :]
+    return None
+
+
+def attribute(
+    priced: Iterable[PricedResource],
+    keys: TagKeys,
+    table: Mapping[str, ProjectConfig] | None = None,
+) -> Attribution:
+    """Give every resource a project (or none) and every project a budget."""
+    table = table or {}
+    items = list(priced)
+    findings: list[Finding] = []
+    parsed = {}
+    for item in items:
+        res = item.resource
+        tags = read_tags(res.key, res.tags, keys)
+        parsed[res.key] = tags
+        findings.extend(tags.findings)
+
+    nodegroup_project: dict[tuple[str, str, str], str] = {}
+    cluster_project: dict[tuple[str, str], str] = {}
+    for item in items:
+        res = item.resource
+        project = parsed[res.key].project
+        if project is None:
+            continue
+        if res.kind is ResourceKind.EKS_NODEGROUP and res.eks_cluster and res.eks_nodegroup:
+            nodegroup_project[(res.region, res.eks_cluster, res.eks_nodegroup)] = project
+        elif res.kind is ResourceKind.EKS_CLUSTER:
+            cluster_project[(res.region, res.id)] = project
+
+    attributed: list[AttributedResource] = []
+    budgets_seen: dict[str, dict[Decimal, list[str]]] = defaultdict(lambda: defaultdict(list))
+    owners: dict[str, list[str]] = defaultdict(list)
+    for item in items:
+        res = item.resource
+        tags = parsed[res.key]
+        project, via = tags.project, "tag" if tags.project else ""
+        if project is None and res.kind in (ResourceKind.EC2_INSTANCE, ResourceKind.EBS_VOLUME):
+            cluster = res.eks_cluster or _cluster_of(res.tags)
+            nodegroup = res.eks_nodegroup or res.tags.get(Tags.EKS_NODEGROUP)
+            if cluster and nodegroup:
+                project = nodegroup_project.get((res.region, cluster, nodegroup))
+                via = "nodegroup" if project else ""
+            if project is None and cluster:
+                project = cluster_project.get((res.region, cluster))
+                via = "cluster" if project else ""
+        if project is not None:
+            if tags.budget is not None:
+                budgets_seen[project][tags.budget].append(res.key)
+            if tags.owner and tags.owner not in owners[project]:
+                owners[project].append(tags.owner)
+        attributed.append(AttributedResource(item, project, tags.owner, tags.exemption, via))
+
+    projects = {a.project for a in attributed if a.project is not None} | set(table)
+    budgets: dict[str, Budget] = {}
+    for project in sorted(projects):
+        config = table.get(project)
+        if config is not None and config.budget is not None:
+            budgets[project] = Budget(config.budget, "table")
+            continue
+        seen = budgets_seen.get(project, {})
+        if not seen:
+            budgets[project] = Budget(None, "none")
+            continue
+        lowest = min(seen)
+        if len(seen) > 1:
+            detail = "; ".join(
+                f"{amount} on {', '.join(sorted(refs)[:5])}"
+                + (f" and {len(refs) - 5} more" if len(refs) > 5 else "")
+                for amount, refs in sorted(seen.items())
+            )
+            findings.append(
+                Finding(
+                    FindingCode.BUDGET_CONFLICT,
+                    f"project/{project}",
+                    f"project {project!r} carries {len(seen)} different budgets ({detail}); "
+                    f"the lowest, {lowest} USD, applies",
+                )
+            )
+        budgets[project] = Budget(lowest, "tag")
+
+    owner_map = {p: tuple(o) for p, o in owners.items()}
+    for project, config in table.items():
+        if config.owners:
+            owner_map[project] = config.owners
+
+    for a in attributed:
+        if a.project is None and a.priced.resource.billable:
+            rate = a.priced.usd_per_hour
+            findings.append(
+                Finding(
+                    FindingCode.UNATTRIBUTED,
+                    a.priced.resource.key,
+                    f"{a.priced.resource.instance_type or a.priced.resource.kind.value} "
+                    f"has no project tag ({keys.project[0]})"
+                    + (f" and costs ${rate:.4f}/h" if rate is not None else ""),
+                    Severity.WARNING,
+                )
+            )
+    return Attribution(tuple(attributed), budgets, owner_map, tuple(findings))

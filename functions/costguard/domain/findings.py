@@ -1,0 +1,43 @@
+"""Findings: what a scan could not do, or found wrong, said so a person can act on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class FindingCode(StrEnum):
+    MALFORMED_BUDGET = "malformed-budget"
+    MALFORMED_EXEMPT = "malformed-exempt"
+    MALFORMED_PROJECT = "malformed-project"
+    BUDGET_CONFLICT = "budget-conflict"
+    UNPRICED = "unpriced"
+    UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"
+    SPOT_PRICE_FALLBACK = "spot-price-fallback"
+    PENDING_CAPACITY = "pending-capacity"
+    UNATTRIBUTED = "unattributed"
+    SCAN_FAILED = "scan-failed"
+    LEDGER_CONTENDED = "ledger-contended"
+    CONFIG = "config"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    code: FindingCode
+    resource: str
+    message: str
+    severity: Severity = Severity.WARNING
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "code": self.code.value,
+            "resource": self.resource,
+            "message": self.message,
+            "severity": self.severity.value,
+        }

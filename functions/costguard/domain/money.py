@@ -1,0 +1,19 @@
+"""Money is `Decimal` USD, rounded only when shown."""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_UP, Decimal
+
+ZERO = Decimal(0)
+CENT = Decimal("0.01")
+#: AWS prices per-GB-month storage on a 730-hour month.
+HOURS_PER_PRICING_MONTH = Decimal(730)
+
+
+def cents(value: Decimal) -> Decimal:
+    return value.quantize(CENT, rounding=ROUND_HALF_UP)
+
+
+def rate(value: Decimal) -> Decimal:
+    """Round a $/h rate for display: four places keeps g4dn-class rates honest."""
+    return value.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP)

@@ -1,0 +1,138 @@
+"""Turn a resource into a $/h rate from a price catalog and live spot prices.
+
+A resource the catalog does not know is *unpriced*: it carries ``usd_per_hour``
+None and a finding. It is never $0, because $0 hides the most expensive mistakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+
+from costguard.domain.findings import Finding, FindingCode, Severity
+from costguard.domain.models import Lifecycle, Resource, ResourceKind
+from costguard.domain.money import HOURS_PER_PRICING_MONTH
+
+#: Spot below this fraction of on-demand is not a real market price (moto, corrupt data).
+MIN_PLAUSIBLE_SPOT_FRACTION = Decimal("0.02")
+
+_SAGEMAKER_KINDS = frozenset(
+    {
+        ResourceKind.SAGEMAKER_NOTEBOOK,
+        ResourceKind.SAGEMAKER_ENDPOINT,
+        ResourceKind.SAGEMAKER_TRAINING_JOB,
+        ResourceKind.SAGEMAKER_STUDIO_APP,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceCatalog:
+    """Versioned list prices. Loaded from the package's data file by an adapter."""
+
+    version: int
+    as_of: date
+    ec2: Mapping[str, Mapping[str, Decimal]]
+    sagemaker: Mapping[str, Mapping[str, Decimal]]
+    ebs_gb_month: Mapping[str, Mapping[str, Decimal]]
+    s3_standard_gb_month: Mapping[str, Decimal]
+    eks_cluster_hour: Decimal
+    eks_extended_cluster_hour: Decimal
+    #: Kubernetes minor version -> last day of EKS standard support.
+    eks_standard_support_end: Mapping[str, date] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+
+    def ec2_on_demand(self, region: str, instance_type: str) -> Decimal | None:
+        return self.ec2.get(region, {}).get(instance_type)
+
+    def sagemaker_rate(self, region: str, instance_type: str) -> Decimal | None:
+        return self.sagemaker.get(region, {}).get(instance_type)
+
+    def in_extended_support(self, version: str, today: date) -> bool:
+        end = self.eks_standard_support_end.get(version)
+        return end is not None and today > end
+
+
+SpotKey = tuple[str, str, str]
+"""(region, availability zone, instance type)"""
+
+
+@dataclass(frozen=True, slots=True)
+class PricedResource:
+    resource: Resource
+    usd_per_hour: Decimal | None
+    basis: str
+
+    @property
+    def priced(self) -> bool:
+        return self.usd_per_hour is not None
+
+
+def _unpriced(resource: Resource, what: str) -> tuple[PricedResource, Finding]:
+    return (
+        PricedResource(resource, None, "unpriced"),
+        Finding(
+            FindingCode.UNPRICED,
+            resource.key,
+            f"no price for {what} in {resource.region}; its spend is unknown, not $0 "
+            "(run `costguard prices refresh` or add it to the catalog)",
+            Severity.ERROR,
+        ),
+    )
+
+
+def price_resource(
+    resource: Resource,
+    catalog: PriceCatalog,
+    spot_prices: Mapping[SpotKey, Decimal],
+    today: date,
+) -> tuple[PricedResource, list[Finding]]:
+    """Price one resource on ``today``. Returns the priced resource and any findings."""
+    kind = resource.kind
+    if kind is ResourceKind.EKS_NODEGROUP:
+        return PricedResource(resource, Decimal(0), "priced through its instances"), []
+    if kind is ResourceKind.EKS_CLUSTER:
+        extended = catalog.in_extended_support(resource.version or "", today)
+        hourly = catalog.eks_extended_cluster_hour if extended else catalog.eks_cluster_hour
+        basis = "eks extended support" if extended else "eks standard support"
+        return PricedResource(resource, hourly, basis), []
+    if kind is ResourceKind.EBS_VOLUME:
+        per_gb = catalog.ebs_gb_month.get(resource.region, {}).get(resource.volume_type or "")
+        if per_gb is None:
+            priced, finding = _unpriced(resource, f"EBS {resource.volume_type}")
+            return priced, [finding]
+        hourly = per_gb * resource.size_gib / HOURS_PER_PRICING_MONTH
+        return PricedResource(resource, hourly, "ebs gb-month"), []
+
+    itype = resource.instance_type or ""
+    if kind in _SAGEMAKER_KINDS:
+        unit = catalog.sagemaker_rate(resource.region, itype)
+        if unit is None:
+            priced, finding = _unpriced(resource, f"SageMaker {itype}")
+            return priced, [finding]
+        return PricedResource(resource, unit * resource.count, "sagemaker on-demand"), []
+
+    on_demand = catalog.ec2_on_demand(resource.region, itype)
+    if on_demand is None:
+        priced, finding = _unpriced(resource, f"EC2 {itype}")
+        return priced, [finding]
+    if resource.lifecycle is Lifecycle.SPOT:
+        spot = spot_prices.get((resource.region, resource.availability_zone or "", itype))
+        if spot is not None and on_demand * MIN_PLAUSIBLE_SPOT_FRACTION <= spot <= on_demand:
+            return PricedResource(resource, spot * resource.count, "ec2 spot"), []
+        why = "no spot price was found" if spot is None else f"spot price {spot} is implausible"
+        return (
+            PricedResource(resource, on_demand * resource.count, "ec2 on-demand (spot fallback)"),
+            [
+                Finding(
+                    FindingCode.SPOT_PRICE_FALLBACK,
+                    resource.key,
+                    f"{why} for {itype} in {resource.availability_zone}; "
+                    f"priced at on-demand ${on_demand}/h as an upper bound",
+                    Severity.INFO,
+                )
+            ],
+        )
+    return PricedResource(resource, on_demand * resource.count, "ec2 on-demand"), []

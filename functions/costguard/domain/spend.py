@@ -1,0 +1,137 @@
+"""Month-to-date accrual, forecast and budget status.
+
+Month-to-date is *accrued*, not inferred from the current rate: each scan adds
+``rate x time since the resource was last observed`` to the project's month. A
+resource seen for the first time is back-filled from its launch time, bounded by
+the month start, and that part is marked as estimated.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from costguard.domain.calendar import (
+    hours_left_in_month,
+    month_key,
+    month_start,
+    require_utc,
+    split_by_month,
+)
+from costguard.domain.money import ZERO
+
+if TYPE_CHECKING:
+    from costguard.domain.attribution import AttributedResource
+
+#: A gap longer than this between two observations is accrued but marked estimated:
+#: the resource may have stopped and started in between.
+DEFAULT_EXACT_GAP = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """The last time the ledger saw a resource, and what it cost then."""
+
+    key: str
+    project: str | None
+    usd_per_hour: Decimal
+    observed_at: datetime
+    first_seen_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Increment:
+    usd: Decimal = ZERO
+    estimated_usd: Decimal = ZERO
+
+    def __add__(self, other: Increment) -> Increment:
+        return Increment(self.usd + other.usd, self.estimated_usd + other.estimated_usd)
+
+
+AccrualKey = tuple[str | None, str]
+"""(project or None for unattributed, month "YYYY-MM")"""
+
+
+@dataclass(frozen=True, slots=True)
+class Accrual:
+    increments: Mapping[AccrualKey, Increment]
+    observations: tuple[Observation, ...]
+
+
+def accrue(
+    resources: Iterable[AttributedResource],
+    last_seen: Mapping[str, Observation],
+    now: datetime,
+    exact_gap: timedelta = DEFAULT_EXACT_GAP,
+) -> Accrual:
+    """Compute what this scan adds to each project's months, and the new observations.
+
+    Unpriced resources accrue nothing (their spend is unknown and is reported as a
+    finding) but are still observed, so that pricing them later does not back-fill
+    from a launch time the ledger has already passed.
+
+    Exactly-once is the ledger's job: a retried scan recomputes the same increments
+    and the ledger refuses to add them to a row that already took that scan.
+    """
+    now = require_utc(now)
+    increments: dict[AccrualKey, Increment] = defaultdict(Increment)
+    observations: list[Observation] = []
+    for item in resources:
+        res = item.priced.resource
+        if not res.billable:
+            continue
+        rate = item.priced.usd_per_hour
+        previous = last_seen.get(res.key)
+        launched = require_utc(res.launched_at) if res.launched_at else None
+        if previous is not None:
+            start = require_utc(previous.observed_at)
+            if launched is not None and launched > start:
+                start = launched  # stopped and started again since: bill from the new launch
+            estimated = (now - start) > exact_gap
+            first_seen = previous.first_seen_at
+        else:
+            start = max(launched or now, month_start(now))
+            estimated = True
+            first_seen = now
+        if rate is not None and start < now:
+            for month, hours in split_by_month(start, now):
+                usd = rate * hours
+                increments[(item.project, month)] += Increment(usd, usd if estimated else ZERO)
+        observations.append(
+            Observation(res.key, item.project, rate if rate is not None else ZERO, now, first_seen)
+        )
+    return Accrual(dict(increments), tuple(observations))
+
+
+class BudgetStatus(StrEnum):
+    OK = "ok"
+    WARNING = "warning"
+    OVER = "over"
+    NO_BUDGET = "no-budget"
+
+
+def forecast_month_end(month_to_date: Decimal, run_rate: Decimal, now: datetime) -> Decimal:
+    """Month-end forecast: what is spent, plus the current rate for the hours left."""
+    return month_to_date + run_rate * hours_left_in_month(now)
+
+
+def budget_status(
+    budget: Decimal | None, forecast: Decimal, warning_pct: Decimal = Decimal(80)
+) -> BudgetStatus:
+    """``over`` when the forecast reaches the budget; ``warning`` from ``warning_pct``."""
+    if budget is None:
+        return BudgetStatus.NO_BUDGET
+    if forecast >= budget:
+        return BudgetStatus.OVER
+    if forecast * 100 >= budget * warning_pct:
+        return BudgetStatus.WARNING
+    return BudgetStatus.OK
+
+
+def current_month(now: datetime) -> str:
+    return month_key(now)

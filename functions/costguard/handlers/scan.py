@@ -1,0 +1,118 @@
+"""The scheduled scan Lambda: scan -> price -> ledger -> budget, one JSON summary back.
+
+The schedule passes its scheduled time as ``{"time": ...}``; that time, not the
+Lambda's clock, is "now", so a retried invocation accrues exactly the same interval.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from pydantic import BaseModel, ConfigDict
+
+from costguard.names import Metrics as M
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from costguard.services.scan import ScanReport
+    from costguard.settings import Settings
+
+logger = Logger(service="costguard-scan")
+metrics = Metrics(namespace=M.NAMESPACE, service="costguard-scan")
+
+
+class ScanEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    time: datetime | None = None
+
+    def now(self) -> datetime:
+        if self.time is None:
+            return datetime.now(UTC)
+        return self.time if self.time.tzinfo else self.time.replace(tzinfo=UTC)
+
+
+def metric_dimension(project: str) -> str:
+    """CloudWatch dimension values are at most 1,024 characters and must not be empty."""
+    return project[:1024] or "-"
+
+
+def emit_metrics(report: ScanReport) -> None:
+    """One EMF document per project, dimension ``Project``, for the dashboard."""
+    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in {"true", "1"}:
+        return
+    for p in report.projects:
+        if p.project is None:
+            continue
+        m = EphemeralMetrics(namespace=M.NAMESPACE)
+        m.add_dimension(name=M.DIMENSION_PROJECT, value=metric_dimension(p.project))
+        m.add_metric(name=M.RUN_RATE, unit=MetricUnit.Count, value=float(p.run_rate_usd_per_hour))
+        m.add_metric(name=M.MONTH_TO_DATE, unit=MetricUnit.Count, value=float(p.month_to_date_usd))
+        m.add_metric(name=M.FORECAST, unit=MetricUnit.Count, value=float(p.forecast_month_usd))
+        if p.budget_usd is not None:
+            m.add_metric(name=M.BUDGET, unit=MetricUnit.Count, value=float(p.budget_usd))
+        m.flush_metrics()
+    metrics.add_metric(name=M.SCAN_COMPLETED, unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=M.FINDINGS, unit=MetricUnit.Count, value=len(report.findings))
+
+
+def summary(report: ScanReport) -> dict[str, Any]:
+    return {
+        "scanned_at": report.now.isoformat(),
+        "ledger": report.ledger.value,
+        "resources": report.resource_count,
+        "projects": [
+            {
+                "project": p.project,
+                "status": p.status.value,
+                "run_rate_usd_per_hour": float(round(p.run_rate_usd_per_hour, 4)),
+                "month_to_date_usd": float(round(p.month_to_date_usd, 2)),
+                "forecast_month_usd": float(round(p.forecast_month_usd, 2)),
+            }
+            for p in report.projects
+        ],
+        "findings": len(report.findings),
+        "api_calls": sum(report.api_calls.values()),
+        "duration_s": round(report.duration_s, 3),
+    }
+
+
+def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanReport:
+    """Everything but the Lambda plumbing: the demo and the tests call this."""
+    from costguard.wiring import CallCounter, build_scan_service
+
+    counter = CallCounter()
+    counter.attach(session)
+    service = build_scan_service(settings, session, counter=counter)
+    report = service.run(ScanEvent.model_validate(event or {}).now())
+    for f in report.findings:
+        logger.info(
+            "finding", extra={"code": f.code.value, "resource": f.resource, "detail": f.message}
+        )
+    emit_metrics(report)
+    logger.info(
+        "scan complete",
+        extra={
+            "resources": report.resource_count,
+            "findings": len(report.findings),
+            "ledger": report.ledger.value,
+            "api_calls": sum(report.api_calls.values()),
+            "duration_s": round(report.duration_s, 3),
+        },
+    )
+    return report
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    import boto3
+
+    from costguard.settings import Settings
+
+    return summary(process(event, Settings.from_env(os.environ), boto3.Session()))

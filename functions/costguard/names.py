@@ -1,0 +1,58 @@
+"""The one source of truth for names shared by the Lambdas, the CDK app and the docs.
+
+Tag keys are the public contract with users; environment-variable names are the
+contract between the CDK stack and the handlers; metric names feed the dashboard.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+class Tags:
+    """Tag keys that CostGuard reads on resources."""
+
+    PROJECT: Final = "costguard:project"
+    BUDGET: Final = "costguard:budget"
+    OWNER: Final = "costguard:owner"
+    EXEMPT: Final = "costguard:exempt"
+    #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
+    PROJECT_FALLBACKS: Final = ("Project", "project")
+
+    # Tags that AWS itself puts on EC2 instances of EKS managed node groups / Karpenter.
+    EKS_CLUSTER: Final = "eks:cluster-name"
+    EKS_NODEGROUP: Final = "eks:nodegroup-name"
+    AWS_EKS_CLUSTER: Final = "aws:eks:cluster-name"
+    KARPENTER_NODEPOOL: Final = "karpenter.sh/nodepool"
+    KARPENTER_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
+
+
+class Env:
+    """Environment variables that the handlers read and the CDK stack sets."""
+
+    REGIONS: Final = "COSTGUARD_REGIONS"
+    TABLE_NAME: Final = "COSTGUARD_TABLE_NAME"
+    SCOPE: Final = "COSTGUARD_SCOPE"
+    DRY_RUN: Final = "COSTGUARD_DRY_RUN"
+    WARNING_PCT: Final = "COSTGUARD_WARNING_PCT"
+    PROJECT_TAG_KEYS: Final = "COSTGUARD_PROJECT_TAG_KEYS"
+    PROJECTS_JSON: Final = "COSTGUARD_PROJECTS_JSON"
+    SAGEMAKER_TAGS: Final = "COSTGUARD_SAGEMAKER_TAGS"
+    SAGEMAKER_STUDIO: Final = "COSTGUARD_SAGEMAKER_STUDIO"
+    TOPIC_ARN: Final = "COSTGUARD_TOPIC_ARN"
+    SLACK_SECRET_NAME: Final = "COSTGUARD_SLACK_SECRET_NAME"  # noqa: S105 - a variable name
+    METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
+    SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
+
+
+class Metrics:
+    """CloudWatch metric names emitted by the scan (EMF), dimension ``Project``."""
+
+    NAMESPACE: Final = "CostGuard"
+    DIMENSION_PROJECT: Final = "Project"
+    BUDGET: Final = "BudgetUsd"
+    MONTH_TO_DATE: Final = "MonthToDateUsd"
+    FORECAST: Final = "ForecastUsd"
+    RUN_RATE: Final = "RunRateUsdPerHour"
+    SCAN_COMPLETED: Final = "ScanCompleted"
+    FINDINGS: Final = "Findings"

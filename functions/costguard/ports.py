@@ -1,0 +1,125 @@
+"""The small interfaces that services are wired from. Adapters implement them on AWS;
+``costguard.adapters.memory`` implements them in memory for tests and for local reasoning."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from costguard.domain.findings import Finding
+    from costguard.domain.models import Resource
+    from costguard.domain.pricing import SpotKey
+    from costguard.domain.spend import AccrualKey, Increment, Observation
+
+
+class SourceError(Exception):
+    """A service or region could not be read. The scan reports it and goes on."""
+
+    def __init__(self, service: str, region: str, operation: str, code: str, message: str):
+        super().__init__(f"{service} in {region}: {operation} failed with {code}: {message}")
+        self.service = service
+        self.region = region
+        self.operation = operation
+        self.code = code
+        self.detail = message
+
+
+class AccessDeniedError(SourceError):
+    """The credentials lack a permission (IAM, SCP or an opted-out region)."""
+
+
+class ThrottledError(SourceError):
+    """AWS kept throttling after the adaptive retries gave up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """What one source found in one region, and what it could not read."""
+
+    resources: tuple[Resource, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+
+class InventorySource(Protocol):
+    """One AWS service's view of a region (EC2, EKS, SageMaker)."""
+
+    name: str
+
+    def collect(self, region: str, now: datetime) -> Inventory: ...
+
+
+class SpotPriceSource(Protocol):
+    def latest(
+        self, region: str, instance_types: Sequence[str], now: datetime
+    ) -> Mapping[SpotKey, Decimal]:
+        """Latest Linux spot price per (region, AZ, type) for the given types."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectMonth:
+    project: str | None
+    month: str
+    usd: Decimal
+    estimated_usd: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class ScanCommit:
+    """Everything one scan writes to the ledger, applied exactly once."""
+
+    scope: str
+    previous_watermark: datetime | None
+    now: datetime
+    increments: Mapping[AccrualKey, Increment]
+    observations: Sequence[Observation]
+
+
+class CommitOutcome(StrEnum):
+    APPLIED = "applied"
+    #: The same scan (same ``now``) was committed before: a retry; nothing added twice.
+    ALREADY_APPLIED = "already-applied"
+    #: Another scan moved the ledger first; this scan's accrual is dropped, not doubled.
+    CONTENDED = "contended"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One thing CostGuard did (or would have done, in dry-run), and what it found."""
+
+    scope: str
+    at: datetime
+    event_id: str
+    action: str
+    resource: str
+    outcome: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Ledger(Protocol):
+    """CostGuard's memory: spend per project-month, observations, findings, audit."""
+
+    def watermark(self, scope: str) -> datetime | None: ...
+
+    def observations(self, scope: str) -> dict[str, Observation]: ...
+
+    def commit(self, commit: ScanCommit) -> CommitOutcome: ...
+
+    def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]: ...
+
+    def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None: ...
+
+    def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
+        """Record ``key`` once; True for the first writer only, even under concurrency."""
+        ...
+
+    def audit(self, event: AuditEvent) -> bool:
+        """Append to the audit trail; False if that event id was already recorded."""
+        ...
+
+    def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...

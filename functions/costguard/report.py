@@ -1,0 +1,159 @@
+"""Render a scan report as the documented JSON (``--json``) or a readable table."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from costguard.domain.money import cents, rate
+
+if TYPE_CHECKING:
+    from costguard.domain.attribution import AttributedResource
+    from costguard.services.scan import ProjectReport, ScanReport
+
+SCHEMA_VERSION = 1
+
+
+def _num(value: Decimal | None, places: str = "cents") -> float | None:
+    if value is None:
+        return None
+    return float(cents(value) if places == "cents" else rate(value))
+
+
+def resource_json(a: AttributedResource) -> dict[str, Any]:
+    r = a.priced.resource
+    return {
+        "id": r.id,
+        "key": r.key,
+        "kind": r.kind.value,
+        "region": r.region,
+        "instance_type": r.instance_type,
+        "count": r.count,
+        "lifecycle": r.lifecycle.value,
+        "usd_per_hour": _num(a.priced.usd_per_hour, "rate"),
+        "priced": a.priced.priced,
+        "price_basis": a.priced.basis,
+        "project": a.project,
+        "attributed_via": a.via or None,
+        "owner": a.owner,
+        "name": r.name,
+        "launched_at": r.launched_at.isoformat() if r.launched_at else None,
+        "volume": (
+            {"type": r.volume_type, "size_gib": r.size_gib, "attached_to": r.attached_to}
+            if r.volume_type
+            else None
+        ),
+        "accelerator": (
+            {
+                "kind": r.accelerator.kind.value,
+                "name": r.accelerator.name,
+                "count": r.accelerator.count,
+            }
+            if r.accelerator
+            else None
+        ),
+    }
+
+
+def project_json(p: ProjectReport) -> dict[str, Any]:
+    return {
+        "project": p.project,
+        "budget_usd": _num(p.budget_usd),
+        "budget_source": p.budget_source,
+        "run_rate_usd_per_hour": _num(p.run_rate_usd_per_hour, "rate"),
+        "month_to_date_usd": _num(p.month_to_date_usd),
+        "month_to_date_estimated_usd": _num(p.estimated_usd),
+        "forecast_month_usd": _num(p.forecast_month_usd),
+        "budget_used_pct": (
+            float(round(p.month_to_date_usd * 100 / p.budget_usd, 1)) if p.budget_usd else None
+        ),
+        "status": p.status.value,
+        "owners": list(p.owners),
+        "unpriced_resources": p.unpriced,
+        "resources": [resource_json(a) for a in p.resources],
+    }
+
+
+def report_json(report: ScanReport) -> dict[str, Any]:
+    unattributed = project_json(report.unattributed)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "scope": report.scope,
+        "scanned_at": report.now.isoformat(),
+        "month": report.month,
+        "regions": list(report.regions),
+        "price_catalog_as_of": report.catalog_as_of,
+        "ledger": report.ledger.value,
+        "projects": [project_json(p) for p in report.projects],
+        "unattributed": {
+            "run_rate_usd_per_hour": unattributed["run_rate_usd_per_hour"],
+            "month_to_date_usd": unattributed["month_to_date_usd"],
+            "forecast_month_usd": unattributed["forecast_month_usd"],
+            "resources": unattributed["resources"],
+        },
+        "pending_capacity": [
+            {
+                "nodegroup": p.nodegroup.id,
+                "region": p.nodegroup.region,
+                "instance_type": p.nodegroup.instance_type,
+                "desired": p.nodegroup.desired_size,
+                "running": p.running,
+                "pending": p.pending,
+            }
+            for p in report.pending_capacity
+        ],
+        "findings": [f.as_dict() for f in report.findings],
+        "cost_of_scan": {
+            "duration_s": round(report.duration_s, 3),
+            "api_calls": dict(sorted(report.api_calls.items())),
+            "api_calls_total": sum(report.api_calls.values()),
+        },
+    }
+
+
+def _money(value: Decimal | None) -> str:
+    return "-" if value is None else f"${cents(value):,}"
+
+
+def report_table(report: ScanReport, top: int = 3) -> str:
+    lines = [
+        f"CostGuard scan of {', '.join(report.regions)} at {report.now:%Y-%m-%d %H:%M} UTC "
+        f"(prices as of {report.catalog_as_of})",
+        "",
+        f"{'PROJECT':<28} {'BUDGET':>12} {'RUN-RATE/H':>11} {'MONTH-TO-DATE':>14} {'FORECAST':>12}  STATUS",
+    ]
+    for p in (*report.projects, report.unattributed):
+        if p.project is None and not p.resources and not p.month_to_date_usd:
+            continue
+        name = p.project if p.project is not None else "(unattributed)"
+        name = name if len(name) <= 28 else name[:27] + "…"
+        lines.append(
+            f"{name:<28} {_money(p.budget_usd):>12} {'$' + str(rate(p.run_rate_usd_per_hour)):>11} "
+            f"{_money(p.month_to_date_usd):>14} {_money(p.forecast_month_usd):>12}  "
+            f"{p.status.value if p.project is not None else ''}"
+        )
+        for a in [a for a in p.resources if a.priced.resource.billable][:top]:
+            r = a.priced.resource
+            price = (
+                "UNPRICED" if a.priced.usd_per_hour is None else f"${rate(a.priced.usd_per_hour)}/h"
+            )
+            lines.append(
+                f"    {r.kind.value:<22} {r.id[:34]:<34} {r.instance_type or '':<16} "
+                f"{r.lifecycle.value:<9} {price}"
+            )
+    if report.pending_capacity:
+        lines += ["", "Pending capacity (desired but not running, not yet spend):"]
+        for pc in report.pending_capacity:
+            lines.append(
+                f"    {pc.nodegroup.key}: {pc.pending} x {pc.nodegroup.instance_type} pending"
+            )
+    if report.findings:
+        lines += ["", f"Findings ({len(report.findings)}):"]
+        for f in report.findings:
+            lines.append(f"  [{f.severity.value:<7}] {f.code.value:<22} {f.resource}: {f.message}")
+    calls = sum(report.api_calls.values())
+    lines += [
+        "",
+        f"Scan took {report.duration_s:.2f}s" + (f" and {calls} AWS API calls." if calls else "."),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Use cases, wired from ports only."""

@@ -1,0 +1,315 @@
+"""The scan use case: inventory -> price -> attribute -> ledger -> budget report."""
+
+from __future__ import annotations
+
+import time as _time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
+from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.findings import Finding, FindingCode, Severity
+from costguard.domain.models import Lifecycle, Resource, ResourceKind
+from costguard.domain.money import ZERO
+from costguard.domain.pricing import PriceCatalog, PricedResource, SpotKey, price_resource
+from costguard.domain.spend import (
+    DEFAULT_EXACT_GAP,
+    BudgetStatus,
+    accrue,
+    budget_status,
+    forecast_month_end,
+)
+from costguard.domain.tags import TagKeys
+from costguard.ports import (
+    CommitOutcome,
+    InventorySource,
+    Ledger,
+    ScanCommit,
+    SourceError,
+    SpotPriceSource,
+)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSettings:
+    scope: str
+    regions: tuple[str, ...]
+    tag_keys: TagKeys = field(default_factory=TagKeys)
+    projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
+    warning_pct: Decimal = Decimal(80)
+    exact_gap: timedelta = DEFAULT_EXACT_GAP
+    max_workers: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectReport:
+    project: str | None
+    budget_usd: Decimal | None
+    budget_source: str
+    run_rate_usd_per_hour: Decimal
+    month_to_date_usd: Decimal
+    estimated_usd: Decimal
+    forecast_month_usd: Decimal
+    status: BudgetStatus
+    owners: tuple[str, ...]
+    resources: tuple[AttributedResource, ...]
+    unpriced: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCapacity:
+    nodegroup: Resource
+    running: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    scope: str
+    now: datetime
+    month: str
+    regions: tuple[str, ...]
+    projects: tuple[ProjectReport, ...]
+    unattributed: ProjectReport
+    pending_capacity: tuple[PendingCapacity, ...]
+    findings: tuple[Finding, ...]
+    ledger: CommitOutcome
+    catalog_as_of: str
+    duration_s: float
+    api_calls: Mapping[str, int]
+
+    @property
+    def resource_count(self) -> int:
+        return sum(len(p.resources) for p in self.projects) + len(self.unattributed.resources)
+
+
+class ScanService:
+    """Scans every configured region in parallel; one failing source is a finding."""
+
+    def __init__(
+        self,
+        sources: Sequence[InventorySource],
+        spot_prices: SpotPriceSource,
+        catalog: PriceCatalog,
+        ledger: Ledger,
+        settings: ScanSettings,
+        *,
+        progress: Progress | None = None,
+        api_calls: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
+        self._sources = sources
+        self._spot = spot_prices
+        self._catalog = catalog
+        self._ledger = ledger
+        self._settings = settings
+        self._progress = progress or (lambda _msg: None)
+        self._api_calls = api_calls or (lambda: {})
+
+    def run(self, now: datetime) -> ScanReport:
+        started = _time.perf_counter()
+        now = require_utc(now)
+        s = self._settings
+        resources, findings = self._collect(now)
+        self._progress(f"found {len(resources)} resources; pricing")
+        priced, price_findings = self._price(resources, now)
+        findings.extend(price_findings)
+        accelerated = {t for rates in self._catalog.ec2.values() for t in rates} | {
+            r.instance_type for r in resources if r.accelerator is not None and r.instance_type
+        }
+        pending = _pending_capacity(resources, accelerated)
+        for p in pending:
+            findings.append(
+                Finding(
+                    FindingCode.PENDING_CAPACITY,
+                    p.nodegroup.key,
+                    f"node group wants {p.nodegroup.desired_size} x {p.nodegroup.instance_type} "
+                    f"but {p.running} are running; {p.pending} pending, not yet spend",
+                    Severity.INFO,
+                )
+            )
+        attribution = attribute(priced, s.tag_keys, s.projects)
+        findings.extend(attribution.findings)
+
+        self._progress("updating the ledger")
+        previous = self._ledger.watermark(s.scope)
+        accrual = accrue(
+            attribution.resources, self._ledger.observations(s.scope), now, s.exact_gap
+        )
+        outcome = self._ledger.commit(
+            ScanCommit(s.scope, previous, now, accrual.increments, accrual.observations)
+        )
+        if outcome is CommitOutcome.CONTENDED:
+            findings.append(
+                Finding(
+                    FindingCode.LEDGER_CONTENDED,
+                    f"ledger/{s.scope}",
+                    "another scan committed first; this scan's accrual was dropped, not doubled",
+                    Severity.INFO,
+                )
+            )
+        month = month_key(now)
+        totals = self._ledger.month_totals(s.scope, month)
+
+        by_project: dict[str | None, list[AttributedResource]] = defaultdict(list)
+        for a in attribution.resources:
+            by_project[a.project].append(a)
+        names = sorted(
+            {p for p in by_project if p is not None}
+            | {p for p in totals if p is not None}
+            | set(attribution.budgets)
+        )
+        reports = []
+        for name in names:
+            budget = attribution.budgets.get(name)
+            reports.append(
+                self._project_report(
+                    name,
+                    budget.amount if budget else None,
+                    budget.source if budget else "none",
+                    attribution.owners.get(name, ()),
+                    by_project.get(name, []),
+                    totals,
+                    now,
+                )
+            )
+        unattributed = self._project_report(
+            None, None, "none", (), by_project.get(None, []), totals, now
+        )
+        self._ledger.record_findings(s.scope, now, findings)
+        return ScanReport(
+            scope=s.scope,
+            now=now,
+            month=month,
+            regions=s.regions,
+            projects=tuple(reports),
+            unattributed=unattributed,
+            pending_capacity=tuple(pending),
+            findings=tuple(findings),
+            ledger=outcome,
+            catalog_as_of=self._catalog.as_of.isoformat(),
+            duration_s=_time.perf_counter() - started,
+            api_calls=dict(self._api_calls()),
+        )
+
+    def _collect(self, now: datetime) -> tuple[list[Resource], list[Finding]]:
+        s = self._settings
+        jobs = [(region, source) for region in s.regions for source in self._sources]
+        resources: list[Resource] = []
+        findings: list[Finding] = []
+        with ThreadPoolExecutor(max_workers=max(1, min(s.max_workers, len(jobs)))) as pool:
+            futures = [
+                (region, source, pool.submit(source.collect, region, now))
+                for region, source in jobs
+            ]
+            for done, (region, source, future) in enumerate(futures, 1):
+                try:
+                    inventory = future.result()
+                except SourceError as exc:
+                    findings.append(
+                        Finding(
+                            FindingCode.SCAN_FAILED,
+                            f"{region}/{source.name}",
+                            f"{exc.operation} failed with {exc.code}: {exc.detail or 'no message'}; "
+                            f"{source.name} in {region} is missing from this scan",
+                            Severity.ERROR,
+                        )
+                    )
+                    continue
+                resources.extend(inventory.resources)
+                findings.extend(inventory.findings)
+                self._progress(
+                    f"[{done}/{len(jobs)}] {source.name} {region}: {len(inventory.resources)} resources"
+                )
+        return resources, findings
+
+    def _price(
+        self, resources: list[Resource], now: datetime
+    ) -> tuple[list[PricedResource], list[Finding]]:
+        findings: list[Finding] = []
+        spot_types: dict[str, set[str]] = defaultdict(set)
+        for r in resources:
+            if (
+                r.kind is ResourceKind.EC2_INSTANCE
+                and r.lifecycle is Lifecycle.SPOT
+                and r.instance_type
+            ):
+                spot_types[r.region].add(r.instance_type)
+        spot: dict[SpotKey, Decimal] = {}
+        for region, types in sorted(spot_types.items()):
+            try:
+                spot.update(self._spot.latest(region, sorted(types), now))
+            except SourceError as exc:
+                findings.append(
+                    Finding(
+                        FindingCode.SCAN_FAILED,
+                        f"{region}/ec2-spot-prices",
+                        f"{exc.operation} failed with {exc.code}; spot instances priced at on-demand",
+                        Severity.WARNING,
+                    )
+                )
+        priced = []
+        today = now.date()
+        for r in resources:
+            item, found = price_resource(r, self._catalog, spot, today)
+            priced.append(item)
+            findings.extend(found)
+        return priced, findings
+
+    def _project_report(
+        self,
+        project: str | None,
+        budget: Decimal | None,
+        source: str,
+        owners: tuple[str, ...],
+        resources: list[AttributedResource],
+        totals: Mapping[str | None, object],
+        now: datetime,
+    ) -> ProjectReport:
+        billable = [a for a in resources if a.priced.resource.billable]
+        run_rate = sum((a.priced.usd_per_hour or ZERO for a in billable), ZERO)
+        row = totals.get(project)
+        mtd = getattr(row, "usd", ZERO)
+        estimated = getattr(row, "estimated_usd", ZERO)
+        forecast = forecast_month_end(mtd, run_rate, now)
+        ordered = sorted(
+            resources,
+            key=lambda a: (-(a.priced.usd_per_hour or ZERO), a.priced.resource.key),
+        )
+        return ProjectReport(
+            project=project,
+            budget_usd=budget,
+            budget_source=source,
+            run_rate_usd_per_hour=run_rate,
+            month_to_date_usd=mtd,
+            estimated_usd=estimated,
+            forecast_month_usd=forecast,
+            status=budget_status(budget, forecast, self._settings.warning_pct),
+            owners=owners,
+            resources=tuple(ordered),
+            unpriced=sum(1 for a in billable if a.priced.usd_per_hour is None),
+        )
+
+
+def _pending_capacity(
+    resources: Sequence[Resource], accelerated: set[str]
+) -> list[PendingCapacity]:
+    """Accelerator node groups whose desired size is ahead of their running instances."""
+    running: Counter[tuple[str, str, str]] = Counter()
+    for r in resources:
+        if r.kind is ResourceKind.EC2_INSTANCE and r.eks_cluster and r.eks_nodegroup:
+            running[(r.region, r.eks_cluster, r.eks_nodegroup)] += 1
+    out = []
+    for r in resources:
+        if r.kind is ResourceKind.EKS_NODEGROUP and r.eks_cluster and r.eks_nodegroup:
+            if not set((r.instance_type or "").split(",")) & accelerated:
+                continue
+            have = running[(r.region, r.eks_cluster, r.eks_nodegroup)]
+            if r.desired_size > have:
+                out.append(PendingCapacity(r, have, r.desired_size - have))
+    return out

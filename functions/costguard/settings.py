@@ -1,0 +1,118 @@
+"""Runtime settings for the Lambdas and the CLI, read once from the environment.
+
+The variable names are :class:`costguard.names.Env`, which the CDK stack also uses.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from costguard.domain.attribution import ProjectConfig
+from costguard.domain.tags import TagKeys, parse_budget
+from costguard.names import Env, Tags
+
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}$")
+
+
+class SettingsError(ValueError):
+    """The configuration is wrong; the message says which variable and why."""
+
+
+class ProjectEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget: str | float | int | None = None
+    owners: tuple[str, ...] = ()
+
+    def to_domain(self, name: str) -> ProjectConfig:
+        budget = None
+        if self.budget is not None:
+            parsed = parse_budget(str(self.budget))
+            if isinstance(parsed, str):
+                raise ValueError(f"project {name!r}: budget {self.budget!r} {parsed}")
+            budget = parsed
+        return ProjectConfig(budget, self.owners)
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    regions: tuple[str, ...] = Field(min_length=1)
+    table_name: str | None = None
+    scope: str = "default"
+    dry_run: bool = True
+    warning_pct: Decimal = Field(default=Decimal(80), gt=0, le=100)
+    project_tag_keys: tuple[str, ...] = (Tags.PROJECT, *Tags.PROJECT_FALLBACKS)
+    projects: dict[str, ProjectEntry] = Field(default_factory=dict)
+    sagemaker_tags: Literal["tagging-api", "per-resource"] = "tagging-api"
+    sagemaker_studio: bool = True
+    topic_arn: str | None = None
+
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [r for r in value if not REGION.match(r)]
+        if bad:
+            raise ValueError(f"not AWS region names: {', '.join(bad)} (expected e.g. us-east-1)")
+        return tuple(dict.fromkeys(value))
+
+    @property
+    def tag_keys(self) -> TagKeys:
+        return TagKeys(project=self.project_tag_keys)
+
+    def project_table(self) -> dict[str, ProjectConfig]:
+        return {name: entry.to_domain(name) for name, entry in self.projects.items()}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Build settings from environment variables, with errors that name the variable."""
+        raw: dict[str, object] = {}
+
+        def csv(name: str) -> tuple[str, ...]:
+            return tuple(p.strip() for p in environ[name].split(",") if p.strip())
+
+        if Env.REGIONS in environ:
+            raw["regions"] = csv(Env.REGIONS)
+        elif environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"):
+            raw["regions"] = (environ.get("AWS_REGION") or environ["AWS_DEFAULT_REGION"],)
+        else:
+            raise SettingsError(
+                f"{Env.REGIONS} is not set (comma-separated regions, e.g. us-east-1,us-west-2)"
+            )
+        for field_name, env in (
+            ("table_name", Env.TABLE_NAME),
+            ("scope", Env.SCOPE),
+            ("warning_pct", Env.WARNING_PCT),
+            ("sagemaker_tags", Env.SAGEMAKER_TAGS),
+            ("topic_arn", Env.TOPIC_ARN),
+        ):
+            if environ.get(env):
+                raw[field_name] = environ[env]
+        for field_name, env in (
+            ("dry_run", Env.DRY_RUN),
+            ("sagemaker_studio", Env.SAGEMAKER_STUDIO),
+        ):
+            if env in environ:
+                flag = environ[env].strip().lower()
+                if flag not in {"true", "false", "1", "0"}:
+                    raise SettingsError(f"{env} must be true or false, got {environ[env]!r}")
+                raw[field_name] = flag in {"true", "1"}
+        if environ.get(Env.PROJECT_TAG_KEYS):
+            raw["project_tag_keys"] = csv(Env.PROJECT_TAG_KEYS)
+        if environ.get(Env.PROJECTS_JSON):
+            try:
+                raw["projects"] = json.loads(environ[Env.PROJECTS_JSON])
+            except json.JSONDecodeError as exc:
+                raise SettingsError(f"{Env.PROJECTS_JSON} is not valid JSON: {exc}") from exc
+        try:
+            settings = cls.model_validate(raw)
+            settings.project_table()
+        except (ValidationError, ValueError) as exc:
+            raise SettingsError(f"invalid CostGuard settings: {exc}") from exc
+        return settings

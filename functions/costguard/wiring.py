@@ -1,0 +1,87 @@
+"""Composition: build the services from settings and a boto3 session, in one place.
+
+Tests call these with fakes or moto; the handlers and the CLI call them for real.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from costguard.adapters.aws import ClientFactory
+from costguard.adapters.catalog import load_catalog
+from costguard.adapters.dynamodb import DynamoDbLedger
+from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices
+from costguard.adapters.eks import EksInventory
+from costguard.adapters.memory import InMemoryLedger
+from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, TaggingApiTags
+from costguard.services.scan import Progress, ScanService, ScanSettings
+
+if TYPE_CHECKING:
+    from costguard.domain.pricing import PriceCatalog
+    from costguard.ports import Ledger
+    from costguard.settings import Settings
+
+
+class CallCounter:
+    """Counts AWS API calls by ``service.Operation`` (what the guard costs to run)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: Counter[str] = Counter()
+
+    def attach(self, session: Any) -> None:
+        session.events.register("before-call", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[f"{model.service_model.service_name}.{model.name}"] += 1
+
+    def snapshot(self) -> Mapping[str, int]:
+        with self._lock:
+            return dict(self.calls)
+
+
+def build_ledger(settings: Settings, session: Any) -> Ledger:
+    if settings.table_name:
+        region = settings.regions[0] if not session.region_name else session.region_name
+        return DynamoDbLedger(session.client("dynamodb", region_name=region), settings.table_name)
+    return InMemoryLedger()
+
+
+def build_scan_service(
+    settings: Settings,
+    session: Any,
+    *,
+    ledger: Ledger | None = None,
+    catalog: PriceCatalog | None = None,
+    progress: Progress | None = None,
+    counter: CallCounter | None = None,
+) -> ScanService:
+    clients = ClientFactory(session)
+    tag_reader = (
+        TaggingApiTags(clients)
+        if settings.sagemaker_tags == "tagging-api"
+        else PerResourceTags(clients)
+    )
+    return ScanService(
+        sources=[
+            Ec2Inventory(clients),
+            EksInventory(clients),
+            SageMakerInventory(clients, tag_reader, studio=settings.sagemaker_studio),
+        ],
+        spot_prices=Ec2SpotPrices(clients),
+        catalog=catalog or load_catalog(),
+        ledger=ledger if ledger is not None else build_ledger(settings, session),
+        settings=ScanSettings(
+            scope=settings.scope,
+            regions=settings.regions,
+            tag_keys=settings.tag_keys,
+            projects=settings.project_table(),
+            warning_pct=settings.warning_pct,
+        ),
+        progress=progress,
+        api_calls=counter.snapshot if counter else None,
+    )

@@ -1,0 +1,232 @@
+"""`costguard scan --json` as a user runs it: a subprocess, boto3 over HTTP to moto's server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from costguard.demo.fleet import backdate_instances, backdate_sagemaker, install_spot_prices
+from costguard.demo.server import embedded_aws
+
+pytestmark = pytest.mark.e2e
+ROLE = "arn:aws:iam::123456789012:role/x"
+CATALOG = {
+    "p5.48xlarge": Decimal("55.04"),
+    "g5.xlarge": Decimal("1.006"),
+    "ml.p3.2xlarge": Decimal("3.825"),
+}
+GP2_PER_GB_MONTH = {"gp2": Decimal("0.10"), "gp3": Decimal("0.08")}
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    with embedded_aws() as url:
+        yield url
+
+
+def _tags(**tags: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "ResourceType": "instance",
+            "Tags": [{"Key": k.replace("__", ":"), "Value": v} for k, v in tags.items()],
+        }
+    ]
+
+
+def seed(now: datetime) -> dict[str, str]:
+    import boto3
+
+    session = boto3.Session()
+    ec2 = session.client("ec2", region_name="us-east-1")
+    run = {
+        "ImageId": "ami-12345678",
+        "MinCount": 1,
+        "MaxCount": 1,
+        "Placement": {"AvailabilityZone": "us-east-1a"},
+    }
+    p5 = ec2.run_instances(
+        InstanceType="p5.48xlarge",
+        TagSpecifications=_tags(costguard__project="llm", costguard__budget="$500"),
+        **run,
+    )["Instances"][0]["InstanceId"]
+    p4d = ec2.run_instances(
+        InstanceType="p4d.24xlarge",
+        InstanceMarketOptions={"MarketType": "spot"},
+        TagSpecifications=_tags(costguard__project="llm"),
+        **run,
+    )["Instances"][0]["InstanceId"]
+    g5 = ec2.run_instances(InstanceType="g5.xlarge", **run)["Instances"][0]["InstanceId"]
+    bad = ec2.run_instances(
+        InstanceType="g5.xlarge",
+        TagSpecifications=_tags(costguard__project="cv", costguard__budget="abc"),
+        **run,
+    )["Instances"][0]["InstanceId"]
+    ec2.run_instances(
+        InstanceType="m5.large", TagSpecifications=_tags(costguard__project="llm"), **run
+    )
+    sm = session.client("sagemaker", region_name="us-east-1")
+    sm.create_notebook_instance(
+        NotebookInstanceName="nb",
+        InstanceType="ml.p3.2xlarge",
+        RoleArn=ROLE,
+        Tags=[{"Key": "costguard:project", "Value": "cv"}],
+    )
+    backdate_instances(
+        "us-east-1",
+        {
+            p5: now - timedelta(hours=10),
+            p4d: now - timedelta(hours=4),
+            g5: now - timedelta(hours=2),
+            bad: now - timedelta(hours=1),
+        },
+    )
+    backdate_sagemaker("us-east-1", {"nb": now - timedelta(hours=3)}, {})
+    install_spot_prices({("us-east-1a", "p4d.24xlarge"): Decimal("9.8814")}, now)
+    return {"p5": p5, "p4d": p4d, "g5": g5, "bad": bad}
+
+
+def scan_json(*extra: str) -> dict[str, Any]:
+    env = {**os.environ, "COSTGUARD_SAGEMAKER_STUDIO": "false"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "costguard.cli",
+            "scan",
+            "--json",
+            "--region",
+            "us-east-1",
+            "--sagemaker-tags",
+            "per-resource",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_scan_json_matches_hand_computed_prices(server: str) -> None:
+    # GIVEN a fleet launched 10 h, 4 h, 2 h and 1 h before the scan
+    now = datetime.now(UTC)
+    ids = seed(now)
+    # WHEN a user runs `costguard scan --json`
+    report = scan_json()
+    scanned = datetime.fromisoformat(report["scanned_at"])
+    projects = {p["project"]: p for p in report["projects"]}
+    llm, cv = projects["llm"], projects["cv"]
+    by_id = {r["id"]: r for r in llm["resources"]}
+
+    # THEN every rate is the list price, spot is the AZ's spot price, CPU boxes are out of scope
+    assert by_id[ids["p5"]]["usd_per_hour"] == 55.04
+    assert by_id[ids["p4d"]]["usd_per_hour"] == 9.8814
+    assert by_id[ids["p4d"]]["lifecycle"] == "spot"
+    assert {r["instance_type"] for r in llm["resources"] if r["kind"] == "ec2-instance"} == {
+        "p5.48xlarge",
+        "p4d.24xlarge",
+    }
+
+    # AND the project numbers are what a person computes by hand
+    def hours(since: timedelta) -> Decimal:
+        return Decimal(str((scanned - (now - since)).total_seconds())) / 3600
+
+    volumes = [r for r in llm["resources"] if r["kind"] == "ebs-volume"]
+    vol_rate = sum(
+        GP2_PER_GB_MONTH[v["volume"]["type"]] * v["volume"]["size_gib"] / 730 for v in volumes
+    )
+    assert llm["run_rate_usd_per_hour"] == pytest.approx(
+        float(Decimal("55.04") + Decimal("9.8814") + vol_rate), abs=1e-4
+    )
+    expected_mtd = Decimal("55.04") * hours(timedelta(hours=10)) + Decimal("9.8814") * hours(
+        timedelta(hours=4)
+    )
+    assert llm["month_to_date_usd"] == pytest.approx(float(expected_mtd), abs=0.05)
+    left = (
+        Decimal(
+            str(
+                (
+                    (
+                        scanned.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+                        + timedelta(days=32)
+                    ).replace(day=1)
+                    - scanned
+                ).total_seconds()
+            )
+        )
+        / 3600
+    )
+    assert llm["forecast_month_usd"] == pytest.approx(
+        llm["month_to_date_usd"] + llm["run_rate_usd_per_hour"] * float(left), rel=1e-3
+    )
+    assert llm["budget_usd"] == 500.0
+    assert llm["status"] == "over"
+
+    assert cv["budget_usd"] is None  # "abc" is not a budget ...
+    assert cv["month_to_date_usd"] == pytest.approx(
+        float(
+            Decimal("1.006") * hours(timedelta(hours=1))
+            + Decimal("3.825") * hours(timedelta(hours=3))
+        ),
+        abs=0.05,
+    )
+    findings = {(f["code"], f["resource"]) for f in report["findings"]}
+    assert (
+        "malformed-budget",
+        f"us-east-1/ec2-instance/{ids['bad']}",
+    ) in findings  # ... it is a finding
+    assert ("unattributed", f"us-east-1/ec2-instance/{ids['g5']}") in findings
+    assert [
+        r["id"] for r in report["unattributed"]["resources"] if r["kind"] == "ec2-instance"
+    ] == [ids["g5"]]
+    assert report["cost_of_scan"]["api_calls_total"] > 0
+
+
+def test_scan_table_output_is_readable(server: str) -> None:
+    seed(datetime.now(UTC))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "costguard.cli",
+            "scan",
+            "--region",
+            "us-east-1",
+            "--sagemaker-tags",
+            "per-resource",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COSTGUARD_SAGEMAKER_STUDIO": "false"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "llm" in done.stdout and "over" in done.stdout
+    assert "malformed-budget" in done.stdout
+    assert "costguard:" in done.stderr  # progress goes to stderr
+
+
+def test_bad_region_is_a_clear_error_not_a_traceback(server: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "costguard.cli", "scan", "--region", "mars-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "mars-1" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,189 @@
+"""EKS on moto; SageMaker notebooks/endpoints on moto, Studio and the tagging API on Stubber."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from botocore.stub import Stubber
+
+from costguard.adapters.aws import ClientFactory
+from costguard.adapters.eks import EksInventory
+from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, TaggingApiTags
+from costguard.domain.findings import FindingCode
+from costguard.domain.models import Lifecycle, ResourceKind
+from tests.conftest import NOW
+
+ROLE = "arn:aws:iam::123456789012:role/x"
+
+
+def test_eks_cluster_and_node_group_with_scaling_and_tags(aws: Any) -> None:
+    ec2 = aws.client("ec2", region_name="us-east-1")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    eks = aws.client("eks", region_name="us-east-1")
+    eks.create_cluster(
+        name="ml",
+        roleArn=ROLE,
+        resourcesVpcConfig={"subnetIds": [subnet]},
+        version="1.29",
+        tags={"costguard:project": "platform"},
+    )
+    eks.create_nodegroup(
+        clusterName="ml",
+        nodegroupName="gpu",
+        nodeRole=ROLE,
+        subnets=[subnet],
+        instanceTypes=["g5.12xlarge"],
+        capacityType="SPOT",
+        scalingConfig={"minSize": 0, "maxSize": 4, "desiredSize": 2},
+        tags={"costguard:project": "cv"},
+    )
+    inv = EksInventory(ClientFactory(aws)).collect("us-east-1", NOW)
+    by_kind = {r.kind: r for r in inv.resources}
+    cluster = by_kind[ResourceKind.EKS_CLUSTER]
+    assert (cluster.id, cluster.version, cluster.tags["costguard:project"]) == (
+        "ml",
+        "1.29",
+        "platform",
+    )
+    ng = by_kind[ResourceKind.EKS_NODEGROUP]
+    assert (ng.id, ng.instance_type, ng.desired_size, ng.lifecycle) == (
+        "ml/gpu",
+        "g5.12xlarge",
+        2,
+        Lifecycle.SPOT,
+    )
+    assert ng.tags["costguard:project"] == "cv"
+
+
+def test_notebooks_and_endpoint_variants_with_per_resource_tags(aws: Any) -> None:
+    sm = aws.client("sagemaker", region_name="us-east-1")
+    sm.create_notebook_instance(
+        NotebookInstanceName="nb",
+        InstanceType="ml.p3.2xlarge",
+        RoleArn=ROLE,
+        Tags=[{"Key": "costguard:project", "Value": "cv"}],
+    )
+    sm.create_model(
+        ModelName="m",
+        ExecutionRoleArn=ROLE,
+        PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/m:1"},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {
+                "VariantName": "a",
+                "ModelName": "m",
+                "InitialInstanceCount": 3,
+                "InstanceType": "ml.g4dn.xlarge",
+            }
+        ],
+    )
+    sm.create_endpoint(
+        EndpointName="ep",
+        EndpointConfigName="c",
+        Tags=[{"Key": "costguard:project", "Value": "serving"}],
+    )
+    factory = ClientFactory(aws)
+    inv = SageMakerInventory(factory, PerResourceTags(factory), studio=False).collect(
+        "us-east-1", NOW
+    )
+    found = {r.kind: r for r in inv.resources}
+    nb = found[ResourceKind.SAGEMAKER_NOTEBOOK]
+    assert (nb.id, nb.instance_type, nb.tags["costguard:project"]) == ("nb", "ml.p3.2xlarge", "cv")
+    ep = found[ResourceKind.SAGEMAKER_ENDPOINT]
+    assert (ep.id, ep.instance_type, ep.count, ep.tags["costguard:project"]) == (
+        "ep/a",
+        "ml.g4dn.xlarge",
+        3,
+        "serving",
+    )
+
+
+def test_studio_apps_are_priced_units_and_tagged_through_their_space(aws: Any) -> None:
+    factory = ClientFactory(aws)
+    sm = factory("sagemaker", "us-east-1")
+    tagging = factory("resourcegroupstaggingapi", "us-east-1")
+    apps = [
+        {
+            "DomainId": "d-1",
+            "SpaceName": "alice-space",
+            "AppType": "JupyterLab",
+            "AppName": "default",
+            "Status": "InService",
+            "CreationTime": NOW - timedelta(hours=3),
+            "ResourceSpec": {"InstanceType": "ml.g5.xlarge"},
+        },
+        {
+            "DomainId": "d-1",
+            "UserProfileName": "bob",
+            "AppType": "JupyterServer",
+            "AppName": "default",
+            "Status": "InService",
+            "ResourceSpec": {"InstanceType": "system"},
+        },
+        {
+            "DomainId": "d-1",
+            "SpaceName": "old",
+            "AppType": "CodeEditor",
+            "AppName": "default",
+            "Status": "Deleted",
+            "ResourceSpec": {"InstanceType": "ml.g5.2xlarge"},
+        },
+    ]
+    with Stubber(sm) as sm_stub, Stubber(tagging) as tag_stub:
+        sm_stub.add_response("list_notebook_instances", {"NotebookInstances": []})
+        sm_stub.add_response("list_endpoints", {"Endpoints": []})
+        sm_stub.add_response("list_training_jobs", {"TrainingJobSummaries": []})
+        sm_stub.add_response("list_apps", {"Apps": apps})
+        tag_stub.add_response(
+            "get_resources",
+            {
+                "ResourceTagMappingList": [
+                    {
+                        "ResourceARN": "arn:aws:sagemaker:us-east-1:123456789012:space/d-1/alice-space",
+                        "Tags": [{"Key": "costguard:project", "Value": "research"}],
+                    }
+                ]
+            },
+        )
+        inv = SageMakerInventory(factory, TaggingApiTags(factory)).collect("us-east-1", NOW)
+    (app,) = inv.resources
+    assert app.kind is ResourceKind.SAGEMAKER_STUDIO_APP
+    assert (app.instance_type, app.tags["costguard:project"]) == ("ml.g5.xlarge", "research")
+
+
+def test_one_failing_sagemaker_api_does_not_hide_the_others(aws: Any) -> None:
+    sm = aws.client("sagemaker", region_name="us-east-1")
+    sm.create_notebook_instance(
+        NotebookInstanceName="nb", InstanceType="ml.t3.medium", RoleArn=ROLE
+    )
+    factory = ClientFactory(aws)
+    client = factory("sagemaker", "us-east-1")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "list_notebook_instances",
+            {
+                "NotebookInstances": [
+                    {
+                        "NotebookInstanceName": "nb",
+                        "NotebookInstanceArn": "arn:aws:sagemaker:us-east-1:123456789012:notebook-instance/nb",
+                        "InstanceType": "ml.t3.medium",
+                        "NotebookInstanceStatus": "InService",
+                    }
+                ]
+            },
+        )
+        stub.add_client_error("list_endpoints", "AccessDeniedException", "no")
+        stub.add_response("list_training_jobs", {"TrainingJobSummaries": []})
+        stub.add_client_error("list_apps", "ThrottlingException", "slow down")
+        stub.add_response("list_tags", {"Tags": []})
+        inv = SageMakerInventory(factory, PerResourceTags(factory)).collect("us-east-1", NOW)
+    assert [r.id for r in inv.resources] == ["nb"]
+    assert sorted(f.resource for f in inv.findings) == [
+        "us-east-1/sagemaker/endpoints",
+        "us-east-1/sagemaker/studio-apps",
+    ]
+    assert all(f.code is FindingCode.SCAN_FAILED for f in inv.findings)

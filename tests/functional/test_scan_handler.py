@@ -1,0 +1,74 @@
+"""The scan Lambda handler on moto: environment in, JSON summary out, ledger updated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from costguard.names import Env
+from tests.conftest import NOW
+
+
+@dataclass
+class Context:
+    function_name: str = "costguard-scan"
+    memory_limit_in_mb: int = 512
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:costguard-scan"
+    aws_request_id: str = "req-1"
+
+
+@pytest.fixture
+def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from costguard.demo.run import create_ledger_table
+
+    create_ledger_table(aws, "ledger", "us-east-1")
+    for key, value in {
+        Env.REGIONS: "us-east-1",
+        Env.TABLE_NAME: "ledger",
+        Env.SCOPE: "123456789012",
+        Env.SAGEMAKER_TAGS: "per-resource",
+        Env.SAGEMAKER_STUDIO: "false",
+    }.items():
+        monkeypatch.setenv(key, value)
+    return aws
+
+
+def test_scheduled_scan_uses_the_event_time_and_accrues_exactly_once(lambda_env: Any) -> None:
+    from costguard.handlers.scan import handler
+
+    ec2 = lambda_env.client("ec2", region_name="us-east-1")
+    ec2.run_instances(
+        ImageId="ami-12345678",
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": "costguard:project", "Value": "cv"}]}
+        ],
+    )
+    first = handler({"time": NOW.isoformat()}, Context())
+    later = (NOW + timedelta(hours=1)).isoformat()
+    second = handler({"time": later}, Context())
+    retried = handler({"time": later}, Context())  # the same scheduled event delivered twice
+
+    assert first["scanned_at"] == NOW.isoformat()
+    assert second["ledger"] == "applied"
+    assert retried["ledger"] == "already-applied"
+    (cv,) = [p for p in retried["projects"] if p["project"] == "cv"]
+    assert cv["month_to_date_usd"] == second["projects"][0]["month_to_date_usd"]
+    assert cv["run_rate_usd_per_hour"] > 1.006  # the instance plus its root volume
+    assert second["api_calls"] > 0
+
+
+def test_missing_configuration_fails_loudly_for_the_dlq(
+    lambda_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.handlers.scan import handler
+    from costguard.settings import SettingsError
+
+    monkeypatch.setenv(Env.REGIONS, "us-east-1,not a region")
+    with pytest.raises(SettingsError, match="not a region"):
+        handler({}, Context())

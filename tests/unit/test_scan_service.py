@@ -1,0 +1,139 @@
+"""The scan use case with in-memory fakes: no boto3, no moto."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from costguard.adapters.catalog import load_catalog
+from costguard.adapters.memory import InMemoryLedger, StaticInventory, StaticSpotPrices
+from costguard.domain.findings import FindingCode
+from costguard.domain.models import Resource, ResourceKind
+from costguard.domain.spend import BudgetStatus
+from costguard.ports import AccessDeniedError, Inventory
+from costguard.services.scan import ScanService, ScanSettings
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+def instance(
+    id_: str, itype: str, region: str = "us-east-1", hours_ago: float = 10, **tags: str
+) -> Resource:
+    return Resource(
+        id=id_,
+        kind=ResourceKind.EC2_INSTANCE,
+        region=region,
+        instance_type=itype,
+        availability_zone=f"{region}a",
+        launched_at=NOW - timedelta(hours=hours_ago),
+        tags={k.replace("__", ":"): v for k, v in tags.items()},
+    )
+
+
+def service(
+    inventories: dict[str, Inventory],
+    ledger: InMemoryLedger,
+    failing: dict[str, Exception] | None = None,
+) -> ScanService:
+    return ScanService(
+        sources=[StaticInventory("ec2", inventories, failing)],
+        spot_prices=StaticSpotPrices({}),
+        catalog=load_catalog(),
+        ledger=ledger,
+        settings=ScanSettings(scope="acct", regions=("us-east-1", "us-west-2")),
+    )
+
+
+def test_budget_report_from_backfill_then_exact_accrual() -> None:
+    # GIVEN a p5.48xlarge running for 10 h in a project with a $12,000 budget
+    fleet = {
+        "us-east-1": Inventory(
+            (instance("i-p5", "p5.48xlarge", costguard__project="llm", costguard__budget="12000"),)
+        )
+    }
+    ledger = InMemoryLedger()
+    # WHEN it is scanned twice, 15 minutes apart
+    first = service(fleet, ledger).run(NOW)
+    second = service(fleet, ledger).run(NOW + timedelta(minutes=15))
+    # THEN month-to-date is the back-fill plus exactly 15 minutes, and the forecast is over budget
+    (p1,) = first.projects
+    assert p1.month_to_date_usd == Decimal("550.40")
+    assert p1.estimated_usd == Decimal("550.40")
+    (p2,) = second.projects
+    assert p2.month_to_date_usd == Decimal("550.40") + Decimal("13.76")
+    assert p2.run_rate_usd_per_hour == Decimal("55.04")
+    assert p2.status is BudgetStatus.OVER
+    assert p2.forecast_month_usd > Decimal(12000)
+
+
+def test_one_failing_region_is_reported_and_the_rest_completes() -> None:
+    fleet = {
+        "us-west-2": Inventory(
+            (instance("i-g5", "g5.xlarge", region="us-west-2", costguard__project="cv"),)
+        )
+    }
+    denied = AccessDeniedError(
+        "ec2", "us-east-1", "DescribeInstances", "UnauthorizedOperation", "not allowed"
+    )
+    report = service(fleet, InMemoryLedger(), {"us-east-1": denied}).run(NOW)
+    assert [p.project for p in report.projects] == ["cv"]
+    (failure,) = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
+    assert failure.resource == "us-east-1/ec2"
+    assert "UnauthorizedOperation" in failure.message
+
+
+def test_unattributed_and_unpriced_are_reported_never_zero() -> None:
+    fleet = {
+        "us-east-1": Inventory(
+            (
+                instance("i-x", "g5.xlarge"),
+                instance("i-new", "p9.96xlarge", costguard__project="llm"),
+            )
+        )
+    }
+    report = service(fleet, InMemoryLedger()).run(NOW)
+    assert report.unattributed.run_rate_usd_per_hour == Decimal("1.006")
+    (llm,) = report.projects
+    assert llm.unpriced == 1
+    assert {f.code for f in report.findings} >= {FindingCode.UNATTRIBUTED, FindingCode.UNPRICED}
+
+
+def test_projects_with_spend_this_month_but_nothing_running_still_report() -> None:
+    ledger = InMemoryLedger()
+    running = {
+        "us-east-1": Inventory(
+            (instance("i-a", "g5.xlarge", costguard__project="cv", costguard__budget="100"),)
+        )
+    }
+    service(running, ledger).run(NOW)
+    report = service({}, ledger).run(NOW + timedelta(hours=1))
+    (cv,) = report.projects
+    assert cv.run_rate_usd_per_hour == 0
+    assert cv.month_to_date_usd > 0
+
+
+def test_pending_node_group_capacity_is_reported_not_spent() -> None:
+    ng = Resource(
+        id="c/gpu",
+        kind=ResourceKind.EKS_NODEGROUP,
+        region="us-east-1",
+        instance_type="g5.12xlarge",
+        desired_size=3,
+        eks_cluster="c",
+        eks_nodegroup="gpu",
+        tags={"costguard:project": "cv"},
+    )
+    node = Resource(
+        id="i-n",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="g5.12xlarge",
+        launched_at=NOW - timedelta(hours=1),
+        eks_cluster="c",
+        eks_nodegroup="gpu",
+    )
+    report = service({"us-east-1": Inventory((ng, node))}, InMemoryLedger()).run(NOW)
+    (pending,) = report.pending_capacity
+    assert (pending.running, pending.pending) == (1, 2)
+    (cv,) = report.projects
+    assert cv.run_rate_usd_per_hour == Decimal("5.672")  # one node, not three
