@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import ResourceKind
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from costguard.domain.pricing import PricedResource
 
 
+_NODEGROUP = ResourceKind.EKS_NODEGROUP
+_CLUSTER = ResourceKind.EKS_CLUSTER
+_EKS_MEMBERS = frozenset({ResourceKind.EC2_INSTANCE, ResourceKind.EBS_VOLUME})
+
+
 @dataclass(frozen=True, slots=True)
 class ProjectConfig:
     """A row of the optional central project table; overrides tags."""
@@ -36,8 +41,9 @@ class ProjectConfig:
     owners: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class AttributedResource:
+class AttributedResource(NamedTuple):
+    """A priced resource with its project (None: unattributed). A NamedTuple for speed."""
+
     priced: PricedResource
     project: str | None
     owner: str | None
@@ -93,9 +99,9 @@ def attribute(
         project = parsed[res.key].project
         if project is None:
             continue
-        if res.kind is ResourceKind.EKS_NODEGROUP and res.eks_cluster and res.eks_nodegroup:
+        if res.kind is _NODEGROUP and res.eks_cluster and res.eks_nodegroup:
             nodegroup_project[(res.region, res.eks_cluster, res.eks_nodegroup)] = project
-        elif res.kind is ResourceKind.EKS_CLUSTER:
+        elif res.kind is _CLUSTER:
             cluster_project[(res.region, res.id)] = project
 
     attributed: list[AttributedResource] = []
@@ -105,7 +111,7 @@ def attribute(
         res = item.resource
         tags = parsed[res.key]
         project, via = tags.project, "tag" if tags.project else ""
-        if project is None and res.kind in (ResourceKind.EC2_INSTANCE, ResourceKind.EBS_VOLUME):
+        if project is None and res.kind in _EKS_MEMBERS:
             cluster = res.eks_cluster or _cluster_of(res.tags)
             nodegroup = res.eks_nodegroup or res.tags.get(Tags.EKS_NODEGROUP)
             if cluster and nodegroup:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 
 SECONDS_PER_HOUR = Decimal(3600)
 
 
 def require_utc(moment: datetime) -> datetime:
+    if moment.tzinfo is UTC:
+        return moment
     if moment.tzinfo is None:
         raise ValueError(f"naive datetime {moment.isoformat()}: pass a timezone-aware UTC time")
     return moment.astimezone(UTC)
@@ -16,7 +19,12 @@ def require_utc(moment: datetime) -> datetime:
 
 def month_key(moment: datetime) -> str:
     moment = require_utc(moment)
-    return f"{moment.year:04d}-{moment.month:02d}"
+    return _month_key(moment.year, moment.month)
+
+
+@lru_cache(maxsize=256)
+def _month_key(year: int, month: int) -> str:
+    return f"{year:04d}-{month:02d}"
 
 
 def month_start(moment: datetime) -> datetime:
@@ -29,9 +37,14 @@ def next_month_start(moment: datetime) -> datetime:
     return (start + timedelta(days=32)).replace(day=1)
 
 
+_MICROSECONDS_PER_HOUR = Decimal(3_600_000_000)
+
+
 def hours_between(start: datetime, end: datetime) -> Decimal:
-    seconds = Decimal(str((end - start).total_seconds()))
-    return max(seconds, Decimal(0)) / SECONDS_PER_HOUR
+    """Exact hours from ``start`` to ``end`` (0 if ``end`` is earlier), to the microsecond."""
+    delta = end - start
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return Decimal(max(micros, 0)) / _MICROSECONDS_PER_HOUR
 
 
 def hours_left_in_month(now: datetime) -> Decimal:
@@ -41,6 +54,10 @@ def hours_left_in_month(now: datetime) -> Decimal:
 def split_by_month(start: datetime, end: datetime) -> list[tuple[str, Decimal]]:
     """Hours of [start, end) that fall in each calendar month, oldest first."""
     start, end = require_utc(start), require_utc(end)
+    if start >= end:
+        return []
+    if (start.year, start.month) == (end.year, end.month):
+        return [(month_key(start), hours_between(start, end))]
     parts: list[tuple[str, Decimal]] = []
     cursor = start
     while cursor < end:

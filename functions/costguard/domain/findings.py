@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class Severity(StrEnum):
@@ -27,8 +27,9 @@ class FindingCode(StrEnum):
     CONFIG = "config"
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
+    """One thing a person should know or fix, addressed to the resource it is about."""
+
     code: FindingCode
     resource: str
     message: str

@@ -47,8 +47,7 @@ class Accelerator:
 class Resource:
     """One thing that costs money, as found by an inventory source.
 
-    ``id`` is unique within ``region`` and ``kind``; :attr:`key` is unique
-    across the whole scan and is what the ledger keys observations by.
+    ``id`` is unique within ``region`` and ``kind``.
     """
 
     id: str
@@ -74,12 +73,16 @@ class Resource:
     version: str | None = None
     #: EKS node groups: scaling config.
     desired_size: int = 0
+    #: ``region/kind/id``: unique across a scan; what the ledger keys observations by.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.region}/{self.kind.value}/{self.id}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.region}/{self.kind.value}/{self.id}")
 
     @property
     def billable(self) -> bool:
         """Node groups are not priced: their EC2 instances are the priced units."""
-        return self.kind is not ResourceKind.EKS_NODEGROUP
+        return self.kind is not _NODEGROUP
+
+
+_NODEGROUP = ResourceKind.EKS_NODEGROUP

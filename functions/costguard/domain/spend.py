@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from costguard.domain.calendar import (
     hours_left_in_month,
@@ -33,8 +33,7 @@ if TYPE_CHECKING:
 DEFAULT_EXACT_GAP = timedelta(hours=1)
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(NamedTuple):
     """The last time the ledger saw a resource, and what it cost then."""
 
     key: str
@@ -79,7 +78,9 @@ def accrue(
     and the ledger refuses to add them to a row that already took that scan.
     """
     now = require_utc(now)
-    increments: dict[AccrualKey, Increment] = defaultdict(Increment)
+    this_month = month_start(now)
+    usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
+    estimated_usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     observations: list[Observation] = []
     for item in resources:
         res = item.priced.resource
@@ -95,17 +96,21 @@ def accrue(
             estimated = (now - start) > exact_gap
             first_seen = previous.first_seen_at
         else:
-            start = max(launched or now, month_start(now))
+            start = max(launched or now, this_month)
             estimated = True
             first_seen = now
         if rate is not None and start < now:
             for month, hours in split_by_month(start, now):
-                usd = rate * hours
-                increments[(item.project, month)] += Increment(usd, usd if estimated else ZERO)
+                key = (item.project, month)
+                amount = rate * hours
+                usd[key] += amount
+                if estimated:
+                    estimated_usd[key] += amount
         observations.append(
             Observation(res.key, item.project, rate if rate is not None else ZERO, now, first_seen)
         )
-    return Accrual(dict(increments), tuple(observations))
+    increments = {key: Increment(total, estimated_usd.get(key, ZERO)) for key, total in usd.items()}
+    return Accrual(increments, tuple(observations))
 
 
 class BudgetStatus(StrEnum):

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode
 from costguard.names import Tags
@@ -22,6 +24,8 @@ MAX_BUDGET = Decimal("1000000000")
 
 _PLAIN = re.compile(r"^\d+(\.\d+)?$")
 _GROUPED = re.compile(r"^\d{1,3}(,\d{3})+(\.\d+)?$")
+#: Unicode category Cc is exactly C0, DEL and C1.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +48,7 @@ class Exemption:
         return self.until is None or now < self.until
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceTags:
+class ResourceTags(NamedTuple):
     """What a resource's tags say, once parsed; ``findings`` lists what was wrong."""
 
     project: str | None
@@ -55,6 +58,7 @@ class ResourceTags:
     findings: tuple[Finding, ...] = ()
 
 
+@lru_cache(maxsize=4096)
 def parse_budget(raw: str) -> Decimal | str:
     """Parse a monthly budget in USD; return the amount, or why it is not one.
 
@@ -103,6 +107,7 @@ def parse_exempt(raw: str) -> Exemption | str | None:
     return Exemption(moment.astimezone(UTC))
 
 
+@lru_cache(maxsize=4096)
 def normalise_project(raw: str) -> str | None:
     """Project names are free text; keep them exactly, minus edge whitespace.
 
@@ -112,59 +117,92 @@ def normalise_project(raw: str) -> str | None:
     text = unicodedata.normalize("NFC", raw.strip())
     if not text or len(text) > MAX_PROJECT_LEN:
         return None
-    if any(unicodedata.category(ch) == "Cc" for ch in text):
+    if _CONTROL.search(text):
         return None
     return text
 
 
-def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> ResourceTags:
-    """Parse a resource's tags into what CostGuard needs, collecting findings."""
-    findings: list[Finding] = []
-    project: str | None = None
-    for key in keys.project:
-        if key in tags:
-            project = normalise_project(tags[key])
-            if project is None:
-                findings.append(
-                    Finding(
-                        FindingCode.MALFORMED_PROJECT,
-                        resource_ref,
-                        f"tag {key}={tags[key]!r} is not a project name "
-                        f"(1-{MAX_PROJECT_LEN} printable characters); resource left unattributed",
-                    )
-                )
-            break
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    project: str | None
+    budget: Decimal | None
+    owner: str | None
+    exemption: Exemption | None
+    problems: tuple[tuple[FindingCode, str], ...]
 
+
+@lru_cache(maxsize=8192)
+def _parse(
+    project_tag: tuple[str, str] | None,
+    budget_key: str,
+    budget_raw: str | None,
+    owner_raw: str | None,
+    exempt_key: str,
+    exempt_raw: str | None,
+) -> _Parsed:
+    """The tag values repeat across a fleet; parse each combination once."""
+    problems: list[tuple[FindingCode, str]] = []
+    project = None
+    if project_tag is not None:
+        key, raw = project_tag
+        project = normalise_project(raw)
+        if project is None:
+            problems.append(
+                (
+                    FindingCode.MALFORMED_PROJECT,
+                    f"tag {key}={raw!r} is not a project name "
+                    f"(1-{MAX_PROJECT_LEN} printable characters); resource left unattributed",
+                )
+            )
     budget: Decimal | None = None
-    if keys.budget in tags:
-        parsed = parse_budget(tags[keys.budget])
+    if budget_raw is not None:
+        parsed = parse_budget(budget_raw)
         if isinstance(parsed, Decimal):
             budget = parsed
         else:
-            findings.append(
-                Finding(
+            problems.append(
+                (
                     FindingCode.MALFORMED_BUDGET,
-                    resource_ref,
-                    f"tag {keys.budget}={tags[keys.budget]!r} {parsed}; budget ignored",
+                    f"tag {budget_key}={budget_raw!r} {parsed}; budget ignored",
                 )
             )
-
     exemption: Exemption | None = None
-    if keys.exempt in tags:
-        parsed_exempt = parse_exempt(tags[keys.exempt])
+    if exempt_raw is not None:
+        parsed_exempt = parse_exempt(exempt_raw)
         if isinstance(parsed_exempt, str):
             # Fail safe: a resource whose owner *tried* to exempt it is treated as exempt.
             exemption = Exemption()
-            findings.append(
-                Finding(
+            problems.append(
+                (
                     FindingCode.MALFORMED_EXEMPT,
-                    resource_ref,
-                    f"tag {keys.exempt}={tags[keys.exempt]!r} {parsed_exempt}; "
-                    "treated as exempt until fixed",
+                    f"tag {exempt_key}={exempt_raw!r} {parsed_exempt}; treated as exempt until fixed",
                 )
             )
         else:
             exemption = parsed_exempt
+    owner = (owner_raw or "").strip() or None
+    return _Parsed(project, budget, owner, exemption, tuple(problems))
 
-    owner = tags.get(keys.owner, "").strip() or None
-    return ResourceTags(project, budget, owner, exemption, tuple(findings))
+
+def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> ResourceTags:
+    """Parse a resource's tags into what CostGuard needs, collecting findings."""
+    project_tag = None
+    for key in keys.project:
+        value = tags.get(key)
+        if value is not None:
+            project_tag = (key, value)
+            break
+    parsed = _parse(
+        project_tag,
+        keys.budget,
+        tags.get(keys.budget),
+        tags.get(keys.owner),
+        keys.exempt,
+        tags.get(keys.exempt),
+    )
+    findings = (
+        tuple(Finding(code, resource_ref, message) for code, message in parsed.problems)
+        if parsed.problems
+        else ()
+    )
+    return ResourceTags(parsed.project, parsed.budget, parsed.owner, parsed.exemption, findings)

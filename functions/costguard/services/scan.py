@@ -15,7 +15,7 @@ from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.money import ZERO
-from costguard.domain.pricing import PriceCatalog, PricedResource, SpotKey, price_resource
+from costguard.domain.pricing import PriceCatalog, PricedResource, Pricer, SpotKey
 from costguard.domain.spend import (
     DEFAULT_EXACT_GAP,
     BudgetStatus,
@@ -254,11 +254,12 @@ class ScanService:
                     )
                 )
         priced = []
-        today = now.date()
+        pricer = Pricer(self._catalog, spot, now.date())
         for r in resources:
-            item, found = price_resource(r, self._catalog, spot, today)
+            item, found = pricer.price(r)
             priced.append(item)
-            findings.extend(found)
+            if found:
+                findings.extend(found)
         return priced, findings
 
     def _project_report(

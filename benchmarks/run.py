@@ -1,0 +1,30 @@
+"""Run every benchmark and write ``benchmarks/results.json`` (``make bench``)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import api_calls, engine, import_time
+
+
+def main() -> None:
+    results = {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        "engine_100k": engine.measure(100_000),
+        "api_calls": [api_calls.measure(100), api_calls.measure(1000)],
+        "handler_import": import_time.measure(),
+    }
+    out = Path(__file__).with_name("results.json")
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
