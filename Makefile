@@ -42,8 +42,9 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
+## Synthesize the CDK app (no AWS account needed) into cdk.out/, with cdk-nag.
 synth: $(STAMP)
-	cd infra && ../$(BIN)/python app.py
+	$(BIN)/python infra/app.py
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache

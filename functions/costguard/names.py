@@ -56,3 +56,9 @@ class Metrics:
     RUN_RATE: Final = "RunRateUsdPerHour"
     SCAN_COMPLETED: Final = "ScanCompleted"
     FINDINGS: Final = "Findings"
+    #: Emitted by the actuators (idle notebooks, stale data), dimension ``Project``.
+    ACTION_SAVINGS: Final = "ActionSavingsUsdPerMonth"
+    ACTIONS_TAKEN: Final = "ActionsTaken"
+    #: Powertools adds this dimension to the handler's own metrics.
+    DIMENSION_SERVICE: Final = "service"
+    SCAN_SERVICE: Final = "costguard-scan"

@@ -20,6 +20,21 @@ from costguard.names import Env, Tags
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}$")
 
 
+#: Every environment variable :meth:`Settings.from_env` reads (the stack must set them all).
+ENV_VARS = (
+    Env.REGIONS,
+    Env.TABLE_NAME,
+    Env.SCOPE,
+    Env.DRY_RUN,
+    Env.WARNING_PCT,
+    Env.PROJECT_TAG_KEYS,
+    Env.PROJECTS_JSON,
+    Env.SAGEMAKER_TAGS,
+    Env.SAGEMAKER_STUDIO,
+    Env.TOPIC_ARN,
+)
+
+
 class SettingsError(ValueError):
     """The configuration is wrong; the message says which variable and why."""
 

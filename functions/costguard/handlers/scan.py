@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from costguard.services.scan import ScanReport
     from costguard.settings import Settings
 
-logger = Logger(service="costguard-scan")
-metrics = Metrics(namespace=M.NAMESPACE, service="costguard-scan")
+logger = Logger(service=M.SCAN_SERVICE)
+metrics = Metrics(namespace=M.NAMESPACE, service=M.SCAN_SERVICE)
 
 
 class ScanEvent(BaseModel):

@@ -1,0 +1,1 @@
+"""The CostGuard CDK app: one stack composed of small constructs."""

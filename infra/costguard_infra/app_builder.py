@@ -1,0 +1,64 @@
+"""Build the CDK app: configuration from context, the stack, and cdk-nag on every synth."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from costguard_infra.config import CONTEXT_KEYS, CostGuardConfig
+from costguard_infra.stack import CostGuardStack
+
+#: Every cdk-nag finding CostGuard accepts, and why. Anything else fails the synth.
+ACKNOWLEDGEMENTS: dict[str, str] = {
+    "AwsSolutions-IAM5[Resource::*]": (
+        "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, "
+        "X-Ray PutTraceSegments and DescribeSpotPriceHistory support no resource-level "
+        "permissions; every such statement is read-only (asserted by tests/infra)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (
+        "CostGuard scans every EKS cluster of the account in the configured regions (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:nodegroup/*]": (
+        "CostGuard reads every node group of the account in the configured regions (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:*]": (
+        "CostGuard reads every SageMaker endpoint, training job and tag of the account (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::<ScanFunction21898010.Arn>:*]": (
+        "EventBridge Scheduler's role may invoke the versions and aliases of the CostGuard "
+        "scan function, and nothing else"
+    ),
+    "AwsSolutions-L1": (
+        "Python 3.13 is pinned on purpose: it is the newest runtime for which CostGuard's "
+        "bundled wheels and the public Powertools layer parameter are tested; bump both together"
+    ),
+    "AwsSolutions-SQS3": "these queues are dead-letter queues themselves",
+    "AwsSolutions-SMG4": (
+        "the Slack webhook URL is issued by Slack and cannot be rotated by a Lambda; "
+        "rotate it in Slack and put the new URL in the secret"
+    ),
+}
+
+
+def build_app(
+    context: dict[str, Any] | None = None, outdir: str | None = None
+) -> tuple[cdk.App, CostGuardStack]:
+    app = cdk.App(context=context or {}, outdir=outdir)
+    raw = {key: app.node.try_get_context(key) for key in CONTEXT_KEYS}
+    config = CostGuardConfig.from_context({k: v for k, v in raw.items() if v is not None})
+    stack = CostGuardStack(
+        app,
+        "CostGuard",
+        config=config,
+        env=cdk.Environment(
+            account=app.node.try_get_context("account") or None,
+            region=app.node.try_get_context("region") or None,
+        ),
+    )
+    cdk.Tags.of(stack).add("costguard:component", "costguard")
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    for rule, reason in ACKNOWLEDGEMENTS.items():
+        cdk.Validations.of(stack).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+    return app, stack

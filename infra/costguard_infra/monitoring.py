@@ -1,0 +1,90 @@
+"""Alarms that tell the operators when the guard itself is not guarding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_sns as sns
+
+from constructs import Construct
+from costguard.names import Metrics
+
+if TYPE_CHECKING:
+    from costguard_infra.guard_function import GuardFunction
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: Sequence[tuple[str, GuardFunction]],
+        topic: sns.ITopic,
+        scan_every_minutes: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        action = actions.SnsAction(topic)
+        self.alarms: list[cw.Alarm] = []
+        five = cdk.Duration.minutes(5)
+        for name, guard in functions:
+            fn = guard.function
+            for metric, label in (
+                (fn.metric_errors(period=five, statistic="Sum"), "errors"),
+                (fn.metric_throttles(period=five, statistic="Sum"), "throttles"),
+            ):
+                self._alarm(
+                    f"{name}{label.title()}",
+                    metric,
+                    f"CostGuard {name} Lambda {label}: the guard may be missing spend",
+                    action,
+                )
+            self._alarm(
+                f"{name}DeadLetters",
+                guard.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                    period=five, statistic="Maximum"
+                ),
+                f"CostGuard {name}: failed invocations in the dead-letter queue",
+                action,
+            )
+        # No ScanCompleted for two intervals means nobody is watching the spend.
+        window = cdk.Duration.minutes(max(2 * scan_every_minutes, 10))
+        missing = cw.Alarm(
+            self,
+            "ScanMissing",
+            alarm_description="CostGuard: no scan completed in two scan intervals",
+            metric=cw.Metric(
+                namespace=Metrics.NAMESPACE,
+                metric_name=Metrics.SCAN_COMPLETED,
+                dimensions_map={Metrics.DIMENSION_SERVICE: Metrics.SCAN_SERVICE},
+                period=window,
+                statistic="Sum",
+            ),
+            threshold=1,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.BREACHING,
+        )
+        missing.add_alarm_action(action)
+        missing.add_ok_action(action)
+        self.alarms.append(missing)
+
+    def _alarm(
+        self, construct_id: str, metric: cw.IMetric, description: str, action: actions.SnsAction
+    ) -> None:
+        alarm = cw.Alarm(
+            self,
+            construct_id,
+            alarm_description=description,
+            metric=metric,
+            threshold=0,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        alarm.add_alarm_action(action)
+        self.alarms.append(alarm)

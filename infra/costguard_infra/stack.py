@@ -1,0 +1,175 @@
+"""The CostGuard stack: it composes constructs and wires grants, nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+
+from costguard.iam import LEDGER_ACTIONS, scan_permissions
+from costguard.names import Env, Metrics
+from costguard_infra.alerts import Alerts
+from costguard_infra.bundling import lambda_code, powertools_layer
+from costguard_infra.dashboard import Dashboard
+from costguard_infra.guard_function import GuardFunction
+from costguard_infra.ledger import Ledger
+from costguard_infra.monitoring import Monitoring
+from costguard_infra.schedules import GuardSchedule
+
+if TYPE_CHECKING:
+    from constructs import Construct
+    from costguard_infra.config import CostGuardConfig
+
+FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
+
+
+class CostGuardStack(cdk.Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: CostGuardConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="CostGuard: serverless cost guard for ML teams",
+            **kwargs,
+        )
+        self.config = config
+        self.key = kms.Key(
+            self,
+            "Key",
+            alias="alias/costguard",
+            description="CostGuard: ledger, alert topic, queues, logs and secrets",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        self._allow_services_to_use_key()
+        self.ledger = Ledger(self, "Ledger", key=self.key)
+        self.alerts = Alerts(
+            self,
+            "Alerts",
+            key=self.key,
+            emails=config.alert_emails,
+            slack_secret_name=config.slack_webhook_secret_name,
+        )
+        code = lambda_code(FUNCTIONS_DIR)
+        layer = powertools_layer(self, "Powertools")
+        self.scan = GuardFunction(
+            self,
+            "Scan",
+            description="CostGuard scan: inventory, price, attribute, ledger, budgets",
+            handler="costguard.handlers.scan.handler",
+            code=code,
+            layer=layer,
+            key=self.key,
+            environment=self.scan_environment(),
+            permissions=scan_permissions(),
+            memory_mb=config.scan_memory_mb,
+            timeout=cdk.Duration.seconds(config.scan_timeout_seconds),
+            log_retention=_retention(config.log_retention_days),
+        )
+        self.ledger.table.grant(self.scan.role, *LEDGER_ACTIONS)
+        GuardSchedule(
+            self,
+            "ScanSchedule",
+            function=self.scan.function,
+            every_minutes=config.scan_rate_minutes,
+            dead_letter_queue=self.scan.dead_letter_queue,
+            key=self.key,
+            description=f"CostGuard scan every {config.scan_rate}",
+        )
+        Monitoring(
+            self,
+            "Monitoring",
+            functions=[("Scan", self.scan)],
+            topic=self.alerts.topic,
+            scan_every_minutes=config.scan_rate_minutes,
+        )
+        Dashboard(self, "Dashboard", projects=sorted(config.projects))
+        cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
+        cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)
+        cdk.CfnOutput(self, "SlackWebhookSecret", value=self.alerts.slack_webhook.secret_name)
+
+    def scan_environment(self) -> dict[str, str]:
+        c = self.config
+        return {
+            Env.REGIONS: ",".join(c.regions),
+            Env.TABLE_NAME: self.ledger.table.table_name,
+            Env.SCOPE: self.account,
+            Env.DRY_RUN: "true" if c.dry_run else "false",
+            Env.WARNING_PCT: str(c.warning_pct),
+            Env.PROJECT_TAG_KEYS: ",".join(c.project_tag_keys),
+            Env.PROJECTS_JSON: json.dumps(
+                {k: v.model_dump(exclude_none=True) for k, v in c.projects.items()}
+            ),
+            Env.SAGEMAKER_TAGS: "tagging-api",
+            Env.SAGEMAKER_STUDIO: "true",
+            Env.TOPIC_ARN: self.alerts.topic.topic_arn,
+            Env.SERVICE_NAME: Metrics.SCAN_SERVICE,
+            Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
+        }
+
+    def _allow_services_to_use_key(self) -> None:
+        """CloudWatch alarms publish to the encrypted topic, and CloudWatch Logs and
+        EventBridge Scheduler encrypt with the same key; each needs the key policy."""
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "kms:Encrypt*",
+                    "kms:Decrypt*",
+                    "kms:ReEncrypt*",
+                    "kms:GenerateDataKey*",
+                    "kms:Describe*",
+                ],
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": f"arn:{self.partition}:logs:{self.region}:{self.account}:*"
+                    }
+                },
+            )
+        )
+
+
+_RETENTION_NAMES = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+}
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    value: logs.RetentionDays = getattr(logs.RetentionDays, _RETENTION_NAMES[days])
+    return value

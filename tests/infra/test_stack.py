@@ -1,0 +1,264 @@
+"""The synthesized CostGuard stack, asserted by properties, never by logical IDs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Capture, Match
+
+from costguard.iam import scan_permissions
+from costguard.names import Env, Metrics
+from costguard.settings import ENV_VARS
+
+pytestmark = pytest.mark.infra
+
+
+def resources(template: Any, kind: str) -> dict[str, Any]:
+    found: dict[str, Any] = template.find_resources(kind)
+    return found
+
+
+def test_scan_runs_on_a_schedule_with_the_scheduled_time_as_input(template: Any) -> None:
+    target = Capture()
+    template.has_resource_properties(
+        "AWS::Scheduler::Schedule",
+        {
+            "ScheduleExpression": "rate(15 minutes)",
+            "State": "ENABLED",
+            "Target": target,
+            "KmsKeyArn": Match.any_value(),
+        },
+    )
+    assert json.loads(target.as_object()["Input"]) == {"time": "<aws.scheduler.scheduled-time>"}
+    assert "DeadLetterConfig" in target.as_object()
+    assert target.as_object()["RetryPolicy"]["MaximumRetryAttempts"] == 2
+
+
+def test_scan_lambda_is_arm64_current_python_traced_with_json_logs_and_a_dlq(template: Any) -> None:
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "costguard.handlers.scan.handler",
+            "Runtime": "python3.13",
+            "Architectures": ["arm64"],
+            "TracingConfig": {"Mode": "Active"},
+            "LoggingConfig": Match.object_like({"LogFormat": "JSON"}),
+            "DeadLetterConfig": {"TargetArn": Match.any_value()},
+            "MemorySize": 1024,
+            "Timeout": 600,
+            "KmsKeyArn": Match.any_value(),
+            "Layers": Match.any_value(),
+        },
+    )
+    template.has_resource_properties("AWS::Lambda::EventInvokeConfig", {"MaximumRetryAttempts": 2})
+    template.has_resource_properties(
+        "AWS::Logs::LogGroup", {"RetentionInDays": 90, "KmsKeyId": Match.any_value()}
+    )
+
+
+def test_every_variable_the_handler_reads_is_set_by_the_stack(template: Any) -> None:
+    env = Capture()
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Handler": "costguard.handlers.scan.handler", "Environment": {"Variables": env}},
+    )
+    variables = env.as_object()
+    missing = [name for name in ENV_VARS if name not in variables]
+    assert missing == []
+    assert variables[Env.DRY_RUN] == "true"
+    assert variables[Env.REGIONS] == "us-east-1,us-west-2"
+    assert json.loads(variables[Env.PROJECTS_JSON]) == {
+        "llm-pretraining": {"budget": 60000, "owners": ["alice@example.com"]}
+    }
+    assert variables[Env.SERVICE_NAME] == Metrics.SCAN_SERVICE
+
+
+def test_ledger_is_encrypted_recoverable_expiring_and_retained(template: Any) -> None:
+    template.has_resource(
+        "AWS::DynamoDB::Table",
+        {
+            "Properties": Match.object_like(
+                {
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "SSESpecification": {
+                        "SSEEnabled": True,
+                        "SSEType": "KMS",
+                        "KMSMasterKeyId": Match.any_value(),
+                    },
+                    "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                    "TimeToLiveSpecification": {"AttributeName": "ttl", "Enabled": True},
+                    "DeletionProtectionEnabled": True,
+                }
+            ),
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+        },
+    )
+
+
+def test_alert_topic_is_kms_encrypted_ssl_only_with_email_subscriptions(template: Any) -> None:
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
+    template.has_resource_properties(
+        "AWS::SNS::TopicPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+    emails = sorted(
+        s["Properties"]["Endpoint"] for s in resources(template, "AWS::SNS::Subscription").values()
+    )
+    assert emails == ["finops@example.com", "oncall@example.com"]
+
+
+def test_slack_webhook_lives_in_secrets_manager_never_in_the_template(
+    template: Any, synthesized: Any
+) -> None:
+    template.has_resource_properties(
+        "AWS::SecretsManager::Secret",
+        {
+            "Name": "costguard/slack-webhook",
+            "KmsKeyId": Match.any_value(),
+            "GenerateSecretString": Match.any_value(),
+        },
+    )
+    body = (synthesized[2] / "CostGuard.template.json").read_text()
+    assert "hooks.slack.com" not in body
+    for secret in resources(template, "AWS::SecretsManager::Secret").values():
+        assert "SecretString" not in secret["Properties"]
+
+
+def test_alarms_cover_errors_throttles_dead_letters_and_missing_scans(template: Any) -> None:
+    alarms = resources(template, "AWS::CloudWatch::Alarm").values()
+    names = sorted(a["Properties"].get("MetricName", "") for a in alarms)
+    assert names == sorted(
+        ["Errors", "Throttles", "ApproximateNumberOfMessagesVisible", Metrics.SCAN_COMPLETED]
+    )
+    for alarm in alarms:
+        assert alarm["Properties"]["AlarmActions"], "every alarm publishes to the alert topic"
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": Metrics.SCAN_COMPLETED,
+            "Namespace": Metrics.NAMESPACE,
+            "Period": 1800,
+            "TreatMissingData": "breaching",
+            "ComparisonOperator": "LessThanThreshold",
+            "Dimensions": [{"Name": Metrics.DIMENSION_SERVICE, "Value": Metrics.SCAN_SERVICE}],
+        },
+    )
+
+
+def test_dashboard_has_all_projects_and_a_widget_set_per_configured_project(template: Any) -> None:
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in (
+        Metrics.FORECAST,
+        Metrics.MONTH_TO_DATE,
+        Metrics.RUN_RATE,
+        Metrics.ACTION_SAVINGS,
+        Metrics.BUDGET,
+        Metrics.ACTIONS_TAKEN,
+    ):
+        assert metric in body
+    assert "SEARCH(" in body
+    assert "llm-pretraining: budget, month-to-date, forecast" in body
+
+
+def _policy_statements(template: Any) -> list[dict[str, Any]]:
+    statements = []
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    return statements
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def test_no_wildcard_actions_and_no_unconditioned_mutation_on_every_resource(template: Any) -> None:
+    for statement in _policy_statements(template):
+        actions = _as_list(statement["Action"])
+        assert "*" not in actions and not any(a.endswith(":*") for a in actions), statement
+        if statement.get("Condition"):
+            continue
+        if "*" in _as_list(statement["Resource"]):
+            mutating = [
+                a for a in actions if not a.split(":")[1].startswith(("Describe", "List", "Get"))
+            ]
+            # X-Ray's trace APIs accept no resource; they write traces, not infrastructure.
+            assert set(mutating) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, statement
+
+
+def test_scan_role_grants_exactly_the_declared_permissions_plus_its_own_resources(
+    template: Any,
+) -> None:
+    declared = {a for p in scan_permissions() for a in p.actions}
+    granted = {a for s in _policy_statements(template) for a in _as_list(s["Action"])}
+    assert declared <= granted
+    own = {
+        a
+        for a in granted - declared
+        if a.split(":")[0] in {"dynamodb", "logs", "kms", "sqs", "xray", "lambda"}
+    }
+    assert granted - declared == own, f"undeclared grants: {sorted(granted - declared - own)}"
+    assert not any(
+        a.startswith(
+            ("ec2:Stop", "ec2:Terminate", "ec2:Delete", "sagemaker:Stop", "sagemaker:Delete")
+        )
+        for a in granted
+    )
+
+
+def test_synthesized_template_passes_cfn_lint_without_errors(synthesized: Any) -> None:
+    template_file = Path(synthesized[2]) / "CostGuard.template.json"
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    done = subprocess.run(
+        [str(cfn_lint), "--format", "parseable", str(template_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in done.stdout.splitlines() if ":E" in line]
+    assert errors == [], done.stdout
+    assert done.returncode in (0, 4), done.stdout + done.stderr  # 4 = warnings only
+
+
+def test_bad_context_is_a_clear_error() -> None:
+    from costguard_infra.config import ConfigError, CostGuardConfig
+
+    with pytest.raises(
+        ConfigError, match="`scanRate` must be a rate like `15 minutes`, got `fast`"
+    ):
+        CostGuardConfig.from_context({"scanRate": "fast"})
+    with pytest.raises(ConfigError, match="`dryRun`"):
+        CostGuardConfig.from_context({"dryRun": "perhaps"})
+    config = CostGuardConfig.from_context(
+        {"dryRun": "false", "regions": "eu-west-1,us-east-1", "alertEmails": "a@example.com"}
+    )
+    assert (config.dry_run, config.regions, config.alert_emails) == (
+        False,
+        ("eu-west-1", "us-east-1"),
+        ("a@example.com",),
+    )
+
+
+def test_every_cdk_nag_acknowledgement_gives_a_reason() -> None:
+    from costguard_infra.app_builder import ACKNOWLEDGEMENTS
+
+    assert all(len(reason) > 30 for reason in ACKNOWLEDGEMENTS.values())
