@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,8 +17,12 @@ from costguard_infra.config import ConfigError  # noqa: E402
 
 
 def main() -> int:
+    # Under the CDK CLI, context and outdir come from its environment; run directly
+    # (`make synth`), read cdk.json's context and write ./cdk.out like the CLI would.
+    direct = "CDK_OUTDIR" not in os.environ
+    context = json.loads((ROOT / "cdk.json").read_text())["context"] if direct else None
     try:
-        app, _stack = build_app()
+        app, _stack = build_app(context, outdir=str(ROOT / "cdk.out") if direct else None)
     except ConfigError as exc:
         print(f"costguard: {exc}", file=sys.stderr)
         return 2
