@@ -60,6 +60,44 @@ def cmd_scan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_alerts(args: argparse.Namespace) -> int:
+    """Recent alerts, read back from a deployed CostGuard's ledger."""
+    from datetime import timedelta
+
+    import boto3
+
+    from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard.settings import SettingsError
+
+    if not args.table:
+        raise SettingsError(
+            "`costguard alerts` reads a deployed ledger: pass --table (the LedgerTable output)"
+        )
+    session = boto3.Session(profile_name=args.profile) if args.profile else boto3.Session()
+    ledger = DynamoDbLedger(
+        session.client("dynamodb", region_name=args.region or session.region_name), args.table
+    )
+    now = datetime.now(UTC)
+    alerts = ledger.recent_alerts(
+        args.scope or _account(session), now - timedelta(hours=args.hours), now
+    )
+    if args.json:
+        json.dump(alerts, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    if not alerts:
+        print(f"No alerts in the last {args.hours} h.")
+    for a in alerts:
+        print(
+            f"{a['at'][:16]}  [{a['severity']:<8}] {a['kind']:<20} {a.get('project') or '-':<20} {a['title']}"
+        )
+    return 0
+
+
+def _account(session: Any) -> str:
+    return str(session.client("sts").get_caller_identity()["Account"])
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from costguard.demo.run import run_demo
 
@@ -104,10 +142,19 @@ def parser() -> argparse.ArgumentParser:
     scan.add_argument("--quiet", action="store_true", help="no progress on stderr")
     scan.set_defaults(func=cmd_scan)
 
+    alerts = sub.add_parser("alerts", help="recent alerts from a deployed CostGuard's ledger")
+    alerts.add_argument("--table", help="the ledger table (stack output LedgerTable)")
+    alerts.add_argument("--hours", type=int, default=24, help="how far back (default 24)")
+    alerts.add_argument("--scope", help="ledger scope (default: the account id)")
+    alerts.add_argument("--region", help="the ledger's region")
+    alerts.add_argument("--profile", help="AWS profile")
+    alerts.add_argument("--json", action="store_true")
+    alerts.set_defaults(func=cmd_alerts)
+
     demo = sub.add_parser("demo", help="a whole guard cycle against an embedded AWS (moto server)")
     demo.add_argument("--json", action="store_true")
     demo.add_argument(
-        "--cycles", type=int, default=4, help="scan cycles, 15 simulated minutes apart"
+        "--cycles", type=int, default=6, help="scan cycles, 15 simulated minutes apart"
     )
     demo.set_defaults(func=cmd_demo)
 

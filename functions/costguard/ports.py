@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from costguard.domain.alerts import Alert
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
     from costguard.domain.pricing import SpotKey
@@ -123,3 +124,39 @@ class Ledger(Protocol):
         ...
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
+
+    def release_once(self, namespace: str, key: str) -> None:
+        """Undo a claim whose work failed (e.g. the alert could not be published)."""
+        ...
+
+    def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
+        """Append one run-rate sample per project (the anomaly baseline)."""
+        ...
+
+    def rate_history(
+        self, scope: str, since: datetime
+    ) -> dict[str, list[tuple[datetime, Decimal]]]: ...
+
+    def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
+        """A small JSON document and its version (0 when absent)."""
+        ...
+
+    def put_state(
+        self, scope: str, name: str, value: Mapping[str, Any], expected_version: int
+    ) -> bool:
+        """Optimistic write: False if someone else wrote since ``expected_version``."""
+        ...
+
+    def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None: ...
+
+    def recent_alerts(
+        self, scope: str, since: datetime, until: datetime
+    ) -> list[dict[str, Any]]: ...
+
+
+class Notifier(Protocol):
+    """Publishes an alert to every channel (SNS fans out to e-mail, chat, queues)."""
+
+    def publish(self, alert: Alert) -> str:
+        """Returns the message id; raises if the alert could not be published."""
+        ...

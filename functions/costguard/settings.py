@@ -32,6 +32,11 @@ ENV_VARS = (
     Env.SAGEMAKER_TAGS,
     Env.SAGEMAKER_STUDIO,
     Env.TOPIC_ARN,
+    Env.BUDGET_THRESHOLDS,
+    Env.ANOMALY_MIN_RATIO,
+    Env.ANOMALY_MIN_USD_PER_HOUR,
+    Env.ANOMALY_COOLDOWN_MINUTES,
+    Env.DIGEST_HOUR_UTC,
 )
 
 
@@ -68,6 +73,20 @@ class Settings(BaseModel):
     sagemaker_tags: Literal["tagging-api", "per-resource"] = "tagging-api"
     sagemaker_studio: bool = True
     topic_arn: str | None = None
+    budget_thresholds: tuple[int, ...] = (50, 80, 100)
+    anomaly_min_ratio: Decimal = Field(default=Decimal(2), ge=1)
+    anomaly_min_usd_per_hour: Decimal = Field(default=Decimal(10), ge=0)
+    anomaly_cooldown_minutes: int = Field(default=60, ge=0)
+    digest_hour_utc: int = Field(default=8, ge=0, le=23)
+
+    @field_validator("budget_thresholds")
+    @classmethod
+    def _thresholds(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(not 0 < t <= 1000 for t in value):
+            raise ValueError(
+                f"budget thresholds must be percentages between 1 and 1000, got {list(value)}"
+            )
+        return tuple(sorted(set(value)))
 
     @field_validator("regions")
     @classmethod
@@ -106,6 +125,10 @@ class Settings(BaseModel):
             ("warning_pct", Env.WARNING_PCT),
             ("sagemaker_tags", Env.SAGEMAKER_TAGS),
             ("topic_arn", Env.TOPIC_ARN),
+            ("anomaly_min_ratio", Env.ANOMALY_MIN_RATIO),
+            ("anomaly_min_usd_per_hour", Env.ANOMALY_MIN_USD_PER_HOUR),
+            ("anomaly_cooldown_minutes", Env.ANOMALY_COOLDOWN_MINUTES),
+            ("digest_hour_utc", Env.DIGEST_HOUR_UTC),
         ):
             if environ.get(env):
                 raw[field_name] = environ[env]
@@ -118,6 +141,8 @@ class Settings(BaseModel):
                 if flag not in {"true", "false", "1", "0"}:
                     raise SettingsError(f"{env} must be true or false, got {environ[env]!r}")
                 raw[field_name] = flag in {"true", "1"}
+        if environ.get(Env.BUDGET_THRESHOLDS):
+            raw["budget_thresholds"] = csv(Env.BUDGET_THRESHOLDS)
         if environ.get(Env.PROJECT_TAG_KEYS):
             raw["project_tag_keys"] = csv(Env.PROJECT_TAG_KEYS)
         if environ.get(Env.PROJECTS_JSON):

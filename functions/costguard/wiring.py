@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import ClientFactory
@@ -17,6 +18,9 @@ from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices
 from costguard.adapters.eks import EksInventory
 from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, TaggingApiTags
+from costguard.adapters.sns import SnsNotifier
+from costguard.domain.alerts import AnomalyPolicy
+from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.scan import Progress, ScanService, ScanSettings
 
 if TYPE_CHECKING:
@@ -42,6 +46,29 @@ class CallCounter:
     def snapshot(self) -> Mapping[str, int]:
         with self._lock:
             return dict(self.calls)
+
+
+def build_alert_service(settings: Settings, session: Any, ledger: Ledger) -> AlertService | None:
+    """None when no topic is configured (a local, read-only ``costguard scan``)."""
+    if not settings.topic_arn:
+        return None
+    region = settings.topic_arn.split(":")[3]
+    notifier = SnsNotifier(session.client("sns", region_name=region), settings.topic_arn)
+    policy = AnomalyPolicy(
+        min_ratio=settings.anomaly_min_ratio,
+        min_delta_usd_per_hour=settings.anomaly_min_usd_per_hour,
+        cooldown=timedelta(minutes=settings.anomaly_cooldown_minutes),
+    )
+    return AlertService(
+        ledger,
+        notifier,
+        AlertSettings(
+            scope=settings.scope,
+            thresholds=settings.budget_thresholds,
+            anomaly=policy,
+            digest_hour_utc=settings.digest_hour_utc,
+        ),
+    )
 
 
 def build_ledger(settings: Settings, session: Any) -> Ledger:

@@ -34,6 +34,13 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "Python 3.13 is pinned on purpose: it is the newest runtime for which CostGuard's "
         "bundled wheels and the public Powertools layer parameter are tested; bump both together"
     ),
+    "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": (
+        "publishing to the KMS-encrypted alert topic needs GenerateDataKey* on CostGuard's own "
+        "key (the statement's resource), which CDK's grant_publish adds"
+    ),
+    "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": (
+        "CDK's grant on CostGuard's own KMS key (the statement's resource) for the encrypted queues"
+    ),
     "AwsSolutions-SQS3": "these queues are dead-letter queues themselves",
     "AwsSolutions-SMG4": (
         "the Slack webhook URL is issued by Slack and cannot be rotated by a Lambda; "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -32,6 +33,10 @@ CONTEXT_KEYS = (
     "logRetentionDays",
     "scanMemoryMb",
     "scanTimeoutSeconds",
+    "anomalyMinRatio",
+    "anomalyMinUsdPerHour",
+    "anomalyCooldownMinutes",
+    "digestHourUtc",
 )
 
 
@@ -68,6 +73,12 @@ class CostGuardConfig(BaseModel):
     log_retention_days: int = Field(default=90, alias="logRetentionDays")
     scan_memory_mb: int = Field(default=1024, alias="scanMemoryMb", ge=128, le=10240)
     scan_timeout_seconds: int = Field(default=600, alias="scanTimeoutSeconds", ge=30, le=900)
+    anomaly_min_ratio: Decimal = Field(default=Decimal(2), alias="anomalyMinRatio", ge=1)
+    anomaly_min_usd_per_hour: Decimal = Field(
+        default=Decimal(10), alias="anomalyMinUsdPerHour", ge=0
+    )
+    anomaly_cooldown_minutes: int = Field(default=60, alias="anomalyCooldownMinutes", ge=0)
+    digest_hour_utc: int = Field(default=8, alias="digestHourUtc", ge=0, le=23)
 
     @field_validator(
         "regions", "alert_emails", "project_tag_keys", "budget_thresholds", mode="before"

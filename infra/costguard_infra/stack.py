@@ -10,7 +10,10 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
+from costguard.domain.alerts import AlertKind
 from costguard.iam import LEDGER_ACTIONS, scan_permissions
 from costguard.names import Env, Metrics
 from costguard_infra.alerts import Alerts
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     from constructs import Construct
     from costguard_infra.config import CostGuardConfig
 
+#: Alert kinds posted to Slack (all of them; a filter policy keeps the door open to routing).
+SLACK_KINDS = tuple(k.value for k in AlertKind)
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
 
 
@@ -73,6 +78,34 @@ class CostGuardStack(cdk.Stack):
             log_retention=_retention(config.log_retention_days),
         )
         self.ledger.table.grant(self.scan.role, *LEDGER_ACTIONS)
+        self.alerts.topic.grant_publish(self.scan.role)
+        self.slack = GuardFunction(
+            self,
+            "SlackNotifier",
+            description="CostGuard Slack notifier: alert topic -> Block Kit -> incoming webhook",
+            handler="costguard.handlers.slack_notifier.handler",
+            code=code,
+            layer=layer,
+            key=self.key,
+            environment={
+                Env.SLACK_SECRET_NAME: self.alerts.slack_webhook.secret_name,
+                Env.SERVICE_NAME: "costguard-slack",
+            },
+            permissions=(),
+            memory_mb=256,
+            timeout=cdk.Duration.minutes(3),
+            log_retention=_retention(config.log_retention_days),
+        )
+        self.alerts.slack_webhook.grant_read(self.slack.role)
+        self.alerts.topic.add_subscription(
+            sns_subscriptions.LambdaSubscription(
+                self.slack.function,
+                dead_letter_queue=self.slack.dead_letter_queue,
+                filter_policy={
+                    "kind": sns.SubscriptionFilter.string_filter(allowlist=list(SLACK_KINDS))
+                },
+            )
+        )
         GuardSchedule(
             self,
             "ScanSchedule",
@@ -85,7 +118,7 @@ class CostGuardStack(cdk.Stack):
         Monitoring(
             self,
             "Monitoring",
-            functions=[("Scan", self.scan)],
+            functions=[("Scan", self.scan), ("SlackNotifier", self.slack)],
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
         )
@@ -109,6 +142,11 @@ class CostGuardStack(cdk.Stack):
             Env.SAGEMAKER_TAGS: "tagging-api",
             Env.SAGEMAKER_STUDIO: "true",
             Env.TOPIC_ARN: self.alerts.topic.topic_arn,
+            Env.BUDGET_THRESHOLDS: ",".join(str(t) for t in c.budget_thresholds),
+            Env.ANOMALY_MIN_RATIO: str(c.anomaly_min_ratio),
+            Env.ANOMALY_MIN_USD_PER_HOUR: str(c.anomaly_min_usd_per_hour),
+            Env.ANOMALY_COOLDOWN_MINUTES: str(c.anomaly_cooldown_minutes),
+            Env.DIGEST_HOUR_UTC: str(c.digest_hour_utc),
             Env.SERVICE_NAME: Metrics.SCAN_SERVICE,
             Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
         }

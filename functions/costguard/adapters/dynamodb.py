@@ -32,6 +32,7 @@ from urllib.parse import quote
 from botocore.exceptions import ClientError
 
 from costguard.adapters.aws import chunks
+from costguard.domain.calendar import month_start, next_month_start
 from costguard.domain.spend import AccrualKey, Increment, Observation
 from costguard.ports import AuditEvent, CommitOutcome, ProjectMonth, ScanCommit
 
@@ -43,6 +44,8 @@ TRANSACT_LIMIT = 100
 BATCH_WRITE_LIMIT = 25
 OBSERVATION_TTL = timedelta(days=62)
 FINDING_TTL = timedelta(days=35)
+RATE_TTL = timedelta(days=3)
+ALERT_TTL = timedelta(days=400)
 
 
 class LedgerError(Exception):
@@ -293,6 +296,104 @@ class DynamoDbLedger:
                 return False
             raise
         return True
+
+    def release_once(self, namespace: str, key: str) -> None:
+        self._ddb.delete_item(
+            TableName=self._table, Key={"pk": {"S": f"ONCE#{namespace}"}, "sk": {"S": key}}
+        )
+
+    def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
+        """One item per project and day; samples are appended as ``stamp=rate`` strings."""
+        day = at.astimezone(UTC).date().isoformat()
+        for project, usd in sorted(rates.items()):
+            self._ddb.update_item(
+                TableName=self._table,
+                Key={
+                    "pk": {"S": f"SCOPE#{scope}#RATES"},
+                    "sk": {"S": f"{project_key(project)}#{day}"},
+                },
+                UpdateExpression="SET #s = list_append(if_not_exists(#s, :empty), :new), #p = :p, #ttl = :ttl",
+                ExpressionAttributeNames={"#s": "samples", "#p": "project", "#ttl": "ttl"},
+                ExpressionAttributeValues={
+                    ":empty": {"L": []},
+                    ":new": {"L": [{"S": f"{stamp(at)}={usd}"}]},
+                    ":p": {"S": project},
+                    ":ttl": {"N": str(_epoch(at + RATE_TTL))},
+                },
+            )
+
+    def rate_history(
+        self, scope: str, since: datetime
+    ) -> dict[str, list[tuple[datetime, Decimal]]]:
+        history: dict[str, dict[datetime, Decimal]] = {}
+        for item in self._query(f"SCOPE#{scope}#RATES"):
+            project = item["project"]["S"]
+            for sample in item.get("samples", {}).get("L", []):
+                when, _, usd = sample["S"].partition("=")
+                at = parse_stamp(when)
+                if at >= since:
+                    history.setdefault(project, {})[at] = Decimal(
+                        usd
+                    )  # a retried append dedupes here
+        return {p: sorted(samples.items()) for p, samples in history.items()}
+
+    def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
+        item = self._ddb.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": f"SCOPE#{scope}#STATE"}, "sk": {"S": name}},
+            ConsistentRead=True,
+        ).get("Item")
+        if not item:
+            return {}, 0
+        return json.loads(item["value"]["S"]), int(item["version"]["N"])
+
+    def put_state(
+        self, scope: str, name: str, value: Mapping[str, Any], expected_version: int
+    ) -> bool:
+        condition = "attribute_not_exists(pk)" if expected_version == 0 else "#v = :expected"
+        values: dict[str, Any] = {
+            ":value": {"S": json.dumps(dict(value), sort_keys=True, default=str)},
+            ":next": {"N": str(expected_version + 1)},
+        }
+        if expected_version:
+            values[":expected"] = {"N": str(expected_version)}
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": f"SCOPE#{scope}#STATE"}, "sk": {"S": name}},
+                UpdateExpression="SET #value = :value, #v = :next",
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#value": "value", "#v": "version"},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None:
+        self._ddb.put_item(
+            TableName=self._table,
+            Item={
+                "pk": {"S": f"SCOPE#{scope}#ALERTS#{at.astimezone(UTC):%Y-%m}"},
+                "sk": {"S": f"{stamp(at)}#{alert.get('alert_id', '')}"},
+                "alert": {"S": json.dumps(dict(alert), sort_keys=True, default=str)},
+                "ttl": {"N": str(_epoch(at + ALERT_TTL))},
+            },
+        )
+
+    def recent_alerts(self, scope: str, since: datetime, until: datetime) -> list[dict[str, Any]]:
+        months, cursor = [], month_start(since)
+        while cursor <= until:
+            months.append(f"{cursor:%Y-%m}")
+            cursor = next_month_start(cursor)
+        found = []
+        for month in months:
+            for item in self._query(f"SCOPE#{scope}#ALERTS#{month}"):
+                if since <= parse_stamp(item["sk"]["S"].split("#", 1)[0]) <= until:
+                    found.append(json.loads(item["alert"]["S"]))
+        return found
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
         events = []

@@ -5,6 +5,7 @@ They are not mocks: the ledger contract test runs against this and DynamoDB alik
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -35,6 +36,9 @@ class InMemoryLedger:
         self._findings: dict[tuple[str, str, str, str], tuple[Finding, datetime]] = {}
         self._once: dict[tuple[str, str], dict[str, Any]] = {}
         self._audit: dict[tuple[str, str], AuditEvent] = {}  # (scope, time#id)
+        self._rates: dict[str, dict[str, dict[datetime, Decimal]]] = {}
+        self._state: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
+        self._alerts: dict[str, list[tuple[datetime, dict[str, Any]]]] = {}
 
     def watermark(self, scope: str) -> datetime | None:
         with self._lock:
@@ -120,6 +124,49 @@ class InMemoryLedger:
             ]
         return sorted(events, key=lambda e: (e.at, e.event_id))
 
+    def release_once(self, namespace: str, key: str) -> None:
+        with self._lock:
+            self._once.pop((namespace, key), None)
+
+    def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
+        with self._lock:
+            for project, usd in rates.items():
+                self._rates.setdefault(scope, {}).setdefault(project, {})[at] = usd
+
+    def rate_history(
+        self, scope: str, since: datetime
+    ) -> dict[str, list[tuple[datetime, Decimal]]]:
+        with self._lock:
+            return {
+                project: sorted((t, r) for t, r in samples.items() if t >= since)
+                for project, samples in self._rates.get(scope, {}).items()
+            }
+
+    def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
+        with self._lock:
+            value, version = self._state.get((scope, name), ({}, 0))
+            return copy.deepcopy(value), version
+
+    def put_state(
+        self, scope: str, name: str, value: Mapping[str, Any], expected_version: int
+    ) -> bool:
+        with self._lock:
+            _, version = self._state.get((scope, name), ({}, 0))
+            if version != expected_version:
+                return False
+            self._state[(scope, name)] = (copy.deepcopy(dict(value)), version + 1)
+            return True
+
+    def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._alerts.setdefault(scope, []).append((at, dict(alert)))
+
+    def recent_alerts(self, scope: str, since: datetime, until: datetime) -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                a for t, a in sorted(self._alerts.get(scope, []), key=lambda x: x[0]) if t >= since
+            ]
+
 
 @dataclass
 class StaticInventory:
@@ -133,6 +180,20 @@ class StaticInventory:
         if self.failing and region in self.failing:
             raise self.failing[region]
         return self.by_region.get(region, Inventory())
+
+
+@dataclass
+class RecordingNotifier:
+    """A notifier that keeps what it was asked to publish; ``fail`` makes it raise."""
+
+    published: list[Any]
+    fail: bool = False
+
+    def publish(self, alert: Any) -> str:
+        if self.fail:
+            raise RuntimeError("publish failed")
+        self.published.append(alert)
+        return f"msg-{len(self.published)}"
 
 
 @dataclass

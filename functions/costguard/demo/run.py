@@ -38,9 +38,12 @@ def create_ledger_table(session: Any, name: str, region: str) -> None:
     ddb.get_waiter("table_exists").wait(TableName=name)
 
 
-def demo_environment(table: str) -> dict[str, str]:
+def demo_environment(table: str, topic_arn: str = "") -> dict[str, str]:
     """What the CDK stack would set on the Lambda, for the embedded account."""
     return {
+        Env.TOPIC_ARN: topic_arn,
+        # A digest at any hour, so the demo shows one whatever the time of day.
+        Env.DIGEST_HOUR_UTC: "0",
         Env.REGIONS: "us-east-1,us-west-2",
         Env.TABLE_NAME: table,
         Env.SCOPE: "123456789012",
@@ -53,9 +56,39 @@ def demo_environment(table: str) -> dict[str, str]:
     }
 
 
-def run_demo(*, as_json: bool = False, cycles: int = 4) -> int:
+def create_alert_channels(session: Any, region: str) -> tuple[str, str]:
+    """The alert topic and a queue subscribed to it (what a `sqs` subscriber receives)."""
+    sns = session.client("sns", region_name=region)
+    sqs = session.client("sqs", region_name=region)
+    topic = sns.create_topic(Name="costguard-alerts")["TopicArn"]
+    url = sqs.create_queue(QueueName="costguard-alerts-demo")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    sns.subscribe(
+        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
+    )
+    return topic, url
+
+
+def drain(session: Any, url: str, region: str) -> list[dict[str, Any]]:
+    sqs = session.client("sqs", region_name=region)
+    found: list[dict[str, Any]] = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+            "Messages", []
+        )
+        if not messages:
+            return found
+        for m in messages:
+            found.append(json.loads(m["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
     import boto3
 
+    from costguard.adapters.slack import SlackWebhook
     from costguard.demo.fleet import (
         DEMO_SPOT_PRICES,
         PRIMARY,
@@ -66,6 +99,7 @@ def run_demo(*, as_json: bool = False, cycles: int = 4) -> int:
         seed_fleet,
     )
     from costguard.demo.server import embedded_aws
+    from costguard.demo.slack_standin import SlackStandIn
     from costguard.domain.findings import FindingCode
     from costguard.report import report_json, report_table
     from costguard.settings import Settings
@@ -79,13 +113,17 @@ def run_demo(*, as_json: bool = False, cycles: int = 4) -> int:
     start = end - INTERVAL * (cycles - 1)
     saved = {k: os.environ.get(k) for k in demo_environment(TABLE)}
     try:
-        with embedded_aws() as url:
-            say(f"embedded AWS (moto server) listening on {url}")
-            os.environ.update(demo_environment(TABLE))
+        with embedded_aws() as url, SlackStandIn() as slack:
+            say(f"embedded AWS (moto server) listening on {url}; Slack stand-in on {slack.url}")
+            session = boto3.Session()
+            topic, queue_url = create_alert_channels(session, PRIMARY)
+            os.environ.update(demo_environment(TABLE, topic))
             # Imported after the environment is set: Powertools reads it at import.
             from costguard.handlers.scan import process, summary
+            from costguard.handlers.slack_notifier import process as notify_slack
 
-            session = boto3.Session()
+            webhook = SlackWebhook(lambda: slack.url)
+            delivered: list[dict[str, Any]] = []
             create_ledger_table(session, TABLE, PRIMARY)
             fleet = seed_fleet(session, start)
             install_spot_prices(DEMO_SPOT_PRICES, start)
@@ -96,45 +134,72 @@ def run_demo(*, as_json: bool = False, cycles: int = 4) -> int:
             settings = Settings.from_env(os.environ)
             history = []
             report = None
+            spike = ""
             for n in range(cycles):
                 now = start + INTERVAL * n
+                ec2 = session.client("ec2", region_name=PRIMARY)
                 if n == cycles // 2 and cycles > 1:
-                    # Mid-run, someone launches another p5 for the pre-training project ...
-                    ec2 = session.client("ec2", region_name=PRIMARY)
-                    new = _run(
-                        ec2,
-                        "p5.48xlarge",
-                        _tags("llm-pretraining", owner="dave@example.com"),
-                        "us-east-1b",
-                    )[0]
-                    backdate_instances(PRIMARY, {new: now - timedelta(minutes=5)})
+                    # Mid-run, someone starts a p5 in the vision project (a burn-rate spike) ...
+                    owner = _tags("vision-research", owner="dave@example.com")
+                    spike = _run(ec2, "p5.48xlarge", owner, "us-east-1b")[0]
+                    backdate_instances(PRIMARY, {spike: now - timedelta(minutes=5)})
                     # ... and the serving team stops its exploration notebook.
                     session.client("sagemaker", region_name=PRIMARY).stop_notebook_instance(
                         NotebookInstanceName="recsys-explore"
                     )
                     say(
-                        "fleet changed: +1 p5.48xlarge (llm-pretraining), notebook recsys-explore stopped"
+                        "fleet changed: +1 p5.48xlarge (vision-research), notebook recsys-explore stopped"
                     )
-                report = process({"time": now.isoformat()}, settings, session)
-                history.append(summary(report))
+                if spike and n == cycles - 1 and cycles > 3:
+                    ec2.terminate_instances(InstanceIds=[spike])
+                    say("fleet changed: the vision-research p5 was terminated")
+                outcome = process({"time": now.isoformat()}, settings, session)
+                report = outcome.report
+                history.append(summary(outcome))
+                # Every alert reaches the subscribed queue; each is handed to the Slack
+                # notifier as SNS would invoke it, and posted to the Slack stand-in over HTTP.
+                for message in drain(session, queue_url, PRIMARY):
+                    delivered.append(message)
+                    notify_slack({"Records": [{"Sns": {"Message": json.dumps(message)}}]}, webhook)
                 say(
                     f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {report.resource_count} resources, "
-                    f"ledger {report.ledger.value}, {sum(report.api_calls.values())} API calls, "
-                    f"{report.duration_s:.2f}s"
+                    f"ledger {report.ledger.value}, {len(outcome.alerts)} alerts, "
+                    f"{sum(report.api_calls.values())} API calls, {report.duration_s:.2f}s"
                 )
+                for a in outcome.alerts:
+                    say(f"    alert [{a.severity.value}] {a.kind.value}: {a.title}")
             assert report is not None
             failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
+            alerts = [
+                {k: m[k] for k in ("alert_id", "kind", "project", "severity", "summary")}
+                for m in delivered
+            ]
             if as_json:
-                json.dump(
-                    {"endpoint": url, "cycles": history, "report": report_json(report)},
-                    sys.stdout,
-                    indent=2,
-                )
+                document = {
+                    "endpoint": url,
+                    "cycles": history,
+                    "alerts": alerts,
+                    "alerts_delivered": {"sqs": len(delivered), "slack": len(slack.received)},
+                    "report": report_json(report),
+                }
+                json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
                 sys.stdout.write("\n")
             else:
                 print(report_table(report))
+                print(
+                    f"\nAlerts: {len(delivered)} delivered to the SQS subscriber and "
+                    f"{len(slack.received)} posted to Slack as Block Kit"
+                )
+                for item in alerts:
+                    line = (
+                        f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
+                    )
+                    print(f"{line} {item['summary'][:100]}")
             if failures:
                 print(f"costguard demo: {len(failures)} scan failures", file=sys.stderr)
+                return 1
+            if len(slack.received) != len(delivered):
+                print("costguard demo: some alerts did not reach Slack", file=sys.stderr)
                 return 1
             return 0
     finally:

@@ -17,3 +17,9 @@ def cents(value: Decimal) -> Decimal:
 def rate(value: Decimal) -> Decimal:
     """Round a $/h rate for display: four places keeps g4dn-class rates honest."""
     return value.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP)
+
+
+def per_hour(value: Decimal) -> str:
+    """``$55.04/h`` for people: cents above a dollar, four places below (g4dn-class rates)."""
+    shown = cents(value) if abs(value) >= 1 else rate(value)
+    return f"${shown:,}/h"

@@ -7,6 +7,7 @@ Lambda's clock, is "now", so a retried invocation accrues exactly the same inter
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from costguard.names import Metrics as M
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+    from costguard.domain.alerts import Alert
     from costguard.services.scan import ScanReport
     from costguard.settings import Settings
 
@@ -61,8 +63,18 @@ def emit_metrics(report: ScanReport) -> None:
     metrics.add_metric(name=M.FINDINGS, unit=MetricUnit.Count, value=len(report.findings))
 
 
-def summary(report: ScanReport) -> dict[str, Any]:
+def summary(outcome: ScanOutcome) -> dict[str, Any]:
+    report = outcome.report
     return {
+        "alerts": [
+            {
+                "alert_id": a.alert_id,
+                "kind": a.kind.value,
+                "project": a.project,
+                "severity": a.severity.value,
+            }
+            for a in outcome.alerts
+        ],
         "scanned_at": report.now.isoformat(),
         "ledger": report.ledger.value,
         "resources": report.resource_count,
@@ -82,14 +94,28 @@ def summary(report: ScanReport) -> dict[str, Any]:
     }
 
 
-def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanReport:
+@dataclass(frozen=True)
+class ScanOutcome:
+    report: ScanReport
+    alerts: list[Alert]
+
+
+def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanOutcome:
     """Everything but the Lambda plumbing: the demo and the tests call this."""
-    from costguard.wiring import CallCounter, build_scan_service
+    from costguard.wiring import CallCounter, build_alert_service, build_ledger, build_scan_service
 
     counter = CallCounter()
     counter.attach(session)
-    service = build_scan_service(settings, session, counter=counter)
-    report = service.run(ScanEvent.model_validate(event or {}).now())
+    now = ScanEvent.model_validate(event or {}).now()
+    ledger = build_ledger(settings, session)
+    report = build_scan_service(settings, session, ledger=ledger, counter=counter).run(now)
+    alerting = build_alert_service(settings, session, ledger)
+    alerts = alerting.run(report, report.previous, now) if alerting else []
+    for a in alerts:
+        logger.info(
+            "alert published",
+            extra={"alert_id": a.alert_id, "kind": a.kind.value, "project": a.project},
+        )
     for f in report.findings:
         logger.info(
             "finding", extra={"code": f.code.value, "resource": f.resource, "detail": f.message}
@@ -103,9 +129,10 @@ def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanRepo
             "ledger": report.ledger.value,
             "api_calls": sum(report.api_calls.values()),
             "duration_s": round(report.duration_s, 3),
+            "alerts": len(alerts),
         },
     )
-    return report
+    return ScanOutcome(report, alerts)
 
 
 @logger.inject_lambda_context

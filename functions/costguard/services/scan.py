@@ -19,6 +19,7 @@ from costguard.domain.pricing import PriceCatalog, PricedResource, Pricer, SpotK
 from costguard.domain.spend import (
     DEFAULT_EXACT_GAP,
     BudgetStatus,
+    Observation,
     accrue,
     budget_status,
     forecast_month_end,
@@ -83,6 +84,8 @@ class ScanReport:
     catalog_as_of: str
     duration_s: float
     api_calls: Mapping[str, int]
+    #: What the ledger knew before this scan (rates and first sightings), for alert rules.
+    previous: Mapping[str, Observation] = field(default_factory=dict)
 
     @property
     def resource_count(self) -> int:
@@ -138,9 +141,8 @@ class ScanService:
 
         self._progress("updating the ledger")
         previous = self._ledger.watermark(s.scope)
-        accrual = accrue(
-            attribution.resources, self._ledger.observations(s.scope), now, s.exact_gap
-        )
+        previous_observations = self._ledger.observations(s.scope)
+        accrual = accrue(attribution.resources, previous_observations, now, s.exact_gap)
         outcome = self._ledger.commit(
             ScanCommit(s.scope, previous, now, accrual.increments, accrual.observations)
         )
@@ -195,6 +197,7 @@ class ScanService:
             catalog_as_of=self._catalog.as_of.isoformat(),
             duration_s=_time.perf_counter() - started,
             api_calls=dict(self._api_calls()),
+            previous=previous_observations,
         )
 
     def _collect(self, now: datetime) -> tuple[list[Resource], list[Finding]]:

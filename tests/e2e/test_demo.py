@@ -1,0 +1,40 @@
+"""`costguard demo --json` end to end: moto's HTTP server, SQS subscriber, Slack stand-in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "costguard.cli", "demo", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    demo = json.loads(done.stdout)
+    report = demo["report"]
+    statuses = {p["project"]: p["status"] for p in report["projects"]}
+    assert statuses["llm-pretraining"] == "over"
+    assert {"malformed-budget", "unpriced", "unattributed", "budget-conflict"} <= {
+        f["code"] for f in report["findings"]
+    }
+
+    kinds = [(a["kind"], a["project"]) for a in demo["alerts"]]
+    assert ("budget-threshold", "llm-pretraining") in kinds
+    assert ("budget-forecast", "llm-pretraining") in kinds
+    assert ("burn-rate-anomaly", "vision-research") in kinds
+    assert ("burn-rate-recovered", "vision-research") in kinds
+    assert ("unattributed-spend", None) in kinds
+    assert len(kinds) == len(set(kinds)), "every alert exactly once across six scans"
+    assert demo["alerts_delivered"]["sqs"] == demo["alerts_delivered"]["slack"] == len(kinds)
+    assert all(a["alert_id"] and a["severity"] and a["summary"] for a in demo["alerts"])
+    assert [c["ledger"] for c in demo["cycles"]] == ["applied"] * 6

@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costguard.domain.alerts import (
+    AlertKind,
+    AlertResource,
+    AlertSeverity,
+    AnomalyPolicy,
+    ProjectNumbers,
+    baseline_rate,
+    budget_alerts,
+    has_recovered,
+    is_spike,
+    root_cause,
+    unattributed_alert,
+)
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+POLICY = AnomalyPolicy()
+
+
+def project(
+    mtd: str, forecast: str, budget: str | None = "1000", rate: str = "1"
+) -> ProjectNumbers:
+    return ProjectNumbers(
+        "vision",
+        Decimal(budget) if budget else None,
+        Decimal(mtd),
+        Decimal(forecast),
+        Decimal(rate),
+    )
+
+
+def test_crossing_thresholds_claims_all_but_sends_only_the_highest() -> None:
+    (alert,) = [
+        a
+        for a in budget_alerts(project("850", "900"), (50, 80, 100), NOW)
+        if a.kind is AlertKind.BUDGET_THRESHOLD
+    ]
+    assert alert.title == "vision: 80% of the monthly budget spent"
+    assert alert.dedupe == ("budget/vision/2026-11/mtd-50", "budget/vision/2026-11/mtd-80")
+    assert alert.severity is AlertSeverity.WARNING
+
+
+def test_forecast_over_budget_is_its_own_alert_once_a_month() -> None:
+    alerts = budget_alerts(project("100", "1500"), (50, 80, 100), NOW)
+    (forecast,) = [a for a in alerts if a.kind is AlertKind.BUDGET_FORECAST]
+    assert forecast.dedupe == ("budget/vision/2026-11/forecast-100",)
+    assert "$500.00 over" in forecast.summary
+
+
+def test_no_budget_no_budget_alerts() -> None:
+    assert budget_alerts(project("5000", "9000", budget=None), (50, 80, 100), NOW) == []
+
+
+def test_severity_follows_the_money() -> None:
+    small = budget_alerts(project("1100", "1200"), (100,), NOW)[0]
+    big = budget_alerts(project("60000", "90000", budget="50000"), (100,), NOW)[0]
+    assert small.severity is AlertSeverity.CRITICAL  # 100% is always critical
+    assert big.severity is AlertSeverity.CRITICAL
+    assert budget_alerts(project("510", "600"), (50,), NOW)[0].severity is AlertSeverity.INFO
+
+
+def history(
+    rates: list[str], step: timedelta = timedelta(minutes=15)
+) -> list[tuple[datetime, Decimal]]:
+    return [(NOW - step * (len(rates) - i), Decimal(r)) for i, r in enumerate(rates)]
+
+
+def test_a_new_p5_on_a_steady_project_is_a_spike() -> None:
+    baseline, n = baseline_rate(history(["12.4"] * 20), NOW, POLICY)  # type: ignore[misc]
+    assert (baseline, n) == (Decimal("12.4"), 20)
+    assert is_spike(baseline, Decimal("12.4") + Decimal("55.04"), POLICY)
+
+
+def test_steady_spend_noise_and_small_absolute_changes_are_quiet() -> None:
+    assert not is_spike(Decimal("120"), Decimal("135"), POLICY)  # +12%: noise
+    assert not is_spike(Decimal("0.50"), Decimal("3.00"), POLICY)  # 6x but only +$2.50/h
+    assert not is_spike(Decimal("500"), Decimal("560"), POLICY)  # +$60/h but only 1.12x
+
+
+def test_baseline_is_robust_to_a_one_off_sample() -> None:
+    baseline, _ = baseline_rate(history(["10", "10", "300", "10", "10"]), NOW, POLICY)  # type: ignore[misc]
+    assert baseline == Decimal(10)
+
+
+def test_too_little_history_judges_nothing() -> None:
+    assert baseline_rate(history(["10", "10"]), NOW, POLICY) is None
+
+
+def test_recovery_when_back_near_the_baseline() -> None:
+    assert has_recovered(Decimal(10), Decimal(12), POLICY)
+    assert not has_recovered(Decimal(10), Decimal(60), POLICY)
+
+
+def test_root_cause_ranks_new_and_costlier_resources_by_added_rate() -> None:
+    since = NOW - timedelta(hours=6)
+    current = [
+        AlertResource(
+            "us-east-1/ec2-instance/i-old",
+            "ec2-instance",
+            "us-east-1",
+            "g5.xlarge",
+            Decimal("1.006"),
+        ),
+        AlertResource(
+            "us-east-1/ec2-instance/i-p5",
+            "ec2-instance",
+            "us-east-1",
+            "p5.48xlarge",
+            Decimal("55.04"),
+            "dave@example.com",
+        ),
+        AlertResource(
+            "us-east-1/sagemaker-endpoint/ep/a",
+            "sagemaker-endpoint",
+            "us-east-1",
+            "ml.g5.xlarge",
+            Decimal("4.224"),
+        ),
+    ]
+    previous = {
+        "us-east-1/ec2-instance/i-old": Decimal("1.006"),
+        "us-east-1/sagemaker-endpoint/ep/a": Decimal("1.408"),
+    }
+    seen = {k: NOW - timedelta(days=3) for k in previous}
+    causes = root_cause(current, previous, seen, since)
+    assert [c.key for c in causes] == [
+        "us-east-1/ec2-instance/i-p5",
+        "us-east-1/sagemaker-endpoint/ep/a",
+    ]
+    assert causes[0].change == "new"
+    assert causes[1].change == "+$2.82/h"
+
+
+def test_unattributed_alert_dedupes_each_resource_per_day() -> None:
+    r = AlertResource(
+        "us-east-1/ec2-instance/i-x", "ec2-instance", "us-east-1", "g5.xlarge", Decimal("1.006")
+    )
+    alert = unattributed_alert([r], NOW)
+    assert alert is not None
+    assert alert.dedupe == ("unattributed/us-east-1/ec2-instance/i-x/2026-11-20",)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    base=st.decimals(min_value=Decimal("0.01"), max_value=Decimal(5000), places=2),
+    factor=st.decimals(min_value=Decimal("0.1"), max_value=Decimal(20), places=2),
+    scale=st.decimals(min_value=Decimal(1), max_value=Decimal(100), places=2),
+)
+def test_scaling_every_rate_up_never_silences_a_spike(
+    base: Decimal, factor: Decimal, scale: Decimal
+) -> None:
+    """The relative test is scale-free, the absolute floor only gets easier to clear."""
+    current = base * factor
+    if is_spike(base, current, POLICY):
+        assert is_spike(base * scale, current * scale, POLICY)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    base=st.decimals(min_value=Decimal(20), max_value=Decimal(5000), places=2),
+    factor=st.decimals(min_value=Decimal("0.1"), max_value=Decimal(20), places=2),
+    scale=st.decimals(min_value=Decimal("0.1"), max_value=Decimal(100), places=2),
+)
+def test_above_the_floor_the_relative_verdict_is_scale_invariant(
+    base: Decimal, factor: Decimal, scale: Decimal
+) -> None:
+    current = base * factor
+    floor = POLICY.min_delta_usd_per_hour
+    if current - base >= floor and current * scale - base * scale >= floor:
+        assert is_spike(base, current, POLICY) == is_spike(base * scale, current * scale, POLICY)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.decimals(min_value=Decimal(1), max_value=Decimal(1000), places=2),
+        min_size=3,
+        max_size=96,
+    ),
+    st.decimals(min_value=Decimal("0.9"), max_value=Decimal("1.1"), places=3),
+)
+def test_steady_spend_with_ten_percent_noise_never_fires(
+    samples: list[Decimal], jitter: Decimal
+) -> None:
+    level = samples[0]
+    steady = [level * (Decimal(1) + (s % 10 - 5) / 100) for s in samples]
+    found = baseline_rate(history([str(x) for x in steady]), NOW, POLICY)
+    assert found is not None
+    assert not is_spike(found[0], level * jitter, POLICY)
