@@ -76,6 +76,13 @@ SAGEMAKER_INVENTORY = (
         "read SageMaker tags in pages rather than one call per resource",
     ),
 )
+COST_EXPLORER = (
+    Permission(
+        ("ce:GetCostAndUsage", "ce:GetAnomalies"),
+        "reconcile month-to-date and forward AWS cost anomalies (opt-in; Cost Explorer "
+        "has no resource-level permissions)",
+    ),
+)
 LEDGER_ACTIONS = (
     "dynamodb:GetItem",
     "dynamodb:Query",
@@ -87,8 +94,9 @@ LEDGER_ACTIONS = (
 """Granted on CostGuard's own ledger table only (TransactWriteItems needs UpdateItem)."""
 
 
-def scan_permissions() -> tuple[Permission, ...]:
-    return (*EC2_INVENTORY, *EC2_SPOT_PRICES, *EKS_INVENTORY, *SAGEMAKER_INVENTORY)
+def scan_permissions(*, cost_explorer: bool = False) -> tuple[Permission, ...]:
+    base = (*EC2_INVENTORY, *EC2_SPOT_PRICES, *EKS_INVENTORY, *SAGEMAKER_INVENTORY)
+    return (*base, *COST_EXPLORER) if cost_explorer else base
 
 
 def all_actions(permissions: Iterable[Permission]) -> set[str]:

@@ -37,6 +37,7 @@ ENV_VARS = (
     Env.ANOMALY_MIN_USD_PER_HOUR,
     Env.ANOMALY_COOLDOWN_MINUTES,
     Env.DIGEST_HOUR_UTC,
+    Env.COST_EXPLORER,
 )
 
 
@@ -78,6 +79,8 @@ class Settings(BaseModel):
     anomaly_min_usd_per_hour: Decimal = Field(default=Decimal(10), ge=0)
     anomaly_cooldown_minutes: int = Field(default=60, ge=0)
     digest_hour_utc: int = Field(default=8, ge=0, le=23)
+    #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
+    cost_explorer: bool = False
 
     @field_validator("budget_thresholds")
     @classmethod

@@ -37,6 +37,7 @@ CONTEXT_KEYS = (
     "anomalyMinUsdPerHour",
     "anomalyCooldownMinutes",
     "digestHourUtc",
+    "costExplorer",
 )
 
 
@@ -79,6 +80,7 @@ class CostGuardConfig(BaseModel):
     )
     anomaly_cooldown_minutes: int = Field(default=60, alias="anomalyCooldownMinutes", ge=0)
     digest_hour_utc: int = Field(default=8, alias="digestHourUtc", ge=0, le=23)
+    cost_explorer: bool = Field(default=False, alias="costExplorer")
 
     @field_validator(
         "regions", "alert_emails", "project_tag_keys", "budget_thresholds", mode="before"

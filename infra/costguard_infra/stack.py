@@ -72,7 +72,7 @@ class CostGuardStack(cdk.Stack):
             layer=layer,
             key=self.key,
             environment=self.scan_environment(),
-            permissions=scan_permissions(),
+            permissions=scan_permissions(cost_explorer=config.cost_explorer),
             memory_mb=config.scan_memory_mb,
             timeout=cdk.Duration.seconds(config.scan_timeout_seconds),
             log_retention=_retention(config.log_retention_days),
@@ -147,6 +147,7 @@ class CostGuardStack(cdk.Stack):
             Env.ANOMALY_MIN_USD_PER_HOUR: str(c.anomaly_min_usd_per_hour),
             Env.ANOMALY_COOLDOWN_MINUTES: str(c.anomaly_cooldown_minutes),
             Env.DIGEST_HOUR_UTC: str(c.digest_hour_utc),
+            Env.COST_EXPLORER: "true" if c.cost_explorer else "false",
             Env.SERVICE_NAME: Metrics.SCAN_SERVICE,
             Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
         }

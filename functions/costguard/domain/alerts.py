@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
+from typing import Any
 
 from costguard.domain.calendar import month_key
 from costguard.domain.findings import Finding, Severity
@@ -27,6 +28,7 @@ class AlertKind(StrEnum):
     BURN_RATE_RECOVERED = "burn-rate-recovered"
     UNATTRIBUTED = "unattributed-spend"
     FINDINGS_DIGEST = "findings-digest"
+    AWS_COST_ANOMALY = "aws-cost-anomaly"
 
 
 class AlertSeverity(StrEnum):
@@ -394,4 +396,43 @@ def findings_digest(findings: Sequence[Finding], now: datetime, hour_utc: int = 
         facts={code: str(n) for code, n in sorted(counts.items())},
         details=lines,
         dedupe=(f"digest/{day}",),
+    )
+
+
+def cost_anomaly_alert(
+    anomaly: Mapping[str, Any], now: datetime, min_impact_usd: Decimal = Decimal(100)
+) -> Alert | None:
+    """Forward one AWS Cost Anomaly Detection anomaly (``ce:GetAnomalies`` shape)."""
+    impact = anomaly.get("Impact") or {}
+    total = Decimal(str(impact.get("TotalImpact", impact.get("MaxImpact", 0))))
+    if total < min_impact_usd:
+        return None
+    causes = anomaly.get("RootCauses") or []
+    lines = tuple(
+        " / ".join(
+            str(c[k]) for k in ("Service", "Region", "UsageType", "LinkedAccountName") if c.get(k)
+        )
+        for c in causes[:5]
+    )
+    anomaly_id = str(anomaly.get("AnomalyId", ""))
+    return Alert(
+        alert_id=f"{AlertKind.AWS_COST_ANOMALY}/{anomaly_id}",
+        kind=AlertKind.AWS_COST_ANOMALY,
+        project=None,
+        severity=money_severity(total * 30, AlertSeverity.WARNING),
+        title=f"AWS Cost Anomaly Detection: ${cents(total):,} unexpected spend",
+        summary=(
+            f"AWS Cost Anomaly Detection reports ${cents(total):,} of unexpected spend "
+            f"from {anomaly.get('AnomalyStartDate', '?')}"
+            + (f"; root cause: {lines[0]}" if lines else "")
+            + ". (AWS sees spend 8-24 h late; CostGuard's own alerts are minutes behind.)"
+        ),
+        at=now,
+        why="forwarded from AWS Cost Anomaly Detection",
+        facts={
+            "total_impact": f"${cents(total):,}",
+            "monitor": str(anomaly.get("MonitorArn", ""))[-60:],
+        },
+        details=lines,
+        dedupe=(f"ce-anomaly/{anomaly_id}",),
     )

@@ -111,6 +111,8 @@ def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanOutc
     report = build_scan_service(settings, session, ledger=ledger, counter=counter).run(now)
     alerting = build_alert_service(settings, session, ledger)
     alerts = alerting.run(report, report.previous, now) if alerting else []
+    if settings.cost_explorer:
+        alerts += _cost_explorer(settings, session, ledger, alerting, now)
     for a in alerts:
         logger.info(
             "alert published",
@@ -133,6 +135,32 @@ def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanOutc
         },
     )
     return ScanOutcome(report, alerts)
+
+
+def _cost_explorer(
+    settings: Settings, session: Any, ledger: Any, alerting: Any, now: datetime
+) -> list[Alert]:
+    from costguard.adapters.cost_explorer import CostExplorer
+    from costguard.services.cost_explorer import CostExplorerService
+
+    service = CostExplorerService(
+        ledger,
+        CostExplorer(session.client("ce", region_name="us-east-1")),
+        settings.scope,
+        settings.project_tag_keys[0],
+    )
+    rows = service.reconcile(now)
+    for r in rows or []:
+        logger.info(
+            "cost explorer reconciliation",
+            extra={
+                "project": r.project,
+                "ledger_usd": str(r.ledger_usd),
+                "cost_explorer_usd": str(r.cost_explorer_usd),
+            },
+        )
+    forwarded = service.anomaly_alerts(now)
+    return list(alerting.deliver(forwarded)) if alerting and forwarded else []
 
 
 @logger.inject_lambda_context

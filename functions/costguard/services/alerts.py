@@ -91,6 +91,10 @@ class AlertService:
             sent.append(digest)
         return sent
 
+    def deliver(self, alerts: Sequence[Alert]) -> list[Alert]:
+        """Publish alerts decided elsewhere (e.g. forwarded AWS cost anomalies), once each."""
+        return [a for a in alerts if self._deliver(a, a.dedupe)]
+
     def _deliver(self, alert: Alert, keys: Sequence[str]) -> bool:
         """Claim the alert's keys; publish only if at least one was new to us.
 

@@ -1,0 +1,123 @@
+"""Cost Explorer (Stubber; moto lacks anomalies): reconciliation and forwarding, rate-limited."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from botocore.stub import Stubber
+
+from costguard.adapters.cost_explorer import CostExplorer
+from costguard.adapters.memory import InMemoryLedger, RecordingNotifier
+from costguard.domain.alerts import AlertKind
+from costguard.domain.spend import Increment
+from costguard.ports import ScanCommit
+from costguard.services.alerts import AlertService, AlertSettings
+from costguard.services.cost_explorer import CostExplorerService
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+def usage(groups: dict[str, str]) -> dict[str, Any]:
+    return {
+        "ResultsByTime": [
+            {
+                "TimePeriod": {"Start": "2026-11-01", "End": "2026-11-21"},
+                "Total": {},
+                "Groups": [
+                    {"Keys": [k], "Metrics": {"UnblendedCost": {"Amount": v, "Unit": "USD"}}}
+                    for k, v in groups.items()
+                ],
+                "Estimated": True,
+            }
+        ],
+        "DimensionValueAttributes": [],
+    }
+
+
+ANOMALY = {
+    "AnomalyId": "a-123",
+    "AnomalyStartDate": "2026-11-18",
+    "DimensionValue": "Amazon Elastic Compute Cloud - Compute",
+    "RootCauses": [
+        {
+            "Service": "Amazon Elastic Compute Cloud - Compute",
+            "Region": "us-east-1",
+            "UsageType": "BoxUsage:p5.48xlarge",
+        }
+    ],
+    "AnomalyScore": {"MaxScore": 0.9, "CurrentScore": 0.8},
+    "Impact": {"MaxImpact": 900.0, "TotalImpact": 2400.0},
+    "MonitorArn": "arn:aws:ce::123456789012:anomalymonitor/abc",
+}
+
+
+def test_cost_by_tag_reads_project_and_untagged_groups() -> None:
+    client = boto3.client("ce", region_name="us-east-1")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "get_cost_and_usage",
+            usage({"costguard:project$llm": "10500.25", "costguard:project$": "88.10"}),
+        )
+        totals = CostExplorer(client).cost_by_tag(
+            date(2026, 11, 1), date(2026, 11, 21), "costguard:project"
+        )
+    assert totals == {"llm": Decimal("10500.25"), None: Decimal("88.10")}
+
+
+def test_reconciliation_is_rate_limited_to_one_call_per_window() -> None:
+    ledger = InMemoryLedger()
+    ledger.commit(
+        ScanCommit(
+            "acct", None, NOW, {("llm", "2026-11"): Increment(Decimal(10000), Decimal(0))}, []
+        )
+    )
+    client = boto3.client("ce", region_name="us-east-1")
+    service = CostExplorerService(ledger, CostExplorer(client), "acct", "costguard:project")
+    with Stubber(client) as stub:
+        stub.add_response("get_cost_and_usage", usage({"costguard:project$llm": "10500.25"}))
+        rows = service.reconcile(NOW)
+        again = [service.reconcile(NOW + timedelta(minutes=15 * n)) for n in range(1, 8)]
+        stub.assert_no_pending_responses()
+    assert rows is not None
+    (row,) = rows
+    assert (row.project, row.ledger_usd, row.cost_explorer_usd, row.delta_usd) == (
+        "llm",
+        Decimal(10000),
+        Decimal("10500.25"),
+        Decimal("500.25"),
+    )
+    assert again == [None] * 7  # the other scans of the 8-hour window cost nothing
+
+
+def test_aws_cost_anomalies_are_forwarded_once() -> None:
+    ledger = InMemoryLedger()
+    client = boto3.client("ce", region_name="us-east-1")
+    sent: list[Any] = []
+    alerting = AlertService(ledger, RecordingNotifier(sent), AlertSettings(scope="acct"))
+    with Stubber(client) as stub:
+        stub.add_response(
+            "get_anomalies",
+            {
+                "Anomalies": [
+                    ANOMALY,
+                    {
+                        **ANOMALY,
+                        "AnomalyId": "tiny",
+                        "Impact": {"MaxImpact": 5.0, "TotalImpact": 5.0},
+                    },
+                ]
+            },
+        )
+        stub.add_response("get_anomalies", {"Anomalies": [ANOMALY]})
+        first = CostExplorerService(ledger, CostExplorer(client), "acct", "costguard:project")
+        alerting.deliver(first.anomaly_alerts(NOW))
+        alerting.deliver(
+            first.anomaly_alerts(NOW + timedelta(hours=9))
+        )  # next window: asked again, not re-sent
+    (alert,) = sent
+    assert alert.kind is AlertKind.AWS_COST_ANOMALY
+    assert "$2,400.00" in alert.title
+    assert "BoxUsage:p5.48xlarge" in alert.summary
