@@ -41,6 +41,13 @@ ENV_VARS = (
 )
 
 
+def valid_thresholds(value: tuple[int, ...]) -> tuple[int, ...]:
+    """Budget alert thresholds: percentages of the budget, sorted, without repeats."""
+    if not value or any(not 0 < t <= 1000 for t in value):
+        raise ValueError(f"must be percentages between 1 and 1000, got {list(value)}")
+    return tuple(sorted(set(value)))
+
+
 class SettingsError(ValueError):
     """The configuration is wrong; the message says which variable and why."""
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from costguard.names import Tags
-from costguard.settings import REGION, ProjectEntry
+from costguard.settings import REGION, ProjectEntry, valid_thresholds
 
 RATE = re.compile(r"^(?P<n>\d+) (?P<unit>minute|minutes|hour|hours|day|days)$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -130,9 +130,7 @@ class CostGuardConfig(BaseModel):
     @field_validator("budget_thresholds")
     @classmethod
     def _thresholds(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value or any(not 0 < t <= 1000 for t in value):
-            raise ValueError(f"must be percentages between 1 and 1000, got {list(value)}")
-        return tuple(sorted(set(value)))
+        return valid_thresholds(value)
 
     @field_validator("log_retention_days")
     @classmethod

@@ -258,17 +258,11 @@ class DynamoDbLedger:
             ]
         )
 
-    def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
+    def _put_if_absent(self, item: dict[str, Any]) -> bool:
+        """The exactly-once primitive: a conditional put that only the first writer wins."""
         try:
             self._ddb.put_item(
-                TableName=self._table,
-                Item={
-                    "pk": {"S": f"ONCE#{namespace}"},
-                    "sk": {"S": key},
-                    "at": {"S": stamp(now)},
-                    "attrs": {"S": json.dumps(attrs, default=str, sort_keys=True)},
-                },
-                ConditionExpression="attribute_not_exists(pk)",
+                TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)"
             )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
@@ -276,26 +270,28 @@ class DynamoDbLedger:
             raise
         return True
 
+    def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
+        return self._put_if_absent(
+            {
+                "pk": {"S": f"ONCE#{namespace}"},
+                "sk": {"S": key},
+                "at": {"S": stamp(now)},
+                "attrs": {"S": json.dumps(attrs, default=str, sort_keys=True)},
+            }
+        )
+
     def audit(self, event: AuditEvent) -> bool:
-        try:
-            self._ddb.put_item(
-                TableName=self._table,
-                Item={
-                    "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
-                    "sk": {"S": f"{stamp(event.at)}#{event.event_id}"},
-                    "event_id": {"S": event.event_id},
-                    "action": {"S": event.action},
-                    "resource": {"S": event.resource},
-                    "outcome": {"S": event.outcome},
-                    "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
-                },
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self._put_if_absent(
+            {
+                "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
+                "sk": {"S": f"{stamp(event.at)}#{event.event_id}"},
+                "event_id": {"S": event.event_id},
+                "action": {"S": event.action},
+                "resource": {"S": event.resource},
+                "outcome": {"S": event.outcome},
+                "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
+            }
+        )
 
     def release_once(self, namespace: str, key: str) -> None:
         self._ddb.delete_item(
