@@ -10,7 +10,7 @@ import subprocess
 import sys
 from typing import Any
 
-HANDLERS = ["costguard.handlers.scan"]
+HANDLERS = ["costguard.handlers.scan", "costguard.handlers.slack_notifier"]
 EXCLUDED_ROOTS = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil")
 
 
