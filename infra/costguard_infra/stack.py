@@ -153,12 +153,22 @@ class CostGuardStack(cdk.Stack):
         }
 
     def _allow_services_to_use_key(self) -> None:
-        """CloudWatch alarms publish to the encrypted topic, and CloudWatch Logs and
-        EventBridge Scheduler encrypt with the same key; each needs the key policy."""
+        """Services that use CostGuard's key on its behalf need the key policy: CloudWatch
+        alarms publish to the encrypted topic, SNS writes to encrypted dead-letter
+        queues and CloudWatch Logs encrypts the log groups."""
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+            )
+        )
+        # SNS moves undeliverable Slack notifications into the encrypted dead-letter queue.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                principals=[iam.ServicePrincipal("sns.amazonaws.com")],
                 resources=["*"],
                 conditions={"StringEquals": {"aws:SourceAccount": self.account}},
             )

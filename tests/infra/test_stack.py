@@ -293,3 +293,20 @@ def test_every_cdk_nag_acknowledgement_gives_a_reason() -> None:
     from costguard_infra.app_builder import ACKNOWLEDGEMENTS
 
     assert all(len(reason) > 30 for reason in ACKNOWLEDGEMENTS.values())
+
+
+def test_key_policy_lets_alarms_sns_and_logs_use_the_key_in_this_account_only(
+    template: Any,
+) -> None:
+    (key,) = resources(template, "AWS::KMS::Key").values()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    services = {}
+    for statement in key["Properties"]["KeyPolicy"]["Statement"]:
+        principal = statement.get("Principal", {}).get("Service")
+        if principal:
+            services[json.dumps(principal)] = statement
+    assert any("cloudwatch.amazonaws.com" in p for p in services)
+    assert any("sns.amazonaws.com" in p for p in services)
+    assert any("logs." in p for p in services)
+    for statement in services.values():
+        assert statement.get("Condition"), "service use of the key is scoped to this account"
