@@ -36,11 +36,15 @@ def test_bundled_catalog_carries_current_post_cut_p4_p5_prices() -> None:
         "p4de",
         "p5",
         "p5en",
+        "p6-b200",
+        "p6-b300",
         "g4dn",
         "g5",
         "g6",
         "g6e",
+        "g6f",
         "gr6",
+        "g7e",
         "trn1",
         "trn1n",
         "inf2",
@@ -142,3 +146,28 @@ def test_naive_now_is_rejected() -> None:
     with pytest.raises(ValueError, match="naive"):
         month_key(datetime(2026, 11, 1))  # noqa: DTZ001
     assert month_key(datetime(2026, 11, 1, tzinfo=UTC)) == "2026-11"
+
+
+def test_catalog_covers_eu_west_1_for_the_families_aws_offers_there() -> None:
+    for itype in (
+        "p3.2xlarge",
+        "p3dn.24xlarge",
+        "p4d.24xlarge",
+        "g4dn.xlarge",
+        "g5.48xlarge",
+        "inf1.xlarge",
+        "inf2.48xlarge",
+    ):
+        assert CATALOG.ec2_on_demand("eu-west-1", itype) is not None, itype
+    assert CATALOG.ec2_on_demand("eu-west-1", "p4d.24xlarge") == Decimal("23.71569")
+
+
+def test_unpriced_says_why_when_the_family_is_not_offered_in_the_region() -> None:
+    _, findings = price_resource(ec2("g6.xlarge", region="eu-west-1"), CATALOG, {}, TODAY)
+    assert "g6 instances are not offered in eu-west-1" in findings[0].message
+
+
+def test_capacity_block_only_types_are_unpriced_with_the_reason() -> None:
+    priced, findings = price_resource(ec2("p5e.48xlarge"), CATALOG, {}, TODAY)
+    assert priced.usd_per_hour is None
+    assert "Capacity Blocks" in findings[0].message

@@ -30,6 +30,10 @@ class CatalogFile(BaseModel):
     s3_standard_gb_month: dict[str, Decimal]
     eks_cluster_hour: dict[str, Decimal]
     eks_standard_support_end: dict[str, date] = Field(default_factory=dict)
+    #: region -> instance families AWS does not offer there (so "unpriced" can say why).
+    not_offered: dict[str, list[str]] = Field(default_factory=dict)
+    #: instance type -> why it has no on-demand rate (Capacity Blocks only, ...).
+    unpriced_reasons: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("currency")
     @classmethod
@@ -59,6 +63,10 @@ class CatalogFile(BaseModel):
             eks_extended_cluster_hour=self.eks_cluster_hour["extended"],
             eks_standard_support_end=self.eks_standard_support_end,
             sources=tuple(self.sources),
+            not_offered={
+                region: frozenset(families) for region, families in self.not_offered.items()
+            },
+            unpriced_reasons=self.unpriced_reasons,
         )
 
 

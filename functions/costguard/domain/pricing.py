@@ -50,6 +50,15 @@ class PriceCatalog:
     #: Kubernetes minor version -> last day of EKS standard support.
     eks_standard_support_end: Mapping[str, date] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    not_offered: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    unpriced_reasons: Mapping[str, str] = field(default_factory=dict)
+
+    def why_unpriced(self, region: str, instance_type: str) -> str | None:
+        """A known reason for a missing price: not offered in the region, or no public rate."""
+        bare = instance_type.removeprefix("ml.")
+        if bare.split(".")[0] in self.not_offered.get(region, frozenset()):
+            return f"{bare.split('.')[0]} instances are not offered in {region}"
+        return self.unpriced_reasons.get(bare)
 
     def ec2_on_demand(self, region: str, instance_type: str) -> Decimal | None:
         return self.ec2.get(region, {}).get(instance_type)
@@ -81,14 +90,20 @@ class PricedResource(NamedTuple):
         return self.usd_per_hour is not None
 
 
-def _unpriced(resource: Resource, what: str) -> tuple[PricedResource, Finding]:
+def _unpriced(
+    resource: Resource, what: str, reason: str | None = None
+) -> tuple[PricedResource, Finding]:
+    advice = (
+        f"{reason}; its spend is unknown, not $0"
+        if reason
+        else "its spend is unknown, not $0 (run `costguard prices refresh` or add it to the catalog)"
+    )
     return (
         PricedResource(resource, None, "unpriced"),
         Finding(
             FindingCode.UNPRICED,
             resource.key,
-            f"no price for {what} in {resource.region}; its spend is unknown, not $0 "
-            "(run `costguard prices refresh` or add it to the catalog)",
+            f"no price for {what} in {resource.region}: {advice}",
             Severity.ERROR,
         ),
     )
@@ -127,7 +142,9 @@ def price_resource(
 
     on_demand = catalog.ec2_on_demand(resource.region, itype)
     if on_demand is None:
-        priced, finding = _unpriced(resource, f"EC2 {itype}")
+        priced, finding = _unpriced(
+            resource, f"EC2 {itype}", catalog.why_unpriced(resource.region, itype)
+        )
         return priced, [finding]
     if resource.lifecycle is _SPOT:
         spot = spot_prices.get((resource.region, resource.availability_zone or "", itype))
