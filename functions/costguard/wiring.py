@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.catalog import load_catalog
 from costguard.adapters.dynamodb import DynamoDbLedger
-from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices
+from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices, InstanceTypeCache
 from costguard.adapters.eks import EksInventory
 from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, TaggingApiTags
@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
     from costguard.ports import Ledger
     from costguard.settings import Settings
+
+
+#: Accelerator info per instance type outlives one invocation: a warm Lambda asks once.
+_INSTANCE_TYPES = InstanceTypeCache()
 
 
 class CallCounter:
@@ -95,7 +99,7 @@ def build_scan_service(
     )
     return ScanService(
         sources=[
-            Ec2Inventory(clients),
+            Ec2Inventory(clients, _INSTANCE_TYPES),
             EksInventory(clients),
             SageMakerInventory(clients, tag_reader, studio=settings.sagemaker_studio),
         ],

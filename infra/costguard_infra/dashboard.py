@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
-
 from constructs import Construct
+
 from costguard.names import Metrics
 
 _HOUR = cdk.Duration.hours(1)

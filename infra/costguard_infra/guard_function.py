@@ -11,8 +11,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
-
 from constructs import Construct
+
 from costguard_infra.bundling import ARCHITECTURE, RUNTIME
 
 if TYPE_CHECKING:

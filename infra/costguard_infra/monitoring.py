@@ -9,8 +9,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
-
 from constructs import Construct
+
 from costguard.names import Metrics
 
 if TYPE_CHECKING:

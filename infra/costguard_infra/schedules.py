@@ -8,7 +8,6 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
-
 from constructs import Construct
 
 

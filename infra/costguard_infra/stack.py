@@ -26,6 +26,7 @@ from costguard_infra.schedules import GuardSchedule
 
 if TYPE_CHECKING:
     from constructs import Construct
+
     from costguard_infra.config import CostGuardConfig
 
 #: Alert kinds posted to Slack (all of them; a filter policy keeps the door open to routing).

@@ -187,3 +187,58 @@ def test_one_failing_sagemaker_api_does_not_hide_the_others(aws: Any) -> None:
         "us-east-1/sagemaker/studio-apps",
     ]
     assert all(f.code is FindingCode.SCAN_FAILED for f in inv.findings)
+
+
+def test_in_progress_training_jobs_count_every_instance(aws: Any) -> None:
+    factory = ClientFactory(aws)
+    sm = factory("sagemaker", "us-east-1")
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-job/llama-ft-7"
+    with Stubber(sm) as stub:
+        stub.add_response("list_notebook_instances", {"NotebookInstances": []})
+        stub.add_response("list_endpoints", {"Endpoints": []})
+        stub.add_response(
+            "list_training_jobs",
+            {
+                "TrainingJobSummaries": [
+                    {
+                        "TrainingJobName": "llama-ft-7",
+                        "TrainingJobArn": arn,
+                        "CreationTime": NOW,
+                        "TrainingJobStatus": "InProgress",
+                    }
+                ]
+            },
+        )
+        stub.add_response(
+            "describe_training_job",
+            {
+                "TrainingJobName": "llama-ft-7",
+                "TrainingJobArn": arn,
+                "TrainingJobStatus": "InProgress",
+                "SecondaryStatus": "Training",
+                "CreationTime": NOW,
+                "TrainingStartTime": NOW - timedelta(hours=2),
+                "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "x"},
+                "ResourceConfig": {
+                    "InstanceType": "ml.p4d.24xlarge",
+                    "InstanceCount": 2,
+                    "VolumeSizeInGB": 100,
+                },
+                "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+                "EnableManagedSpotTraining": True,
+                "ModelArtifacts": {"S3ModelArtifacts": "s3://b/m"},
+            },
+        )
+        stub.add_response("list_tags", {"Tags": [{"Key": "costguard:project", "Value": "llm"}]})
+        inv = SageMakerInventory(factory, PerResourceTags(factory), studio=False).collect(
+            "us-east-1", NOW
+        )
+    (job,) = inv.resources
+    assert (job.kind, job.instance_type, job.count, job.lifecycle) == (
+        ResourceKind.SAGEMAKER_TRAINING_JOB,
+        "ml.p4d.24xlarge",
+        2,
+        Lifecycle.SPOT,
+    )
+    assert job.tags == {"costguard:project": "llm"}
+    assert job.launched_at == NOW - timedelta(hours=2)

@@ -171,3 +171,19 @@ def test_capacity_block_only_types_are_unpriced_with_the_reason() -> None:
     priced, findings = price_resource(ec2("p5e.48xlarge"), CATALOG, {}, TODAY)
     assert priced.usd_per_hour is None
     assert "Capacity Blocks" in findings[0].message
+
+
+def test_managed_spot_training_is_an_on_demand_upper_bound_with_a_finding() -> None:
+    from costguard.domain.models import Lifecycle
+
+    job = Resource(
+        id="ft",
+        kind=ResourceKind.SAGEMAKER_TRAINING_JOB,
+        region="us-west-2",
+        instance_type="ml.p4d.24xlarge",
+        count=2,
+        lifecycle=Lifecycle.SPOT,
+    )
+    priced, findings = price_resource(job, CATALOG, {}, TODAY)
+    assert priced.usd_per_hour == Decimal("25.251") * 2
+    assert findings[0].code is FindingCode.SPOT_PRICE_FALLBACK

@@ -137,3 +137,66 @@ def test_pending_node_group_capacity_is_reported_not_spent() -> None:
     assert (pending.running, pending.pending) == (1, 2)
     (cv,) = report.projects
     assert cv.run_rate_usd_per_hour == Decimal("5.672")  # one node, not three
+
+
+def test_aws_error_codes_become_domain_errors_named_for_what_went_wrong() -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from costguard.adapters.aws import translate
+    from costguard.ports import AccessDeniedError, SourceError, ThrottledError
+
+    def client_error(code: str) -> ClientError:
+        return ClientError(
+            {"Error": {"Code": code, "Message": f"{code} happened"}}, "DescribeInstances"
+        )
+
+    assert isinstance(
+        translate("ec2", "us-east-1", "DescribeInstances", client_error("RequestLimitExceeded")),
+        ThrottledError,
+    )
+    assert isinstance(
+        translate("eks", "us-east-1", "ListClusters", client_error("ThrottlingException")),
+        ThrottledError,
+    )
+    assert isinstance(
+        translate("ec2", "us-east-1", "DescribeInstances", client_error("UnauthorizedOperation")),
+        AccessDeniedError,
+    )
+    assert isinstance(
+        translate("sagemaker", "eu-west-1", "ListApps", client_error("AccessDeniedException")),
+        AccessDeniedError,
+    )
+    offline = translate(
+        "ec2",
+        "ap-east-1",
+        "DescribeInstances",
+        EndpointConnectionError(endpoint_url="https://ec2.ap-east-1.amazonaws.com"),
+    )
+    assert type(offline) is SourceError
+    assert offline.region == "ap-east-1"
+    html = translate(
+        "sagemaker",
+        "us-east-1",
+        "ListApps",
+        ClientError({"Error": {"Code": "500", "Message": "<!doctype html><html>..."}}, "ListApps"),
+    )
+    assert html.detail == "the endpoint answered with an HTML error page"
+
+
+def test_a_throttled_region_is_reported_and_the_other_regions_still_count() -> None:
+    from costguard.ports import ThrottledError
+
+    fleet = {
+        "us-west-2": Inventory(
+            (instance("i-g5", "g5.xlarge", region="us-west-2", costguard__project="cv"),)
+        )
+    }
+    throttled = ThrottledError(
+        "ec2", "us-east-1", "DescribeInstances", "RequestLimitExceeded", "slow down"
+    )
+    report = service(fleet, InMemoryLedger(), {"us-east-1": throttled}).run(NOW)
+    assert [p.project for p in report.projects] == ["cv"]
+    assert any(
+        f.code is FindingCode.SCAN_FAILED and "RequestLimitExceeded" in f.message
+        for f in report.findings
+    )

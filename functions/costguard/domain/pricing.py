@@ -138,7 +138,21 @@ def price_resource(
         if unit is None:
             priced, finding = _unpriced(resource, f"SageMaker {itype}")
             return priced, [finding]
-        return PricedResource(resource, unit * resource.count, "sagemaker on-demand"), []
+        hourly = unit * resource.count
+        if resource.lifecycle is _SPOT:
+            # Managed spot training bills a discount SageMaker only reports after the job.
+            return PricedResource(
+                resource, hourly, "sagemaker on-demand (managed spot upper bound)"
+            ), [
+                Finding(
+                    FindingCode.SPOT_PRICE_FALLBACK,
+                    resource.key,
+                    f"managed spot training on {resource.count} x {itype} is priced at the "
+                    "on-demand rate as an upper bound; SageMaker reports the spot saving when the job ends",
+                    Severity.INFO,
+                )
+            ]
+        return PricedResource(resource, hourly, "sagemaker on-demand"), []
 
     on_demand = catalog.ec2_on_demand(resource.region, itype)
     if on_demand is None:
