@@ -33,6 +33,10 @@ def _settings_for_scan(args: argparse.Namespace, session: Any) -> Any:
         env[Env.REGIONS] = session.region_name
     if args.table:
         env[Env.TABLE_NAME] = args.table
+        # The deployed scan keys the ledger by account id; read the same rows.
+        env[Env.SCOPE] = args.scope or _account(session)
+    elif args.scope:
+        env[Env.SCOPE] = args.scope
     if args.sagemaker_tags:
         env[Env.SAGEMAKER_TAGS] = args.sagemaker_tags
     return Settings.from_env(env)
@@ -48,8 +52,19 @@ def cmd_scan(args: argparse.Namespace) -> int:
     settings = _settings_for_scan(args, session)
     counter = CallCounter()
     counter.attach(session)
+    ledger = None
+    if settings.table_name:
+        from costguard.adapters.memory import ReadOnlyLedger
+        from costguard.wiring import build_ledger
+
+        # Read-only: the deployed ledger is read, never written, by a local scan.
+        ledger = ReadOnlyLedger(build_ledger(settings, session))
     service = build_scan_service(
-        settings, session, progress=_progress(not args.quiet and not args.json), counter=counter
+        settings,
+        session,
+        ledger=ledger,
+        progress=_progress(not args.quiet and not args.json),
+        counter=counter,
     )
     report = service.run(datetime.now(UTC))
     if args.json:
@@ -139,6 +154,7 @@ def parser() -> argparse.ArgumentParser:
         choices=["tagging-api", "per-resource"],
         help="how to read SageMaker tags (default tagging-api)",
     )
+    scan.add_argument("--scope", help="ledger scope to read (default: the account id)")
     scan.add_argument("--quiet", action="store_true", help="no progress on stderr")
     scan.set_defaults(func=cmd_scan)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from costguard.domain.money import cents, rate
+from costguard.domain.money import cents, per_hour, rate
 
 if TYPE_CHECKING:
     from costguard.domain.attribution import AttributedResource
@@ -128,18 +128,18 @@ def report_table(report: ScanReport, top: int = 3) -> str:
         name = p.project if p.project is not None else "(unattributed)"
         name = name if len(name) <= 28 else name[:27] + "…"
         lines.append(
-            f"{name:<28} {_money(p.budget_usd):>12} {'$' + str(rate(p.run_rate_usd_per_hour)):>11} "
+            f"{name:<28} {_money(p.budget_usd):>12} {per_hour(p.run_rate_usd_per_hour)[:-2]:>11} "
             f"{_money(p.month_to_date_usd):>14} {_money(p.forecast_month_usd):>12}  "
             f"{p.status.value if p.project is not None else ''}"
         )
         for a in [a for a in p.resources if a.priced.resource.billable][:top]:
             r = a.priced.resource
-            price = (
-                "UNPRICED" if a.priced.usd_per_hour is None else f"${rate(a.priced.usd_per_hour)}/h"
-            )
+            price = "UNPRICED" if a.priced.usd_per_hour is None else per_hour(a.priced.usd_per_hour)
+            what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
+            market = r.lifecycle.value if r.instance_type else ""
+            count = f"{r.count} x " if r.count > 1 else ""
             lines.append(
-                f"    {r.kind.value:<22} {r.id[:34]:<34} {r.instance_type or '':<16} "
-                f"{r.lifecycle.value:<9} {price}"
+                f"    {r.kind.value:<22} {r.id[:34]:<34} {count + what:<20} {market:<9} {price}"
             )
     if report.pending_capacity:
         lines += ["", "Pending capacity (desired but not running, not yet spend):"]

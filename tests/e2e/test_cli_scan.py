@@ -230,3 +230,31 @@ def test_bad_region_is_a_clear_error_not_a_traceback(server: str) -> None:
     assert done.returncode == 2
     assert "mars-1" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_scan_with_a_table_reads_the_ledger_and_never_writes_it(server: str) -> None:
+    import boto3
+
+    from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard.demo.run import create_ledger_table
+    from costguard.domain.spend import Increment
+    from costguard.ports import ScanCommit
+
+    now = datetime.now(UTC)
+    seed(now)
+    session = boto3.Session()
+    create_ledger_table(session, "ledger", "us-east-1")
+    ledger = DynamoDbLedger(session.client("dynamodb", region_name="us-east-1"), "ledger")
+    month = f"{now:%Y-%m}"
+    earlier = now - timedelta(minutes=1)
+    account = "123456789012"  # moto's; the deployed scan keys the ledger by account id
+    increments = {("llm", month): Increment(Decimal(1000), Decimal(0))}
+    ledger.commit(ScanCommit(account, None, earlier, increments, []))
+    before = ledger.month_totals(account, month)
+
+    report = scan_json("--table", "ledger")
+
+    llm = next(p for p in report["projects"] if p["project"] == "llm")
+    assert llm["month_to_date_usd"] > 1000  # the ledger's $1,000 plus this scan's back-fill
+    assert ledger.watermark(account) == earlier, "a local scan must not move the ledger"
+    assert ledger.month_totals(account, month) == before

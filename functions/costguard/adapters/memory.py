@@ -205,3 +205,73 @@ class StaticSpotPrices:
     ) -> Mapping[SpotKey, Decimal]:
         wanted = set(instance_types)
         return {k: v for k, v in self.prices.items() if k[0] == region and k[2] in wanted}
+
+
+class ReadOnlyLedger:
+    """A view of another ledger that never writes: for ``costguard scan --table``.
+
+    Reads go to the real ledger; this scan's accrual is kept in memory and added to
+    the month totals it reports, so the numbers are current but nothing changes.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._overlay: dict[tuple[str, str, str | None], ProjectMonth] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in {
+            "watermark",
+            "observations",
+            "rate_history",
+            "get_state",
+            "recent_alerts",
+            "audit_trail",
+        }:
+            return getattr(self._inner, name)
+        raise AttributeError(name)
+
+    def commit(self, commit: ScanCommit) -> CommitOutcome:
+        if self._inner.watermark(commit.scope) == commit.now:
+            return CommitOutcome.ALREADY_APPLIED
+        for (project, month), inc in commit.increments.items():
+            key = (commit.scope, month, project)
+            base = self._overlay.get(key, ProjectMonth(project, month, Decimal(0), Decimal(0)))
+            self._overlay[key] = replace(
+                base, usd=base.usd + inc.usd, estimated_usd=base.estimated_usd + inc.estimated_usd
+            )
+        return CommitOutcome.APPLIED
+
+    def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]:
+        totals = dict(self._inner.month_totals(scope, month))
+        for (s, m, project), extra in self._overlay.items():
+            if s == scope and m == month:
+                base = totals.get(project, ProjectMonth(project, month, Decimal(0), Decimal(0)))
+                totals[project] = replace(
+                    base,
+                    usd=base.usd + extra.usd,
+                    estimated_usd=base.estimated_usd + extra.estimated_usd,
+                )
+        return totals
+
+    def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
+        return None
+
+    def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
+        return False
+
+    def release_once(self, namespace: str, key: str) -> None:
+        return None
+
+    def audit(self, event: AuditEvent) -> bool:
+        return False
+
+    def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
+        return None
+
+    def put_state(
+        self, scope: str, name: str, value: Mapping[str, Any], expected_version: int
+    ) -> bool:
+        return False
+
+    def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None:
+        return None
