@@ -9,15 +9,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-TYPES = [
-    "p5.48xlarge",
-    "p4d.24xlarge",
-    "g5.xlarge",
-    "g6.2xlarge",
-    "g6e.12xlarge",
-    "trn1.32xlarge",
-    "inf2.xlarge",
-]
+from benchmarks.engine import FLEET_TYPES as TYPES
 
 
 def seed(session: Any, n: int) -> None:

@@ -16,20 +16,21 @@ from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+#: The accelerator mix of the synthetic fleets (engine and API-call benchmarks).
+FLEET_TYPES = (
+    "p5.48xlarge",
+    "p4d.24xlarge",
+    "g5.xlarge",
+    "g6.2xlarge",
+    "g6e.12xlarge",
+    "trn1.32xlarge",
+    "inf2.xlarge",
+)
 
 
 def synthetic_fleet(n: int, seed: int = 7) -> list[Resource]:
     rng = random.Random(seed)
-    types = [
-        "p5.48xlarge",
-        "p4d.24xlarge",
-        "g5.xlarge",
-        "g6.2xlarge",
-        "g6e.12xlarge",
-        "trn1.32xlarge",
-        "inf2.xlarge",
-        "p9.96xlarge",
-    ]
+    types = [*FLEET_TYPES, "p9.96xlarge"]  # one unknown type: unpriced, never $0
     projects = [f"project-{i}" for i in range(200)]
     fleet = []
     for i in range(n):

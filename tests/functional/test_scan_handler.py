@@ -72,3 +72,32 @@ def test_missing_configuration_fails_loudly_for_the_dlq(
     monkeypatch.setenv(Env.REGIONS, "us-east-1,not a region")
     with pytest.raises(SettingsError, match="not a region"):
         handler({}, Context())
+
+
+def test_a_dry_run_deployment_still_alerts_within_the_scan(
+    lambda_env: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    from costguard.demo.run import create_alert_channels, drain
+    from costguard.handlers.scan import handler
+
+    topic, queue = create_alert_channels(lambda_env, "us-east-1")
+    monkeypatch.setenv(Env.TOPIC_ARN, topic)
+    monkeypatch.setenv(Env.DRY_RUN, "true")
+    ec2 = lambda_env.client("ec2", region_name="us-east-1")
+    tags = [
+        {"Key": "costguard:project", "Value": "llm"},
+        {"Key": "costguard:budget", "Value": "100"},
+    ]
+    ec2.run_instances(
+        ImageId="ami-12345678",
+        InstanceType="p5.48xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    result = handler({"time": NOW.isoformat()}, Context())
+    kinds = sorted(a["kind"] for a in result["alerts"])
+    assert kinds == ["budget-forecast"]  # nothing spent yet, but the month will blow $100
+    (message,) = drain(lambda_env, queue, "us-east-1")
+    assert (message["project"], message["schema"]) == ("llm", "costguard.alert/v1")
