@@ -1,14 +1,14 @@
-"""Publish alerts to the CostGuard topic: one rendering per protocol, routing attributes."""
+"""Publish alerts to the CostGuard topic: one rendering per protocol, routing attributes.
+
+The stack grants ``sns:Publish`` (and the key use it needs) on CostGuard's own topic only.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from costguard.domain.alerts import Alert
-from costguard.iam import Permission
 from costguard.rendering import email_subject, sns_attributes, sns_message
-
-PERMISSIONS = (Permission(("sns:Publish",), "publish alerts", resources=("{topic}",)),)
 
 
 class SnsNotifier:
