@@ -169,3 +169,17 @@ def test_audit_trail_is_append_once_and_ordered(ledger: Ledger) -> None:
 
 def test_findings_are_recorded_without_error(ledger: Ledger) -> None:
     ledger.record_findings("acct", T0, [Finding(FindingCode.UNPRICED, "r", "m")] * 2)
+
+
+def test_many_projects_commit_in_chunks_and_a_retry_adds_nothing(ledger: Ledger) -> None:
+    # DynamoDB transactions take 100 items: 150 projects need the chunked path.
+    increments = {
+        (f"project-{n:03d}", "2026-11"): Increment(Decimal(n), Decimal(0)) for n in range(150)
+    }
+    assert ledger.commit(ScanCommit("acct", None, T0, increments, [])) is CommitOutcome.APPLIED
+    assert (
+        ledger.commit(ScanCommit("acct", None, T0, increments, [])) is CommitOutcome.ALREADY_APPLIED
+    )
+    totals = ledger.month_totals("acct", "2026-11")
+    assert len(totals) == 150
+    assert sum(t.usd for t in totals.values()) == Decimal(sum(range(150)))
