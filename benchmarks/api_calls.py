@@ -39,6 +39,7 @@ def seed(session: Any, n: int) -> None:
 def measure(n: int) -> dict[str, Any]:
     import boto3
 
+    from costguard.adapters.ec2 import InstanceTypeCache
     from costguard.demo.server import embedded_aws
     from costguard.settings import Settings
     from costguard.wiring import CallCounter, build_scan_service
@@ -53,7 +54,10 @@ def measure(n: int) -> dict[str, Any]:
             sagemaker_tags="per-resource",
             sagemaker_studio=False,
         )
-        service = build_scan_service(settings, session, counter=counter)
+        # A cold cache, as a Lambda's first invocation has.
+        service = build_scan_service(
+            settings, session, counter=counter, instance_types=InstanceTypeCache()
+        )
         started = time.perf_counter()
         report = service.run(datetime.now(UTC))
         elapsed = time.perf_counter() - started

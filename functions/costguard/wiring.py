@@ -90,6 +90,7 @@ def build_scan_service(
     catalog: PriceCatalog | None = None,
     progress: Progress | None = None,
     counter: CallCounter | None = None,
+    instance_types: InstanceTypeCache | None = None,
 ) -> ScanService:
     clients = ClientFactory(session)
     tag_reader = (
@@ -99,7 +100,7 @@ def build_scan_service(
     )
     return ScanService(
         sources=[
-            Ec2Inventory(clients, _INSTANCE_TYPES),
+            Ec2Inventory(clients, instance_types or _INSTANCE_TYPES),
             EksInventory(clients),
             SageMakerInventory(clients, tag_reader, studio=settings.sagemaker_studio),
         ],
