@@ -167,8 +167,13 @@ def test_audit_trail_is_append_once_and_ordered(ledger: Ledger) -> None:
     assert trail[1].details == {"state": "InService"}
 
 
-def test_findings_are_recorded_without_error(ledger: Ledger) -> None:
-    ledger.record_findings("acct", T0, [Finding(FindingCode.UNPRICED, "r", "m")] * 2)
+def test_findings_are_kept_once_per_code_and_resource_per_day(ledger: Ledger) -> None:
+    unpriced = Finding(FindingCode.UNPRICED, "us-east-1/ec2-instance/i-1", "no price")
+    budget = Finding(FindingCode.MALFORMED_BUDGET, "us-east-1/ec2-instance/i-2", "abc")
+    ledger.record_findings("acct", T0, [unpriced, unpriced, budget])
+    ledger.record_findings("acct", T1, [unpriced])  # a later scan of the same day
+    assert ledger.findings("acct", "2026-11-20") == [budget, unpriced]
+    assert ledger.findings("acct", "2026-11-21") == []
 
 
 def test_many_projects_commit_in_chunks_and_a_retry_adds_nothing(ledger: Ledger) -> None:

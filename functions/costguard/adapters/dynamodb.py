@@ -26,18 +26,16 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
 from costguard.adapters.aws import chunks
 from costguard.domain.calendar import month_start, next_month_start
+from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.spend import AccrualKey, Increment, Observation
 from costguard.ports import AuditEvent, CommitOutcome, ProjectMonth, ScanCommit
-
-if TYPE_CHECKING:
-    from costguard.domain.findings import Finding
 
 UNATTRIBUTED_KEY = "%UNATTRIBUTED"  # quote() never yields a bare '%', so no project can collide
 TRANSACT_LIMIT = 100
@@ -257,6 +255,18 @@ class DynamoDbLedger:
                 for (code, resource), f in sorted(unique.items())
             ]
         )
+
+    def findings(self, scope: str, day: str) -> list[Finding]:
+        found = [
+            Finding(
+                FindingCode(item["code"]["S"]),
+                item["resource"]["S"],
+                item["message"]["S"],
+                Severity(item["severity"]["S"]),
+            )
+            for item in self._query(f"SCOPE#{scope}#FINDINGS#{day}")
+        ]
+        return sorted(found, key=lambda f: (f.code.value, f.resource))
 
     def _put_if_absent(self, item: dict[str, Any]) -> bool:
         """The exactly-once primitive: a conditional put that only the first writer wins."""

@@ -12,8 +12,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from costguard.adapters.aws import ClientFor, chunks, reading, tags_of, translate
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import (
@@ -24,7 +22,7 @@ from costguard.domain.models import (
     ResourceKind,
 )
 from costguard.names import Tags
-from costguard.ports import Inventory
+from costguard.ports import Inventory, SourceError
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import SpotKey
@@ -98,11 +96,8 @@ class InstanceTypeCache:
                     for page in pages
                     for info in page.get("InstanceTypes", [])
                 }
-        except Exception as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ClientError) and "InvalidInstanceType" in str(
-                cause.response.get("Error", {}).get("Code", "")
-            ):
+        except SourceError as exc:
+            if exc.code == "InvalidInstanceType":
                 if len(batch) == 1:
                     self._known[(region, batch[0])] = _UNKNOWN
                     return

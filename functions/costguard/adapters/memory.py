@@ -98,7 +98,10 @@ class InMemoryLedger:
 
     def findings(self, scope: str, day: str) -> list[Finding]:
         with self._lock:
-            return [f for (s, d, _, _), (f, _) in self._findings.items() if s == scope and d == day]
+            found = [
+                f for (s, d, _, _), (f, _) in self._findings.items() if s == scope and d == day
+            ]
+        return sorted(found, key=lambda f: (f.code.value, f.resource))
 
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         with self._lock:

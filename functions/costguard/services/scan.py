@@ -29,6 +29,7 @@ from costguard.ports import (
     CommitOutcome,
     InventorySource,
     Ledger,
+    ProjectMonth,
     ScanCommit,
     SourceError,
     SpotPriceSource,
@@ -272,14 +273,14 @@ class ScanService:
         source: str,
         owners: tuple[str, ...],
         resources: list[AttributedResource],
-        totals: Mapping[str | None, object],
+        totals: Mapping[str | None, ProjectMonth],
         now: datetime,
     ) -> ProjectReport:
         billable = [a for a in resources if a.priced.resource.billable]
         run_rate = sum((a.priced.usd_per_hour or ZERO for a in billable), ZERO)
         row = totals.get(project)
-        mtd = getattr(row, "usd", ZERO)
-        estimated = getattr(row, "estimated_usd", ZERO)
+        mtd = row.usd if row else ZERO
+        estimated = row.estimated_usd if row else ZERO
         forecast = forecast_month_end(mtd, run_rate, now)
         ordered = sorted(
             resources,
