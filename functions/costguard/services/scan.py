@@ -22,6 +22,7 @@ from costguard.domain.spend import (
     Observation,
     accrue,
     budget_status,
+    carry_forward,
     forecast_month_end,
 )
 from costguard.domain.tags import TagKeys
@@ -144,8 +145,9 @@ class ScanService:
         previous = self._ledger.watermark(s.scope)
         previous_observations = self._ledger.observations(s.scope)
         accrual = accrue(attribution.resources, previous_observations, now, s.exact_gap)
+        snapshot = carry_forward(previous_observations, accrual.observations, now)
         outcome = self._ledger.commit(
-            ScanCommit(s.scope, previous, now, accrual.increments, accrual.observations)
+            ScanCommit(s.scope, previous, now, accrual.increments, snapshot)
         )
         if outcome is CommitOutcome.CONTENDED:
             findings.append(
