@@ -347,7 +347,7 @@ def _incomplete_projects(
         return frozenset()
     out: set[str | None] = set()
     for key, o in previous.items():
-        region, kind, _ = (key.split("/", 2) + ["", ""])[:3]
+        region, kind, _ = [*key.split("/", 2), "", ""][:3]
         if (region, source_of(kind)) in failed:
             out.add(o.project)
     return frozenset(out)
