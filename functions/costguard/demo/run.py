@@ -153,7 +153,7 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
                 if spike and n == cycles - 1 and cycles > 3:
                     ec2.terminate_instances(InstanceIds=[spike])
                     say("fleet changed: the vision-research p5 was terminated")
-                outcome = process({"time": now.isoformat()}, settings, session)
+                outcome = process({"time": now.isoformat()}, settings, session, clock=now)
                 report = outcome.report
                 history.append(summary(outcome))
                 # Every alert reaches the subscribed queue; each is handed to the Slack
