@@ -145,3 +145,35 @@ def test_an_event_time_with_an_offset_is_converted_to_utc(lambda_env: Any) -> No
     local = NOW.astimezone(timezone(timedelta(hours=-5)))  # 07:00-05:00 is 12:00Z
     result = handler({"time": local.isoformat()}, Context())
     assert result["scanned_at"] == NOW.isoformat()
+
+
+def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
+    lambda_env: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from costguard.handlers.scan import AfterScanError, handler
+
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    # GIVEN an alert topic that does not exist (every publish fails)
+    monkeypatch.setenv(Env.TOPIC_ARN, "arn:aws:sns:us-east-1:123456789012:gone")
+    ec2 = lambda_env.client("ec2", region_name="us-east-1")
+    tags = [
+        {"Key": "costguard:project", "Value": "llm"},
+        {"Key": "costguard:budget", "Value": "100"},
+    ]
+    ec2.run_instances(
+        ImageId="ami-12345678",
+        InstanceType="p5.48xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    # WHEN the scan runs and its forecast alert cannot be published
+    with pytest.raises(AfterScanError, match="alerts"):
+        handler({"time": NOW.isoformat()}, Context())
+    # THEN the ledger moved and the per-project metrics were still published
+    ddb = lambda_env.client("dynamodb", region_name="us-east-1")
+    mark = ddb.get_item(
+        TableName="ledger", Key={"pk": {"S": "SCOPE#123456789012"}, "sk": {"S": "WATERMARK"}}
+    )
+    assert "Item" in mark
+    assert '"Project":"llm"' in capsys.readouterr().out.replace(" ", "")

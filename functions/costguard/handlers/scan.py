@@ -131,6 +131,16 @@ def summary(outcome: ScanOutcome) -> dict[str, Any]:
     }
 
 
+class AfterScanError(RuntimeError):
+    """Steps after the ledger commit failed; the spend is recorded, a retry adds nothing."""
+
+    def __init__(self, failures: list[tuple[str, BaseException]]) -> None:
+        super().__init__(
+            "; ".join(f"{name}: {type(exc).__name__}: {exc}" for name, exc in failures)
+        )
+        self.failures = failures
+
+
 @dataclass(frozen=True)
 class ScanOutcome:
     report: ScanReport
@@ -157,10 +167,22 @@ def process(
     counter.attach(session)
     ledger = build_ledger(settings, session)
     report = build_scan_service(settings, session, ledger=ledger, counter=counter).run(now)
+    # The spend is committed. What follows are independent steps: one failing must not
+    # stop the others (metrics are the dashboard's and the alarms' only signal), but
+    # the invocation still fails at the end, so that the retry and the DLQ see it.
     alerting = build_alert_service(settings, session, ledger)
-    alerts = alerting.run(report, report.previous, now) if alerting else []
+    alerts: list[Alert] = []
+    failures: list[tuple[str, BaseException]] = []
+    if alerting:
+        try:
+            alerts += alerting.run(report, report.previous, now)
+        except Exception as exc:  # reported below and re-raised after the other steps
+            failures.append(("alerts", exc))
     if settings.cost_explorer:
-        alerts += _cost_explorer(settings, session, ledger, alerting, now)
+        try:
+            alerts += _cost_explorer(settings, session, ledger, alerting, now)
+        except Exception as exc:
+            failures.append(("cost-explorer", exc))
     for a in alerts:
         logger.info(
             "alert published",
@@ -180,8 +202,16 @@ def process(
             "api_calls": sum(report.api_calls.values()),
             "duration_s": round(report.duration_s, 3),
             "alerts": len(alerts),
+            "failed_steps": [name for name, _ in failures],
         },
     )
+    if failures:
+        for name, error in failures:
+            logger.error(
+                "step failed after the scan",
+                extra={"step": name, "error": f"{type(error).__name__}: {error}"},
+            )
+        raise AfterScanError(failures)
     return ScanOutcome(report, alerts)
 
 
