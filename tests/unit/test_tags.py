@@ -375,3 +375,9 @@ def test_drops_an_owner_longer_than_a_tag_value_can_be() -> None:
 def test_a_blank_owner_is_no_owner_and_no_finding() -> None:
     parsed = read_tags("r", {"costguard:owner": "  "}, TagKeys())
     assert (parsed.owner, parsed.findings) == (None, ())
+
+
+def test_an_owner_of_separators_only_is_a_finding() -> None:
+    parsed = read_tags("r", {"costguard:owner": ", ;,"}, TagKeys())
+    assert parsed.owner is None
+    assert [f.code for f in parsed.findings] == [FindingCode.MALFORMED_OWNER]

@@ -338,6 +338,8 @@ def parse_owners(raw: str) -> Owners:
             rejected.append(entry)
         elif owner not in valid:
             valid.append(owner)
+    if not valid and not rejected:
+        return Owners((), "names no owner, only separators; owner ignored")
     if not rejected:
         return Owners(tuple(valid))
     what = ", ".join(_quote(r) for r in rejected[:3]) + (
