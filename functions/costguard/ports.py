@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -72,7 +72,14 @@ class ProjectMonth:
 
 @dataclass(frozen=True, slots=True)
 class ScanCommit:
-    """Everything one scan writes to the ledger, applied exactly once."""
+    """Everything one scan writes to the ledger, applied exactly once and atomically.
+
+    ``observations`` is the *complete* set the ledger keeps after this scan (what was
+    seen now, plus what earlier scans saw and this one did not): the ledger replaces
+    its snapshot with it in the same write that adds the increments and moves the
+    watermark, so a failure can never leave spend added without the observations
+    that say it was added.
+    """
 
     scope: str
     previous_watermark: datetime | None
@@ -85,7 +92,9 @@ class CommitOutcome(StrEnum):
     APPLIED = "applied"
     #: The same scan (same ``now``) was committed before: a retry; nothing added twice.
     ALREADY_APPLIED = "already-applied"
-    #: Another scan moved the ledger first; this scan's accrual is dropped, not doubled.
+    #: Another scan moved the ledger first, or this scan is older than the last one
+    #: committed (a late retry): its accrual is dropped, not doubled, and time never
+    #: moves backwards.
     CONTENDED = "contended"
 
 
@@ -109,7 +118,14 @@ class Ledger(Protocol):
 
     def observations(self, scope: str) -> dict[str, Observation]: ...
 
-    def commit(self, commit: ScanCommit) -> CommitOutcome: ...
+    def commit(self, commit: ScanCommit) -> CommitOutcome:
+        """Add the increments, replace the observations and move the watermark, all or nothing.
+
+        Refused (``CONTENDED``, nothing written) unless the watermark is still
+        ``previous_watermark`` and ``now`` is after it; ``ALREADY_APPLIED`` (nothing
+        written) when the watermark is already ``now``.
+        """
+        ...
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]: ...
 
@@ -129,8 +145,28 @@ class Ledger(Protocol):
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
 
-    def release_once(self, namespace: str, key: str) -> None:
-        """Undo a claim whose work failed (e.g. the alert could not be published)."""
+    def claim(
+        self,
+        namespace: str,
+        key: str,
+        now: datetime,
+        lease: timedelta,
+        attrs: Mapping[str, Any],
+    ) -> bool:
+        """Phase one of a two-phase claim: True for the one caller that may do the work.
+
+        A key is claimable when it was never claimed, when its work was released, or
+        when a pending claim's lease has run out (its holder crashed between claim and
+        work), so a crash can delay the work by one lease but never lose it.
+        """
+        ...
+
+    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+        """Phase two: the work is done; the key is never claimable again."""
+        ...
+
+    def release(self, namespace: str, key: str, now: datetime) -> None:
+        """The work failed: the key is claimable again at once (no delete is needed)."""
         ...
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
