@@ -115,6 +115,9 @@ _INVISIBLE_RANGES = (
     (0xFFA0, 0xFFA0),
     (0xE0100, 0xE01EF),
 )
+_INVISIBLE_CLASS = re.compile(
+    "[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _INVISIBLE_RANGES) + "]"
+)
 _SPACES = re.compile(r"\s+")
 
 
@@ -166,6 +169,14 @@ def _invisible(ch: str) -> bool:
         return True
     code = ord(ch)
     return any(lo <= code <= hi for lo, hi in _INVISIBLE_RANGES)
+
+
+def _first_invisible(text: str) -> str | None:
+    # Fast path: isprintable() is False for every forbidden category (and for spaces
+    # other than U+0020, which are allowed), so most names skip the loop.
+    if text.isprintable() and _INVISIBLE_CLASS.search(text) is None:
+        return None
+    return next((ch for ch in text if _invisible(ch)), None)
 
 
 def _quote(raw: str) -> str:
@@ -282,9 +293,7 @@ def parse_project(raw: str) -> tuple[str, None] | tuple[None, str]:
     typed = text
     text = unicodedata.normalize("NFKC", text).strip()
     # Name the character as typed (NFKC turns U+3164 into U+1160), and check both.
-    bad = next((ch for ch in typed if _invisible(ch)), None) or next(
-        (ch for ch in text if _invisible(ch)), None
-    )
+    bad = _first_invisible(typed) or _first_invisible(text)
     if bad is not None:
         return None, f"contains {_codepoint(bad)}, an invisible or control character"
     text = _SPACES.sub(" ", text)
