@@ -6,7 +6,8 @@ finding that names the resource and the tag (key and value).
 
 Grammar (values are first stripped of leading and trailing whitespace)::
 
-    costguard:project   (falls back to Project, then project; the first key present wins)
+    costguard:project   (falls back to Project, then project; the first key present
+                        wins, even when its value is malformed)
         Free text, 1-256 characters after normalisation. Normalisation: Unicode NFKC
         (full-width "ｖｉｓｉｏｎ" and "vision" are one project; so are a no-break
         space and a space), then every run of spaces becomes one space.
@@ -22,17 +23,21 @@ Grammar (values are first stripped of leading and trailing whitespace)::
         ["$"] digits ["." digits]            5000   5000.50   $5000   $ 5000
         ["$"] d{1,3} ("," ddd)+ ["." digits] 5,000  1,250,000.75
         ASCII digits only. Greater than zero, a whole number of cents (0.001 is
-        refused), at most 1,000,000,000. Otherwise malformed-budget, budget ignored.
+        refused; 5000.500 reads as 5000.50), at most 1,000,000,000. Otherwise
+        malformed-budget, and the budget is ignored.
 
     costguard:owner     who is told; one or more, separated by commas, semicolons
                         or spaces
-        e-mail          local@domain.tld   (ASCII; local part letters, digits and
-                        . _ % + ' -; at most 254 characters; the domain is lower-cased)
+        e-mail          local@domain.tld   (ASCII; the local part, at most 64
+                        characters, of letters, digits and . _ % + ' -; domain
+                        labels of letters, digits and -, IDNs as xn--; at most 254
+                        characters in all; the domain is lower-cased)
         Slack member    U0123ABCD, @U0123ABCD or <@U0123ABCD> (U or W, then 8-20
                         upper-case letters or digits, at least one a digit; kept as
                         the bare ID)
         At most 256 characters in all. Each entry that is neither is dropped with a
-        malformed-owner finding; the valid entries are kept.
+        malformed-owner finding; the valid entries are kept. A blank value is no
+        owner; a value of separators only is a finding.
 
     costguard:exempt    skip actions on the resource
         true | yes                       exempt for good
