@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
+    from costguard.domain.decisions import Decision, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
     from costguard.domain.pricing import SpotKey
@@ -199,4 +200,27 @@ class Notifier(Protocol):
 
     def publish(self, alert: Alert) -> str:
         """Returns the message id; raises if the alert could not be published."""
+        ...
+
+
+class Actuator(Protocol):
+    """Changes one kind of resource; the only code that may stop or delete anything.
+
+    The executor calls it, never a policy or the scan. ``permissions`` declares the
+    IAM statements its calls need (tag-conditioned where AWS allows), from which the
+    actuator role is built and against which a test replays the calls it makes.
+    """
+
+    kind: str
+
+    def inspect(self, target: Target) -> Observed | None:
+        """The resource's state and tags now; None if it no longer exists."""
+        ...
+
+    def mark(self, target: Target, key: str, value: str) -> None: ...
+
+    def unmark(self, target: Target, key: str) -> None: ...
+
+    def apply(self, decision: Decision) -> str:
+        """Do the action; return what was done, in words. Raise if it failed."""
         ...
