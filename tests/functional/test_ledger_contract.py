@@ -6,7 +6,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
@@ -14,32 +13,11 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.spend import Increment, Observation
 from costguard.ports import AuditEvent, CommitOutcome, Ledger, ScanCommit
+from tests.support.atomic import AtomicCalls
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=15)
 T2 = T1 + timedelta(minutes=15)
-
-
-class AtomicCalls:
-    """moto's DynamoDB checks conditions and writes without a lock, so two threads can
-    both pass one condition. Real DynamoDB makes each API call atomic; this proxy gives
-    moto the same per-call atomicity, while our code still interleaves between calls."""
-
-    _lock = threading.Lock()
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr) or name in {"get_paginator"}:
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return call
 
 
 def make_table(session: object, name: str = "ledger") -> None:
