@@ -112,8 +112,8 @@ class AuditEvent:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
-class Ledger(Protocol):
-    """CostGuard's memory: spend per project-month, observations, findings, audit."""
+class SpendStore(Protocol):
+    """Month-to-date per project, the observation snapshot, and the scan watermark."""
 
     def watermark(self, scope: str) -> datetime | None: ...
 
@@ -130,21 +130,21 @@ class Ledger(Protocol):
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]: ...
 
+
+class FindingStore(Protocol):
     def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
         """Keep the day's findings, one per (code, resource), however many scans saw them."""
         ...
 
     def findings(self, scope: str, day: str) -> list[Finding]: ...
 
+
+class ClaimStore(Protocol):
+    """Exactly-once work: one-shot records and two-phase claims."""
+
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         """Record ``key`` once; True for the first writer only, even under concurrency."""
         ...
-
-    def audit(self, event: AuditEvent) -> bool:
-        """Append to the audit trail; False if that event id was already recorded."""
-        ...
-
-    def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
 
     def claim(
         self,
@@ -170,6 +170,16 @@ class Ledger(Protocol):
         """The work failed: the key is claimable again at once (no delete is needed)."""
         ...
 
+
+class AuditLog(Protocol):
+    def audit(self, event: AuditEvent) -> bool:
+        """Append to the audit trail; False if that event id was already recorded."""
+        ...
+
+    def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
+
+
+class RateHistory(Protocol):
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """Append one run-rate sample per project (the anomaly baseline)."""
         ...
@@ -178,6 +188,8 @@ class Ledger(Protocol):
         self, scope: str, since: datetime
     ) -> dict[str, list[tuple[datetime, Decimal]]]: ...
 
+
+class StateStore(Protocol):
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
         """A small JSON document and its version (0 when absent)."""
         ...
@@ -188,11 +200,30 @@ class Ledger(Protocol):
         """Optimistic write: False if someone else wrote since ``expected_version``."""
         ...
 
+
+class AlertLog(Protocol):
     def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None: ...
 
     def recent_alerts(
         self, scope: str, since: datetime, until: datetime
     ) -> list[dict[str, Any]]: ...
+
+
+class ActionLedger(ClaimStore, AuditLog, Protocol):
+    """What the executor needs: claims, so overlapping runs act once, and the audit trail."""
+
+
+class Ledger(
+    SpendStore, FindingStore, ClaimStore, AuditLog, RateHistory, StateStore, AlertLog, Protocol
+):
+    """CostGuard's memory, as one table: every small store above.
+
+    Services take the smallest store they need; only composition holds the whole.
+    """
+
+
+#: Every small store, for the contract test that checks each method is covered.
+LEDGER_STORES = (SpendStore, FindingStore, ClaimStore, AuditLog, RateHistory, StateStore, AlertLog)
 
 
 class Notifier(Protocol):

@@ -40,7 +40,7 @@ from costguard.domain.decisions import (
 from costguard.domain.money import ZERO
 from costguard.domain.tags import TagKeys, read_tags
 from costguard.names import Tags
-from costguard.ports import Actuator, AuditEvent, Ledger, Notifier
+from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier
 
 #: A claimed action whose holder crashed is claimable again after this.
 ACTION_LEASE = timedelta(minutes=15)
@@ -90,7 +90,7 @@ class Executor:
     def __init__(
         self,
         actuators: Sequence[Actuator],
-        ledger: Ledger,
+        ledger: ActionLedger,
         notifier: Notifier | None,
         settings: ExecutorSettings,
     ) -> None:
