@@ -355,7 +355,8 @@ def test_an_empty_or_placeholder_secret_means_no_webhook(secret: str | None) -> 
 
 
 MALFORMED = [
-    ("http://hooks.slack.com" + SECRET_PATH, "scheme must be https"),
+    ("http://hooks.slack.com" + SECRET_PATH, "must start with https://"),
+    ('"https://hooks.slack.com' + SECRET_PATH + '"', "must start with https://"),
     ("https://hooks.slack.com.evil.example" + SECRET_PATH, "host must be exactly"),
     ("https://evil.example" + SECRET_PATH, "host must be exactly"),
     ("https://user:pw@hooks.slack.com" + SECRET_PATH, "user information"),
@@ -370,7 +371,7 @@ MALFORMED = [
     ("https://hooks.slack.com/api/T01ABCDEF/B02GHIJKL/s3cr3tT0kenDoNotLeak", "the path must be"),
     ("https://hooks.slack.com/services/../T01ABCDEF/s3cr3tT0kenDoNotLeak", "the path must be"),
     ("https://hooks.slack.com/services/T01ABCDEF/%0d%0as3cr3tT0kenDoNotLeak", "the path must be"),
-    ("hooks.slack.com" + SECRET_PATH, "exactly one URL"),
+    ("hooks.slack.com" + SECRET_PATH, "must start with https://"),
     ('{"url": "https://hooks.slack.com' + SECRET_PATH + '"}', "whitespace"),
 ]
 
