@@ -482,3 +482,51 @@ def test_an_alert_about_hundreds_of_resources_still_fits_in_one_sns_message(
 def test_a_small_alert_is_not_cut_for_sns() -> None:
     machine = json.loads(json.loads(sns_message(spike()))["sqs"])  # type: ignore[arg-type]
     assert "resources_total" not in machine and len(machine["resources"]) == 2
+
+
+HOSTILE_TEXT = st.text(
+    alphabet=st.sampled_from(list("a <>&|*_`@![]()\n\r\u2028\u0301\u200d😀é:/")), max_size=300
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    title=HOSTILE_TEXT,
+    summary=HOSTILE_TEXT,
+    project=st.one_of(st.none(), HOSTILE_TEXT),
+    owners=st.lists(HOSTILE_TEXT, max_size=40),
+    keys=st.lists(HOSTILE_TEXT, max_size=40),
+    facts=st.dictionaries(HOSTILE_TEXT, HOSTILE_TEXT, max_size=12),
+    steps=st.lists(HOSTILE_TEXT, max_size=25),
+)
+def test_any_alert_renders_as_block_kit_slack_accepts(
+    title: str,
+    summary: str,
+    project: str | None,
+    owners: list[str],
+    keys: list[str],
+    facts: dict[str, str],
+    steps: list[str],
+) -> None:
+    document = {
+        "schema": "costguard.alert/v1",
+        "alert_id": "id/" + title,
+        "kind": "burn-rate-anomaly",
+        "project": project,
+        "severity": "critical",
+        "title": title,
+        "summary": summary,
+        "owners": owners,
+        "facts": facts,
+        "next_steps": steps,
+        "resources": [
+            {"key": f"us-east-1/ec2-instance/{k}", "kind": "ec2-instance", "owner": k, "change": k}
+            for k in keys
+        ],
+    }
+    payload = slack_of(document)
+    assert slack_error(json.dumps(payload).encode()) is None
+    assert_within_block_kit_limits(payload)
+    for where, text in text_objects(payload):
+        if where != "header":
+            assert "<!" not in text and "<@" not in text
