@@ -11,6 +11,7 @@ Exit codes, the same for every subcommand:
        ``scan``: every source failed (the report is still printed). ``prices
        refresh``: a region returned no prices, so the catalog is not marked fresh.
   130  interrupted (Ctrl-C).
+  141  stdout was closed early (``costguard scan --json | head``).
 
 Errors are one line on stderr, ``costguard: ...``, never a traceback.
 """
@@ -23,6 +24,7 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +41,7 @@ EXIT_AWS = 1
 EXIT_USAGE = 2
 EXIT_NO_DATA = 3
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `... | head`
 
 #: Regions ``prices refresh`` fetches when none is given.
 DEFAULT_PRICE_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
@@ -108,6 +111,21 @@ def region_name(value: str) -> str:
     if not (value.isascii() and REGION.fullmatch(value)):
         raise argparse.ArgumentTypeError(
             f"not an AWS region name: {value!r} (expected e.g. us-east-1)"
+        )
+    return value
+
+
+#: DynamoDB's own rule for table names, or a table ARN (which DynamoDB also accepts).
+TABLE_NAME = re.compile(
+    r"[A-Za-z0-9_.-]{3,255}|arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}"
+)
+
+
+def table_name(value: str) -> str:
+    if not TABLE_NAME.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"not a DynamoDB table name: {value!r} (3 to 255 of A-Z a-z 0-9 _ . -, "
+            "or a table ARN; the stack's LedgerTable output)"
         )
     return value
 
@@ -196,8 +214,8 @@ def _missing_table(exc: Exception, table: str, region: str) -> CommandError | No
     return None
 
 
-class SuccessfulReads:
-    """Counts inventory API calls AWS answered with success, to tell "nothing was read".
+class InventoryCalls:
+    """Which inventory API calls AWS answered, and with which error codes.
 
     A failing source is a ``scan-failed`` finding, but a source can also fail piece by
     piece (SageMaker reads notebooks, endpoints and jobs separately), so findings alone
@@ -206,17 +224,21 @@ class SuccessfulReads:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.count = 0
+        self.succeeded = 0
+        self.error_codes: Counter[str] = Counter()
 
     def attach(self, session: Any) -> None:
         session.events.register("after-call", self._after_call)
 
-    def _after_call(self, http_response: Any, model: Any, **_: Any) -> None:
-        if model.service_model.service_name in _NOT_INVENTORY:
+    def _after_call(self, http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+        if model.service_model.service_name in _NOT_INVENTORY or http_response is None:
             return
-        if http_response is not None and http_response.status_code < 300:
-            with self._lock:
-                self.count += 1
+        with self._lock:
+            if http_response.status_code < 300:
+                self.succeeded += 1
+            else:
+                error = parsed.get("Error", {}) if isinstance(parsed, dict) else {}
+                self.error_codes[str(error.get("Code") or http_response.status_code)] += 1
 
 
 def _listing(items: Sequence[str], limit: int = 5) -> str:
@@ -224,7 +246,7 @@ def _listing(items: Sequence[str], limit: int = 5) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def scan_outcome(report: ScanReport, successful_reads: int) -> tuple[int, str | None]:
+def scan_outcome(report: ScanReport, calls: InventoryCalls) -> tuple[int, str | None]:
     """Exit code and stderr line for a finished scan.
 
     Every source failed (and so nothing was read) is exit 3: an empty report must not
@@ -241,10 +263,17 @@ def scan_outcome(report: ScanReport, successful_reads: int) -> tuple[int, str | 
             if f.code is FindingCode.SCAN_FAILED and f.severity is Severity.ERROR
         }
     )
-    if failed and successful_reads == 0:
+    if failed and calls.succeeded == 0:
+        codes = sorted(calls.error_codes)
+        hint = (
+            "; AWS rejected the credentials: refresh them (e.g. `aws sso login`) and retry"
+            if codes and set(codes) <= CREDENTIAL_CODES
+            else ""
+        )
         return EXIT_NO_DATA, (
-            f"every source failed, nothing was read ({_listing(failed)}); "
-            "see the scan-failed findings"
+            f"every source failed, nothing was read ({_listing(failed)}"
+            + (f"; AWS answered {', '.join(codes)}" if codes else "")
+            + f"){hint}; see the scan-failed findings"
         )
     if failed:
         return EXIT_OK, (
@@ -291,8 +320,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"scope": _account(session, settings.regions[0])})
     counter = CallCounter()
     counter.attach(session)
-    reads = SuccessfulReads()
-    reads.attach(session)
+    calls = InventoryCalls()
+    calls.attach(session)
     ledger = None
     if settings.table_name:
         from costguard.adapters.memory import ReadOnlyLedger
@@ -323,7 +352,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     else:
         print(report_table(report))
     sys.stdout.flush()
-    code, message = scan_outcome(report, reads.count)
+    code, message = scan_outcome(report, calls)
     if message:
         print(f"costguard: {message}", file=sys.stderr)
     return code
@@ -456,7 +485,9 @@ def parser() -> argparse.ArgumentParser:
     scan.add_argument("--json", action="store_true", help="print the JSON report")
     scan.add_argument("--profile", help="AWS profile")
     scan.add_argument(
-        "--table", help="ledger table to read and update (default: none, estimates only)"
+        "--table",
+        type=table_name,
+        help="deployed ledger table to read, never write (default: none, estimates only)",
     )
     scan.add_argument(
         "--sagemaker-tags",
@@ -473,7 +504,9 @@ def parser() -> argparse.ArgumentParser:
     scan.set_defaults(func=cmd_scan)
 
     alerts = sub.add_parser("alerts", help="recent alerts from a deployed CostGuard's ledger")
-    alerts.add_argument("--table", help="the ledger table (stack output LedgerTable)")
+    alerts.add_argument(
+        "--table", type=table_name, help="the ledger table (stack output LedgerTable)"
+    )
     alerts.add_argument(
         "--hours", type=alert_hours, default=24, help="how far back, 1 to 9600 (default 24)"
     )
@@ -567,6 +600,20 @@ def failure(exc: BaseException) -> tuple[int, str] | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`costguard scan --json | head`): not an error worth a
+        # traceback. Point stdout at /dev/null so the flush at exit does not fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # --help (0), or a usage error already printed (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
@@ -575,6 +622,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("costguard: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
     except Exception as exc:
         found = failure(exc)
         if found is None:

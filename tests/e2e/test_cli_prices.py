@@ -95,3 +95,24 @@ def test_an_unwritable_out_fails_before_any_request(
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("costguard: --out")
     assert fake.requests == []
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback(fake: FakePriceList, tmp_path: Path) -> None:
+    # GIVEN `costguard prices refresh | head -c0`: the reader has gone before anything is printed
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "costguard.cli", "prices", "refresh"),
+            *("--region", "us-east-1", "--out", str(tmp_path / "prices.json")),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AWS_ENDPOINT_URL": fake.url},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    # WHEN it prints its summary, THEN it stops quietly with the shell's code for SIGPIPE
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+    assert (tmp_path / "prices.json").exists()  # the work itself was done

@@ -333,6 +333,7 @@ def test_exits_3_when_every_source_failed_and_names_them(iam_enforced: str) -> N
     assert report["projects"] == [] and report["unattributed"]["resources"] == []
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith("costguard: every source failed") and "us-east-1/ec2" in line
+    assert "AWS answered" in line and "AccessDenied" in line
     assert "Traceback" not in done.stderr
 
 

@@ -5,11 +5,13 @@ The command runs in-process through ``main([...])``; where it reaches AWS, moto 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from costguard.adapters.catalog import bundled_catalog_path
 from costguard.names import Env
 
 
@@ -78,7 +80,10 @@ def ledger(aws: Any) -> str:
         ([], "command"),
         (["prices", "refresh", "--region", "US-EAST-1"], "US-EAST-1"),
         (["prices", "refresh", "--pricing-region", "nowhere"], "nowhere"),
-        (["alerts", "--table", "t", "--region", "eu_west_1"], "eu_west_1"),
+        (["alerts", "--table", "ledger", "--region", "eu_west_1"], "eu_west_1"),
+        (["scan", "--region", "us-east-1", "--table", "my table"], "'my table'"),
+        (["alerts", "--table", "ab", "--region", "us-east-1"], "not a DynamoDB table name"),
+        (["alerts", "--table", "ledger\n", "--region", "us-east-1"], "not a DynamoDB table name"),
         (["demo", "--cycles", "0"], "--cycles"),
         (["demo", "--cycles", "-3"], "--cycles"),
     ],
@@ -242,11 +247,15 @@ def test_scan_reads_the_catalog_it_is_given(
     assert f"prices as of 2031-{catalog.as_of:%m-%d}" in out
 
 
-@pytest.mark.parametrize("content", [None, "{", '{"version": 1}'])
+@pytest.mark.parametrize("content", [None, "{", '{"version": 1}', "eks without extended"])
 def test_scan_with_a_broken_catalog_is_bad_input(
     content: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str], no_aws_reachable: None
 ) -> None:
     path = tmp_path / "prices.json"
+    if content == "eks without extended":
+        raw = json.loads(bundled_catalog_path().read_text(encoding="utf-8"))
+        del raw["eks_cluster_hour"]["extended"]
+        content = json.dumps(raw)
     if content is not None:
         path.write_text(content, encoding="utf-8")
     code, _, err = run_cli(["scan", "--region", "us-east-1", "--catalog", str(path)], capsys)

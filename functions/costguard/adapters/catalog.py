@@ -49,6 +49,14 @@ class CatalogFile(BaseModel):
             raise ValueError(f"only USD catalogs are supported, got {value!r}")
         return value
 
+    @field_validator("eks_cluster_hour")
+    @classmethod
+    def _eks_tiers(cls, value: dict[str, Decimal]) -> dict[str, Decimal]:
+        missing = {"standard", "extended"} - set(value)
+        if missing:
+            raise ValueError(f"needs a rate for {', '.join(sorted(missing))} support")
+        return value
+
     @field_validator("ec2", "sagemaker", "ebs_gb_month")
     @classmethod
     def _positive(cls, value: _RegionRates) -> _RegionRates:
