@@ -142,11 +142,15 @@ def _bounded(what: str, low: int, high: int, why: str = "") -> Callable[[str], i
     return parse
 
 
-def alert_hours(value: str) -> int:
-    """1 hour up to the alert log's retention: older alerts are gone, so asking is a mistake."""
+def _alert_days() -> int:
     from costguard.adapters.dynamodb import ALERT_TTL
 
-    days = ALERT_TTL.days
+    return ALERT_TTL.days
+
+
+def alert_hours(value: str) -> int:
+    """1 hour up to the alert log's retention: older alerts are gone, so asking is a mistake."""
+    days = _alert_days()
     return _bounded("hours", 1, days * 24, f" (alerts are kept {days} days)")(value)
 
 
@@ -508,7 +512,10 @@ def parser() -> argparse.ArgumentParser:
         "--table", type=table_name, help="the ledger table (stack output LedgerTable)"
     )
     alerts.add_argument(
-        "--hours", type=alert_hours, default=24, help="how far back, 1 to 9600 (default 24)"
+        "--hours",
+        type=alert_hours,
+        default=24,
+        help=f"how far back, 1 to {_alert_days() * 24} (default 24)",
     )
     alerts.add_argument("--scope", help="ledger scope (default: the account id)")
     alerts.add_argument("--region", type=region_name, help="the ledger's region")
