@@ -17,7 +17,7 @@ from costguard.domain.attribution import ProjectConfig
 from costguard.domain.tags import TagKeys, parse_budget
 from costguard.names import Env, Tags
 
-REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d{1,2}$")
+REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
 
 
 #: Every environment variable :meth:`Settings.from_env` reads (the stack must set them all).
@@ -206,6 +206,7 @@ class Settings(BaseModel):
         for field_name, env in (
             ("dry_run", Env.DRY_RUN),
             ("sagemaker_studio", Env.SAGEMAKER_STUDIO),
+            ("cost_explorer", Env.COST_EXPLORER),
         ):
             if env in environ:
                 flag = environ[env].strip().lower()

@@ -73,3 +73,38 @@ def test_every_field_is_named_by_a_variable_the_stack_sets() -> None:
 
     assert set(FIELD_ENV) == set(Settings.model_fields)
     assert set(FIELD_ENV.values()) <= set(ENV_VARS)
+
+
+def test_every_variable_the_stack_sets_changes_the_settings() -> None:
+    # GIVEN each variable set to a non-default value, WHEN read, THEN it took effect.
+    # (COSTGUARD_COST_EXPLORER was listed but never read: costExplorer=true did nothing.)
+    from costguard.names import Env
+    from costguard.settings import ENV_VARS, Settings
+
+    base = {Env.REGIONS: "us-east-1"}
+    non_default = {
+        Env.REGIONS: "eu-west-1",
+        Env.TABLE_NAME: "ledger",
+        Env.SCOPE: "123456789012",
+        Env.DRY_RUN: "false",
+        Env.WARNING_PCT: "70",
+        Env.PROJECT_TAG_KEYS: "team",
+        Env.PROJECTS_JSON: '{"llm": {"budget": 5000}}',
+        Env.SAGEMAKER_TAGS: "per-resource",
+        Env.SAGEMAKER_STUDIO: "false",
+        Env.TOPIC_ARN: "arn:aws:sns:us-east-1:123456789012:t",
+        Env.BUDGET_THRESHOLDS: "90",
+        Env.ANOMALY_MIN_RATIO: "3",
+        Env.ANOMALY_MIN_USD_PER_HOUR: "20",
+        Env.ANOMALY_COOLDOWN_MINUTES: "30",
+        Env.DIGEST_HOUR_UTC: "3",
+        Env.COST_EXPLORER: "true",
+    }
+    default = Settings.from_env(base)
+    unread = [
+        env
+        for env in ENV_VARS
+        if env in non_default and Settings.from_env({**base, env: non_default[env]}) == default
+    ]
+    assert unread == []
+    assert set(ENV_VARS) <= set(non_default), "add the new variable to this test"
