@@ -365,15 +365,13 @@ def cmd_scan(args: argparse.Namespace) -> int:
 # -- alerts --------------------------------------------------------------------------------
 
 
-def cmd_alerts(args: argparse.Namespace) -> int:
-    """Recent alerts, read back from a deployed CostGuard's ledger."""
-    from datetime import timedelta
-
+def _deployed_ledger(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:
+    """The deployed ledger the command reads: (ledger, scope, region). Never writes."""
     from costguard.adapters.dynamodb import DynamoDbLedger
 
     if not args.table:
         raise CommandError(
-            "`costguard alerts` reads a deployed ledger: pass --table (the LedgerTable output)"
+            f"`costguard {command}` reads a deployed ledger: pass --table (the LedgerTable output)"
         )
     session = _session(args)
     region = args.region or _default_region(session)
@@ -383,7 +381,14 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         )
     _require_credentials(session)
     ledger = DynamoDbLedger(session.client("dynamodb", region_name=region), args.table)
-    scope = args.scope or _account(session, region)
+    return ledger, args.scope or _account(session, region), region
+
+
+def cmd_alerts(args: argparse.Namespace) -> int:
+    """Recent alerts, read back from a deployed CostGuard's ledger."""
+    from datetime import timedelta
+
+    ledger, scope, region = _deployed_ledger(args, "alerts")
     now = datetime.now(UTC)
     try:
         alerts = ledger.recent_alerts(scope, now - timedelta(hours=args.hours), now)
@@ -402,6 +407,50 @@ def cmd_alerts(args: argparse.Namespace) -> int:
         print(
             f"{str(a.get('at', ''))[:16]:<16}  [{a.get('severity', '?'):<8}] "
             f"{a.get('kind', '?'):<20} {a.get('project') or '-':<20} {a.get('title', '')}"
+        )
+    return EXIT_OK
+
+
+def month_name(value: str) -> str:
+    if not re.fullmatch(r"[0-9]{4}-(0[1-9]|1[0-2])", value):
+        raise argparse.ArgumentTypeError(f"must be a month like 2026-11, got {value!r}")
+    return value
+
+
+def cmd_actions(args: argparse.Namespace) -> int:
+    """The audit trail: what CostGuard did, or would have done in dry-run, and why."""
+    from costguard.settings import one_line
+
+    ledger, scope, region = _deployed_ledger(args, "actions")
+    month = args.month or f"{datetime.now(UTC):%Y-%m}"
+    try:
+        events = ledger.audit_trail(scope, month)
+    except Exception as exc:
+        missing = _missing_table(exc, args.table, region)
+        if missing is None:
+            raise
+        raise missing from None
+    rows = [
+        {
+            "at": e.at.isoformat(),
+            "action": e.action,
+            "outcome": e.outcome,
+            "resource": e.resource,
+            **dict(e.details),
+        }
+        for e in events
+    ]
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2, ensure_ascii=False, default=str)
+        sys.stdout.write("\n")
+        return EXIT_OK
+    if not rows:
+        print(f"No actions recorded in {month}.")
+    for r in rows:
+        print(
+            f"{r['at'][:16]:<16}  {r['outcome']:<17} {r['action']:<16} "
+            f"{one_line(str(r.get('project') or '-'), 20):<20} {one_line(r['resource'], 60)}  "
+            f"${r.get('usd_per_month_saved', '0')}/month  {one_line(str(r.get('reason', '')), 80)}"
         )
     return EXIT_OK
 
@@ -522,6 +571,19 @@ def parser() -> argparse.ArgumentParser:
     alerts.add_argument("--profile", help="AWS profile")
     alerts.add_argument("--json", action="store_true")
     alerts.set_defaults(func=cmd_alerts)
+
+    actions = sub.add_parser(
+        "actions", help="the audit trail of actions (and dry-run would-dos) from a deployed ledger"
+    )
+    actions.add_argument(
+        "--table", type=table_name, help="the ledger table (stack output LedgerTable)"
+    )
+    actions.add_argument("--month", type=month_name, help="YYYY-MM (default: this month)")
+    actions.add_argument("--scope", help="ledger scope (default: the account id)")
+    actions.add_argument("--region", type=region_name, help="the ledger's region")
+    actions.add_argument("--profile", help="AWS profile")
+    actions.add_argument("--json", action="store_true")
+    actions.set_defaults(func=cmd_actions)
 
     demo = sub.add_parser("demo", help="a whole guard cycle against an embedded AWS (moto server)")
     demo.add_argument("--json", action="store_true")
