@@ -112,6 +112,20 @@ the code disagree in either direction.
 """
 
 
+#: The condition every mutating statement on a user's resource carries: the resource
+#: is tagged with a project, and is not permanently exempt. Dated exemptions are
+#: checked by the executor (IAM cannot compare a tag with the clock).
+IN_SCOPE_NOT_EXEMPT: Mapping[str, Mapping[str, Any]] = {
+    "Null": {"aws:ResourceTag/costguard:project": "false"},
+    "StringNotEqualsIgnoreCase": {"aws:ResourceTag/costguard:exempt": ["true", "yes"]},
+}
+#: Tagging statements may write or remove CostGuard's warning tag and no other.
+ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
+    "Null": {"aws:ResourceTag/costguard:project": "false"},
+    "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]},
+}
+
+
 def scan_permissions(
     *,
     cost_explorer: bool = False,
@@ -122,7 +136,7 @@ def scan_permissions(
     tags = (
         SAGEMAKER_TAGS_TAGGING_API
         if sagemaker_tags == "tagging-api"
-        else (SAGEMAKER_TAGS_PER_RESOURCE)
+        else SAGEMAKER_TAGS_PER_RESOURCE
     )
     return (
         *EC2_INVENTORY,

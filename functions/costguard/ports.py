@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
+    from costguard.domain.decisions import Decision, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
     from costguard.domain.pricing import SpotKey
@@ -72,7 +73,14 @@ class ProjectMonth:
 
 @dataclass(frozen=True, slots=True)
 class ScanCommit:
-    """Everything one scan writes to the ledger, applied exactly once."""
+    """Everything one scan writes to the ledger, applied exactly once and atomically.
+
+    ``observations`` is the *complete* set the ledger keeps after this scan (what was
+    seen now, plus what earlier scans saw and this one did not): the ledger replaces
+    its snapshot with it in the same write that adds the increments and moves the
+    watermark, so a failure can never leave spend added without the observations
+    that say it was added.
+    """
 
     scope: str
     previous_watermark: datetime | None
@@ -85,7 +93,9 @@ class CommitOutcome(StrEnum):
     APPLIED = "applied"
     #: The same scan (same ``now``) was committed before: a retry; nothing added twice.
     ALREADY_APPLIED = "already-applied"
-    #: Another scan moved the ledger first; this scan's accrual is dropped, not doubled.
+    #: Another scan moved the ledger first, or this scan is older than the last one
+    #: committed (a late retry): its accrual is dropped, not doubled, and time never
+    #: moves backwards.
     CONTENDED = "contended"
 
 
@@ -102,37 +112,74 @@ class AuditEvent:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
-class Ledger(Protocol):
-    """CostGuard's memory: spend per project-month, observations, findings, audit."""
+class SpendStore(Protocol):
+    """Month-to-date per project, the observation snapshot, and the scan watermark."""
 
     def watermark(self, scope: str) -> datetime | None: ...
 
     def observations(self, scope: str) -> dict[str, Observation]: ...
 
-    def commit(self, commit: ScanCommit) -> CommitOutcome: ...
+    def commit(self, commit: ScanCommit) -> CommitOutcome:
+        """Add the increments, replace the observations and move the watermark, all or nothing.
+
+        Refused (``CONTENDED``, nothing written) unless the watermark is still
+        ``previous_watermark`` and ``now`` is after it; ``ALREADY_APPLIED`` (nothing
+        written) when the watermark is already ``now``.
+        """
+        ...
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]: ...
 
+
+class FindingStore(Protocol):
     def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
         """Keep the day's findings, one per (code, resource), however many scans saw them."""
         ...
 
     def findings(self, scope: str, day: str) -> list[Finding]: ...
 
+
+class ClaimStore(Protocol):
+    """Exactly-once work: one-shot records and two-phase claims."""
+
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         """Record ``key`` once; True for the first writer only, even under concurrency."""
         ...
 
+    def claim(
+        self,
+        namespace: str,
+        key: str,
+        now: datetime,
+        lease: timedelta,
+        attrs: Mapping[str, Any],
+    ) -> bool:
+        """Phase one of a two-phase claim: True for the one caller that may do the work.
+
+        A key is claimable when it was never claimed, when its work was released, or
+        when a pending claim's lease has run out (its holder crashed between claim and
+        work), so a crash can delay the work by one lease but never lose it.
+        """
+        ...
+
+    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+        """Phase two: the work is done; the key is never claimable again."""
+        ...
+
+    def release(self, namespace: str, key: str, now: datetime) -> None:
+        """The work failed: the key is claimable again at once (no delete is needed)."""
+        ...
+
+
+class AuditLog(Protocol):
     def audit(self, event: AuditEvent) -> bool:
         """Append to the audit trail; False if that event id was already recorded."""
         ...
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
 
-    def release_once(self, namespace: str, key: str) -> None:
-        """Undo a claim whose work failed (e.g. the alert could not be published)."""
-        ...
 
+class RateHistory(Protocol):
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """Append one run-rate sample per project (the anomaly baseline)."""
         ...
@@ -141,6 +188,8 @@ class Ledger(Protocol):
         self, scope: str, since: datetime
     ) -> dict[str, list[tuple[datetime, Decimal]]]: ...
 
+
+class StateStore(Protocol):
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
         """A small JSON document and its version (0 when absent)."""
         ...
@@ -151,6 +200,8 @@ class Ledger(Protocol):
         """Optimistic write: False if someone else wrote since ``expected_version``."""
         ...
 
+
+class AlertLog(Protocol):
     def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None: ...
 
     def recent_alerts(
@@ -158,9 +209,49 @@ class Ledger(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
+class ActionLedger(ClaimStore, AuditLog, Protocol):
+    """What the executor needs: claims, so overlapping runs act once, and the audit trail."""
+
+
+class Ledger(
+    SpendStore, FindingStore, ClaimStore, AuditLog, RateHistory, StateStore, AlertLog, Protocol
+):
+    """CostGuard's memory, as one table: every small store above.
+
+    Services take the smallest store they need; only composition holds the whole.
+    """
+
+
+#: Every small store, for the contract test that checks each method is covered.
+LEDGER_STORES = (SpendStore, FindingStore, ClaimStore, AuditLog, RateHistory, StateStore, AlertLog)
+
+
 class Notifier(Protocol):
     """Publishes an alert to every channel (SNS fans out to e-mail, chat, queues)."""
 
     def publish(self, alert: Alert) -> str:
         """Returns the message id; raises if the alert could not be published."""
+        ...
+
+
+class Actuator(Protocol):
+    """Changes one kind of resource; the only code that may stop or delete anything.
+
+    The executor calls it, never a policy or the scan. ``permissions`` declares the
+    IAM statements its calls need (tag-conditioned where AWS allows), from which the
+    actuator role is built and against which a test replays the calls it makes.
+    """
+
+    kind: str
+
+    def inspect(self, target: Target) -> Observed | None:
+        """The resource's state and tags now; None if it no longer exists."""
+        ...
+
+    def mark(self, target: Target, key: str, value: str) -> None: ...
+
+    def unmark(self, target: Target, key: str) -> None: ...
+
+    def apply(self, decision: Decision) -> str:
+        """Do the action; return what was done, in words. Raise if it failed."""
         ...

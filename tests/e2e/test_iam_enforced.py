@@ -114,6 +114,7 @@ class Deployment:
     subscriber: str  # an SQS queue subscribed to the alert topic
     credentials: dict[str, dict[str, str]]  # role logical id -> assumed-role env
     functions: dict[str, str]  # "scan" / "slack" -> function logical id
+    slack_origin: str  # where the Slack stand-in listens
 
 
 def _function(world: World, suffix: str) -> str:
@@ -147,7 +148,7 @@ def moto_dialect(document: dict[str, Any]) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def deploy(body: dict[str, Any], slack_url: str) -> Deployment:
+def deploy(body: dict[str, Any], slack: Any) -> Deployment:
     import boto3
 
     session = boto3.Session()
@@ -208,7 +209,7 @@ def deploy(body: dict[str, Any], slack_url: str) -> Deployment:
     secrets = session.client("secretsmanager", region_name=REGION)
     secret_name = probe.props(secret)["Name"]
     secret_arn = secrets.create_secret(
-        Name=secret_name, SecretString=slack_url, KmsKeyId=key_meta["Arn"]
+        Name=secret_name, SecretString=slack.secret, KmsKeyId=key_meta["Arn"]
     )["ARN"]
     physical[secret] = {"Ref": secret_arn, "Id": secret_arn, "Name": secret_name}
 
@@ -247,7 +248,7 @@ def deploy(body: dict[str, Any], slack_url: str) -> Deployment:
             "AWS_SECRET_ACCESS_KEY": assumed["SecretAccessKey"],
             "AWS_SESSION_TOKEN": assumed["SessionToken"],
         }
-    return Deployment(world, session, subscriber, credentials, functions)
+    return Deployment(world, session, subscriber, credentials, functions, slack.origin)
 
 
 def function_environment(world: World, function: str) -> dict[str, str]:
@@ -278,7 +279,7 @@ def slack() -> Iterator[Any]:
 
 @pytest.fixture
 def deployment(aws: str, body: dict[str, Any], slack: Any) -> Deployment:
-    deployed = deploy(body, slack.url)
+    deployed = deploy(body, slack)
     seed_fleet(deployed.session, NOW - timedelta(minutes=15))
     sm = deployed.session.client("sagemaker", region_name=REGION)
     sm.create_training_job(
@@ -330,11 +331,21 @@ def run_as(
         monkeypatch.setenv(key, value)
     context = Context(logical, world.arn(logical))
     if function == "scan":
-        from costguard.handlers.scan import handler
+        from costguard.handlers import scan
+
+        monkeypatch.setattr(scan, "CLOCK", lambda: NOW)  # the schedule's time is recent
+        handler = scan.handler
     else:
+        from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
+
+        import costguard.adapters.slack as slack_adapter
         import costguard.handlers.slack_notifier as notifier
 
-        monkeypatch.setattr(notifier, "_webhook", None, raising=False)
+        # Powertools keeps one secrets client per process: make the handler build its
+        # own, under the role's credentials, and drop it afterwards.
+        monkeypatch.setitem(DEFAULT_PROVIDERS, "secrets", None)
+        del DEFAULT_PROVIDERS["secrets"]
+        monkeypatch.setattr(slack_adapter, "SLACK_WEBHOOK_ORIGIN", deployed.slack_origin)
         handler = notifier.handler
     # moto recomputes the signature of EKS's GET requests wrongly (SignatureDoesNotMatch
     # for a valid request); authorization, not signing, is under test here.
@@ -532,17 +543,22 @@ def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
     # GIVEN the alert topic is gone when the scan publishes (SNS answers NotFound)
     from botocore.exceptions import ClientError
 
+    from costguard.handlers.scan import AfterScanError
+
     topic_arn = function_environment(deployment.world, deployment.functions["scan"])[Env.TOPIC_ARN]
     sns = deployment.session.client("sns", region_name=REGION)
     sns.delete_topic(TopicArn=topic_arn)
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the scan runs
-    with pytest.raises(ClientError) as failure:
+    with pytest.raises(AfterScanError) as failure:
         run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
     # THEN the publish error propagates (for Lambda's retries), not an AccessDenied from
     # releasing the alert's claim: the role may undo what it claimed
-    assert failure.value.response["Error"]["Code"] == "NotFound", failure.value
+    ((step, error),) = failure.value.failures
+    assert step == "alerts"
+    assert isinstance(error, ClientError), error
+    assert error.response["Error"]["Code"] == "NotFound", error
     check_calls(deployment, "scan", recorder.calls)
     # AND once the topic is back, the retried scan publishes the alerts it could not
     recreated = sns.create_topic(Name=topic_arn.rsplit(":", 1)[1])["TopicArn"]
@@ -564,8 +580,9 @@ def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
 def test_the_slack_notifier_reads_its_secret_with_only_its_role(
     deployment: Deployment, slack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from costguard.demo.slack_standin import sns_event
     from costguard.domain.alerts import Alert, AlertKind, AlertSeverity
-    from costguard.rendering import machine_json
+    from costguard.rendering import sns_message
 
     alert = Alert(
         alert_id="budget-threshold/llm-pretraining/80/2026-11",
@@ -576,17 +593,16 @@ def test_the_slack_notifier_reads_its_secret_with_only_its_role(
         summary="llm-pretraining has spent 80% of its budget",
         at=NOW,
     )
-    event = {
-        "Records": [{"EventSource": "aws:sns", "Sns": {"Message": json.dumps(machine_json(alert))}}]
-    }
+    lambda_message = json.loads(sns_message(alert))["lambda"]
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN SNS invokes the notifier with an alert
-    result = run_as(deployment, "slack", event, monkeypatch, recorder)
+    result = run_as(deployment, "slack", sns_event(lambda_message), monkeypatch, recorder)
     # THEN the message reached Slack, with the webhook URL read as the notifier's role
-    assert result["posted"] == [alert.alert_id]
+    assert result["posted"] == [alert.alert_id], result
     assert len(slack.received) == 1
     used = check_calls(deployment, "slack", recorder.calls)
+    assert "secretsmanager:GetSecretValue" in used
     # (CDK's grant_read adds DescribeSecret, which the notifier does not call)
     assert unused_grants(deployment, "slack", used) <= {"secretsmanager:DescribeSecret"}
 
@@ -609,11 +625,10 @@ def test_a_role_without_the_grant_is_refused_by_the_enforced_run(
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the scan has an alert to publish THEN moto refuses it: enforcement is really on
-    from botocore.exceptions import ClientError
+    from costguard.handlers.scan import AfterScanError
 
-    with pytest.raises(ClientError) as refused:
+    with pytest.raises(AfterScanError):
         run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
-    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     publishes = [c for c in recorder.calls if c.operation == "Publish"]
     assert publishes and all(c.status == 403 for c in publishes)
     assert os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://127.0.0.1")

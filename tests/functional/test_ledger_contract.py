@@ -6,7 +6,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
@@ -14,32 +13,11 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.spend import Increment, Observation
 from costguard.ports import AuditEvent, CommitOutcome, Ledger, ScanCommit
+from tests.support.atomic import AtomicCalls
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=15)
 T2 = T1 + timedelta(minutes=15)
-
-
-class AtomicCalls:
-    """moto's DynamoDB checks conditions and writes without a lock, so two threads can
-    both pass one condition. Real DynamoDB makes each API call atomic; this proxy gives
-    moto the same per-call atomicity, while our code still interleaves between calls."""
-
-    _lock = threading.Lock()
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr) or name in {"get_paginator"}:
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return call
 
 
 def make_table(session: object, name: str = "ledger") -> None:
@@ -176,8 +154,8 @@ def test_findings_are_kept_once_per_code_and_resource_per_day(ledger: Ledger) ->
     assert ledger.findings("acct", "2026-11-21") == []
 
 
-def test_many_projects_commit_in_chunks_and_a_retry_adds_nothing(ledger: Ledger) -> None:
-    # DynamoDB transactions take 100 items: 150 projects need the chunked path.
+def test_many_projects_commit_at_once_and_a_retry_adds_nothing(ledger: Ledger) -> None:
+    # 150 projects: more than one DynamoDB transaction could hold as one row each.
     increments = {
         (f"project-{n:03d}", "2026-11"): Increment(Decimal(n), Decimal(0)) for n in range(150)
     }
@@ -188,3 +166,158 @@ def test_many_projects_commit_in_chunks_and_a_retry_adds_nothing(ledger: Ledger)
     totals = ledger.month_totals("acct", "2026-11")
     assert len(totals) == 150
     assert sum(t.usd for t in totals.values()) == Decimal(sum(range(150)))
+
+
+def test_a_late_retry_of_an_older_scan_never_moves_the_watermark_back(ledger: Ledger) -> None:
+    # GIVEN scans at T0 and T2 committed
+    ledger.commit(commit(None, T0, "10"))
+    ledger.commit(commit(T0, T2, "2"))
+    # WHEN a retry of a scan scheduled at T1 arrives late; it read the watermark T2 as
+    # its starting point, as a real late retry does
+    late = ledger.commit(commit(T2, T1, "1"))
+    # THEN it is refused, writes nothing, and the watermark stays at T2
+    assert late is CommitOutcome.CONTENDED
+    assert ledger.watermark("acct") == T2
+    assert ledger.month_totals("acct", "2026-11")["vision"].usd == Decimal(12)
+    assert ledger.observations("acct")["us-east-1/ec2-instance/i-1"].observed_at == T2
+
+
+def test_a_commit_replaces_the_observation_snapshot_with_its_own(ledger: Ledger) -> None:
+    a = Observation("us-east-1/ec2-instance/i-a", "vision", Decimal(1), T0, T0)
+    b = Observation("us-east-1/ec2-instance/i-b", None, Decimal(2), T0, T0)
+    ledger.commit(ScanCommit("acct", None, T0, {}, [a, b]))
+    b2 = b._replace(observed_at=T1)
+    ledger.commit(ScanCommit("acct", T0, T1, {}, [b2]))
+    assert ledger.observations("acct") == {b.key: b2}
+
+
+def test_large_snapshots_and_huge_keys_fit(ledger: Ledger) -> None:
+    # 20,000 resources, and a 256-character CJK project (768 bytes, ~2 KiB encoded).
+    cjk = "計" * 256
+    snapshot = [
+        Observation(f"us-east-1/ec2-instance/i-{n:017x}", cjk, Decimal("98.32"), T0, T0)
+        for n in range(20_000)
+    ]
+    outcome = ledger.commit(
+        ScanCommit(
+            "acct", None, T0, {(cjk, "2026-11"): Increment(Decimal(7), Decimal(7))}, snapshot
+        )
+    )
+    assert outcome is CommitOutcome.APPLIED
+    assert len(ledger.observations("acct")) == 20_000
+    assert ledger.month_totals("acct", "2026-11")[cjk].usd == Decimal(7)
+    finding = Finding(FindingCode.MALFORMED_BUDGET, f"us-east-1/ec2-instance/{cjk}", "x")
+    ledger.record_findings("acct", T0, [finding])
+    assert ledger.findings("acct", "2026-11-20") == [finding]
+    assert ledger.put_once("alert", f"budget/{cjk}/2026-11/mtd-50", T0, {})
+    assert ledger.claim("alert", f"anomaly/{cjk}/1", T0, timedelta(minutes=10), {})
+    ledger.record_rates("acct", T0, {cjk: Decimal(1)})
+    assert ledger.rate_history("acct", T0)[cjk] == [(T0, Decimal(1))]
+    assert ledger.audit(AuditEvent("acct", T0, f"stop/{cjk}", "stop", cjk, "done", {}))
+
+
+LEASE = timedelta(minutes=10)
+
+
+def test_a_claim_is_taken_once_until_released(ledger: Ledger) -> None:
+    assert ledger.claim("alert", "k", T0, LEASE, {"alert_id": "a"})
+    assert not ledger.claim("alert", "k", T0, LEASE, {})
+    # WHEN the work fails, THEN the key is claimable again at once
+    ledger.release("alert", "k", T0)
+    assert ledger.claim("alert", "k", T0 + timedelta(seconds=1), LEASE, {})
+    # WHEN the work succeeds, THEN it is never claimable again, lease or not
+    ledger.confirm("alert", "k", T0)
+    ledger.release("alert", "k", T0)  # a late release does not undo a confirmation
+    assert not ledger.claim("alert", "k", T0 + timedelta(days=30), LEASE, {})
+
+
+def test_a_crashed_claim_is_claimable_after_its_lease(ledger: Ledger) -> None:
+    # GIVEN a holder that claimed and then crashed before publishing
+    assert ledger.claim("alert", "k", T0, LEASE, {})
+    # THEN nobody takes it during the lease, and the next scan after it does
+    assert not ledger.claim("alert", "k", T0 + LEASE - timedelta(seconds=1), LEASE, {})
+    assert ledger.claim("alert", "k", T0 + LEASE, LEASE, {})
+
+
+def test_put_once_records_are_never_claimable(ledger: Ledger) -> None:
+    assert ledger.put_once("alert", "k", T0, {})
+    assert not ledger.claim("alert", "k", T0 + timedelta(days=1), LEASE, {})
+
+
+def test_concurrent_claims_admit_one(ledger: Ledger) -> None:
+    results: list[bool] = []
+    barrier = threading.Barrier(5)
+
+    def take() -> None:
+        barrier.wait()
+        results.append(ledger.claim("alert", "k", T0, LEASE, {}))
+
+    threads = [threading.Thread(target=take) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False, False, False, False, True]
+
+
+def test_recent_alerts_are_bounded_on_both_sides(ledger: Ledger) -> None:
+    for n, at in enumerate((T0, T1, T2)):
+        ledger.record_alert("acct", at, {"alert_id": f"a{n}"})
+    assert [a["alert_id"] for a in ledger.recent_alerts("acct", T0, T1)] == ["a0", "a1"]
+
+
+def test_state_is_written_by_compare_and_set(ledger: Ledger) -> None:
+    assert ledger.get_state("acct", "anomalies") == ({}, 0)
+    assert ledger.put_state("acct", "anomalies", {"llm": {"active": True}}, 0)
+    value, version = ledger.get_state("acct", "anomalies")
+    assert (value, version) == ({"llm": {"active": True}}, 1)
+    # A writer that read version 0 lost the race: refused, nothing changes.
+    assert not ledger.put_state("acct", "anomalies", {"llm": {}}, 0)
+    assert ledger.get_state("acct", "anomalies") == ({"llm": {"active": True}}, 1)
+    assert ledger.get_state("other", "anomalies") == ({}, 0)
+
+
+def test_concurrent_state_writers_from_one_version_admit_one(ledger: Ledger) -> None:
+    ledger.put_state("acct", "s", {"n": 0}, 0)
+    results: list[bool] = []
+    barrier = threading.Barrier(5)
+
+    def write(n: int) -> None:
+        barrier.wait()
+        results.append(ledger.put_state("acct", "s", {"n": n}, 1))
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(1, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False, False, False, False, True]
+    assert ledger.get_state("acct", "s")[1] == 2
+
+
+def test_rate_history_keeps_samples_since_and_dedupes_a_retried_append(ledger: Ledger) -> None:
+    ledger.record_rates("acct", T0, {"llm": Decimal("55.04"), "cv": Decimal(1)})
+    ledger.record_rates("acct", T1, {"llm": Decimal("110.08")})
+    ledger.record_rates("acct", T1, {"llm": Decimal("110.08")})  # the same scan, retried
+    assert ledger.rate_history("acct", T1) == {"llm": [(T1, Decimal("110.08"))]}
+    history = ledger.rate_history("acct", T0)
+    assert history["llm"] == [(T0, Decimal("55.04")), (T1, Decimal("110.08"))]
+    assert history["cv"] == [(T0, Decimal(1))]
+
+
+def test_the_contract_exercises_every_method_of_every_store() -> None:
+    # A store method that no contract test calls is a method the fake may get wrong.
+    import inspect
+
+    from costguard.ports import LEDGER_STORES
+
+    source = inspect.getsource(
+        inspect.getmodule(test_the_contract_exercises_every_method_of_every_store)
+    )  # type: ignore[arg-type]
+    missing = [
+        f"{store.__name__}.{name}"
+        for store in LEDGER_STORES
+        for name, _ in inspect.getmembers(store, inspect.isfunction)
+        if not name.startswith("_") and f".{name}(" not in source
+    ]
+    assert missing == []

@@ -296,33 +296,45 @@ def _principal_matches(spec: Any, who: Principal, *, allow_root: bool) -> bool:
 
 _OPERATORS = {
     "StringEquals": lambda want, have: have == want,
+    "StringEqualsIgnoreCase": lambda want, have: have.lower() == want.lower(),
     "StringLike": _glob,
     "ArnEquals": lambda want, have: have == want,
     "ArnLike": _glob,
     "Bool": lambda want, have: have.lower() == str(want).lower(),
 }
-_NEGATED = {"StringNotEquals": "StringEquals", "StringNotLike": "StringLike"}
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+    "StringNotLike": "StringLike",
+}
 
 
 def condition_holds(condition: Mapping[str, Any] | None, context: Mapping[str, str]) -> bool:
     """IAM's condition semantics for the operators CostGuard's policies use.
 
     A key missing from the request context fails a positive operator (unless the
-    operator ends in ``IfExists``), as in IAM.
+    operator ends in ``IfExists``), as in IAM; ``Null`` tests presence. A context
+    value may be a comma-free list given as ``a,b`` for ``ForAllValues``/``ForAnyValue``.
     """
     for operator, tests in (condition or {}).items():
-        base = operator.removesuffix("IfExists")
-        if_exists = base != operator
-        negate = base in _NEGATED
-        compare = _OPERATORS.get(_NEGATED.get(base, base))
-        if compare is None:
-            raise NotImplementedError(f"condition operator {operator}")
+        qualifier, _, base = operator.rpartition(":")
         for key, wanted in tests.items():
+            if base == "Null":
+                if (key not in context) != (str(wanted).lower() == "true"):
+                    return False
+                continue
+            plain = base.removesuffix("IfExists")
+            negate = plain in _NEGATED
+            compare = _OPERATORS.get(_NEGATED.get(plain, plain))
+            if compare is None:
+                raise NotImplementedError(f"condition operator {operator}")
             if key not in context:
-                if if_exists or negate:
+                if plain != base or negate or qualifier == "ForAllValues":
                     continue
                 return False
-            hit = any(compare(str(w), context[key]) for w in as_list(wanted))
+            values = context[key].split(",") if qualifier else [context[key]]
+            hits = [any(compare(str(w), v) for w in as_list(wanted)) for v in values]
+            hit = all(hits) if qualifier == "ForAllValues" else any(hits)
             if hit == negate:
                 return False
     return True

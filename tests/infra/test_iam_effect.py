@@ -275,7 +275,11 @@ def test_every_mutating_statement_names_costguards_own_resources_or_is_tag_condi
 
 
 def test_every_declared_mutating_permission_carries_a_tag_condition() -> None:
-    for permission in scan_permissions(cost_explorer=True):
+    from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+
+    declared = (*scan_permissions(cost_explorer=True), *Ec2InstanceActuator.permissions)
+    assert any(p.mutating for p in declared)
+    for permission in declared:
         if permission.mutating:
             assert any(
                 "ResourceTag/" in key for tests in permission.conditions.values() for key in tests

@@ -28,37 +28,45 @@ def _is_client(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "_ddb"
 
 
+def _item_kinds(scope: ast.AST) -> set[str]:
+    return {
+        key.value
+        for sub in ast.walk(scope)
+        if isinstance(sub, ast.Dict)
+        for key in sub.keys
+        if isinstance(key, ast.Constant) and key.value in _ITEM_ACTIONS
+    }
+
+
 def ledger_iam_actions() -> set[str]:
     """The IAM actions the DynamoDB ledger's code needs, read from its source."""
     client = boto3.client("dynamodb", region_name="us-east-1")
     api = client.meta.method_to_api_mapping
     tree = ast.parse(inspect.getsource(dynamodb))
     actions: set[str] = set()
-    for node in ast.walk(tree):
-        if not (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and _is_client(node.func.value)
-        ):
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef):
             continue
-        method = node.func.attr
-        if method == "get_paginator":
-            (arg,) = node.args
-            assert isinstance(arg, ast.Constant), "paginate a literal operation"
-            method = str(arg.value)
-        operation = api[method]
-        if operation == "TransactWriteItems":
-            kinds = {
-                key.value
-                for sub in ast.walk(node)
-                if isinstance(sub, ast.Dict)
-                for key in sub.keys
-                if isinstance(key, ast.Constant) and key.value in _ITEM_ACTIONS
-            }
-            assert kinds, "a transaction without a recognisable item kind"
-            actions |= {f"dynamodb:{_ITEM_ACTIONS[k]}" for k in kinds}
-        else:
-            actions.add(f"dynamodb:{operation}")
+        for node in ast.walk(function):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and _is_client(node.func.value)
+            ):
+                continue
+            method = node.func.attr
+            if method == "get_paginator":
+                (arg,) = node.args
+                assert isinstance(arg, ast.Constant), "paginate a literal operation"
+                method = str(arg.value)
+            operation = api[method]
+            if operation == "TransactWriteItems":
+                # IAM authorizes each item by its kind; the items are built in this method
+                kinds = _item_kinds(function)
+                assert kinds, f"{function.name}: a transaction without a recognisable item kind"
+                actions |= {f"dynamodb:{_ITEM_ACTIONS[k]}" for k in kinds}
+            else:
+                actions.add(f"dynamodb:{operation}")
     return actions
 
 

@@ -1,49 +1,70 @@
 """The ledger on one DynamoDB table (``pk``/``sk`` strings, TTL attribute ``ttl``).
 
-Item layout (``<p>`` is the project, percent-encoded so any name is a safe key):
+Every key is built from a bounded form: user text (project names, alert keys,
+resource ids) enters a key only as ``key_part(text)``, a 32-character hash, and the
+readable text is kept in an attribute. A 256-character CJK project name is 768
+bytes of UTF-8 and nearly 2 KiB percent-encoded, over DynamoDB's 1,024-byte sort-key
+limit; its hash is 32 bytes.
 
 =============================================  ======================  ==========================
 pk                                             sk                      what
 =============================================  ======================  ==========================
-``SCOPE#<scope>``                              ``WATERMARK``           when the last scan committed
-``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``PROJECT#<p>``         month-to-date per project
-``SCOPE#<scope>#OBS``                          ``<resource key>``      last observation (TTL 62 d)
-``SCOPE#<scope>#FINDINGS#<YYYY-MM-DD>``        ``<code>#<resource>``   findings of the day (TTL 35 d)
-``ONCE#<namespace>``                           ``<key>``               exactly-once records
+``SCOPE#<scope>``                              ``WATERMARK``           last committed scan, snapshot size
+``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``TOTALS``              month-to-date, a map per project
+``SCOPE#<scope>#OBS``                          ``CHUNK#<nnnn>``        observation snapshot (zlib JSON)
+``SCOPE#<scope>#FINDINGS#<YYYY-MM-DD>``        ``<code>#<hash>``       findings of the day (TTL 35 d)
+``ONCE#<namespace>``                           ``<hash>``              claims and exactly-once records
 ``SCOPE#<scope>#AUDIT#<YYYY-MM>``              ``<time>#<event id>``   audit trail (kept)
+``SCOPE#<scope>#RATES``                        ``<hash>#<day>``        run-rate samples (TTL 3 d)
+``SCOPE#<scope>#STATE``                        ``<name>``              small versioned documents
+``SCOPE#<scope>#ALERTS#<YYYY-MM>``             ``<time>#<hash>``       alert log (TTL 400 d)
 =============================================  ======================  ==========================
 
-Exactly-once accrual: the watermark moves by compare-and-set inside the same
-transaction as the first 99 project-month additions, and every project row
-remembers the last scan it took (``applied_at``), so a retried scan adds nothing
-twice and a concurrent scan is refused instead of double-counted.
+Exactly-once accrual: a scan's commit is **one** ``TransactWriteItems``: the
+watermark's compare-and-set (from the watermark the scan started from, to a later
+time), the month totals and the observation snapshot. Either all of it is written or
+none of it, so no failure can leave spend added without the observations that say it
+was added (which made the next scan count the interval again), and a late or
+concurrent scan is refused instead of double-counted. The snapshot is compressed and
+chunked: about 25 bytes per resource, so 100,000 resources fit one transaction.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
+import unicodedata
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
-from urllib.parse import quote
 
 from botocore.exceptions import ClientError
 
 from costguard.adapters.aws import chunks
 from costguard.domain.calendar import month_start, next_month_start
 from costguard.domain.findings import Finding, FindingCode, Severity
-from costguard.domain.spend import AccrualKey, Increment, Observation
+from costguard.domain.spend import Observation
 from costguard.ports import AuditEvent, CommitOutcome, ProjectMonth, ScanCommit
 
-UNATTRIBUTED_KEY = "%UNATTRIBUTED"  # quote() never yields a bare '%', so no project can collide
+#: The map key of unattributed spend; ``key_part`` yields only hex digits, so no project collides.
+UNATTRIBUTED_KEY = "-"
 TRANSACT_LIMIT = 100
+#: DynamoDB refuses items over 400 KB; stay clear of it.
+ITEM_BUDGET_BYTES = 350_000
+#: Transactions are capped at 4 MB in all.
+TRANSACT_BUDGET_BYTES = 3_800_000
+OBSERVATIONS_PER_CHUNK = 4_000
 BATCH_WRITE_LIMIT = 25
-OBSERVATION_TTL = timedelta(days=62)
 FINDING_TTL = timedelta(days=35)
 RATE_TTL = timedelta(days=3)
 ALERT_TTL = timedelta(days=400)
+CLAIM_TTL = timedelta(days=400)
+
+#: Claim states of the two-phase claim.
+PENDING, SENT, RELEASED = "pending", "sent", "released"
 
 
 class LedgerError(Exception):
@@ -59,12 +80,51 @@ def parse_stamp(text: str) -> datetime:
     return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
+def key_part(text: str) -> str:
+    """A bounded, collision-resistant key for any text: 32 hex digits of SHA-256 (NFC)."""
+    normal = unicodedata.normalize("NFC", text)
+    return hashlib.sha256(normal.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def project_key(project: str | None) -> str:
-    return UNATTRIBUTED_KEY if project is None else quote(project, safe="")
+    return UNATTRIBUTED_KEY if project is None else key_part(project)
 
 
 def _epoch(moment: datetime) -> int:
     return int(moment.timestamp())
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def encode_observations(observations: Sequence[Observation]) -> list[bytes]:
+    """The snapshot as compressed JSON chunks, each well under the item size limit."""
+    blobs = []
+    ordered = sorted(observations, key=lambda o: o.key)
+    for part in chunks(ordered, OBSERVATIONS_PER_CHUNK):
+        rows = [
+            [o.key, o.project, str(o.usd_per_hour), stamp(o.observed_at), stamp(o.first_seen_at)]
+            for o in part
+        ]
+        blob = zlib.compress(
+            json.dumps(rows, ensure_ascii=False, separators=(",", ":")).encode(
+                "utf-8", "surrogatepass"
+            ),
+            6,
+        )
+        if len(blob) > ITEM_BUDGET_BYTES:
+            raise LedgerError(f"an observation chunk compressed to {len(blob)} bytes")
+        blobs.append(blob)
+    return blobs
+
+
+def decode_observations(blob: bytes) -> list[Observation]:
+    rows = json.loads(zlib.decompress(blob).decode("utf-8", "surrogatepass"))
+    return [
+        Observation(key, project, Decimal(rate), parse_stamp(seen), parse_stamp(first))
+        for key, project, rate, seen, first in rows
+    ]
 
 
 class DynamoDbLedger:
@@ -84,124 +144,144 @@ class DynamoDbLedger:
         for page in pages:
             yield from page.get("Items", [])
 
-    def watermark(self, scope: str) -> datetime | None:
-        item = self._ddb.get_item(
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self._ddb.get_item(
             TableName=self._table,
-            Key={"pk": {"S": f"SCOPE#{scope}"}, "sk": {"S": "WATERMARK"}},
+            Key={"pk": {"S": pk}, "sk": {"S": sk}},
             ConsistentRead=True,
         ).get("Item")
+        return item
+
+    def _watermark_item(self, scope: str) -> dict[str, Any] | None:
+        return self._get(f"SCOPE#{scope}", "WATERMARK")
+
+    def watermark(self, scope: str) -> datetime | None:
+        item = self._watermark_item(scope)
         return parse_stamp(item["observed_at"]["S"]) if item and "observed_at" in item else None
 
     def observations(self, scope: str) -> dict[str, Observation]:
-        found: dict[str, Observation] = {}
-        for item in self._query(f"SCOPE#{scope}#OBS"):
-            key = item["sk"]["S"]
-            found[key] = Observation(
-                key=key,
-                project=item["project"]["S"] if "project" in item else None,
-                usd_per_hour=Decimal(item["usd_per_hour"]["N"]),
-                observed_at=parse_stamp(item["observed_at"]["S"]),
-                first_seen_at=parse_stamp(item["first_seen_at"]["S"]),
-            )
-        return found
+        """The snapshot of the last committed scan; re-read if a commit lands meanwhile."""
+        for _ in range(5):
+            mark = self._watermark_item(scope)
+            if not mark or "obs_chunks" not in mark:
+                return {}
+            wanted, scan = int(mark["obs_chunks"]["N"]), mark["observed_at"]["S"]
+            found: dict[int, list[Observation]] = {}
+            for item in self._query(f"SCOPE#{scope}#OBS"):
+                index = int(item["sk"]["S"].removeprefix("CHUNK#"))
+                if index < wanted and item.get("scan", {}).get("S") == scan:
+                    found[index] = decode_observations(item["data"]["B"])
+            if len(found) == wanted:
+                return {o.key: o for i in sorted(found) for o in found[i]}
+        raise LedgerError(f"the observation snapshot of {scope} kept changing while read")
+
+    def _totals_item(self, scope: str, month: str) -> dict[str, Any]:
+        item = self._get(f"SCOPE#{scope}#MONTH#{month}", "TOTALS")
+        return dict(item.get("projects", {}).get("M", {})) if item else {}
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]:
         totals: dict[str | None, ProjectMonth] = {}
-        for item in self._query(f"SCOPE#{scope}#MONTH#{month}"):
-            project = item["project"]["S"] if "project" in item else None
+        for key, value in self._totals_item(scope, month).items():
+            row = value["M"]
+            project = None if key == UNATTRIBUTED_KEY else row["project"]["S"]
             totals[project] = ProjectMonth(
-                project,
-                month,
-                Decimal(item.get("usd", {"N": "0"})["N"]),
-                Decimal(item.get("estimated_usd", {"N": "0"})["N"]),
+                project, month, Decimal(row["usd"]["N"]), Decimal(row["est"]["N"])
             )
         return totals
 
     # -- the scan commit -----------------------------------------------------------
 
-    def _watermark_update(self, commit: ScanCommit) -> dict[str, Any]:
-        values: dict[str, Any] = {":now": {"S": stamp(commit.now)}}
-        if commit.previous_watermark is None:
-            condition = "attribute_not_exists(#observed) OR #observed = :now"
-        else:
-            condition = "#observed = :prev OR #observed = :now"
-            values[":prev"] = {"S": stamp(commit.previous_watermark)}
-        return {
-            "TableName": self._table,
-            "Key": {"pk": {"S": f"SCOPE#{commit.scope}"}, "sk": {"S": "WATERMARK"}},
-            "UpdateExpression": "SET #observed = :now",
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": {"#observed": "observed_at"},
-            "ExpressionAttributeValues": values,
-        }
-
-    def _month_update(
-        self, scope: str, now: datetime, key: AccrualKey, inc: Increment
-    ) -> dict[str, Any]:
-        project, month = key
-        values: dict[str, Any] = {
-            ":usd": {"N": str(inc.usd)},
-            ":est": {"N": str(inc.estimated_usd)},
-            ":now": {"S": stamp(now)},
-            ":month": {"S": month},
-        }
-        names = {
-            "#usd": "usd",
-            "#est": "estimated_usd",
-            "#applied": "applied_at",
-            "#month": "month",
-        }
-        expression = "ADD #usd :usd, #est :est SET #applied = :now, #month = :month"
-        if project is not None:
-            values[":project"] = {"S": project}
-            names["#project"] = "project"
-            expression += ", #project = :project"
-        return {
-            "TableName": self._table,
-            "Key": {
-                "pk": {"S": f"SCOPE#{scope}#MONTH#{month}"},
-                "sk": {"S": f"PROJECT#{project_key(project)}"},
-            },
-            "UpdateExpression": expression,
-            "ConditionExpression": "attribute_not_exists(#applied) OR #applied < :now",
-            "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": values,
-        }
-
     def commit(self, commit: ScanCommit) -> CommitOutcome:
         current = self.watermark(commit.scope)
-        retry = current == commit.now
-        if not retry and current != commit.previous_watermark:
+        if current == commit.now:
+            return CommitOutcome.ALREADY_APPLIED
+        if current != commit.previous_watermark or (current is not None and commit.now < current):
             return CommitOutcome.CONTENDED
-        updates = [
-            self._month_update(commit.scope, commit.now, k, v)
-            for k, v in sorted(commit.increments.items(), key=lambda kv: (kv[0][0] or "", kv[0][1]))
-        ]
-        first, rest = updates[: TRANSACT_LIMIT - 1], updates[TRANSACT_LIMIT - 1 :]
-        try:
-            self._ddb.transact_write_items(
-                TransactItems=[{"Update": self._watermark_update(commit)}]
-                + [{"Update": u} for u in first]
+        items = [{"Update": self._watermark_update(commit, current)}]
+        for month in sorted({m for _, m in commit.increments}):
+            items.append({"Put": self._totals_put(commit, month)})
+        for index, blob in enumerate(encode_observations(commit.observations)):
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": {
+                            "pk": {"S": f"SCOPE#{commit.scope}#OBS"},
+                            "sk": {"S": f"CHUNK#{index:04d}"},
+                            "scan": {"S": stamp(commit.now)},
+                            "data": {"B": blob},
+                        },
+                    }
+                }
             )
+        if len(items) > TRANSACT_LIMIT:
+            raise LedgerError(f"a scan commit needs {len(items)} items; the limit is 100")
+        try:
+            self._ddb.transact_write_items(TransactItems=items)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+            if _code(exc) != "TransactionCanceledException":
                 raise
             reasons = exc.response.get("CancellationReasons") or []
             if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                # Someone moved the watermark between our read and our write: maybe our
+                # own earlier attempt (a retry), maybe another scan. Nothing was written.
+                if self.watermark(commit.scope) == commit.now:
+                    return CommitOutcome.ALREADY_APPLIED
                 return CommitOutcome.CONTENDED
-            # The watermark is ours but some rows already took this scan: a retry after a
-            # partial commit. Apply row by row; each row's condition keeps it exactly-once.
-            retry = True
-            self._ddb.update_item(**self._watermark_update(commit))
-            rest = updates
-        for update in rest:
-            try:
-                self._ddb.update_item(**update)
-            except ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                    raise
-        self._write_observations(commit.scope, commit.observations)
-        return CommitOutcome.ALREADY_APPLIED if retry else CommitOutcome.APPLIED
+            raise
+        return CommitOutcome.APPLIED
+
+    def _watermark_update(self, commit: ScanCommit, current: datetime | None) -> dict[str, Any]:
+        chunks_needed = -(-len(commit.observations) // OBSERVATIONS_PER_CHUNK)
+        values: dict[str, Any] = {
+            ":now": {"S": stamp(commit.now)},
+            ":chunks": {"N": str(chunks_needed)},
+        }
+        if current is None:
+            condition = "attribute_not_exists(#observed)"
+        else:
+            condition = "#observed = :prev AND #observed < :now"
+            values[":prev"] = {"S": stamp(current)}
+        return {
+            "TableName": self._table,
+            "Key": {"pk": {"S": f"SCOPE#{commit.scope}"}, "sk": {"S": "WATERMARK"}},
+            "UpdateExpression": "SET #observed = :now, #chunks = :chunks",
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": {"#observed": "observed_at", "#chunks": "obs_chunks"},
+            "ExpressionAttributeValues": values,
+        }
+
+    def _totals_put(self, commit: ScanCommit, month: str) -> dict[str, Any]:
+        """The month's totals with this scan's increments added.
+
+        Read-modify-write is safe here: the watermark's compare-and-set in the same
+        transaction fails if any other commit landed since we read.
+        """
+        rows = self._totals_item(commit.scope, month)
+        for (project, m), inc in commit.increments.items():
+            if m != month:
+                continue
+            key = project_key(project)
+            old = rows.get(key, {}).get("M", {})
+            usd = Decimal(old.get("usd", {}).get("N", "0")) + inc.usd
+            est = Decimal(old.get("est", {}).get("N", "0")) + inc.estimated_usd
+            row: dict[str, Any] = {"usd": {"N": str(usd)}, "est": {"N": str(est)}}
+            if project is not None:
+                row["project"] = {"S": project}
+            rows[key] = {"M": row}
+        item = {
+            "pk": {"S": f"SCOPE#{commit.scope}#MONTH#{month}"},
+            "sk": {"S": "TOTALS"},
+            "month": {"S": month},
+            "projects": {"M": rows},
+            "applied_at": {"S": stamp(commit.now)},
+        }
+        size = len(json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > ITEM_BUDGET_BYTES:
+            raise LedgerError(
+                f"the month totals of {month} grew to {size} bytes ({len(rows)} projects)"
+            )
+        return {"TableName": self._table, "Item": item}
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
         for batch in chunks(requests, BATCH_WRITE_LIMIT):
@@ -215,22 +295,6 @@ class DynamoDbLedger:
             else:
                 raise LedgerError(f"DynamoDB left {len(pending[self._table])} writes unprocessed")
 
-    def _write_observations(self, scope: str, observations: Sequence[Observation]) -> None:
-        requests = []
-        for o in observations:
-            item: dict[str, Any] = {
-                "pk": {"S": f"SCOPE#{scope}#OBS"},
-                "sk": {"S": o.key},
-                "usd_per_hour": {"N": str(o.usd_per_hour)},
-                "observed_at": {"S": stamp(o.observed_at)},
-                "first_seen_at": {"S": stamp(o.first_seen_at)},
-                "ttl": {"N": str(_epoch(o.observed_at + OBSERVATION_TTL))},
-            }
-            if o.project is not None:
-                item["project"] = {"S": o.project}
-            requests.append({"PutRequest": {"Item": item}})
-        self._batch_write(requests)
-
     # -- findings, exactly-once records, audit -----------------------------------------
 
     def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
@@ -242,7 +306,7 @@ class DynamoDbLedger:
                     "PutRequest": {
                         "Item": {
                             "pk": {"S": f"SCOPE#{scope}#FINDINGS#{day}"},
-                            "sk": {"S": f"{code}#{resource}"},
+                            "sk": {"S": f"{code}#{key_part(resource)}"},
                             "code": {"S": code},
                             "resource": {"S": resource},
                             "message": {"S": f.message},
@@ -275,7 +339,7 @@ class DynamoDbLedger:
                 TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)"
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if _code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
@@ -284,28 +348,99 @@ class DynamoDbLedger:
         return self._put_if_absent(
             {
                 "pk": {"S": f"ONCE#{namespace}"},
-                "sk": {"S": key},
+                "sk": {"S": key_part(key)},
+                "key": {"S": key},
+                "status": {"S": SENT},
                 "at": {"S": stamp(now)},
                 "attrs": {"S": json.dumps(attrs, default=str, sort_keys=True)},
+                "ttl": {"N": str(_epoch(now + CLAIM_TTL))},
             }
+        )
+
+    def _claim_key(self, namespace: str, key: str) -> dict[str, Any]:
+        return {"pk": {"S": f"ONCE#{namespace}"}, "sk": {"S": key_part(key)}}
+
+    def _conditional_update(self, **kwargs: Any) -> bool:
+        try:
+            self._ddb.update_item(TableName=self._table, **kwargs)
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def claim(
+        self,
+        namespace: str,
+        key: str,
+        now: datetime,
+        lease: timedelta,
+        attrs: Mapping[str, Any],
+    ) -> bool:
+        # A record without a status was written by put_once (or an older version): done.
+        return self._conditional_update(
+            Key=self._claim_key(namespace, key),
+            UpdateExpression=(
+                "SET #status = :pending, #key = :key, #at = :now, #expires = :expires, "
+                "#attrs = :attrs, #ttl = :ttl"
+            ),
+            ConditionExpression=(
+                "attribute_not_exists(pk) OR #status = :released "
+                "OR (#status = :pending AND #expires <= :now)"
+            ),
+            ExpressionAttributeNames={
+                "#status": "status",
+                "#key": "key",
+                "#at": "at",
+                "#expires": "lease_expires",
+                "#attrs": "attrs",
+                "#ttl": "ttl",
+            },
+            ExpressionAttributeValues={
+                ":pending": {"S": PENDING},
+                ":released": {"S": RELEASED},
+                ":key": {"S": key},
+                ":now": {"S": stamp(now)},
+                ":expires": {"S": stamp(now + lease)},
+                ":attrs": {"S": json.dumps(dict(attrs), default=str, sort_keys=True)},
+                ":ttl": {"N": str(_epoch(now + CLAIM_TTL))},
+            },
+        )
+
+    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+        self._ddb.update_item(
+            TableName=self._table,
+            Key=self._claim_key(namespace, key),
+            UpdateExpression="SET #status = :sent, #done = :now",
+            ExpressionAttributeNames={"#status": "status", "#done": "done_at"},
+            ExpressionAttributeValues={":sent": {"S": SENT}, ":now": {"S": stamp(now)}},
+        )
+
+    def release(self, namespace: str, key: str, now: datetime) -> None:
+        # Only a pending claim is released: a confirmed one stays done.
+        self._conditional_update(
+            Key=self._claim_key(namespace, key),
+            UpdateExpression="SET #status = :released, #done = :now",
+            ConditionExpression="#status = :pending",
+            ExpressionAttributeNames={"#status": "status", "#done": "done_at"},
+            ExpressionAttributeValues={
+                ":released": {"S": RELEASED},
+                ":pending": {"S": PENDING},
+                ":now": {"S": stamp(now)},
+            },
         )
 
     def audit(self, event: AuditEvent) -> bool:
         return self._put_if_absent(
             {
                 "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
-                "sk": {"S": f"{stamp(event.at)}#{event.event_id}"},
+                "sk": {"S": f"{stamp(event.at)}#{key_part(event.event_id)}"},
                 "event_id": {"S": event.event_id},
                 "action": {"S": event.action},
                 "resource": {"S": event.resource},
                 "outcome": {"S": event.outcome},
                 "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
             }
-        )
-
-    def release_once(self, namespace: str, key: str) -> None:
-        self._ddb.delete_item(
-            TableName=self._table, Key={"pk": {"S": f"ONCE#{namespace}"}, "sk": {"S": key}}
         )
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
@@ -373,7 +508,7 @@ class DynamoDbLedger:
                 ExpressionAttributeValues=values,
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if _code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
@@ -383,7 +518,7 @@ class DynamoDbLedger:
             TableName=self._table,
             Item={
                 "pk": {"S": f"SCOPE#{scope}#ALERTS#{at.astimezone(UTC):%Y-%m}"},
-                "sk": {"S": f"{stamp(at)}#{alert.get('alert_id', '')}"},
+                "sk": {"S": f"{stamp(at)}#{key_part(str(alert.get('alert_id', '')))}"},
                 "alert": {"S": json.dumps(dict(alert), sort_keys=True, default=str)},
                 "ttl": {"N": str(_epoch(at + ALERT_TTL))},
             },
@@ -415,4 +550,4 @@ class DynamoDbLedger:
                     details=json.loads(item["details"]["S"]),
                 )
             )
-        return events
+        return sorted(events, key=lambda e: (e.at, e.event_id))

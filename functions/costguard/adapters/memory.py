@@ -9,7 +9,7 @@ import copy
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from costguard.domain.findings import Finding
     from costguard.domain.pricing import SpotKey
     from costguard.domain.spend import Observation
+    from costguard.ports import Ledger
 
 
 class InMemoryLedger:
@@ -52,17 +53,15 @@ class InMemoryLedger:
         with self._lock:
             current = self._watermarks.get(commit.scope)
             if current == commit.now:
-                outcome = CommitOutcome.ALREADY_APPLIED
-            elif current != commit.previous_watermark:
+                return CommitOutcome.ALREADY_APPLIED
+            if current != commit.previous_watermark or (
+                current is not None and commit.now < current
+            ):
                 return CommitOutcome.CONTENDED
-            else:
-                outcome = CommitOutcome.APPLIED
-            self._watermarks[commit.scope] = commit.now
+            # All or nothing, like the one DynamoDB transaction.
             for (project, month), inc in commit.increments.items():
                 key = (commit.scope, month, project)
                 existing = self._months.get(key)
-                if existing is not None and existing[1] >= commit.now:
-                    continue  # this scan already added to this row
                 base = (
                     existing[0]
                     if existing
@@ -76,10 +75,9 @@ class InMemoryLedger:
                     ),
                     commit.now,
                 )
-            obs = self._observations.setdefault(commit.scope, {})
-            for o in commit.observations:
-                obs[o.key] = o
-            return outcome
+            self._observations[commit.scope] = {o.key: o for o in commit.observations}
+            self._watermarks[commit.scope] = commit.now
+            return CommitOutcome.APPLIED
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]:
         with self._lock:
@@ -107,8 +105,44 @@ class InMemoryLedger:
         with self._lock:
             if (namespace, key) in self._once:
                 return False
-            self._once[(namespace, key)] = {"at": now, **attrs}
+            self._once[(namespace, key)] = {"at": now, "status": "sent", **attrs}
             return True
+
+    def claim(
+        self,
+        namespace: str,
+        key: str,
+        now: datetime,
+        lease: timedelta,
+        attrs: Mapping[str, Any],
+    ) -> bool:
+        with self._lock:
+            record = self._once.get((namespace, key))
+            claimable = (
+                record is None
+                or record["status"] == "released"
+                or (record["status"] == "pending" and record["expires"] <= now)
+            )
+            if not claimable:
+                return False
+            self._once[(namespace, key)] = {
+                "at": now,
+                "status": "pending",
+                "expires": now + lease,
+                **attrs,
+            }
+            return True
+
+    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+        with self._lock:
+            record = self._once.setdefault((namespace, key), {"at": now})
+            record["status"] = "sent"
+
+    def release(self, namespace: str, key: str, now: datetime) -> None:
+        with self._lock:
+            record = self._once.get((namespace, key))
+            if record is not None and record["status"] == "pending":
+                record["status"] = "released"
 
     def audit(self, event: AuditEvent) -> bool:
         with self._lock:
@@ -127,10 +161,6 @@ class InMemoryLedger:
             ]
         return sorted(events, key=lambda e: (e.at, e.event_id))
 
-    def release_once(self, namespace: str, key: str) -> None:
-        with self._lock:
-            self._once.pop((namespace, key), None)
-
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         with self._lock:
             for project, usd in rates.items():
@@ -140,10 +170,11 @@ class InMemoryLedger:
         self, scope: str, since: datetime
     ) -> dict[str, list[tuple[datetime, Decimal]]]:
         with self._lock:
-            return {
+            history = {
                 project: sorted((t, r) for t, r in samples.items() if t >= since)
                 for project, samples in self._rates.get(scope, {}).items()
             }
+        return {project: samples for project, samples in history.items() if samples}
 
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
         with self._lock:
@@ -167,7 +198,9 @@ class InMemoryLedger:
     def recent_alerts(self, scope: str, since: datetime, until: datetime) -> list[dict[str, Any]]:
         with self._lock:
             return [
-                a for t, a in sorted(self._alerts.get(scope, []), key=lambda x: x[0]) if t >= since
+                a
+                for t, a in sorted(self._alerts.get(scope, []), key=lambda x: x[0])
+                if since <= t <= until
             ]
 
 
@@ -215,34 +248,38 @@ class ReadOnlyLedger:
 
     Reads go to the real ledger; this scan's accrual is kept in memory and added to
     the month totals it reports, so the numbers are current but nothing changes.
+    Every write is a typed no-op, so a new port method cannot slip through to the
+    real table: mypy fails until it is added here.
     """
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Ledger) -> None:
         self._inner = inner
         self._overlay: dict[tuple[str, str, str | None], ProjectMonth] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        if name in {
-            "watermark",
-            "observations",
-            "rate_history",
-            "get_state",
-            "recent_alerts",
-            "audit_trail",
-        }:
-            return getattr(self._inner, name)
-        raise AttributeError(name)
+    # -- reads, delegated ----------------------------------------------------------
 
-    def commit(self, commit: ScanCommit) -> CommitOutcome:
-        if self._inner.watermark(commit.scope) == commit.now:
-            return CommitOutcome.ALREADY_APPLIED
-        for (project, month), inc in commit.increments.items():
-            key = (commit.scope, month, project)
-            base = self._overlay.get(key, ProjectMonth(project, month, Decimal(0), Decimal(0)))
-            self._overlay[key] = replace(
-                base, usd=base.usd + inc.usd, estimated_usd=base.estimated_usd + inc.estimated_usd
-            )
-        return CommitOutcome.APPLIED
+    def watermark(self, scope: str) -> datetime | None:
+        return self._inner.watermark(scope)
+
+    def observations(self, scope: str) -> dict[str, Observation]:
+        return self._inner.observations(scope)
+
+    def findings(self, scope: str, day: str) -> list[Finding]:
+        return self._inner.findings(scope, day)
+
+    def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
+        return self._inner.audit_trail(scope, month)
+
+    def rate_history(
+        self, scope: str, since: datetime
+    ) -> dict[str, list[tuple[datetime, Decimal]]]:
+        return self._inner.rate_history(scope, since)
+
+    def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
+        return self._inner.get_state(scope, name)
+
+    def recent_alerts(self, scope: str, since: datetime, until: datetime) -> list[dict[str, Any]]:
+        return self._inner.recent_alerts(scope, since, until)
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]:
         totals = dict(self._inner.month_totals(scope, month))
@@ -256,13 +293,42 @@ class ReadOnlyLedger:
                 )
         return totals
 
+    # -- writes: kept in memory or dropped -------------------------------------------
+
+    def commit(self, commit: ScanCommit) -> CommitOutcome:
+        current = self._inner.watermark(commit.scope)
+        if current == commit.now:
+            return CommitOutcome.ALREADY_APPLIED
+        if current is not None and commit.now < current:
+            return CommitOutcome.CONTENDED
+        for (project, month), inc in commit.increments.items():
+            key = (commit.scope, month, project)
+            base = self._overlay.get(key, ProjectMonth(project, month, Decimal(0), Decimal(0)))
+            self._overlay[key] = replace(
+                base, usd=base.usd + inc.usd, estimated_usd=base.estimated_usd + inc.estimated_usd
+            )
+        return CommitOutcome.APPLIED
+
     def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
         return None
 
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         return False
 
-    def release_once(self, namespace: str, key: str) -> None:
+    def claim(
+        self,
+        namespace: str,
+        key: str,
+        now: datetime,
+        lease: timedelta,
+        attrs: Mapping[str, Any],
+    ) -> bool:
+        return False
+
+    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+        return None
+
+    def release(self, namespace: str, key: str, now: datetime) -> None:
         return None
 
     def audit(self, event: AuditEvent) -> bool:

@@ -29,6 +29,8 @@ class AlertKind(StrEnum):
     UNATTRIBUTED = "unattributed-spend"
     FINDINGS_DIGEST = "findings-digest"
     AWS_COST_ANOMALY = "aws-cost-anomaly"
+    ACTION_WARNING = "action-warning"
+    ACTION_TAKEN = "action-taken"
 
 
 class AlertSeverity(StrEnum):

@@ -113,6 +113,27 @@ def accrue(
     return Accrual(increments, tuple(observations))
 
 
+#: An observation of a resource that no scan has seen for this long is forgotten.
+OBSERVATION_RETENTION = timedelta(days=62)
+
+
+def carry_forward(
+    previous: Mapping[str, Observation],
+    seen: Iterable[Observation],
+    now: datetime,
+    retention: timedelta = OBSERVATION_RETENTION,
+) -> tuple[Observation, ...]:
+    """The ledger's next snapshot: what this scan saw, plus what it did not see.
+
+    A resource missing from one scan (its region failed, or it stopped) keeps its
+    last observation, so that when it is seen again the gap is accrued as estimated
+    instead of back-filled from its launch time again.
+    """
+    merged = {key: o for key, o in previous.items() if require_utc(o.observed_at) > now - retention}
+    merged.update((o.key, o) for o in seen)
+    return tuple(merged[k] for k in sorted(merged))
+
+
 class BudgetStatus(StrEnum):
     OK = "ok"
     WARNING = "warning"

@@ -34,6 +34,8 @@ from costguard.rendering import machine_json
 from costguard.services.scan import ProjectReport, ScanReport
 
 ANOMALY_STATE = "burn-rate-anomalies"
+#: A claim whose holder crashed before publishing is claimable again after this.
+CLAIM_LEASE = timedelta(minutes=10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +106,7 @@ class AlertService:
         claimed = [
             k
             for k in keys
-            if self._ledger.put_once("alert", k, alert.at, {"alert_id": alert.alert_id})
+            if self._ledger.claim("alert", k, alert.at, CLAIM_LEASE, {"alert_id": alert.alert_id})
         ]
         if not claimed:
             return False
@@ -112,8 +114,10 @@ class AlertService:
             message_id = self._notifier.publish(alert)
         except Exception:
             for k in claimed:
-                self._ledger.release_once("alert", k)
+                self._ledger.release("alert", k, alert.at)
             raise
+        for k in claimed:
+            self._ledger.confirm("alert", k, alert.at)
         self._ledger.record_alert(
             self._s.scope, alert.at, {**machine_json(alert), "message_id": message_id}
         )
@@ -130,7 +134,7 @@ class AlertService:
         fresh = [
             r
             for r, key in zip(candidate.resources, candidate.dedupe, strict=True)
-            if self._ledger.put_once("alert", key, now, {"alert_id": candidate.alert_id})
+            if self._ledger.claim("alert", key, now, CLAIM_LEASE, {"alert_id": candidate.alert_id})
         ]
         if not fresh:
             return None
@@ -140,8 +144,10 @@ class AlertService:
             message_id = self._notifier.publish(alert)
         except Exception:
             for key in alert.dedupe:
-                self._ledger.release_once("alert", key)
+                self._ledger.release("alert", key, now)
             raise
+        for key in alert.dedupe:
+            self._ledger.confirm("alert", key, now)
         self._ledger.record_alert(
             self._s.scope, now, {**machine_json(alert), "message_id": message_id}
         )

@@ -22,6 +22,7 @@ from costguard.domain.spend import (
     Observation,
     accrue,
     budget_status,
+    carry_forward,
     forecast_month_end,
 )
 from costguard.domain.tags import TagKeys
@@ -87,6 +88,11 @@ class ScanReport:
     api_calls: Mapping[str, int]
     #: What the ledger knew before this scan (rates and first sightings), for alert rules.
     previous: Mapping[str, Observation] = field(default_factory=dict)
+    #: (region, source) pairs that could not be read: their spend is unknown, not $0.
+    failed_sources: frozenset[tuple[str, str]] = frozenset()
+    #: Projects whose run-rate is incomplete because a failed source held some of their
+    #: resources at the last scan: rate-based rules must not read it as a drop.
+    incomplete_projects: frozenset[str | None] = frozenset()
 
     @property
     def resource_count(self) -> int:
@@ -119,7 +125,7 @@ class ScanService:
         started = _time.perf_counter()
         now = require_utc(now)
         s = self._settings
-        resources, findings = self._collect(now)
+        resources, findings, failed = self._collect(now)
         self._progress(f"found {len(resources)} resources; pricing")
         priced, price_findings = self._price(resources, now)
         findings.extend(price_findings)
@@ -144,8 +150,9 @@ class ScanService:
         previous = self._ledger.watermark(s.scope)
         previous_observations = self._ledger.observations(s.scope)
         accrual = accrue(attribution.resources, previous_observations, now, s.exact_gap)
+        snapshot = carry_forward(previous_observations, accrual.observations, now)
         outcome = self._ledger.commit(
-            ScanCommit(s.scope, previous, now, accrual.increments, accrual.observations)
+            ScanCommit(s.scope, previous, now, accrual.increments, snapshot)
         )
         if outcome is CommitOutcome.CONTENDED:
             findings.append(
@@ -199,13 +206,16 @@ class ScanService:
             duration_s=_time.perf_counter() - started,
             api_calls=dict(self._api_calls()),
             previous=previous_observations,
+            failed_sources=frozenset(failed),
+            incomplete_projects=_incomplete_projects(previous_observations, failed),
         )
 
-    def _collect(self, now: datetime) -> tuple[list[Resource], list[Finding]]:
+    def _collect(self, now: datetime) -> tuple[list[Resource], list[Finding], set[tuple[str, str]]]:
         s = self._settings
         jobs = [(region, source) for region in s.regions for source in self._sources]
         resources: list[Resource] = []
         findings: list[Finding] = []
+        failed: set[tuple[str, str]] = set()
         with ThreadPoolExecutor(max_workers=max(1, min(s.max_workers, len(jobs)))) as pool:
             futures = [
                 (region, source, pool.submit(source.collect, region, now))
@@ -215,6 +225,7 @@ class ScanService:
                 try:
                     inventory = future.result()
                 except SourceError as exc:
+                    failed.add((region, source.name))
                     findings.append(
                         Finding(
                             FindingCode.SCAN_FAILED,
@@ -227,10 +238,12 @@ class ScanService:
                     continue
                 resources.extend(inventory.resources)
                 findings.extend(inventory.findings)
+                if any(f.code is FindingCode.SCAN_FAILED for f in inventory.findings):
+                    failed.add((region, source.name))  # part of the source, e.g. one API
                 self._progress(
                     f"[{done}/{len(jobs)}] {source.name} {region}: {len(inventory.resources)} resources"
                 )
-        return resources, findings
+        return resources, findings, failed
 
     def _price(
         self, resources: list[Resource], now: datetime
@@ -318,3 +331,25 @@ def _pending_capacity(
             if r.desired_size > have:
                 out.append(PendingCapacity(r, have, r.desired_size - have))
     return out
+
+
+def source_of(kind: str) -> str:
+    """Which inventory source finds a resource kind (``region/kind/id`` keys)."""
+    if kind.startswith("sagemaker-"):
+        return "sagemaker"
+    if kind.startswith("eks-"):
+        return "eks"
+    return "ec2"
+
+
+def _incomplete_projects(
+    previous: Mapping[str, Observation], failed: set[tuple[str, str]]
+) -> frozenset[str | None]:
+    if not failed:
+        return frozenset()
+    out: set[str | None] = set()
+    for key, o in previous.items():
+        region, kind, _ = [*key.split("/", 2), "", ""][:3]
+        if (region, source_of(kind)) in failed:
+            out.add(o.project)
+    return frozenset(out)
