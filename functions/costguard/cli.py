@@ -1,19 +1,166 @@
-"""The ``costguard`` command: scan a real account, run the demo, refresh prices."""
+"""The ``costguard`` command: scan a real account, run the demo, refresh prices.
+
+Exit codes, the same for every subcommand:
+
+  0    done. A scan where some sources failed still exits 0: the report lists each
+       one as a ``scan-failed`` finding, and stderr says which.
+  1    AWS error: a call the command itself needs failed (no or expired credentials,
+       access denied, throttling, no network); nothing is printed on stdout.
+  2    bad input: an option, an environment variable, a profile, a table, a file.
+  3    no data: the command finished but read nothing where it needed something.
+       ``scan``: every source failed (the report is still printed). ``prices
+       refresh``: a region returned no prices, so the catalog is not marked fresh.
+  130  interrupted (Ctrl-C).
+  141  stdout was closed early (``costguard scan --json | head``).
+
+Errors are one line on stderr, ``costguard: ...``, never a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
-from collections.abc import Sequence
+import threading
+from collections import Counter
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from costguard.names import Env
 
+if TYPE_CHECKING:
+    from costguard.services.scan import ScanReport
+    from costguard.settings import Settings
 
-def _progress(enabled: bool) -> Any:
+EXIT_OK = 0
+EXIT_AWS = 1
+EXIT_USAGE = 2
+EXIT_NO_DATA = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `... | head`
+
+#: Regions ``prices refresh`` fetches when none is given.
+DEFAULT_PRICE_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
+#: The demo simulates 15 minutes a cycle: 1,000 cycles is ten days of history.
+MAX_DEMO_CYCLES = 1000
+
+#: Codes with which AWS rejects the credentials themselves, not a permission.
+CREDENTIAL_CODES = frozenset(
+    {
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "RequestExpired",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidSignatureException",
+        "AuthFailure",
+        "NoCredentialsError",
+    }
+)
+NO_CREDENTIALS = (
+    "no AWS credentials found: pass --profile, set AWS_PROFILE, run `aws sso login`, "
+    "or export AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+)
+#: DynamoDB operations the ledger makes: their ResourceNotFoundException is a wrong --table.
+_LEDGER_OPERATIONS = frozenset(
+    {
+        "GetItem",
+        "Query",
+        "BatchGetItem",
+        "TransactGetItems",
+        "PutItem",
+        "UpdateItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+    }
+)
+#: Services a scan calls that are not inventory: success there is not "something was read".
+_NOT_INVENTORY = frozenset({"sts", "dynamodb"})
+
+
+class CommandError(Exception):
+    """A failure the user can act on: its message is the whole story, ``code`` the exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``costguard scan: error: ...``) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        from costguard.settings import one_line
+
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message, 300)}\n")
+
+
+# -- argument types: each rejects bad input with a message that says what would do ----------
+
+
+def region_name(value: str) -> str:
+    from costguard.settings import REGION
+
+    # fullmatch and ASCII: REGION's `$` accepts a trailing newline, and `\d` any script's digits.
+    if not (value.isascii() and REGION.fullmatch(value)):
+        raise argparse.ArgumentTypeError(
+            f"not an AWS region name: {value!r} (expected e.g. us-east-1)"
+        )
+    return value
+
+
+#: DynamoDB's own rule for table names, or a table ARN (which DynamoDB also accepts).
+TABLE_NAME = re.compile(
+    r"[A-Za-z0-9_.-]{3,255}|arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}"
+)
+
+
+def table_name(value: str) -> str:
+    if not TABLE_NAME.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"not a DynamoDB table name: {value!r} (3 to 255 of A-Z a-z 0-9 _ . -, "
+            "or a table ARN; the stack's LedgerTable output)"
+        )
+    return value
+
+
+def _bounded(what: str, low: int, high: int, why: str = "") -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        text = value.strip()
+        if not re.fullmatch(r"[0-9]+", text) or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number of {what} from {low} to {high}{why}, got {value!r}"
+            )
+        return int(text)
+
+    return parse
+
+
+def _alert_days() -> int:
+    from costguard.adapters.dynamodb import ALERT_TTL
+
+    return ALERT_TTL.days
+
+
+def alert_hours(value: str) -> int:
+    """1 hour up to the alert log's retention: older alerts are gone, so asking is a mistake."""
+    days = _alert_days()
+    return _bounded("hours", 1, days * 24, f" (alerts are kept {days} days)")(value)
+
+
+demo_cycles = _bounded("cycles", 1, MAX_DEMO_CYCLES)
+
+
+# -- shared plumbing --------------------------------------------------------------------------
+
+
+def _progress(enabled: bool) -> Callable[[str], None]:
     def show(message: str) -> None:
         if enabled:
             print(f"costguard: {message}", file=sys.stderr, flush=True)
@@ -21,21 +168,142 @@ def _progress(enabled: bool) -> Any:
     return show
 
 
-def _settings_for_scan(args: argparse.Namespace, session: Any) -> Any:
-    from costguard.settings import Settings, SettingsError
+def _session(args: argparse.Namespace) -> Any:
+    import boto3
+
+    return boto3.Session(profile_name=args.profile) if args.profile else boto3.Session()
+
+
+def _require_credentials(session: Any) -> None:
+    """Fail once, clearly, before any work: not once per region and service, in threads."""
+    credentials = session.get_credentials()
+    if credentials is None:
+        raise CommandError(NO_CREDENTIALS, EXIT_AWS)
+    # Resolves refreshable credentials (SSO, assume-role) now: an expired SSO token fails here.
+    credentials.get_frozen_credentials()
+
+
+def _default_region(session: Any) -> str | None:
+    # botocore reads AWS_DEFAULT_REGION and the profile, not AWS_REGION; the Lambdas and
+    # the AWS CLI v2 do read AWS_REGION, so the CLI does too.
+    region: str | None = session.region_name or os.environ.get("AWS_REGION") or None
+    return region
+
+
+def _account(session: Any, region: str | None) -> str:
+    """The account id, which the deployed scan uses as the ledger scope."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return str(session.client("sts", region_name=region).get_caller_identity()["Account"])
+    except (BotoCoreError, ClientError) as exc:
+        code, message = failure(exc) or (EXIT_AWS, str(exc))
+        raise CommandError(
+            f"{message}; pass --scope (the ledger scope: the account id) to skip this lookup", code
+        ) from exc
+
+
+def _missing_table(exc: Exception, table: str, region: str) -> CommandError | None:
+    from botocore.exceptions import ClientError
+
+    if (
+        isinstance(exc, ClientError)
+        and exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException"
+        and exc.operation_name in _LEDGER_OPERATIONS
+    ):
+        return CommandError(
+            f"ledger table {table!r} not found in {region}: pass the stack's LedgerTable "
+            "output as --table, in the region the stack is deployed to"
+        )
+    return None
+
+
+class InventoryCalls:
+    """Which inventory API calls AWS answered, and with which error codes.
+
+    A failing source is a ``scan-failed`` finding, but a source can also fail piece by
+    piece (SageMaker reads notebooks, endpoints and jobs separately), so findings alone
+    cannot say whether anything at all was read. Calls that succeeded can.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.succeeded = 0
+        self.error_codes: Counter[str] = Counter()
+
+    def attach(self, session: Any) -> None:
+        session.events.register("after-call", self._after_call)
+
+    def _after_call(self, http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+        if model.service_model.service_name in _NOT_INVENTORY or http_response is None:
+            return
+        with self._lock:
+            if http_response.status_code < 300:
+                self.succeeded += 1
+            else:
+                error = parsed.get("Error", {}) if isinstance(parsed, dict) else {}
+                self.error_codes[str(error.get("Code") or http_response.status_code)] += 1
+
+
+def _listing(items: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def scan_outcome(report: ScanReport, calls: InventoryCalls) -> tuple[int, str | None]:
+    """Exit code and stderr line for a finished scan.
+
+    Every source failed (and so nothing was read) is exit 3: an empty report must not
+    look like an empty account. Some failed is exit 0 with a warning: one opted-out
+    region or one missing permission would otherwise fail every scheduled run, and the
+    report already lists each failed source as a ``scan-failed`` finding.
+    """
+    from costguard.domain.findings import FindingCode, Severity
+
+    failed = sorted(
+        {
+            f.resource
+            for f in report.findings
+            if f.code is FindingCode.SCAN_FAILED and f.severity is Severity.ERROR
+        }
+    )
+    if failed and calls.succeeded == 0:
+        codes = sorted(calls.error_codes)
+        hint = (
+            "; AWS rejected the credentials: refresh them (e.g. `aws sso login`) and retry"
+            if codes and set(codes) <= CREDENTIAL_CODES
+            else ""
+        )
+        return EXIT_NO_DATA, (
+            f"every source failed, nothing was read ({_listing(failed)}"
+            + (f"; AWS answered {', '.join(codes)}" if codes else "")
+            + f"){hint}; see the scan-failed findings"
+        )
+    if failed:
+        return EXIT_OK, (
+            f"warning: {len(failed)} source{'s' if len(failed) > 1 else ''} failed and "
+            f"{'are' if len(failed) > 1 else 'is'} missing from this scan: {_listing(failed)}"
+        )
+    return EXIT_OK, None
+
+
+# -- scan ----------------------------------------------------------------------------------
+
+
+def _settings_for_scan(args: argparse.Namespace, session: Any) -> Settings:
+    from costguard.settings import Settings
 
     env = dict(os.environ)
     if args.region:
         env[Env.REGIONS] = ",".join(args.region)
     elif Env.REGIONS not in env:
-        if not session.region_name:
-            raise SettingsError("no region: pass --region, or set AWS_REGION / a profile region")
-        env[Env.REGIONS] = session.region_name
+        region = _default_region(session)
+        if not region:
+            raise CommandError("no region: pass --region, or set AWS_REGION / a profile region")
+        env[Env.REGIONS] = region
     if args.table:
         env[Env.TABLE_NAME] = args.table
-        # The deployed scan keys the ledger by account id; read the same rows.
-        env[Env.SCOPE] = args.scope or _account(session)
-    elif args.scope:
+    if args.scope:
         env[Env.SCOPE] = args.scope
     if args.sagemaker_tags:
         env[Env.SAGEMAKER_TAGS] = args.sagemaker_tags
@@ -43,15 +311,21 @@ def _settings_for_scan(args: argparse.Namespace, session: Any) -> Any:
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    import boto3
-
+    from costguard.adapters.catalog import load_catalog
     from costguard.report import report_json, report_table
     from costguard.wiring import CallCounter, build_scan_service
 
-    session = boto3.Session(profile_name=args.profile) if args.profile else boto3.Session()
+    session = _session(args)
     settings = _settings_for_scan(args, session)
+    catalog = load_catalog(args.catalog) if args.catalog else None
+    _require_credentials(session)
+    if settings.table_name and not args.scope:
+        # The deployed scan keys the ledger by account id; read the same rows.
+        settings = settings.model_copy(update={"scope": _account(session, settings.regions[0])})
     counter = CallCounter()
     counter.attach(session)
+    calls = InventoryCalls()
+    calls.attach(session)
     ledger = None
     if settings.table_name:
         from costguard.adapters.memory import ReadOnlyLedger
@@ -63,54 +337,76 @@ def cmd_scan(args: argparse.Namespace) -> int:
         settings,
         session,
         ledger=ledger,
+        catalog=catalog,
         progress=_progress(not args.quiet and not args.json),
         counter=counter,
     )
-    report = service.run(datetime.now(UTC))
+    try:
+        report = service.run(datetime.now(UTC))
+    except Exception as exc:
+        # build_ledger's choice of region, named so the user can check it.
+        region = session.region_name or settings.regions[0]
+        missing = _missing_table(exc, settings.table_name or "", region)
+        if missing is None:
+            raise
+        raise missing from None
     if args.json:
         json.dump(report_json(report), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         print(report_table(report))
-    return 0
+    sys.stdout.flush()
+    code, message = scan_outcome(report, calls)
+    if message:
+        print(f"costguard: {message}", file=sys.stderr)
+    return code
+
+
+# -- alerts --------------------------------------------------------------------------------
 
 
 def cmd_alerts(args: argparse.Namespace) -> int:
     """Recent alerts, read back from a deployed CostGuard's ledger."""
     from datetime import timedelta
 
-    import boto3
-
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard.settings import SettingsError
 
     if not args.table:
-        raise SettingsError(
+        raise CommandError(
             "`costguard alerts` reads a deployed ledger: pass --table (the LedgerTable output)"
         )
-    session = boto3.Session(profile_name=args.profile) if args.profile else boto3.Session()
-    ledger = DynamoDbLedger(
-        session.client("dynamodb", region_name=args.region or session.region_name), args.table
-    )
+    session = _session(args)
+    region = args.region or _default_region(session)
+    if not region:
+        raise CommandError(
+            "no region: pass --region (the ledger's region), or set AWS_REGION / a profile region"
+        )
+    _require_credentials(session)
+    ledger = DynamoDbLedger(session.client("dynamodb", region_name=region), args.table)
+    scope = args.scope or _account(session, region)
     now = datetime.now(UTC)
-    alerts = ledger.recent_alerts(
-        args.scope or _account(session), now - timedelta(hours=args.hours), now
-    )
+    try:
+        alerts = ledger.recent_alerts(scope, now - timedelta(hours=args.hours), now)
+    except Exception as exc:
+        missing = _missing_table(exc, args.table, region)
+        if missing is None:
+            raise
+        raise missing from None
     if args.json:
         json.dump(alerts, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
-        return 0
+        return EXIT_OK
     if not alerts:
         print(f"No alerts in the last {args.hours} h.")
     for a in alerts:
         print(
-            f"{a['at'][:16]}  [{a['severity']:<8}] {a['kind']:<20} {a.get('project') or '-':<20} {a['title']}"
+            f"{str(a.get('at', ''))[:16]:<16}  [{a.get('severity', '?'):<8}] "
+            f"{a.get('kind', '?'):<20} {a.get('project') or '-':<20} {a.get('title', '')}"
         )
-    return 0
+    return EXIT_OK
 
 
-def _account(session: Any) -> str:
-    return str(session.client("sts").get_caller_identity()["Account"])
+# -- demo ----------------------------------------------------------------------------------
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -119,35 +415,83 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(as_json=args.json, cycles=args.cycles)
 
 
-def cmd_prices_refresh(args: argparse.Namespace) -> int:
-    import boto3
+# -- prices refresh ------------------------------------------------------------------------
 
-    from costguard.adapters.catalog import bundled_catalog_path
+
+def _writable_output(out: Path) -> Path:
+    """Checked before any API call: a refresh that cannot be saved should not be fetched."""
+    if out.is_dir():
+        raise CommandError(
+            f"--out {out} is a directory; pass a file path such as {out}/prices.json"
+        )
+    parent = out.parent
+    if not parent.is_dir():
+        raise CommandError(f"--out {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise CommandError(
+            f"cannot write the price catalog to {out}: permission denied; pass --out PATH "
+            "(a file you can write) and scan with --catalog PATH"
+        )
+    return out
+
+
+def cmd_prices_refresh(args: argparse.Namespace) -> int:
+    from costguard.adapters.catalog import bundled_catalog_path, read_catalog_file
     from costguard.adapters.pricing_api import refresh_catalog
 
-    session = boto3.Session(profile_name=args.profile) if args.profile else boto3.Session()
-    out = args.output or bundled_catalog_path()
+    session = _session(args)
+    out = _writable_output(args.output or bundled_catalog_path())
+    previous = read_catalog_file()
+    _require_credentials(session)
+    progress = _progress(True)
+    progress(f"refreshing the price catalog at {out}")
     summary = refresh_catalog(
         session.client("pricing", region_name=args.pricing_region),
-        regions=tuple(args.region or ("us-east-1", "us-west-2", "eu-west-1")),
+        regions=tuple(dict.fromkeys(args.region or DEFAULT_PRICE_REGIONS)),
         output=out,
         today=datetime.now(UTC).date(),
-        progress=_progress(True),
+        progress=progress,
+        previous=previous,
     )
     print(json.dumps(summary, indent=2))
-    return 0
+    sys.stdout.flush()
+    empty = summary["regions_without_prices"]
+    if empty:
+        wrote = (
+            "the other regions' prices were written"
+            if summary["written"]
+            else "nothing was written"
+        )
+        progress(
+            f"no prices returned for {', '.join(empty)} (not a region the Price List API "
+            f"knows?): the catalog is not marked fresh, as_of stays {summary['as_of']}; {wrote}"
+        )
+        return EXIT_NO_DATA
+    progress(f"wrote {out}: version {summary['version']}, as of {summary['as_of']}")
+    return EXIT_OK
+
+
+# -- the parser and main -------------------------------------------------------------------
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="costguard", description=__doc__)
+    p = _Parser(
+        prog="costguard",
+        description=(__doc__ or "").split("\n\n", 1)[0],
+        epilog="exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data (see the README)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     scan = sub.add_parser("scan", help="read-only scan of the account boto3 resolves")
-    scan.add_argument("--region", action="append", help="region to scan (repeatable)")
+    scan.add_argument(
+        "--region", action="append", type=region_name, help="region to scan (repeatable)"
+    )
     scan.add_argument("--json", action="store_true", help="print the JSON report")
     scan.add_argument("--profile", help="AWS profile")
     scan.add_argument(
-        "--table", help="ledger table to read and update (default: none, estimates only)"
+        "--table",
+        type=table_name,
+        help="deployed ledger table to read, never write (default: none, estimates only)",
     )
     scan.add_argument(
         "--sagemaker-tags",
@@ -155,14 +499,26 @@ def parser() -> argparse.ArgumentParser:
         help="how to read SageMaker tags (default tagging-api)",
     )
     scan.add_argument("--scope", help="ledger scope to read (default: the account id)")
+    scan.add_argument(
+        "--catalog",
+        type=Path,
+        help="price catalog file (default: the one in the package; see `prices refresh --out`)",
+    )
     scan.add_argument("--quiet", action="store_true", help="no progress on stderr")
     scan.set_defaults(func=cmd_scan)
 
     alerts = sub.add_parser("alerts", help="recent alerts from a deployed CostGuard's ledger")
-    alerts.add_argument("--table", help="the ledger table (stack output LedgerTable)")
-    alerts.add_argument("--hours", type=int, default=24, help="how far back (default 24)")
+    alerts.add_argument(
+        "--table", type=table_name, help="the ledger table (stack output LedgerTable)"
+    )
+    alerts.add_argument(
+        "--hours",
+        type=alert_hours,
+        default=24,
+        help=f"how far back, 1 to {_alert_days() * 24} (default 24)",
+    )
     alerts.add_argument("--scope", help="ledger scope (default: the account id)")
-    alerts.add_argument("--region", help="the ledger's region")
+    alerts.add_argument("--region", type=region_name, help="the ledger's region")
     alerts.add_argument("--profile", help="AWS profile")
     alerts.add_argument("--json", action="store_true")
     alerts.set_defaults(func=cmd_alerts)
@@ -170,7 +526,10 @@ def parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a whole guard cycle against an embedded AWS (moto server)")
     demo.add_argument("--json", action="store_true")
     demo.add_argument(
-        "--cycles", type=int, default=6, help="scan cycles, 15 simulated minutes apart"
+        "--cycles",
+        type=demo_cycles,
+        default=6,
+        help=f"scan cycles, 15 simulated minutes apart (1 to {MAX_DEMO_CYCLES}, default 6)",
     )
     demo.set_defaults(func=cmd_demo)
 
@@ -179,28 +538,105 @@ def parser() -> argparse.ArgumentParser:
     refresh = prices_sub.add_parser(
         "refresh", help="rebuild the catalog from the AWS Price List API"
     )
-    refresh.add_argument("--region", action="append")
-    refresh.add_argument("--output", type=lambda s: __import__("pathlib").Path(s))
+    refresh.add_argument(
+        "--region",
+        action="append",
+        type=region_name,
+        help=f"region to fetch (repeatable; default {', '.join(DEFAULT_PRICE_REGIONS)})",
+    )
+    refresh.add_argument(
+        "--out",
+        "--output",
+        dest="output",
+        type=Path,
+        help="where to write the catalog (default: the catalog inside the installed package)",
+    )
     refresh.add_argument("--profile")
-    refresh.add_argument("--pricing-region", default="us-east-1")
+    refresh.add_argument(
+        "--pricing-region",
+        type=region_name,
+        default="us-east-1",
+        help="the Price List API's endpoint region (us-east-1, eu-central-1 or ap-south-1)",
+    )
     refresh.set_defaults(func=cmd_prices_refresh)
     return p
 
 
+def failure(exc: BaseException) -> tuple[int, str] | None:
+    """The exit code and one-line message for an error the user can act on; None for a bug."""
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        NoCredentialsError,
+        NoRegionError,
+        PartialCredentialsError,
+        ProfileNotFound,
+    )
+
+    from costguard.adapters.aws import translate
+    from costguard.adapters.catalog import CatalogError
+    from costguard.ports import SourceError
+    from costguard.settings import SettingsError, one_line
+
+    if isinstance(exc, CommandError):
+        return exc.code, str(exc)
+    if isinstance(exc, SettingsError | CatalogError):
+        return EXIT_USAGE, str(exc)
+    if isinstance(exc, ProfileNotFound):
+        return EXIT_USAGE, f"{exc}: check --profile / AWS_PROFILE against ~/.aws/config"
+    if isinstance(exc, NoRegionError):
+        return EXIT_USAGE, "no region: pass --region, or set AWS_REGION / a profile region"
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return EXIT_AWS, NO_CREDENTIALS
+    if isinstance(exc, ClientError):
+        exc = translate("aws", "", exc.operation_name, exc)
+    if isinstance(exc, SourceError):
+        if exc.code in CREDENTIAL_CODES:
+            return EXIT_AWS, (
+                f"AWS rejected the credentials ({exc.code}: {exc.detail or 'no message'}): "
+                "they are missing, expired or wrong; refresh them (e.g. `aws sso login`) and retry"
+            )
+        return EXIT_AWS, one_line(
+            f"AWS error: {exc.operation} failed with {exc.code}: {exc.detail or 'no message'}", 400
+        )
+    if isinstance(exc, BotoCoreError):
+        # Expired SSO tokens, credential_process failures, unreachable endpoints, ...
+        return EXIT_AWS, one_line(f"AWS error: {exc}", 400)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    from botocore.exceptions import BotoCoreError, ClientError
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`costguard scan --json | head`): not an error worth a
+        # traceback. Point stdout at /dev/null so the flush at exit does not fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_BROKEN_PIPE
 
-    from costguard.settings import SettingsError
 
+def _main(argv: Sequence[str] | None) -> int:
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0), or a usage error already printed (2)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:
         code: int = args.func(args)
-    except SettingsError as exc:
-        print(f"costguard: {exc}", file=sys.stderr)
-        return 2
-    except (BotoCoreError, ClientError) as exc:
-        print(f"costguard: AWS error: {exc}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        print("costguard: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
+    except Exception as exc:
+        found = failure(exc)
+        if found is None:
+            raise  # a bug: the traceback is the report
+        code, message = found
+        print(f"costguard: {message}", file=sys.stderr)
     return code
 
 

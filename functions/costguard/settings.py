@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -50,6 +50,67 @@ def valid_thresholds(value: tuple[int, ...]) -> tuple[int, ...]:
 
 class SettingsError(ValueError):
     """The configuration is wrong; the message says which variable and why."""
+
+    @classmethod
+    def of(cls, problems: list[str]) -> SettingsError:
+        """One problem on the heading's line; several as ``field: message`` lines under it."""
+        if len(problems) == 1:
+            return cls(f"invalid CostGuard settings: {problems[0]}")
+        return cls("invalid CostGuard settings:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+#: Settings field -> the environment variable it is read from, so errors name what to fix.
+FIELD_ENV: dict[str, str] = {
+    "regions": Env.REGIONS,
+    "table_name": Env.TABLE_NAME,
+    "scope": Env.SCOPE,
+    "dry_run": Env.DRY_RUN,
+    "warning_pct": Env.WARNING_PCT,
+    "project_tag_keys": Env.PROJECT_TAG_KEYS,
+    "projects": Env.PROJECTS_JSON,
+    "sagemaker_tags": Env.SAGEMAKER_TAGS,
+    "sagemaker_studio": Env.SAGEMAKER_STUDIO,
+    "topic_arn": Env.TOPIC_ARN,
+    "budget_thresholds": Env.BUDGET_THRESHOLDS,
+    "anomaly_min_ratio": Env.ANOMALY_MIN_RATIO,
+    "anomaly_min_usd_per_hour": Env.ANOMALY_MIN_USD_PER_HOUR,
+    "anomaly_cooldown_minutes": Env.ANOMALY_COOLDOWN_MINUTES,
+    "digest_hour_utc": Env.DIGEST_HOUR_UTC,
+    "cost_explorer": Env.COST_EXPLORER,
+}
+
+#: Error types whose message is ours (a validator's ``ValueError``) and already says what was given.
+_OWN_MESSAGE = frozenset({"value_error", "assertion_error", "missing", "extra_forbidden"})
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Control characters (newlines, escapes) shown escaped: one error is one terminal line."""
+    flat = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text.strip())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def validation_problems(exc: ValidationError, names: Mapping[str, str] | None = None) -> list[str]:
+    """A pydantic error as ``field: message`` lines, without pydantic's documentation links.
+
+    ``names`` renames a top-level field to what the user actually wrote (an environment
+    variable, a command-line option); nested places follow as ``.key`` or ``[index]``.
+    """
+    names = names or {}
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = err["loc"]
+        head = names.get(str(loc[0]), str(loc[0])) if loc else "value"
+        where = head + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+        message = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        given: Any = err.get("input")
+        if err["type"] in _OWN_MESSAGE:
+            pass
+        elif isinstance(given, str | int | float | Decimal):
+            message += f" (got {one_line(repr(given), 60)})"
+        elif given is not None:
+            message += f" (got {type(given).__name__})"
+        problems.append(one_line(f"{where}: {message}"))
+    return problems
 
 
 class ProjectEntry(BaseModel):
@@ -159,10 +220,14 @@ class Settings(BaseModel):
             try:
                 raw["projects"] = json.loads(environ[Env.PROJECTS_JSON])
             except json.JSONDecodeError as exc:
-                raise SettingsError(f"{Env.PROJECTS_JSON} is not valid JSON: {exc}") from exc
+                raise SettingsError(f"{Env.PROJECTS_JSON} is not valid JSON: {exc}") from None
         try:
             settings = cls.model_validate(raw)
+        except ValidationError as exc:
+            # ``from None``: the chained pydantic text would bring its links back into logs.
+            raise SettingsError.of(validation_problems(exc, FIELD_ENV)) from None
+        try:
             settings.project_table()
-        except (ValidationError, ValueError) as exc:
-            raise SettingsError(f"invalid CostGuard settings: {exc}") from exc
+        except ValueError as exc:
+            raise SettingsError.of([one_line(f"{Env.PROJECTS_JSON}: {exc}")]) from None
         return settings

@@ -258,3 +258,113 @@ def test_scan_with_a_table_reads_the_ledger_and_never_writes_it(server: str) -> 
     assert llm["month_to_date_usd"] > 1000  # the ledger's $1,000 plus this scan's back-fill
     assert ledger.watermark(account) == earlier, "a local scan must not move the ledger"
     assert ledger.month_totals(account, month) == before
+
+
+def _user_keys(name: str, actions: list[str]) -> dict[str, str]:
+    """An IAM user allowed ``actions`` only; its keys, as environment variables."""
+    import boto3
+
+    iam = boto3.client("iam")
+    iam.create_user(UserName=name)
+    if actions:
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName=name, PolicyName="scan", PolicyDocument=json.dumps(policy))
+    key = iam.create_access_key(UserName=name)["AccessKey"]
+    return {
+        "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+    }
+
+
+@pytest.fixture
+def iam_enforced(server: str) -> Iterator[str]:
+    """The server; a test turns on IAM checks with :func:`enforce_iam`, and they end with it."""
+    yield server
+    _reset_auth(server, b"inf")  # moto's settings are process-wide: off again for the rest
+
+
+def _reset_auth(server: str, count: bytes) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(  # noqa: S310 - loopback http
+        f"{server}/moto-api/reset-auth",
+        data=count,
+        method="POST",
+        headers={"Content-Type": "text/plain"},
+    )
+    urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
+
+
+def enforce_iam(server: str) -> None:
+    """From the next call on, moto checks each call against the caller's IAM policy."""
+    _reset_auth(server, b"0")
+
+
+def run_as(keys: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "AWS_SESSION_TOKEN"}
+    return subprocess.run(
+        [sys.executable, "-m", "costguard.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "COSTGUARD_SAGEMAKER_STUDIO": "false", **keys},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_exits_3_when_every_source_failed_and_names_them(iam_enforced: str) -> None:
+    # GIVEN credentials that may call nothing at all
+    seed(datetime.now(UTC))
+    keys = _user_keys("nothing", [])
+    enforce_iam(iam_enforced)
+    # WHEN they scan
+    done = run_as(
+        keys, "scan", "--json", "--region", "us-east-1", "--sagemaker-tags", "per-resource"
+    )
+    # THEN the empty report is not passed off as an empty account
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)
+    failed = {f["resource"] for f in report["findings"] if f["code"] == "scan-failed"}
+    assert {"us-east-1/ec2", "us-east-1/eks"} <= failed
+    assert any(r.startswith("us-east-1/sagemaker") for r in failed)
+    assert report["projects"] == [] and report["unattributed"]["resources"] == []
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("costguard: every source failed") and "us-east-1/ec2" in line
+    assert "AWS answered" in line and "AccessDenied" in line
+    assert "Traceback" not in done.stderr
+
+
+def test_a_partial_failure_exits_0_and_says_what_is_missing(iam_enforced: str) -> None:
+    # GIVEN credentials that may read EC2 but not EKS or SageMaker
+    ids = seed(datetime.now(UTC))
+    keys = _user_keys("ec2-only", ["ec2:Describe*"])
+    enforce_iam(iam_enforced)
+    # WHEN they scan
+    done = run_as(
+        keys, "scan", "--json", "--region", "us-east-1", "--sagemaker-tags", "per-resource"
+    )
+    # THEN what could be read is reported, and what could not is a finding and a warning
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    llm = next(p for p in report["projects"] if p["project"] == "llm")
+    assert ids["p5"] in {r["id"] for r in llm["resources"]}
+    failed = {f["resource"] for f in report["findings"] if f["code"] == "scan-failed"}
+    assert "us-east-1/eks" in failed and "us-east-1/ec2" not in failed
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("costguard: warning:") and "us-east-1/eks" in line
+
+
+def test_rejected_credentials_for_the_account_lookup_say_how_to_skip_it(iam_enforced: str) -> None:
+    # GIVEN keys AWS does not know (e.g. deleted), and a --table without --scope
+    enforce_iam(iam_enforced)
+    keys = {"AWS_ACCESS_KEY_ID": "AKIAUNKNOWNKEY000000", "AWS_SECRET_ACCESS_KEY": "x"}
+    # WHEN the scan looks the account up to key the ledger
+    done = run_as(keys, "scan", "--region", "us-east-1", "--table", "ledger")
+    # THEN one line says the credentials were rejected, and how to avoid the lookup
+    assert done.returncode == 1
+    (line,) = done.stderr.strip().splitlines()
+    assert "GetCallerIdentity" in line or "credentials" in line
+    assert "--scope" in line

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from costguard.ports import AccessDeniedError, SourceError, ThrottledError
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_eks import EKSClient
+    from mypy_boto3_resourcegroupstaggingapi import ResourceGroupsTaggingAPIClient
+    from mypy_boto3_sagemaker import SageMakerClient
 
 #: Adaptive retries back off on throttling across the threads of one scan.
 RETRY_CONFIG = Config(
@@ -86,13 +92,39 @@ class ClientFactory:
                 )
             return self._clients[key]
 
+    # Typed accessors: mypy checks every call and response field against the stubs.
 
-ClientFor = Callable[[str, str], Any]
-"""``(service, region) -> boto3 client``"""
+    def ec2(self, region: str) -> EC2Client:
+        client: EC2Client = self("ec2", region)
+        return client
+
+    def eks(self, region: str) -> EKSClient:
+        client: EKSClient = self("eks", region)
+        return client
+
+    def sagemaker(self, region: str) -> SageMakerClient:
+        client: SageMakerClient = self("sagemaker", region)
+        return client
+
+    def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient:
+        client: ResourceGroupsTaggingAPIClient = self("resourcegroupstaggingapi", region)
+        return client
+
+
+class ClientFor(Protocol):
+    """Typed clients per region (what the inventory and actuator adapters receive)."""
+
+    def ec2(self, region: str) -> EC2Client: ...
+
+    def eks(self, region: str) -> EKSClient: ...
+
+    def sagemaker(self, region: str) -> SageMakerClient: ...
+
+    def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient: ...
 
 
 def tags_of(
-    items: list[dict[str, Any]] | None, key: str = "Key", value: str = "Value"
+    items: Iterable[Mapping[str, object]] | None, key: str = "Key", value: str = "Value"
 ) -> dict[str, str]:
     return {str(t[key]): str(t.get(value, "")) for t in items or []}
 

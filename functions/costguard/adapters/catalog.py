@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from datetime import date
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from costguard.domain.pricing import PriceCatalog
+from costguard.settings import one_line, validation_problems
 
 _RegionRates = dict[str, dict[str, Decimal]]
+
+
+class CatalogError(ValueError):
+    """A price catalog file cannot be read or written; the message names the file and why."""
 
 
 class CatalogFile(BaseModel):
@@ -40,6 +47,14 @@ class CatalogFile(BaseModel):
     def _usd_only(cls, value: str) -> str:
         if value != "USD":
             raise ValueError(f"only USD catalogs are supported, got {value!r}")
+        return value
+
+    @field_validator("eks_cluster_hour")
+    @classmethod
+    def _eks_tiers(cls, value: dict[str, Decimal]) -> dict[str, Decimal]:
+        missing = {"standard", "extended"} - set(value)
+        if missing:
+            raise ValueError(f"needs a rate for {', '.join(sorted(missing))} support")
         return value
 
     @field_validator("ec2", "sagemaker", "ebs_gb_month")
@@ -75,8 +90,19 @@ def bundled_catalog_path() -> Path:
 
 
 def read_catalog_file(path: Path | None = None) -> CatalogFile:
-    raw = (path or bundled_catalog_path()).read_text(encoding="utf-8")
-    return CatalogFile.model_validate(json.loads(raw))
+    path = path or bundled_catalog_path()
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CatalogError(f"price catalog {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CatalogError(f"price catalog {path} is not JSON: {one_line(str(exc))}") from None
+    try:
+        return CatalogFile.model_validate(raw)
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise CatalogError(f"price catalog {path}: {problems[0]}{more}") from None
 
 
 def load_catalog(path: Path | None = None) -> PriceCatalog:
@@ -84,5 +110,24 @@ def load_catalog(path: Path | None = None) -> PriceCatalog:
 
 
 def write_catalog_file(catalog: CatalogFile, path: Path) -> None:
+    """Write through a temporary file and a rename, so a failure never leaves half a catalog."""
     data = json.loads(catalog.model_dump_json())
-    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    text = json.dumps(data, indent=1) + "\n"
+    target = Path(os.path.realpath(path))  # through a symlink, to the file it names
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise CatalogError(
+            f"cannot write the price catalog to {path}: {exc.strerror or exc}"
+        ) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        # mkstemp makes the file private; a catalog is as readable as the one it replaces.
+        os.chmod(tmp, target.stat().st_mode & 0o777 if target.is_file() else 0o644)
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise CatalogError(
+            f"cannot write the price catalog to {path}: {exc.strerror or exc}"
+        ) from None

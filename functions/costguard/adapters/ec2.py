@@ -8,9 +8,9 @@ is recognised the day AWS launches it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from costguard.adapters.aws import ClientFor, chunks, reading, tags_of, translate
 from costguard.domain.findings import Finding, FindingCode, Severity
@@ -25,6 +25,10 @@ from costguard.names import Tags
 from costguard.ports import Inventory, SourceError
 
 if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.literals import InstanceTypeType
+    from mypy_boto3_ec2.type_defs import InstanceTypeInfoTypeDef
+
     from costguard.domain.pricing import SpotKey
 
 #: DescribeInstanceTypes takes at most 100 types per call.
@@ -34,7 +38,7 @@ FILTER_VALUES_PER_CALL = 199
 _UNKNOWN = object()
 
 
-def accelerator_of(info: Mapping[str, Any]) -> Accelerator | None:
+def accelerator_of(info: InstanceTypeInfoTypeDef) -> Accelerator | None:
     """Read the accelerators of one ``InstanceTypeInfo``; None for a plain CPU type."""
     gpu = info.get("GpuInfo") or {}
     for g in gpu.get("Gpus", []):
@@ -80,17 +84,21 @@ class InstanceTypeCache:
         self._known: dict[tuple[str, str], Accelerator | object | None] = {}
 
     def resolve(
-        self, ec2: Any, region: str, types: Sequence[str]
+        self, ec2: EC2Client, region: str, types: Sequence[str]
     ) -> dict[str, Accelerator | object | None]:
         missing = sorted({t for t in types if (region, t) not in self._known})
         for batch in chunks(missing, INSTANCE_TYPES_PER_CALL):
             self._fetch(ec2, region, batch)
         return {t: self._known[(region, t)] for t in types}
 
-    def _fetch(self, ec2: Any, region: str, batch: list[str]) -> None:
+    def _fetch(self, ec2: EC2Client, region: str, batch: list[str]) -> None:
         try:
             with reading("ec2", region, "DescribeInstanceTypes"):
-                pages = ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=batch)
+                # The stubs list the types known when they were built; newer types are
+                # valid at run time (and unknown ones are what the bisection finds).
+                pages = ec2.get_paginator("describe_instance_types").paginate(
+                    InstanceTypes=cast("list[InstanceTypeType]", batch)
+                )
                 found = {
                     str(info["InstanceType"]): accelerator_of(info)
                     for page in pages
@@ -131,7 +139,7 @@ class Ec2Inventory:
         self._inherit = inherit_tags
 
     def collect(self, region: str, now: datetime) -> Inventory:
-        ec2 = self._client_for("ec2", region)
+        ec2 = self._client_for.ec2(region)
         with reading("ec2", region, "DescribeInstances"):
             pages = ec2.get_paginator("describe_instances").paginate(
                 Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
@@ -185,7 +193,9 @@ class Ec2Inventory:
         resources.extend(self._volumes(ec2, region, kept))
         return Inventory(tuple(resources), tuple(findings))
 
-    def _volumes(self, ec2: Any, region: str, instances: Mapping[str, Resource]) -> list[Resource]:
+    def _volumes(
+        self, ec2: EC2Client, region: str, instances: Mapping[str, Resource]
+    ) -> list[Resource]:
         volumes: list[Resource] = []
         for batch in chunks(sorted(instances), FILTER_VALUES_PER_CALL):
             with reading("ec2", region, "DescribeVolumes"):
@@ -241,7 +251,7 @@ class Ec2SpotPrices:
     ) -> Mapping[SpotKey, Decimal]:
         if not instance_types:
             return {}
-        ec2 = self._client_for("ec2", region)
+        ec2 = self._client_for.ec2(region)
         best: dict[SpotKey, tuple[datetime, Decimal]] = {}
         try:
             for batch in chunks(sorted(set(instance_types)), INSTANCE_TYPES_PER_CALL):
@@ -254,9 +264,9 @@ class Ec2SpotPrices:
                 for page in pages:
                     for p in page.get("SpotPriceHistory", []):
                         key = (region, str(p.get("AvailabilityZone", "")), str(p["InstanceType"]))
-                        stamp = p.get("Timestamp")
+                        stamp = p.get("Timestamp") or datetime.min.replace(tzinfo=UTC)
                         price = Decimal(str(p["SpotPrice"]))
-                        if key not in best or (stamp is not None and stamp > best[key][0]):
+                        if key not in best or stamp > best[key][0]:
                             best[key] = (stamp, price)
         except Exception as exc:
             raise translate("ec2", region, "DescribeSpotPriceHistory", exc) from exc

@@ -48,8 +48,7 @@ class Ec2InstanceActuator:
         self._clients = clients
 
     def _ec2(self, region: str) -> EC2Client:
-        client: EC2Client = self._clients("ec2", region)
-        return client
+        return self._clients.ec2(region)
 
     def inspect(self, target: Target) -> Observed | None:
         with reading("ec2", target.region, "DescribeInstances"):
@@ -61,7 +60,7 @@ class Ec2InstanceActuator:
                 state = str(instance.get("State", {}).get("Name", "unknown"))
                 return Observed(
                     state,
-                    tags_of(instance.get("Tags")),  # type: ignore[arg-type]
+                    tags_of(instance.get("Tags")),
                     settled=state in SETTLED,
                 )
         return None

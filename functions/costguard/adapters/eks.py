@@ -8,7 +8,6 @@ EC2 lists in pages. Node-group tags come from ``DescribeNodegroup``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from costguard.adapters.aws import ClientFor, reading
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
@@ -22,7 +21,7 @@ class EksInventory:
         self._client_for = client_for
 
     def collect(self, region: str, now: datetime) -> Inventory:
-        eks = self._client_for("eks", region)
+        eks = self._client_for.eks(region)
         resources: list[Resource] = []
         with reading("eks", region, "ListClusters"):
             names = [
@@ -32,7 +31,7 @@ class EksInventory:
             ]
         for name in names:
             with reading("eks", region, "DescribeCluster"):
-                cluster: dict[str, Any] = eks.describe_cluster(name=name)["cluster"]
+                cluster = eks.describe_cluster(name=name)["cluster"]
             if cluster.get("status") in {"DELETING", "FAILED"}:
                 continue
             resources.append(
@@ -56,9 +55,7 @@ class EksInventory:
                 ]
             for group in groups:
                 with reading("eks", region, "DescribeNodegroup"):
-                    ng: dict[str, Any] = eks.describe_nodegroup(
-                        clusterName=name, nodegroupName=group
-                    )["nodegroup"]
+                    ng = eks.describe_nodegroup(clusterName=name, nodegroupName=group)["nodegroup"]
                 types = ng.get("instanceTypes") or []
                 scaling = ng.get("scalingConfig") or {}
                 resources.append(

@@ -3,6 +3,10 @@
 Only list prices are read: EC2 Linux shared-tenancy on-demand for the accelerated
 types, SageMaker on-demand ``ml.*`` rates, and EBS GB-month. Anything the API does
 not return is kept from the previous catalog and reported, never dropped to $0.
+
+``as_of`` means "every region here was checked against the API that day", so it
+moves only when every requested region returned prices. A region that returns none
+(a typo the API does not know, such as ``us-est-1``) is an error for that region.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from costguard.adapters.aws import chunks, reading
 from costguard.adapters.catalog import CatalogFile, read_catalog_file, write_catalog_file
+from costguard.settings import REGION
 
 #: ANY_OF filters take a bounded list of values; stay well inside it.
 ANY_OF_LIMIT = 50
@@ -53,7 +58,7 @@ def on_demand_usd(price_item: dict[str, Any], unit: str) -> Decimal | None:
 
 
 def _products(client: Any, service: str, filters: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    with reading("pricing", "us-east-1", "GetProducts"):
+    with reading("pricing", client.meta.region_name or "us-east-1", "GetProducts"):
         pages = client.get_paginator("get_products").paginate(
             ServiceCode=service, Filters=filters, FormatVersion="aws_v1"
         )
@@ -111,20 +116,39 @@ def refresh_catalog(
     progress: Callable[[str], None] = lambda _m: None,
     previous: CatalogFile | None = None,
 ) -> dict[str, Any]:
-    """Fetch current list prices and write a new catalog; return what changed."""
+    """Fetch current list prices and write a new catalog; return what changed.
+
+    Regions that return prices are updated. If any requested region returns none,
+    ``as_of`` keeps its old date (the catalog is not marked fresh), the summary lists
+    the region under ``regions_without_prices``, and the caller should fail; the file
+    is written only if some price actually changed.
+    """
+    regions = tuple(dict.fromkeys(regions))
+    bad = [r for r in regions if not (r.isascii() and REGION.fullmatch(r))]
+    if not regions:
+        raise ValueError("no regions to refresh")
+    if bad:
+        raise ValueError(f"not AWS region names: {', '.join(map(repr, bad))}")
     old = previous or read_catalog_file()
     ec2_types = {t for rates in old.ec2.values() for t in rates}
     sm_types = {t for rates in old.sagemaker.values() for t in rates}
     new = old.model_copy(deep=True)
     changed: list[str] = []
     kept: list[str] = []
+    empty: list[str] = []
     for region in regions:
         progress(f"fetching {region} prices")
-        for section, fetched, wanted in (
+        sections = (
             ("ec2", fetch_ec2(client, region, ec2_types), ec2_types),
             ("sagemaker", fetch_sagemaker(client, region, sm_types), sm_types),
             ("ebs_gb_month", fetch_ebs(client, region), set(old.ebs_gb_month.get(region, {}))),
-        ):
+        )
+        if not any(fetched for _, fetched, _ in sections):
+            # Nothing at all (EBS is sold in every region): not a region the API knows.
+            empty.append(region)
+            progress(f"{region}: the Price List API returned no prices; {region} is left as it was")
+            continue
+        for section, fetched, wanted in sections:
             table: dict[str, dict[str, Decimal]] = getattr(new, section)
             rates = table.setdefault(region, {})
             for name, usd in fetched.items():
@@ -132,18 +156,29 @@ def refresh_catalog(
                     changed.append(f"{section}/{region}/{name}: {rates.get(name)} -> {usd}")
                 rates[name] = usd
             kept += [f"{section}/{region}/{n}" for n in sorted(wanted - set(fetched)) if n in rates]
-    new.version = old.version + 1
-    new.as_of = today
-    new.sources = [
-        f"AWS Price List Query API (pricing:GetProducts), fetched {today.isoformat()}",
-        *[s for s in old.sources if "Price List Query API" not in s],
-    ]
-    CatalogFile.model_validate(json.loads(new.model_dump_json()))
-    write_catalog_file(new, output)
+    fresh = not empty
+    fetched_from = [r for r in regions if r not in empty]
+    if fresh:
+        new.as_of = today
+        line = f"AWS Price List Query API (pricing:GetProducts), fetched {today.isoformat()}"
+    else:
+        line = (
+            f"AWS Price List Query API (pricing:GetProducts), fetched {today.isoformat()} "
+            f"for {', '.join(fetched_from)} only"
+        )
+    written = fresh or bool(changed)
+    if written:
+        new.version = old.version + 1
+        new.sources = [line, *[s for s in old.sources if "Price List Query API" not in s]]
+        CatalogFile.model_validate(json.loads(new.model_dump_json()))
+        write_catalog_file(new, output)
     return {
         "output": str(output),
-        "version": new.version,
-        "as_of": today.isoformat(),
+        "written": written,
+        "version": new.version if written else old.version,
+        "as_of": (today if fresh else old.as_of).isoformat(),
+        "as_of_moved": fresh,
+        "regions_without_prices": empty,
         "changed": changed,
         "kept_from_previous": kept,
     }

@@ -9,13 +9,18 @@ tagging API, such as moto).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from costguard.adapters.aws import ClientFor, reading
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.ports import Inventory, SourceError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sagemaker.type_defs import AppDetailsTypeDef
 
 STUDIO_BILLED_APPS = frozenset({"JupyterLab", "CodeEditor", "KernelGateway", "RStudioServerPro"})
 TAGGED_TYPES = (
@@ -40,7 +45,7 @@ class TaggingApiTags:
         self._client_for = client_for
 
     def tags(self, region: str, arns: Sequence[str]) -> dict[str, dict[str, str]]:
-        client = self._client_for("resourcegroupstaggingapi", region)
+        client = self._client_for.tagging(region)
         found: dict[str, dict[str, str]] = {}
         with reading("tag", region, "GetResources"):
             for page in client.get_paginator("get_resources").paginate(
@@ -60,7 +65,7 @@ class PerResourceTags:
         self._client_for = client_for
 
     def tags(self, region: str, arns: Sequence[str]) -> dict[str, dict[str, str]]:
-        sm = self._client_for("sagemaker", region)
+        sm = self._client_for.sagemaker(region)
         found: dict[str, dict[str, str]] = {}
         for arn in (a for a in arns if a.startswith("arn:")):
             with reading("sagemaker", region, "ListTags"):
@@ -77,15 +82,15 @@ def resource_part(arn: str) -> str:
     return parts[5] if len(parts) == 6 else arn
 
 
-def _studio_owner(app: dict[str, Any]) -> str:
+def _studio_owner(app: AppDetailsTypeDef) -> str:
     """Studio apps are tagged through the space or user profile that owns them."""
     if app.get("SpaceName"):
         return f"space/{app['DomainId']}/{app['SpaceName']}"
     return f"user-profile/{app['DomainId']}/{app.get('UserProfileName', '')}"
 
 
-Pending = list[tuple[str, dict[str, Any]]]
-"""(ARN or ARN resource part to read tags by, Resource fields)"""
+Pending = list[tuple[str, Resource]]
+"""(ARN or ARN resource part to read tags by, the resource without its tags)"""
 
 
 class SageMakerInventory:
@@ -102,8 +107,8 @@ class SageMakerInventory:
         self._studio = studio
 
     def collect(self, region: str, now: datetime) -> Inventory:
-        sm = self._client_for("sagemaker", region)
-        parts: list[tuple[str, Callable[[Any, str], Pending]]] = [
+        sm = self._client_for.sagemaker(region)
+        parts: list[tuple[str, Callable[[SageMakerClient, str], Pending]]] = [
             ("notebook instances", self._notebooks),
             ("endpoints", self._endpoints),
             ("training jobs", self._training_jobs),
@@ -136,13 +141,12 @@ class SageMakerInventory:
             else {}
         )
         resources = tuple(
-            Resource(region=region, tags=by_part.get(resource_part(ref), {}), **fields)
-            for ref, fields in pending
+            replace(found, tags=by_part.get(resource_part(ref), {})) for ref, found in pending
         )
         return Inventory(resources, tuple(findings))
 
     @staticmethod
-    def _notebooks(sm: Any, region: str) -> Pending:
+    def _notebooks(sm: SageMakerClient, region: str) -> Pending:
         pending: Pending = []
         with reading("sagemaker", region, "ListNotebookInstances"):
             for page in sm.get_paginator("list_notebook_instances").paginate(
@@ -152,20 +156,21 @@ class SageMakerInventory:
                     pending.append(
                         (
                             str(nb["NotebookInstanceArn"]),
-                            {
-                                "id": str(nb["NotebookInstanceName"]),
-                                "kind": ResourceKind.SAGEMAKER_NOTEBOOK,
-                                "instance_type": nb.get("InstanceType"),
+                            Resource(
+                                id=str(nb["NotebookInstanceName"]),
+                                kind=ResourceKind.SAGEMAKER_NOTEBOOK,
+                                region=region,
+                                instance_type=nb.get("InstanceType"),
                                 # An InService notebook was last modified when it last started.
-                                "launched_at": nb.get("LastModifiedTime") or nb.get("CreationTime"),
-                                "state": "InService",
-                            },
+                                launched_at=nb.get("LastModifiedTime") or nb.get("CreationTime"),
+                                state="InService",
+                            ),
                         )
                     )
         return pending
 
     @staticmethod
-    def _endpoints(sm: Any, region: str) -> Pending:
+    def _endpoints(sm: SageMakerClient, region: str) -> Pending:
         pending: Pending = []
         with reading("sagemaker", region, "ListEndpoints"):
             endpoints = [
@@ -194,23 +199,24 @@ class SageMakerInventory:
                 pending.append(
                     (
                         str(ep["EndpointArn"]),
-                        {
-                            "id": f"{ep['EndpointName']}/{variant['VariantName']}",
-                            "kind": ResourceKind.SAGEMAKER_ENDPOINT,
-                            "instance_type": itype,
-                            "count": int(count),
+                        Resource(
+                            id=f"{ep['EndpointName']}/{variant['VariantName']}",
+                            kind=ResourceKind.SAGEMAKER_ENDPOINT,
+                            region=region,
+                            instance_type=itype,
+                            count=int(count),
                             # An update (capacity, weights, a new config) is not a restart:
                             # the endpoint has billed since it was created.
-                            "launched_at": ep.get("CreationTime"),
-                            "state": "InService",
-                            "name": ep["EndpointName"],
-                        },
+                            launched_at=ep.get("CreationTime"),
+                            state="InService",
+                            name=ep["EndpointName"],
+                        ),
                     )
                 )
         return pending
 
     @staticmethod
-    def _training_jobs(sm: Any, region: str) -> Pending:
+    def _training_jobs(sm: SageMakerClient, region: str) -> Pending:
         pending: Pending = []
         with reading("sagemaker", region, "ListTrainingJobs"):
             jobs = [
@@ -227,23 +233,24 @@ class SageMakerInventory:
             pending.append(
                 (
                     str(job["TrainingJobArn"]),
-                    {
-                        "id": str(job["TrainingJobName"]),
-                        "kind": ResourceKind.SAGEMAKER_TRAINING_JOB,
-                        "instance_type": rc.get("InstanceType"),
-                        "count": int(rc.get("InstanceCount", 1)),
-                        "lifecycle": Lifecycle.SPOT
+                    Resource(
+                        id=str(job["TrainingJobName"]),
+                        kind=ResourceKind.SAGEMAKER_TRAINING_JOB,
+                        region=region,
+                        instance_type=rc.get("InstanceType"),
+                        count=int(rc.get("InstanceCount", 1)),
+                        lifecycle=Lifecycle.SPOT
                         if detail.get("EnableManagedSpotTraining")
                         else Lifecycle.ON_DEMAND,
-                        "launched_at": detail.get("TrainingStartTime") or job.get("CreationTime"),
-                        "state": "InProgress",
-                    },
+                        launched_at=detail.get("TrainingStartTime") or job.get("CreationTime"),
+                        state="InProgress",
+                    ),
                 )
             )
         return pending
 
     @staticmethod
-    def _studio_apps(sm: Any, region: str) -> Pending:
+    def _studio_apps(sm: SageMakerClient, region: str) -> Pending:
         pending: Pending = []
         with reading("sagemaker", region, "ListApps"):
             for page in sm.get_paginator("list_apps").paginate():
@@ -260,14 +267,15 @@ class SageMakerInventory:
                     pending.append(
                         (
                             _studio_owner(app),
-                            {
-                                "id": f"{app['DomainId']}/{owner}/{app['AppType']}/{app['AppName']}",
-                                "kind": ResourceKind.SAGEMAKER_STUDIO_APP,
-                                "instance_type": itype,
-                                "launched_at": app.get("CreationTime"),
-                                "state": "InService",
-                                "name": app.get("AppName"),
-                            },
+                            Resource(
+                                id=f"{app.get('DomainId', '')}/{owner}/{app.get('AppType', '')}/{app.get('AppName', '')}",
+                                kind=ResourceKind.SAGEMAKER_STUDIO_APP,
+                                region=region,
+                                instance_type=itype,
+                                launched_at=app.get("CreationTime"),
+                                state="InService",
+                                name=app.get("AppName"),
+                            ),
                         )
                     )
         return pending

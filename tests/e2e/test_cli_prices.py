@@ -1,0 +1,118 @@
+"""`costguard prices refresh` as a user runs it: a subprocess, boto3 over HTTP to a fake
+Price List API (moto has none), the catalog written where --out says."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from costguard.adapters.catalog import read_catalog_file
+from tests.fake_price_list import FakePriceList, price_list_server
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def fake() -> Iterator[FakePriceList]:
+    fake = FakePriceList()
+    with price_list_server(fake):
+        yield fake
+
+
+def refresh(fake: FakePriceList, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "costguard.cli", "prices", "refresh", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AWS_ENDPOINT_URL": fake.url},
+        timeout=120,
+        check=False,
+    )
+
+
+def last_line(stderr: str) -> str:
+    assert "Traceback" not in stderr
+    return stderr.strip().splitlines()[-1]
+
+
+def test_writes_a_fresh_catalog_where_out_says(fake: FakePriceList, tmp_path: Path) -> None:
+    out = tmp_path / "prices.json"
+    done = refresh(fake, "--region", "us-east-1", "--region", "eu-west-1", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    catalog = read_catalog_file(out)
+    assert catalog.as_of == datetime.now(UTC).date()
+    summary = json.loads(done.stdout)
+    assert summary["as_of_moved"] is True and summary["output"] == str(out)
+    assert f"refreshing the price catalog at {out}" in done.stderr
+    assert last_line(done.stderr) == (
+        f"costguard: wrote {out}: version {catalog.version}, as of {catalog.as_of}"
+    )
+
+
+def test_a_region_without_prices_leaves_the_catalog_unfresh_and_exits_3(
+    fake: FakePriceList, tmp_path: Path
+) -> None:
+    # GIVEN a typo among the regions: the API answers it with no products, not an error
+    previous = read_catalog_file()
+    out = tmp_path / "prices.json"
+    # WHEN the catalog is refreshed
+    done = refresh(fake, "--region", "us-east-1", "--region", "us-est-1", "--out", str(out))
+    # THEN the good region is written but as_of stays, and the command says why and fails
+    assert done.returncode == 3, done.stderr
+    assert read_catalog_file(out).as_of == previous.as_of
+    summary = json.loads(done.stdout)
+    assert summary["regions_without_prices"] == ["us-est-1"]
+    line = last_line(done.stderr)
+    assert "no prices returned for us-est-1" in line
+    assert f"as_of stays {previous.as_of}" in line
+
+
+def test_expired_credentials_are_one_line_and_write_nothing(
+    fake: FakePriceList, tmp_path: Path
+) -> None:
+    fake.reject_with = "ExpiredTokenException"
+    out = tmp_path / "prices.json"
+    done = refresh(fake, "--region", "us-east-1", "--out", str(out))
+    assert done.returncode == 1
+    line = last_line(done.stderr)
+    assert line.startswith("costguard: AWS rejected the credentials (ExpiredTokenException")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["missing/prices.json", "."])
+def test_an_unwritable_out_fails_before_any_request(
+    fake: FakePriceList, tmp_path: Path, where: str
+) -> None:
+    done = refresh(fake, "--region", "us-east-1", "--out", str(tmp_path / where))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("costguard: --out")
+    assert fake.requests == []
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback(fake: FakePriceList, tmp_path: Path) -> None:
+    # GIVEN `costguard prices refresh | head -c0`: the reader has gone before anything is printed
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "costguard.cli", "prices", "refresh"),
+            *("--region", "us-east-1", "--out", str(tmp_path / "prices.json")),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "AWS_ENDPOINT_URL": fake.url},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    # WHEN it prints its summary, THEN it stops quietly with the shell's code for SIGPIPE
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+    assert (tmp_path / "prices.json").exists()  # the work itself was done

@@ -1,0 +1,106 @@
+"""A stand-in for the AWS Price List Query API over HTTP (moto does not implement it).
+
+It speaks the real wire protocol (JSON 1.1, ``AWSPriceListService.GetProducts``), so the
+CLI runs unchanged with ``AWS_ENDPOINT_URL`` pointing here, as a user's would at AWS.
+Like the real API, a region it does not know answers with no products, not an error.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def price_item(attrs: dict[str, str], usd: str, unit: str = "Hrs") -> str:
+    """One Price List item as the API returns it: a JSON document inside a string."""
+    return json.dumps(
+        {
+            "product": {"productFamily": "Compute Instance", "attributes": attrs, "sku": "SKU1"},
+            "serviceCode": "AmazonEC2",
+            "terms": {
+                "OnDemand": {
+                    "SKU1.JRTCKXETXF": {
+                        "priceDimensions": {
+                            "SKU1.JRTCKXETXF.6YS6EN2CT7": {
+                                "unit": unit,
+                                "pricePerUnit": {"USD": usd},
+                                "description": "x",
+                            }
+                        },
+                        "sku": "SKU1",
+                        "effectiveDate": "2025-06-01T00:00:00Z",
+                    }
+                }
+            },
+            "version": "20251101",
+            "publicationDate": "2025-11-01T00:00:00Z",
+        }
+    )
+
+
+@dataclass
+class FakePriceList:
+    """Prices every requested type at ``usd`` in ``regions``; nothing anywhere else."""
+
+    regions: frozenset[str] = frozenset({"us-east-1", "us-west-2", "eu-west-1"})
+    usd: str = "1.2340000000"
+    #: When set, every request fails with this error code (e.g. ExpiredTokenException).
+    reject_with: str | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Where :func:`price_list_server` serves it.
+    url: str = ""
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.requests.append(body)
+        if self.reject_with:
+            return 400, {"__type": self.reject_with, "message": f"{self.reject_with} (fake)"}
+        filters = {f["Field"]: f["Value"] for f in body.get("Filters", [])}
+        if filters.get("regionCode") not in self.regions:
+            return 200, {"FormatVersion": "aws_v1", "PriceList": []}
+        if "instanceType" in filters:
+            items = [
+                price_item({"instanceType": t, "regionCode": filters["regionCode"]}, self.usd)
+                for t in filters["instanceType"].split(",")
+            ]
+        elif "instanceName" in filters:
+            items = [
+                price_item({"instanceName": t}, self.usd)
+                for t in filters["instanceName"].split(",")
+            ]
+        else:
+            items = [price_item({"volumeApiName": "gp3"}, "0.0800000000", "GB-Mo")]
+        return 200, {"FormatVersion": "aws_v1", "PriceList": items}
+
+
+@contextmanager
+def price_list_server(fake: FakePriceList) -> Iterator[str]:
+    """Serve ``fake`` on a free loopback port; yield its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", "0"))
+            status, payload = fake.answer(json.loads(self.rfile.read(length) or b"{}"))
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/x-amz-json-1.1")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield fake.url
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,75 @@
+"""Settings errors read as `VARIABLE: what is wrong` lines, with no pydantic links."""
+
+from __future__ import annotations
+
+import pytest
+
+from costguard.names import Env
+from costguard.settings import ENV_VARS, Settings, SettingsError
+
+BASE = {Env.REGIONS: "us-east-1"}
+
+
+def error_for(**env: str) -> str:
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_env({**BASE, **env})
+    message = str(caught.value)
+    assert "pydantic.dev" not in message and "For further information" not in message
+    assert "validation error for" not in message  # pydantic's heading, not ours
+    return message
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        (
+            {Env.WARNING_PCT: "500"},
+            "COSTGUARD_WARNING_PCT: Input should be less than or equal to 100 (got '500')",
+        ),
+        (
+            {Env.REGIONS: "us-east-1,mars"},
+            "COSTGUARD_REGIONS: not AWS region names: mars (expected e.g. us-east-1)",
+        ),
+        (
+            {Env.BUDGET_THRESHOLDS: "50,x"},
+            "COSTGUARD_BUDGET_THRESHOLDS[1]: Input should be a valid integer, "
+            "unable to parse string as an integer (got 'x')",
+        ),
+        ({Env.PROJECTS_JSON: "[1]"}, "COSTGUARD_PROJECTS_JSON: Input should be a valid dictionary"),
+        (
+            {Env.PROJECTS_JSON: '{"llm": {"budget": "lots"}}'},
+            "COSTGUARD_PROJECTS_JSON: project 'llm': budget 'lots' is not an amount in USD",
+        ),
+        (
+            {Env.SAGEMAKER_TAGS: "both"},
+            "COSTGUARD_SAGEMAKER_TAGS: Input should be 'tagging-api' or 'per-resource' (got 'both')",
+        ),
+    ],
+)
+def test_names_the_variable_and_the_problem_on_one_line(env: dict[str, str], expected: str) -> None:
+    message = error_for(**env)
+    assert message.startswith("invalid CostGuard settings: ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_lists_several_problems_one_per_line() -> None:
+    message = error_for(**{Env.WARNING_PCT: "0", Env.DIGEST_HOUR_UTC: "25"})
+    assert message.splitlines() == [
+        "invalid CostGuard settings:",
+        "  COSTGUARD_WARNING_PCT: Input should be greater than 0 (got '0')",
+        "  COSTGUARD_DIGEST_HOUR_UTC: Input should be less than or equal to 23 (got '25')",
+    ]
+
+
+def test_control_characters_in_a_value_cannot_break_or_colour_the_line() -> None:
+    message = error_for(**{Env.DIGEST_HOUR_UTC: "8\n\x1b[31mred"})
+    assert "\n" not in message and "\x1b" not in message
+    assert "\\x1b[31mred" in message
+
+
+def test_every_field_is_named_by_a_variable_the_stack_sets() -> None:
+    from costguard.settings import FIELD_ENV
+
+    assert set(FIELD_ENV) == set(Settings.model_fields)
+    assert set(FIELD_ENV.values()) <= set(ENV_VARS)
