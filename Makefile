@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml infra/lambda-constraints.txt | cksum | cut -d' ' -f1)
 
 # jsii (aws-cdk-lib) prints a large banner on Node 20; CI and people do not need it.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -12,10 +12,12 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 .PHONY: install demo test lint typecheck unit bench synth clean
 
-$(STAMP): pyproject.toml
+# The venv gets exactly the versions the Lambda asset and layer ship (one pin file),
+# so the tests run what is deployed.
+$(STAMP): pyproject.toml infra/lambda-constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c infra/lambda-constraints.txt -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

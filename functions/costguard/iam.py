@@ -57,7 +57,6 @@ SAGEMAKER_INVENTORY = (
             "sagemaker:ListNotebookInstances",
             "sagemaker:ListEndpoints",
             "sagemaker:ListTrainingJobs",
-            "sagemaker:ListApps",
         ),
         "list SageMaker compute; List* calls have no resource-level permissions",
     ),
@@ -66,14 +65,29 @@ SAGEMAKER_INVENTORY = (
             "sagemaker:DescribeEndpoint",
             "sagemaker:DescribeEndpointConfig",
             "sagemaker:DescribeTrainingJob",
-            "sagemaker:ListTags",
         ),
-        "read endpoint variants, training-job instances and tags in this account",
+        "read endpoint variants and training-job instances in this account",
         resources=("arn:{partition}:sagemaker:*:{account}:*",),
     ),
+)
+SAGEMAKER_STUDIO = (
+    Permission(
+        ("sagemaker:ListApps",),
+        "list running Studio apps (when Studio is scanned); ListApps has no resource-level "
+        "permissions",
+    ),
+)
+SAGEMAKER_TAGS_TAGGING_API = (
     Permission(
         ("tag:GetResources",),
         "read SageMaker tags in pages rather than one call per resource",
+    ),
+)
+SAGEMAKER_TAGS_PER_RESOURCE = (
+    Permission(
+        ("sagemaker:ListTags",),
+        "read SageMaker tags one resource at a time (where the tagging API is unavailable)",
+        resources=("arn:{partition}:sagemaker:*:{account}:*",),
     ),
 )
 COST_EXPLORER = (
@@ -89,9 +103,13 @@ LEDGER_ACTIONS = (
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
     "dynamodb:BatchWriteItem",
-    "dynamodb:ConditionCheckItem",
 )
-"""Granted on CostGuard's own ledger table only (TransactWriteItems needs UpdateItem)."""
+"""What ``adapters.dynamodb.DynamoDbLedger`` calls, granted on CostGuard's ledger table only.
+
+``TransactWriteItems`` is authorized per item (its ``Update`` items need ``UpdateItem``).
+tests/infra/test_permissions.py reads the adapter's calls and fails if this list and
+the code disagree in either direction.
+"""
 
 
 #: The condition every mutating statement on a user's resource carries: the resource
@@ -108,9 +126,27 @@ ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
 }
 
 
-def scan_permissions(*, cost_explorer: bool = False) -> tuple[Permission, ...]:
-    base = (*EC2_INVENTORY, *EC2_SPOT_PRICES, *EKS_INVENTORY, *SAGEMAKER_INVENTORY)
-    return (*base, *COST_EXPLORER) if cost_explorer else base
+def scan_permissions(
+    *,
+    cost_explorer: bool = False,
+    sagemaker_tags: str = "tagging-api",
+    sagemaker_studio: bool = True,
+) -> tuple[Permission, ...]:
+    """The scan Lambda's permissions for the configuration the stack deploys it with."""
+    tags = (
+        SAGEMAKER_TAGS_TAGGING_API
+        if sagemaker_tags == "tagging-api"
+        else SAGEMAKER_TAGS_PER_RESOURCE
+    )
+    return (
+        *EC2_INVENTORY,
+        *EC2_SPOT_PRICES,
+        *EKS_INVENTORY,
+        *SAGEMAKER_INVENTORY,
+        *tags,
+        *(SAGEMAKER_STUDIO if sagemaker_studio else ()),
+        *(COST_EXPLORER if cost_explorer else ()),
+    )
 
 
 def all_actions(permissions: Iterable[Permission]) -> set[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
@@ -24,6 +26,26 @@ class Alerts(Construct):
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
             self, "Topic", display_name="CostGuard alerts", master_key=key, enforce_ssl=True
+        )
+        # enforce_ssl leaves a topic policy holding only its Deny, which replaces SNS's
+        # default policy: without this Allow no CloudWatch alarm could publish here. Only
+        # alarms of this account may (the confused-deputy guard AWS recommends).
+        stack = cdk.Stack.of(self)
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchAlarmsOfThisAccountToPublish",
+                actions=["sns:Publish"],
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": (
+                            f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
+                        )
+                    },
+                },
+            )
         )
         for email in emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))

@@ -3,13 +3,21 @@
 boto3 comes with the Lambda runtime and Powertools with its public layer, so the
 asset holds only CostGuard and pydantic (whose core is a compiled wheel, hence
 ``--platform``). The bundle is cached by CDK per source hash.
+
+Deploy-time dependencies are pinned by one file, ``infra/lambda-constraints.txt``:
+pydantic and its dependencies are installed under it, and the Powertools layer is
+the public layer of exactly the Powertools version it names, so a deployment runs
+what the tests ran, not whatever was newest that day.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +30,56 @@ RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PLATFORM = "manylinux2014_aarch64"
 #: What the asset needs beyond the runtime (boto3) and the Powertools layer.
-BUNDLED_REQUIREMENTS = ("pydantic>=2.6,<3",)
+BUNDLED_REQUIREMENTS = ("pydantic",)
+#: Exact versions of everything the asset and the layer hold.
+CONSTRAINTS = Path(__file__).resolve().parents[1] / "lambda-constraints.txt"
+_PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;#]+)\s*(?:#.*)?$")
+
+
+def pinned_versions(path: Path = CONSTRAINTS) -> dict[str, str]:
+    """``{normalized name: version}`` from a constraints file that may pin only with ``==``."""
+    pins: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _PIN.match(line)
+        if match is None:
+            raise ValueError(f"{path.name}:{number}: pin with `name==version`, got {line!r}")
+        pins[re.sub(r"[-_.]+", "-", match["name"]).lower()] = match["version"]
+    return pins
+
+
+POWERTOOLS_VERSION = pinned_versions()["aws-lambda-powertools"]
+
+
+def constraints_digest(path: Path = CONSTRAINTS) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pip_command(output_dir: Path, constraints: Path = CONSTRAINTS) -> Sequence[str]:
+    """The pip invocation that fills the asset: Linux wheels for the Lambda, pinned."""
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--target",
+        str(output_dir),
+        "--platform",
+        PLATFORM,
+        "--implementation",
+        "cp",
+        "--python-version",
+        PYTHON_VERSION,
+        "--only-binary=:all:",
+        "--no-compile",
+        "--constraint",
+        str(constraints),
+        *BUNDLED_REQUIREMENTS,
+    ]
 
 
 @jsii.implements(cdk.ILocalBundling)
@@ -33,25 +90,7 @@ class PipBundling:
     def try_bundle(self, output_dir: str, options: Any = None) -> bool:
         out = Path(output_dir)
         done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--target",
-                str(out),
-                "--platform",
-                PLATFORM,
-                "--implementation",
-                "cp",
-                "--python-version",
-                PYTHON_VERSION,
-                "--only-binary=:all:",
-                "--no-compile",
-                *BUNDLED_REQUIREMENTS,
-            ],
+            pip_command(out),
             capture_output=True,
             text=True,
             check=False,
@@ -73,15 +112,24 @@ def lambda_code(functions_dir: Path) -> lambda_.Code:
         exclude=["**/__pycache__", "*.egg-info"],
         bundling=cdk.BundlingOptions(
             image=RUNTIME.bundling_image,
+            # Unused by local bundling, but part of the asset hash: a changed pin makes a
+            # new bundle instead of reusing the one cached in cdk.out under the old hash.
+            environment={"COSTGUARD_CONSTRAINTS_SHA256": constraints_digest()},
             local=PipBundling(functions_dir),  # type: ignore[arg-type]  # jsii passes options positionally
             command=["false"],  # Docker is never used: local bundling always succeeds or raises
         ),
     )
 
 
+def powertools_layer_parameter(version: str = POWERTOOLS_VERSION) -> str:
+    """The public SSM parameter holding the layer ARN of one Powertools release."""
+    return f"/aws/service/powertools/python/arm64/python{PYTHON_VERSION}/{version}"
+
+
 def powertools_layer(scope: Any, construct_id: str) -> lambda_.ILayerVersion:
-    """The public Powertools for AWS Lambda (Python) v3 layer, resolved at deploy time."""
+    """The public Powertools for AWS Lambda (Python) v3 layer of the pinned release,
+    resolved at deploy time (never ``latest``: a deploy must not change the code)."""
     arn = cdk.aws_ssm.StringParameter.value_for_string_parameter(
-        scope, f"/aws/service/powertools/python/arm64/python{PYTHON_VERSION}/latest"
+        scope, powertools_layer_parameter()
     )
     return lambda_.LayerVersion.from_layer_version_arn(scope, construct_id, arn)

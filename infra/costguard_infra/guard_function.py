@@ -14,6 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from costguard_infra.bundling import ARCHITECTURE, RUNTIME
+from costguard_infra.grants import grant_encrypted_queue_writes
 
 if TYPE_CHECKING:
     from costguard.iam import Permission
@@ -86,6 +87,8 @@ class GuardFunction(Construct):
         for statement in policy_statements(permissions, stack):
             self.role.add_to_policy(statement)
         self.log_group.grant_write(self.role)
+        # Lambda writes failed asynchronous events to the DLQ with the function's role.
+        grant_encrypted_queue_writes(self.dead_letter_queue, self.role)
         self.function = lambda_.Function(
             self,
             "Function",

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
+
+from costguard_infra.grants import grant_encrypted_queue_writes
 
 
 class GuardSchedule(Construct):
@@ -24,6 +27,27 @@ class GuardSchedule(Construct):
         description: str,
     ) -> None:
         super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        # Our own role rather than the target's shared one, so that it can be granted
+        # the dead-letter queue's key (the target grants invoke and SendMessage only).
+        self.role = iam.Role(
+            self,
+            "Role",
+            description=f"CostGuard {construct_id}: EventBridge Scheduler invokes the function",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={
+                    "StringEquals": {
+                        "aws:SourceAccount": stack.account,
+                        "aws:SourceArn": (
+                            f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}"
+                            ":schedule-group/default"
+                        ),
+                    }
+                },
+            ),
+        )
+        grant_encrypted_queue_writes(dead_letter_queue, self.role)
         self.schedule = scheduler.Schedule(
             self,
             "Schedule",
@@ -38,6 +62,7 @@ class GuardSchedule(Construct):
                     {"time": scheduler.ContextAttribute.scheduled_time}
                 ),
                 dead_letter_queue=dead_letter_queue,
+                role=self.role,
                 retry_attempts=2,
                 max_event_age=cdk.Duration.hours(1),
             ),

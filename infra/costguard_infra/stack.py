@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
     from costguard_infra.config import CostGuardConfig
 
+#: How the deployed scan reads SageMaker tags and whether it lists Studio apps: one value
+#: for the Lambda's environment and for the permissions it is granted.
+SAGEMAKER_TAGS = "tagging-api"
+SAGEMAKER_STUDIO = True
 #: Alert kinds posted to Slack (all of them; a filter policy keeps the door open to routing).
 SLACK_KINDS = tuple(k.value for k in AlertKind)
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
@@ -73,7 +77,11 @@ class CostGuardStack(cdk.Stack):
             layer=layer,
             key=self.key,
             environment=self.scan_environment(),
-            permissions=scan_permissions(cost_explorer=config.cost_explorer),
+            permissions=scan_permissions(
+                cost_explorer=config.cost_explorer,
+                sagemaker_tags=SAGEMAKER_TAGS,
+                sagemaker_studio=SAGEMAKER_STUDIO,
+            ),
             memory_mb=config.scan_memory_mb,
             timeout=cdk.Duration.seconds(config.scan_timeout_seconds),
             log_retention=_retention(config.log_retention_days),
@@ -140,8 +148,8 @@ class CostGuardStack(cdk.Stack):
             Env.PROJECTS_JSON: json.dumps(
                 {k: v.model_dump(exclude_none=True) for k, v in c.projects.items()}
             ),
-            Env.SAGEMAKER_TAGS: "tagging-api",
-            Env.SAGEMAKER_STUDIO: "true",
+            Env.SAGEMAKER_TAGS: SAGEMAKER_TAGS,
+            Env.SAGEMAKER_STUDIO: "true" if SAGEMAKER_STUDIO else "false",
             Env.TOPIC_ARN: self.alerts.topic.topic_arn,
             Env.BUDGET_THRESHOLDS: ",".join(str(t) for t in c.budget_thresholds),
             Env.ANOMALY_MIN_RATIO: str(c.anomaly_min_ratio),

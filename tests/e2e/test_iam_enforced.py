@@ -1,0 +1,634 @@
+"""Every AWS call CostGuard makes is allowed by the role the stack gives that function.
+
+The synthesized stack is "deployed" onto moto's HTTP server: its table, topic, secret
+and queues are created from the template's own properties, every intrinsic in the
+roles' policies is resolved to those concrete ARNs, the roles are created in moto IAM,
+and each handler runs with its role's assumed credentials while moto enforces IAM.
+
+moto checks the action only (neither resource nor condition), so every call the run
+makes is also recorded (``before-call``) and checked against the synthesized policies
+by ``iam_model``: action, the exact resource ARN, and the KMS use the call implies
+(DynamoDB on an encrypted table, SNS on an encrypted topic, Secrets Manager on an
+encrypted secret) against the key policy. The run must also use every action the role
+is granted, save a short list of reasons: grants nothing uses are not kept.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from costguard.demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
+from costguard.demo.server import embedded_aws, moto_backend
+from costguard.names import Env
+from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
+
+pytestmark = [pytest.mark.e2e, pytest.mark.infra]
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+#: What moto cannot run, so the deployed value is replaced for the run (and why).
+MOTO_OVERRIDES = {Env.SAGEMAKER_STUDIO: "false"}  # moto has no SageMaker Studio (ListApps)
+#: Granted actions the run may leave unused, each with the reason it is still granted.
+UNEXERCISED = {
+    "sagemaker:ListApps": "Studio apps: moto does not implement ListApps",
+}
+#: Granted for the Lambda service itself, not for CostGuard's code.
+PLATFORM = ("logs:", "xray:", "sqs:SendMessage")
+
+
+@dataclass
+class Context:
+    function_name: str
+    invoked_function_arn: str
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = "req-iam"
+
+
+@dataclass
+class Call:
+    service: str  # botocore's name, e.g. "resourcegroupstaggingapi"
+    operation: str
+    params: dict[str, Any]
+    region: str
+    access_key: str
+    status: int = 0
+    error: str = ""
+
+
+@dataclass
+class Recorder:
+    """Every API call of every boto3 session created while installed."""
+
+    calls: list[Call] = field(default_factory=list)
+
+    def _params(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["costguard_api_params"] = dict(params)
+
+    def _call(self, model: Any, context: dict[str, Any], request_signer: Any, **_: Any) -> None:
+        credentials = request_signer._credentials  # which role signed it
+        call = Call(
+            model.service_model.service_name,
+            model.name,
+            context.get("costguard_api_params", {}),
+            context.get("client_region") or REGION,
+            credentials.access_key if credentials else "",
+        )
+        context["costguard_call"] = call
+        self.calls.append(call)
+
+    def _answered(self, http_response: Any, parsed: Any, context: dict[str, Any], **_: Any) -> None:
+        call = context.get("costguard_call")
+        if call is not None:
+            call.status = http_response.status_code
+            call.error = str((parsed or {}).get("Error", {}).get("Code", ""))
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import botocore.session
+
+        original = botocore.session.get_session
+
+        def get_session(env_vars: Any = None) -> Any:
+            session = original(env_vars)
+            session.register("before-parameter-build", self._params)
+            session.register("before-call", self._call)
+            session.register("after-call", self._answered)
+            return session
+
+        monkeypatch.setattr(botocore.session, "get_session", get_session)
+
+
+# -- deploying the template onto moto ----------------------------------------------------------
+
+
+@dataclass
+class Deployment:
+    world: World
+    session: Any  # admin, for seeding and reading back
+    subscriber: str  # an SQS queue subscribed to the alert topic
+    credentials: dict[str, dict[str, str]]  # role logical id -> assumed-role env
+    functions: dict[str, str]  # "scan" / "slack" -> function logical id
+    slack_origin: str  # where the Slack stand-in listens
+
+
+def _function(world: World, suffix: str) -> str:
+    (logical,) = [
+        f
+        for f, fn in world.resources("AWS::Lambda::Function").items()
+        if fn["Properties"]["Handler"].endswith(suffix)
+    ]
+    return logical
+
+
+def moto_dialect(document: dict[str, Any]) -> dict[str, Any]:
+    """The policy as moto can evaluate it, with IAM's meaning kept.
+
+    moto compares a statement's Resource against ``*`` (so a statement naming an ARN
+    never matches) and names actions by signing name (``tagging:`` for ``tag:``) and
+    by API (``dynamodb:TransactWriteItems``, which IAM authorizes per item as
+    ``UpdateItem``…). Resources become ``*`` here because the exact ARNs are checked
+    by ``iam_model`` for every recorded call; actions are only renamed, never added.
+    """
+    statements = []
+    for s in as_list(document["Statement"]):
+        if s["Effect"] != "Allow":
+            statements.append(s)
+            continue
+        actions = as_list(s["Action"])
+        aliases = [a.replace("tag:", "tagging:", 1) for a in actions if a.startswith("tag:")]
+        if "dynamodb:UpdateItem" in actions:
+            aliases.append("dynamodb:TransactWriteItems")
+        statements.append({**s, "Action": actions + aliases, "Resource": "*"})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def deploy(body: dict[str, Any], slack: Any) -> Deployment:
+    import boto3
+
+    session = boto3.Session()
+    probe = World(body)
+    (key,) = probe.resources("AWS::KMS::Key")
+    (table,) = probe.resources("AWS::DynamoDB::Table")
+    (topic,) = probe.resources("AWS::SNS::Topic")
+    (secret,) = probe.resources("AWS::SecretsManager::Secret")
+    physical: dict[str, dict[str, str]] = {}
+
+    kms = session.client("kms", region_name=REGION)
+    key_meta = kms.create_key(Description=probe.props(key)["Description"])["KeyMetadata"]
+    physical[key] = {"Ref": key_meta["KeyId"], "KeyId": key_meta["KeyId"], "Arn": key_meta["Arn"]}
+    partial = World(body, physical=dict(physical))
+
+    ddb = session.client("dynamodb", region_name=REGION)
+    props = partial.resolve(partial.props(table))
+    name = "costguard-ledger"
+    created = ddb.create_table(
+        TableName=name,
+        KeySchema=props["KeySchema"],
+        AttributeDefinitions=props["AttributeDefinitions"],
+        BillingMode=props["BillingMode"],
+        SSESpecification={
+            "Enabled": True,
+            "SSEType": "KMS",
+            "KMSMasterKeyId": props["SSESpecification"]["KMSMasterKeyId"],
+        },
+    )["TableDescription"]
+    physical[table] = {"Ref": name, "Arn": created["TableArn"]}
+
+    sns = session.client("sns", region_name=REGION)
+    topic_arn = sns.create_topic(
+        Name="costguard-alerts", Attributes={"KmsMasterKeyId": key_meta["Arn"]}
+    )["TopicArn"]
+    physical[topic] = {"Ref": topic_arn, "TopicArn": topic_arn, "TopicName": "costguard-alerts"}
+    sqs = session.client("sqs", region_name=REGION)
+    subscriber = sqs.create_queue(QueueName="alert-subscriber")["QueueUrl"]
+    subscriber_arn = sqs.get_queue_attributes(QueueUrl=subscriber, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    sns.subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=subscriber_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    for queue, resource in probe.resources("AWS::SQS::Queue").items():
+        url = sqs.create_queue(QueueName=queue, Attributes={"KmsMasterKeyId": key_meta["Arn"]})[
+            "QueueUrl"
+        ]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        physical[queue] = {"Ref": url, "QueueUrl": url, "Arn": arn, "QueueName": queue}
+        assert "KmsMasterKeyId" in resource["Properties"]
+
+    secrets = session.client("secretsmanager", region_name=REGION)
+    secret_name = probe.props(secret)["Name"]
+    secret_arn = secrets.create_secret(
+        Name=secret_name, SecretString=slack.secret, KmsKeyId=key_meta["Arn"]
+    )["ARN"]
+    physical[secret] = {"Ref": secret_arn, "Id": secret_arn, "Name": secret_name}
+
+    iam = session.client("iam")
+    functions = {
+        "scan": _function(probe, "scan.handler"),
+        "slack": _function(probe, "slack_notifier.handler"),
+    }
+    roles = {probe.function_role(f) for f in functions.values()}
+    for role in roles:
+        trust = World(body, physical=dict(physical)).resolve(
+            probe.props(role)["AssumeRolePolicyDocument"]
+        )
+        created_role = iam.create_role(
+            RoleName=f"costguard-{role}"[:64], AssumeRolePolicyDocument=json.dumps(trust)
+        )["Role"]
+        physical[role] = {
+            "Ref": created_role["RoleName"],
+            "Arn": created_role["Arn"],
+            "RoleId": created_role["RoleId"],
+        }
+    world = World(body, physical=physical)
+    sts = session.client("sts", region_name=REGION)
+    credentials = {}
+    for role in roles:
+        iam.put_role_policy(
+            RoleName=physical[role]["Ref"],
+            PolicyName="synthesized",
+            PolicyDocument=json.dumps(moto_dialect(world.policy_document(role))),
+        )
+        assumed = sts.assume_role(RoleArn=world.arn(role), RoleSessionName=f"iam-{role}"[:64])[
+            "Credentials"
+        ]
+        credentials[role] = {
+            "AWS_ACCESS_KEY_ID": assumed["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": assumed["SecretAccessKey"],
+            "AWS_SESSION_TOKEN": assumed["SessionToken"],
+        }
+    return Deployment(world, session, subscriber, credentials, functions, slack.origin)
+
+
+def function_environment(world: World, function: str) -> dict[str, str]:
+    variables = world.resolve(world.props(function)["Environment"]["Variables"])
+    return {k: str(v) for k, v in variables.items()}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with embedded_aws() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def body() -> dict[str, Any]:
+    from tests.infra.synth import synthesize
+
+    return synthesize().body
+
+
+@pytest.fixture
+def slack() -> Iterator[Any]:
+    from costguard.demo.slack_standin import SlackStandIn
+
+    with SlackStandIn() as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+def deployment(aws: str, body: dict[str, Any], slack: Any) -> Deployment:
+    deployed = deploy(body, slack)
+    seed_fleet(deployed.session, NOW - timedelta(minutes=15))
+    sm = deployed.session.client("sagemaker", region_name=REGION)
+    sm.create_training_job(
+        TrainingJobName="llm-sft",
+        AlgorithmSpecification={
+            "TrainingImage": f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/sft:1",
+            "TrainingInputMode": "File",
+        },
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/sagemaker",
+        OutputDataConfig={"S3OutputPath": "s3://bucket/out"},
+        ResourceConfig={
+            "InstanceType": "ml.p3.2xlarge",
+            "InstanceCount": 1,
+            "VolumeSizeInGB": 50,
+        },
+        StoppingCondition={"MaxRuntimeInSeconds": 3600},
+        Tags=[{"Key": "costguard:project", "Value": "llm-pretraining"}],
+    )
+    # moto completes a training job at once; a running one is what the scan prices
+    moto_backend("sagemaker", REGION).training_jobs["llm-sft"].training_job_status = "InProgress"
+    return deployed
+
+
+@pytest.fixture
+def spot_prices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.ec2.responses.spot_instances import SpotInstances
+
+    # install_spot_prices patches moto's class; monkeypatch restores it after the test
+    monkeypatch.setattr(
+        SpotInstances, "describe_spot_price_history", SpotInstances.describe_spot_price_history
+    )
+    install_spot_prices(DEMO_SPOT_PRICES, NOW - timedelta(hours=1))
+
+
+def run_as(
+    deployed: Deployment,
+    function: str,
+    event: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    recorder: Recorder,
+) -> Any:
+    """Invoke the function's handler as Lambda would: its environment, its role, IAM on."""
+    from moto.core.authorization import enable_iam_authentication
+
+    logical = deployed.functions[function]
+    world = deployed.world
+    env = {**function_environment(world, logical), **MOTO_OVERRIDES}
+    for key, value in {**env, **deployed.credentials[world.function_role(logical)]}.items():
+        monkeypatch.setenv(key, value)
+    context = Context(logical, world.arn(logical))
+    if function == "scan":
+        from costguard.handlers import scan
+
+        monkeypatch.setattr(scan, "CLOCK", lambda: NOW)  # the schedule's time is recent
+        handler = scan.handler
+    else:
+        from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
+
+        import costguard.adapters.slack as slack_adapter
+        import costguard.handlers.slack_notifier as notifier
+
+        # Powertools keeps one secrets client per process: make the handler build its
+        # own, under the role's credentials, and drop it afterwards.
+        monkeypatch.setitem(DEFAULT_PROVIDERS, "secrets", None)
+        del DEFAULT_PROVIDERS["secrets"]
+        monkeypatch.setattr(slack_adapter, "SLACK_WEBHOOK_ORIGIN", deployed.slack_origin)
+        handler = notifier.handler
+    # moto recomputes the signature of EKS's GET requests wrongly (SignatureDoesNotMatch
+    # for a valid request); authorization, not signing, is under test here.
+    from moto.iam.access_control import IAMRequest
+
+    monkeypatch.setattr(IAMRequest, "check_signature", lambda self: None)
+    with enable_iam_authentication():
+        return handler(event, context)
+
+
+# -- the pure check: each recorded call against the synthesized policies --------------------
+
+
+_IAM_PREFIX = {"resourcegroupstaggingapi": "tag"}
+_TRANSACT_ITEM_ACTION = {
+    "Update": "UpdateItem",
+    "Put": "PutItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+
+
+@dataclass(frozen=True)
+class Need:
+    action: str
+    resource: str
+    context: tuple[tuple[str, str], ...] = ()
+
+
+def needs(call: Call, world: World) -> list[Need]:
+    """What IAM must allow for one call: its action(s), on which ARN, and implied KMS use."""
+    prefix = _IAM_PREFIX.get(call.service, call.service)
+    region, p = call.region, call.params
+    arn = f"arn:aws:{call.service}:{region}:{ACCOUNT}"
+    found: list[Need] = []
+    if call.service == "dynamodb":
+        if call.operation == "TransactWriteItems":
+            items = [(k, v) for item in p["TransactItems"] for k, v in item.items()]
+            pairs = [(_TRANSACT_ITEM_ACTION[k], v["TableName"]) for k, v in items]
+        elif call.operation in ("BatchWriteItem", "BatchGetItem"):
+            pairs = [(call.operation, t) for t in p["RequestItems"]]
+        else:
+            pairs = [(call.operation, p["TableName"])]
+        for operation, table in pairs:
+            table_arn = f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/{table}"
+            found.append(Need(f"dynamodb:{operation}", table_arn))
+            found += _key_use(world, table_arn, "dynamodb", ("kms:Decrypt",))
+        return found
+    if call.service == "sns" and call.operation == "Publish":
+        found.append(Need("sns:Publish", p["TopicArn"]))
+        return found + _key_use(world, p["TopicArn"], "sns", ("kms:GenerateDataKey", "kms:Decrypt"))
+    if call.service == "secretsmanager":
+        secret = p["SecretId"]
+        if not secret.startswith("arn:"):
+            logical = world.logical_for(secret)
+            assert logical is not None, f"secret {secret} is not the stack's"
+            secret = world.physical[logical]["Ref"]
+        found.append(Need(f"secretsmanager:{call.operation}", secret))
+        return found + _key_use(world, secret, "secretsmanager", ("kms:Decrypt",))
+    if call.service == "eks" and call.operation != "ListClusters":
+        cluster = p.get("name") or p["clusterName"]
+        if call.operation == "DescribeNodegroup":
+            ng = p["nodegroupName"]
+            resource = f"{arn}:nodegroup/{cluster}/{ng}/00000000-0000-0000-0000-000000000000"
+        else:
+            resource = f"{arn}:cluster/{cluster}"
+        return [Need(f"eks:{call.operation}", resource)]
+    if call.service == "sagemaker":
+        kinds = {
+            "DescribeEndpoint": ("endpoint", "EndpointName"),
+            "DescribeEndpointConfig": ("endpoint-config", "EndpointConfigName"),
+            "DescribeTrainingJob": ("training-job", "TrainingJobName"),
+        }
+        if call.operation in kinds:
+            kind, param = kinds[call.operation]
+            return [Need(f"sagemaker:{call.operation}", f"{arn}:{kind}/{p[param].lower()}")]
+        if call.operation == "ListTags":
+            return [Need("sagemaker:ListTags", p["ResourceArn"])]
+    return [Need(f"{prefix}:{call.operation}", "*")]
+
+
+def _key_use(world: World, resource_arn: str, service: str, actions: tuple[str, ...]) -> list[Need]:
+    logical = world.logical_for(resource_arn)
+    if logical is None:
+        return []
+    props = world.props(logical)
+    key = props.get("KmsMasterKeyId") or props.get("KmsKeyId")
+    key = key or props.get("SSESpecification", {}).get("KMSMasterKeyId")
+    if key is None:
+        return []
+    key_arn = world.key_arn_of(world.resolve(key))
+    context = (
+        ("kms:ViaService", f"{service}.{REGION}.amazonaws.com"),
+        ("kms:CallerAccount", ACCOUNT),
+    )
+    return [Need(a, key_arn, context) for a in actions]
+
+
+def check_calls(deployed: Deployment, function: str, calls: list[Call]) -> set[str]:
+    """Assert every call of the function's role is allowed; return the actions it used."""
+    world = deployed.world
+    role = world.function_role(deployed.functions[function])
+    own_key = deployed.credentials[role]["AWS_ACCESS_KEY_ID"]
+    mine = [c for c in calls if c.access_key == own_key]
+    strangers = {(c.service, c.operation) for c in calls if c.access_key != own_key}
+    assert not strangers, f"calls not made with the function's role: {strangers}"
+    assert mine, "the run made no AWS call"
+    # The adapters turn a refused read into a finding and go on: refusals are found here.
+    refused = sorted(
+        {
+            f"{c.service}.{c.operation}: {c.status} {c.error}"
+            for c in mine
+            if c.status in (401, 403) or "Denied" in c.error or "Unrecognized" in c.error
+        }
+    )
+    assert not refused, "calls moto refused:\n" + "\n".join(refused)
+    denied = []
+    used: set[str] = set()
+    for call in mine:
+        for need in needs(call, world):
+            used.add(need.action)
+            if not role_may(world, role, need.action, need.resource, dict(need.context)):
+                denied.append(f"{call.service}.{call.operation}: {need.action} on {need.resource}")
+    assert not denied, "calls the synthesized policy does not allow:\n" + "\n".join(
+        sorted(set(denied))
+    )
+    return used
+
+
+def platform_needs(world: World, function: str) -> set[str]:
+    """What the Lambda service itself does with the function's role: logs, traces, and
+    dead letters into the encrypted queue (which needs the queue's key)."""
+    props = world.props(function)
+    needs = {"logs:CreateLogStream", "logs:PutLogEvents"}
+    if props.get("TracingConfig", {}).get("Mode") == "Active":
+        needs |= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+    dead_letters = world.logical_for(world.resolve(props["DeadLetterConfig"]["TargetArn"]))
+    assert dead_letters is not None
+    needs.add("sqs:SendMessage")
+    if "KmsMasterKeyId" in world.props(dead_letters):
+        needs |= {"kms:GenerateDataKey", "kms:Decrypt"}
+    return needs
+
+
+def unused_grants(deployed: Deployment, function: str, used: set[str]) -> set[str]:
+    """Actions the role is granted that neither the code nor the Lambda service used."""
+    world = deployed.world
+    logical = deployed.functions[function]
+    needed = used | platform_needs(world, logical)
+    granted = {
+        a
+        for s in world.role_statements(world.function_role(logical))
+        if s["Effect"] == "Allow"
+        for a in as_list(s["Action"])
+    }
+    return {
+        g
+        for g in granted - set(UNEXERCISED)
+        if not any(fnmatch.fnmatchcase(action, g) for action in needed)
+    }
+
+
+# -- the tests ---------------------------------------------------------------------------
+
+
+def _drain(deployed: Deployment) -> list[dict[str, Any]]:
+    from costguard.demo.run import drain
+
+    return drain(deployed.session, deployed.subscriber, REGION)
+
+
+def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
+    deployment: Deployment, spot_prices: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the stack deployed on moto, a fleet in two regions, IAM enforced
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN the schedule invokes the scan with its role
+    summary = run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+    # THEN it did its job: inventory priced, ledger written, alerts published
+    assert summary["ledger"] == "applied"
+    assert summary["resources"] > 10
+    assert summary["alerts"], "the seeded fleet is over budget: alerts must go out"
+    assert {m["alert_id"] for m in _drain(deployment)} == {a["alert_id"] for a in summary["alerts"]}
+    # AND every call it made is allowed by the synthesized policy, resource and key included
+    used = check_calls(deployment, "scan", recorder.calls)
+    # AND every action the role is granted was needed by the run (no grant is unused)
+    unused = unused_grants(deployment, "scan", used)
+    assert not unused, f"granted but never called: {sorted(unused)}"
+
+
+def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
+    deployment: Deployment, spot_prices: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the alert topic is gone when the scan publishes (SNS answers NotFound)
+    from botocore.exceptions import ClientError
+
+    from costguard.handlers.scan import AfterScanError
+
+    topic_arn = function_environment(deployment.world, deployment.functions["scan"])[Env.TOPIC_ARN]
+    sns = deployment.session.client("sns", region_name=REGION)
+    sns.delete_topic(TopicArn=topic_arn)
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN the scan runs
+    with pytest.raises(AfterScanError) as failure:
+        run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+    # THEN the publish error propagates (for Lambda's retries), not an AccessDenied from
+    # releasing the alert's claim: the role may undo what it claimed
+    ((step, error),) = failure.value.failures
+    assert step == "alerts"
+    assert isinstance(error, ClientError), error
+    assert error.response["Error"]["Code"] == "NotFound", error
+    check_calls(deployment, "scan", recorder.calls)
+    # AND once the topic is back, the retried scan publishes the alerts it could not
+    recreated = sns.create_topic(Name=topic_arn.rsplit(":", 1)[1])["TopicArn"]
+    assert recreated == topic_arn
+    subscriber_arn = deployment.session.client("sqs", region_name=REGION).get_queue_attributes(
+        QueueUrl=deployment.subscriber, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    sns.subscribe(
+        TopicArn=topic_arn,
+        Protocol="sqs",
+        Endpoint=subscriber_arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    retried = run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+    assert retried["alerts"], "the claims were released, so the retry publishes"
+    check_calls(deployment, "scan", recorder.calls)
+
+
+def test_the_slack_notifier_reads_its_secret_with_only_its_role(
+    deployment: Deployment, slack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.demo.slack_standin import sns_event
+    from costguard.domain.alerts import Alert, AlertKind, AlertSeverity
+    from costguard.rendering import sns_message
+
+    alert = Alert(
+        alert_id="budget-threshold/llm-pretraining/80/2026-11",
+        kind=AlertKind.BUDGET_THRESHOLD,
+        project="llm-pretraining",
+        severity=AlertSeverity.WARNING,
+        title="80% of budget",
+        summary="llm-pretraining has spent 80% of its budget",
+        at=NOW,
+    )
+    lambda_message = json.loads(sns_message(alert))["lambda"]
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN SNS invokes the notifier with an alert
+    result = run_as(deployment, "slack", sns_event(lambda_message), monkeypatch, recorder)
+    # THEN the message reached Slack, with the webhook URL read as the notifier's role
+    assert result["posted"] == [alert.alert_id], result
+    assert len(slack.received) == 1
+    used = check_calls(deployment, "slack", recorder.calls)
+    assert "secretsmanager:GetSecretValue" in used
+    # (CDK's grant_read adds DescribeSecret, which the notifier does not call)
+    assert unused_grants(deployment, "slack", used) <= {"secretsmanager:DescribeSecret"}
+
+
+def test_a_role_without_the_grant_is_refused_by_the_enforced_run(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the scan role's policy without sns:Publish (a declaration that drifted)
+    world = deployment.world
+    role = world.function_role(deployment.functions["scan"])
+    document = moto_dialect(world.policy_document(role))
+    for statement in document["Statement"]:
+        statement["Action"] = [a for a in as_list(statement["Action"]) if a != "sns:Publish"]
+    document["Statement"] = [s for s in document["Statement"] if s["Action"]]
+    deployment.session.client("iam").put_role_policy(
+        RoleName=world.physical[role]["Ref"],
+        PolicyName="synthesized",
+        PolicyDocument=json.dumps(document),
+    )
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN the scan has an alert to publish THEN moto refuses it: enforcement is really on
+    from costguard.handlers.scan import AfterScanError
+
+    with pytest.raises(AfterScanError):
+        run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+    publishes = [c for c in recorder.calls if c.operation == "Publish"]
+    assert publishes and all(c.status == 403 for c in publishes)
+    assert os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://127.0.0.1")

@@ -1,0 +1,89 @@
+"""Synthesize the CostGuard app once per test process, for tests/infra and tests/e2e alike.
+
+A synth takes 4-10 s and up to 1 GB, so every test that needs the template shares
+this one (``functools.cache``); the output directory is removed when the process ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "infra") not in sys.path:
+    sys.path.insert(0, str(ROOT / "infra"))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+CONTEXT: dict[str, Any] = {
+    **json.loads((ROOT / "cdk.json").read_text())["context"],
+    "alertEmails": ["oncall@example.com", "finops@example.com"],
+    "projects": {"llm-pretraining": {"budget": 60000, "owners": ["alice@example.com"]}},
+}
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    template: Any  # aws_cdk.assertions.Template
+    stack: Any
+    directory: Path
+
+    @property
+    def body(self) -> dict[str, Any]:
+        """The template as plain JSON."""
+        parsed: dict[str, Any] = json.loads(
+            (self.directory / "CostGuard.template.json").read_text()
+        )
+        return parsed
+
+
+def _tempdir(prefix: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+@functools.cache
+def synthesize() -> Synthesized:
+    """The app as ``cdk synth`` builds it (code bundled, cdk-nag on): one per process."""
+    from aws_cdk.assertions import Template
+
+    from costguard_infra.app_builder import build_app
+
+    app, stack = build_app(CONTEXT, outdir=str(_tempdir("costguard-cdk-")))
+    assembly = app.synth()  # runs cdk-nag: any unacknowledged finding raises here
+    return Synthesized(Template.from_stack(stack), stack, Path(assembly.directory))
+
+
+def nag_findings(acknowledgements: dict[str, str] | None = None) -> set[str]:
+    """The cdk-nag rule ids the app raises with only ``acknowledgements`` in force.
+
+    Synthesizes without bundling (the Lambda code does not change a finding) and
+    reads the validation report, which lists every unacknowledged finding.
+    """
+    from costguard_infra.app_builder import build_app
+
+    outdir = _tempdir("costguard-nag-")
+    app, _stack = build_app(
+        {**CONTEXT, "aws:cdk:bundling-stacks": []},
+        outdir=str(outdir),
+        acknowledgements=acknowledgements or {},
+    )
+    try:
+        app.synth()
+    except RuntimeError as exc:
+        if "ValidationFailed" not in str(exc):
+            raise
+    report = json.loads((outdir / "validation-report.json").read_text())
+    return {
+        violation["ruleName"].removeprefix("AwsSolutions::")
+        for plugin in report["pluginReports"]
+        for violation in plugin["violations"]
+    }

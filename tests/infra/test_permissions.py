@@ -1,0 +1,101 @@
+"""The permission declarations against the calls the code makes (no synth, no AWS).
+
+The ledger's DynamoDB actions are read from the adapter's source: every
+``self._ddb.<method>(…)`` and ``get_paginator("<method>")`` it contains, with
+``TransactWriteItems`` counted per item kind, as IAM authorizes it.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import boto3
+import pytest
+
+from costguard.adapters import dynamodb
+from costguard.iam import LEDGER_ACTIONS, all_actions, scan_permissions
+
+_ITEM_ACTIONS = {
+    "Update": "UpdateItem",
+    "Put": "PutItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+
+
+def _is_client(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "_ddb"
+
+
+def _item_kinds(scope: ast.AST) -> set[str]:
+    return {
+        key.value
+        for sub in ast.walk(scope)
+        if isinstance(sub, ast.Dict)
+        for key in sub.keys
+        if isinstance(key, ast.Constant) and key.value in _ITEM_ACTIONS
+    }
+
+
+def ledger_iam_actions() -> set[str]:
+    """The IAM actions the DynamoDB ledger's code needs, read from its source."""
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    api = client.meta.method_to_api_mapping
+    tree = ast.parse(inspect.getsource(dynamodb))
+    actions: set[str] = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for node in ast.walk(function):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and _is_client(node.func.value)
+            ):
+                continue
+            method = node.func.attr
+            if method == "get_paginator":
+                (arg,) = node.args
+                assert isinstance(arg, ast.Constant), "paginate a literal operation"
+                method = str(arg.value)
+            operation = api[method]
+            if operation == "TransactWriteItems":
+                # IAM authorizes each item by its kind; the items are built in this method
+                kinds = _item_kinds(function)
+                assert kinds, f"{function.name}: a transaction without a recognisable item kind"
+                actions |= {f"dynamodb:{_ITEM_ACTIONS[k]}" for k in kinds}
+            else:
+                actions.add(f"dynamodb:{operation}")
+    return actions
+
+
+def test_the_ledger_is_granted_exactly_the_dynamodb_actions_its_code_calls() -> None:
+    # GIVEN the calls written in adapters/dynamodb.py
+    needed = ledger_iam_actions()
+    assert {"dynamodb:Query", "dynamodb:UpdateItem"} <= needed  # the reader found the calls
+    # THEN the declaration grants each of them, and nothing the code never calls
+    assert sorted(needed - set(LEDGER_ACTIONS)) == [], "called but not granted"
+    assert sorted(set(LEDGER_ACTIONS) - needed) == [], "granted but never called"
+
+
+@pytest.mark.parametrize(
+    ("tags", "studio", "present", "absent"),
+    [
+        ("tagging-api", True, {"tag:GetResources", "sagemaker:ListApps"}, {"sagemaker:ListTags"}),
+        ("per-resource", False, {"sagemaker:ListTags"}, {"tag:GetResources", "sagemaker:ListApps"}),
+    ],
+)
+def test_sagemaker_grants_follow_the_configured_tag_reader_and_studio_switch(
+    tags: str, studio: bool, present: set[str], absent: set[str]
+) -> None:
+    actions = all_actions(scan_permissions(sagemaker_tags=tags, sagemaker_studio=studio))
+    assert present <= actions
+    assert not absent & actions
+
+
+def test_cost_explorer_is_granted_only_when_enabled() -> None:
+    assert not {"ce:GetCostAndUsage"} & all_actions(scan_permissions())
+    assert {"ce:GetCostAndUsage", "ce:GetAnomalies"} <= all_actions(
+        scan_permissions(cost_explorer=True)
+    )
