@@ -316,3 +316,10 @@ def test_digest_lines_are_bounded_however_long_a_finding_is() -> None:
     assert len(digest.details) <= 26
     assert all(len(d) <= 400 for d in digest.details)
     assert "975 more" in digest.details[-1]
+
+
+def test_a_project_with_hundreds_of_owners_names_the_first_twenty() -> None:
+    owners = tuple(f"user{n}@example.com" for n in range(500))
+    p = ProjectNumbers("vision", Decimal(1000), Decimal(900), Decimal(1200), Decimal(1), owners)
+    for alert in budget_alerts(p, (80,), NOW):
+        assert alert.owners == owners[:20]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from costguard.adapters.memory import (
     StaticInventory,
     StaticSpotPrices,
 )
-from costguard.domain.alerts import Alert, AlertKind
+from costguard.domain.alerts import Alert, AlertKind, cost_anomaly_alert
 from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import AccessDeniedError, Inventory
 from costguard.services.alerts import AlertDeliveryError, AlertService, AlertSettings
@@ -77,6 +78,7 @@ class Guard:
         #: region -> error raised by the EC2 source (a failed read)
         self.failing: dict[str, Exception] = {}
         self.settings = AlertSettings(scope="acct")
+        self.regions: tuple[str, ...] = ("us-east-1",)
 
     def scan(self, now: datetime) -> ScanReport:
         return ScanService(
@@ -90,7 +92,7 @@ class Guard:
             StaticSpotPrices({}),
             load_catalog(),
             self.ledger,
-            ScanSettings(scope="acct", regions=("us-east-1",)),
+            ScanSettings(scope="acct", regions=self.regions),
         ).run(now)
 
     def service(self) -> AlertService:
@@ -485,3 +487,191 @@ def test_thousands_of_unattributed_gpus_make_one_alert_with_the_top_ones_and_a_c
     assert any(f"{3000 - len(listed)} more" in d for d in alert.details)  # type: ignore[attr-defined]
     # AND every one of them counts as reported today, listed or not
     assert [a for a in guard.cycle(T0 + STEP) if a.kind is AlertKind.UNATTRIBUTED] == []  # type: ignore[attr-defined]
+
+
+def test_sources_failing_together_are_one_alert_each_claimed_once() -> None:
+    # GIVEN a permission missing in two regions, and a third region that works
+    guard = Guard()
+    guard.regions = ("eu-west-1", "us-east-1", "us-west-2")
+    west = AccessDeniedError("ec2", "us-west-2", "DescribeInstances", "AccessDenied", "SCP")
+    guard.failing = {"us-east-1": denied(), "us-west-2": west}
+    guard.cycle(NIGHT)
+    guard.cycle(NIGHT + STEP)
+    # WHEN both reach the threshold at the same scan
+    (alert,) = guard.cycle(NIGHT + STEP * 2)
+    # THEN one alert names both, and each source's episode is claimed on its own
+    assert alert.title == "CostGuard cannot read 2 sources: AccessDenied, UnauthorizedOperation"  # type: ignore[attr-defined]
+    assert [d.split(":")[0] for d in alert.details] == [  # type: ignore[attr-defined]
+        "us-east-1 ec2",
+        "us-west-2 ec2",
+    ]
+    assert len(alert.dedupe) == 2  # type: ignore[attr-defined]
+    # AND when one of them is fixed, only that one is announced as recovered
+    guard.failing = {"us-west-2": west}
+    (recovered,) = guard.cycle(NIGHT + STEP * 3)
+    assert recovered.kind is AlertKind.SCAN_RECOVERED  # type: ignore[attr-defined]
+    assert recovered.details == (  # type: ignore[attr-defined]
+        "us-east-1/ec2: failing since 2026-11-20 01:00 UTC",
+    )
+    assert guard.cycle(NIGHT + STEP * 4) == []
+
+
+# -- every publish is claim -> publish -> confirm (or release) -------------------------------
+
+
+class SpyLedger(InMemoryLedger):
+    """The in-memory ledger, logging claims and their outcome next to the publishes."""
+
+    def __init__(self, log: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.log = log
+
+    def claim(self, namespace: str, key: str, now: datetime, lease: timedelta, attrs: Any) -> bool:
+        won = super().claim(namespace, key, now, lease, attrs)
+        if won:
+            self.log.append(("claim", key))
+        return won
+
+    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+        self.log.append(("confirm", key))
+        super().confirm(namespace, key, now)
+
+    def release(self, namespace: str, key: str, now: datetime) -> None:
+        self.log.append(("release", key))
+        super().release(namespace, key, now)
+
+
+class LoggingNotifier(ScriptedNotifier):
+    def __init__(self, sent: list[object], log: list[tuple[str, str]]) -> None:
+        super().__init__(sent)
+        self.log = log
+
+    def publish(self, alert: Alert) -> str:
+        self.log.append(("publish", "\n".join(alert.dedupe)))
+        return super().publish(alert)
+
+
+def test_every_kind_of_alert_is_claimed_before_and_confirmed_after_its_publish() -> None:
+    log: list[tuple[str, str]] = []
+    guard = Guard()
+    guard.ledger = SpyLedger(log)
+    guard.notifier = LoggingNotifier(guard.sent, log)
+    guard.fleet = [
+        gpu("i-a", "g5.12xlarge", budget=None),
+        gpu("i-b", "g5.12xlarge", budget=None),
+        gpu("i-big", "p4d.24xlarge", project="big", budget="1000", hours=40),
+        gpu("i-x", "g5.xlarge", project=None, budget=None),
+    ]
+    for n in range(8):
+        guard.cycle(T0 + STEP * n)
+    spike = Resource(
+        id="i-p5",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="p5.48xlarge",
+        launched_at=T0 + STEP * 8 - timedelta(minutes=5),
+        tags={"costguard:project": "llm"},
+    )
+    guard.fleet.append(spike)
+    guard.notifier.fail = {"burn-rate-anomaly": 1}  # one failed publish: released, retried
+    guard.cycle_failing(T0 + STEP * 8)
+    guard.cycle(T0 + STEP * 9)
+    guard.fleet.remove(spike)
+    guard.cycle(T0 + STEP * 10)
+    guard.failing = {"us-east-1": denied()}
+    for n in range(11, 14):
+        guard.cycle(T0 + STEP * n)
+    guard.failing = {}
+    guard.cycle(T0 + STEP * 14)
+    forwarded = cost_anomaly_alert(
+        {"AnomalyId": "a-1", "Impact": {"TotalImpact": 2400.0}}, T0 + STEP * 14
+    )
+    assert forwarded is not None
+    guard.service().attempt_delivery([forwarded]).raise_if_failed()
+
+    assert {a.kind for a in guard.sent} == set(AlertKind)  # type: ignore[attr-defined]
+    for i, (event, keys) in enumerate(log):
+        if event != "publish":
+            continue
+        for key in keys.split("\n"):
+            before = [e for e, k in log[:i] if k == key]
+            after = [e for e, k in log[i + 1 :] if k == key]
+            assert before and before[-1] == "claim", (key, before)
+            assert after and after[0] in {"confirm", "release"}, (key, after)
+    released = [k for e, k in log if e == "release"]
+    assert len(released) == 1 and released[0].startswith("anomaly/llm/")
+
+
+# -- crashes and lost writes delay an alert, never lose it ----------------------------------
+
+
+class Crash(BaseException):
+    """The Lambda timing out between the claim and the publish."""
+
+
+def test_a_crash_after_the_claim_delays_the_spike_by_one_lease_and_no_more() -> None:
+    guard = Guard()
+    steady_then_p5(guard)
+    spike_at = T0 + STEP * 8
+
+    def crash(_: Alert) -> None:
+        raise Crash
+
+    guard.notifier.before_publish = crash
+    with pytest.raises(Crash):
+        guard.cycle(spike_at)
+    # within the lease, the claim is still held: nothing is sent twice
+    assert guard.cycle(spike_at + timedelta(minutes=5)) == []
+    # after the lease, the next scan sends the spike
+    assert kinds(guard.cycle(spike_at + timedelta(minutes=15))) == ["burn-rate-anomaly"]
+
+
+class LosingStateLedger(InMemoryLedger):
+    """Refuses the next ``lose`` writes of the anomaly state with an error."""
+
+    lose = 0
+
+    def put_state(self, scope: str, name: str, value: Any, expected_version: int) -> bool:
+        if name == "burn-rate-anomalies" and self.lose > 0:
+            self.lose -= 1
+            raise RuntimeError("state write failed")
+        return super().put_state(scope, name, value, expected_version)
+
+
+def test_a_spike_whose_state_write_failed_is_sent_again_rather_than_lost() -> None:
+    guard = Guard()
+    ledger = LosingStateLedger()
+    guard.ledger = ledger
+    steady_then_p5(guard)
+    ledger.lose = 1
+    # WHEN the spike is published but its state cannot be written
+    assert kinds(guard.cycle_failing(T0 + STEP * 8)) == ["burn-rate-anomaly"]
+    # THEN the claim was not confirmed: after the lease the spike goes out again
+    # (a duplicate at worst), and its state is then recorded
+    assert kinds(guard.cycle(T0 + STEP * 9)) == ["burn-rate-anomaly"]
+    assert guard.cycle(T0 + STEP * 10) == []
+    state, _ = guard.ledger.get_state("acct", "burn-rate-anomalies")
+    assert state["projects"]["llm"]["active"] is True
+
+
+def test_four_scans_racing_on_the_same_spike_send_it_once() -> None:
+    guard = Guard()
+    steady_then_p5(guard)
+    report = guard.scan(T0 + STEP * 8)
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def alert() -> None:
+        barrier.wait()
+        try:
+            guard.service().run(report, report.previous, T0 + STEP * 8)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=alert) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert kinds(guard.sent) == ["burn-rate-anomaly"]

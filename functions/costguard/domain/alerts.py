@@ -29,6 +29,8 @@ from costguard.domain.money import ZERO, cents, per_hour
 
 #: An alert names at most this many resources, the dearest first; it counts the rest.
 MAX_LISTED_RESOURCES = 20
+#: And at most this many owners (a project of per-user notebooks has hundreds).
+MAX_LISTED_OWNERS = 20
 #: The digest lists at most this many findings, each line at most ``MAX_LINE_CHARS``.
 MAX_DIGEST_LINES = 25
 MAX_LINE_CHARS = 300
@@ -101,6 +103,11 @@ def utc_stamp(moment: datetime) -> str:
 def clip(text: str, limit: int) -> str:
     """At most ``limit`` characters, marked with ``...`` (ASCII: subjects are ASCII)."""
     return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def _owners(owners: Iterable[str | None]) -> tuple[str, ...]:
+    """Distinct owners, in order, at most :data:`MAX_LISTED_OWNERS`."""
+    return tuple(dict.fromkeys(o for o in owners if o))[:MAX_LISTED_OWNERS]
 
 
 def _by_cost(r: AlertResource) -> tuple[Decimal, str]:
@@ -248,7 +255,7 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 at=now,
                 why=f"month-to-date crossed {highest}% of the budget",
                 next_steps=_budget_steps(p),
-                owners=p.owners,
+                owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
                 dedupe=tuple(f"budget/{p.project}/{month}/mtd-{t}" for t in crossed),
@@ -270,7 +277,7 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 at=now,
                 why="month-to-date plus the current run-rate for the rest of the month exceeds the budget",
                 next_steps=_budget_steps(p),
-                owners=p.owners,
+                owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
                 dedupe=(f"budget/{p.project}/{month}/forecast-100",),
@@ -378,7 +385,7 @@ def anomaly_alert(
     now = require_utc(now)
     delta = current - baseline
     monthly = delta * 730
-    cause_owners = tuple(dict.fromkeys([*owners, *(c.owner for c in causes if c.owner)]))
+    cause_owners = _owners([*owners, *(c.owner for c in causes)])
     top = causes[0] if causes else None
     because = (
         f" Largest change: {top.instance_type or top.kind} {top.key} ({top.change}, {per_hour(top.usd_per_hour or ZERO)})."
@@ -441,7 +448,7 @@ def recovery_alert(
         ),
         at=now,
         why="run-rate fell back near the baseline",
-        owners=tuple(owners),
+        owners=_owners(owners),
         facts={"baseline": f"{per_hour(baseline)}", "current": f"{per_hour(current)}"},
         dedupe=(f"anomaly-recovered/{project}/{episode}",),
     )
@@ -484,7 +491,7 @@ def unattributed_alert(resources: Sequence[AlertResource], now: datetime) -> Ale
             "Tag each resource with costguard:project (and costguard:owner).",
             "Stop it if nobody claims it.",
         ),
-        owners=tuple(dict.fromkeys(r.owner for r in listed if r.owner)),
+        owners=_owners(r.owner for r in listed),
         resources=ranked,
         facts={"run_rate": f"{per_hour(total)}", "resources": str(len(ranked))},
         dedupe=tuple(unattributed_key(r.key, now) for r in ranked),
@@ -585,73 +592,137 @@ def source_failures(
     return out
 
 
-def _failure_steps(f: SourceFailure) -> tuple[str, ...]:
-    code = f.code.lower()
-    if "denied" in code or "unauthorized" in code or "optin" in code:
-        return (
-            f"Allow {f.operation} for CostGuard's scan role in {f.region} "
-            "(check the role's policy, SCPs and whether the region is enabled).",
-            f"Or remove {f.region} from CostGuard's regions if it is not used.",
+def _failure_steps(failures: Sequence[SourceFailure]) -> tuple[str, ...]:
+    codes = " ".join(f.code.lower() for f in failures)
+    operations = ", ".join(sorted({f.operation for f in failures}))
+    steps: list[str] = []
+    if "denied" in codes or "unauthorized" in codes or "optin" in codes:
+        steps += [
+            f"Allow {operations} for CostGuard's scan role (check the role's policy, "
+            "SCPs, and whether the region is enabled).",
+            "Or remove the region from CostGuard's regions if it is not used.",
+        ]
+    if "throttl" in codes or "limit" in codes:
+        steps.append(
+            "Other tools share the same API quota: spread their schedules, or scan less often."
         )
-    if "throttl" in code or "limit" in code:
-        return (
-            "Other tools are using the same API quota: spread their schedules, "
-            "or raise the scan interval.",
-        )
-    return ("See the scan Lambda's log for the full error.",)
+    steps.append("The scan Lambda's log has the full error.")
+    return tuple(steps)
 
 
-def scan_failed_alert(failure: SourceFailure, scans: int, since: datetime, now: datetime) -> Alert:
-    """A source unreadable for ``scans`` scans in a row: its spend is unknown, not $0."""
-    now, since = require_utc(now), require_utc(since)
-    episode = f"{failure.key}/{utc_stamp(since)}"
+@dataclass(frozen=True, slots=True)
+class FailureEpisode:
+    """A source failing since ``since``, for ``scans`` consecutive scans."""
+
+    failure: SourceFailure
+    since: datetime
+    scans: int
+
+
+def scan_failed_key(source_key: str, since: datetime) -> str:
+    """The claim for one failure episode: a source's failure is alerted once per episode."""
+    return f"scan-failed/{source_key}/{utc_stamp(since)}"
+
+
+def scan_recovered_key(source_key: str, since: datetime) -> str:
+    return f"scan-recovered/{source_key}/{utc_stamp(since)}"
+
+
+def scan_failed_alert(episodes: Sequence[FailureEpisode], now: datetime) -> Alert | None:
+    """Sources unreadable for several scans in a row: their spend is unknown, not $0.
+
+    One alert for all the sources that reached the threshold at this scan (a
+    missing permission fails in every region at once), each claimed on its own.
+    """
+    if not episodes:
+        return None
+    now = require_utc(now)
+    ordered = sorted(episodes, key=lambda e: e.failure.key)
+    first = ordered[0]
+    f = first.failure
+    codes = ", ".join(sorted({e.failure.code for e in ordered}))
+    if len(ordered) == 1:
+        title = f"CostGuard cannot read {f.source} in {f.region}: {f.code}"
+        summary = (
+            f"{f.operation} ({f.source}, {f.region}) has failed with {f.code} on "
+            f"{first.scans} scans in a row, since {utc_label(first.since)}. "
+        )
+        facts = {
+            "region": f.region,
+            "service": f.source,
+            "operation": f.operation,
+            "error_code": f.code,
+            "failing_since": utc_label(first.since),
+            "consecutive_scans": str(first.scans),
+        }
+    else:
+        title = f"CostGuard cannot read {len(ordered)} sources: {codes}"
+        summary = (
+            f"{len(ordered)} sources have failed on several scans in a row "
+            f"({', '.join(e.failure.key for e in ordered[:5])}"
+            + (", ..." if len(ordered) > 5 else "")
+            + "). "
+        )
+        facts = {
+            "sources": str(len(ordered)),
+            "error_codes": codes,
+            "failing_since": utc_label(min(e.since for e in ordered)),
+        }
+    lines = tuple(
+        clip(
+            f"{e.failure.region} {e.failure.source}: {e.failure.operation} failed with "
+            f"{e.failure.code} on {e.scans} scans since {utc_label(e.since)}"
+            + (f" ({e.failure.message})" if e.failure.message else ""),
+            MAX_LINE_CHARS,
+        )
+        for e in ordered[:MAX_DIGEST_LINES]
+    )
+    if len(ordered) > MAX_DIGEST_LINES:
+        lines += (f"and {len(ordered) - MAX_DIGEST_LINES} more source(s)",)
     return Alert(
-        alert_id=f"{AlertKind.SCAN_FAILED}/{episode}",
+        alert_id=f"{AlertKind.SCAN_FAILED}/{f.key}/{utc_stamp(first.since)}",
         kind=AlertKind.SCAN_FAILED,
         project=None,
         severity=AlertSeverity.WARNING,
-        title=f"CostGuard cannot read {failure.source} in {failure.region}: {failure.code}",
-        summary=(
-            f"{failure.operation} ({failure.source}, {failure.region}) has failed with "
-            f"{failure.code} on {scans} scans in a row, since {utc_label(since)}. "
-            f"Until it works, {failure.source} spend in {failure.region} is missing from "
-            "budgets, forecasts and anomaly alerts: unknown, not $0."
-        ),
+        title=title,
+        summary=summary
+        + "Until it works, what runs there is missing from budgets, forecasts and anomaly "
+        "alerts: unknown, not $0.",
         at=now,
-        why=f"the same source failed {scans} consecutive scans",
-        next_steps=_failure_steps(failure),
-        facts={
-            "region": failure.region,
-            "service": failure.source,
-            "operation": failure.operation,
-            "error_code": failure.code,
-            "failing_since": utc_label(since),
-            "consecutive_scans": str(scans),
-        },
-        details=(failure.message,) if failure.message else (),
-        dedupe=(f"scan-failed/{episode}",),
+        why="the same source failed on consecutive scans",
+        next_steps=_failure_steps([e.failure for e in ordered]),
+        facts=facts,
+        details=lines,
+        dedupe=tuple(scan_failed_key(e.failure.key, e.since) for e in ordered),
     )
 
 
-def scan_recovered_alert(region: str, source: str, since: datetime, now: datetime) -> Alert:
-    """The end of an episode that :func:`scan_failed_alert` announced."""
-    now, since = require_utc(now), require_utc(since)
-    episode = f"{region}/{source}/{utc_stamp(since)}"
+def scan_recovered_alert(recovered: Sequence[tuple[str, datetime]], now: datetime) -> Alert | None:
+    """The end of episodes that :func:`scan_failed_alert` announced: ``(region/source, since)``."""
+    if not recovered:
+        return None
+    now = require_utc(now)
+    ordered = sorted(recovered)
+    key, since = ordered[0]
+    names = ", ".join(k for k, _ in ordered[:10]) + (", ..." if len(ordered) > 10 else "")
     return Alert(
-        alert_id=f"{AlertKind.SCAN_RECOVERED}/{episode}",
+        alert_id=f"{AlertKind.SCAN_RECOVERED}/{key}/{utc_stamp(since)}",
         kind=AlertKind.SCAN_RECOVERED,
         project=None,
         severity=AlertSeverity.INFO,
-        title=f"CostGuard reads {source} in {region} again",
+        title=f"CostGuard reads {names} again"
+        if len(ordered) == 1
+        else f"CostGuard reads {len(ordered)} sources again",
         summary=(
-            f"{source} in {region} was read again at {utc_label(now)}, after failing since "
-            f"{utc_label(since)}. What ran meanwhile is now added to month-to-date, "
-            "marked as estimated."
+            f"{names} could be read again at {utc_label(now)}, after failing since "
+            f"{utc_label(min(s for _, s in ordered))}. What ran meanwhile is now added to "
+            "month-to-date, marked as estimated."
         ),
         at=now,
-        why="the source that could not be read was read successfully",
-        facts={"region": region, "service": source, "failing_since": utc_label(since)},
-        dedupe=(f"scan-recovered/{episode}",),
+        why="the sources that could not be read were read successfully",
+        facts={"sources": str(len(ordered))},
+        details=tuple(f"{k}: failing since {utc_label(s)}" for k, s in ordered[:MAX_DIGEST_LINES]),
+        dedupe=tuple(scan_recovered_key(k, s) for k, s in ordered),
     )
 
 

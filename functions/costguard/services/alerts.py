@@ -32,6 +32,7 @@ from costguard.domain.alerts import (
     Alert,
     AlertResource,
     AnomalyPolicy,
+    FailureEpisode,
     ProjectNumbers,
     anomaly_alert,
     baseline_rate,
@@ -42,6 +43,7 @@ from costguard.domain.alerts import (
     recovery_alert,
     root_cause,
     scan_failed_alert,
+    scan_failed_key,
     scan_recovered_alert,
     source_failures,
     unattributed_alert,
@@ -435,7 +437,8 @@ class AlertService:
             sources: dict[str, Any] = {}
             for key, f in failing.items():
                 entry = dict(before.get(key) or {"count": 0, "since": stamp})
-                if str(entry.get("last", "")) < stamp:  # a retried scan does not count twice
+                last = entry.get("last")
+                if last is None or datetime.fromisoformat(last) < now:  # a retry counts once
                     entry["count"] = int(entry["count"]) + 1
                     entry["last"] = stamp
                 entry.update(operation=f.operation, code=f.code)
@@ -447,21 +450,33 @@ class AlertService:
             return {"sources": sources}
 
         doc = self._update_state(SCAN_FAILURE_STATE, count)
+        due: list[FailureEpisode] = []
+        recovered: list[tuple[str, datetime]] = []
         for key, entry in sorted(doc.get("sources", {}).items()):
             since = datetime.fromisoformat(entry["since"])
-            if key in failing:
-                if entry.get("alerted") or int(entry["count"]) < self._s.scan_failed_after:
-                    continue
-                alert = scan_failed_alert(failing[key], int(entry["count"]), since, now)
-                if self._send(alert, out):
-                    self._best_effort(out, alert, partial(self._mark_alerted, key))
+            if key not in failing:
+                recovered.append((key, since))
+            elif not entry.get("alerted") and int(entry["count"]) >= self._s.scan_failed_after:
+                due.append(FailureEpisode(failing[key], since, int(entry["count"])))
+        candidate = scan_failed_alert(due, now)
+        if candidate is not None:
+            try:
+                claimed = set(self._claim(candidate, candidate.dedupe))
+            except Exception as exc:
+                out.fail(candidate.alert_id, candidate.kind.value, exc)
             else:
-                region, source = key.split("/", 1)
-                alert = scan_recovered_alert(region, source, since, now)
-                before = len(out.failed)
-                self._send(alert, out)
-                if len(out.failed) == before:  # sent now, or by another scan already
-                    self._best_effort(out, alert, partial(self._forget, key))
+                fresh = [e for e in due if scan_failed_key(e.failure.key, e.since) in claimed]
+                alert = scan_failed_alert(fresh, now)
+                if alert is not None and self._send(alert, out, claimed=list(alert.dedupe)):
+                    keys = [e.failure.key for e in fresh]
+                    self._best_effort(out, alert, partial(self._mark_alerted, keys))
+        recovery = scan_recovered_alert(recovered, now)
+        if recovery is not None:
+            before = len(out.failed)
+            self._send(recovery, out)
+            if len(out.failed) == before:  # sent now, or by another scan already
+                keys = [k for k, _ in recovered]
+                self._best_effort(out, recovery, partial(self._forget, keys))
 
     def _best_effort(self, out: _Outcome, alert: Alert, work: Callable[[], None]) -> None:
         try:
@@ -469,23 +484,23 @@ class AlertService:
         except Exception as exc:
             out.fail(alert.alert_id, alert.kind.value, exc, published=True)
 
-    def _mark_alerted(self, key: str) -> None:
+    def _mark_alerted(self, keys: Sequence[str]) -> None:
         def change(doc: dict[str, Any]) -> dict[str, Any] | None:
-            entry = doc.get("sources", {}).get(key)
-            if entry is None or entry.get("alerted"):
-                return None
-            entry["alerted"] = True
-            return doc
+            sources = doc.get("sources", {})
+            todo = [k for k in keys if k in sources and not sources[k].get("alerted")]
+            for k in todo:
+                sources[k]["alerted"] = True
+            return doc if todo else None
 
         self._update_state(SCAN_FAILURE_STATE, change)
 
-    def _forget(self, key: str) -> None:
+    def _forget(self, keys: Sequence[str]) -> None:
         def change(doc: dict[str, Any]) -> dict[str, Any] | None:
             sources = doc.get("sources", {})
-            if key not in sources or not sources[key].get("alerted"):
-                return None
-            del sources[key]
-            return doc
+            todo = [k for k in keys if k in sources and sources[k].get("alerted")]
+            for k in todo:
+                del sources[k]
+            return doc if todo else None
 
         self._update_state(SCAN_FAILURE_STATE, change)
 
