@@ -94,6 +94,20 @@ LEDGER_ACTIONS = (
 """Granted on CostGuard's own ledger table only (TransactWriteItems needs UpdateItem)."""
 
 
+#: The condition every mutating statement on a user's resource carries: the resource
+#: is tagged with a project, and is not permanently exempt. Dated exemptions are
+#: checked by the executor (IAM cannot compare a tag with the clock).
+IN_SCOPE_NOT_EXEMPT: Mapping[str, Mapping[str, Any]] = {
+    "Null": {"aws:ResourceTag/costguard:project": "false"},
+    "StringNotEqualsIgnoreCase": {"aws:ResourceTag/costguard:exempt": ["true", "yes"]},
+}
+#: Tagging statements may write or remove CostGuard's warning tag and no other.
+ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
+    "Null": {"aws:ResourceTag/costguard:project": "false"},
+    "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]},
+}
+
+
 def scan_permissions(*, cost_explorer: bool = False) -> tuple[Permission, ...]:
     base = (*EC2_INVENTORY, *EC2_SPOT_PRICES, *EKS_INVENTORY, *SAGEMAKER_INVENTORY)
     return (*base, *COST_EXPLORER) if cost_explorer else base

@@ -16,6 +16,8 @@ class Tags:
     BUDGET: Final = "costguard:budget"
     OWNER: Final = "costguard:owner"
     EXEMPT: Final = "costguard:exempt"
+    #: Written by CostGuard when it warns: the UTC time after which it acts.
+    ACTION_AFTER: Final = "costguard:action-after"
     #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
     PROJECT_FALLBACKS: Final = ("Project", "project")
 

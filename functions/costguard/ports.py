@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
+    from costguard.domain.decisions import Decision, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
     from costguard.domain.pricing import SpotKey
@@ -111,8 +112,8 @@ class AuditEvent:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
-class Ledger(Protocol):
-    """CostGuard's memory: spend per project-month, observations, findings, audit."""
+class SpendStore(Protocol):
+    """Month-to-date per project, the observation snapshot, and the scan watermark."""
 
     def watermark(self, scope: str) -> datetime | None: ...
 
@@ -129,21 +130,21 @@ class Ledger(Protocol):
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]: ...
 
+
+class FindingStore(Protocol):
     def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
         """Keep the day's findings, one per (code, resource), however many scans saw them."""
         ...
 
     def findings(self, scope: str, day: str) -> list[Finding]: ...
 
+
+class ClaimStore(Protocol):
+    """Exactly-once work: one-shot records and two-phase claims."""
+
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         """Record ``key`` once; True for the first writer only, even under concurrency."""
         ...
-
-    def audit(self, event: AuditEvent) -> bool:
-        """Append to the audit trail; False if that event id was already recorded."""
-        ...
-
-    def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
 
     def claim(
         self,
@@ -169,6 +170,16 @@ class Ledger(Protocol):
         """The work failed: the key is claimable again at once (no delete is needed)."""
         ...
 
+
+class AuditLog(Protocol):
+    def audit(self, event: AuditEvent) -> bool:
+        """Append to the audit trail; False if that event id was already recorded."""
+        ...
+
+    def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
+
+
+class RateHistory(Protocol):
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """Append one run-rate sample per project (the anomaly baseline)."""
         ...
@@ -177,6 +188,8 @@ class Ledger(Protocol):
         self, scope: str, since: datetime
     ) -> dict[str, list[tuple[datetime, Decimal]]]: ...
 
+
+class StateStore(Protocol):
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
         """A small JSON document and its version (0 when absent)."""
         ...
@@ -187,6 +200,8 @@ class Ledger(Protocol):
         """Optimistic write: False if someone else wrote since ``expected_version``."""
         ...
 
+
+class AlertLog(Protocol):
     def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None: ...
 
     def recent_alerts(
@@ -194,9 +209,49 @@ class Ledger(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
+class ActionLedger(ClaimStore, AuditLog, Protocol):
+    """What the executor needs: claims, so overlapping runs act once, and the audit trail."""
+
+
+class Ledger(
+    SpendStore, FindingStore, ClaimStore, AuditLog, RateHistory, StateStore, AlertLog, Protocol
+):
+    """CostGuard's memory, as one table: every small store above.
+
+    Services take the smallest store they need; only composition holds the whole.
+    """
+
+
+#: Every small store, for the contract test that checks each method is covered.
+LEDGER_STORES = (SpendStore, FindingStore, ClaimStore, AuditLog, RateHistory, StateStore, AlertLog)
+
+
 class Notifier(Protocol):
     """Publishes an alert to every channel (SNS fans out to e-mail, chat, queues)."""
 
     def publish(self, alert: Alert) -> str:
         """Returns the message id; raises if the alert could not be published."""
+        ...
+
+
+class Actuator(Protocol):
+    """Changes one kind of resource; the only code that may stop or delete anything.
+
+    The executor calls it, never a policy or the scan. ``permissions`` declares the
+    IAM statements its calls need (tag-conditioned where AWS allows), from which the
+    actuator role is built and against which a test replays the calls it makes.
+    """
+
+    kind: str
+
+    def inspect(self, target: Target) -> Observed | None:
+        """The resource's state and tags now; None if it no longer exists."""
+        ...
+
+    def mark(self, target: Target, key: str, value: str) -> None: ...
+
+    def unmark(self, target: Target, key: str) -> None: ...
+
+    def apply(self, decision: Decision) -> str:
+        """Do the action; return what was done, in words. Raise if it failed."""
         ...

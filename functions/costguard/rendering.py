@@ -4,13 +4,23 @@
 - ``https``: Amazon Q Developer in chat apps' custom-notification schema (it drops anything else);
 - ``sqs``/``lambda``: versioned machine JSON with a stable ``alert_id``;
 - Slack Block Kit, for the incoming-webhook notifier, with every user string escaped.
+
+Project names, owners and resource ids come from tags and names anyone in the account
+can set. Every channel neutralises them on its own terms: one line each in e-mail (no
+injected header or line), no mention or link in chat, escaped mrkdwn in Slack, and
+Slack's Block Kit limits always respected, whatever the size of the alert.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+import unicodedata
+from collections.abc import Sequence
+from typing import Any, Literal
 from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.domain.alerts import Alert, AlertResource
 from costguard.domain.money import per_hour, rate
@@ -39,6 +49,32 @@ def console_url(resource_key: str) -> str | None:
     }.get(kind)
 
 
+# -- text safety shared by every channel ----------------------------------------------
+
+#: Characters that end or reorder a line: C0/C1 controls (CR, LF, tab, NEL, ...), the
+#: Unicode line and paragraph separators, and the bidi embeddings, overrides and
+#: isolates ("Trojan source" reordering). Each becomes one space.
+_LINE_BREAKERS = {
+    **dict.fromkeys(range(0x00, 0x20), " "),
+    **dict.fromkeys(range(0x7F, 0xA0), " "),
+    **dict.fromkeys((0x2028, 0x2029), " "),
+    **dict.fromkeys(range(0x202A, 0x202F), " "),
+    **dict.fromkeys(range(0x2066, 0x206A), " "),
+}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control, line-separator and bidi character replaced by a space.
+
+    A user string (a project, an owner, a resource id) can then never start a new
+    line in an e-mail, a header, or a chat message, nor reorder what is shown.
+    """
+    return text.translate(_LINE_BREAKERS)
+
+
+# -- e-mail ----------------------------------------------------------------------------
+
+
 def _resource_line(r: AlertResource) -> str:
     price = "unpriced" if r.usd_per_hour is None else per_hour(r.usd_per_hour)
     parts = [f"{r.instance_type or r.kind} {r.key}", price]
@@ -46,23 +82,31 @@ def _resource_line(r: AlertResource) -> str:
         parts.append(r.change)
     if r.owner:
         parts.append(f"owner {r.owner}")
-    return " - ".join(parts)
+    return one_line(" - ".join(parts))
 
 
 def email_subject(alert: Alert) -> str:
     """SNS subjects: ASCII printable, no newlines, at most 100 characters."""
-    text = f"[CostGuard {_SEVERITY_MARK[alert.severity.value]}] {alert.title}"
+    text = one_line(f"[CostGuard {_SEVERITY_MARK[alert.severity.value]}] {alert.title}")
     ascii_text = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)
     return ascii_text if len(ascii_text) <= 100 else ascii_text[:99] + "~"
 
 
-def email_text(alert: Alert) -> str:
+def email_text(alert: Alert, *, max_listed: int | None = None) -> str:
+    """Plain text, one user string per line at most: nothing in a tag can add a line.
+
+    ``max_listed`` caps the owners and resources listed (the rest are counted), to keep
+    a very large alert within SNS's message size.
+    """
+    resources = alert.resources[:max_listed]
+    owners = alert.owners[:max_listed]
     lines = [alert.title, "", alert.summary, ""]
     if alert.project is not None:
         lines.append(f"Project:  {alert.project}")
     lines.append(f"Severity: {alert.severity.value}")
     if alert.owners:
-        lines.append(f"Owners:   {', '.join(alert.owners)}")
+        more = len(alert.owners) - len(owners)
+        lines.append(f"Owners:   {', '.join(owners)}" + (f" +{more} more" if more else ""))
     lines.append(f"When:     {alert.at:%Y-%m-%d %H:%M} UTC")
     if alert.why:
         lines += ["", f"Why: {alert.why}."]
@@ -70,11 +114,13 @@ def email_text(alert: Alert) -> str:
         lines += ["", *[f"  {k.replace('_', ' ')}: {v}" for k, v in alert.facts.items()]]
     if alert.resources:
         lines += ["", "Resources:"]
-        for r in alert.resources:
+        for r in resources:
             lines.append(f"  - {_resource_line(r)}")
             url = console_url(r.key)
             if url:
                 lines.append(f"    {url}")
+        if len(resources) < len(alert.resources):
+            lines.append(f"  ... and {len(alert.resources) - len(resources)} more, not listed here")
     if alert.details:
         lines += ["", *[f"  - {d}" for d in alert.details]]
     if alert.next_steps:
@@ -84,10 +130,29 @@ def email_text(alert: Alert) -> str:
             *[f"  {i}. {s}" for i, s in enumerate(alert.next_steps, 1)],
         ]
     lines += ["", f"Alert id: {alert.alert_id}", "Sent by CostGuard."]
-    return "\n".join(lines)
+    # Each element is one line by construction; a newline inside one came from a user string.
+    return "\n".join(one_line(line) for line in lines)
 
 
-def machine_json(alert: Alert) -> dict[str, Any]:
+# -- machine JSON ----------------------------------------------------------------------
+
+
+def machine_json(alert: Alert, *, max_listed: int | None = None) -> dict[str, Any]:
+    """The versioned document for queues and Lambdas.
+
+    With ``max_listed`` (only for an alert too large for SNS), owners and resources are
+    cut to that many and ``owners_total``/``resources_total`` give the full counts.
+    """
+    document = _machine_json(alert, max_listed)
+    if max_listed is not None and (
+        len(alert.resources) > max_listed or len(alert.owners) > max_listed
+    ):
+        document["owners_total"] = len(alert.owners)
+        document["resources_total"] = len(alert.resources)
+    return document
+
+
+def _machine_json(alert: Alert, max_listed: int | None) -> dict[str, Any]:
     return {
         "schema": MACHINE_SCHEMA,
         "alert_id": alert.alert_id,
@@ -98,7 +163,7 @@ def machine_json(alert: Alert) -> dict[str, Any]:
         "summary": alert.summary,
         "why": alert.why,
         "at": alert.at.isoformat(),
-        "owners": list(alert.owners),
+        "owners": list(alert.owners[:max_listed]),
         "facts": dict(alert.facts),
         "details": list(alert.details),
         "next_steps": list(alert.next_steps),
@@ -113,40 +178,128 @@ def machine_json(alert: Alert) -> dict[str, Any]:
                 "change": r.change or None,
                 "console_url": console_url(r.key),
             }
-            for r in alert.resources
+            for r in alert.resources[:max_listed]
         ],
     }
 
 
+class MachineResource(BaseModel):
+    """One resource of a ``costguard.alert/v1`` document."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    key: str
+    kind: str
+    region: str = ""
+    instance_type: str | None = None
+    usd_per_hour: float | None = None
+    owner: str | None = None
+    change: str | None = None
+
+
+class MachineAlert(BaseModel):
+    """A ``costguard.alert/v1`` document read back, e.g. by the Slack notifier from SNS.
+
+    Unknown keys are ignored (v1 only ever gains keys); a wrong type is a clear
+    validation error instead of a ``KeyError`` or ``TypeError`` halfway through rendering.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    schema_: Literal["costguard.alert/v1"] = Field(alias="schema")
+    alert_id: str = Field(min_length=1)
+    kind: str
+    project: str | None = None
+    severity: str
+    title: str
+    summary: str = ""
+    why: str | None = None
+    owners: tuple[str, ...] = ()
+    facts: dict[str, str | int | float | None] = Field(default_factory=dict)
+    next_steps: tuple[str, ...] = ()
+    resources: tuple[MachineResource, ...] = ()
+    #: Present when SNS's size made the publisher list fewer than all of them.
+    owners_total: int | None = Field(default=None, ge=0)
+    resources_total: int | None = Field(default=None, ge=0)
+
+
+# -- Amazon Q Developer in chat apps -----------------------------------------------------
+
+#: An ``@`` that opens a word (``@here``, ``@channel``, ``@alice``), not one inside an e-mail.
+_MENTION_AT = re.compile(r"(?<![\w.+-])@")
+_WORD_JOINER = "\u2060"
+_ZERO_WIDTH_SPACE = "\u200b"
+
+
+def chat_safe(text: str) -> str:
+    """A user string made inert for Amazon Q's ``client-markdown`` in Slack *and* Teams.
+
+    Amazon Q renders the title, description and next steps as the chat client's own
+    markdown, mentions included. So: one line; no ``<`` or ``>`` (Slack's ``<!here>``,
+    ``<@U…>`` and ``<url|text>``, Teams' ``<at>`` and HTML become look-alike guillemets);
+    no ``@here``/``@channel``/``@name`` mention (a word joiner after the ``@`` keeps how it
+    looks); no ``[text](url)`` link (a zero-width space between ``]`` and ``(``). E-mail
+    addresses and bare words are left as they are.
+    """
+    text = one_line(text).replace("<", "‹").replace(">", "›")
+    text = _MENTION_AT.sub("@" + _WORD_JOINER, text)
+    return text.replace("](", "]" + _ZERO_WIDTH_SPACE + "(")
+
+
 def chat_notification(alert: Alert) -> dict[str, Any]:
     """Amazon Q Developer in chat apps custom notification (version 1.0)."""
-    description = alert.summary
-    if alert.resources:
-        description += "\n" + "\n".join(f"• {_resource_line(r)}" for r in alert.resources[:5])
+    lines = [alert.summary, *(f"• {_resource_line(r)}" for r in alert.resources[:5])]
+    if len(alert.resources) > 5:
+        lines.append(f"• +{len(alert.resources) - 5} more")
     return {
         "version": "1.0",
         "source": "custom",
-        "id": alert.alert_id,
+        "id": chat_safe(alert.alert_id),
         "content": {
             "textType": "client-markdown",
-            "title": f"{_SEVERITY_MARK[alert.severity.value]}: {alert.title}",
-            "description": description,
-            "nextSteps": list(alert.next_steps),
-            "keywords": [k for k in ("CostGuard", alert.kind.value, alert.project) if k],
+            "title": chat_safe(f"{_SEVERITY_MARK[alert.severity.value]}: {alert.title}"),
+            "description": "\n".join(chat_safe(line) for line in lines),
+            "nextSteps": [chat_safe(s) for s in alert.next_steps],
+            "keywords": [chat_safe(k) for k in ("CostGuard", alert.kind.value, alert.project) if k],
         },
         "metadata": {
-            "threadId": alert.project or alert.kind.value,
-            "summary": alert.title,
+            "threadId": chat_safe(alert.project or alert.kind.value),
+            "summary": chat_safe(alert.title),
             "eventType": alert.kind.value,
-            "additionalContext": {"alert_id": alert.alert_id, "severity": alert.severity.value},
+            "additionalContext": {
+                "alert_id": chat_safe(alert.alert_id),
+                "severity": alert.severity.value,
+            },
         },
     }
 
 
+#: SNS refuses a message (with its attributes) over 256 KiB; keep room for the attributes.
+SNS_MESSAGE_BUDGET_BYTES = 256 * 1024 - 8 * 1024
+#: Tried in turn until the message fits: every owner and resource, then fewer.
+_LISTING_CAPS: tuple[int | None, ...] = (None, 100, 50, 20, 10, 5, 0)
+
+
 def sns_message(alert: Alert) -> str:
-    """The ``MessageStructure=json`` body: one rendering per protocol."""
-    text = email_text(alert)
-    machine = json.dumps(machine_json(alert), ensure_ascii=False, sort_keys=True)
+    """The ``MessageStructure=json`` body: one rendering per protocol, within SNS's size.
+
+    An alert about hundreds of resources would otherwise exceed 256 KiB (each rendering
+    lists them, and the machine JSON goes to three protocols) and fail to publish at all:
+    it lists fewer of them, counting the rest, until it fits.
+    """
+    body = ""
+    for cap in _LISTING_CAPS:
+        body = _sns_body(alert, cap)
+        if len(body.encode()) <= SNS_MESSAGE_BUDGET_BYTES:
+            return body
+    return body  # huge free text, not a list: let SNS refuse it loudly
+
+
+def _sns_body(alert: Alert, max_listed: int | None) -> str:
+    text = email_text(alert, max_listed=max_listed)
+    machine = json.dumps(
+        machine_json(alert, max_listed=max_listed), ensure_ascii=False, sort_keys=True
+    )
     return json.dumps(
         {
             "default": text,
@@ -172,69 +325,210 @@ def sns_attributes(alert: Alert) -> dict[str, dict[str, str]]:
 
 # -- Slack Block Kit ---------------------------------------------------------------------
 
+#: Block Kit limits (Slack answers ``invalid_blocks`` past any of them).
+SLACK_MAX_BLOCKS = 50
+SLACK_MAX_SECTION_TEXT = 3000
+SLACK_MAX_FIELD_TEXT = 2000
+SLACK_MAX_FIELDS = 10
+SLACK_MAX_HEADER_TEXT = 150
+SLACK_MAX_CONTEXT_ELEMENTS = 10
+#: Shown in full up to these counts, then "+N more".
+SLACK_MAX_RESOURCES = 8
+SLACK_MAX_OWNERS = 10
+SLACK_MAX_FACTS = 6
+
+_ELLIPSIS = "…"
+#: Joiners and variation selectors belong with the character before them.
+_CONTINUATIONS = {"\u200d", "\ufe0e", "\ufe0f"}
+#: CostGuard's own links only: a console page in some region, nothing that could close the link.
+_CONSOLE_LINK = re.compile(r"https://[a-z0-9-]+\.console\.aws\.amazon\.com/[^\s<>|&]*")
+
 
 def slack_escape(text: str) -> str:
     """Slack mrkdwn control characters. ``<!channel>`` and ``<http://x|y>`` become inert text."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def slack_blocks(alert: dict[str, Any]) -> dict[str, Any]:
-    """Block Kit for one machine-JSON alert (what the notifier receives from SNS)."""
-    e = slack_escape
+def slack_length(text: str) -> int:
+    """Length as Slack may count it: UTF-16 code units, never fewer than code points."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def _continues(ch: str) -> bool:
+    """A mark, joiner or variation selector: part of the character before it."""
+    return ch in _CONTINUATIONS or unicodedata.combining(ch) != 0
+
+
+def _prefix_within(text: str, budget: int) -> str:
+    """The longest prefix within ``budget`` that does not split a character from its marks."""
+    used = 0
+    for i, ch in enumerate(text):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > budget:
+            cut = i
+            while cut > 0 and _continues(text[cut]):
+                cut -= 1
+            return text[:cut]
+    return text
+
+
+def _trim_dangling(text: str) -> str:
+    """No zero-width joiner left at the end, waiting to glue onto the ellipsis."""
+    return text.rstrip("\u200d")
+
+
+def fit_plain(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` (Slack length) with an ellipsis, if it is longer."""
+    if slack_length(text) <= limit:
+        return text
+    return _trim_dangling(_prefix_within(text, limit - 1)) + _ELLIPSIS
+
+
+def fit_mrkdwn(text: str, limit: int) -> str:
+    """Escaped mrkdwn cut to ``limit``, never inside an entity or a ``<link|label>``.
+
+    After :func:`slack_escape`, every ``&`` starts an entity and every ``<`` starts a
+    link CostGuard built itself, so a cut that leaves an ``&`` without its ``;`` or a
+    ``<`` without its ``>`` backs off to just before it.
+    """
+    if slack_length(text) <= limit:
+        return text
+    head = _prefix_within(text, limit - 1)
+    lt = head.rfind("<")
+    if lt > head.rfind(">"):
+        head = head[:lt]
+    amp = head.rfind("&")
+    if amp != -1 and ";" not in head[amp:]:
+        head = head[:amp]
+    return _trim_dangling(head) + _ELLIPSIS
+
+
+def _user(text: object, limit: int) -> str:
+    """One user string, on one line, escaped, and cut (after escaping) to ``limit``."""
+    return fit_mrkdwn(slack_escape(one_line(str(text))), limit)
+
+
+def _field(label: str, value: str) -> dict[str, str]:
+    return {"type": "mrkdwn", "text": fit_mrkdwn(f"*{label}*\n{value}", SLACK_MAX_FIELD_TEXT)}
+
+
+def _joined_within(items: Sequence[str], sep: str, limit: int, more: str, total: int) -> str:
+    """As many of ``items`` as fit in ``limit``, then ``more`` with the count left out.
+
+    ``total`` counts the items not even offered (beyond a display cap) as left out too.
+    """
+    full = sep.join(items)
+    if total == len(items) and slack_length(full) <= limit:
+        return full
+    budget = limit - slack_length(more.format(n=total))
+    shown: list[str] = []
+    used = 0
+    for item in items:
+        cost = slack_length(item) + (len(sep) if shown else 0)
+        if used + cost > budget:
+            break
+        shown.append(item)
+        used += cost
+    return (sep.join(shown) + more.format(n=total - len(shown))).lstrip()
+
+
+def _owners(owners: Sequence[str], total: int) -> str:
+    names = [_user(o, 200) for o in owners[:SLACK_MAX_OWNERS]]
+    budget = SLACK_MAX_FIELD_TEXT - len("*Owners*\n")
+    return _joined_within(names, ", ", budget, " +{n} more", total)
+
+
+def _resource_link(r: MachineResource) -> str:
+    label = _user(f"{r.instance_type or r.kind} {r.key}", 300)
+    url = console_url(r.key)
+    if url and len(url) <= 1000 and _CONSOLE_LINK.fullmatch(url):
+        return f"<{url}|{label}>"
+    return label
+
+
+def _resource_lines(resources: Sequence[MachineResource], total: int) -> str:
+    lines = []
+    for r in resources[:SLACK_MAX_RESOURCES]:
+        price = "unpriced" if r.usd_per_hour is None else f"${r.usd_per_hour}/h"
+        extra = " · ".join(_user(x, 300) for x in (r.change, r.owner) if x)
+        lines.append(f"• {_resource_link(r)} — {price}" + (f" · {extra}" if extra else ""))
+    return _joined_within(lines, "\n", SLACK_MAX_SECTION_TEXT, "\n…and {n} more", total)
+
+
+def _cap_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most 50 blocks; the last one (the context line with the alert id) always stays."""
+    if len(blocks) <= SLACK_MAX_BLOCKS:
+        return blocks
+    return [*blocks[: SLACK_MAX_BLOCKS - 1], blocks[-1]]
+
+
+def slack_blocks(alert: MachineAlert) -> dict[str, Any]:
+    """Block Kit for one alert, within Slack's limits however many resources and owners it has."""
     icon = {
         "critical": ":rotating_light:",
         "warning": ":warning:",
         "info": ":information_source:",
-    }.get(str(alert.get("severity")), ":information_source:")
+    }.get(alert.severity, ":information_source:")
+    title = one_line(alert.title).strip() or "CostGuard alert"
     blocks: list[dict[str, Any]] = [
         {
             "type": "header",
             "text": {
                 "type": "plain_text",
-                "text": str(alert.get("title", ""))[:150],
+                "text": fit_plain(title, SLACK_MAX_HEADER_TEXT),
                 "emoji": False,
             },
         },
         {
             "type": "section",
-            "text": {"type": "mrkdwn", "text": f"{icon} {e(str(alert.get('summary', '')))}"},
+            "text": {
+                "type": "mrkdwn",
+                "text": fit_mrkdwn(
+                    f"{icon} {slack_escape(one_line(alert.summary))}", SLACK_MAX_SECTION_TEXT
+                ),
+            },
         },
     ]
     fields = []
-    if alert.get("project"):
-        fields.append({"type": "mrkdwn", "text": f"*Project*\n{e(str(alert['project']))}"})
-    fields.append({"type": "mrkdwn", "text": f"*Severity*\n{e(str(alert.get('severity', '')))}"})
-    if alert.get("owners"):
-        fields.append(
-            {"type": "mrkdwn", "text": "*Owners*\n" + e(", ".join(map(str, alert["owners"])))}
-        )
-    for k, v in list((alert.get("facts") or {}).items())[:6]:
-        fields.append({"type": "mrkdwn", "text": f"*{e(str(k).replace('_', ' '))}*\n{e(str(v))}"})
-    blocks.append({"type": "section", "fields": fields[:10]})
-    resources = alert.get("resources") or []
-    if resources:
-        lines = []
-        for r in resources[:8]:
-            price = "unpriced" if r.get("usd_per_hour") is None else f"${r['usd_per_hour']}/h"
-            label = e(f"{r.get('instance_type') or r.get('kind')} {r.get('key')}")
-            url = r.get("console_url")
-            head = f"<{url}|{label}>" if url and str(url).startswith("https://") else label
-            extra = " · ".join(e(str(x)) for x in (r.get("change"), r.get("owner")) if x)
-            lines.append(f"• {head} — {price}" + (f" · {extra}" if extra else ""))
+    if alert.project:
+        fields.append(_field("Project", _user(alert.project, SLACK_MAX_FIELD_TEXT)))
+    fields.append(_field("Severity", _user(alert.severity, 100)))
+    if alert.owners:
+        total = max(alert.owners_total or 0, len(alert.owners))
+        fields.append(_field("Owners", _owners(alert.owners, total)))
+    for k, v in list(alert.facts.items())[:SLACK_MAX_FACTS]:
+        fields.append(_field(_user(k.replace("_", " "), 100), _user(v, SLACK_MAX_FIELD_TEXT)))
+    blocks.append({"type": "section", "fields": fields[:SLACK_MAX_FIELDS]})
+    if alert.resources:
         blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)[:3000]}}
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": _resource_lines(
+                        alert.resources, max(alert.resources_total or 0, len(alert.resources))
+                    ),
+                },
+            }
         )
-    if alert.get("next_steps"):
-        steps = "\n".join(f"{i}. {e(str(s))}" for i, s in enumerate(alert["next_steps"], 1))
+    if alert.next_steps:
+        steps = "\n".join(f"{i}. {_user(s, 500)}" for i, s in enumerate(alert.next_steps[:20], 1))
         blocks.append(
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"*Next steps*\n{steps}"[:3000]}}
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "text": fit_mrkdwn(f"*Next steps*\n{steps}", SLACK_MAX_SECTION_TEXT),
+                },
+            }
         )
     blocks.append(
         {
             "type": "context",
-            "elements": [
-                {"type": "mrkdwn", "text": f"CostGuard · {e(str(alert.get('alert_id', '')))}"}
-            ],
+            "elements": [{"type": "mrkdwn", "text": f"CostGuard · {_user(alert.alert_id, 300)}"}],
         }
     )
-    return {"text": e(str(alert.get("title", "CostGuard alert"))), "blocks": blocks}
+    return {
+        "text": fit_mrkdwn(slack_escape(title), SLACK_MAX_SECTION_TEXT),
+        "blocks": _cap_blocks(blocks),
+    }

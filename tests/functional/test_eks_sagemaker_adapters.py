@@ -242,3 +242,61 @@ def test_in_progress_training_jobs_count_every_instance(aws: Any) -> None:
     )
     assert job.tags == {"costguard:project": "llm"}
     assert job.launched_at == NOW - timedelta(hours=2)
+
+
+def test_an_endpoint_update_is_not_a_restart(aws: Any) -> None:
+    # GIVEN an endpoint created three days ago and scaled up five minutes ago
+    factory = ClientFactory(aws)
+    sm = factory("sagemaker", "us-east-1")
+    created, updated = NOW - timedelta(days=3), NOW - timedelta(minutes=5)
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:endpoint/llm"
+    with Stubber(sm) as stub:
+        stub.add_response("list_notebook_instances", {"NotebookInstances": []})
+        stub.add_response(
+            "list_endpoints",
+            {
+                "Endpoints": [
+                    {
+                        "EndpointName": "llm",
+                        "EndpointArn": arn,
+                        "CreationTime": created,
+                        "LastModifiedTime": updated,
+                        "EndpointStatus": "InService",
+                    }
+                ]
+            },
+        )
+        stub.add_response(
+            "describe_endpoint",
+            {
+                "EndpointName": "llm",
+                "EndpointArn": arn,
+                "EndpointConfigName": "llm-2",
+                "EndpointStatus": "InService",
+                "CreationTime": created,
+                "LastModifiedTime": updated,
+                "ProductionVariants": [
+                    {"VariantName": "main", "CurrentInstanceCount": 3, "DesiredInstanceCount": 3}
+                ],
+            },
+        )
+        stub.add_response(
+            "describe_endpoint_config",
+            {
+                "EndpointConfigName": "llm-2",
+                "EndpointConfigArn": arn + "-config",
+                "CreationTime": updated,
+                "ProductionVariants": [
+                    {"VariantName": "main", "ModelName": "m", "InstanceType": "ml.g5.2xlarge"}
+                ],
+            },
+        )
+        stub.add_response("list_training_jobs", {"TrainingJobSummaries": []})
+        stub.add_response("list_tags", {"Tags": []})
+        inv = SageMakerInventory(factory, PerResourceTags(factory), studio=False).collect(
+            "us-east-1", NOW
+        )
+    (endpoint,) = inv.resources
+    # THEN it has billed since it was created: the ledger must not cut the interval
+    assert endpoint.launched_at == created
+    assert endpoint.count == 3

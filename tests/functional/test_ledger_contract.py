@@ -6,7 +6,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
@@ -14,32 +13,11 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.spend import Increment, Observation
 from costguard.ports import AuditEvent, CommitOutcome, Ledger, ScanCommit
+from tests.support.atomic import AtomicCalls
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=15)
 T2 = T1 + timedelta(minutes=15)
-
-
-class AtomicCalls:
-    """moto's DynamoDB checks conditions and writes without a lock, so two threads can
-    both pass one condition. Real DynamoDB makes each API call atomic; this proxy gives
-    moto the same per-call atomicity, while our code still interleaves between calls."""
-
-    _lock = threading.Lock()
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr) or name in {"get_paginator"}:
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return call
 
 
 def make_table(session: object, name: str = "ledger") -> None:
@@ -286,3 +264,60 @@ def test_recent_alerts_are_bounded_on_both_sides(ledger: Ledger) -> None:
     for n, at in enumerate((T0, T1, T2)):
         ledger.record_alert("acct", at, {"alert_id": f"a{n}"})
     assert [a["alert_id"] for a in ledger.recent_alerts("acct", T0, T1)] == ["a0", "a1"]
+
+
+def test_state_is_written_by_compare_and_set(ledger: Ledger) -> None:
+    assert ledger.get_state("acct", "anomalies") == ({}, 0)
+    assert ledger.put_state("acct", "anomalies", {"llm": {"active": True}}, 0)
+    value, version = ledger.get_state("acct", "anomalies")
+    assert (value, version) == ({"llm": {"active": True}}, 1)
+    # A writer that read version 0 lost the race: refused, nothing changes.
+    assert not ledger.put_state("acct", "anomalies", {"llm": {}}, 0)
+    assert ledger.get_state("acct", "anomalies") == ({"llm": {"active": True}}, 1)
+    assert ledger.get_state("other", "anomalies") == ({}, 0)
+
+
+def test_concurrent_state_writers_from_one_version_admit_one(ledger: Ledger) -> None:
+    ledger.put_state("acct", "s", {"n": 0}, 0)
+    results: list[bool] = []
+    barrier = threading.Barrier(5)
+
+    def write(n: int) -> None:
+        barrier.wait()
+        results.append(ledger.put_state("acct", "s", {"n": n}, 1))
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(1, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False, False, False, False, True]
+    assert ledger.get_state("acct", "s")[1] == 2
+
+
+def test_rate_history_keeps_samples_since_and_dedupes_a_retried_append(ledger: Ledger) -> None:
+    ledger.record_rates("acct", T0, {"llm": Decimal("55.04"), "cv": Decimal(1)})
+    ledger.record_rates("acct", T1, {"llm": Decimal("110.08")})
+    ledger.record_rates("acct", T1, {"llm": Decimal("110.08")})  # the same scan, retried
+    assert ledger.rate_history("acct", T1) == {"llm": [(T1, Decimal("110.08"))]}
+    history = ledger.rate_history("acct", T0)
+    assert history["llm"] == [(T0, Decimal("55.04")), (T1, Decimal("110.08"))]
+    assert history["cv"] == [(T0, Decimal(1))]
+
+
+def test_the_contract_exercises_every_method_of_every_store() -> None:
+    # A store method that no contract test calls is a method the fake may get wrong.
+    import inspect
+
+    from costguard.ports import LEDGER_STORES
+
+    source = inspect.getsource(
+        inspect.getmodule(test_the_contract_exercises_every_method_of_every_store)
+    )  # type: ignore[arg-type]
+    missing = [
+        f"{store.__name__}.{name}"
+        for store in LEDGER_STORES
+        for name, _ in inspect.getmembers(store, inspect.isfunction)
+        if not name.startswith("_") and f".{name}(" not in source
+    ]
+    assert missing == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import timedelta, timezone
 from typing import Any
 
 import pytest
@@ -23,6 +23,10 @@ class Context:
 @pytest.fixture
 def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard.demo.run import create_ledger_table
+    from costguard.handlers import scan
+
+    # The Lambda's clock: an hour after NOW, so NOW and NOW + 1 h are recent scans.
+    monkeypatch.setattr(scan, "CLOCK", lambda: NOW + timedelta(hours=1))
 
     create_ledger_table(aws, "ledger", "us-east-1")
     for key, value in {
@@ -101,3 +105,75 @@ def test_a_dry_run_deployment_still_alerts_within_the_scan(
     assert kinds == ["budget-forecast"]  # nothing spent yet, but the month will blow $100
     (message,) = drain(lambda_env, queue, "us-east-1")
     assert (message["project"], message["schema"]) == ("llm", "costguard.alert/v1")
+
+
+@pytest.mark.parametrize(
+    "event_time",
+    [
+        5,  # a number: pydantic would read it as 1970-01-01T00:00:05
+        "1970-01-01T00:00:00Z",  # the console's sample event
+        "2026-11-20T08:00:00Z",  # five hours before the clock: older than any retry
+        "2026-12-31T00:00:00Z",  # weeks ahead: would accrue the rest of the month at once
+        "9999-12-31T23:59:59+00:00",
+    ],
+)
+def test_an_implausible_event_time_is_refused_and_writes_nothing(
+    lambda_env: Any, event_time: object
+) -> None:
+    from costguard.handlers.scan import handler
+
+    ec2 = lambda_env.client("ec2", region_name="us-east-1")
+    ec2.run_instances(ImageId="ami-12345678", InstanceType="p5.48xlarge", MinCount=1, MaxCount=1)
+    result = handler({"time": event_time}, Context())
+    assert result["ledger"] == "not-written"
+    assert "refused" in result["refused"]
+    ddb = lambda_env.client("dynamodb", region_name="us-east-1")
+    assert ddb.scan(TableName="ledger")["Items"] == []
+
+
+def test_a_late_retry_within_the_retry_window_is_still_accepted(lambda_env: Any) -> None:
+    from costguard.handlers.scan import handler
+
+    # Two hours late (the schedule's and Lambda's retries together) is a genuine retry.
+    result = handler({"time": (NOW - timedelta(hours=1)).isoformat()}, Context())
+    assert result["ledger"] == "applied"
+
+
+def test_an_event_time_with_an_offset_is_converted_to_utc(lambda_env: Any) -> None:
+    from costguard.handlers.scan import handler
+
+    local = NOW.astimezone(timezone(timedelta(hours=-5)))  # 07:00-05:00 is 12:00Z
+    result = handler({"time": local.isoformat()}, Context())
+    assert result["scanned_at"] == NOW.isoformat()
+
+
+def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
+    lambda_env: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from costguard.handlers.scan import AfterScanError, handler
+
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    # GIVEN an alert topic that does not exist (every publish fails)
+    monkeypatch.setenv(Env.TOPIC_ARN, "arn:aws:sns:us-east-1:123456789012:gone")
+    ec2 = lambda_env.client("ec2", region_name="us-east-1")
+    tags = [
+        {"Key": "costguard:project", "Value": "llm"},
+        {"Key": "costguard:budget", "Value": "100"},
+    ]
+    ec2.run_instances(
+        ImageId="ami-12345678",
+        InstanceType="p5.48xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    # WHEN the scan runs and its forecast alert cannot be published
+    with pytest.raises(AfterScanError, match="alerts"):
+        handler({"time": NOW.isoformat()}, Context())
+    # THEN the ledger moved and the per-project metrics were still published
+    ddb = lambda_env.client("dynamodb", region_name="us-east-1")
+    mark = ddb.get_item(
+        TableName="ledger", Key={"pk": {"S": "SCOPE#123456789012"}, "sk": {"S": "WATERMARK"}}
+    )
+    assert "Item" in mark
+    assert '"Project":"llm"' in capsys.readouterr().out.replace(" ", "")

@@ -57,3 +57,39 @@ def test_emits_budget_spend_forecast_and_run_rate_per_project(
         )
     ) == Decimal("1.006")
     assert project_doc[Metrics.BUDGET] in (500.0, [500.0])
+
+
+def test_a_project_whose_read_failed_emits_no_figures(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from costguard.handlers.scan import emit_metrics
+    from costguard.ports import AccessDeniedError
+
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    p5 = Resource(
+        id="i-p5",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="p5.48xlarge",
+        launched_at=NOW.replace(hour=0),
+        tags={"costguard:project": "llm"},
+    )
+    ledger = InMemoryLedger()
+    settings = ScanSettings(scope="a", regions=("us-east-1",))
+    ok = StaticInventory("ec2", {"us-east-1": Inventory((p5,))})
+    ScanService([ok], StaticSpotPrices({}), load_catalog(), ledger, settings).run(NOW)
+    # GIVEN the next scan cannot read EC2 (AccessDenied) while the p5 still runs
+    denied = AccessDeniedError("ec2", "us-east-1", "DescribeInstances", "AccessDenied", "no")
+    broken = StaticInventory("ec2", {}, failing={"us-east-1": denied})
+    report = ScanService([broken], StaticSpotPrices({}), load_catalog(), ledger, settings).run(
+        NOW.replace(minute=15)
+    )
+    assert report.incomplete_projects == frozenset({"llm"})
+    assert "llm" in {p.project for p in report.projects}  # it has month-to-date spend
+    capsys.readouterr()
+    emit_metrics(report)
+    # THEN no $0/h run-rate is published for llm (the dashboard would show a false drop)
+    docs = [
+        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")
+    ]
+    assert not [d for d in docs if d.get(Metrics.DIMENSION_PROJECT) == "llm"]

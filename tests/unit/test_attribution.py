@@ -109,3 +109,21 @@ def test_custom_project_tag_keys_are_honoured() -> None:
     res = priced("i-c", tags={"team": "search", "costguard:project": "ignored"})
     result = attribute([res], TagKeys(project=("team",)))
     assert result.resources[0].project == "search"
+
+
+def test_each_of_several_owners_in_one_tag_is_an_owner_of_the_project() -> None:
+    # GIVEN two resources of one project, one naming two owners, the other one of them
+    a = priced("i-a", tags={"costguard:project": "cv", "costguard:owner": "a@x.io, <@U024BE7LH>"})
+    b = priced("i-b", tags={"costguard:project": "cv", "costguard:owner": "U024BE7LH"})
+    # WHEN attributed
+    result = attribute([a, b], TagKeys())
+    # THEN the project has each owner once, and each resource keeps its own owners for display
+    assert result.owners["cv"] == ("a@x.io", "U024BE7LH")
+    assert by_id(result)["i-a"].owner == "a@x.io, U024BE7LH"  # type: ignore[attr-defined]
+
+
+def test_a_malformed_owner_is_a_finding_and_not_an_owner() -> None:
+    a = priced("i-a", tags={"costguard:project": "cv", "costguard:owner": "x\r\nURGENT"})
+    result = attribute([a], TagKeys())
+    assert "cv" not in result.owners
+    assert [f.code for f in result.findings] == [FindingCode.MALFORMED_OWNER]

@@ -170,10 +170,11 @@ class InMemoryLedger:
         self, scope: str, since: datetime
     ) -> dict[str, list[tuple[datetime, Decimal]]]:
         with self._lock:
-            return {
+            history = {
                 project: sorted((t, r) for t, r in samples.items() if t >= since)
                 for project, samples in self._rates.get(scope, {}).items()
             }
+        return {project: samples for project, samples in history.items() if samples}
 
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
         with self._lock:

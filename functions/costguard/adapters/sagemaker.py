@@ -199,7 +199,9 @@ class SageMakerInventory:
                             "kind": ResourceKind.SAGEMAKER_ENDPOINT,
                             "instance_type": itype,
                             "count": int(count),
-                            "launched_at": ep.get("LastModifiedTime") or ep.get("CreationTime"),
+                            # An update (capacity, weights, a new config) is not a restart:
+                            # the endpoint has billed since it was created.
+                            "launched_at": ep.get("CreationTime"),
                             "state": "InService",
                             "name": ep["EndpointName"],
                         },

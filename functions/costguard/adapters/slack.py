@@ -1,99 +1,218 @@
-"""Post Block Kit messages to a Slack incoming webhook, whose URL is in Secrets Manager.
+"""Post Block Kit messages to a Slack incoming webhook, whose URL is a secret.
 
-Retries 429 (honouring ``Retry-After``) and 5xx with backoff, a bounded number of
-times; anything else, or a persistent failure, raises so that the Lambda's retries
-and its dead-letter queue take over. The URL is never logged.
+The secret is read through a callable (Powertools Parameters in the Lambda, which
+caches it) and judged by :func:`parse_webhook_secret` on every use:
+
+- empty, or not URL-like at all (no ``scheme://`` in front and no ``hooks.slack.com``
+  in it): **not configured**. The stack creates the secret with a random placeholder,
+  and a deployment that uses e-mail or Amazon Q only never replaces it;
+- anything else must be exactly one ``https://hooks.slack.com/services/…`` (or
+  ``/workflows/…``) URL, or it is a :class:`WebhookSecretError`.
+
+The URL is a credential: anyone holding it can post to the channel. No exception
+message or log line from here ever contains it, nor any part of its path. Only the
+path is kept from the secret; the request always goes to ``https://hooks.slack.com``
+(tests and the demo point ``origin`` at a loopback stand-in), and redirects are never
+followed, so the payload cannot be sent anywhere else.
+
+Retries 429 (honouring ``Retry-After``), 5xx and network errors with backoff, a bounded
+number of times; anything else, or a persistent failure, raises so that the Lambda's
+retries and its dead-letter queue take over.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import math
+import re
 import time
+import unicodedata
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 MAX_ATTEMPTS = 5
 MAX_RETRY_AFTER_S = 30.0
+SLACK_WEBHOOK_ORIGIN = "https://hooks.slack.com"
+SLACK_WEBHOOK_HOST = "hooks.slack.com"
+
+#: ``scheme://`` at the start: the value was meant to be a URL.
+_URL_LIKE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+_WEBHOOK_PATH = re.compile(r"/(?:services|workflows)(?:/[A-Za-z0-9_\-]+)+")
+_REDACTED = "<redacted>"
 
 
 class SlackDeliveryError(Exception):
     """Slack refused the message, or kept failing after the retries."""
 
 
-@dataclass
-class CachedSecret:
-    """Reads a secret once per ``ttl_s`` (warm Lambdas reuse it)."""
+class WebhookSecretError(Exception):
+    """The webhook secret holds a value, but not a Slack incoming-webhook URL.
 
-    client: Any
-    secret_id: str
-    ttl_s: float = 300.0
-    clock: Callable[[], float] = time.monotonic
-    _value: str | None = None
-    _read_at: float = 0.0
+    The message says which rule failed, never the value.
+    """
 
-    def get(self) -> str:
-        if self._value is None or self.clock() - self._read_at > self.ttl_s:
-            self._value = str(
-                self.client.get_secret_value(SecretId=self.secret_id)["SecretString"]
-            ).strip()
-            self._read_at = self.clock()
-        return self._value
+
+class WebhookNotConfiguredError(SlackDeliveryError):
+    """Posting was asked for, but the secret still holds no webhook URL."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookPath:
+    """The secret part of a webhook URL (``/services/T…/B…/…``). Never shown by ``repr``."""
+
+    value: str = field(repr=False)
+
+    def __str__(self) -> str:
+        return _REDACTED
+
+    def redact(self, text: str) -> str:
+        """``text`` with the path, and every distinctive piece of it, replaced."""
+        pieces = [self.value, *sorted(self.value.split("/"), key=len, reverse=True)]
+        for piece in pieces:
+            if len(piece) >= 4 and piece not in {"services", "workflows"}:
+                text = text.replace(piece, _REDACTED)
+        return text
+
+
+def _is_unconfigured(value: str) -> bool:
+    return not _URL_LIKE.match(value) and SLACK_WEBHOOK_HOST not in value.lower()
+
+
+def _why_not_a_webhook(value: str) -> str | None:
+    if any(ch.isspace() or unicodedata.category(ch)[0] in "CZ" for ch in value):
+        return "it contains whitespace or control characters"
+    if not value.lower().startswith("https://"):
+        return "it must start with https://"
+    if value.count("://") != 1:
+        return "it must hold exactly one URL"
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return "it is not a valid URL"
+    if "@" in parts.netloc:
+        return "it must not carry user information"
+    if parts.netloc.lower() != SLACK_WEBHOOK_HOST:
+        return "the host must be exactly hooks.slack.com, with no port"
+    if parts.query or parts.fragment or "?" in value or "#" in value:
+        return "it must have no query or fragment"
+    if not _WEBHOOK_PATH.fullmatch(parts.path):
+        return "the path must be /services/… or /workflows/… (letters, digits, _ and -)"
+    return None
+
+
+def parse_webhook_secret(secret: str | bytes | None) -> WebhookPath | None:
+    """The webhook path in the secret; ``None`` if no webhook is configured.
+
+    Surrounding whitespace (a trailing newline from a paste) is ignored. Raises
+    :class:`WebhookSecretError` for a value that was meant as a URL but is not a
+    single ``https://hooks.slack.com/services/…`` or ``/workflows/…`` URL.
+    """
+    if secret is None:
+        return None
+    text = secret.decode("utf-8", errors="replace") if isinstance(secret, bytes) else secret
+    value = text.strip(" \t\r\n")
+    if not value or _is_unconfigured(value):
+        return None
+    reason = _why_not_a_webhook(value)
+    if reason is not None:
+        raise WebhookSecretError(
+            "the Slack webhook secret is not a single "
+            f"https://hooks.slack.com/services/… URL: {reason}"
+        )
+    return WebhookPath(urlsplit(value).path)
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx is an error: the message goes to the webhook's host or nowhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 class SlackWebhook:
     def __init__(
         self,
-        url: Callable[[], str],
+        secret: Callable[[], str | bytes | None],
         *,
+        origin: str = SLACK_WEBHOOK_ORIGIN,
         timeout_s: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
-        self._url = url
+        """``origin`` is ``https://hooks.slack.com``; only tests and the demo change it."""
+        self._secret = secret
+        self._origin = origin.rstrip("/")
         self._timeout = timeout_s
         self._sleep = sleep
         self._max_attempts = max_attempts
+        self._opener = urllib.request.build_opener(_NoRedirects)
 
-    def post(self, payload: dict[str, Any]) -> int:
+    def target(self) -> WebhookPath | None:
+        """Read and judge the secret: ``None`` when no webhook is configured."""
+        return parse_webhook_secret(self._secret())
+
+    def post(self, payload: dict[str, Any], target: WebhookPath | None = None) -> int:
         """POST the payload; return the number of attempts it took."""
-        url = self._url()
-        if not url.startswith(("https://", "http://127.0.0.1", "http://localhost")):
-            raise SlackDeliveryError("the Slack webhook secret does not hold an https URL")
+        path = target or self.target()
+        if path is None:
+            raise WebhookNotConfiguredError("no Slack webhook is configured")
         body = json.dumps(payload).encode()
         last = ""
         for attempt in range(1, self._max_attempts + 1):
-            request = urllib.request.Request(  # noqa: S310 - scheme checked above
-                url,
+            request = urllib.request.Request(  # noqa: S310 - the origin is fixed, the path checked
+                self._origin + path.value,
                 data=body,
                 method="POST",
                 headers={"Content-Type": "application/json; charset=utf-8"},
             )
             try:
-                with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310
-                    response.read()
+                with self._opener.open(request, timeout=self._timeout) as response:
+                    response.read(1024)
                     return attempt
             except urllib.error.HTTPError as exc:
                 status = exc.code
-                last = f"HTTP {status}: {exc.read(200).decode(errors='replace')}"
+                last = f"HTTP {status}: {path.redact(_body(exc))}"
                 if status == 429:
                     delay = _retry_after(exc.headers.get("Retry-After"), attempt)
                 elif status >= 500:
-                    delay = min(0.5 * 2 ** (attempt - 1), MAX_RETRY_AFTER_S)
+                    delay = _backoff(attempt)
                 else:
                     raise SlackDeliveryError(f"Slack rejected the message ({last})") from None
-            except (urllib.error.URLError, TimeoutError) as exc:
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-                delay = min(0.5 * 2 ** (attempt - 1), MAX_RETRY_AFTER_S)
+            except OSError as exc:  # URLError, timeouts, refused and reset connections
+                last = path.redact(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
+                delay = _backoff(attempt)
+            except (http.client.HTTPException, ValueError) as exc:
+                detail = path.redact(f"{type(exc).__name__}: {exc}")
+                raise SlackDeliveryError(f"could not send to Slack ({detail})") from None
             if attempt < self._max_attempts:
                 self._sleep(delay)
         raise SlackDeliveryError(f"Slack kept failing after {self._max_attempts} attempts ({last})")
 
 
-def _retry_after(header: str | None, attempt: int) -> float:
+def _body(exc: urllib.error.HTTPError) -> str:
     try:
-        return min(max(float(header or ""), 0.0), MAX_RETRY_AFTER_S)
+        return exc.read(200).decode(errors="replace").strip()
+    except (OSError, http.client.HTTPException):
+        return ""
+    finally:
+        exc.close()
+
+
+def _backoff(attempt: int) -> float:
+    return min(0.5 * 2.0 ** (attempt - 1), MAX_RETRY_AFTER_S)
+
+
+def _retry_after(header: str | None, attempt: int) -> float:
+    """Seconds Slack asks for, within [0, 30]; an HTTP date, ``nan`` or junk falls back."""
+    try:
+        seconds = float(header or "")
     except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds):
         return min(1.0 * attempt, MAX_RETRY_AFTER_S)
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)

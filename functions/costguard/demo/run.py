@@ -88,7 +88,6 @@ def drain(session: Any, url: str, region: str) -> list[dict[str, Any]]:
 def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
     import boto3
 
-    from costguard.adapters.slack import SlackWebhook
     from costguard.demo.fleet import (
         DEMO_SPOT_PRICES,
         PRIMARY,
@@ -99,7 +98,7 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
         seed_fleet,
     )
     from costguard.demo.server import embedded_aws
-    from costguard.demo.slack_standin import SlackStandIn
+    from costguard.demo.slack_standin import SlackStandIn, sns_event
     from costguard.domain.findings import FindingCode
     from costguard.report import report_json, report_table
     from costguard.settings import Settings
@@ -122,7 +121,7 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
             from costguard.handlers.scan import process, summary
             from costguard.handlers.slack_notifier import process as notify_slack
 
-            webhook = SlackWebhook(lambda: slack.url)
+            webhook = slack.webhook()
             delivered: list[dict[str, Any]] = []
             create_ledger_table(session, TABLE, PRIMARY)
             fleet = seed_fleet(session, start)
@@ -153,14 +152,14 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
                 if spike and n == cycles - 1 and cycles > 3:
                     ec2.terminate_instances(InstanceIds=[spike])
                     say("fleet changed: the vision-research p5 was terminated")
-                outcome = process({"time": now.isoformat()}, settings, session)
+                outcome = process({"time": now.isoformat()}, settings, session, clock=now)
                 report = outcome.report
                 history.append(summary(outcome))
                 # Every alert reaches the subscribed queue; each is handed to the Slack
                 # notifier as SNS would invoke it, and posted to the Slack stand-in over HTTP.
                 for message in drain(session, queue_url, PRIMARY):
                     delivered.append(message)
-                    notify_slack({"Records": [{"Sns": {"Message": json.dumps(message)}}]}, webhook)
+                    notify_slack(sns_event(json.dumps(message)), webhook)
                 say(
                     f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {report.resource_count} resources, "
                     f"ledger {report.ledger.value}, {len(outcome.alerts)} alerts, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,11 +33,12 @@ _CLEARED = (
 
 
 @contextmanager
-def embedded_aws() -> Iterator[str]:
+def embedded_aws(middleware: Callable[[Any], Any] | None = None) -> Iterator[str]:
     """Start moto's server on 127.0.0.1:<free port>; yield its URL; restore the env after.
 
     While it runs, ``AWS_ENDPOINT_URL`` points every boto3 client at it and the
-    credentials are fake, so nothing can reach a real account.
+    credentials are fake, so nothing can reach a real account. ``middleware`` wraps
+    the server's WSGI app (tests count the requests the server receives with it).
     """
     import logging
 
@@ -47,6 +48,10 @@ def embedded_aws() -> Iterator[str]:
     saved = {k: os.environ.get(k) for k in (*_FAKE_ENV, *_CLEARED, "AWS_ENDPOINT_URL")}
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    if middleware is not None:
+        wsgi = server._server
+        assert wsgi is not None
+        wsgi.app = middleware(wsgi.app)
     host, port = server.get_host_and_port()
     url = f"http://{host}:{port}"
     # moto's backends live in this process: start from an empty account every time.

@@ -47,6 +47,8 @@ class AlertKind(StrEnum):
     AWS_COST_ANOMALY = "aws-cost-anomaly"
     SCAN_FAILED = "scan-failed"
     SCAN_RECOVERED = "scan-recovered"
+    ACTION_WARNING = "action-warning"
+    ACTION_TAKEN = "action-taken"
 
 
 class AlertSeverity(StrEnum):

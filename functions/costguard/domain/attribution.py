@@ -123,8 +123,9 @@ def attribute(
         if project is not None:
             if tags.budget is not None:
                 budgets_seen[project][tags.budget].append(res.key)
-            if tags.owner and tags.owner not in owners[project]:
-                owners[project].append(tags.owner)
+            for owner in tags.owners:
+                if owner not in owners[project]:
+                    owners[project].append(owner)
         attributed.append(AttributedResource(item, project, tags.owner, tags.exemption, via))
 
     projects = {a.project for a in attributed if a.project is not None} | set(table)

@@ -16,6 +16,7 @@ class FindingCode(StrEnum):
     MALFORMED_BUDGET = "malformed-budget"
     MALFORMED_EXEMPT = "malformed-exempt"
     MALFORMED_PROJECT = "malformed-project"
+    MALFORMED_OWNER = "malformed-owner"
     BUDGET_CONFLICT = "budget-conflict"
     UNPRICED = "unpriced"
     UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"

@@ -1,7 +1,56 @@
 """The tag contract: how a resource says which project pays for it.
 
-Every parser returns a value *or* a :class:`Finding`; none raises on user input,
-because one bad tag must never stop the scan of a whole account.
+Every parser is *total*: it returns a value or a reason, never raises, because
+one bad tag must never stop the scan of a whole account. A reason becomes a
+finding that names the resource and the tag (key and value).
+
+Grammar (values are first stripped of leading and trailing whitespace)::
+
+    costguard:project   (falls back to Project, then project; the first key present
+                        wins, even when its value is malformed)
+        Free text, 1-256 characters after normalisation. Normalisation: Unicode NFKC
+        (full-width "ｖｉｓｉｏｎ" and "vision" are one project; so are a no-break
+        space and a space), then every run of spaces becomes one space.
+        Rejected (malformed-project, resource left unattributed): any control,
+        format (Cf: zero-width, bidi controls, soft hyphen, tag characters),
+        surrogate, private-use or unassigned character, line/paragraph separators,
+        and the invisible fillers U+034F, U+115F, U+1160, U+17B4, U+17B5,
+        U+180B-U+180F, U+2800, U+3164, U+FE00-U+FE0F, U+FFA0, U+E0100-U+E01EF.
+        A name that differs from another only by invisible characters would be a
+        lookalike project with its own budget, so it is refused, not cleaned.
+
+    costguard:budget    monthly USD
+        ["$"] digits ["." digits]            5000   5000.50   $5000   $ 5000
+        ["$"] d{1,3} ("," ddd)+ ["." digits] 5,000  1,250,000.75
+        ASCII digits only. Greater than zero, a whole number of cents (0.001 is
+        refused; 5000.500 reads as 5000.50), at most 1,000,000,000. Otherwise
+        malformed-budget, and the budget is ignored.
+
+    costguard:owner     who is told; one or more, separated by commas, semicolons
+                        or spaces
+        e-mail          local@domain.tld   (ASCII; the local part, at most 64
+                        characters, of letters, digits and . _ % + ' -; domain
+                        labels of letters, digits and -, IDNs as xn--; at most 254
+                        characters in all; the domain is lower-cased)
+        Slack member    U0123ABCD, @U0123ABCD or <@U0123ABCD> (U or W, then 8-20
+                        upper-case letters or digits, at least one a digit; kept as
+                        the bare ID)
+        At most 256 characters in all. Each entry that is neither is dropped with a
+        malformed-owner finding; the valid entries are kept. A blank value is no
+        owner; a value of separators only is a finding.
+
+    costguard:exempt    skip actions on the resource
+        true | yes                       exempt for good
+        false | no | (empty)             not exempt
+        YYYY-MM-DD | YYYYMMDD            exempt through the end of that day, UTC
+        date (T|t|space) time [offset]   exempt until that instant
+            time    hh[:mm[:ss[(.|,)fraction]]] or hh[mm[ss[(.|,)fraction]]];
+                    24:00[:00] is the end of the day; fractions beyond µs are dropped
+            offset  Z | z | ±hh | ±hh:mm | ±hhmm (at most ±23:59); none means UTC
+        Case-insensitive words, ASCII digits. Anything else is a malformed-exempt
+        finding and the resource is treated as exempt until the tag is fixed (fail
+        safe). An instant past the end of year 9999 UTC (e.g. ``9999-12-31``, a
+        natural "forever") is a permanent exemption; one before year 1 UTC has expired.
 """
 
 from __future__ import annotations
@@ -10,7 +59,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import NamedTuple
@@ -19,13 +68,62 @@ from costguard.domain.findings import Finding, FindingCode
 from costguard.names import Tags
 
 MAX_PROJECT_LEN = 256
+#: The whole ``costguard:owner`` value; AWS caps any tag value at 256 characters too.
+MAX_OWNER_LEN = 256
+#: RFC 5321: a forward path holds at most 254 characters of address.
+MAX_EMAIL_LEN = 254
 #: Budgets above this are a typo, not a budget.
 MAX_BUDGET = Decimal("1000000000")
+CENT = Decimal("0.01")
+#: How much of a bad value a finding quotes.
+_QUOTE_LEN = 80
 
-_PLAIN = re.compile(r"^\d+(\.\d+)?$")
-_GROUPED = re.compile(r"^\d{1,3}(,\d{3})+(\.\d+)?$")
-#: Unicode category Cc is exactly C0, DEL and C1.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# ASCII classes, spelled out: ``\d`` would admit "５０００" and "1٠0".
+_PLAIN = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_GROUPED = re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?")
+
+_EXEMPT = re.compile(
+    r"(?P<y>[0-9]{4})(?P<ds>-?)(?P<mo>[0-9]{2})(?P=ds)(?P<d>[0-9]{2})"
+    r"(?:[Tt ]"
+    r"(?P<h>[0-9]{2})"
+    r"(?:(?P<ts>:?)(?P<mi>[0-9]{2})(?:(?P=ts)(?P<s>[0-9]{2})(?:[.,](?P<f>[0-9]+))?)?)?"
+    r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2})(?::?(?P<om>[0-9]{2}))?)?"
+    r")?"
+)
+_US_PER_DAY = 86_400_000_000
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+#: Microseconds from datetime.min to datetime.max, both UTC.
+_LAST_US = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+
+_LOCAL = r"[A-Za-z0-9_%+'-]+(?:\.[A-Za-z0-9_%+'-]+)*"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_EMAIL = re.compile(
+    rf"(?P<local>{_LOCAL})@(?P<domain>(?:{_LABEL}\.)+(?:[A-Za-z]{{2,63}}|xn--[A-Za-z0-9-]{{1,59}}))"
+)
+#: A member ID: U or W, then upper-case letters and digits, at least one digit (so that
+#: a shouted word such as WARNING is not mistaken for one).
+_SLACK = re.compile(r"(?P<a><@|@)?(?P<id>[UW](?=[A-Z]*[0-9])[A-Z0-9]{8,20})(?P<b>>)?")
+_OWNER_SEPARATORS = re.compile(r"[,;\s]+")
+
+#: Unicode categories refused in names: controls, format characters (zero-width,
+#: bidi), surrogates, private use, unassigned, and line/paragraph separators.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+#: Printable by category, yet drawn as nothing: default-ignorable marks and fillers.
+_INVISIBLE_RANGES = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2800, 0x2800),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)
+_INVISIBLE_CLASS = re.compile(
+    "[" + "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _INVISIBLE_RANGES) + "]"
+)
+_SPACES = re.compile(r"\s+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +147,61 @@ class Exemption:
 
 
 class ResourceTags(NamedTuple):
-    """What a resource's tags say, once parsed; ``findings`` lists what was wrong."""
+    """What a resource's tags say, once parsed; ``findings`` lists what was wrong.
+
+    ``owner`` is the valid owners joined with ", " (None if none), for display;
+    ``owners`` lists them one by one.
+    """
 
     project: str | None
     budget: Decimal | None
     owner: str | None
     exemption: Exemption | None
     findings: tuple[Finding, ...] = ()
+    owners: tuple[str, ...] = ()
+
+
+class Owners(NamedTuple):
+    """A parsed ``costguard:owner``: the valid owners, and why the rest were dropped."""
+
+    valid: tuple[str, ...]
+    problem: str | None = None
+
+
+def _invisible(ch: str) -> bool:
+    """True for characters that draw nothing, control the layout, or cannot be stored."""
+    if unicodedata.category(ch) in _FORBIDDEN_CATEGORIES:
+        return True
+    code = ord(ch)
+    return any(lo <= code <= hi for lo, hi in _INVISIBLE_RANGES)
+
+
+def _first_invisible(text: str) -> str | None:
+    # Fast path: isprintable() is False for every forbidden category (and for spaces
+    # other than U+0020, which are allowed), so most names skip the loop.
+    if text.isprintable() and _INVISIBLE_CLASS.search(text) is None:
+        return None
+    return next((ch for ch in text if _invisible(ch)), None)
+
+
+def _quote(raw: str) -> str:
+    """A value for a finding, quoted like repr() but with every invisible character
+    escaped (repr() leaves a Hangul filler or a variation selector as is), and cut."""
+    parts = []
+    for ch in raw[:_QUOTE_LEN]:
+        if ch in "\\'":
+            parts.append("\\" + ch)
+        elif _invisible(ch) or not ch.isprintable():
+            parts.append(ascii(ch)[1:-1])
+        else:
+            parts.append(ch)
+    text = "'" + "".join(parts) + "'"
+    return text if len(raw) <= _QUOTE_LEN else f"{text}... ({len(raw)} characters)"
+
+
+def _codepoint(ch: str) -> str:
+    name = unicodedata.name(ch, "") if unicodedata.category(ch) != "Cs" else ""
+    return f"U+{ord(ch):04X}" + (f" ({name})" if name else "")
 
 
 @lru_cache(maxsize=4096)
@@ -63,31 +209,39 @@ def parse_budget(raw: str) -> Decimal | str:
     """Parse a monthly budget in USD; return the amount, or why it is not one.
 
     Accepts ``5000``, ``5000.50``, ``5,000`` and ``$5000``. Rejects anything that
-    is not a plain positive amount: a guess at a garbled budget is worse than none.
+    is not a plain positive amount in whole cents: a guess at a garbled budget is
+    worse than none, and a sub-cent budget would alert as critical at once.
     """
     text = raw.strip()
     if text.startswith("$"):
         text = text[1:].strip()
     if not text:
         return "is empty"
-    if not (_PLAIN.match(text) or _GROUPED.match(text)):
+    if not (_PLAIN.fullmatch(text) or _GROUPED.fullmatch(text)):
         return "is not an amount in USD (use e.g. 5000, 5,000.50 or $5000)"
     try:
         amount = Decimal(text.replace(",", ""))
-    except InvalidOperation:  # pragma: no cover - the regexes admit only digits
+    except InvalidOperation:  # pragma: no cover - the regexes admit only ASCII digits
         return "is not an amount in USD"
     if amount <= 0:
         return "must be greater than zero"
     if amount > MAX_BUDGET:
         return f"is larger than {MAX_BUDGET:,} USD"
-    return amount
+    cents = amount.quantize(CENT)
+    if cents != amount:
+        return "is not a whole number of cents"
+    # "5000.500" is 5000.50: keep at most two decimals, as written otherwise.
+    return cents if len(text.partition(".")[2]) > 2 else amount
 
 
+@lru_cache(maxsize=4096)
 def parse_exempt(raw: str) -> Exemption | str | None:
-    """Parse ``costguard:exempt``: ``true``/``false`` or an ISO-8601 date or time.
+    """Parse ``costguard:exempt``; return the exemption, None for "not exempt", or why not.
 
-    A bare date exempts through the end of that day (UTC). A time without an
-    offset is taken as UTC. Returns None for ``false``, or why the value is bad.
+    The grammar is explicit (see the module docstring) rather than whatever this
+    Python's ``fromisoformat`` accepts, so that ``20261231`` and ``2026-12-31`` mean
+    the same day on every runtime, and the arithmetic is done in integers so that
+    no offset at the edge of the calendar can overflow.
     """
     text = raw.strip()
     lowered = text.lower()
@@ -95,38 +249,130 @@ def parse_exempt(raw: str) -> Exemption | str | None:
         return Exemption()
     if lowered in {"false", "no", ""}:
         return None
+    bad = "is neither true/false nor an ISO-8601 date or time (e.g. 2026-12-31)"
+    m = _EXEMPT.fullmatch(text)
+    if m is None:
+        return bad
     try:
-        if len(text) == 10:
-            day = date.fromisoformat(text)
-            return Exemption(datetime.combine(day, time(), tzinfo=UTC) + timedelta(days=1))
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        day = date(int(m["y"]), int(m["mo"]), int(m["d"]))
     except ValueError:
-        return "is neither true/false nor an ISO-8601 date or time (e.g. 2026-12-31)"
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return Exemption(moment.astimezone(UTC))
+        return f"{bad}: no such day"
+    local_us = (day.toordinal() - 1) * _US_PER_DAY
+    if m["h"] is None:
+        # A bare date runs through the end of that day.
+        return _exemption_at(local_us + _US_PER_DAY)
+    hour, minute, second = int(m["h"]), int(m["mi"] or 0), int(m["s"] or 0)
+    micro = int((m["f"] or "0")[:6].ljust(6, "0"))
+    end_of_day = hour == 24 and minute == second == micro == 0
+    if not end_of_day and (hour > 23 or minute > 59 or second > 59):
+        return f"{bad}: no such time of day"
+    local_us += ((hour * 60 + minute) * 60 + second) * 1_000_000 + micro
+    offset_us = 0
+    if m["sign"] is not None:
+        off_h, off_m = int(m["oh"]), int(m["om"] or 0)
+        if off_h > 23 or off_m > 59:
+            return f"{bad}: the UTC offset must be between -23:59 and +23:59"
+        offset_us = (off_h * 60 + off_m) * 60_000_000 * (-1 if m["sign"] == "-" else 1)
+    return _exemption_at(local_us - offset_us)
+
+
+def _exemption_at(us: int) -> Exemption:
+    """An exemption ending ``us`` microseconds after 0001-01-01T00:00Z, clamped.
+
+    Past the last representable instant (9999-12-31T23:59:59.999999Z) means for
+    good; before the first means it has already expired.
+    """
+    if us > _LAST_US:
+        return Exemption()
+    return Exemption(_EPOCH + timedelta(microseconds=max(us, 0)))
 
 
 @lru_cache(maxsize=4096)
-def normalise_project(raw: str) -> str | None:
-    """Project names are free text; keep them exactly, minus edge whitespace.
+def parse_project(raw: str) -> tuple[str, None] | tuple[None, str]:
+    """Normalise a project name; return ``(name, None)`` or ``(None, why not)``."""
+    text = raw.strip()
+    if not text:
+        return None, "is empty"
+    if len(text) > 4 * MAX_PROJECT_LEN:  # bound the work before normalising
+        return None, f"is longer than {MAX_PROJECT_LEN} characters"
+    typed = text
+    text = unicodedata.normalize("NFKC", text).strip()
+    # Name the character as typed (NFKC turns U+3164 into U+1160), and check both.
+    bad = _first_invisible(typed) or _first_invisible(text)
+    if bad is not None:
+        return None, f"contains {_codepoint(bad)}, an invisible or control character"
+    text = _SPACES.sub(" ", text)
+    if not text:  # pragma: no cover - stripped above; NFKC maps no visible text to nothing
+        return None, "is empty"
+    if len(text) > MAX_PROJECT_LEN:
+        return None, f"is longer than {MAX_PROJECT_LEN} characters"
+    return text, None
 
-    Unicode is normalised to NFC so that the same name typed on two keyboards
-    lands in one ledger row.
+
+def normalise_project(raw: str) -> str | None:
+    """The project name ``raw`` stands for, or None if it is not a valid name.
+
+    Unicode is normalised to NFKC so that the same name typed on two keyboards
+    (full-width or not, no-break space or not) lands in one ledger row.
     """
-    text = unicodedata.normalize("NFC", raw.strip())
-    if not text or len(text) > MAX_PROJECT_LEN:
-        return None
-    if _CONTROL.search(text):
-        return None
-    return text
+    return parse_project(raw)[0]
+
+
+def _owner(entry: str) -> str | None:
+    email = _EMAIL.fullmatch(entry)
+    if email is not None:
+        if len(entry) > MAX_EMAIL_LEN or len(email["local"]) > 64:
+            return None
+        return f"{email['local']}@{email['domain'].lower()}"
+    slack = _SLACK.fullmatch(entry)
+    if slack is not None and (slack["a"], slack["b"]) in {(None, None), ("@", None), ("<@", ">")}:
+        return slack["id"]
+    return None
+
+
+@lru_cache(maxsize=4096)
+def parse_owners(raw: str) -> Owners:
+    """Parse ``costguard:owner``: e-mail addresses and Slack member IDs.
+
+    Owners are printed into e-mails and Slack messages, so only those two shapes
+    pass: an owner with a line break could otherwise write a fake line into an alert.
+    """
+    text = raw.strip()
+    if not text:
+        return Owners(())
+    if len(text) > MAX_OWNER_LEN:
+        return Owners((), f"is longer than {MAX_OWNER_LEN} characters; owner ignored")
+    valid: list[str] = []
+    rejected: list[str] = []
+    for entry in _OWNER_SEPARATORS.split(text):
+        if not entry:
+            continue
+        owner = _owner(entry)
+        if owner is None:
+            rejected.append(entry)
+        elif owner not in valid:
+            valid.append(owner)
+    if not valid and not rejected:
+        return Owners((), "names no owner, only separators; owner ignored")
+    if not rejected:
+        return Owners(tuple(valid))
+    what = ", ".join(_quote(r) for r in rejected[:3]) + (
+        f" and {len(rejected) - 3} more" if len(rejected) > 3 else ""
+    )
+    verb = "is" if len(rejected) == 1 else "are"
+    return Owners(
+        tuple(valid),
+        f"names {what}, which {verb} not an e-mail address or a Slack member ID "
+        f"(e.g. alice@example.com, U0123ABCD); "
+        + (f"kept {', '.join(valid)}, dropped the rest" if valid else "owner ignored"),
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
     project: str | None
     budget: Decimal | None
-    owner: str | None
+    owners: tuple[str, ...]
     exemption: Exemption | None
     problems: tuple[tuple[FindingCode, str], ...]
 
@@ -136,6 +382,7 @@ def _parse(
     project_tag: tuple[str, str] | None,
     budget_key: str,
     budget_raw: str | None,
+    owner_key: str,
     owner_raw: str | None,
     exempt_key: str,
     exempt_raw: str | None,
@@ -145,13 +392,13 @@ def _parse(
     project = None
     if project_tag is not None:
         key, raw = project_tag
-        project = normalise_project(raw)
-        if project is None:
+        project, why = parse_project(raw)
+        if why is not None:
             problems.append(
                 (
                     FindingCode.MALFORMED_PROJECT,
-                    f"tag {key}={raw!r} is not a project name "
-                    f"(1-{MAX_PROJECT_LEN} printable characters); resource left unattributed",
+                    f"tag {key}={_quote(raw)} {why}; not a project name "
+                    f"(1-{MAX_PROJECT_LEN} visible characters); resource left unattributed",
                 )
             )
     budget: Decimal | None = None
@@ -163,7 +410,7 @@ def _parse(
             problems.append(
                 (
                     FindingCode.MALFORMED_BUDGET,
-                    f"tag {budget_key}={budget_raw!r} {parsed}; budget ignored",
+                    f"tag {budget_key}={_quote(budget_raw)} {parsed}; budget ignored",
                 )
             )
     exemption: Exemption | None = None
@@ -175,13 +422,24 @@ def _parse(
             problems.append(
                 (
                     FindingCode.MALFORMED_EXEMPT,
-                    f"tag {exempt_key}={exempt_raw!r} {parsed_exempt}; treated as exempt until fixed",
+                    f"tag {exempt_key}={_quote(exempt_raw)} {parsed_exempt}; "
+                    "treated as exempt until fixed",
                 )
             )
         else:
             exemption = parsed_exempt
-    owner = (owner_raw or "").strip() or None
-    return _Parsed(project, budget, owner, exemption, tuple(problems))
+    owners: tuple[str, ...] = ()
+    if owner_raw is not None:
+        parsed_owners = parse_owners(owner_raw)
+        owners = parsed_owners.valid
+        if parsed_owners.problem is not None:
+            problems.append(
+                (
+                    FindingCode.MALFORMED_OWNER,
+                    f"tag {owner_key}={_quote(owner_raw)} {parsed_owners.problem}",
+                )
+            )
+    return _Parsed(project, budget, owners, exemption, tuple(problems))
 
 
 def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> ResourceTags:
@@ -196,6 +454,7 @@ def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> Reso
         project_tag,
         keys.budget,
         tags.get(keys.budget),
+        keys.owner,
         tags.get(keys.owner),
         keys.exempt,
         tags.get(keys.exempt),
@@ -205,4 +464,7 @@ def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> Reso
         if parsed.problems
         else ()
     )
-    return ResourceTags(parsed.project, parsed.budget, parsed.owner, parsed.exemption, findings)
+    owner = ", ".join(parsed.owners) or None
+    return ResourceTags(
+        parsed.project, parsed.budget, owner, parsed.exemption, findings, parsed.owners
+    )

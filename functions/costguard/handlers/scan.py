@@ -7,13 +7,14 @@ Lambda's clock, is "now", so a retried invocation accrues exactly the same inter
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from costguard.names import Metrics as M
 
@@ -28,15 +29,51 @@ logger = Logger(service=M.SCAN_SERVICE)
 metrics = Metrics(namespace=M.NAMESPACE, service=M.SCAN_SERVICE)
 
 
+#: How far in the past an event's ``time`` may be. The schedule retries for up to 1 h
+#: (``max_event_age``) and Lambda's asynchronous retries for up to 1 h more, so a
+#: genuine retry is at most about 2 h late; 3 h leaves a margin.
+MAX_EVENT_AGE = timedelta(hours=3)
+#: How far ahead of the Lambda's clock an event's ``time`` may be (clock skew).
+MAX_EVENT_LEAD = timedelta(minutes=5)
+
+#: The Lambda's clock, read once per invocation at the edge. Tests replace it.
+CLOCK: Callable[[], datetime] = lambda: datetime.now(UTC)  # noqa: E731
+
+
+class EventTimeError(ValueError):
+    """The event's time is too far from the clock to be a scheduled scan or its retry."""
+
+
 class ScanEvent(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     time: datetime | None = None
 
-    def now(self) -> datetime:
+    @field_validator("time", mode="before")
+    @classmethod
+    def _iso_text_only(cls, value: object) -> object:
+        # pydantic reads a number as seconds since 1970: `{"time": 5}` would be 1970.
+        if value is not None and not isinstance(value, str):
+            raise ValueError("must be an ISO-8601 time string such as 2026-11-20T12:00:00Z")
+        return value
+
+    def now(self, clock: datetime) -> datetime:
+        """The scan's "now": the scheduled time, in UTC, if it is plausibly one.
+
+        A time far in the past (the 1970 of a console test event) would accrue every
+        instance's whole life again; one far ahead would accrue the rest of the month
+        at once and then freeze accrual until that date. Both are refused.
+        """
         if self.time is None:
-            return datetime.now(UTC)
-        return self.time if self.time.tzinfo else self.time.replace(tzinfo=UTC)
+            return clock
+        moment = self.time.astimezone(UTC) if self.time.tzinfo else self.time.replace(tzinfo=UTC)
+        if moment < clock - MAX_EVENT_AGE or moment > clock + MAX_EVENT_LEAD:
+            raise EventTimeError(
+                f"event time {moment.isoformat()} is more than {MAX_EVENT_AGE} before or "
+                f"{MAX_EVENT_LEAD} after the clock ({clock.isoformat()}); refused, nothing "
+                "was written. Invoke with no time (now) or a recent scheduled time."
+            )
+        return moment
 
 
 def metric_dimension(project: str) -> str:
@@ -49,8 +86,8 @@ def emit_metrics(report: ScanReport) -> None:
     if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in {"true", "1"}:
         return
     for p in report.projects:
-        if p.project is None:
-            continue
+        if p.project is None or p.project in report.incomplete_projects:
+            continue  # a failed read is not $0/h: no figure beats a false one
         m = EphemeralMetrics(namespace=M.NAMESPACE)
         m.add_dimension(name=M.DIMENSION_PROJECT, value=metric_dimension(p.project))
         m.add_metric(name=M.RUN_RATE, unit=MetricUnit.Count, value=float(p.run_rate_usd_per_hour))
@@ -94,25 +131,58 @@ def summary(outcome: ScanOutcome) -> dict[str, Any]:
     }
 
 
+class AfterScanError(RuntimeError):
+    """Steps after the ledger commit failed; the spend is recorded, a retry adds nothing."""
+
+    def __init__(self, failures: list[tuple[str, BaseException]]) -> None:
+        super().__init__(
+            "; ".join(f"{name}: {type(exc).__name__}: {exc}" for name, exc in failures)
+        )
+        self.failures = failures
+
+
 @dataclass(frozen=True)
 class ScanOutcome:
     report: ScanReport
     alerts: list[Alert]
 
 
-def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanOutcome:
-    """Everything but the Lambda plumbing: the demo and the tests call this."""
+def process(
+    event: dict[str, Any], settings: Settings, session: Any, clock: datetime | None = None
+) -> ScanOutcome:
+    """Everything but the Lambda plumbing: the demo and the tests call this.
+
+    Raises :class:`EventTimeError` before touching AWS when the event's time is not
+    plausible; the handler logs it and reports the refusal.
+    """
     from costguard.wiring import CallCounter, build_alert_service, build_ledger, build_scan_service
 
+    try:
+        parsed = ScanEvent.model_validate(event or {})
+    except ValidationError as exc:
+        problems = "; ".join(str(e["msg"]) for e in exc.errors())
+        raise EventTimeError(f"event time {problems}; refused, nothing was written") from None
+    now = parsed.now(clock or CLOCK())
     counter = CallCounter()
     counter.attach(session)
-    now = ScanEvent.model_validate(event or {}).now()
     ledger = build_ledger(settings, session)
     report = build_scan_service(settings, session, ledger=ledger, counter=counter).run(now)
+    # The spend is committed. What follows are independent steps: one failing must not
+    # stop the others (metrics are the dashboard's and the alarms' only signal), but
+    # the invocation still fails at the end, so that the retry and the DLQ see it.
     alerting = build_alert_service(settings, session, ledger)
-    alerts = alerting.run(report, report.previous, now) if alerting else []
+    alerts: list[Alert] = []
+    failures: list[tuple[str, BaseException]] = []
+    if alerting:
+        try:
+            alerts += alerting.run(report, report.previous, now)
+        except Exception as exc:  # reported below and re-raised after the other steps
+            failures.append(("alerts", exc))
     if settings.cost_explorer:
-        alerts += _cost_explorer(settings, session, ledger, alerting, now)
+        try:
+            alerts += _cost_explorer(settings, session, ledger, alerting, now)
+        except Exception as exc:
+            failures.append(("cost-explorer", exc))
     for a in alerts:
         logger.info(
             "alert published",
@@ -132,8 +202,16 @@ def process(event: dict[str, Any], settings: Settings, session: Any) -> ScanOutc
             "api_calls": sum(report.api_calls.values()),
             "duration_s": round(report.duration_s, 3),
             "alerts": len(alerts),
+            "failed_steps": [name for name, _ in failures],
         },
     )
+    if failures:
+        for name, error in failures:
+            logger.error(
+                "step failed after the scan",
+                extra={"step": name, "error": f"{type(error).__name__}: {error}"},
+            )
+        raise AfterScanError(failures)
     return ScanOutcome(report, alerts)
 
 
@@ -170,4 +248,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     from costguard.settings import Settings
 
-    return summary(process(event, Settings.from_env(os.environ), boto3.Session()))
+    settings = Settings.from_env(os.environ)
+    try:
+        outcome = process(event, settings, boto3.Session())
+    except EventTimeError as exc:
+        # A retry cannot make a bad time good: report, write nothing, do not retry.
+        logger.error("scan refused: implausible event time", extra={"reason": str(exc)})
+        return {"refused": str(exc), "ledger": "not-written"}
+    return summary(outcome)

@@ -238,6 +238,8 @@ class ScanService:
                     continue
                 resources.extend(inventory.resources)
                 findings.extend(inventory.findings)
+                if any(f.code is FindingCode.SCAN_FAILED for f in inventory.findings):
+                    failed.add((region, source.name))  # part of the source, e.g. one API
                 self._progress(
                     f"[{done}/{len(jobs)}] {source.name} {region}: {len(inventory.resources)} resources"
                 )

@@ -1,0 +1,205 @@
+"""Decisions are data: what CostGuard would do to a resource, why, and what it saves.
+
+Policies (idle notebooks, stale data, ...) are pure functions that return a
+:class:`Decision` for every resource they judged, including the ones they leave
+alone (``Action.NONE``): that is how the executor learns that a warned resource
+became active again and clears its warning. The executor, not the policy, decides
+*when* to act (warn first, act after the grace period), re-checks scope and
+exemption at execution time, and applies dry-run; so a policy is only a judgement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from enum import StrEnum
+
+from costguard.domain.alerts import Alert, AlertKind, AlertSeverity
+from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO, cents, per_hour
+from costguard.domain.tags import Exemption, ResourceTags, parse_exempt
+from costguard.names import Tags
+
+
+class Action(StrEnum):
+    NONE = "none"
+    STOP_NOTEBOOK = "stop-notebook"
+    STOP_INSTANCE = "stop-instance"
+    DELETE_APP = "delete-app"
+    DELETE_OBJECTS = "delete-objects"
+    DELETE_VOLUME = "delete-volume"
+    DELETE_SNAPSHOT = "delete-snapshot"
+
+
+class Step(StrEnum):
+    """What the executor did with one decision (the audit trail's ``outcome``)."""
+
+    WARNED = "warned"
+    WAITING = "waiting"  # warned before; the grace period has not run out
+    ACTED = "acted"
+    WOULD_WARN = "would-warn"  # dry-run
+    WOULD_ACT = "would-act"  # dry-run
+    CLEARED = "cleared"  # the resource became active or exempt: the warning is withdrawn
+    SKIPPED = "skipped"  # out of scope, exempt, gone, or already in the wanted state
+    CLAIMED_ELSEWHERE = "claimed-elsewhere"  # an overlapping run is acting on it
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The resource a decision is about, as the scan saw it."""
+
+    key: str  # ``region/kind/id``: unique within an account
+    kind: str
+    region: str
+    id: str
+    account: str = ""
+    project: str | None = None
+    owners: tuple[str, ...] = ()
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One judgement of a policy, carried unchanged to the executor and the audit trail.
+
+    ``grace`` is how long the owner is warned before the action; zero acts at once
+    (only sensible for actions that are themselves harmless, which none are today).
+    """
+
+    action: Action
+    target: Target
+    reason: str
+    decided_at: datetime
+    evidence: Mapping[str, str] = field(default_factory=dict)
+    usd_per_hour_saved: Decimal = ZERO
+    grace: timedelta = timedelta(hours=24)
+    #: Policy-specific detail the actuator needs (e.g. the object keys to delete).
+    params: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def acts(self) -> bool:
+        return self.action is not Action.NONE
+
+    @property
+    def usd_per_month_saved(self) -> Decimal:
+        return self.usd_per_hour_saved * HOURS_PER_PRICING_MONTH
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the actuator found on the resource at execution time."""
+
+    state: str
+    tags: Mapping[str, str]
+    #: Already in the state the action leads to (stopped, deleted): nothing to do.
+    settled: bool = False
+
+
+class Gate(StrEnum):
+    OUT_OF_SCOPE = "out-of-scope"
+    EXEMPT = "exempt"
+    ALLOWED = "allowed"
+
+
+def gate(tags: ResourceTags, opted_in: bool, now: datetime) -> Gate:
+    """Scope and exemption, re-checked on the resource's tags *at execution time*.
+
+    In scope means tagged with a project, or explicitly opted in. An exemption that
+    is active, or malformed (read as exempt), always wins.
+    """
+    if tags.exemption is not None and tags.exemption.active(now):
+        return Gate.EXEMPT
+    if tags.project is None and not opted_in:
+        return Gate.OUT_OF_SCOPE
+    return Gate.ALLOWED
+
+
+def action_after(tags: Mapping[str, str]) -> datetime | str | None:
+    """The warning deadline CostGuard tagged on the resource; a string says why it is bad.
+
+    It reuses the exemption date grammar, so a person who edits the tag by hand gets
+    the same rules. A malformed deadline is treated as "not warned": the executor
+    warns again, which only postpones the action.
+    """
+    raw = tags.get(Tags.ACTION_AFTER)
+    if raw is None:
+        return None
+    parsed = parse_exempt(raw)
+    if isinstance(parsed, Exemption) and parsed.until is not None:
+        return parsed.until
+    return "is not a UTC time such as 2026-12-01T08:00:00Z"
+
+
+def deadline_tag(moment: datetime) -> str:
+    """The ``costguard:action-after`` value: UTC, to the second, unambiguous."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def claim_key(decision: Decision, deadline: datetime | None) -> str:
+    """Two overlapping runs acting on the same warning claim the same key."""
+    stamp = deadline_tag(deadline) if deadline else "now"
+    account = decision.target.account or "-"
+    return f"{decision.action.value}/{account}/{decision.target.key}/{stamp}"
+
+
+_VERBS = {
+    Action.STOP_NOTEBOOK: "stop",
+    Action.STOP_INSTANCE: "stop",
+    Action.DELETE_APP: "delete",
+    Action.DELETE_OBJECTS: "delete objects in",
+    Action.DELETE_VOLUME: "delete",
+    Action.DELETE_SNAPSHOT: "delete",
+}
+
+
+def _label(t: Target) -> str:
+    return f"{t.kind} {t.name or t.id}"
+
+
+def warning_alert(d: Decision, deadline: datetime, now: datetime) -> Alert:
+    """Tell the owner before acting: what, when, why, and how to keep the resource."""
+    t = d.target
+    verb = _VERBS.get(d.action, d.action.value)
+    when = deadline_tag(deadline)
+    return Alert(
+        alert_id=f"{AlertKind.ACTION_WARNING}/{d.action.value}/{t.account or '-'}/{t.key}/{when}",
+        kind=AlertKind.ACTION_WARNING,
+        project=t.project,
+        severity=AlertSeverity.WARNING,
+        title=f"CostGuard will {verb} {_label(t)} after {when}",
+        summary=(
+            f"{d.reason}. CostGuard will {verb} it after {when} unless it is used or "
+            f"exempted; that saves about ${cents(d.usd_per_month_saved):,} a month "
+            f"({per_hour(d.usd_per_hour_saved)})."
+        ),
+        at=now,
+        why=d.reason,
+        next_steps=(
+            "If you still need it, use it: activity before the deadline withdraws the warning.",
+            f"Or exempt it: tag {Tags.EXEMPT}=true, or {Tags.EXEMPT}=YYYY-MM-DD until a date.",
+        ),
+        owners=t.owners,
+        facts={k: v for k, v in d.evidence.items()},
+    )
+
+
+def taken_alert(d: Decision, detail: str, found: str, now: datetime) -> Alert:
+    t = d.target
+    verb = _VERBS.get(d.action, d.action.value)
+    return Alert(
+        alert_id=f"{AlertKind.ACTION_TAKEN}/{d.action.value}/{t.account or '-'}/{t.key}/{deadline_tag(now)}",
+        kind=AlertKind.ACTION_TAKEN,
+        project=t.project,
+        severity=AlertSeverity.INFO,
+        title=f"CostGuard did {verb} {_label(t)}",
+        summary=(
+            f"{detail}. It was {found} and {d.reason.lower()}; this saves about "
+            f"${cents(d.usd_per_month_saved):,} a month."
+        ),
+        at=now,
+        why=d.reason,
+        owners=t.owners,
+        facts={k: v for k, v in d.evidence.items()},
+    )

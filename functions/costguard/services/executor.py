@@ -1,0 +1,251 @@
+"""The one path by which CostGuard changes anything: decide, warn, act, audit, tell.
+
+Every policy hands its decisions to :class:`Executor`. For each decision, in order:
+
+1. inspect the resource *now* and re-check scope and exemption on its current tags;
+2. warn first: tag ``costguard:action-after=<UTC time>`` and tell the owner; activity
+   (a ``NONE`` decision) or an exemption before that time withdraws the warning;
+3. at or after that time, claim the action in the ledger, so that overlapping runs
+   act once;
+4. in dry-run, record what would happen and what it would save, and stop there;
+5. call the actuator, then audit what was found and done, and tell the owner.
+
+A failure on one resource is recorded and the rest proceed; the run's summary
+counts failures, and the handler fails the invocation when there are any, so that
+retries and the dead-letter queue see them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from costguard.domain.calendar import require_utc
+from costguard.domain.decisions import (
+    Decision,
+    Gate,
+    Observed,
+    Step,
+    action_after,
+    claim_key,
+    deadline_tag,
+    gate,
+    taken_alert,
+    warning_alert,
+)
+from costguard.domain.money import ZERO
+from costguard.domain.tags import TagKeys, read_tags
+from costguard.names import Tags
+from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier
+
+#: A claimed action whose holder crashed is claimable again after this.
+ACTION_LEASE = timedelta(minutes=15)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSettings:
+    scope: str
+    dry_run: bool = True
+    tag_keys: TagKeys = field(default_factory=TagKeys)
+    #: Tag keys whose presence puts an untagged resource in scope (e.g. costguard:ttl).
+    opt_in_tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    decision: Decision
+    step: Step
+    detail: str
+    deadline: datetime | None = None
+    #: Set when something failed: the step itself, or (after acting) telling the owner.
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionReport:
+    dry_run: bool
+    outcomes: tuple[Outcome, ...]
+
+    @property
+    def counts(self) -> Mapping[str, int]:
+        return dict(Counter(o.step.value for o in self.outcomes))
+
+    @property
+    def failures(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.error is not None)
+
+    def saved_usd_per_month(self, *steps: Step) -> Decimal:
+        return sum((o.decision.usd_per_month_saved for o in self.outcomes if o.step in steps), ZERO)
+
+
+class ActionsFailedError(RuntimeError):
+    """Some actions failed; the others were applied. Raised so the retry and DLQ see it."""
+
+
+class Executor:
+    def __init__(
+        self,
+        actuators: Sequence[Actuator],
+        ledger: ActionLedger,
+        notifier: Notifier | None,
+        settings: ExecutorSettings,
+    ) -> None:
+        self._actuators = {a.kind: a for a in actuators}
+        self._ledger = ledger
+        self._notifier = notifier
+        self._s = settings
+
+    def run(self, decisions: Sequence[Decision], now: datetime) -> ExecutionReport:
+        now = require_utc(now)
+        outcomes: list[Outcome] = []
+        for d in decisions:
+            try:
+                outcome = self._one(d, now)
+            except Exception as exc:  # contained: recorded, reported, and failed at the end
+                error = f"{type(exc).__name__}: {exc}"
+                outcome = Outcome(d, Step.FAILED, error, error=error)
+                self._audit(d, now, outcome, found="unknown")
+            if outcome is not None:
+                outcomes.append(outcome)
+        return ExecutionReport(self._s.dry_run, tuple(outcomes))
+
+    # -- one decision -------------------------------------------------------------
+
+    def _one(self, d: Decision, now: datetime) -> Outcome | None:
+        actuator = self._actuators.get(d.target.kind)
+        if actuator is None:
+            raise LookupError(f"no actuator for {d.target.kind}")
+        observed = actuator.inspect(d.target)
+        if observed is None:
+            return Outcome(d, Step.SKIPPED, "the resource no longer exists") if d.acts else None
+        deadline = action_after(observed.tags)
+        warned = isinstance(deadline, datetime)
+        if not d.acts:
+            return (
+                self._withdraw(actuator, d, now, observed, "it is in use again") if warned else None
+            )
+        tags = read_tags(d.target.key, observed.tags, self._s.tag_keys)
+        opted_in = any(k in observed.tags for k in self._s.opt_in_tags)
+        verdict = gate(tags, opted_in, now)
+        if verdict is not Gate.ALLOWED:
+            why = "it is exempt" if verdict is Gate.EXEMPT else "it is not in scope"
+            if warned:
+                return self._withdraw(actuator, d, now, observed, why)
+            return Outcome(d, Step.SKIPPED, why)
+        if observed.settled:
+            if warned:
+                return self._withdraw(actuator, d, now, observed, f"it is already {observed.state}")
+            return Outcome(d, Step.SKIPPED, f"already {observed.state}")
+        if not isinstance(deadline, datetime):
+            return self._warn(actuator, d, now, observed)
+        if now < deadline:
+            return Outcome(
+                d, Step.WAITING, f"warned; acting after {deadline_tag(deadline)}", deadline
+            )
+        return self._act(actuator, d, now, observed, deadline)
+
+    def _warn(self, actuator: Actuator, d: Decision, now: datetime, observed: Observed) -> Outcome:
+        deadline = now + d.grace
+        if self._s.dry_run:
+            outcome = Outcome(
+                d,
+                Step.WOULD_WARN,
+                f"would tag {Tags.ACTION_AFTER}={deadline_tag(deadline)}, tell the owner, "
+                f"and act after it if still idle",
+                deadline,
+            )
+            self._audit_once_a_day(d, now, outcome, observed.state)
+            return outcome
+        # One warning per resource and action per day, however many runs overlap.
+        key = f"warn/{claim_key(d, None)}/{now:%Y-%m-%d}"
+        if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
+            return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is warning about it")
+        try:
+            actuator.mark(d.target, Tags.ACTION_AFTER, deadline_tag(deadline))
+            if self._notifier is not None:
+                self._notifier.publish(warning_alert(d, deadline, now))
+        except Exception:
+            self._ledger.release("action", key, now)
+            raise
+        self._ledger.confirm("action", key, now)
+        outcome = Outcome(
+            d, Step.WARNED, f"warned; acting after {deadline_tag(deadline)}", deadline
+        )
+        self._audit(d, now, outcome, observed.state)
+        return outcome
+
+    def _act(
+        self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, deadline: datetime
+    ) -> Outcome:
+        if self._s.dry_run:
+            outcome = Outcome(d, Step.WOULD_ACT, f"would {d.action.value}", deadline)
+            self._audit_once_a_day(d, now, outcome, observed.state)
+            return outcome
+        key = claim_key(d, deadline)
+        if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
+            return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is acting on it", deadline)
+        try:
+            detail = actuator.apply(d)
+        except Exception:
+            self._ledger.release("action", key, now)
+            raise
+        self._ledger.confirm("action", key, now)
+        outcome = Outcome(d, Step.ACTED, detail, deadline)
+        self._audit(d, now, outcome, observed.state)
+        try:
+            # The deadline tag has done its job; a restarted resource starts afresh.
+            actuator.unmark(d.target, Tags.ACTION_AFTER)
+            if self._notifier is not None:
+                self._notifier.publish(taken_alert(d, detail, observed.state, now))
+        except Exception as exc:  # the action stands; the run still fails so it is seen
+            error = f"acted, but the follow-up failed: {type(exc).__name__}: {exc}"
+            return Outcome(d, Step.ACTED, detail, deadline, error=error)
+        return outcome
+
+    def _withdraw(
+        self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, why: str
+    ) -> Outcome:
+        outcome = Outcome(d, Step.CLEARED, f"warning withdrawn: {why}")
+        if self._s.dry_run:
+            return Outcome(d, Step.CLEARED, f"would withdraw the warning: {why}")
+        actuator.unmark(d.target, Tags.ACTION_AFTER)
+        self._audit(d, now, outcome, observed.state)
+        return outcome
+
+    # -- the audit trail ----------------------------------------------------------
+
+    def _audit(self, d: Decision, now: datetime, outcome: Outcome, found: str) -> None:
+        details: dict[str, Any] = {
+            "account": d.target.account,
+            "project": d.target.project,
+            "owners": list(d.target.owners),
+            "state_found": found,
+            "reason": d.reason,
+            "evidence": dict(d.evidence),
+            "detail": outcome.detail,
+            "dry_run": self._s.dry_run,
+            "usd_per_hour_saved": str(d.usd_per_hour_saved),
+            "usd_per_month_saved": str(d.usd_per_month_saved),
+            "deadline": deadline_tag(outcome.deadline) if outcome.deadline else None,
+        }
+        self._ledger.audit(
+            AuditEvent(
+                scope=self._s.scope,
+                at=now,
+                event_id=f"{outcome.step.value}/{claim_key(d, outcome.deadline)}",
+                action=d.action.value,
+                resource=d.target.key,
+                outcome=outcome.step.value,
+                details=details,
+            )
+        )
+
+    def _audit_once_a_day(self, d: Decision, now: datetime, outcome: Outcome, found: str) -> None:
+        """Dry-run reports repeat every run; the audit trail keeps one per resource a day."""
+        key = f"{outcome.step.value}/{claim_key(d, None)}/{now:%Y-%m-%d}"
+        if self._ledger.put_once("dry-run", key, now, {}):
+            self._audit(d, now, outcome, found)

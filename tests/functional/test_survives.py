@@ -1,0 +1,175 @@
+"""What CostGuard survives: each defect found by attacking the spine, as a scenario.
+
+Every scenario runs the scan use case against the DynamoDB ledger on moto, the way a
+deployed guard runs, and checks the money against a hand computation. Read the test
+names as the list of guarantees; the README's "Reliability" section points here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from costguard.adapters.catalog import load_catalog
+from costguard.adapters.dynamodb import DynamoDbLedger
+from costguard.adapters.memory import StaticInventory, StaticSpotPrices
+from costguard.domain.models import Resource, ResourceKind
+from costguard.ports import CommitOutcome, Inventory, Ledger
+from costguard.services.scan import ScanReport, ScanService, ScanSettings
+
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+STEP = timedelta(minutes=15)
+LAUNCHED = T0 - timedelta(hours=2)
+#: g5.xlarge on-demand in us-east-1, from the catalog.
+RATE = Decimal("1.006")
+
+
+class FaultyClient:
+    """A DynamoDB client that fails the n-th call (1-based) made while ``armed``."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.fail_at: int | None = None
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr) or name == "get_paginator":
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.calls += 1
+                if self.fail_at is not None and self.calls == self.fail_at:
+                    raise ClientError(
+                        {"Error": {"Code": "InternalServerError", "Message": "injected"}}, name
+                    )
+            return attr(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture
+def ddb(aws: Any) -> Iterator[FaultyClient]:
+    from costguard.demo.run import create_ledger_table
+
+    create_ledger_table(aws, "ledger", "us-east-1")
+    yield FaultyClient(aws.client("dynamodb", region_name="us-east-1"))
+
+
+def gpu(project: str = "vision", **extra: str) -> Resource:
+    return Resource(
+        id="i-0123456789abcdef0",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="g5.xlarge",
+        availability_zone="us-east-1a",
+        launched_at=LAUNCHED,
+        tags={"costguard:project": project, **extra},
+    )
+
+
+def scan(ledger: Ledger, *resources: Resource) -> Callable[[datetime], ScanReport]:
+    service = ScanService(
+        [StaticInventory("ec2", {"us-east-1": Inventory(resources)})],
+        StaticSpotPrices({}),
+        load_catalog(),
+        ledger,
+        ScanSettings(scope="123456789012", regions=("us-east-1",)),
+    )
+    return service.run
+
+
+def spent(ledger: Ledger, project: str = "vision") -> Decimal:
+    return ledger.month_totals("123456789012", "2026-11")[project].usd
+
+
+def hand_computed(until: datetime) -> Decimal:
+    return RATE * Decimal((until - LAUNCHED).total_seconds()) / Decimal(3600)
+
+
+# -- time only moves forward ------------------------------------------------------------
+
+
+def test_a_late_retry_of_an_older_scan_counts_nothing_twice(ddb: FaultyClient) -> None:
+    ledger = DynamoDbLedger(ddb, "ledger")
+    run = scan(ledger, gpu())
+    run(T0)
+    run(T0 + 2 * STEP)
+    # WHEN the retry of the scan scheduled at T0 + 15 min arrives after T0 + 30 min
+    late = run(T0 + STEP)
+    # THEN it is refused, and the next scan counts every minute exactly once
+    assert late.ledger is CommitOutcome.CONTENDED
+    run(T0 + 3 * STEP)
+    assert ledger.watermark("123456789012") == T0 + 3 * STEP
+    assert spent(ledger) == hand_computed(T0 + 3 * STEP)
+
+
+@pytest.mark.parametrize("failing_call", range(1, 7))
+def test_a_scan_failing_at_any_ledger_call_never_double_counts(
+    ddb: FaultyClient, failing_call: int
+) -> None:
+    ledger = DynamoDbLedger(ddb, "ledger")
+    run = scan(ledger, gpu())
+    run(T0)
+    # GIVEN the second scan's n-th DynamoDB call fails (reads, the commit, findings)
+    ddb.calls, ddb.fail_at = 0, failing_call
+    with pytest.raises(ClientError):
+        run(T0 + STEP)
+    ddb.fail_at = None
+    # WHEN later scans succeed
+    run(T0 + 2 * STEP)
+    run(T0 + 3 * STEP)
+    # THEN month-to-date is exactly the rate times the time the GPU ran
+    assert spent(ledger) == hand_computed(T0 + 3 * STEP)
+
+
+def test_a_scan_calls_the_ledger_few_enough_times_for_the_fault_sweep(ddb: FaultyClient) -> None:
+    # The sweep above must cover every call a scan makes; if a scan starts making more,
+    # widen the sweep.
+    ledger = DynamoDbLedger(ddb, "ledger")
+    run = scan(ledger, gpu())
+    run(T0)
+    ddb.calls = 0
+    run(T0 + STEP)
+    assert ddb.calls <= 6
+
+
+def test_a_failure_that_repeats_every_scan_does_not_grow_the_count(ddb: FaultyClient) -> None:
+    ledger = DynamoDbLedger(ddb, "ledger")
+    run = scan(ledger, gpu(**{"costguard:budget": "abc"}))  # a finding to write every scan
+    run(T0)
+    # GIVEN the write after the commit (the day's findings) fails on every scan
+    original = ddb._client.batch_write_item
+
+    def broken(**kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "InternalServerError", "Message": "x"}}, "Batch")
+
+    ddb._client.batch_write_item = broken
+    for n in range(1, 5):
+        with pytest.raises(ClientError):
+            run(T0 + n * STEP)
+    ddb._client.batch_write_item = original
+    run(T0 + 5 * STEP)
+    assert spent(ledger) == hand_computed(T0 + 5 * STEP)
+
+
+# -- one resource never stops the scan -----------------------------------------------
+
+
+def test_a_long_cjk_project_name_is_a_project_not_a_failed_scan(ddb: FaultyClient) -> None:
+    # 120 CJK characters: within the tag contract, 1,088 bytes once percent-encoded.
+    name = "計算機視覚" * 24
+    ledger = DynamoDbLedger(ddb, "ledger")
+    run = scan(ledger, gpu(project=name))
+    run(T0)
+    report = run(T0 + STEP)
+    assert [p.project for p in report.projects] == [name]
+    assert spent(ledger, name) == hand_computed(T0 + STEP)

@@ -1,0 +1,1 @@
+"""Test doubles and fixtures shared by the tests. Never shipped in the Lambda asset."""

@@ -1,0 +1,217 @@
+"""The executor: warn, wait, act, audit, tell; dry-run, exemptions, claims, failures."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from costguard.adapters.memory import InMemoryLedger, RecordingNotifier
+from costguard.domain.alerts import AlertKind
+from costguard.domain.decisions import Action, Decision, Step, Target
+from costguard.names import Tags
+from costguard.services.executor import Executor, ExecutorSettings
+from tests.support.actuators import FakeResource, InMemoryActuator
+
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+GRACE = timedelta(hours=24)
+KIND = "sagemaker-notebook"
+
+
+def target(rid: str = "nb-1", project: str | None = "vision") -> Target:
+    return Target(
+        key=f"us-east-1/{KIND}/{rid}",
+        kind=KIND,
+        region="us-east-1",
+        id=rid,
+        account="123456789012",
+        project=project,
+        owners=("alice@example.com",),
+    )
+
+
+def idle(rid: str = "nb-1", now: datetime = T0, action: Action = Action.STOP_NOTEBOOK) -> Decision:
+    return Decision(
+        action=action,
+        target=target(rid),
+        reason="GPU under 5% for 60 minutes",
+        decided_at=now,
+        evidence={"gpu_max_pct": "1.2"},
+        usd_per_hour_saved=Decimal("1.41"),
+        grace=GRACE,
+    )
+
+
+def busy(rid: str = "nb-1", now: datetime = T0) -> Decision:
+    return Decision(Action.NONE, target(rid), "GPU at 43%", now)
+
+
+class World:
+    def __init__(self, *ids: str, dry_run: bool = False, **tags: dict[str, str]) -> None:
+        self.resources = {
+            rid: FakeResource(tags={Tags.PROJECT: "vision", **tags.get(rid, {})}) for rid in ids
+        }
+        self.actuator = InMemoryActuator(KIND, self.resources)
+        self.ledger = InMemoryLedger()
+        self.sent: list[object] = []
+        self.notifier = RecordingNotifier(self.sent)
+        self.dry_run = dry_run
+
+    def executor(self) -> Executor:
+        return Executor(
+            [self.actuator],
+            self.ledger,
+            self.notifier,
+            ExecutorSettings(scope="123456789012", dry_run=self.dry_run),
+        )
+
+    def run(self, *decisions: Decision, now: datetime = T0) -> list[Step]:
+        return [o.step for o in self.executor().run(decisions, now).outcomes]
+
+    def trail(self) -> list[str]:
+        return [e.outcome for e in self.ledger.audit_trail("123456789012", "2026-11")]
+
+
+def test_warns_first_then_waits_then_stops_after_the_grace_period() -> None:
+    w = World("nb-1")
+    # WHEN an idle notebook is first judged
+    assert w.run(idle()) == [Step.WARNED]
+    # THEN it is tagged with the deadline and the owner is told
+    assert w.resources["nb-1"].tags[Tags.ACTION_AFTER] == "2026-11-21T12:00:00Z"
+    assert w.resources["nb-1"].state == "InService"
+    (warning,) = w.sent
+    assert warning.kind is AlertKind.ACTION_WARNING
+    assert warning.owners == ("alice@example.com",)
+    # WHEN it is still idle before the deadline, THEN nothing happens
+    assert w.run(idle(), now=T0 + GRACE - timedelta(seconds=1)) == [Step.WAITING]
+    # WHEN it is still idle at the deadline, THEN it is stopped, audited and the owner told
+    assert w.run(idle(), now=T0 + GRACE) == [Step.ACTED]
+    assert w.resources["nb-1"].state == "Stopped"
+    assert Tags.ACTION_AFTER not in w.resources["nb-1"].tags
+    assert [a.kind for a in w.sent] == [AlertKind.ACTION_WARNING, AlertKind.ACTION_TAKEN]
+    acted = w.ledger.audit_trail("123456789012", "2026-11")[-1]
+    assert acted.outcome == "acted"
+    assert acted.details["state_found"] == "InService"
+    assert acted.details["evidence"] == {"gpu_max_pct": "1.2"}
+    assert acted.details["reason"] == "GPU under 5% for 60 minutes"
+    assert Decimal(acted.details["usd_per_month_saved"]) == Decimal("1029.30")
+
+
+def test_running_again_after_acting_stops_nothing_more() -> None:
+    w = World("nb-1")
+    w.run(idle())
+    w.run(idle(), now=T0 + GRACE)
+    applies = [c for c in w.actuator.calls if c[0] == "apply"]
+    assert w.run(idle(), now=T0 + GRACE + timedelta(minutes=15)) == [Step.SKIPPED]
+    assert [c for c in w.actuator.calls if c[0] == "apply"] == applies
+
+
+def test_activity_before_the_deadline_withdraws_the_warning() -> None:
+    w = World("nb-1")
+    w.run(idle())
+    assert w.run(busy(), now=T0 + timedelta(hours=2)) == [Step.CLEARED]
+    assert Tags.ACTION_AFTER not in w.resources["nb-1"].tags
+    # THEN a later idle spell starts a new grace period instead of acting at once
+    assert w.run(idle(), now=T0 + GRACE) == [Step.WARNED]
+    assert w.resources["nb-1"].state == "InService"
+
+
+def test_an_exemption_added_before_the_deadline_withdraws_the_warning() -> None:
+    w = World("nb-1")
+    w.run(idle())
+    w.resources["nb-1"].tags[Tags.EXEMPT] = "2026-12-31"
+    assert w.run(idle(), now=T0 + GRACE) == [Step.CLEARED]
+    assert w.resources["nb-1"].state == "InService"
+    assert Tags.ACTION_AFTER not in w.resources["nb-1"].tags
+
+
+@pytest.mark.parametrize("exempt", ["true", "9999-12-31", "20261231", "not a date"])
+def test_exempt_resources_are_never_touched(exempt: str) -> None:
+    w = World("nb-1", **{"nb-1": {Tags.EXEMPT: exempt}})
+    assert w.run(idle()) == [Step.SKIPPED]
+    assert w.actuator.calls == []
+
+
+def test_an_expired_exemption_no_longer_protects() -> None:
+    w = World("nb-1", **{"nb-1": {Tags.EXEMPT: "2026-11-01"}})
+    assert w.run(idle()) == [Step.WARNED]
+
+
+def test_resources_without_a_project_are_out_of_scope_unless_opted_in() -> None:
+    w = World("nb-1")
+    w.resources["nb-1"].tags.pop(Tags.PROJECT)
+    assert w.run(idle()) == [Step.SKIPPED]
+    assert w.actuator.calls == []
+    w.resources["nb-1"].tags["costguard:ttl"] = "48h"
+    opted = Executor(
+        [w.actuator],
+        w.ledger,
+        w.notifier,
+        ExecutorSettings("s", False, opt_in_tags=("costguard:ttl",)),
+    )
+    assert [o.step for o in opted.run([idle()], T0).outcomes] == [Step.WARNED]
+
+
+def test_dry_run_changes_nothing_and_reports_the_saving() -> None:
+    w = World("nb-1", "nb-2", dry_run=True)
+    report = w.executor().run([idle("nb-1"), idle("nb-2")], T0)
+    assert [o.step for o in report.outcomes] == [Step.WOULD_WARN, Step.WOULD_WARN]
+    assert report.saved_usd_per_month(Step.WOULD_WARN) == Decimal("2058.60")
+    assert w.actuator.calls == []
+    assert w.sent == []
+    # AND the audit trail says what would happen, once a day however often it runs
+    w.executor().run([idle("nb-1")], T0 + timedelta(minutes=15))
+    assert w.trail() == ["would-warn", "would-warn"]
+
+
+def test_dry_run_never_acts_even_on_a_resource_warned_before() -> None:
+    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}}, dry_run=True)
+    assert w.run(idle()) == [Step.WOULD_ACT]
+    assert w.actuator.calls == []
+
+
+def test_overlapping_runs_act_once() -> None:
+    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}})
+    barrier = threading.Barrier(6)
+    w.actuator.inspect_barrier = threading.Barrier(6)  # all six see it running
+    steps: list[Step] = []
+
+    def run() -> None:
+        barrier.wait()
+        steps.extend(w.run(idle()))
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [c for c in w.actuator.calls if c[0] == "apply"] == [("apply", "nb-1")]
+    assert steps.count(Step.ACTED) == 1
+    assert set(steps) <= {Step.ACTED, Step.CLAIMED_ELSEWHERE, Step.SKIPPED}
+
+
+def test_a_failure_on_one_resource_is_recorded_and_the_rest_proceed() -> None:
+    overdue = {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}
+    w = World("nb-1", "nb-2", **{"nb-1": overdue, "nb-2": overdue})
+    w.actuator.fail_on.add("nb-1")
+    report = w.executor().run([idle("nb-1"), idle("nb-2")], T0)
+    assert [o.step for o in report.outcomes] == [Step.FAILED, Step.ACTED]
+    assert len(report.failures) == 1
+    assert "cannot stop nb-1" in (report.failures[0].error or "")
+    assert "failed" in w.trail()
+    # AND the failed action is retried by the next run, not lost to its claim
+    w.actuator.fail_on.clear()
+    assert w.run(idle("nb-1"), now=T0 + timedelta(minutes=15)) == [Step.ACTED]
+
+
+def test_a_resource_that_disappeared_is_skipped() -> None:
+    w = World("nb-1")
+    assert w.run(idle("gone")) == [Step.SKIPPED]
+
+
+def test_a_hand_edited_malformed_deadline_means_warn_again_not_act() -> None:
+    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "soon"}})
+    assert w.run(idle()) == [Step.WARNED]
+    assert w.resources["nb-1"].state == "InService"
