@@ -37,6 +37,7 @@ ENV_VARS = (
     Env.ANOMALY_MIN_USD_PER_HOUR,
     Env.ANOMALY_COOLDOWN_MINUTES,
     Env.DIGEST_HOUR_UTC,
+    Env.SCAN_FAILED_ALERT_AFTER,
     Env.COST_EXPLORER,
 )
 
@@ -147,6 +148,8 @@ class Settings(BaseModel):
     anomaly_min_usd_per_hour: Decimal = Field(default=Decimal(10), ge=0)
     anomaly_cooldown_minutes: int = Field(default=60, ge=0)
     digest_hour_utc: int = Field(default=8, ge=0, le=23)
+    #: Alert when a source (region/service) fails this many scans in a row.
+    scan_failed_alert_after: int = Field(default=3, ge=1, le=1000)
     #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
     cost_explorer: bool = False
 
@@ -200,6 +203,7 @@ class Settings(BaseModel):
             ("anomaly_min_usd_per_hour", Env.ANOMALY_MIN_USD_PER_HOUR),
             ("anomaly_cooldown_minutes", Env.ANOMALY_COOLDOWN_MINUTES),
             ("digest_hour_utc", Env.DIGEST_HOUR_UTC),
+            ("scan_failed_alert_after", Env.SCAN_FAILED_ALERT_AFTER),
         ):
             if environ.get(env):
                 raw[field_name] = environ[env]

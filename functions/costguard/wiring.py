@@ -71,6 +71,7 @@ def build_alert_service(settings: Settings, session: Any, ledger: Ledger) -> Ale
             thresholds=settings.budget_thresholds,
             anomaly=policy,
             digest_hour_utc=settings.digest_hour_utc,
+            scan_failed_after=settings.scan_failed_alert_after,
         ),
     )
 

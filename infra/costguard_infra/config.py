@@ -37,6 +37,7 @@ CONTEXT_KEYS = (
     "anomalyMinUsdPerHour",
     "anomalyCooldownMinutes",
     "digestHourUtc",
+    "scanFailedAlertAfter",
     "costExplorer",
 )
 
@@ -80,6 +81,7 @@ class CostGuardConfig(BaseModel):
     )
     anomaly_cooldown_minutes: int = Field(default=60, alias="anomalyCooldownMinutes", ge=0)
     digest_hour_utc: int = Field(default=8, alias="digestHourUtc", ge=0, le=23)
+    scan_failed_alert_after: int = Field(default=3, alias="scanFailedAlertAfter", ge=1, le=1000)
     cost_explorer: bool = Field(default=False, alias="costExplorer")
 
     @field_validator(

@@ -156,6 +156,7 @@ class CostGuardStack(cdk.Stack):
             Env.ANOMALY_MIN_USD_PER_HOUR: str(c.anomaly_min_usd_per_hour),
             Env.ANOMALY_COOLDOWN_MINUTES: str(c.anomaly_cooldown_minutes),
             Env.DIGEST_HOUR_UTC: str(c.digest_hour_utc),
+            Env.SCAN_FAILED_ALERT_AFTER: str(c.scan_failed_alert_after),
             Env.COST_EXPLORER: "true" if c.cost_explorer else "false",
             Env.SERVICE_NAME: Metrics.SCAN_SERVICE,
             Env.METRICS_NAMESPACE: Metrics.NAMESPACE,

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costguard.domain.alerts import (
+    MAX_LISTED_RESOURCES,
     AlertKind,
     AlertResource,
     AlertSeverity,
@@ -14,11 +16,15 @@ from costguard.domain.alerts import (
     ProjectNumbers,
     baseline_rate,
     budget_alerts,
+    findings_digest,
     has_recovered,
     is_spike,
+    recovery_alert,
     root_cause,
+    shrink_steps,
     unattributed_alert,
 )
+from costguard.domain.findings import Finding, FindingCode, Severity
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 POLICY = AnomalyPolicy()
@@ -194,3 +200,126 @@ def test_steady_spend_with_ten_percent_noise_never_fires(
     found = baseline_rate(history([str(x) for x in steady]), NOW, POLICY)
     assert found is not None
     assert not is_spike(found[0], level * jitter, POLICY)
+
+
+# -- times with an offset are UTC -------------------------------------------------------------
+
+PARIS_WINTER = timezone(timedelta(hours=1), "CET")
+TOKYO = timezone(timedelta(hours=9), "JST")
+
+
+def test_the_digest_hour_is_compared_in_utc_when_now_carries_an_offset() -> None:
+    finding = Finding(FindingCode.MALFORMED_BUDGET, "r", "bad", Severity.WARNING)
+    # 08:30 in Paris is 07:30 UTC: before an 08:00 UTC digest
+    assert findings_digest([finding], datetime(2026, 11, 20, 8, 30, tzinfo=PARIS_WINTER), 8) is None
+    # 01:30 in Tokyo on the 21st is 16:30 UTC on the 20th: the 20th's digest
+    digest = findings_digest([finding], datetime(2026, 11, 21, 1, 30, tzinfo=TOKYO), 8)
+    assert digest is not None
+    assert digest.alert_id == "findings-digest/2026-11-20"
+    assert digest.at.utcoffset() == timedelta(0)
+
+
+def test_the_recovery_names_the_spike_start_in_utc() -> None:
+    since = datetime(2026, 11, 20, 10, 0, tzinfo=TOKYO)  # 01:00 UTC
+    alert = recovery_alert(
+        "llm",
+        Decimal(10),
+        Decimal(11),
+        since,
+        datetime(2026, 11, 20, 12, 0, tzinfo=TOKYO),
+        "e1",
+        (),
+    )
+    assert "2026-11-20 01:00 UTC" in alert.summary
+    assert alert.at == datetime(2026, 11, 20, 3, 0, tzinfo=UTC)
+    assert alert.at.tzinfo is UTC
+
+
+def test_unattributed_resources_are_claimed_per_utc_day() -> None:
+    r = AlertResource(
+        "us-east-1/ec2-instance/i-x", "ec2-instance", "us-east-1", "g5.xlarge", Decimal("1.006")
+    )
+    alert = unattributed_alert([r], datetime(2026, 11, 21, 1, 0, tzinfo=TOKYO))
+    assert alert is not None
+    assert alert.dedupe == ("unattributed/us-east-1/ec2-instance/i-x/2026-11-20",)
+
+
+def test_budget_alerts_are_stamped_in_utc() -> None:
+    alerts = budget_alerts(project("850", "900"), (80,), datetime(2026, 12, 1, 8, 0, tzinfo=TOKYO))
+    assert {a.at.tzinfo for a in alerts} == {UTC}
+    assert all("2026-11" in a.alert_id for a in alerts)  # 23:00 UTC on 30 November
+
+
+# -- size ---------------------------------------------------------------------------------
+
+
+def resource(n: int, usd: str = "1.006", owner: str | None = None) -> AlertResource:
+    return AlertResource(
+        f"us-east-1/ec2-instance/i-{n:06d}",
+        "ec2-instance",
+        "us-east-1",
+        "g5.xlarge",
+        Decimal(usd),
+        owner,
+    )
+
+
+def test_an_unattributed_alert_lists_the_dearest_few_and_counts_the_rest() -> None:
+    many = [resource(n) for n in range(5000)] + [resource(9_999_999, "98.32")]
+    alert = unattributed_alert(many, NOW)
+    assert alert is not None
+    assert len(alert.resources) == MAX_LISTED_RESOURCES
+    assert alert.resources[0].usd_per_hour == Decimal("98.32")
+    assert alert.omitted_resources == 5001 - MAX_LISTED_RESOURCES
+    assert alert.details[-1].startswith(f"and {5001 - MAX_LISTED_RESOURCES} more")
+    assert "costguard scan" in alert.details[-1]
+    # every resource is still claimed, listed or not
+    assert len(alert.dedupe) == 5001
+    assert "5001 resource(s)" in alert.title
+
+
+def test_an_unattributed_alert_names_the_owners_of_the_listed_resources_only() -> None:
+    many = [resource(n, owner=f"owner-{n}@example.com") for n in range(500)]
+    alert = unattributed_alert(many, NOW)
+    assert alert is not None
+    assert set(alert.owners) == {r.owner for r in alert.resources}
+
+
+def test_shrinking_is_deterministic_and_ends_small() -> None:
+    long = "資" * 5000
+    alert = unattributed_alert(
+        [resource(n, owner=long) for n in range(300)],
+        NOW,
+    )
+    assert alert is not None
+    alert = replace(alert, summary=long, details=tuple(long for _ in range(100)))
+    first = list(shrink_steps(alert))
+    second = list(shrink_steps(alert))
+    assert first == second
+    assert first[0] == alert
+    sizes = [len(repr(replace(a, dedupe=())).encode()) for a in first]  # dedupe is not sent
+    assert sizes == sorted(sizes, reverse=True)
+    smallest = first[-1]
+    assert smallest.resources == () and len(smallest.summary) <= 500
+    assert smallest.omitted_resources == 300
+    assert smallest.alert_id == alert.alert_id and smallest.dedupe == alert.dedupe
+    assert sizes[-1] < 10_000
+
+
+def test_digest_lines_are_bounded_however_long_a_finding_is() -> None:
+    findings = [
+        Finding(FindingCode.MALFORMED_PROJECT, f"r{n}", "x" * 100_000, Severity.WARNING)
+        for n in range(1000)
+    ]
+    digest = findings_digest(findings, NOW)
+    assert digest is not None
+    assert len(digest.details) <= 26
+    assert all(len(d) <= 400 for d in digest.details)
+    assert "975 more" in digest.details[-1]
+
+
+def test_a_project_with_hundreds_of_owners_names_the_first_twenty() -> None:
+    owners = tuple(f"user{n}@example.com" for n in range(500))
+    p = ProjectNumbers("vision", Decimal(1000), Decimal(900), Decimal(1200), Decimal(1), owners)
+    for alert in budget_alerts(p, (80,), NOW):
+        assert alert.owners == owners[:20]

@@ -1,27 +1,65 @@
 """Publish alerts to the CostGuard topic: one rendering per protocol, routing attributes.
 
 The stack grants ``sns:Publish`` (and the key use it needs) on CostGuard's own topic only.
+
+SNS refuses a message over 256 KiB, counted in bytes over the whole ``Message`` (with
+``MessageStructure=json`` that is every protocol's rendering together) plus the
+message attributes. A refused alert would fail the scan that raised it, every 15
+minutes, so the notifier measures each request first and, when it is too large,
+sends the first of the alert's smaller forms (:func:`shrink_steps`) that fits: fewer
+resources and details, never a failure.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
-from costguard.domain.alerts import Alert
+from costguard.domain.alerts import Alert, shrink_steps
 from costguard.rendering import email_subject, sns_attributes, sns_message
+
+if TYPE_CHECKING:
+    from mypy_boto3_sns.client import SNSClient
+    from mypy_boto3_sns.type_defs import MessageAttributeValueTypeDef
+
+#: SNS's limit for one message, attributes included: 256 KiB.
+SNS_MAX_BYTES = 262_144
+
+
+class MessageTooLargeError(Exception):
+    """Even the smallest form of an alert is over the SNS limit (a pathological id)."""
+
+
+def request_size(
+    message: str, subject: str, attributes: dict[str, MessageAttributeValueTypeDef]
+) -> int:
+    """Bytes SNS counts against :data:`SNS_MAX_BYTES` (the subject too, to be safe)."""
+    size = len(message.encode()) + len(subject.encode())
+    for name, value in attributes.items():
+        size += len(name.encode()) + len(value["DataType"].encode())
+        size += len(value.get("StringValue", "").encode())
+    return size
 
 
 class SnsNotifier:
-    def __init__(self, client: Any, topic_arn: str) -> None:
+    def __init__(self, client: SNSClient, topic_arn: str) -> None:
         self._sns = client
         self._topic = topic_arn
 
     def publish(self, alert: Alert) -> str:
+        for form in shrink_steps(alert):
+            subject, message = email_subject(form), sns_message(form)
+            attributes = cast("dict[str, MessageAttributeValueTypeDef]", sns_attributes(form))
+            if request_size(message, subject, attributes) <= SNS_MAX_BYTES:
+                break
+        else:
+            raise MessageTooLargeError(
+                f"alert {alert.alert_id[:200]} is over {SNS_MAX_BYTES} bytes in its smallest form"
+            )
         response = self._sns.publish(
             TopicArn=self._topic,
-            Subject=email_subject(alert),
-            Message=sns_message(alert),
+            Subject=subject,
+            Message=message,
             MessageStructure="json",
-            MessageAttributes=sns_attributes(alert),
+            MessageAttributes=attributes,
         )
         return str(response["MessageId"])

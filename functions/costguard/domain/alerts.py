@@ -4,21 +4,37 @@ Each alert carries a ``dedupe`` key. The alert service claims that key in the
 ledger with a conditional write before publishing, which is what makes budget
 thresholds fire at most once per project, threshold and month, even when two
 scans run at the same time.
+
+Every alert is bounded: it lists at most :data:`MAX_LISTED_RESOURCES` resources (the
+dearest) and says how many more there are, because one message per scan must carry
+any fleet, and SNS refuses a message over 256 KiB. :func:`shrink_steps` gives the
+smaller forms a channel can fall back to. Times are UTC: ``Alert.at`` is always UTC,
+whatever offset the caller's ``now`` carried, so no local time is labelled "UTC".
 """
 
 from __future__ import annotations
 
+import re
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from costguard.domain.calendar import month_key
-from costguard.domain.findings import Finding, Severity
+from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO, cents, per_hour
+
+#: An alert names at most this many resources, the dearest first; it counts the rest.
+MAX_LISTED_RESOURCES = 20
+#: And at most this many owners (a project of per-user notebooks has hundreds).
+MAX_LISTED_OWNERS = 20
+#: The digest lists at most this many findings, each line at most ``MAX_LINE_CHARS``.
+MAX_DIGEST_LINES = 25
+MAX_LINE_CHARS = 300
+SEE_THE_REST = "run `costguard scan` or see the CostGuard dashboard for the full list"
 
 
 class AlertKind(StrEnum):
@@ -29,6 +45,8 @@ class AlertKind(StrEnum):
     UNATTRIBUTED = "unattributed-spend"
     FINDINGS_DIGEST = "findings-digest"
     AWS_COST_ANOMALY = "aws-cost-anomaly"
+    SCAN_FAILED = "scan-failed"
+    SCAN_RECOVERED = "scan-recovered"
     ACTION_WARNING = "action-warning"
     ACTION_TAKEN = "action-taken"
 
@@ -69,6 +87,104 @@ class Alert:
     details: tuple[str, ...] = ()
     #: Claimed once in the ledger before publishing; several keys may be claimed at once.
     dedupe: tuple[str, ...] = ()
+    #: Resources the alert is about but does not list. When > 0, the last line of
+    #: ``details`` says so (see :func:`list_top`).
+    omitted_resources: int = 0
+
+
+def utc_label(moment: datetime) -> str:
+    """``2026-11-20 09:00 UTC``, converted first: a local time is never labelled UTC."""
+    return f"{require_utc(moment):%Y-%m-%d %H:%M} UTC"
+
+
+def utc_stamp(moment: datetime) -> str:
+    """A compact UTC stamp for ids and keys: ``20261120T090000Z``."""
+    return f"{require_utc(moment):%Y%m%dT%H%M%SZ}"
+
+
+def clip(text: str, limit: int) -> str:
+    """At most ``limit`` characters, marked with ``...`` (ASCII: subjects are ASCII)."""
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def _owners(owners: Iterable[str | None]) -> tuple[str, ...]:
+    """Distinct owners, in order, at most :data:`MAX_LISTED_OWNERS`."""
+    return tuple(dict.fromkeys(o for o in owners if o))[:MAX_LISTED_OWNERS]
+
+
+def _by_cost(r: AlertResource) -> tuple[Decimal, str]:
+    return (-(r.usd_per_hour or ZERO), r.key)
+
+
+def _base_details(alert: Alert) -> tuple[str, ...]:
+    """``details`` without the "and N more" line that :func:`list_top` maintains."""
+    return alert.details[:-1] if alert.omitted_resources else alert.details
+
+
+def list_top(alert: Alert, limit: int = MAX_LISTED_RESOURCES) -> Alert:
+    """Keep the ``limit`` dearest resources and count the rest, in the domain's words.
+
+    The "and N more" line goes last in ``details`` (every channel renders details);
+    shrinking again recounts it rather than adding a second line. ``dedupe`` keeps
+    every key: the unlisted resources were still announced, as a count.
+    """
+    if len(alert.resources) <= limit:
+        return alert
+    ranked = sorted(alert.resources, key=_by_cost)
+    kept, dropped = tuple(ranked[:limit]), ranked[limit:]
+    omitted = alert.omitted_resources + len(dropped)
+    dropped_rate = sum((r.usd_per_hour or ZERO for r in dropped), ZERO)
+    more = f"and {omitted} more resource(s)"
+    if dropped_rate > 0 and not alert.omitted_resources:
+        more += f" ({per_hour(dropped_rate)})"
+    return replace(
+        alert,
+        resources=kept,
+        details=(*_base_details(alert), f"{more}; {SEE_THE_REST}"),
+        omitted_resources=omitted,
+    )
+
+
+def _cut_details(alert: Alert, lines: int) -> Alert:
+    base = _base_details(alert)
+    if len(base) <= lines:
+        return alert
+    kept = tuple(clip(d, MAX_LINE_CHARS) for d in base[:lines])
+    if lines:
+        kept += (f"({len(base) - lines} more line(s) not shown)",)
+    tail = alert.details[-1:] if alert.omitted_resources else ()
+    return replace(alert, details=(*kept, *tail))
+
+
+#: (resources listed, detail lines, owners kept), tried in order after the alert as it is.
+_SHRINK_LADDER = ((10, 10, 20), (5, 5, 10), (1, 2, 5), (0, 0, 5))
+
+
+def shrink_steps(alert: Alert) -> Iterator[Alert]:
+    """The alert, then smaller and smaller forms of it, always the same ones.
+
+    A channel with a size limit sends the first form that fits. The last form keeps
+    the id, kind, severity, project and dedupe keys, the gist of the text and the
+    count of resources, and is a few KiB at most whatever the input was.
+    """
+    yield alert
+    current = alert
+    for resources, lines, owners in _SHRINK_LADDER:
+        current = _cut_details(list_top(current, resources), lines)
+        current = replace(current, owners=current.owners[:owners])
+        yield current
+    yield replace(
+        current,
+        title=clip(current.title, 150),
+        summary=clip(current.summary, 500),
+        why=clip(current.why, 300),
+        next_steps=tuple(clip(s, 200) for s in current.next_steps[:3]),
+        owners=tuple(clip(o, 100) for o in current.owners[:5]),
+        facts={clip(k, 40): clip(v, 120) for k, v in list(current.facts.items())[:8]},
+        details=tuple(clip(d, MAX_LINE_CHARS) for d in current.details[-1:])
+        if current.omitted_resources
+        else (),
+    )
 
 
 # -- budgets ----------------------------------------------------------------------------
@@ -110,11 +226,12 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
     """
     if p.budget is None or p.budget <= 0:
         return []
+    now = require_utc(now)
     month = month_key(now)
     used = p.month_to_date * 100 / p.budget
     crossed = [t for t in sorted(thresholds) if used >= t]
     alerts: list[Alert] = []
-    top = sorted(p.resources, key=lambda r: -(r.usd_per_hour or ZERO))[:5]
+    top = sorted(p.resources, key=_by_cost)[:5]
     if crossed:
         highest = crossed[-1]
         over = p.month_to_date - p.budget
@@ -140,7 +257,7 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 at=now,
                 why=f"month-to-date crossed {highest}% of the budget",
                 next_steps=_budget_steps(p),
-                owners=p.owners,
+                owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
                 dedupe=tuple(f"budget/{p.project}/{month}/mtd-{t}" for t in crossed),
@@ -162,7 +279,7 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 at=now,
                 why="month-to-date plus the current run-rate for the rest of the month exceeds the budget",
                 next_steps=_budget_steps(p),
-                owners=p.owners,
+                owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
                 dedupe=(f"budget/{p.project}/{month}/forecast-100",),
@@ -267,9 +384,10 @@ def anomaly_alert(
     policy: AnomalyPolicy | None = None,
 ) -> Alert:
     policy = policy or AnomalyPolicy()
+    now = require_utc(now)
     delta = current - baseline
     monthly = delta * 730
-    cause_owners = tuple(dict.fromkeys([*owners, *(c.owner for c in causes if c.owner)]))
+    cause_owners = _owners([*owners, *(c.owner for c in causes)])
     top = causes[0] if causes else None
     because = (
         f" Largest change: {top.instance_type or top.kind} {top.key} ({top.change}, {per_hour(top.usd_per_hour or ZERO)})."
@@ -277,7 +395,7 @@ def anomaly_alert(
         else ""
     )
     ratio = (current / baseline) if baseline > 0 else None
-    return Alert(
+    alert = Alert(
         alert_id=f"{AlertKind.BURN_RATE_ANOMALY}/{project}/{episode}",
         kind=AlertKind.BURN_RATE_ANOMALY,
         project=project,
@@ -307,6 +425,7 @@ def anomaly_alert(
         },
         dedupe=(f"anomaly/{project}/{episode}",),
     )
+    return list_top(alert)
 
 
 def recovery_alert(
@@ -318,6 +437,7 @@ def recovery_alert(
     episode: str,
     owners: Sequence[str],
 ) -> Alert:
+    now = require_utc(now)
     return Alert(
         alert_id=f"{AlertKind.BURN_RATE_RECOVERED}/{project}/{episode}",
         kind=AlertKind.BURN_RATE_RECOVERED,
@@ -326,11 +446,11 @@ def recovery_alert(
         title=f"{project}: spend back to {per_hour(current)}",
         summary=(
             f"{project}'s run-rate is back to {per_hour(current)} (baseline {per_hour(baseline)}) "
-            f"after the spike that started {since:%Y-%m-%d %H:%M} UTC."
+            f"after the spike that started {utc_label(since)}."
         ),
         at=now,
         why="run-rate fell back near the baseline",
-        owners=tuple(owners),
+        owners=_owners(owners),
         facts={"baseline": f"{per_hour(baseline)}", "current": f"{per_hour(current)}"},
         dedupe=(f"anomaly-recovered/{project}/{episode}",),
     )
@@ -339,14 +459,25 @@ def recovery_alert(
 # -- unattributed spend and findings ---------------------------------------------------
 
 
+def unattributed_key(resource_key: str, now: datetime) -> str:
+    """The claim that reports one unattributed resource once per UTC day."""
+    return f"unattributed/{resource_key}/{require_utc(now).date().isoformat()}"
+
+
 def unattributed_alert(resources: Sequence[AlertResource], now: datetime) -> Alert | None:
-    """Accelerators with no project; each resource is claimed once per day."""
+    """Accelerators with no project; each resource is claimed once per (UTC) day.
+
+    One alert for all of them, however many: the dearest are listed, the rest
+    counted, and every one of them is claimed.
+    """
     if not resources:
         return None
+    now = require_utc(now)
     day = now.date().isoformat()
     total = sum((r.usd_per_hour or ZERO for r in resources), ZERO)
-    ranked = tuple(sorted(resources, key=lambda r: (-(r.usd_per_hour or ZERO), r.key)))
-    return Alert(
+    ranked = tuple(sorted(resources, key=_by_cost))
+    listed = ranked[:MAX_LISTED_RESOURCES]
+    alert = Alert(
         alert_id=f"{AlertKind.UNATTRIBUTED}/{day}/{ranked[0].key}",
         kind=AlertKind.UNATTRIBUTED,
         project=None,
@@ -362,25 +493,45 @@ def unattributed_alert(resources: Sequence[AlertResource], now: datetime) -> Ale
             "Tag each resource with costguard:project (and costguard:owner).",
             "Stop it if nobody claims it.",
         ),
-        owners=tuple(dict.fromkeys(r.owner for r in ranked if r.owner)),
+        owners=_owners(r.owner for r in listed),
         resources=ranked,
         facts={"run_rate": f"{per_hour(total)}", "resources": str(len(ranked))},
-        dedupe=tuple(f"unattributed/{r.key}/{day}" for r in ranked),
+        dedupe=tuple(unattributed_key(r.key, now) for r in ranked),
     )
+    return list_top(alert)
+
+
+_SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
 
 
 def findings_digest(findings: Sequence[Finding], now: datetime, hour_utc: int = 8) -> Alert | None:
-    """Malformed tags, unpriced types and scan failures: once a day, from ``hour_utc``."""
+    """Malformed tags, unpriced types and scan failures: once a (UTC) day, from ``hour_utc``.
+
+    ``findings`` are what the caller wants summarised (the alert service passes the
+    last day's, from the ledger); errors are listed first.
+    """
+    now = require_utc(now)
     if now.hour < hour_utc:
         return None
-    relevant = [f for f in findings if f.severity is not Severity.INFO]
+    relevant = sorted(
+        {(f.code, f.resource): f for f in findings if f.severity is not Severity.INFO}.values(),
+        key=lambda f: (_SEVERITY_ORDER[f.severity], f.code.value, f.resource),
+    )
     if not relevant:
         return None
     day = now.date().isoformat()
     counts: dict[str, int] = {}
     for f in relevant:
         counts[f.code.value] = counts.get(f.code.value, 0) + 1
-    lines = tuple(f"{f.code.value}: {f.resource}: {f.message}" for f in relevant[:25])
+    lines = tuple(
+        clip(f"{f.code.value}: {f.resource}: {f.message}", MAX_LINE_CHARS)
+        for f in relevant[:MAX_DIGEST_LINES]
+    )
+    if len(relevant) > MAX_DIGEST_LINES:
+        lines += (
+            f"and {len(relevant) - MAX_DIGEST_LINES} more finding(s); "
+            "run `costguard scan` to see them all",
+        )
     return Alert(
         alert_id=f"{AlertKind.FINDINGS_DIGEST}/{day}",
         kind=AlertKind.FINDINGS_DIGEST,
@@ -401,6 +552,182 @@ def findings_digest(findings: Sequence[Finding], now: datetime, hour_utc: int = 
     )
 
 
+# -- sources the scan cannot read ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFailure:
+    """One (region, source) the scan could not read, and how it failed."""
+
+    region: str
+    source: str
+    operation: str
+    code: str
+    message: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.region}/{self.source}"
+
+
+_FAILED_WITH = re.compile(r"^(?P<operation>\S+) failed with (?P<code>[^\s:;]+)")
+
+
+def source_failures(
+    findings: Iterable[Finding], failed: Iterable[tuple[str, str]]
+) -> dict[str, SourceFailure]:
+    """The sources a scan could not read, keyed ``region/source``, with the operation
+    and error code its ``scan-failed`` finding names ("DescribeInstances failed with
+    UnauthorizedOperation: ...")."""
+    messages = {f.resource: f.message for f in findings if f.code is FindingCode.SCAN_FAILED}
+    out: dict[str, SourceFailure] = {}
+    for region, source in sorted(failed):
+        message = messages.get(f"{region}/{source}", "")
+        match = _FAILED_WITH.match(message)
+        out[f"{region}/{source}"] = SourceFailure(
+            region,
+            source,
+            match["operation"] if match else "?",
+            match["code"] if match else "?",
+            clip(message, MAX_LINE_CHARS),
+        )
+    return out
+
+
+def _failure_steps(failures: Sequence[SourceFailure]) -> tuple[str, ...]:
+    codes = " ".join(f.code.lower() for f in failures)
+    operations = ", ".join(sorted({f.operation for f in failures}))
+    steps: list[str] = []
+    if "denied" in codes or "unauthorized" in codes or "optin" in codes:
+        steps += [
+            f"Allow {operations} for CostGuard's scan role (check the role's policy, "
+            "SCPs, and whether the region is enabled).",
+            "Or remove the region from CostGuard's regions if it is not used.",
+        ]
+    if "throttl" in codes or "limit" in codes:
+        steps.append(
+            "Other tools share the same API quota: spread their schedules, or scan less often."
+        )
+    steps.append("The scan Lambda's log has the full error.")
+    return tuple(steps)
+
+
+@dataclass(frozen=True, slots=True)
+class FailureEpisode:
+    """A source failing since ``since``, for ``scans`` consecutive scans."""
+
+    failure: SourceFailure
+    since: datetime
+    scans: int
+
+
+def scan_failed_key(source_key: str, since: datetime) -> str:
+    """The claim for one failure episode: a source's failure is alerted once per episode."""
+    return f"scan-failed/{source_key}/{utc_stamp(since)}"
+
+
+def scan_recovered_key(source_key: str, since: datetime) -> str:
+    return f"scan-recovered/{source_key}/{utc_stamp(since)}"
+
+
+def scan_failed_alert(episodes: Sequence[FailureEpisode], now: datetime) -> Alert | None:
+    """Sources unreadable for several scans in a row: their spend is unknown, not $0.
+
+    One alert for all the sources that reached the threshold at this scan (a
+    missing permission fails in every region at once), each claimed on its own.
+    """
+    if not episodes:
+        return None
+    now = require_utc(now)
+    ordered = sorted(episodes, key=lambda e: e.failure.key)
+    first = ordered[0]
+    f = first.failure
+    codes = ", ".join(sorted({e.failure.code for e in ordered}))
+    if len(ordered) == 1:
+        title = f"CostGuard cannot read {f.source} in {f.region}: {f.code}"
+        summary = (
+            f"{f.operation} ({f.source}, {f.region}) has failed with {f.code} on "
+            f"{first.scans} scans in a row, since {utc_label(first.since)}. "
+        )
+        facts = {
+            "region": f.region,
+            "service": f.source,
+            "operation": f.operation,
+            "error_code": f.code,
+            "failing_since": utc_label(first.since),
+            "consecutive_scans": str(first.scans),
+        }
+    else:
+        title = f"CostGuard cannot read {len(ordered)} sources: {codes}"
+        summary = (
+            f"{len(ordered)} sources have failed on several scans in a row "
+            f"({', '.join(e.failure.key for e in ordered[:5])}"
+            + (", ..." if len(ordered) > 5 else "")
+            + "). "
+        )
+        facts = {
+            "sources": str(len(ordered)),
+            "error_codes": codes,
+            "failing_since": utc_label(min(e.since for e in ordered)),
+        }
+    lines = tuple(
+        clip(
+            f"{e.failure.region} {e.failure.source}: {e.failure.operation} failed with "
+            f"{e.failure.code} on {e.scans} scans since {utc_label(e.since)}"
+            + (f" ({e.failure.message})" if e.failure.message else ""),
+            MAX_LINE_CHARS,
+        )
+        for e in ordered[:MAX_DIGEST_LINES]
+    )
+    if len(ordered) > MAX_DIGEST_LINES:
+        lines += (f"and {len(ordered) - MAX_DIGEST_LINES} more source(s)",)
+    return Alert(
+        alert_id=f"{AlertKind.SCAN_FAILED}/{f.key}/{utc_stamp(first.since)}",
+        kind=AlertKind.SCAN_FAILED,
+        project=None,
+        severity=AlertSeverity.WARNING,
+        title=title,
+        summary=summary
+        + "Until it works, what runs there is missing from budgets, forecasts and anomaly "
+        "alerts: unknown, not $0.",
+        at=now,
+        why="the same source failed on consecutive scans",
+        next_steps=_failure_steps([e.failure for e in ordered]),
+        facts=facts,
+        details=lines,
+        dedupe=tuple(scan_failed_key(e.failure.key, e.since) for e in ordered),
+    )
+
+
+def scan_recovered_alert(recovered: Sequence[tuple[str, datetime]], now: datetime) -> Alert | None:
+    """The end of episodes that :func:`scan_failed_alert` announced: ``(region/source, since)``."""
+    if not recovered:
+        return None
+    now = require_utc(now)
+    ordered = sorted(recovered)
+    key, since = ordered[0]
+    names = ", ".join(k for k, _ in ordered[:10]) + (", ..." if len(ordered) > 10 else "")
+    return Alert(
+        alert_id=f"{AlertKind.SCAN_RECOVERED}/{key}/{utc_stamp(since)}",
+        kind=AlertKind.SCAN_RECOVERED,
+        project=None,
+        severity=AlertSeverity.INFO,
+        title=f"CostGuard reads {names} again"
+        if len(ordered) == 1
+        else f"CostGuard reads {len(ordered)} sources again",
+        summary=(
+            f"{names} could be read again at {utc_label(now)}, after failing since "
+            f"{utc_label(min(s for _, s in ordered))}. What ran meanwhile is now added to "
+            "month-to-date, marked as estimated."
+        ),
+        at=now,
+        why="the sources that could not be read were read successfully",
+        facts={"sources": str(len(ordered))},
+        details=tuple(f"{k}: failing since {utc_label(s)}" for k, s in ordered[:MAX_DIGEST_LINES]),
+        dedupe=tuple(scan_recovered_key(k, s) for k, s in ordered),
+    )
+
+
 def cost_anomaly_alert(
     anomaly: Mapping[str, Any], now: datetime, min_impact_usd: Decimal = Decimal(100)
 ) -> Alert | None:
@@ -417,6 +744,7 @@ def cost_anomaly_alert(
         for c in causes[:5]
     )
     anomaly_id = str(anomaly.get("AnomalyId", ""))
+    now = require_utc(now)
     return Alert(
         alert_id=f"{AlertKind.AWS_COST_ANOMALY}/{anomaly_id}",
         kind=AlertKind.AWS_COST_ANOMALY,

@@ -2,20 +2,37 @@
 
 It runs right after each scan, so a runaway GPU bill is announced within one scan
 interval. A dry-run deployment still alerts: alerts are not actions.
+
+Three promises, each kept by one mechanism:
+
+- **No alert is lost.** Every publish is a two-phase claim: claim the alert's keys
+  (with a lease), publish, then confirm; a failed publish releases the keys, so the
+  next scan retries, and a crash between claim and confirm is retried once the
+  lease runs out.
+- **One failure stops nothing else.** Every alert is attempted; failures are
+  collected in an :class:`AlertRun`, which the caller raises (:meth:`AlertRun.raise_if_failed`)
+  once the scan's metrics are out, so the Lambda's retries and DLQ still see them.
+- **State follows delivery.** The burn-rate and scan-failure state only records what
+  was delivered: a spike that could not be published is still "not announced", so
+  the next scan sends it, and no recovery is announced for a spike nobody heard of.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from costguard.domain.alerts import (
     Alert,
     AlertResource,
     AnomalyPolicy,
+    FailureEpisode,
     ProjectNumbers,
     anomaly_alert,
     baseline_rate,
@@ -25,17 +42,29 @@ from costguard.domain.alerts import (
     is_spike,
     recovery_alert,
     root_cause,
+    scan_failed_alert,
+    scan_failed_key,
+    scan_recovered_alert,
+    source_failures,
     unattributed_alert,
+    unattributed_key,
+    utc_stamp,
 )
 from costguard.domain.attribution import AttributedResource
+from costguard.domain.calendar import require_utc
+from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.spend import Observation
 from costguard.ports import Ledger, Notifier
 from costguard.rendering import machine_json
 from costguard.services.scan import ProjectReport, ScanReport
 
 ANOMALY_STATE = "burn-rate-anomalies"
+SCAN_FAILURE_STATE = "scan-failures"
+DIGEST_STATE = "findings-digest"
 #: A claim whose holder crashed before publishing is claimable again after this.
 CLAIM_LEASE = timedelta(minutes=10)
+#: Compare-and-set attempts on a state document before giving up (a failure is reported).
+STATE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +75,53 @@ class AlertSettings:
     digest_hour_utc: int = 8
     #: Resources that appeared this long before a spike count as its cause.
     cause_lookback: timedelta = timedelta(hours=6)
+    #: A source that fails this many scans in a row is alerted (once per episode).
+    scan_failed_after: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlertFailure:
+    """One alert (or one rule, when no alert could be built) that did not go through."""
+
+    alert_id: str
+    kind: str
+    error: Exception
+    #: True when the alert reached the channel but the bookkeeping after it failed.
+    published: bool = False
+
+    def __str__(self) -> str:
+        state = " (published)" if self.published else ""
+        return f"{self.alert_id}{state}: {type(self.error).__name__}: {self.error}"
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRun:
+    """What one alert run sent, and what failed. Every alert was attempted."""
+
+    sent: tuple[Alert, ...] = ()
+    failed: tuple[AlertFailure, ...] = ()
+
+    def __add__(self, other: AlertRun) -> AlertRun:
+        return AlertRun(self.sent + other.sent, self.failed + other.failed)
+
+    def raise_if_failed(self) -> None:
+        """Raise one :class:`AlertDeliveryError` for all failures (for retries and the DLQ)."""
+        if self.failed:
+            raise AlertDeliveryError(self) from self.failed[0].error
+
+
+class AlertDeliveryError(Exception):
+    """Some alerts failed; the others were sent. ``run`` says which is which."""
+
+    def __init__(self, run: AlertRun) -> None:
+        shown = "; ".join(str(f) for f in run.failed[:10])
+        more = f"; and {len(run.failed) - 10} more" if len(run.failed) > 10 else ""
+        super().__init__(f"{len(run.failed)} alert(s) failed, {len(run.sent)} sent: {shown}{more}")
+        self.run = run
+
+
+class StateConflictError(Exception):
+    """A state document kept changing under us (more concurrent scans than attempts)."""
 
 
 def alert_resource(a: AttributedResource) -> AlertResource:
@@ -59,152 +135,398 @@ def _billable(p: ProjectReport) -> tuple[AlertResource, ...]:
     return tuple(alert_resource(a) for a in p.resources if a.priced.resource.billable)
 
 
+class _Outcome:
+    """The mutable tally of one run; frozen into an :class:`AlertRun` at the end."""
+
+    def __init__(self) -> None:
+        self.sent: list[Alert] = []
+        self.failed: list[AlertFailure] = []
+
+    def fail(self, alert_id: str, kind: str, error: Exception, published: bool = False) -> None:
+        self.failed.append(AlertFailure(alert_id, kind, error, published))
+
+    def freeze(self) -> AlertRun:
+        return AlertRun(tuple(self.sent), tuple(self.failed))
+
+
 class AlertService:
     def __init__(self, ledger: Ledger, notifier: Notifier, settings: AlertSettings) -> None:
         self._ledger = ledger
         self._notifier = notifier
         self._s = settings
 
+    # -- entry points ---------------------------------------------------------------------
+
+    def attempt(self, report: ScanReport, now: datetime) -> AlertRun:
+        """Evaluate every rule for this scan and publish what is new; never raises for
+        one alert: the failures are in the returned run, for the caller to raise."""
+        return self._attempt(report, report.previous, now)
+
+    def attempt_delivery(self, alerts: Sequence[Alert]) -> AlertRun:
+        """Publish alerts decided elsewhere (e.g. forwarded AWS cost anomalies), once each."""
+        out = _Outcome()
+        for alert in alerts:
+            self._send(alert, out)
+        return out.freeze()
+
     def run(
         self, report: ScanReport, previous: Mapping[str, Observation], now: datetime
     ) -> list[Alert]:
-        """Evaluate every rule for this scan and publish what is new; return what was sent."""
-        candidates: list[Alert] = []
-        for p in report.projects:
-            if p.project is None:
-                continue
-            numbers = ProjectNumbers(
-                p.project,
-                p.budget_usd,
-                p.month_to_date_usd,
-                p.forecast_month_usd,
-                p.run_rate_usd_per_hour,
-                p.owners,
-                _billable(p),
-            )
-            candidates += budget_alerts(numbers, self._s.thresholds, now)
-        candidates += self._burn_rate(report, previous, now)
-        sent = [a for a in candidates if self._deliver(a, a.dedupe)]
-        unattributed = self._unattributed(report, now)
-        if unattributed is not None:
-            sent.append(unattributed)
-        digest = findings_digest(report.findings, now, self._s.digest_hour_utc)
-        if digest is not None and self._deliver(digest, digest.dedupe):
-            sent.append(digest)
-        return sent
+        """:meth:`attempt`, then raise :class:`AlertDeliveryError` if anything failed."""
+        result = self._attempt(report, previous, now)
+        result.raise_if_failed()
+        return list(result.sent)
 
     def deliver(self, alerts: Sequence[Alert]) -> list[Alert]:
-        """Publish alerts decided elsewhere (e.g. forwarded AWS cost anomalies), once each."""
-        return [a for a in alerts if self._deliver(a, a.dedupe)]
+        """:meth:`attempt_delivery`, then raise :class:`AlertDeliveryError` if anything failed."""
+        result = self.attempt_delivery(alerts)
+        result.raise_if_failed()
+        return list(result.sent)
 
-    def _deliver(self, alert: Alert, keys: Sequence[str]) -> bool:
-        """Claim the alert's keys; publish only if at least one was new to us.
+    def _attempt(
+        self, report: ScanReport, previous: Mapping[str, Observation], now: datetime
+    ) -> AlertRun:
+        now = require_utc(now)
+        out = _Outcome()
+        for p in report.projects:
+            if p.project is not None:
+                self._guarded(out, f"budget/{p.project}", partial(self._budgets, p, now, out))
+        self._guarded(out, "burn-rate", lambda: self._burn_rate(report, previous, now, out))
+        self._guarded(out, "unattributed", lambda: self._unattributed(report, now, out))
+        self._guarded(out, "scan-failures", lambda: self._scan_failures(report, now, out))
+        self._guarded(out, "findings-digest", lambda: self._digest(report, now, out))
+        return out.freeze()
 
-        If publishing fails, the claims are released so that the next scan retries,
-        and the error propagates (the Lambda's retries and DLQ take over).
+    @staticmethod
+    def _guarded(out: _Outcome, rule: str, work: Callable[[], None]) -> None:
+        """A rule that fails (a ledger read, say) is one failure, not the end of the run."""
+        try:
+            work()
+        except Exception as exc:
+            out.fail(f"{rule} (evaluation)", rule.split("/", maxsplit=1)[0], exc)
+
+    # -- the two-phase send ---------------------------------------------------------------
+
+    def _claim(self, alert: Alert, keys: Sequence[str]) -> list[str]:
+        """Phase one for each key; on an error, give back what was taken and re-raise."""
+        claimed: list[str] = []
+        try:
+            for k in keys:
+                if self._ledger.claim(
+                    "alert", k, alert.at, CLAIM_LEASE, {"alert_id": alert.alert_id}
+                ):
+                    claimed.append(k)
+        except Exception:
+            self._release(claimed, alert.at)
+            raise
+        return claimed
+
+    def _release(self, keys: Sequence[str], at: datetime) -> None:
+        for k in keys:
+            with contextlib.suppress(Exception):  # the lease frees the key anyway
+                self._ledger.release("alert", k, at)
+
+    def _send(
+        self,
+        alert: Alert,
+        out: _Outcome,
+        *,
+        claimed: Sequence[str] | None = None,
+        after_publish: Callable[[], None] | None = None,
+    ) -> bool:
+        """Claim, publish, (record the new state,) confirm. True if this call published.
+
+        False without a failure means another scan has it (sent, or sending now).
+        ``after_publish`` runs between publish and confirm: if it fails, the claim is
+        left pending, so the alert is sent again after the lease (a duplicate at
+        worst) rather than confirmed with a state that does not say so (lost).
         """
-        claimed = [
-            k
-            for k in keys
-            if self._ledger.claim("alert", k, alert.at, CLAIM_LEASE, {"alert_id": alert.alert_id})
-        ]
-        if not claimed:
+        try:
+            keys = self._claim(alert, alert.dedupe) if claimed is None else list(claimed)
+        except Exception as exc:
+            out.fail(alert.alert_id, alert.kind.value, exc)
+            return False
+        if not keys:
             return False
         try:
             message_id = self._notifier.publish(alert)
-        except Exception:
-            for k in claimed:
-                self._ledger.release("alert", k, alert.at)
-            raise
-        for k in claimed:
-            self._ledger.confirm("alert", k, alert.at)
-        self._ledger.record_alert(
-            self._s.scope, alert.at, {**machine_json(alert), "message_id": message_id}
-        )
+        except Exception as exc:
+            self._release(keys, alert.at)
+            out.fail(alert.alert_id, alert.kind.value, exc)
+            return False
+        out.sent.append(alert)
+        try:
+            if after_publish is not None:
+                after_publish()
+            for k in keys:
+                self._ledger.confirm("alert", k, alert.at)
+            self._ledger.record_alert(
+                self._s.scope, alert.at, {**machine_json(alert), "message_id": message_id}
+            )
+        except Exception as exc:
+            out.fail(alert.alert_id, alert.kind.value, exc, published=True)
         return True
 
-    def _unattributed(self, report: ScanReport, now: datetime) -> Alert | None:
+    def _update_state(
+        self, name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any]:
+        """Read-modify-write a state document with compare-and-set, re-reading on conflict.
+
+        ``change`` gets a private copy and returns the new document, or None to leave
+        it as it is. Returns the document as stored afterwards.
+        """
+        for _ in range(STATE_ATTEMPTS):
+            doc, version = self._ledger.get_state(self._s.scope, name)
+            new = change(copy.deepcopy(doc))
+            if new is None or new == doc:
+                return doc
+            if self._ledger.put_state(self._s.scope, name, new, version):
+                return new
+        raise StateConflictError(f"state {name!r} changed {STATE_ATTEMPTS} times while updating it")
+
+    # -- budgets and unattributed spend ---------------------------------------------------
+
+    def _budgets(self, p: ProjectReport, now: datetime, out: _Outcome) -> None:
+        assert p.project is not None
+        numbers = ProjectNumbers(
+            p.project,
+            p.budget_usd,
+            p.month_to_date_usd,
+            p.forecast_month_usd,
+            p.run_rate_usd_per_hour,
+            p.owners,
+            _billable(p),
+        )
+        for alert in budget_alerts(numbers, self._s.thresholds, now):
+            self._send(alert, out)
+
+    def _unattributed(self, report: ScanReport, now: datetime, out: _Outcome) -> None:
         resources = [
             alert_resource(a) for a in report.unattributed.resources if a.priced.resource.billable
         ]
         candidate = unattributed_alert(resources, now)
         if candidate is None:
-            return None
+            return
         # At most once per resource per day: only the resources not yet reported today go out.
-        fresh = [
-            r
-            for r, key in zip(candidate.resources, candidate.dedupe, strict=True)
-            if self._ledger.claim("alert", key, now, CLAIM_LEASE, {"alert_id": candidate.alert_id})
-        ]
-        if not fresh:
-            return None
-        alert = unattributed_alert(fresh, now)
-        assert alert is not None
+        keys = {r.key: unattributed_key(r.key, now) for r in resources}
         try:
-            message_id = self._notifier.publish(alert)
-        except Exception:
-            for key in alert.dedupe:
-                self._ledger.release("alert", key, now)
-            raise
-        for key in alert.dedupe:
-            self._ledger.confirm("alert", key, now)
-        self._ledger.record_alert(
-            self._s.scope, now, {**machine_json(alert), "message_id": message_id}
-        )
-        return alert
+            claimed = self._claim(candidate, [keys[r.key] for r in resources])
+        except Exception as exc:
+            out.fail(candidate.alert_id, candidate.kind.value, exc)
+            return
+        fresh_keys = set(claimed)
+        fresh = [r for r in resources if keys[r.key] in fresh_keys]
+        alert = unattributed_alert(fresh, now)
+        if alert is not None:
+            self._send(alert, out, claimed=claimed)
+
+    # -- burn-rate anomalies --------------------------------------------------------------
+
+    def _anomaly_state(self, now: datetime) -> dict[str, Any]:
+        """The anomaly document, ``{"epoch": ..., "projects": {name: entry}}``.
+
+        Claim keys are built from the epoch and each project's generation (bumped by
+        every delivered spike or recovery), never from ``now``: two overlapping scans
+        see the same generation and so claim the same key, whatever their clocks say.
+        The epoch is set once (and migrates the older flat layout), so a document that
+        is deleted and recreated never reuses a key that was confirmed before.
+        """
+
+        def establish(doc: dict[str, Any]) -> dict[str, Any] | None:
+            if "epoch" in doc:
+                return None
+            legacy = {k: v for k, v in doc.items() if isinstance(v, dict)}
+            return {"epoch": utc_stamp(now), "projects": legacy}
+
+        return self._update_state(ANOMALY_STATE, establish)
 
     def _burn_rate(
-        self, report: ScanReport, previous: Mapping[str, Observation], now: datetime
-    ) -> list[Alert]:
+        self,
+        report: ScanReport,
+        previous: Mapping[str, Observation],
+        now: datetime,
+        out: _Outcome,
+    ) -> None:
         policy = self._s.anomaly
-        rates = {
-            p.project: p.run_rate_usd_per_hour for p in report.projects if p.project is not None
-        }
+        # A project that a failed source held at the last scan has an incomplete rate:
+        # not a drop (no false recovery) and not a sample (no false $0 baseline).
+        judged = [
+            p
+            for p in report.projects
+            if p.project is not None and p.project not in report.incomplete_projects
+        ]
+        rates = {p.project: p.run_rate_usd_per_hour for p in judged if p.project is not None}
         history = self._ledger.rate_history(self._s.scope, now - policy.window)
-        state, version = self._ledger.get_state(self._s.scope, ANOMALY_STATE)
-        new_state: dict[str, Any] = dict(state)
-        alerts: list[Alert] = []
+        try:
+            self._ledger.record_rates(self._s.scope, now, rates)
+        except Exception as exc:
+            out.fail("burn-rate (rate samples)", "burn-rate", exc)
+        doc = self._anomaly_state(now)
+        epoch, projects = str(doc["epoch"]), dict(doc.get("projects", {}))
         previous_rates = {k: o.usd_per_hour for k, o in previous.items()}
         first_seen = {k: o.first_seen_at for k, o in previous.items()}
-        for p in report.projects:
-            if p.project is None:
-                continue
-            current = rates[p.project]
-            entry = dict(state.get(p.project, {}))
+        for p in judged:
+            project = p.project
+            assert project is not None
+            current = rates[project]
+            entry = dict(projects.get(project) or {})
+            generation = int(entry.get("gen", 0))
             if entry.get("active"):
                 baseline = Decimal(entry["baseline"])
-                if has_recovered(baseline, current, policy):
-                    since = datetime.fromisoformat(entry["since"])
-                    alerts.append(
-                        recovery_alert(
-                            p.project, baseline, current, since, now, entry["episode"], p.owners
-                        )
-                    )
-                    new_state[p.project] = {"active": False, "last_fired": entry.get("last_fired")}
-                continue
-            found = baseline_rate(history.get(p.project, []), now, policy)
-            if found is None or not is_spike(found[0], current, policy):
-                continue
-            last = entry.get("last_fired")
-            if last and now - datetime.fromisoformat(last) < policy.cooldown:
-                continue
-            episode = now.strftime("%Y%m%dT%H%M")
-            causes = root_cause(
-                _billable(p), previous_rates, first_seen, now - self._s.cause_lookback
-            )
-            alerts.append(
-                anomaly_alert(p.project, found[0], current, causes, p.owners, now, episode)
-            )
-            new_state[p.project] = {
-                "active": True,
-                "baseline": str(found[0]),
-                "since": now.isoformat(),
-                "episode": episode,
-                "last_fired": now.isoformat(),
-            }
-        self._ledger.record_rates(self._s.scope, now, rates)
-        if new_state != state and not self._ledger.put_state(
-            self._s.scope, ANOMALY_STATE, new_state, version
-        ):
-            return []  # a concurrent scan moved the anomaly state first; it sends these alerts
-        return alerts
+                if not has_recovered(baseline, current, policy):
+                    continue
+                alert = recovery_alert(
+                    project,
+                    baseline,
+                    current,
+                    datetime.fromisoformat(entry["since"]),
+                    now,
+                    str(entry["episode"]),
+                    p.owners,
+                )
+                after: dict[str, Any] = {"gen": generation + 1, "active": False}
+                if entry.get("last_fired"):
+                    after["last_fired"] = entry["last_fired"]
+            else:
+                found = baseline_rate(history.get(project, []), now, policy)
+                if found is None or not is_spike(found[0], current, policy):
+                    continue
+                last = entry.get("last_fired")
+                if last and now - datetime.fromisoformat(last) < policy.cooldown:
+                    continue
+                episode = f"{epoch}.{generation}"
+                causes = root_cause(
+                    _billable(p), previous_rates, first_seen, now - self._s.cause_lookback
+                )
+                alert = anomaly_alert(
+                    project, found[0], current, causes, p.owners, now, episode, policy
+                )
+                after = {
+                    "gen": generation + 1,
+                    "active": True,
+                    "baseline": str(found[0]),
+                    "since": now.isoformat(),
+                    "episode": episode,
+                    "last_fired": now.isoformat(),
+                }
+            self._send(alert, out, after_publish=partial(self._advance, project, generation, after))
+
+    def _advance(self, project: str, generation: int, after: dict[str, Any]) -> None:
+        """Record a delivered transition, unless another scan already moved past it."""
+
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            projects = doc.setdefault("projects", {})
+            if int((projects.get(project) or {}).get("gen", 0)) != generation:
+                return None
+            projects[project] = after
+            return doc
+
+        self._update_state(ANOMALY_STATE, change)
+
+    # -- sources the scan cannot read -----------------------------------------------------
+
+    def _scan_failures(self, report: ScanReport, now: datetime, out: _Outcome) -> None:
+        """Count consecutive failed scans per source; alert once an episode reaches the
+        threshold, and once more when the source is read again (only if alerted)."""
+        failing = source_failures(report.findings, report.failed_sources)
+        stamp = now.isoformat()
+        regions = set(report.regions)
+
+        def count(doc: dict[str, Any]) -> dict[str, Any]:
+            before: dict[str, Any] = doc.get("sources", {})
+            sources: dict[str, Any] = {}
+            for key, f in failing.items():
+                entry = dict(before.get(key) or {"count": 0, "since": stamp})
+                last = entry.get("last")
+                if last is None or datetime.fromisoformat(last) < now:  # a retry counts once
+                    entry["count"] = int(entry["count"]) + 1
+                    entry["last"] = stamp
+                entry.update(operation=f.operation, code=f.code)
+                sources[key] = entry
+            for key, entry in before.items():
+                # An announced episode stays until its recovery is delivered.
+                if key not in failing and entry.get("alerted") and key.split("/")[0] in regions:
+                    sources[key] = entry
+            return {"sources": sources}
+
+        doc = self._update_state(SCAN_FAILURE_STATE, count)
+        due: list[FailureEpisode] = []
+        recovered: list[tuple[str, datetime]] = []
+        for key, entry in sorted(doc.get("sources", {}).items()):
+            since = datetime.fromisoformat(entry["since"])
+            if key not in failing:
+                recovered.append((key, since))
+            elif not entry.get("alerted") and int(entry["count"]) >= self._s.scan_failed_after:
+                due.append(FailureEpisode(failing[key], since, int(entry["count"])))
+        candidate = scan_failed_alert(due, now)
+        if candidate is not None:
+            try:
+                claimed = set(self._claim(candidate, candidate.dedupe))
+            except Exception as exc:
+                out.fail(candidate.alert_id, candidate.kind.value, exc)
+            else:
+                fresh = [e for e in due if scan_failed_key(e.failure.key, e.since) in claimed]
+                alert = scan_failed_alert(fresh, now)
+                if alert is not None and self._send(alert, out, claimed=list(alert.dedupe)):
+                    keys = [e.failure.key for e in fresh]
+                    self._best_effort(out, alert, partial(self._mark_alerted, keys))
+        recovery = scan_recovered_alert(recovered, now)
+        if recovery is not None:
+            before = len(out.failed)
+            self._send(recovery, out)
+            if len(out.failed) == before:  # sent now, or by another scan already
+                keys = [k for k, _ in recovered]
+                self._best_effort(out, recovery, partial(self._forget, keys))
+
+    def _best_effort(self, out: _Outcome, alert: Alert, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception as exc:
+            out.fail(alert.alert_id, alert.kind.value, exc, published=True)
+
+    def _mark_alerted(self, keys: Sequence[str]) -> None:
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            sources = doc.get("sources", {})
+            todo = [k for k in keys if k in sources and not sources[k].get("alerted")]
+            for k in todo:
+                sources[k]["alerted"] = True
+            return doc if todo else None
+
+        self._update_state(SCAN_FAILURE_STATE, change)
+
+    def _forget(self, keys: Sequence[str]) -> None:
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            sources = doc.get("sources", {})
+            todo = [k for k in keys if k in sources and sources[k].get("alerted")]
+            for k in todo:
+                del sources[k]
+            return doc if todo else None
+
+        self._update_state(SCAN_FAILURE_STATE, change)
+
+    # -- the daily digest -----------------------------------------------------------------
+
+    def _digest(self, report: ScanReport, now: datetime, out: _Outcome) -> None:
+        """Once a day from the digest hour: the findings of yesterday and today (UTC),
+        from the ledger, not just this scan's: an outage that ended before the digest
+        hour is still in it."""
+        if now.astimezone(UTC).hour < self._s.digest_hour_utc:
+            return
+        today = now.astimezone(UTC).date()
+        state, _ = self._ledger.get_state(self._s.scope, DIGEST_STATE)
+        if state.get("sent") == today.isoformat():
+            return  # skip two ledger reads per scan for the rest of the day
+        found: dict[tuple[FindingCode, str], Finding] = {}
+        for day in (today - timedelta(days=1), today):
+            for f in self._ledger.findings(self._s.scope, day.isoformat()):
+                found[(f.code, f.resource)] = f
+        for f in report.findings:
+            found[(f.code, f.resource)] = f
+        digest = findings_digest(list(found.values()), now, self._s.digest_hour_utc)
+        if digest is not None and self._send(digest, out):
+            self._best_effort(out, digest, partial(self._mark_digest, today.isoformat()))
+
+    def _mark_digest(self, day: str) -> None:
+        self._update_state(
+            DIGEST_STATE, lambda doc: None if doc.get("sent") == day else {"sent": day}
+        )
