@@ -119,8 +119,9 @@ def email_text(alert: Alert, *, max_listed: int | None = None) -> str:
             url = console_url(r.key)
             if url:
                 lines.append(f"    {url}")
-        if len(resources) < len(alert.resources):
-            lines.append(f"  ... and {len(alert.resources) - len(resources)} more, not listed here")
+        total = len(alert.resources) + alert.omitted_resources
+        if len(resources) < total:
+            lines.append(f"  ... and {total - len(resources)} more, not listed here")
     if alert.details:
         lines += ["", *[f"  - {d}" for d in alert.details]]
     if alert.next_steps:
@@ -144,11 +145,10 @@ def machine_json(alert: Alert, *, max_listed: int | None = None) -> dict[str, An
     cut to that many and ``owners_total``/``resources_total`` give the full counts.
     """
     document = _machine_json(alert, max_listed)
-    if max_listed is not None and (
-        len(alert.resources) > max_listed or len(alert.owners) > max_listed
-    ):
+    resources_total = len(alert.resources) + alert.omitted_resources
+    if resources_total > len(document["resources"]) or len(alert.owners) > len(document["owners"]):
         document["owners_total"] = len(alert.owners)
-        document["resources_total"] = len(alert.resources)
+        document["resources_total"] = resources_total
     return document
 
 
@@ -249,8 +249,9 @@ def chat_safe(text: str) -> str:
 def chat_notification(alert: Alert) -> dict[str, Any]:
     """Amazon Q Developer in chat apps custom notification (version 1.0)."""
     lines = [alert.summary, *(f"• {_resource_line(r)}" for r in alert.resources[:5])]
-    if len(alert.resources) > 5:
-        lines.append(f"• +{len(alert.resources) - 5} more")
+    total = len(alert.resources) + alert.omitted_resources
+    if total > 5:
+        lines.append(f"• +{total - 5} more")
     return {
         "version": "1.0",
         "source": "custom",

@@ -78,6 +78,7 @@ FIELD_ENV: dict[str, str] = {
     "anomaly_cooldown_minutes": Env.ANOMALY_COOLDOWN_MINUTES,
     "digest_hour_utc": Env.DIGEST_HOUR_UTC,
     "cost_explorer": Env.COST_EXPLORER,
+    "scan_failed_alert_after": Env.SCAN_FAILED_ALERT_AFTER,
 }
 
 #: Error types whose message is ours (a validator's ``ValueError``) and already says what was given.

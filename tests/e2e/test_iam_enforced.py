@@ -544,6 +544,7 @@ def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
     from botocore.exceptions import ClientError
 
     from costguard.handlers.scan import AfterScanError
+    from costguard.services.alerts import AlertDeliveryError
 
     topic_arn = function_environment(deployment.world, deployment.functions["scan"])[Env.TOPIC_ARN]
     sns = deployment.session.client("sns", region_name=REGION)
@@ -555,10 +556,14 @@ def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
         run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
     # THEN the publish error propagates (for Lambda's retries), not an AccessDenied from
     # releasing the alert's claim: the role may undo what it claimed
-    ((step, error),) = failure.value.failures
+    ((step, delivery),) = failure.value.failures
     assert step == "alerts"
-    assert isinstance(error, ClientError), error
-    assert error.response["Error"]["Code"] == "NotFound", error
+    assert isinstance(delivery, AlertDeliveryError), delivery
+    assert delivery.run.failed, delivery
+    for failed in delivery.run.failed:
+        error = failed.error
+        assert isinstance(error, ClientError), error
+        assert error.response["Error"]["Code"] == "NotFound", error
     check_calls(deployment, "scan", recorder.calls)
     # AND once the topic is back, the retried scan publishes the alerts it could not
     recreated = sns.create_topic(Name=topic_arn.rsplit(":", 1)[1])["TopicArn"]

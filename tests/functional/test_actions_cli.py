@@ -37,7 +37,11 @@ def test_lists_what_was_done_and_what_a_dry_run_would_do(
         project="vision",
     )
     decision = Decision(
-        Action.STOP_NOTEBOOK, target, "idle for 3 h\nURGENT pay now", NOW, usd_per_hour_saved=Decimal("1.41")
+        Action.STOP_NOTEBOOK,
+        target,
+        "idle for 3 h\nURGENT pay now",
+        NOW,
+        usd_per_hour_saved=Decimal("1.41"),
     )
     Executor([actuator], ledger, None, ExecutorSettings("acct", dry_run=True)).run([decision], NOW)
 

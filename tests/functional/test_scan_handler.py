@@ -177,3 +177,43 @@ def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
     )
     assert "Item" in mark
     assert '"Project":"llm"' in capsys.readouterr().out.replace(" ", "")
+
+
+def test_one_failing_alert_does_not_stop_the_other_alerts_of_the_scan(
+    lambda_env: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from costguard.adapters.sns import SnsNotifier
+    from costguard.demo.run import create_alert_channels, drain
+    from costguard.handlers.scan import AfterScanError, handler
+
+    topic, queue = create_alert_channels(lambda_env, "us-east-1")
+    monkeypatch.setenv(Env.TOPIC_ARN, topic)
+    ec2 = lambda_env.client("ec2", region_name="us-east-1")
+    budget = [
+        {"Key": "costguard:project", "Value": "llm"},
+        {"Key": "costguard:budget", "Value": "100"},
+    ]
+    for itype, tags in (("p5.48xlarge", budget), ("g5.xlarge", [])):
+        ec2.run_instances(
+            ImageId="ami-12345678",
+            InstanceType=itype,
+            MinCount=1,
+            MaxCount=1,
+            **({"TagSpecifications": [{"ResourceType": "instance", "Tags": tags}]} if tags else {}),
+        )
+    publish = SnsNotifier.publish
+
+    def flaky(self: SnsNotifier, alert: Any) -> str:
+        if alert.kind.value == "budget-forecast":
+            raise RuntimeError("SNS refused this one")
+        return publish(self, alert)
+
+    monkeypatch.setattr(SnsNotifier, "publish", flaky)
+    # WHEN one of the scan's alerts cannot be published
+    with pytest.raises(AfterScanError, match="budget-forecast"):
+        handler({"time": NOW.isoformat()}, Context())
+    # THEN the others went out and are logged as published; the invocation still failed
+    kinds = sorted(m["kind"] for m in drain(lambda_env, queue, "us-east-1"))
+    assert kinds == ["findings-digest", "unattributed-spend"]
+    published = [r for r in caplog.records if r.getMessage() == "alert published"]
+    assert len(published) == 2

@@ -155,6 +155,7 @@ def process(
     Raises :class:`EventTimeError` before touching AWS when the event's time is not
     plausible; the handler logs it and reports the refusal.
     """
+    from costguard.services.alerts import AlertDeliveryError
     from costguard.wiring import CallCounter, build_alert_service, build_ledger, build_scan_service
 
     try:
@@ -176,6 +177,9 @@ def process(
     if alerting:
         try:
             alerts += alerting.run(report, report.previous, now)
+        except AlertDeliveryError as exc:  # every alert was attempted; log the ones sent
+            alerts += exc.run.sent
+            failures.append(("alerts", exc))
         except Exception as exc:  # reported below and re-raised after the other steps
             failures.append(("alerts", exc))
     if settings.cost_explorer:
