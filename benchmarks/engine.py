@@ -9,11 +9,12 @@ from decimal import Decimal
 from typing import Any
 
 from costguard.adapters.catalog import load_catalog
-from costguard.adapters.memory import InMemoryLedger, StaticInventory, StaticSpotPrices
+from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.spend import accrue
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: The accelerator mix of the synthetic fleets (engine and API-call benchmarks).

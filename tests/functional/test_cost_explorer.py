@@ -10,12 +10,13 @@ import boto3
 from botocore.stub import Stubber
 
 from costguard.adapters.cost_explorer import CostExplorer
-from costguard.adapters.memory import InMemoryLedger, RecordingNotifier
+from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
 from costguard.domain.spend import Increment
 from costguard.ports import ScanCommit
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.cost_explorer import CostExplorerService
+from tests.support.fakes import RecordingNotifier
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 

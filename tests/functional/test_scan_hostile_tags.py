@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from costguard.adapters.catalog import load_catalog
-from costguard.adapters.memory import StaticInventory, StaticSpotPrices
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.tags import TagKeys, normalise_project, read_tags
 from costguard.ports import CommitOutcome, Inventory
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.fakes import StaticInventory, StaticSpotPrices
 from tests.tag_strategies import tag_sets
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

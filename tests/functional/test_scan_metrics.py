@@ -8,12 +8,13 @@ from decimal import Decimal
 import pytest
 
 from costguard.adapters.catalog import load_catalog
-from costguard.adapters.memory import InMemoryLedger, StaticInventory, StaticSpotPrices
+from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.models import Resource, ResourceKind
 from costguard.names import Metrics
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from tests.conftest import NOW
+from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 
 def test_emits_budget_spend_forecast_and_run_rate_per_project(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from costguard.adapters.catalog import load_catalog
-from costguard.adapters.memory import InMemoryLedger, StaticInventory, StaticSpotPrices
+from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.sns import SNS_MAX_BYTES, SnsNotifier
 from costguard.domain.alerts import (
     Alert,
@@ -25,6 +25,7 @@ from costguard.ports import Inventory
 from costguard.rendering import sns_message
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 

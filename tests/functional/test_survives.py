@@ -18,10 +18,10 @@ from botocore.exceptions import ClientError
 
 from costguard.adapters.catalog import load_catalog
 from costguard.adapters.dynamodb import DynamoDbLedger
-from costguard.adapters.memory import StaticInventory, StaticSpotPrices
 from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import CommitOutcome, Inventory, Ledger
 from costguard.services.scan import ScanReport, ScanService, ScanSettings
+from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 STEP = timedelta(minutes=15)

@@ -10,17 +10,13 @@ from typing import Any
 import pytest
 
 from costguard.adapters.catalog import load_catalog
-from costguard.adapters.memory import (
-    InMemoryLedger,
-    RecordingNotifier,
-    StaticInventory,
-    StaticSpotPrices,
-)
+from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import Alert, AlertKind, cost_anomaly_alert
 from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import AccessDeniedError, Inventory
 from costguard.services.alerts import AlertDeliveryError, AlertService, AlertSettings
 from costguard.services.scan import ScanReport, ScanService, ScanSettings
+from tests.support.fakes import RecordingNotifier, StaticInventory, StaticSpotPrices
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
 STEP = timedelta(minutes=15)

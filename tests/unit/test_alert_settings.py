@@ -40,7 +40,7 @@ def test_the_environment_sets_the_alert_service_threshold() -> None:
 
 @pytest.mark.parametrize("bad", ["0", "-1", "three"])
 def test_a_threshold_below_one_scan_is_refused(bad: str) -> None:
-    with pytest.raises(SettingsError, match="scan_failed_alert_after"):
+    with pytest.raises(SettingsError, match="COSTGUARD_SCAN_FAILED_ALERT_AFTER"):
         Settings.from_env({Env.REGIONS: "us-east-1", Env.SCAN_FAILED_ALERT_AFTER: bad})
     with pytest.raises(ConfigError, match="`scanFailedAlertAfter`"):
         CostGuardConfig.from_context({"scanFailedAlertAfter": bad})

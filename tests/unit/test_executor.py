@@ -8,12 +8,13 @@ from decimal import Decimal
 
 import pytest
 
-from costguard.adapters.memory import InMemoryLedger, RecordingNotifier
+from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
 from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
+from tests.support.fakes import RecordingNotifier
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GRACE = timedelta(hours=24)

@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from costguard.adapters.catalog import load_catalog
-from costguard.adapters.memory import InMemoryLedger, StaticInventory, StaticSpotPrices
+from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.findings import FindingCode
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.spend import BudgetStatus
 from costguard.ports import AccessDeniedError, Inventory
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 

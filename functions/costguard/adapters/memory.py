@@ -1,6 +1,8 @@
-"""In-memory implementations of the ports, with the same semantics as the AWS ones.
+"""The in-memory ledger (a local ``costguard scan`` without a table) and its read-only view.
 
-They are not mocks: the ledger contract test runs against this and DynamoDB alike.
+Not a mock: the ledger contract test runs against this and DynamoDB alike. Test
+doubles (static inventories, recording notifiers) live in ``tests/support``: they
+never ship in the Lambda asset.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -16,14 +18,12 @@ from typing import TYPE_CHECKING, Any
 from costguard.ports import (
     AuditEvent,
     CommitOutcome,
-    Inventory,
     ProjectMonth,
     ScanCommit,
 )
 
 if TYPE_CHECKING:
     from costguard.domain.findings import Finding
-    from costguard.domain.pricing import SpotKey
     from costguard.domain.spend import Observation
     from costguard.ports import Ledger
 
@@ -202,45 +202,6 @@ class InMemoryLedger:
                 for t, a in sorted(self._alerts.get(scope, []), key=lambda x: x[0])
                 if since <= t <= until
             ]
-
-
-@dataclass
-class StaticInventory:
-    """An inventory source that returns what it was given, per region."""
-
-    name: str
-    by_region: Mapping[str, Inventory]
-    failing: Mapping[str, Exception] | None = None
-
-    def collect(self, region: str, now: datetime) -> Inventory:
-        if self.failing and region in self.failing:
-            raise self.failing[region]
-        return self.by_region.get(region, Inventory())
-
-
-@dataclass
-class RecordingNotifier:
-    """A notifier that keeps what it was asked to publish; ``fail`` makes it raise."""
-
-    published: list[Any]
-    fail: bool = False
-
-    def publish(self, alert: Any) -> str:
-        if self.fail:
-            raise RuntimeError("publish failed")
-        self.published.append(alert)
-        return f"msg-{len(self.published)}"
-
-
-@dataclass
-class StaticSpotPrices:
-    prices: Mapping[SpotKey, Decimal]
-
-    def latest(
-        self, region: str, instance_types: Sequence[str], now: datetime
-    ) -> Mapping[SpotKey, Decimal]:
-        wanted = set(instance_types)
-        return {k: v for k, v in self.prices.items() if k[0] == region and k[2] in wanted}
 
 
 class ReadOnlyLedger:
