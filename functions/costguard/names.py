@@ -54,20 +54,34 @@ class Env:
     SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
 
 
+class Figures:
+    """The structured log line each scan writes per project, which the dashboard queries.
+
+    Per-project figures go to logs, not to custom metrics: at $0.30 a metric-month, four
+    metrics for each of 20 projects cost more than the rest of CostGuard together, while a
+    log line costs a few cents a month. Custom metrics are kept for what alarms need.
+    """
+
+    EVENT_KEY: Final = "event"
+    EVENT: Final = "project-figures"
+    PROJECT: Final = "project"
+    BUDGET: Final = "budget_usd"
+    MONTH_TO_DATE: Final = "month_to_date_usd"
+    FORECAST: Final = "forecast_month_usd"
+    RUN_RATE: Final = "run_rate_usd_per_hour"
+    STATUS: Final = "status"
+    #: Written by the executor for each action taken (or that dry-run would take).
+    ACTION_EVENT: Final = "action"
+    SAVINGS: Final = "usd_per_month_saved"
+    OUTCOME: Final = "outcome"
+
+
 class Metrics:
-    """CloudWatch metric names emitted by the scan (EMF), dimension ``Project``."""
+    """CloudWatch metrics: only what alarms need (per-project figures are :class:`Figures`)."""
 
     NAMESPACE: Final = "CostGuard"
-    DIMENSION_PROJECT: Final = "Project"
-    BUDGET: Final = "BudgetUsd"
-    MONTH_TO_DATE: Final = "MonthToDateUsd"
-    FORECAST: Final = "ForecastUsd"
-    RUN_RATE: Final = "RunRateUsdPerHour"
     SCAN_COMPLETED: Final = "ScanCompleted"
     FINDINGS: Final = "Findings"
-    #: Emitted by the actuators (idle notebooks, stale data), dimension ``Project``.
-    ACTION_SAVINGS: Final = "ActionSavingsUsdPerMonth"
-    ACTIONS_TAKEN: Final = "ActionsTaken"
     #: Powertools adds this dimension to the handler's own metrics.
     DIMENSION_SERVICE: Final = "service"
     SCAN_SERVICE: Final = "costguard-scan"

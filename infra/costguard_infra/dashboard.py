@@ -1,8 +1,9 @@
-"""The CostGuard dashboard: every project's budget, spend, forecast, run-rate and actions.
+"""The CostGuard dashboard: every project's budget, spend, forecast and run-rate.
 
-Projects are only known at run time (they come from tags), so the all-projects
-widgets use CloudWatch ``SEARCH``; projects named in the configuration's central
-table also get a widget set of their own.
+Per-project figures come from the scan's structured log lines (Logs Insights), not
+from custom metrics: projects are only known at run time (they come from tags), and
+four custom metrics per project would be most of CostGuard's own bill. Projects
+named in the configuration's central table also get a widget set of their own.
 """
 
 from __future__ import annotations
@@ -11,96 +12,110 @@ from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from costguard.names import Figures as F
 from costguard.names import Metrics
 
-_HOUR = cdk.Duration.hours(1)
+_FIGURES = f'filter {F.EVENT_KEY} = "{F.EVENT}"'
 
 
-def _search(metric_name: str, label: str) -> cw.MathExpression:
-    return cw.MathExpression(
-        expression=(
-            f"SEARCH('{{{Metrics.NAMESPACE},{Metrics.DIMENSION_PROJECT}}} "
-            f"MetricName=\"{metric_name}\"', 'Maximum', 3600)"
-        ),
-        label=label,
-        period=_HOUR,
-        using_metrics={},
+def query_literal(text: str) -> str:
+    """A Logs Insights string literal: backslashes and double quotes escaped."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def all_projects_query() -> str:
+    """The latest figures of every project, most expensive forecast first."""
+    return (
+        f"{_FIGURES}"
+        f" | stats latest({F.FORECAST}) as forecast, latest({F.BUDGET}) as budget,"
+        f" latest({F.MONTH_TO_DATE}) as month_to_date, latest({F.RUN_RATE}) as usd_per_hour,"
+        f" latest({F.STATUS}) as status by {F.PROJECT}"
+        " | sort forecast desc"
     )
 
 
-def _project_metric(
-    project: str, metric_name: str, label: str, statistic: str = "Maximum"
-) -> cw.Metric:
-    return cw.Metric(
-        namespace=Metrics.NAMESPACE,
-        metric_name=metric_name,
-        dimensions_map={Metrics.DIMENSION_PROJECT: project},
-        statistic=statistic,
-        period=_HOUR,
-        label=label,
+def project_query(project: str) -> str:
+    """One project's budget, month-to-date and forecast over time."""
+    return (
+        f"{_FIGURES} and {F.PROJECT} = {query_literal(project)}"
+        f" | stats max({F.BUDGET}) as budget, max({F.MONTH_TO_DATE}) as month_to_date,"
+        f" max({F.FORECAST}) as forecast by bin(1h)"
+    )
+
+
+def savings_query() -> str:
+    return (
+        f'filter {F.EVENT_KEY} = "{F.ACTION_EVENT}"'
+        f" | stats sum({F.SAVINGS}) as usd_per_month_saved by {F.PROJECT}, {F.OUTCOME}"
     )
 
 
 class Dashboard(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, projects: Sequence[str]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        projects: Sequence[str],
+        scan_logs: logs.ILogGroup,
+        action_logs: Sequence[logs.ILogGroup] = (),
+    ) -> None:
         super().__init__(scope, construct_id)
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.days(7))
         self.dashboard.add_widgets(
             cw.TextWidget(
                 markdown=(
-                    "# CostGuard\nMonth-to-date and forecast per project (USD), from each scan. "
-                    "A forecast line above its budget line is a project heading over budget."
+                    "# CostGuard\nEvery project's latest forecast, budget, month-to-date and "
+                    "run-rate (USD), from each scan. A forecast above its budget is a project "
+                    "heading over budget."
                 ),
                 width=24,
                 height=2,
             )
         )
         self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Forecast month-end, all projects",
-                left=[_search(Metrics.FORECAST, "")],
-                width=12,
+            cw.LogQueryWidget(
+                title="All projects: forecast, budget, month-to-date, run-rate",
+                log_group_names=[scan_logs.log_group_name],
+                query_string=all_projects_query(),
+                view=cw.LogQueryVisualizationType.TABLE,
+                width=24,
+                height=8,
             ),
             cw.GraphWidget(
-                title="Month-to-date, all projects",
-                left=[_search(Metrics.MONTH_TO_DATE, "")],
-                width=12,
-            ),
-            cw.GraphWidget(
-                title="Run-rate $/h, all projects", left=[_search(Metrics.RUN_RATE, "")], width=12
-            ),
-            cw.GraphWidget(
-                title="Savings from actions $/month",
-                left=[_search(Metrics.ACTION_SAVINGS, "")],
+                title="Scans completed (the guard is guarding)",
+                left=[
+                    cw.Metric(
+                        namespace=Metrics.NAMESPACE,
+                        metric_name=Metrics.SCAN_COMPLETED,
+                        dimensions_map={Metrics.DIMENSION_SERVICE: Metrics.SCAN_SERVICE},
+                        statistic="Sum",
+                        period=cdk.Duration.hours(1),
+                    )
+                ],
                 width=12,
             ),
         )
+        if action_logs:
+            self.dashboard.add_widgets(
+                cw.LogQueryWidget(
+                    title="Savings from actions $/month, by project and outcome",
+                    log_group_names=[g.log_group_name for g in action_logs],
+                    query_string=savings_query(),
+                    view=cw.LogQueryVisualizationType.TABLE,
+                    width=12,
+                )
+            )
         for project in projects:
             self.dashboard.add_widgets(
-                cw.GraphWidget(
+                cw.LogQueryWidget(
                     title=f"{project}: budget, month-to-date, forecast",
-                    left=[
-                        _project_metric(project, Metrics.BUDGET, "budget"),
-                        _project_metric(project, Metrics.MONTH_TO_DATE, "month-to-date"),
-                        _project_metric(project, Metrics.FORECAST, "forecast"),
-                    ],
+                    log_group_names=[scan_logs.log_group_name],
+                    query_string=project_query(project),
+                    view=cw.LogQueryVisualizationType.LINE,
                     width=12,
-                ),
-                cw.SingleValueWidget(
-                    title=f"{project}: run-rate $/h",
-                    metrics=[_project_metric(project, Metrics.RUN_RATE, "run-rate")],
-                    width=4,
-                ),
-                cw.SingleValueWidget(
-                    title=f"{project}: savings $/month",
-                    metrics=[_project_metric(project, Metrics.ACTION_SAVINGS, "savings", "Sum")],
-                    width=4,
-                ),
-                cw.SingleValueWidget(
-                    title=f"{project}: actions taken",
-                    metrics=[_project_metric(project, Metrics.ACTIONS_TAKEN, "actions", "Sum")],
-                    width=4,
-                ),
+                )
             )

@@ -131,7 +131,9 @@ class CostGuardStack(cdk.Stack):
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
         )
-        Dashboard(self, "Dashboard", projects=sorted(config.projects))
+        Dashboard(
+            self, "Dashboard", projects=sorted(config.projects), scan_logs=self.scan.log_group
+        )
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
         cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)
         cdk.CfnOutput(self, "SlackWebhookSecret", value=self.alerts.slack_webhook.secret_name)

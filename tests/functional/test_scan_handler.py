@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 from dataclasses import dataclass
 from datetime import timedelta, timezone
 from typing import Any
@@ -148,9 +150,15 @@ def test_an_event_time_with_an_offset_is_converted_to_utc(lambda_env: Any) -> No
 
 
 def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
-    lambda_env: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    lambda_env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from aws_lambda_powertools import Logger
+
+    from costguard.handlers import scan
     from costguard.handlers.scan import AfterScanError, handler
+
+    log = io.StringIO()
+    monkeypatch.setattr(scan, "logger", Logger(service="handler-under-test", stream=log))
 
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     # GIVEN an alert topic that does not exist (every publish fails)
@@ -176,7 +184,10 @@ def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
         TableName="ledger", Key={"pk": {"S": "SCOPE#123456789012"}, "sk": {"S": "WATERMARK"}}
     )
     assert "Item" in mark
-    assert '"Project":"llm"' in capsys.readouterr().out.replace(" ", "")
+    from costguard.names import Figures
+
+    figures = [json.loads(line) for line in log.getvalue().splitlines()]
+    assert [f["project"] for f in figures if f.get(Figures.EVENT_KEY) == Figures.EVENT] == ["llm"]
 
 
 def test_one_failing_alert_does_not_stop_the_other_alerts_of_the_scan(

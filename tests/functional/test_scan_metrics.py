@@ -1,26 +1,45 @@
-"""The scan emits one EMF document per project with the ``Project`` dimension (the dashboard)."""
+"""The scan writes one structured log line per project (the dashboard's Logs Insights
+widgets read it) and only the custom metrics that alarms need."""
 
 from __future__ import annotations
 
+import io
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.models import Resource, ResourceKind
-from costguard.names import Metrics
+from costguard.names import Figures, Metrics
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from tests.conftest import NOW
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 
-def test_emits_budget_spend_forecast_and_run_rate_per_project(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def _lines(out: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+@pytest.fixture
+def log_lines(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """The scan handler's structured log, written to a buffer this test owns."""
+    from aws_lambda_powertools import Logger
+
+    from costguard.handlers import scan
+
+    buffer = io.StringIO()
+    monkeypatch.setattr(scan, "logger", Logger(service="figures-under-test", stream=buffer))
+    return buffer
+
+
+def test_logs_budget_spend_forecast_and_run_rate_per_project_and_two_alarm_metrics(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], log_lines: io.StringIO
 ) -> None:
-    from costguard.handlers.scan import emit_metrics
+    from costguard.handlers.scan import emit_metrics, metrics
 
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     res = Resource(
@@ -40,28 +59,24 @@ def test_emits_budget_spend_forecast_and_run_rate_per_project(
     ).run(NOW)
     capsys.readouterr()
     emit_metrics(report)
-    docs = [
-        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")
+    metrics.flush_metrics()
+    lines = _lines(capsys.readouterr().out)
+    (figures,) = [
+        d for d in _lines(log_lines.getvalue()) if d.get(Figures.EVENT_KEY) == Figures.EVENT
     ]
-    (project_doc,) = [d for d in docs if d.get(Metrics.DIMENSION_PROJECT)]
-    assert project_doc[Metrics.DIMENSION_PROJECT] == "Vision 計算"
-    directive = project_doc["_aws"]["CloudWatchMetrics"][0]
-    assert directive["Namespace"] == Metrics.NAMESPACE
-    assert directive["Dimensions"] == [[Metrics.DIMENSION_PROJECT]]
-    names = {m["Name"] for m in directive["Metrics"]}
-    assert names == {Metrics.RUN_RATE, Metrics.MONTH_TO_DATE, Metrics.FORECAST, Metrics.BUDGET}
-    assert Decimal(
-        str(
-            project_doc[Metrics.RUN_RATE][0]
-            if isinstance(project_doc[Metrics.RUN_RATE], list)
-            else project_doc[Metrics.RUN_RATE]
-        )
-    ) == Decimal("1.006")
-    assert project_doc[Metrics.BUDGET] in (500.0, [500.0])
+    assert figures[Figures.PROJECT] == "Vision 計算"
+    assert Decimal(str(figures[Figures.RUN_RATE])) == Decimal("1.006")
+    assert figures[Figures.BUDGET] == 500.0
+    assert figures[Figures.STATUS] == "ok"
+    assert {Figures.MONTH_TO_DATE, Figures.FORECAST} <= set(figures)
+    # THEN the only custom metrics are the alarm's heartbeat and the findings count
+    emf = [d for d in lines if "_aws" in d]
+    names = {m["Name"] for d in emf for m in d["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert names == {Metrics.SCAN_COMPLETED, Metrics.FINDINGS}
 
 
-def test_a_project_whose_read_failed_emits_no_figures(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_a_project_whose_read_failed_logs_no_figures(
+    monkeypatch: pytest.MonkeyPatch, log_lines: io.StringIO
 ) -> None:
     from costguard.handlers.scan import emit_metrics
     from costguard.ports import AccessDeniedError
@@ -87,10 +102,6 @@ def test_a_project_whose_read_failed_emits_no_figures(
     )
     assert report.incomplete_projects == frozenset({"llm"})
     assert "llm" in {p.project for p in report.projects}  # it has month-to-date spend
-    capsys.readouterr()
     emit_metrics(report)
-    # THEN no $0/h run-rate is published for llm (the dashboard would show a false drop)
-    docs = [
-        json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")
-    ]
-    assert not [d for d in docs if d.get(Metrics.DIMENSION_PROJECT) == "llm"]
+    # THEN no $0/h figure is logged for llm (the dashboard would show a false drop)
+    assert not [d for d in _lines(log_lines.getvalue()) if d.get(Figures.PROJECT) == "llm"]

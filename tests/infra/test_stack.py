@@ -165,20 +165,30 @@ def test_alarms_cover_errors_throttles_dead_letters_and_missing_scans(template: 
     )
 
 
-def test_dashboard_has_all_projects_and_a_widget_set_per_configured_project(template: Any) -> None:
+def test_dashboard_reads_every_projects_figures_from_the_scan_logs(template: Any) -> None:
+    from costguard.names import Figures
+
     (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    for metric in (
-        Metrics.FORECAST,
-        Metrics.MONTH_TO_DATE,
-        Metrics.RUN_RATE,
-        Metrics.ACTION_SAVINGS,
-        Metrics.BUDGET,
-        Metrics.ACTIONS_TAKEN,
-    ):
-        assert metric in body
-    assert "SEARCH(" in body
+    # Every figure the issue asks for, from the log line the scan writes per project.
+    for field in (Figures.FORECAST, Figures.MONTH_TO_DATE, Figures.RUN_RATE, Figures.BUDGET):
+        assert field in body
+    assert Figures.EVENT in body
     assert "llm-pretraining: budget, month-to-date, forecast" in body
+    # The widgets query the scan function's own log group.
+    (scan_group,) = [
+        k for k, v in resources(template, "AWS::Logs::LogGroup").items() if "Scan" in k
+    ]
+    assert scan_group in body
+
+
+def test_only_alarm_metrics_are_custom_metrics(template: Any) -> None:
+    # $0.30 per metric-month: per-project figures are log lines, metrics are for alarms.
+    (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    assert "SEARCH(" not in body
+    for retired in ("ForecastUsd", "MonthToDateUsd", "RunRateUsdPerHour", "BudgetUsd"):
+        assert retired not in body
 
 
 def _policy_statements(template: Any) -> list[dict[str, Any]]:

@@ -13,9 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from costguard.names import Figures as F
 from costguard.names import Metrics as M
 
 if TYPE_CHECKING:
@@ -76,26 +77,30 @@ class ScanEvent(BaseModel):
         return moment
 
 
-def metric_dimension(project: str) -> str:
-    """CloudWatch dimension values are at most 1,024 characters and must not be empty."""
-    return project[:1024] or "-"
-
-
-def emit_metrics(report: ScanReport) -> None:
-    """One EMF document per project, dimension ``Project``, for the dashboard."""
-    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in {"true", "1"}:
-        return
+def log_project_figures(report: ScanReport) -> None:
+    """One structured log line per project: what the dashboard's Logs Insights widgets read."""
     for p in report.projects:
         if p.project is None or p.project in report.incomplete_projects:
             continue  # a failed read is not $0/h: no figure beats a false one
-        m = EphemeralMetrics(namespace=M.NAMESPACE)
-        m.add_dimension(name=M.DIMENSION_PROJECT, value=metric_dimension(p.project))
-        m.add_metric(name=M.RUN_RATE, unit=MetricUnit.Count, value=float(p.run_rate_usd_per_hour))
-        m.add_metric(name=M.MONTH_TO_DATE, unit=MetricUnit.Count, value=float(p.month_to_date_usd))
-        m.add_metric(name=M.FORECAST, unit=MetricUnit.Count, value=float(p.forecast_month_usd))
-        if p.budget_usd is not None:
-            m.add_metric(name=M.BUDGET, unit=MetricUnit.Count, value=float(p.budget_usd))
-        m.flush_metrics()
+        logger.info(
+            F.EVENT,
+            extra={
+                F.EVENT_KEY: F.EVENT,
+                F.PROJECT: p.project,
+                F.BUDGET: None if p.budget_usd is None else float(p.budget_usd),
+                F.MONTH_TO_DATE: float(round(p.month_to_date_usd, 2)),
+                F.FORECAST: float(round(p.forecast_month_usd, 2)),
+                F.RUN_RATE: float(round(p.run_rate_usd_per_hour, 4)),
+                F.STATUS: p.status.value,
+            },
+        )
+
+
+def emit_metrics(report: ScanReport) -> None:
+    """The metrics alarms need: a heartbeat (the "scan did not run" alarm) and findings."""
+    log_project_figures(report)
+    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in {"true", "1"}:
+        return
     metrics.add_metric(name=M.SCAN_COMPLETED, unit=MetricUnit.Count, value=1)
     metrics.add_metric(name=M.FINDINGS, unit=MetricUnit.Count, value=len(report.findings))
 
