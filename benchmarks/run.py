@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import api_calls, engine, import_time
+from benchmarks import api_calls, engine, guard_bill, import_time
 
 
 def main() -> None:
@@ -20,6 +20,7 @@ def main() -> None:
         "engine_100k": engine.measure(100_000),
         "api_calls": [api_calls.measure(100), api_calls.measure(1000)],
         "handler_import": import_time.measure(),
+        "guard_bill": [guard_bill.measure(100, 5), guard_bill.measure(1000, 20)],
     }
     out = Path(__file__).with_name("results.json")
     out.write_text(json.dumps(results, indent=2) + "\n")
