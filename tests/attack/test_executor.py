@@ -126,3 +126,15 @@ def test_two_runs_either_side_of_midnight_warn_the_owner_once() -> None:
     # THEN the owner gets one warning, not two with different deadlines
     warnings = [a for a in w.sent if a.kind is AlertKind.ACTION_WARNING]
     assert len(warnings) == 1, [a.title for a in warnings]
+
+
+def test_a_key_only_exempt_tag_protects_the_resource() -> None:
+    # GIVEN an owner who adds the tag key costguard:exempt with no value (the console's
+    # default for a flag tag; opt-in tags are read by presence too), i.e. who tried to
+    # exempt the resource; the README: "When an owner tried to exempt a resource,
+    # CostGuard never acts on it"
+    w = World("nb-1", **{"nb-1": {Tags.EXEMPT: "", Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}})
+    # WHEN the executor judges it idle past its deadline
+    steps = w.run(idle())
+    # THEN it is left alone
+    assert w.resources["nb-1"].state == "InService", f"stopped despite the exempt tag: {steps}"
