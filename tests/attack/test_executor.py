@@ -97,7 +97,7 @@ def test_a_ledger_error_while_auditing_one_failure_does_not_abandon_the_other_re
     # WHEN the executor runs
     try:
         report: Any = w.executor().run([idle("nb-1"), idle("nb-2")], T0)
-    except Exception as exc:  # noqa: BLE001 - the defect: one resource's error escapes
+    except Exception as exc:  # the defect: one resource's error escapes
         report = exc
     # THEN the failure is recorded for nb-1 and nb-2 is still handled
     assert not isinstance(report, Exception), f"run() raised {report!r}; nb-2 never handled"

@@ -42,7 +42,9 @@ def dynamodb() -> Iterator[Ledger]:
     with mock_aws():
         session = boto3.Session()
         make_table(session)
-        yield DynamoDbLedger(AtomicCalls(session.client("dynamodb", region_name="us-east-1")), "ledger")
+        yield DynamoDbLedger(
+            AtomicCalls(session.client("dynamodb", region_name="us-east-1")), "ledger"
+        )
 
 
 def many_projects_commit(n: int) -> ScanCommit:
@@ -62,9 +64,9 @@ def test_a_month_with_many_long_named_projects_still_accrues(
 ) -> None:
     # GIVEN one scan that saw 450 projects with valid 256-character names (anyone who
     # may tag an instance can mint a new project every scan)
-    ledger: Ledger = InMemoryLedger() if store == "memory" else request.getfixturevalue("dynamodb")
+    store_: Ledger = InMemoryLedger() if store == "memory" else request.getfixturevalue("dynamodb")
     # WHEN it commits
-    outcome = ledger.commit(many_projects_commit(450))
+    outcome = store_.commit(many_projects_commit(450))
     # THEN the spend is recorded, on DynamoDB as in the in-memory fake
     assert outcome is CommitOutcome.APPLIED
-    assert len(ledger.month_totals("acct", "2026-11")) == 450
+    assert len(store_.month_totals("acct", "2026-11")) == 450
