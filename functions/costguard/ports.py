@@ -166,8 +166,16 @@ class ClaimStore(Protocol):
         """Phase two: the work is done; the key is never claimable again."""
         ...
 
-    def release(self, namespace: str, key: str, now: datetime) -> None:
-        """The work failed: the key is claimable again at once (no delete is needed)."""
+    def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
+        """The work failed: the key is claimable again at once (no delete is needed).
+
+        Fenced: only the holder that claimed at ``claimed_at`` can release, so a holder
+        whose lease ran out cannot free the claim of the run that took over.
+        """
+        ...
+
+    def status(self, namespace: str, key: str) -> str | None:
+        """``pending``, ``sent`` (confirmed, or a put_once record), ``released`` or None."""
         ...
 
 

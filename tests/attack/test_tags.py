@@ -5,10 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 from costguard.adapters.catalog import load_catalog
-from costguard.adapters.memory import InMemoryLedger, StaticInventory, StaticSpotPrices
+from costguard.adapters.memory import InMemoryLedger
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from costguard.settings import Settings
+from tests.support.fakes import StaticInventory, StaticSpotPrices
 from tests.unit.test_alert_service import T0, gpu
 
 

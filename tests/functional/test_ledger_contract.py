@@ -321,3 +321,22 @@ def test_the_contract_exercises_every_method_of_every_store() -> None:
         if not name.startswith("_") and f".{name}(" not in source
     ]
     assert missing == []
+
+
+def test_claim_status_reads_back_each_phase(ledger: Ledger) -> None:
+    assert ledger.status("action", "k") is None
+    ledger.claim("action", "k", T0, LEASE, {"status": "not a real status"})
+    assert ledger.status("action", "k") == "pending"
+    ledger.release("action", "k", T0)
+    assert ledger.status("action", "k") == "released"
+    ledger.claim("action", "k", T1, LEASE, {})
+    ledger.confirm("action", "k", T1)
+    assert ledger.status("action", "k") == "sent"
+    ledger.put_once("action", "once", T0, {})
+    assert ledger.status("action", "once") == "sent"
+
+
+def test_only_the_holder_can_release_its_claim(ledger: Ledger) -> None:
+    ledger.claim("action", "k", T0, LEASE, {})
+    ledger.release("action", "k", T1)  # not the holder's claim time: refused
+    assert ledger.status("action", "k") == "pending"

@@ -10,7 +10,7 @@ limit; its hash is 32 bytes.
 pk                                             sk                      what
 =============================================  ======================  ==========================
 ``SCOPE#<scope>``                              ``WATERMARK``           last committed scan, snapshot size
-``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``TOTALS``              month-to-date, a map per project
+``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``TOTALS#<nn>``         month-to-date, 32 shards of projects
 ``SCOPE#<scope>#OBS``                          ``CHUNK#<nnnn>``        observation snapshot (zlib JSON)
 ``SCOPE#<scope>#FINDINGS#<YYYY-MM-DD>``        ``<code>#<hash>``       findings of the day (TTL 35 d)
 ``ONCE#<namespace>``                           ``<hash>``              claims and exactly-once records
@@ -88,6 +88,25 @@ def key_part(text: str) -> str:
 
 def project_key(project: str | None) -> str:
     return UNATTRIBUTED_KEY if project is None else key_part(project)
+
+
+#: Month totals are spread over this many items (see ``_totals_puts``).
+TOTALS_SHARDS = 32
+
+
+def totals_shard(key: str) -> int:
+    return 0 if key == UNATTRIBUTED_KEY else int(key[:4], 16) % TOTALS_SHARDS
+
+
+def _item_bytes(value: Any) -> int:
+    """An upper bound of an item's stored size (binary values count as their length)."""
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(str(k).encode()) + _item_bytes(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_item_bytes(v) for v in value)
+    return len(str(value).encode("utf-8", "surrogatepass"))
 
 
 def _epoch(moment: datetime) -> int:
@@ -175,18 +194,24 @@ class DynamoDbLedger:
                 return {o.key: o for i in sorted(found) for o in found[i]}
         raise LedgerError(f"the observation snapshot of {scope} kept changing while read")
 
-    def _totals_item(self, scope: str, month: str) -> dict[str, Any]:
-        item = self._get(f"SCOPE#{scope}#MONTH#{month}", "TOTALS")
-        return dict(item.get("projects", {}).get("M", {})) if item else {}
+    def _totals_shards(self, scope: str, month: str) -> dict[int, dict[str, Any]]:
+        """The month's totals, shard by shard: ``{shard: {project key: row}}``."""
+        shards: dict[int, dict[str, Any]] = {}
+        for item in self._query(f"SCOPE#{scope}#MONTH#{month}"):
+            sk = item["sk"]["S"]
+            if sk.startswith("TOTALS#"):
+                shards[int(sk.removeprefix("TOTALS#"))] = dict(item["projects"]["M"])
+        return shards
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]:
         totals: dict[str | None, ProjectMonth] = {}
-        for key, value in self._totals_item(scope, month).items():
-            row = value["M"]
-            project = None if key == UNATTRIBUTED_KEY else row["project"]["S"]
-            totals[project] = ProjectMonth(
-                project, month, Decimal(row["usd"]["N"]), Decimal(row["est"]["N"])
-            )
+        for rows in self._totals_shards(scope, month).values():
+            for key, value in rows.items():
+                row = value["M"]
+                project = None if key == UNATTRIBUTED_KEY else row["project"]["S"]
+                totals[project] = ProjectMonth(
+                    project, month, Decimal(row["usd"]["N"]), Decimal(row["est"]["N"])
+                )
         return totals
 
     # -- the scan commit -----------------------------------------------------------
@@ -199,7 +224,7 @@ class DynamoDbLedger:
             return CommitOutcome.CONTENDED
         items = [{"Update": self._watermark_update(commit, current)}]
         for month in sorted({m for _, m in commit.increments}):
-            items.append({"Put": self._totals_put(commit, month)})
+            items += [{"Put": put} for put in self._totals_puts(commit, month)]
         for index, blob in enumerate(encode_observations(commit.observations)):
             items.append(
                 {
@@ -216,6 +241,9 @@ class DynamoDbLedger:
             )
         if len(items) > TRANSACT_LIMIT:
             raise LedgerError(f"a scan commit needs {len(items)} items; the limit is 100")
+        size = sum(_item_bytes(entry) for entry in items)
+        if size > TRANSACT_BUDGET_BYTES:
+            raise LedgerError(f"a scan commit needs {size} bytes; a transaction holds 4 MB")
         try:
             self._ddb.transact_write_items(TransactItems=items)
         except ClientError as exc:
@@ -251,17 +279,24 @@ class DynamoDbLedger:
             "ExpressionAttributeValues": values,
         }
 
-    def _totals_put(self, commit: ScanCommit, month: str) -> dict[str, Any]:
-        """The month's totals with this scan's increments added.
+    def _totals_puts(self, commit: ScanCommit, month: str) -> list[dict[str, Any]]:
+        """The month's totals shards that this scan's increments touch, with them added.
 
-        Read-modify-write is safe here: the watermark's compare-and-set in the same
-        transaction fails if any other commit landed since we read.
+        Totals are spread over ``TOTALS_SHARDS`` items by project hash, so hundreds of
+        long project names (a hostile retagger can add one a scan) cannot grow one item
+        past DynamoDB's 400 KB and stop accrual for the whole account. Read-modify-write
+        is safe: the watermark's compare-and-set in the same transaction fails if any
+        other commit landed since we read.
         """
-        rows = self._totals_item(commit.scope, month)
+        shards = self._totals_shards(commit.scope, month)
+        touched: set[int] = set()
         for (project, m), inc in commit.increments.items():
             if m != month:
                 continue
             key = project_key(project)
+            shard = totals_shard(key)
+            rows = shards.setdefault(shard, {})
+            touched.add(shard)
             old = rows.get(key, {}).get("M", {})
             usd = Decimal(old.get("usd", {}).get("N", "0")) + inc.usd
             est = Decimal(old.get("est", {}).get("N", "0")) + inc.estimated_usd
@@ -269,19 +304,23 @@ class DynamoDbLedger:
             if project is not None:
                 row["project"] = {"S": project}
             rows[key] = {"M": row}
-        item = {
-            "pk": {"S": f"SCOPE#{commit.scope}#MONTH#{month}"},
-            "sk": {"S": "TOTALS"},
-            "month": {"S": month},
-            "projects": {"M": rows},
-            "applied_at": {"S": stamp(commit.now)},
-        }
-        size = len(json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        if size > ITEM_BUDGET_BYTES:
-            raise LedgerError(
-                f"the month totals of {month} grew to {size} bytes ({len(rows)} projects)"
-            )
-        return {"TableName": self._table, "Item": item}
+        puts = []
+        for shard in sorted(touched):
+            item = {
+                "pk": {"S": f"SCOPE#{commit.scope}#MONTH#{month}"},
+                "sk": {"S": f"TOTALS#{shard:02d}"},
+                "month": {"S": month},
+                "projects": {"M": shards[shard]},
+                "applied_at": {"S": stamp(commit.now)},
+            }
+            size = _item_bytes(item)
+            if size > ITEM_BUDGET_BYTES:
+                raise LedgerError(
+                    f"month totals shard {shard} of {month} grew to {size} bytes "
+                    f"({len(shards[shard])} projects)"
+                )
+            puts.append({"TableName": self._table, "Item": item})
+        return puts
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
         for batch in chunks(requests, BATCH_WRITE_LIMIT):
@@ -416,19 +455,26 @@ class DynamoDbLedger:
             ExpressionAttributeValues={":sent": {"S": SENT}, ":now": {"S": stamp(now)}},
         )
 
-    def release(self, namespace: str, key: str, now: datetime) -> None:
-        # Only a pending claim is released: a confirmed one stays done.
+    def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
+        # Only a pending claim, and only by its holder: a confirmed one stays done, and a
+        # holder whose lease ran out cannot free the claim of the run that took over.
         self._conditional_update(
             Key=self._claim_key(namespace, key),
-            UpdateExpression="SET #status = :released, #done = :now",
-            ConditionExpression="#status = :pending",
-            ExpressionAttributeNames={"#status": "status", "#done": "done_at"},
+            UpdateExpression="SET #status = :released",
+            ConditionExpression="#status = :pending AND #at = :claimed",
+            ExpressionAttributeNames={"#status": "status", "#at": "at"},
             ExpressionAttributeValues={
                 ":released": {"S": RELEASED},
                 ":pending": {"S": PENDING},
-                ":now": {"S": stamp(now)},
+                ":claimed": {"S": stamp(claimed_at)},
             },
         )
+
+    def status(self, namespace: str, key: str) -> str | None:
+        item = self._get(f"ONCE#{namespace}", key_part(key))
+        if item is None:
+            return None
+        return str(item.get("status", {}).get("S", SENT))
 
     def audit(self, event: AuditEvent) -> bool:
         return self._put_if_absent(

@@ -105,7 +105,7 @@ class InMemoryLedger:
         with self._lock:
             if (namespace, key) in self._once:
                 return False
-            self._once[(namespace, key)] = {"at": now, "status": "sent", **attrs}
+            self._once[(namespace, key)] = {"at": now, "status": "sent", "attrs": dict(attrs)}
             return True
 
     def claim(
@@ -129,7 +129,7 @@ class InMemoryLedger:
                 "at": now,
                 "status": "pending",
                 "expires": now + lease,
-                **attrs,
+                "attrs": dict(attrs),
             }
             return True
 
@@ -138,11 +138,16 @@ class InMemoryLedger:
             record = self._once.setdefault((namespace, key), {"at": now})
             record["status"] = "sent"
 
-    def release(self, namespace: str, key: str, now: datetime) -> None:
+    def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         with self._lock:
             record = self._once.get((namespace, key))
-            if record is not None and record["status"] == "pending":
+            if record is not None and record["status"] == "pending" and record["at"] == claimed_at:
                 record["status"] = "released"
+
+    def status(self, namespace: str, key: str) -> str | None:
+        with self._lock:
+            record = self._once.get((namespace, key))
+            return None if record is None else str(record.get("status", "sent"))
 
     def audit(self, event: AuditEvent) -> bool:
         with self._lock:
@@ -289,8 +294,11 @@ class ReadOnlyLedger:
     def confirm(self, namespace: str, key: str, now: datetime) -> None:
         return None
 
-    def release(self, namespace: str, key: str, now: datetime) -> None:
+    def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         return None
+
+    def status(self, namespace: str, key: str) -> str | None:
+        return self._inner.status(namespace, key)
 
     def audit(self, event: AuditEvent) -> bool:
         return False
