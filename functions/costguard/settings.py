@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.tags import TagKeys, parse_budget
+from costguard.domain.tags import TagKeys, parse_budget, parse_owners, parse_project
 from costguard.names import Env, Tags
 
 REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
@@ -128,7 +128,13 @@ class ProjectEntry(BaseModel):
             if isinstance(parsed, str):
                 raise ValueError(f"project {name!r}: budget {self.budget!r} {parsed}")
             budget = parsed
-        return ProjectConfig(budget, self.owners)
+        owners: list[str] = []
+        for raw in self.owners:
+            parsed_owners = parse_owners(raw)
+            if parsed_owners.problem is not None:
+                raise ValueError(f"project {name!r}: owner {raw!r}: {parsed_owners.problem}")
+            owners.extend(parsed_owners.valid)
+        return ProjectConfig(budget, tuple(dict.fromkeys(owners)))
 
 
 class Settings(BaseModel):
@@ -176,7 +182,20 @@ class Settings(BaseModel):
         return TagKeys(project=self.project_tag_keys)
 
     def project_table(self) -> dict[str, ProjectConfig]:
-        return {name: entry.to_domain(name) for name, entry in self.projects.items()}
+        """The central table, its names normalised exactly as project tags are.
+
+        A name pasted with a no-break space, or typed full-width, is the same project
+        as the tag typed plainly; a name the tag contract refuses is an error here.
+        """
+        table: dict[str, ProjectConfig] = {}
+        for raw, entry in self.projects.items():
+            name, why = parse_project(raw)
+            if name is None:
+                raise ValueError(f"project {raw!r} {why}")
+            if name in table:
+                raise ValueError(f"projects {raw!r} and another entry are both {name!r}")
+            table[name] = entry.to_domain(name)
+        return table
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

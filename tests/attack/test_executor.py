@@ -73,8 +73,9 @@ def test_a_deadline_far_beyond_the_grace_period_is_not_a_silent_exemption() -> N
 
 def test_an_action_whose_audit_write_fails_is_still_reported_as_done_and_the_owner_told() -> None:
     # GIVEN a notebook whose grace period has run out, and one audit write that fails
-    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}})
+    w = World("nb-1")
     w.ledger = FlakyAuditLedger(failures=1, outcomes={"acted"})
+    w.warned("nb-1")
     # WHEN the executor stops it
     report = w.executor().run([idle()], T0)
     assert w.resources["nb-1"].state == "Stopped"
@@ -91,9 +92,11 @@ def test_an_action_whose_audit_write_fails_is_still_reported_as_done_and_the_own
 
 def test_a_ledger_error_while_auditing_one_failure_does_not_abandon_the_other_resources() -> None:
     # GIVEN two overdue notebooks, and the audit write throttled twice in a row
-    overdue = {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}
-    w = World("nb-1", "nb-2", **{"nb-1": overdue, "nb-2": overdue})
-    w.ledger = FlakyAuditLedger(failures=2)
+    w = World("nb-1", "nb-2")
+    flaky = FlakyAuditLedger(failures=0)
+    w.ledger = flaky
+    w.warned("nb-1", "nb-2")
+    flaky.failures = 2
     # WHEN the executor runs
     try:
         report: Any = w.executor().run([idle("nb-1"), idle("nb-2")], T0)

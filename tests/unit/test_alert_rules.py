@@ -49,14 +49,17 @@ def test_crossing_thresholds_claims_all_but_sends_only_the_highest() -> None:
         if a.kind is AlertKind.BUDGET_THRESHOLD
     ]
     assert alert.title == "vision: 80% of the monthly budget spent"
-    assert alert.dedupe == ("budget/vision/2026-11/mtd-50", "budget/vision/2026-11/mtd-80")
+    assert alert.dedupe == (
+        "budget/vision/2026-11/1000.00/mtd-50",
+        "budget/vision/2026-11/1000.00/mtd-80",
+    )
     assert alert.severity is AlertSeverity.WARNING
 
 
 def test_forecast_over_budget_is_its_own_alert_once_a_month() -> None:
     alerts = budget_alerts(project("100", "1500"), (50, 80, 100), NOW)
     (forecast,) = [a for a in alerts if a.kind is AlertKind.BUDGET_FORECAST]
-    assert forecast.dedupe == ("budget/vision/2026-11/forecast-100",)
+    assert forecast.dedupe == ("budget/vision/2026-11/1000.00/forecast-100",)
     assert "$500.00 over" in forecast.summary
 
 

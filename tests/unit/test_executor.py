@@ -71,6 +71,15 @@ class World:
     def run(self, *decisions: Decision, now: datetime = T0) -> list[Step]:
         return [o.step for o in self.executor().run(decisions, now).outcomes]
 
+    def warned(self, *ids: str, ago: timedelta = GRACE + timedelta(hours=1)) -> None:
+        """Have CostGuard itself warn about these, long enough ago that they are due."""
+        enforce = Executor(
+            [self.actuator], self.ledger, self.notifier, ExecutorSettings("123456789012", False)
+        )
+        report = enforce.run([idle(rid, now=T0 - ago) for rid in ids], T0 - ago)
+        assert [o.step for o in report.outcomes] == [Step.WARNED] * len(ids)
+        self.sent.clear()
+
     def trail(self) -> list[str]:
         return [e.outcome for e in self.ledger.audit_trail("123456789012", "2026-11")]
 
@@ -168,13 +177,16 @@ def test_dry_run_changes_nothing_and_reports_the_saving() -> None:
 
 
 def test_dry_run_never_acts_even_on_a_resource_warned_before() -> None:
-    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}}, dry_run=True)
+    w = World("nb-1", dry_run=True)
+    w.warned("nb-1")  # by an enforcing deployment, before dryRun was turned back on
+    w.actuator.calls.clear()
     assert w.run(idle()) == [Step.WOULD_ACT]
     assert w.actuator.calls == []
 
 
 def test_overlapping_runs_act_once() -> None:
-    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}})
+    w = World("nb-1")
+    w.warned("nb-1")
     barrier = threading.Barrier(6)
     w.actuator.inspect_barrier = threading.Barrier(6)  # all six see it running
     steps: list[Step] = []
@@ -194,8 +206,8 @@ def test_overlapping_runs_act_once() -> None:
 
 
 def test_a_failure_on_one_resource_is_recorded_and_the_rest_proceed() -> None:
-    overdue = {Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}
-    w = World("nb-1", "nb-2", **{"nb-1": overdue, "nb-2": overdue})
+    w = World("nb-1", "nb-2")
+    w.warned("nb-1", "nb-2")
     w.actuator.fail_on.add("nb-1")
     report = w.executor().run([idle("nb-1"), idle("nb-2")], T0)
     assert [o.step for o in report.outcomes] == [Step.FAILED, Step.ACTED]
@@ -216,3 +228,12 @@ def test_a_hand_edited_malformed_deadline_means_warn_again_not_act() -> None:
     w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "soon"}})
     assert w.run(idle()) == [Step.WARNED]
     assert w.resources["nb-1"].state == "InService"
+
+
+def test_a_resource_attributed_by_a_fallback_key_is_not_acted_on() -> None:
+    # IAM lets the actuator act only where costguard:project is set; Project=... is not.
+    w = World("nb-1")
+    w.resources["nb-1"].tags.pop(Tags.PROJECT)
+    w.resources["nb-1"].tags["Project"] = "vision"
+    assert w.run(idle()) == [Step.SKIPPED]
+    assert w.actuator.calls == []

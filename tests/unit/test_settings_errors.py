@@ -109,3 +109,19 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
     ]
     assert unread == []
     assert set(ENV_VARS) <= set(non_default), "add the new variable to this test"
+
+
+@pytest.mark.parametrize(
+    ("projects", "problem"),
+    [
+        ('{"llm": {"owners": ["alice@example.com\\r\\nURGENT pay now"]}}', "owner"),
+        ('{"llm\\u200b": {"budget": 5}}', "ZERO WIDTH SPACE"),
+        ('{"vision": {}, "ｖｉｓｉｏｎ": {}}', "both"),
+    ],
+)
+def test_the_central_table_is_held_to_the_tag_contract(projects: str, problem: str) -> None:
+    from costguard.names import Env
+    from costguard.settings import Settings, SettingsError
+
+    with pytest.raises(SettingsError, match=problem):
+        Settings.from_env({Env.REGIONS: "us-east-1", Env.PROJECTS_JSON: projects})

@@ -97,7 +97,7 @@ def test_every_tag_value_becomes_a_value_or_a_finding_naming_resource_and_tag(
     if raw_exempt is None:
         assert parsed.exemption is None
     elif parsed.exemption is None:
-        assert raw_exempt.strip().lower() in {"", "false", "no"}
+        assert raw_exempt.strip().lower() in {"false", "no"}
     else:
         until = parsed.exemption.until
         assert until is None or until.utcoffset() == timedelta(0)

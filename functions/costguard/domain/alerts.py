@@ -260,7 +260,11 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
-                dedupe=tuple(f"budget/{p.project}/{month}/mtd-{t}" for t in crossed),
+                # The budget is part of the key: a budget raised mid-month (as the alert
+                # suggests) is a new budget, whose thresholds alert when they are crossed.
+                dedupe=tuple(
+                    f"budget/{p.project}/{month}/{cents(p.budget)}/mtd-{t}" for t in crossed
+                ),
             )
         )
     if p.forecast >= p.budget:
@@ -282,7 +286,7 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
-                dedupe=(f"budget/{p.project}/{month}/forecast-100",),
+                dedupe=(f"budget/{p.project}/{month}/{cents(p.budget)}/forecast-100",),
             )
         )
     return alerts

@@ -41,7 +41,8 @@ Grammar (values are first stripped of leading and trailing whitespace)::
 
     costguard:exempt    skip actions on the resource
         true | yes                       exempt for good
-        false | no | (empty)             not exempt
+        false | no                       not exempt
+        (empty)                          a finding, and read as exempt: someone tried
         YYYY-MM-DD | YYYYMMDD            exempt through the end of that day, UTC
         date (T|t|space) time [offset]   exempt until that instant
             time    hh[:mm[:ss[(.|,)fraction]]] or hh[mm[ss[(.|,)fraction]]];
@@ -247,8 +248,11 @@ def parse_exempt(raw: str) -> Exemption | str | None:
     lowered = text.lower()
     if lowered in {"true", "yes"}:
         return Exemption()
-    if lowered in {"false", "no", ""}:
+    if lowered in {"false", "no"}:
         return None
+    if not text:
+        # The console's default for a key-only tag: someone tried to exempt it.
+        return "is empty (set true, false or a date); read as exempt until it is set"
     bad = "is neither true/false nor an ISO-8601 date or time (e.g. 2026-12-31)"
     m = _EXEMPT.fullmatch(text)
     if m is None:

@@ -17,13 +17,15 @@ retries and the dead-letter queue see them.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from costguard.domain.alerts import Alert
 from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import (
     Decision,
@@ -44,6 +46,8 @@ from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier
 
 #: A claimed action whose holder crashed is claimable again after this.
 ACTION_LEASE = timedelta(minutes=15)
+#: How long two runs can overlap (the actuator Lambda's timeout): they share warn claims.
+RUN_OVERLAP = timedelta(minutes=15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +112,32 @@ class Executor:
             except Exception as exc:  # contained: recorded, reported, and failed at the end
                 error = f"{type(exc).__name__}: {exc}"
                 outcome = Outcome(d, Step.FAILED, error, error=error)
-                self._audit(d, now, outcome, found="unknown")
+                try:
+                    self._audit(d, now, outcome, found="unknown")
+                except Exception as audit_exc:  # the ledger too: say so, go on to the next
+                    outcome = replace(
+                        outcome, error=f"{error}; the audit write failed too: {audit_exc}"
+                    )
             if outcome is not None:
                 outcomes.append(outcome)
         return ExecutionReport(self._s.dry_run, tuple(outcomes))
 
     # -- one decision -------------------------------------------------------------
+
+    def _deadline(self, d: Decision, tags: Mapping[str, str]) -> datetime | None:
+        """The deadline of a warning CostGuard *delivered*; None if there is none.
+
+        The tag alone is not trusted: it may have been copied from another instance
+        ("launch more like this", a launch template), set by hand in the past or the
+        far future, or left behind by a warning whose message never went out. Only a
+        deadline recorded in the ledger after the owner was told counts.
+        """
+        deadline = action_after(tags)
+        if not isinstance(deadline, datetime):
+            return None
+        if self._ledger.status("warned", claim_key(d, deadline)) != "sent":
+            return None
+        return deadline
 
     def _one(self, d: Decision, now: datetime) -> Outcome | None:
         actuator = self._actuators.get(d.target.kind)
@@ -122,31 +146,41 @@ class Executor:
         observed = actuator.inspect(d.target)
         if observed is None:
             return Outcome(d, Step.SKIPPED, "the resource no longer exists") if d.acts else None
-        deadline = action_after(observed.tags)
-        warned = isinstance(deadline, datetime)
+        tagged = Tags.ACTION_AFTER in observed.tags
         if not d.acts:
-            return (
-                self._withdraw(actuator, d, now, observed, "it is in use again") if warned else None
-            )
-        tags = read_tags(d.target.key, observed.tags, self._s.tag_keys)
+            if tagged:
+                return self._withdraw(actuator, d, now, observed, "it is in use again")
+            return None
+        # Actions need the primary project key: the IAM condition that guards every
+        # mutating call names costguard:project, so a resource attributed through a
+        # fallback key (Project, project) is reported but never acted on.
+        tags = read_tags(
+            d.target.key, observed.tags, replace(self._s.tag_keys, project=(Tags.PROJECT,))
+        )
         opted_in = any(k in observed.tags for k in self._s.opt_in_tags)
         verdict = gate(tags, opted_in, now)
         if verdict is not Gate.ALLOWED:
             why = "it is exempt" if verdict is Gate.EXEMPT else "it is not in scope"
-            if warned:
+            if tagged:
                 return self._withdraw(actuator, d, now, observed, why)
             return Outcome(d, Step.SKIPPED, why)
         if observed.settled:
-            if warned:
+            if tagged:
                 return self._withdraw(actuator, d, now, observed, f"it is already {observed.state}")
             return Outcome(d, Step.SKIPPED, f"already {observed.state}")
-        if not isinstance(deadline, datetime):
+        deadline = self._deadline(d, observed.tags)
+        if deadline is None:
             return self._warn(actuator, d, now, observed)
         if now < deadline:
             return Outcome(
                 d, Step.WAITING, f"warned; acting after {deadline_tag(deadline)}", deadline
             )
         return self._act(actuator, d, now, observed, deadline)
+
+    def _warn_keys(self, d: Decision, now: datetime) -> list[str]:
+        """At most one warning a day; runs that overlap across midnight share a key."""
+        days = sorted({f"{now:%Y-%m-%d}", f"{now - RUN_OVERLAP:%Y-%m-%d}"})
+        return [f"warn/{claim_key(d, None)}/{day}" for day in days]
 
     def _warn(self, actuator: Actuator, d: Decision, now: datetime, observed: Observed) -> Outcome:
         deadline = now + d.grace
@@ -160,23 +194,31 @@ class Executor:
             )
             self._audit_once_a_day(d, now, outcome, observed.state)
             return outcome
-        # One warning per resource and action per day, however many runs overlap.
-        key = f"warn/{claim_key(d, None)}/{now:%Y-%m-%d}"
-        if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
-            return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is warning about it")
+        keys: list[str] = []
+        for key in self._warn_keys(d, now):
+            if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
+                for taken in keys:
+                    self._ledger.release("action", taken, now)
+                return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is warning about it")
+            keys.append(key)
         try:
             actuator.mark(d.target, Tags.ACTION_AFTER, deadline_tag(deadline))
             if self._notifier is not None:
                 self._notifier.publish(warning_alert(d, deadline, now))
+            # Only now does the deadline count: the owner has been told.
+            self._ledger.put_once("warned", claim_key(d, deadline), now, {"reason": d.reason})
         except Exception:
-            self._ledger.release("action", key, now)
+            with contextlib.suppress(Exception):  # best effort; an unrecorded tag is ignored
+                actuator.unmark(d.target, Tags.ACTION_AFTER)
+            for key in keys:
+                self._ledger.release("action", key, now)
             raise
-        self._ledger.confirm("action", key, now)
+        for key in keys:
+            self._ledger.confirm("action", key, now)
         outcome = Outcome(
             d, Step.WARNED, f"warned; acting after {deadline_tag(deadline)}", deadline
         )
-        self._audit(d, now, outcome, observed.state)
-        return outcome
+        return self._followups(outcome, lambda: self._audit(d, now, outcome, observed.state))
 
     def _act(
         self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, deadline: datetime
@@ -193,28 +235,45 @@ class Executor:
         except Exception:
             self._ledger.release("action", key, now)
             raise
-        self._ledger.confirm("action", key, now)
+        # The action stands from here on: every follow-up is attempted, and a failure is
+        # reported on the ACTED outcome (the run still fails so that it is seen).
         outcome = Outcome(d, Step.ACTED, detail, deadline)
-        self._audit(d, now, outcome, observed.state)
-        try:
+        return self._followups(
+            outcome,
+            lambda: self._ledger.confirm("action", key, now),
+            lambda: self._audit(d, now, outcome, observed.state),
             # The deadline tag has done its job; a restarted resource starts afresh.
-            actuator.unmark(d.target, Tags.ACTION_AFTER)
-            if self._notifier is not None:
-                self._notifier.publish(taken_alert(d, detail, observed.state, now))
-        except Exception as exc:  # the action stands; the run still fails so it is seen
-            error = f"acted, but the follow-up failed: {type(exc).__name__}: {exc}"
-            return Outcome(d, Step.ACTED, detail, deadline, error=error)
-        return outcome
+            lambda: actuator.unmark(d.target, Tags.ACTION_AFTER),
+            lambda: self._notify(taken_alert(d, detail, observed.state, now)),
+        )
+
+    def _notify(self, alert: Alert) -> None:
+        if self._notifier is not None:
+            self._notifier.publish(alert)
+
+    @staticmethod
+    def _followups(outcome: Outcome, *steps: Callable[[], object]) -> Outcome:
+        errors = []
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+        if not errors:
+            return outcome
+        error = "; ".join(errors)
+        if outcome.error:
+            error = f"{outcome.error}; {error}"
+        return replace(outcome, error=f"{outcome.step.value}, but a follow-up failed: {error}")
 
     def _withdraw(
         self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, why: str
     ) -> Outcome:
-        outcome = Outcome(d, Step.CLEARED, f"warning withdrawn: {why}")
         if self._s.dry_run:
             return Outcome(d, Step.CLEARED, f"would withdraw the warning: {why}")
         actuator.unmark(d.target, Tags.ACTION_AFTER)
-        self._audit(d, now, outcome, observed.state)
-        return outcome
+        outcome = Outcome(d, Step.CLEARED, f"warning withdrawn: {why}")
+        return self._followups(outcome, lambda: self._audit(d, now, outcome, observed.state))
 
     # -- the audit trail ----------------------------------------------------------
 
