@@ -40,9 +40,9 @@ def measure(n: int) -> dict[str, Any]:
     import boto3
 
     from costguard.adapters.ec2 import InstanceTypeCache
-    from costguard.demo.server import embedded_aws
     from costguard.settings import Settings
     from costguard.wiring import CallCounter, build_scan_service
+    from costguard_demo.server import embedded_aws
 
     with embedded_aws():
         session = boto3.Session()

@@ -459,7 +459,7 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from costguard.demo.run import run_demo
+    from costguard_demo.run import run_demo
 
     return run_demo(as_json=args.json, cycles=args.cycles)
 

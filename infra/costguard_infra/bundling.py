@@ -1,8 +1,14 @@
 """Lambda code without Docker: pip installs Linux wheels for the target into the asset.
 
 boto3 comes with the Lambda runtime and Powertools with its public layer, so the
-asset holds only CostGuard and pydantic (whose core is a compiled wheel, hence
-``--platform``). The bundle is cached by CDK per source hash.
+asset holds only the ``costguard`` package and pydantic (whose core is a compiled
+wheel, hence ``--platform``). Only the product package is copied, and only it is the
+asset's source (its hash): the demo (``costguard_demo``), the tests and their doubles
+live outside it, so nothing has to be left out by name. The bundle is cached by CDK
+per source hash.
+
+The target platform and Python are parameters, the Lambda's by default: the tests
+bundle the same asset for the machine they run on, to import every handler from it.
 
 Deploy-time dependencies are pinned by one file, ``infra/lambda-constraints.txt``:
 pydantic and its dependencies are installed under it, and the Powertools layer is
@@ -29,6 +35,8 @@ PYTHON_VERSION = "3.13"
 RUNTIME = lambda_.Runtime.PYTHON_3_13
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PLATFORM = "manylinux2014_aarch64"
+#: The one package the Lambda functions run; everything else under functions/ is tooling.
+PACKAGE = "costguard"
 #: What the asset needs beyond the runtime (boto3) and the Powertools layer.
 BUNDLED_REQUIREMENTS = ("pydantic",)
 #: Exact versions of everything the asset and the layer hold.
@@ -57,8 +65,26 @@ def constraints_digest(path: Path = CONSTRAINTS) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def pip_command(output_dir: Path, constraints: Path = CONSTRAINTS) -> Sequence[str]:
-    """The pip invocation that fills the asset: Linux wheels for the Lambda, pinned."""
+def pip_command(
+    output_dir: Path,
+    constraints: Path = CONSTRAINTS,
+    *,
+    platform: str | None = PLATFORM,
+    python_version: str | None = PYTHON_VERSION,
+) -> Sequence[str]:
+    """The pip invocation that fills the asset: binary wheels, pinned.
+
+    For the Lambda (the defaults) the wheels are Linux arm64 CPython 3.13 ones,
+    whatever machine bundles. ``platform=None, python_version=None`` installs for the
+    interpreter running pip instead, so that a test can import the result.
+    """
+    target: list[str] = []
+    if platform is not None:
+        target += ["--platform", platform]
+    if python_version is not None:
+        target += ["--python-version", python_version]
+    if target:
+        target += ["--implementation", "cp"]
     return [
         sys.executable,
         "-m",
@@ -68,12 +94,7 @@ def pip_command(output_dir: Path, constraints: Path = CONSTRAINTS) -> Sequence[s
         "--disable-pip-version-check",
         "--target",
         str(output_dir),
-        "--platform",
-        PLATFORM,
-        "--implementation",
-        "cp",
-        "--python-version",
-        PYTHON_VERSION,
+        *target,
         "--only-binary=:all:",
         "--no-compile",
         "--constraint",
@@ -84,13 +105,25 @@ def pip_command(output_dir: Path, constraints: Path = CONSTRAINTS) -> Sequence[s
 
 @jsii.implements(cdk.ILocalBundling)
 class PipBundling:
-    def __init__(self, source: Path) -> None:
-        self._source = source
+    """Fills the asset: the pinned wheels for ``platform``/``python_version`` (the
+    Lambda's by default, see :func:`pip_command`), then the ``costguard`` package of
+    ``functions_dir``, and nothing else from it."""
+
+    def __init__(
+        self,
+        functions_dir: Path,
+        *,
+        platform: str | None = PLATFORM,
+        python_version: str | None = PYTHON_VERSION,
+    ) -> None:
+        self._package = functions_dir / PACKAGE
+        self._platform = platform
+        self._python_version = python_version
 
     def try_bundle(self, output_dir: str, options: Any = None) -> bool:
         out = Path(output_dir)
         done = subprocess.run(  # noqa: S603 - fixed argv, no shell
-            pip_command(out),
+            pip_command(out, platform=self._platform, python_version=self._python_version),
             capture_output=True,
             text=True,
             check=False,
@@ -98,9 +131,9 @@ class PipBundling:
         if done.returncode != 0:
             raise RuntimeError(f"bundling the Lambda code failed:\n{done.stdout}\n{done.stderr}")
         shutil.copytree(
-            self._source / "costguard",
-            out / "costguard",
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "demo"),
+            self._package,
+            out / PACKAGE,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
             dirs_exist_ok=True,
         )
         return True
@@ -108,8 +141,10 @@ class PipBundling:
 
 def lambda_code(functions_dir: Path) -> lambda_.Code:
     return lambda_.Code.from_asset(
-        str(functions_dir),
-        exclude=["**/__pycache__", "*.egg-info"],
+        # The package alone is the source: a change to the demo or the tests is not a
+        # change to the Lambda code (same hash, same bundle).
+        str(functions_dir / PACKAGE),
+        exclude=["**/__pycache__", "**/*.pyc"],
         bundling=cdk.BundlingOptions(
             image=RUNTIME.bundling_image,
             # Unused by local bundling, but part of the asset hash: a changed pin makes a

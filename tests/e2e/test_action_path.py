@@ -19,11 +19,11 @@ from costguard.adapters.aws import ClientFactory, tags_of
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.sns import SnsNotifier
-from costguard.demo.run import create_alert_channels, create_ledger_table, drain
-from costguard.demo.server import embedded_aws
 from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
+from costguard_demo.run import create_alert_channels, create_ledger_table, drain
+from costguard_demo.server import embedded_aws
 from tests.support.atomic import AtomicCalls
 from tests.support.moto_requests import RequestCounter
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from costguard.demo.fleet import backdate_instances, backdate_sagemaker, install_spot_prices
-from costguard.demo.server import embedded_aws
+from costguard_demo.fleet import backdate_instances, backdate_sagemaker, install_spot_prices
+from costguard_demo.server import embedded_aws
 
 pytestmark = pytest.mark.e2e
 ROLE = "arn:aws:iam::123456789012:role/x"
@@ -236,9 +236,9 @@ def test_scan_with_a_table_reads_the_ledger_and_never_writes_it(server: str) -> 
     import boto3
 
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard.demo.run import create_ledger_table
     from costguard.domain.spend import Increment
     from costguard.ports import ScanCommit
+    from costguard_demo.run import create_ledger_table
 
     now = datetime.now(UTC)
     seed(now)

@@ -25,9 +25,9 @@ from typing import Any
 
 import pytest
 
-from costguard.demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
-from costguard.demo.server import embedded_aws, moto_backend
 from costguard.names import Env
+from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
+from costguard_demo.server import embedded_aws, moto_backend
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
@@ -271,7 +271,7 @@ def body() -> dict[str, Any]:
 
 @pytest.fixture
 def slack() -> Iterator[Any]:
-    from costguard.demo.slack_standin import SlackStandIn
+    from costguard_demo.slack_standin import SlackStandIn
 
     with SlackStandIn() as stand_in:
         yield stand_in
@@ -512,7 +512,7 @@ def unused_grants(deployed: Deployment, function: str, used: set[str]) -> set[st
 
 
 def _drain(deployed: Deployment) -> list[dict[str, Any]]:
-    from costguard.demo.run import drain
+    from costguard_demo.run import drain
 
     return drain(deployed.session, deployed.subscriber, REGION)
 
@@ -585,9 +585,9 @@ def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
 def test_the_slack_notifier_reads_its_secret_with_only_its_role(
     deployment: Deployment, slack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from costguard.demo.slack_standin import sns_event
     from costguard.domain.alerts import Alert, AlertKind, AlertSeverity
     from costguard.rendering import sns_message
+    from costguard_demo.slack_standin import sns_event
 
     alert = Alert(
         alert_id="budget-threshold/llm-pretraining/80/2026-11",

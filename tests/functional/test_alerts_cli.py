@@ -12,7 +12,7 @@ import pytest
 def test_lists_recent_alerts_from_the_ledger(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.cli import main
-    from costguard.demo.run import create_ledger_table
+    from costguard_demo.run import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     ledger = DynamoDbLedger(aws.client("dynamodb", region_name="us-east-1"), "ledger")

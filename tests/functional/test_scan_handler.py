@@ -24,8 +24,8 @@ class Context:
 
 @pytest.fixture
 def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.demo.run import create_ledger_table
     from costguard.handlers import scan
+    from costguard_demo.run import create_ledger_table
 
     # The Lambda's clock: an hour after NOW, so NOW and NOW + 1 h are recent scans.
     monkeypatch.setattr(scan, "CLOCK", lambda: NOW + timedelta(hours=1))
@@ -84,8 +84,8 @@ def test_a_dry_run_deployment_still_alerts_within_the_scan(
     lambda_env: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
 
-    from costguard.demo.run import create_alert_channels, drain
     from costguard.handlers.scan import handler
+    from costguard_demo.run import create_alert_channels, drain
 
     topic, queue = create_alert_channels(lambda_env, "us-east-1")
     monkeypatch.setenv(Env.TOPIC_ARN, topic)
@@ -194,8 +194,8 @@ def test_one_failing_alert_does_not_stop_the_other_alerts_of_the_scan(
     lambda_env: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from costguard.adapters.sns import SnsNotifier
-    from costguard.demo.run import create_alert_channels, drain
     from costguard.handlers.scan import AfterScanError, handler
+    from costguard_demo.run import create_alert_channels, drain
 
     topic, queue = create_alert_channels(lambda_env, "us-east-1")
     monkeypatch.setenv(Env.TOPIC_ARN, topic)

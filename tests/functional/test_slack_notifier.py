@@ -20,9 +20,9 @@ from costguard.adapters.slack import (
     WebhookSecretError,
     parse_webhook_secret,
 )
-from costguard.demo.slack_standin import STANDIN_WEBHOOK_PATH, SlackStandIn, sns_event
 from costguard.domain.alerts import Alert, AlertKind, AlertResource, AlertSeverity
 from costguard.rendering import machine_json
+from costguard_demo.slack_standin import STANDIN_WEBHOOK_PATH, SlackStandIn, sns_event
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: The stack's placeholder: a random generated string (punctuation included).

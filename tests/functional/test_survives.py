@@ -72,7 +72,7 @@ class FaultyClient:
 
 @pytest.fixture
 def ddb(aws: Any) -> Iterator[FaultyClient]:
-    from costguard.demo.run import create_ledger_table
+    from costguard_demo.run import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     yield FaultyClient(aws.client("dynamodb", region_name="us-east-1"))

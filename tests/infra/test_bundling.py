@@ -69,7 +69,23 @@ def test_the_bundler_runs_pip_with_the_constraints_file(
     assert bundling.CONSTRAINTS.is_file()
     assert argv[argv.index("--platform") + 1] == "manylinux2014_aarch64"
     assert (tmp_path / "costguard" / "handlers" / "scan.py").is_file()
-    assert not (tmp_path / "costguard" / "demo").exists()
+    # and of functions/ it copies the product package alone, never the demo beside it
+    assert (FUNCTIONS_DIR / "costguard_demo").is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == ["costguard"]
+
+
+def test_the_bundler_targets_the_lambda_unless_told_to_target_this_interpreter(
+    tmp_path: Path,
+) -> None:
+    lambda_argv = list(bundling.pip_command(tmp_path))
+    assert lambda_argv[lambda_argv.index("--platform") + 1] == "manylinux2014_aarch64"
+    assert lambda_argv[lambda_argv.index("--python-version") + 1] == "3.13"
+    assert lambda_argv[lambda_argv.index("--implementation") + 1] == "cp"
+    # the tests bundle for the machine they run on, to import the result
+    host = list(bundling.pip_command(tmp_path, platform=None, python_version=None))
+    assert not {"--platform", "--python-version", "--implementation"} & set(host)
+    assert host[host.index("--constraint") + 1] == str(bundling.CONSTRAINTS)
+    assert "--only-binary=:all:" in host
 
 
 def test_the_constraints_pin_everything_the_asset_and_layer_hold_at_the_tested_versions() -> None:

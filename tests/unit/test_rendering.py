@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costguard.demo.slack_standin import slack_error
 from costguard.domain.alerts import (
     Alert,
     AlertKind,
@@ -39,6 +38,7 @@ from costguard.rendering import (
     sns_attributes,
     sns_message,
 )
+from costguard_demo.slack_standin import slack_error
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

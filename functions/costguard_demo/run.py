@@ -88,7 +88,10 @@ def drain(session: Any, url: str, region: str) -> list[dict[str, Any]]:
 def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
     import boto3
 
-    from costguard.demo.fleet import (
+    from costguard.domain.findings import FindingCode
+    from costguard.report import report_json, report_table
+    from costguard.settings import Settings
+    from costguard_demo.fleet import (
         DEMO_SPOT_PRICES,
         PRIMARY,
         _run,
@@ -97,11 +100,8 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
         install_spot_prices,
         seed_fleet,
     )
-    from costguard.demo.server import embedded_aws
-    from costguard.demo.slack_standin import SlackStandIn, sns_event
-    from costguard.domain.findings import FindingCode
-    from costguard.report import report_json, report_table
-    from costguard.settings import Settings
+    from costguard_demo.server import embedded_aws
+    from costguard_demo.slack_standin import SlackStandIn, sns_event
 
     def say(message: str) -> None:
         if not as_json:

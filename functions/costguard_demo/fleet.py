@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from costguard.demo.server import moto_backend
 from costguard.names import Tags
+from costguard_demo.server import moto_backend
 
 PRIMARY = "us-east-1"
 SECONDARY = "us-west-2"
