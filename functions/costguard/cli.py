@@ -404,6 +404,7 @@ def choose_catalog(explicit: Path | None, warn: Callable[[str], None]) -> tuple[
     packaged prices are still there and the user did not name that file.
     """
     from costguard.adapters.catalog import CatalogError, bundled_catalog_path, read_catalog_file
+    from costguard.settings import one_line
 
     if explicit is not None:
         named = read_catalog_file(explicit)
@@ -416,7 +417,13 @@ def choose_catalog(explicit: Path | None, warn: Callable[[str], None]) -> tuple[
     try:
         refreshed = read_catalog_file(refreshed_path)
     except CatalogError as exc:
-        warn(f"warning: {exc}; using the packaged catalog (`costguard prices refresh` rebuilds it)")
+        warn(
+            one_line(
+                f"warning: {exc}; using the packaged catalog (`costguard prices refresh` "
+                "rebuilds it)",
+                1000,
+            )
+        )
         return packaged, used
     if _newer(refreshed, packaged):
         return refreshed, f"prices from {refreshed_path} ({_describe(refreshed)}; refreshed)"
@@ -425,6 +432,7 @@ def choose_catalog(explicit: Path | None, warn: Callable[[str], None]) -> tuple[
 
 def cmd_scan(args: argparse.Namespace) -> int:
     from costguard.report import report_json, report_table
+    from costguard.settings import one_line
     from costguard.wiring import CallCounter, build_scan_service
 
     session = _session(args)
@@ -454,7 +462,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
         counter=counter,
     )
     # Which prices the numbers rest on is part of the answer, not progress: said with --json too.
-    _progress(not args.quiet)(which)
+    _progress(not args.quiet)(one_line(which, 1000))
     try:
         report = service.run(datetime.now(UTC))
     except Exception as exc:
@@ -720,7 +728,7 @@ class _Flags:
         )
         self.json = self._parent()
         self.json.add_argument(
-            "--json", action="store_true", help="print JSON on stdout instead of a table"
+            "--json", action="store_true", help="print JSON on stdout instead of text"
         )
         self.quiet = self._parent()
         self.quiet.add_argument(

@@ -406,3 +406,16 @@ def test_the_user_catalog_follows_xdg_data_home(
     monkeypatch.setenv("HOME", environ["HOME"])
     found = user_catalog_path(environ)
     assert str(found) == (expected or "/home/u/.local/share/costguard/prices.json")
+
+
+def test_a_catalog_path_with_a_newline_is_still_one_line(
+    scan: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # GIVEN a data directory whose name holds a newline, and a damaged catalog in it
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data\nforged: line"))
+    _user_catalog().parent.mkdir(parents=True)
+    _user_catalog().write_text("{", encoding="utf-8")
+    # WHEN a user scans, THEN the warning cannot be split into a forged second line
+    code, _, err = scan("--quiet")
+    assert code == 0
+    assert "data\\nforged: line" in one_line(err)
