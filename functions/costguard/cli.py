@@ -25,7 +25,7 @@ import re
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from costguard.names import Env
 
 if TYPE_CHECKING:
+    from costguard.adapters.catalog import CatalogFile
     from costguard.services.scan import ScanReport
     from costguard.settings import Settings
 
@@ -290,34 +291,153 @@ def scan_outcome(report: ScanReport, calls: InventoryCalls) -> tuple[int, str | 
 # -- scan ----------------------------------------------------------------------------------
 
 
-def _settings_for_scan(args: argparse.Namespace, session: Any) -> Settings:
-    from costguard.settings import Settings
+#: ``scan`` option -> the Settings field it sets, so a validation error names the option.
+SCAN_OPTIONS: dict[str, str] = {
+    "regions": "--region",
+    "table_name": "--table",
+    "scope": "--scope",
+    "sagemaker_tags": "--sagemaker-tags",
+}
+#: The environment variable each of those options overrides (an option beats the environment).
+_OVERRIDES: dict[str, str] = {
+    "regions": Env.REGIONS,
+    "table_name": Env.TABLE_NAME,
+    "scope": Env.SCOPE,
+    "sagemaker_tags": Env.SAGEMAKER_TAGS,
+}
+#: Where a scan's region comes from when neither --region nor COSTGUARD_REGIONS is given.
+_DEFAULT_REGION = "the default region (AWS_REGION, AWS_DEFAULT_REGION or the profile's region)"
+#: Stands in for the regions while the environment is read without any; never used to scan.
+_STAND_IN_REGION = "us-east-1"
 
-    env = dict(os.environ)
+
+def _scan_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Settings fields the command line sets: only the options actually given."""
+    given: dict[str, Any] = {}
     if args.region:
-        env[Env.REGIONS] = ",".join(args.region)
-    elif Env.REGIONS not in env:
+        given["regions"] = tuple(args.region)
+    if args.table:
+        given["table_name"] = args.table
+    if args.scope:
+        given["scope"] = args.scope
+    if args.sagemaker_tags:
+        given["sagemaker_tags"] = args.sagemaker_tags
+    return given
+
+
+def _settings_for_scan(
+    args: argparse.Namespace, session: Any, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Settings from the options, over the ``COSTGUARD_*`` variables for what has no option.
+
+    The environment configures a local scan as it configures the Lambda (project tag keys,
+    projects, SageMaker Studio, ...), read by :meth:`Settings.from_env` so its errors name the
+    variable. The options are typed values, validated by ``Settings(...)`` itself, and their
+    errors name the option: nothing is turned back into an environment variable.
+    """
+    from pydantic import ValidationError
+
+    from costguard.settings import Settings, SettingsError, validation_problems
+
+    environ = os.environ if environ is None else environ
+    options = _scan_options(args)
+    overridden = {_OVERRIDES[field] for field in options}
+    env = {k: v for k, v in environ.items() if k.startswith("COSTGUARD_") and k not in overridden}
+    names = dict(SCAN_OPTIONS)
+    if "regions" not in options and Env.REGIONS not in env:
         region = _default_region(session)
         if not region:
             raise CommandError("no region: pass --region, or set AWS_REGION / a profile region")
-        env[Env.REGIONS] = region
-    if args.table:
-        env[Env.TABLE_NAME] = args.table
-    if args.scope:
-        env[Env.SCOPE] = args.scope
-    if args.sagemaker_tags:
-        env[Env.SAGEMAKER_TAGS] = args.sagemaker_tags
-    return Settings.from_env(env)
+        options["regions"] = (region,)
+        names["regions"] = _DEFAULT_REGION
+    if Env.REGIONS in env:
+        base = Settings.from_env(env)
+    else:
+        # from_env insists on regions; the stand-in satisfies it, and options["regions"]
+        # (always set on this path) replaces it below.
+        base = Settings.from_env({**env, Env.REGIONS: _STAND_IN_REGION})
+    try:
+        return Settings.model_validate({**dict(base), **options})
+    except ValidationError as exc:
+        raise SettingsError.of(validation_problems(exc, names)) from None
+
+
+# -- the price catalog: packaged, refreshed by the user, or named --------------------------
+
+
+def user_catalog_path(environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where ``prices refresh`` writes by default and ``scan`` looks: the user's data dir.
+
+    ``$XDG_DATA_HOME/costguard/prices.json``, else ``~/.local/share/costguard/prices.json``
+    (the XDG base directory rules: a relative ``XDG_DATA_HOME`` is ignored). None when there
+    is no home directory to speak of. Never the installed package, which may be read-only,
+    shared by other users, and is replaced by the next upgrade.
+    """
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_DATA_HOME", "")
+    if base and os.path.isabs(base):
+        return Path(base) / "costguard" / "prices.json"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no password-database entry
+        return None
+    if not home.is_absolute():
+        return None
+    return home / ".local" / "share" / "costguard" / "prices.json"
+
+
+def _newer(candidate: CatalogFile, than: CatalogFile) -> bool:
+    """Prices checked later win; on the same day, the later version (a partial refresh)."""
+    return (candidate.as_of, candidate.version) > (than.as_of, than.version)
+
+
+def _describe(catalog: CatalogFile) -> str:
+    return f"version {catalog.version}, as of {catalog.as_of}"
+
+
+def choose_catalog(explicit: Path | None, warn: Callable[[str], None]) -> tuple[CatalogFile, str]:
+    """The catalog a scan prices with, and a line saying which one and why.
+
+    ``--catalog PATH`` always wins (and a broken one is bad input). Otherwise the catalog
+    ``prices refresh`` wrote to :func:`user_catalog_path` is used when it is newer than the
+    packaged one; a broken refreshed catalog is a warning, not a failed scan, because the
+    packaged prices are still there and the user did not name that file.
+    """
+    from costguard.adapters.catalog import CatalogError, bundled_catalog_path, read_catalog_file
+    from costguard.settings import one_line
+
+    if explicit is not None:
+        named = read_catalog_file(explicit)
+        return named, f"prices from {explicit} ({_describe(named)}; --catalog)"
+    packaged = read_catalog_file()
+    used = f"prices from the packaged catalog {bundled_catalog_path()} ({_describe(packaged)})"
+    refreshed_path = user_catalog_path()
+    if refreshed_path is None or not os.path.exists(refreshed_path):
+        return packaged, used
+    try:
+        refreshed = read_catalog_file(refreshed_path)
+    except CatalogError as exc:
+        warn(
+            one_line(
+                f"warning: {exc}; using the packaged catalog (`costguard prices refresh` "
+                "rebuilds it)",
+                1000,
+            )
+        )
+        return packaged, used
+    if _newer(refreshed, packaged):
+        return refreshed, f"prices from {refreshed_path} ({_describe(refreshed)}; refreshed)"
+    return packaged, f"{used}; {refreshed_path} ({_describe(refreshed)}) is not newer"
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
-    from costguard.adapters.catalog import load_catalog
     from costguard.report import report_json, report_table
+    from costguard.settings import one_line
     from costguard.wiring import CallCounter, build_scan_service
 
     session = _session(args)
     settings = _settings_for_scan(args, session)
-    catalog = load_catalog(args.catalog) if args.catalog else None
+    catalog, which = choose_catalog(args.catalog, _progress(True))
     _require_credentials(session)
     if settings.table_name and not args.scope:
         # The deployed scan keys the ledger by account id; read the same rows.
@@ -337,10 +457,12 @@ def cmd_scan(args: argparse.Namespace) -> int:
         settings,
         session,
         ledger=ledger,
-        catalog=catalog,
+        catalog=catalog.to_domain(),
         progress=_progress(not args.quiet and not args.json),
         counter=counter,
     )
+    # Which prices the numbers rest on is part of the answer, not progress: said with --json too.
+    _progress(not args.quiet)(one_line(which, 1000))
     try:
         report = service.run(datetime.now(UTC))
     except Exception as exc:
@@ -484,15 +606,33 @@ def _writable_output(out: Path) -> Path:
     return out
 
 
+def _default_output() -> Path:
+    """The user's catalog (see :func:`user_catalog_path`), its directory made if need be."""
+    out = user_catalog_path()
+    if out is None:
+        raise CommandError(
+            "no home directory to keep the refreshed price catalog in: set XDG_DATA_HOME or "
+            "HOME, or pass --out PATH (and scan with --catalog PATH)"
+        )
+    try:
+        out.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot create {out.parent} for the price catalog: {exc.strerror or exc}; "
+            "pass --out PATH (and scan with --catalog PATH)"
+        ) from None
+    return out
+
+
 def cmd_prices_refresh(args: argparse.Namespace) -> int:
-    from costguard.adapters.catalog import bundled_catalog_path, read_catalog_file
+    from costguard.adapters.catalog import read_catalog_file
     from costguard.adapters.pricing_api import refresh_catalog
 
     session = _session(args)
-    out = _writable_output(args.output or bundled_catalog_path())
+    out = _writable_output(args.output or _default_output())
     previous = read_catalog_file()
     _require_credentials(session)
-    progress = _progress(True)
+    progress = _progress(not args.quiet)
     progress(f"refreshing the price catalog at {out}")
     summary = refresh_catalog(
         session.client("pricing", region_name=args.pricing_region),
@@ -511,7 +651,8 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
             if summary["written"]
             else "nothing was written"
         )
-        progress(
+        # A failure, so said even with --quiet.
+        _progress(True)(
             f"no prices returned for {', '.join(empty)} (not a region the Price List API "
             f"knows?): the catalog is not marked fresh, as_of stays {summary['as_of']}; {wrote}"
         )
@@ -523,20 +664,108 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
 # -- the parser and main -------------------------------------------------------------------
 
 
+def package_version() -> str:
+    """The installed distribution's version; the source tree's when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("costguard")
+    except PackageNotFoundError:
+        from costguard import __version__
+
+        return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked: the other commands never pay for it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "print the version and exit")
+        super().__init__(
+            option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"costguard {package_version()}")
+        parser.exit(EXIT_OK)
+
+
+class _Flags:
+    """The flags several commands share, spelled, validated and documented once.
+
+    Each is a parent parser (``parents=[...]``): a command takes the ones that mean
+    something to it, and each flag means the same wherever it appears.
+    """
+
+    def __init__(self) -> None:
+        self.profile = self._parent()
+        self.profile.add_argument(
+            "--profile",
+            metavar="NAME",
+            help="AWS profile from ~/.aws/config (default: AWS_PROFILE, else boto3's chain)",
+        )
+        self.region = self._parent()
+        self.region.add_argument(
+            "--region",
+            type=region_name,
+            metavar="REGION",
+            help="AWS region, e.g. us-east-1 (default: AWS_REGION, AWS_DEFAULT_REGION or the "
+            "profile's region)",
+        )
+        self.regions = self._parent()
+        self.regions.add_argument(
+            "--region",
+            action="append",
+            type=region_name,
+            metavar="REGION",
+            help="AWS region, e.g. us-east-1; repeat for several (default: see above)",
+        )
+        self.json = self._parent()
+        self.json.add_argument(
+            "--json", action="store_true", help="print JSON on stdout instead of text"
+        )
+        self.quiet = self._parent()
+        self.quiet.add_argument(
+            "--quiet",
+            action="store_true",
+            help="no progress on stderr (warnings and errors are still printed)",
+        )
+
+    @staticmethod
+    def _parent() -> _Parser:
+        return _Parser(add_help=False)
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="costguard",
         description=(__doc__ or "").split("\n\n", 1)[0],
-        epilog="exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data (see the README)",
+        epilog=(
+            "exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data, 130 interrupted, "
+            "141 stdout closed (see the README)"
+        ),
     )
+    p.add_argument("--version", action=_VersionAction)
+    flags = _Flags()
     sub = p.add_subparsers(dest="command", required=True)
 
-    scan = sub.add_parser("scan", help="read-only scan of the account boto3 resolves")
-    scan.add_argument(
-        "--region", action="append", type=region_name, help="region to scan (repeatable)"
+    scan = sub.add_parser(
+        "scan",
+        parents=[flags.profile, flags.regions, flags.json, flags.quiet],
+        help="read-only scan of the account boto3 resolves",
+        description=(
+            "Read-only scan of the account boto3 resolves. Regions: every --region, else "
+            "COSTGUARD_REGIONS, else the default region (AWS_REGION, AWS_DEFAULT_REGION or "
+            "the profile's). Other COSTGUARD_* variables apply as they do to the Lambda; "
+            "an option beats its variable."
+        ),
     )
-    scan.add_argument("--json", action="store_true", help="print the JSON report")
-    scan.add_argument("--profile", help="AWS profile")
     scan.add_argument(
         "--table",
         type=table_name,
@@ -551,12 +780,18 @@ def parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "--catalog",
         type=Path,
-        help="price catalog file (default: the one in the package; see `prices refresh --out`)",
+        metavar="PATH",
+        help="price catalog file (default: the one `prices refresh` wrote, when it is newer "
+        "than the packaged one; else the packaged one)",
     )
-    scan.add_argument("--quiet", action="store_true", help="no progress on stderr")
     scan.set_defaults(func=cmd_scan)
 
-    alerts = sub.add_parser("alerts", help="recent alerts from a deployed CostGuard's ledger")
+    alerts = sub.add_parser(
+        "alerts",
+        parents=[flags.profile, flags.region, flags.json],
+        help="recent alerts from a deployed CostGuard's ledger",
+        description="Recent alerts, read from a deployed CostGuard's ledger in --region.",
+    )
     alerts.add_argument(
         "--table", type=table_name, help="the ledger table (stack output LedgerTable)"
     )
@@ -567,26 +802,29 @@ def parser() -> argparse.ArgumentParser:
         help=f"how far back, 1 to {_alert_days() * 24} (default 24)",
     )
     alerts.add_argument("--scope", help="ledger scope (default: the account id)")
-    alerts.add_argument("--region", type=region_name, help="the ledger's region")
-    alerts.add_argument("--profile", help="AWS profile")
-    alerts.add_argument("--json", action="store_true")
     alerts.set_defaults(func=cmd_alerts)
 
     actions = sub.add_parser(
-        "actions", help="the audit trail of actions (and dry-run would-dos) from a deployed ledger"
+        "actions",
+        parents=[flags.profile, flags.region, flags.json],
+        help="the audit trail of actions (and dry-run would-dos) from a deployed ledger",
+        description=(
+            "What CostGuard did, or would have done in dry-run, and why: read from a "
+            "deployed CostGuard's ledger in --region."
+        ),
     )
     actions.add_argument(
         "--table", type=table_name, help="the ledger table (stack output LedgerTable)"
     )
     actions.add_argument("--month", type=month_name, help="YYYY-MM (default: this month)")
     actions.add_argument("--scope", help="ledger scope (default: the account id)")
-    actions.add_argument("--region", type=region_name, help="the ledger's region")
-    actions.add_argument("--profile", help="AWS profile")
-    actions.add_argument("--json", action="store_true")
     actions.set_defaults(func=cmd_actions)
 
-    demo = sub.add_parser("demo", help="a whole guard cycle against an embedded AWS (moto server)")
-    demo.add_argument("--json", action="store_true")
+    demo = sub.add_parser(
+        "demo",
+        parents=[flags.json],
+        help="a whole guard cycle against an embedded AWS (moto server)",
+    )
     demo.add_argument(
         "--cycles",
         type=demo_cycles,
@@ -598,22 +836,25 @@ def parser() -> argparse.ArgumentParser:
     prices = sub.add_parser("prices", help="price catalog")
     prices_sub = prices.add_subparsers(dest="prices_command", required=True)
     refresh = prices_sub.add_parser(
-        "refresh", help="rebuild the catalog from the AWS Price List API"
-    )
-    refresh.add_argument(
-        "--region",
-        action="append",
-        type=region_name,
-        help=f"region to fetch (repeatable; default {', '.join(DEFAULT_PRICE_REGIONS)})",
+        "refresh",
+        parents=[flags.profile, flags.regions, flags.quiet],
+        help="rebuild the catalog from the AWS Price List API",
+        description=(
+            "Rebuild the price catalog from the AWS Price List API. Regions: every --region, "
+            f"else {', '.join(DEFAULT_PRICE_REGIONS)}. Written to "
+            "$XDG_DATA_HOME/costguard/prices.json (default ~/.local/share/costguard/"
+            "prices.json) unless --out says otherwise; `costguard scan` uses that file when "
+            "it is newer than the packaged catalog. The installed package is never written."
+        ),
     )
     refresh.add_argument(
         "--out",
         "--output",
         dest="output",
         type=Path,
-        help="where to write the catalog (default: the catalog inside the installed package)",
+        metavar="PATH",
+        help="where to write the catalog (default: the user's catalog, see above)",
     )
-    refresh.add_argument("--profile")
     refresh.add_argument(
         "--pricing-region",
         type=region_name,

@@ -19,6 +19,14 @@ from tests.fake_price_list import FakePriceList, price_list_server
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(autouse=True)
+def _own_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A scan reads the catalog `prices refresh` left in the user's data dir: not the real one."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+
+
 @pytest.fixture
 def fake() -> Iterator[FakePriceList]:
     fake = FakePriceList()
@@ -116,3 +124,64 @@ def test_a_reader_that_goes_away_is_not_a_traceback(fake: FakePriceList, tmp_pat
     assert proc.wait(timeout=120) == 141
     assert "Traceback" not in err and "BrokenPipeError" not in err
     assert (tmp_path / "prices.json").exists()  # the work itself was done
+
+
+# -- the default output: the user's data directory, never the installed package -------------
+
+
+def test_refresh_writes_to_the_user_data_dir_and_never_into_the_package(
+    fake: FakePriceList, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.adapters.catalog import bundled_catalog_path
+
+    # GIVEN no --out, and no XDG_DATA_HOME: the home directory's ~/.local/share
+    monkeypatch.delenv("XDG_DATA_HOME")
+    home = Path(os.environ["HOME"])
+    packaged = bundled_catalog_path()
+    before = (packaged.read_bytes(), packaged.stat().st_mtime_ns)
+    # WHEN the catalog is refreshed
+    done = refresh(fake, "--region", "us-east-1")
+    # THEN it lands in ~/.local/share/costguard (made for it), and the package is untouched
+    assert done.returncode == 0, done.stderr
+    out = home / ".local" / "share" / "costguard" / "prices.json"
+    assert json.loads(done.stdout)["output"] == str(out)
+    assert read_catalog_file(out).as_of == datetime.now(UTC).date()
+    assert (packaged.read_bytes(), packaged.stat().st_mtime_ns) == before
+    assert last_line(done.stderr) == (
+        f"costguard: wrote {out}: version {read_catalog_file(out).version}, "
+        f"as of {datetime.now(UTC).date()}"
+    )
+
+
+def test_refresh_honours_xdg_data_home_and_quiet(fake: FakePriceList, tmp_path: Path) -> None:
+    # GIVEN XDG_DATA_HOME (set by the autouse fixture) and --quiet
+    # WHEN the catalog is refreshed
+    done = refresh(fake, "--region", "us-east-1", "--quiet")
+    # THEN it is written under XDG_DATA_HOME, the summary is on stdout, and stderr is silent
+    assert done.returncode == 0, done.stderr
+    out = Path(os.environ["XDG_DATA_HOME"]) / "costguard" / "prices.json"
+    assert json.loads(done.stdout)["output"] == str(out) and out.is_file()
+    assert done.stderr == ""
+
+
+def test_quiet_still_says_why_a_refresh_exits_3(fake: FakePriceList) -> None:
+    done = refresh(fake, "--region", "us-est-1", "--quiet")
+    assert done.returncode == 3
+    (line,) = done.stderr.strip().splitlines()
+    assert "no prices returned for us-est-1" in line
+
+
+def test_a_data_dir_that_cannot_be_made_fails_before_any_request(
+    fake: FakePriceList, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN XDG_DATA_HOME is a file, so costguard/ cannot be made under it (root or not)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x", encoding="utf-8")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker))
+    # WHEN the catalog is refreshed to its default place
+    done = refresh(fake, "--region", "us-east-1")
+    # THEN it is bad input, said once with the way out, and the API was never asked
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"costguard: cannot create {blocker / 'costguard'}") and "--out" in line
+    assert fake.requests == []

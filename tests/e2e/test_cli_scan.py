@@ -26,6 +26,14 @@ CATALOG = {
 GP2_PER_GB_MONTH = {"gp2": Decimal("0.10"), "gp3": Decimal("0.08")}
 
 
+@pytest.fixture(autouse=True)
+def _own_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A scan reads the catalog `prices refresh` left in the user's data dir: not the real one."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+
+
 @pytest.fixture
 def server() -> Iterator[str]:
     with embedded_aws() as url:

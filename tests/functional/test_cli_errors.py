@@ -15,6 +15,14 @@ from costguard.adapters.catalog import bundled_catalog_path
 from costguard.names import Env
 
 
+@pytest.fixture(autouse=True)
+def _own_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A scan reads the catalog `prices refresh` left in the user's data dir: not the real one."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+
+
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     """What a shell sees: the exit code, stdout and stderr (a traceback fails the test)."""
     from costguard.cli import main
