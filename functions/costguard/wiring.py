@@ -25,6 +25,7 @@ from costguard.services.scan import Progress, ScanService, ScanSettings
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
+    from costguard.handlers.act import GuardFactory
     from costguard.ports import Ledger
     from costguard.settings import Settings
 
@@ -52,12 +53,25 @@ class CallCounter:
             return dict(self.calls)
 
 
-def build_alert_service(settings: Settings, session: Any, ledger: Ledger) -> AlertService | None:
-    """None when no topic is configured (a local, read-only ``costguard scan``)."""
+#: The guards the actuator Lambda can run, by name: each builds a policy and its
+#: actuators from settings and clients. The idle-notebook and stale-data guards are the
+#: first to be added; until then the actuator Lambda has nothing to run.
+GUARDS: dict[str, GuardFactory] = {}
+
+
+def build_notifier(settings: Settings, session: Any) -> SnsNotifier | None:
+    """The alert topic's notifier; None when no topic is configured (a local scan)."""
     if not settings.topic_arn:
         return None
     region = settings.topic_arn.split(":")[3]
-    notifier = SnsNotifier(session.client("sns", region_name=region), settings.topic_arn)
+    return SnsNotifier(session.client("sns", region_name=region), settings.topic_arn)
+
+
+def build_alert_service(settings: Settings, session: Any, ledger: Ledger) -> AlertService | None:
+    """None when no topic is configured (a local, read-only ``costguard scan``)."""
+    notifier = build_notifier(settings, session)
+    if notifier is None:
+        return None
     policy = AnomalyPolicy(
         min_ratio=settings.anomaly_min_ratio,
         min_delta_usd_per_hour=settings.anomaly_min_usd_per_hour,

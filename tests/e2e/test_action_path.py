@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 import pytest
 
@@ -19,54 +18,21 @@ from costguard.adapters.aws import ClientFactory, tags_of
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.sns import SnsNotifier
-from costguard.domain.decisions import Action, Decision, Step, Target
+from costguard.domain.decisions import Step
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard_demo.run import create_alert_channels, create_ledger_table, drain
 from costguard_demo.server import embedded_aws
 from tests.support.atomic import AtomicCalls
 from tests.support.moto_requests import RequestCounter
+from tests.support.toy import TOY, toy_policy
 
 pytestmark = pytest.mark.e2e
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GRACE = timedelta(hours=1)
-TOY = "costguard:toy"
 SCOPE = "123456789012"
 #: What CostGuard may write in dry-run: its own ledger. Nothing of the user's.
 LEDGER_WRITES = {"PutItem", "UpdateItem", "TransactWriteItems", "BatchWriteItem"}
-
-
-def toy_policy(session: Any, now: datetime) -> list[Decision]:
-    """Stop every instance tagged costguard:toy=idle. A test double, never shipped."""
-    ec2 = session.client("ec2", region_name="us-east-1")
-    decisions = []
-    for reservation in ec2.describe_instances()["Reservations"]:
-        for i in reservation["Instances"]:
-            if i["State"]["Name"] != "running":
-                continue
-            tags = tags_of(i.get("Tags"))
-            target = Target(
-                key=f"us-east-1/ec2-instance/{i['InstanceId']}",
-                kind="ec2-instance",
-                region="us-east-1",
-                id=i["InstanceId"],
-                account=SCOPE,
-                project=tags.get(Tags.PROJECT),
-                owners=("alice@example.com",),
-            )
-            idle = tags.get(TOY) == "idle"
-            decisions.append(
-                Decision(
-                    Action.STOP_INSTANCE if idle else Action.NONE,
-                    target,
-                    "toy: tagged idle" if idle else "toy: busy",
-                    now,
-                    evidence={"toy": tags.get(TOY, "")},
-                    usd_per_hour_saved=Decimal("1.006"),
-                    grace=GRACE,
-                )
-            )
-    return decisions
 
 
 class Account:

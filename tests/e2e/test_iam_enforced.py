@@ -331,9 +331,9 @@ def run_as(
         monkeypatch.setenv(key, value)
     context = Context(logical, world.arn(logical))
     if function == "scan":
-        from costguard.handlers import scan
+        from costguard.handlers import events, scan
 
-        monkeypatch.setattr(scan, "CLOCK", lambda: NOW)  # the schedule's time is recent
+        monkeypatch.setattr(events, "CLOCK", lambda: NOW)  # the schedule's time is recent
         handler = scan.handler
     else:
         from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS

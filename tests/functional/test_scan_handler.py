@@ -24,11 +24,11 @@ class Context:
 
 @pytest.fixture
 def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.handlers import scan
+    from costguard.handlers import events
     from costguard_demo.run import create_ledger_table
 
     # The Lambda's clock: an hour after NOW, so NOW and NOW + 1 h are recent scans.
-    monkeypatch.setattr(scan, "CLOCK", lambda: NOW + timedelta(hours=1))
+    monkeypatch.setattr(events, "CLOCK", lambda: NOW + timedelta(hours=1))
 
     create_ledger_table(aws, "ledger", "us-east-1")
     for key, value in {

@@ -7,15 +7,15 @@ Lambda's clock, is "now", so a retried invocation accrues exactly the same inter
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from costguard.handlers import events
+from costguard.handlers.events import EventTimeError, ScheduledEvent, scheduled_now
 from costguard.names import Figures as F
 from costguard.names import Metrics as M
 
@@ -28,53 +28,6 @@ if TYPE_CHECKING:
 
 logger = Logger(service=M.SCAN_SERVICE)
 metrics = Metrics(namespace=M.NAMESPACE, service=M.SCAN_SERVICE)
-
-
-#: How far in the past an event's ``time`` may be. The schedule retries for up to 1 h
-#: (``max_event_age``) and Lambda's asynchronous retries for up to 1 h more, so a
-#: genuine retry is at most about 2 h late; 3 h leaves a margin.
-MAX_EVENT_AGE = timedelta(hours=3)
-#: How far ahead of the Lambda's clock an event's ``time`` may be (clock skew).
-MAX_EVENT_LEAD = timedelta(minutes=5)
-
-#: The Lambda's clock, read once per invocation at the edge. Tests replace it.
-CLOCK: Callable[[], datetime] = lambda: datetime.now(UTC)  # noqa: E731
-
-
-class EventTimeError(ValueError):
-    """The event's time is too far from the clock to be a scheduled scan or its retry."""
-
-
-class ScanEvent(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    time: datetime | None = None
-
-    @field_validator("time", mode="before")
-    @classmethod
-    def _iso_text_only(cls, value: object) -> object:
-        # pydantic reads a number as seconds since 1970: `{"time": 5}` would be 1970.
-        if value is not None and not isinstance(value, str):
-            raise ValueError("must be an ISO-8601 time string such as 2026-11-20T12:00:00Z")
-        return value
-
-    def now(self, clock: datetime) -> datetime:
-        """The scan's "now": the scheduled time, in UTC, if it is plausibly one.
-
-        A time far in the past (the 1970 of a console test event) would accrue every
-        instance's whole life again; one far ahead would accrue the rest of the month
-        at once and then freeze accrual until that date. Both are refused.
-        """
-        if self.time is None:
-            return clock
-        moment = self.time.astimezone(UTC) if self.time.tzinfo else self.time.replace(tzinfo=UTC)
-        if moment < clock - MAX_EVENT_AGE or moment > clock + MAX_EVENT_LEAD:
-            raise EventTimeError(
-                f"event time {moment.isoformat()} is more than {MAX_EVENT_AGE} before or "
-                f"{MAX_EVENT_LEAD} after the clock ({clock.isoformat()}); refused, nothing "
-                "was written. Invoke with no time (now) or a recent scheduled time."
-            )
-        return moment
 
 
 def log_project_figures(report: ScanReport) -> None:
@@ -136,6 +89,10 @@ def summary(outcome: ScanOutcome) -> dict[str, Any]:
     }
 
 
+class ScanEvent(ScheduledEvent):
+    """What the schedule sends the scan: ``{"time": <scheduled time>}``."""
+
+
 class AfterScanError(RuntimeError):
     """Steps after the ledger commit failed; the spend is recorded, a retry adds nothing."""
 
@@ -163,12 +120,7 @@ def process(
     from costguard.services.alerts import AlertDeliveryError
     from costguard.wiring import CallCounter, build_alert_service, build_ledger, build_scan_service
 
-    try:
-        parsed = ScanEvent.model_validate(event or {})
-    except ValidationError as exc:
-        problems = "; ".join(str(e["msg"]) for e in exc.errors())
-        raise EventTimeError(f"event time {problems}; refused, nothing was written") from None
-    now = parsed.now(clock or CLOCK())
+    now = scheduled_now(ScanEvent, event, clock or events.CLOCK())
     counter = CallCounter()
     counter.attach(session)
     ledger = build_ledger(settings, session)

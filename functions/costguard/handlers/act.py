@@ -1,0 +1,125 @@
+"""The actuator Lambda: one guard's policy through the executor. Its own role, never the scan's.
+
+The schedule of each guard invokes it with ``{"time": <scheduled time>, "guard": name}``.
+``dryRun`` (the deployment's) turns every action into a report. The invocation fails
+when any action failed, so that the retry and the dead-letter queue see it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+
+from costguard.handlers import events
+from costguard.handlers.events import EventTimeError, ScheduledEvent, parse_event
+from costguard.names import Figures as F
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from costguard.adapters.aws import ClientFactory
+    from costguard.services.executor import ExecutionReport
+    from costguard.services.guard import Guard
+    from costguard.settings import Settings
+
+logger = Logger(service="costguard-act")
+
+GuardFactory = Callable[["Settings", "ClientFactory"], "Guard"]
+
+
+class ActEvent(ScheduledEvent):
+    guard: str
+
+
+class ActionsFailedError(RuntimeError):
+    """Some actions failed (the others were applied); raised for the retry and the DLQ."""
+
+
+def process(
+    event: dict[str, Any],
+    settings: Settings,
+    session: Any,
+    clock: datetime | None = None,
+    *,
+    guards: Mapping[str, GuardFactory] | None = None,
+) -> ExecutionReport:
+    from costguard.adapters.aws import ClientFactory
+    from costguard.services.executor import Executor, ExecutorSettings
+    from costguard.wiring import GUARDS, build_ledger, build_notifier
+
+    parsed = parse_event(ActEvent, event)
+    now = parsed.now(clock or events.CLOCK())
+    registry = GUARDS if guards is None else guards
+    factory = registry.get(parsed.guard)
+    if factory is None:
+        known = ", ".join(sorted(registry)) or "none yet"
+        raise ValueError(f"unknown guard {parsed.guard!r} (known: {known})")
+    guard = factory(settings, ClientFactory(session))
+    executor = Executor(
+        guard.actuators,
+        build_ledger(settings, session),
+        build_notifier(settings, session),
+        ExecutorSettings(
+            scope=settings.scope,
+            dry_run=settings.dry_run,
+            tag_keys=settings.tag_keys,
+            opt_in_tags=guard.opt_in_tags,
+        ),
+    )
+    report = executor.run(guard.policy.decide(now), now)
+    for o in report.outcomes:
+        t = o.decision.target
+        logger.info(
+            F.ACTION_EVENT,
+            extra={
+                F.EVENT_KEY: F.ACTION_EVENT,
+                "guard": guard.name,
+                F.PROJECT: t.project,
+                "resource": t.key,
+                "action": o.decision.action.value,
+                F.OUTCOME: o.step.value,
+                F.SAVINGS: float(o.decision.usd_per_month_saved),
+                "dry_run": report.dry_run,
+                "detail": o.detail,
+                "error": o.error,
+            },
+        )
+    logger.info("guard run complete", extra={"guard": guard.name, "counts": report.counts})
+    if report.failures:
+        raise ActionsFailedError(
+            f"{len(report.failures)} of {len(report.outcomes)} actions failed: "
+            + "; ".join(f"{o.decision.target.key}: {o.error}" for o in report.failures[:10])
+        )
+    return report
+
+
+def summary(report: ExecutionReport) -> dict[str, Any]:
+    from costguard.domain.decisions import Step
+
+    return {
+        "dry_run": report.dry_run,
+        "counts": dict(report.counts),
+        "usd_per_month_saved": float(report.saved_usd_per_month(Step.ACTED)),
+        "usd_per_month_would_save": float(
+            report.saved_usd_per_month(Step.WOULD_WARN, Step.WOULD_ACT)
+        ),
+    }
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    import boto3
+
+    from costguard.settings import Settings
+
+    settings = Settings.from_env(os.environ)
+    try:
+        report = process(event, settings, boto3.Session())
+    except EventTimeError as exc:
+        logger.error("guard run refused: implausible event", extra={"reason": str(exc)})
+        return {"refused": str(exc)}
+    return summary(report)

@@ -1,0 +1,75 @@
+"""Scheduled events: the scheduled time is "now", if it is plausibly a schedule's time.
+
+Shared by every scheduled Lambda (the scan, the actuators): time is captured once, at
+the edge, and a retried invocation of the same event acts on exactly the same "now".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+#: How far in the past an event's ``time`` may be. The schedule retries for up to 1 h
+#: (``max_event_age``) and Lambda's asynchronous retries for up to 1 h more, so a
+#: genuine retry is at most about 2 h late; 3 h leaves a margin.
+MAX_EVENT_AGE = timedelta(hours=3)
+#: How far ahead of the Lambda's clock an event's ``time`` may be (clock skew).
+MAX_EVENT_LEAD = timedelta(minutes=5)
+
+#: The Lambda's clock, read once per invocation at the edge. Tests replace it.
+CLOCK: Callable[[], datetime] = lambda: datetime.now(UTC)  # noqa: E731
+
+
+class EventTimeError(ValueError):
+    """The event's time is too far from the clock to be a scheduled scan or its retry."""
+
+
+class ScheduledEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    time: datetime | None = None
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _iso_text_only(cls, value: object) -> object:
+        # pydantic reads a number as seconds since 1970: `{"time": 5}` would be 1970.
+        if value is not None and not isinstance(value, str):
+            raise ValueError("must be an ISO-8601 time string such as 2026-11-20T12:00:00Z")
+        return value
+
+    def now(self, clock: datetime) -> datetime:
+        """The scan's "now": the scheduled time, in UTC, if it is plausibly one.
+
+        A time far in the past (the 1970 of a console test event) would accrue every
+        instance's whole life again; one far ahead would accrue the rest of the month
+        at once and then freeze accrual until that date. Both are refused.
+        """
+        if self.time is None:
+            return clock
+        moment = self.time.astimezone(UTC) if self.time.tzinfo else self.time.replace(tzinfo=UTC)
+        if moment < clock - MAX_EVENT_AGE or moment > clock + MAX_EVENT_LEAD:
+            raise EventTimeError(
+                f"event time {moment.isoformat()} is more than {MAX_EVENT_AGE} before or "
+                f"{MAX_EVENT_LEAD} after the clock ({clock.isoformat()}); refused, nothing "
+                "was written. Invoke with no time (now) or a recent scheduled time."
+            )
+        return moment
+
+
+E = TypeVar("E", bound=ScheduledEvent)
+
+
+def scheduled_now(model: type[E], event: Any, clock: datetime) -> datetime:
+    """Validate the event with ``model`` and return its "now" (raises EventTimeError)."""
+    return parse_event(model, event).now(clock)
+
+
+def parse_event(model: type[E], event: Any) -> E:
+    try:
+        return model.model_validate(event or {})
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise EventTimeError(f"event {problems}; refused, nothing was written") from None

@@ -1,0 +1,31 @@
+"""A guard: one policy, the actuators it needs, and a name the schedule invokes it by.
+
+The idle-notebook and stale-data capabilities are guards. Each one adds a policy (a
+pure judgement that returns decisions), an actuator and a schedule; the executor, the
+handler and the role are shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from costguard.domain.decisions import Decision
+from costguard.ports import Actuator
+
+
+class Policy(Protocol):
+    """Reads what it needs (inventory, metrics) and judges: pure after its reads."""
+
+    def decide(self, now: datetime) -> Sequence[Decision]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    name: str
+    policy: Policy
+    actuators: Sequence[Actuator]
+    #: Tag keys whose presence puts a resource without a project in scope.
+    opt_in_tags: tuple[str, ...] = ()

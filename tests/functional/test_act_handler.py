@@ -1,0 +1,127 @@
+"""The actuator Lambda's handler on moto: a guard by name, the executor, a summary back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+from costguard.names import Env, Tags
+from costguard.services.guard import Guard
+from tests.support.toy import TOY, ToyPolicy
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from costguard.handlers import events
+    from costguard_demo.run import create_ledger_table
+
+    monkeypatch.setattr(events, "CLOCK", lambda: NOW)
+    create_ledger_table(aws, "ledger", "us-east-1")
+    ec2 = aws.client("ec2", region_name="us-east-1")
+    for tags in ({Tags.PROJECT: "vision", TOY: "idle"}, {Tags.PROJECT: "cv", TOY: "idle"}):
+        ec2.run_instances(
+            ImageId="ami-12345678",
+            InstanceType="g5.xlarge",
+            MinCount=1,
+            MaxCount=1,
+            TagSpecifications=[
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ],
+        )
+    return aws
+
+
+def settings(dry_run: bool) -> Any:
+    from costguard.settings import Settings
+
+    return Settings.from_env(
+        {
+            Env.REGIONS: "us-east-1",
+            Env.TABLE_NAME: "ledger",
+            Env.SCOPE: "123456789012",
+            Env.DRY_RUN: "true" if dry_run else "false",
+        }
+    )
+
+
+def toy_guard(session: Any) -> dict[str, Any]:
+    return {
+        "toy": lambda _settings, clients: Guard(
+            "toy", ToyPolicy(session), [Ec2InstanceActuator(clients)]
+        )
+    }
+
+
+def test_runs_the_named_guard_through_the_executor(account: Any) -> None:
+    from costguard.handlers.act import process, summary
+
+    report = process(
+        {"time": NOW.isoformat(), "guard": "toy"},
+        settings(dry_run=True),
+        account,
+        guards=toy_guard(account),
+    )
+    result = summary(report)
+    assert result["dry_run"] is True
+    assert result["counts"] == {"would-warn": 2}
+    assert result["usd_per_month_would_save"] == pytest.approx(2 * 1.006 * 730)
+
+
+def test_an_unknown_guard_is_a_clear_error(account: Any) -> None:
+    from costguard.handlers.act import process
+
+    with pytest.raises(ValueError, match="unknown guard 'idle'"):
+        process({"time": NOW.isoformat(), "guard": "idle"}, settings(True), account, guards={})
+
+
+def test_a_failed_action_fails_the_invocation_after_the_others_ran(
+    account: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.handlers.act import ActionsFailedError, process
+
+    event = {"time": (NOW - timedelta(hours=2)).isoformat(), "guard": "toy"}
+    process(event, settings(False), account, guards=toy_guard(account), clock=NOW)
+    original = Ec2InstanceActuator.apply
+    stopped: list[str] = []
+
+    def flaky(self: Ec2InstanceActuator, decision: Any) -> str:
+        if decision.target.project == "vision":
+            raise RuntimeError("StopInstances throttled")
+        stopped.append(decision.target.id)
+        return original(self, decision)
+
+    monkeypatch.setattr(Ec2InstanceActuator, "apply", flaky)
+    with pytest.raises(ActionsFailedError, match="1 of 2 actions failed"):
+        process(
+            {"time": NOW.isoformat(), "guard": "toy"},
+            settings(False),
+            account,
+            guards=toy_guard(account),
+        )
+    assert len(stopped) == 1  # the other instance was still stopped
+
+
+def test_the_handler_refuses_an_implausible_time(
+    account: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.handlers.act import handler
+
+    for key, value in {Env.REGIONS: "us-east-1", Env.TABLE_NAME: "ledger"}.items():
+        monkeypatch.setenv(key, value)
+
+    class Context:
+        function_name = "costguard-act"
+        memory_limit_in_mb = 256
+        invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:costguard-act"
+        aws_request_id = "req-1"
+
+    result = handler({"time": "1970-01-01T00:00:00Z", "guard": "toy"}, Context())
+    assert "refused" in result
