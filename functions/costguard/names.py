@@ -30,7 +30,12 @@ class Tags:
 
 
 class Env:
-    """Environment variables that the handlers read and the CDK stack sets."""
+    """Environment variables that the handlers read and the CDK stack sets.
+
+    Each ``COSTGUARD_*`` setting's variable is tied to its default, validation and context
+    key in :mod:`costguard.config_spec`; a variable added here without a spec entry fails
+    tests/unit/test_settings_spec.py.
+    """
 
     REGIONS: Final = "COSTGUARD_REGIONS"
     TABLE_NAME: Final = "COSTGUARD_TABLE_NAME"

@@ -1,52 +1,44 @@
 """Runtime settings for the Lambdas and the CLI, read once from the environment.
 
-The variable names are :class:`costguard.names.Env`, which the CDK stack also uses.
+Each field is declared in :mod:`costguard.config_spec` (default, validation, variable name,
+docs); this module only reads the variables. The names are :class:`costguard.names.Env`,
+which the CDK stack also uses.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
+from costguard.config_spec import (
+    BY_NAME,
+    ENV_SETTINGS,
+    REGION,
+    Kind,
+    ProjectEntry,
+    SpecModel,
+    valid_thresholds,
+)
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.tags import TagKeys, parse_budget, parse_owners, parse_project
-from costguard.names import Env, Tags
+from costguard.domain.tags import TagKeys, parse_project
 
-REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
-
+__all__ = [
+    "ENV_VARS",
+    "FIELD_ENV",
+    "REGION",
+    "ProjectEntry",
+    "Settings",
+    "SettingsError",
+    "one_line",
+    "valid_thresholds",
+    "validation_problems",
+]
 
 #: Every environment variable :meth:`Settings.from_env` reads (the stack must set them all).
-ENV_VARS = (
-    Env.REGIONS,
-    Env.TABLE_NAME,
-    Env.SCOPE,
-    Env.DRY_RUN,
-    Env.WARNING_PCT,
-    Env.PROJECT_TAG_KEYS,
-    Env.PROJECTS_JSON,
-    Env.SAGEMAKER_TAGS,
-    Env.SAGEMAKER_STUDIO,
-    Env.TOPIC_ARN,
-    Env.BUDGET_THRESHOLDS,
-    Env.ANOMALY_MIN_RATIO,
-    Env.ANOMALY_MIN_USD_PER_HOUR,
-    Env.ANOMALY_COOLDOWN_MINUTES,
-    Env.DIGEST_HOUR_UTC,
-    Env.SCAN_FAILED_ALERT_AFTER,
-    Env.COST_EXPLORER,
-)
-
-
-def valid_thresholds(value: tuple[int, ...]) -> tuple[int, ...]:
-    """Budget alert thresholds: percentages of the budget, sorted, without repeats."""
-    if not value or any(not 0 < t <= 1000 for t in value):
-        raise ValueError(f"must be percentages between 1 and 1000, got {list(value)}")
-    return tuple(sorted(set(value)))
+ENV_VARS: tuple[str, ...] = tuple(s.env_var for s in ENV_SETTINGS if s.env_var)
 
 
 class SettingsError(ValueError):
@@ -61,25 +53,7 @@ class SettingsError(ValueError):
 
 
 #: Settings field -> the environment variable it is read from, so errors name what to fix.
-FIELD_ENV: dict[str, str] = {
-    "regions": Env.REGIONS,
-    "table_name": Env.TABLE_NAME,
-    "scope": Env.SCOPE,
-    "dry_run": Env.DRY_RUN,
-    "warning_pct": Env.WARNING_PCT,
-    "project_tag_keys": Env.PROJECT_TAG_KEYS,
-    "projects": Env.PROJECTS_JSON,
-    "sagemaker_tags": Env.SAGEMAKER_TAGS,
-    "sagemaker_studio": Env.SAGEMAKER_STUDIO,
-    "topic_arn": Env.TOPIC_ARN,
-    "budget_thresholds": Env.BUDGET_THRESHOLDS,
-    "anomaly_min_ratio": Env.ANOMALY_MIN_RATIO,
-    "anomaly_min_usd_per_hour": Env.ANOMALY_MIN_USD_PER_HOUR,
-    "anomaly_cooldown_minutes": Env.ANOMALY_COOLDOWN_MINUTES,
-    "digest_hour_utc": Env.DIGEST_HOUR_UTC,
-    "cost_explorer": Env.COST_EXPLORER,
-    "scan_failed_alert_after": Env.SCAN_FAILED_ALERT_AFTER,
-}
+FIELD_ENV: dict[str, str] = {s.name: s.env_var for s in ENV_SETTINGS if s.env_var}
 
 #: Error types whose message is ours (a validator's ``ValueError``) and already says what was given.
 _OWN_MESSAGE = frozenset({"value_error", "assertion_error", "missing", "extra_forbidden"})
@@ -115,67 +89,32 @@ def validation_problems(exc: ValidationError, names: Mapping[str, str] | None = 
     return problems
 
 
-class ProjectEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    budget: str | float | int | None = None
-    owners: tuple[str, ...] = ()
-
-    def to_domain(self, name: str) -> ProjectConfig:
-        budget = None
-        if self.budget is not None:
-            parsed = parse_budget(str(self.budget))
-            if isinstance(parsed, str):
-                raise ValueError(f"project {name!r}: budget {self.budget!r} {parsed}")
-            budget = parsed
-        owners: list[str] = []
-        for raw in self.owners:
-            parsed_owners = parse_owners(raw)
-            if parsed_owners.problem is not None:
-                raise ValueError(f"project {name!r}: owner {raw!r}: {parsed_owners.problem}")
-            owners.extend(parsed_owners.valid)
-        return ProjectConfig(budget, tuple(dict.fromkeys(owners)))
+def _field(name: str, *, required: bool = False) -> Any:
+    return BY_NAME[name].field(required=required)
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Settings(SpecModel):
+    """What the Lambdas and the CLI run with: the settings of the spec that have a variable."""
 
-    regions: tuple[str, ...] = Field(min_length=1)
-    table_name: str | None = None
-    scope: str = "default"
-    dry_run: bool = True
-    warning_pct: Decimal = Field(default=Decimal(80), gt=0, le=100)
-    project_tag_keys: tuple[str, ...] = (Tags.PROJECT, *Tags.PROJECT_FALLBACKS)
-    projects: dict[str, ProjectEntry] = Field(default_factory=dict)
-    sagemaker_tags: Literal["tagging-api", "per-resource"] = "tagging-api"
-    sagemaker_studio: bool = True
-    topic_arn: str | None = None
-    budget_thresholds: tuple[int, ...] = (50, 80, 100)
-    anomaly_min_ratio: Decimal = Field(default=Decimal(2), ge=1)
-    anomaly_min_usd_per_hour: Decimal = Field(default=Decimal(10), ge=0)
-    anomaly_cooldown_minutes: int = Field(default=60, ge=0)
-    digest_hour_utc: int = Field(default=8, ge=0, le=23)
+    regions: tuple[str, ...] = _field("regions", required=True)
+    table_name: str | None = _field("table_name")
+    scope: str = _field("scope")
+    dry_run: bool = _field("dry_run")
+    warning_pct: Decimal = _field("warning_pct")
+    project_tag_keys: tuple[str, ...] = _field("project_tag_keys")
+    projects: dict[str, ProjectEntry] = _field("projects")
+    sagemaker_tags: Literal["tagging-api", "per-resource"] = _field("sagemaker_tags")
+    sagemaker_studio: bool = _field("sagemaker_studio")
+    topic_arn: str | None = _field("topic_arn")
+    budget_thresholds: tuple[int, ...] = _field("budget_thresholds")
+    anomaly_min_ratio: Decimal = _field("anomaly_min_ratio")
+    anomaly_min_usd_per_hour: Decimal = _field("anomaly_min_usd_per_hour")
+    anomaly_cooldown_minutes: int = _field("anomaly_cooldown_minutes")
+    digest_hour_utc: int = _field("digest_hour_utc")
     #: Alert when a source (region/service) fails this many scans in a row.
-    scan_failed_alert_after: int = Field(default=3, ge=1, le=1000)
+    scan_failed_alert_after: int = _field("scan_failed_alert_after")
     #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
-    cost_explorer: bool = False
-
-    @field_validator("budget_thresholds")
-    @classmethod
-    def _thresholds(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value or any(not 0 < t <= 1000 for t in value):
-            raise ValueError(
-                f"budget thresholds must be percentages between 1 and 1000, got {list(value)}"
-            )
-        return tuple(sorted(set(value)))
-
-    @field_validator("regions")
-    @classmethod
-    def _regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [r for r in value if not REGION.match(r)]
-        if bad:
-            raise ValueError(f"not AWS region names: {', '.join(bad)} (expected e.g. us-east-1)")
-        return tuple(dict.fromkeys(value))
+    cost_explorer: bool = _field("cost_explorer")
 
     @property
     def tag_keys(self) -> TagKeys:
@@ -199,60 +138,35 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
-        """Build settings from environment variables, with errors that name the variable."""
-        raw: dict[str, object] = {}
+        """Build settings from environment variables, with errors that name the variable.
 
-        def csv(name: str) -> tuple[str, ...]:
-            return tuple(p.strip() for p in environ[name].split(",") if p.strip())
-
-        if Env.REGIONS in environ:
-            raw["regions"] = csv(Env.REGIONS)
-        elif environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"):
-            raw["regions"] = (environ.get("AWS_REGION") or environ["AWS_DEFAULT_REGION"],)
-        else:
-            raise SettingsError(
-                f"{Env.REGIONS} is not set (comma-separated regions, e.g. us-east-1,us-west-2)"
-            )
-        for field_name, env in (
-            ("table_name", Env.TABLE_NAME),
-            ("scope", Env.SCOPE),
-            ("warning_pct", Env.WARNING_PCT),
-            ("sagemaker_tags", Env.SAGEMAKER_TAGS),
-            ("topic_arn", Env.TOPIC_ARN),
-            ("anomaly_min_ratio", Env.ANOMALY_MIN_RATIO),
-            ("anomaly_min_usd_per_hour", Env.ANOMALY_MIN_USD_PER_HOUR),
-            ("anomaly_cooldown_minutes", Env.ANOMALY_COOLDOWN_MINUTES),
-            ("digest_hour_utc", Env.DIGEST_HOUR_UTC),
-            ("scan_failed_alert_after", Env.SCAN_FAILED_ALERT_AFTER),
-        ):
-            if environ.get(env):
-                raw[field_name] = environ[env]
-        for field_name, env in (
-            ("dry_run", Env.DRY_RUN),
-            ("sagemaker_studio", Env.SAGEMAKER_STUDIO),
-            ("cost_explorer", Env.COST_EXPLORER),
-        ):
-            if env in environ:
-                flag = environ[env].strip().lower()
-                if flag not in {"true", "false", "1", "0"}:
-                    raise SettingsError(f"{env} must be true or false, got {environ[env]!r}")
-                raw[field_name] = flag in {"true", "1"}
-        if environ.get(Env.BUDGET_THRESHOLDS):
-            raw["budget_thresholds"] = csv(Env.BUDGET_THRESHOLDS)
-        if environ.get(Env.PROJECT_TAG_KEYS):
-            raw["project_tag_keys"] = csv(Env.PROJECT_TAG_KEYS)
-        if environ.get(Env.PROJECTS_JSON):
-            try:
-                raw["projects"] = json.loads(environ[Env.PROJECTS_JSON])
-            except json.JSONDecodeError as exc:
-                raise SettingsError(f"{Env.PROJECTS_JSON} is not valid JSON: {exc}") from None
+        An empty variable is unset, except a flag (``COSTGUARD_DRY_RUN=`` is an error, not
+        the default) and a setting without a default (``COSTGUARD_REGIONS=`` is an error).
+        An unset variable falls back to its spec's ``env_fallbacks``: without
+        ``COSTGUARD_REGIONS`` the region the Lambda or the CLI runs in is scanned.
+        """
+        raw: dict[str, str] = {}
+        missing = []
+        for spec in ENV_SETTINGS:
+            assert spec.env_var is not None
+            required = cls.model_fields[spec.name].is_required()
+            text = environ.get(spec.env_var)
+            if text is None or (text == "" and spec.kind is not Kind.FLAG and not required):
+                text = next((environ[f] for f in spec.env_fallbacks if environ.get(f)), None)
+            if text is not None:
+                raw[spec.name] = text
+            elif required:
+                nor = "".join(f", nor {f}" for f in spec.env_fallbacks)
+                missing.append(f"{spec.env_var} is not set{nor} (e.g. {spec.to_env(spec.default)})")
+        if missing:
+            raise SettingsError.of(missing)
         try:
             settings = cls.model_validate(raw)
         except ValidationError as exc:
             # ``from None``: the chained pydantic text would bring its links back into logs.
             raise SettingsError.of(validation_problems(exc, FIELD_ENV)) from None
         try:
-            settings.project_table()
+            settings.project_table()  # names and owners held to the tag contract
         except ValueError as exc:
-            raise SettingsError.of([one_line(f"{Env.PROJECTS_JSON}: {exc}")]) from None
+            raise SettingsError.of([one_line(f"{FIELD_ENV['projects']}: {exc}")]) from None
         return settings

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
+from costguard.config_spec import BY_NAME
 from costguard.domain.alerts import AlertKind
 from costguard.iam import LEDGER_ACTIONS, scan_permissions
 from costguard.names import Env, Metrics
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 #: How the deployed scan reads SageMaker tags and whether it lists Studio apps: one value
 #: for the Lambda's environment and for the permissions it is granted.
-SAGEMAKER_TAGS = "tagging-api"
-SAGEMAKER_STUDIO = True
+SAGEMAKER_TAGS: str = BY_NAME["sagemaker_tags"].default
+SAGEMAKER_STUDIO: bool = BY_NAME["sagemaker_studio"].default
 #: Alert kinds posted to Slack (all of them; a filter policy keeps the door open to routing).
 SLACK_KINDS = tuple(k.value for k in AlertKind)
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
@@ -139,27 +139,14 @@ class CostGuardStack(cdk.Stack):
         cdk.CfnOutput(self, "SlackWebhookSecret", value=self.alerts.slack_webhook.secret_name)
 
     def scan_environment(self) -> dict[str, str]:
-        c = self.config
+        """The settings from context (``config.environment()``), and what only the stack knows."""
         return {
-            Env.REGIONS: ",".join(c.regions),
+            **self.config.environment(),
             Env.TABLE_NAME: self.ledger.table.table_name,
             Env.SCOPE: self.account,
-            Env.DRY_RUN: "true" if c.dry_run else "false",
-            Env.WARNING_PCT: str(c.warning_pct),
-            Env.PROJECT_TAG_KEYS: ",".join(c.project_tag_keys),
-            Env.PROJECTS_JSON: json.dumps(
-                {k: v.model_dump(exclude_none=True) for k, v in c.projects.items()}
-            ),
             Env.SAGEMAKER_TAGS: SAGEMAKER_TAGS,
-            Env.SAGEMAKER_STUDIO: "true" if SAGEMAKER_STUDIO else "false",
+            Env.SAGEMAKER_STUDIO: BY_NAME["sagemaker_studio"].to_env(SAGEMAKER_STUDIO),
             Env.TOPIC_ARN: self.alerts.topic.topic_arn,
-            Env.BUDGET_THRESHOLDS: ",".join(str(t) for t in c.budget_thresholds),
-            Env.ANOMALY_MIN_RATIO: str(c.anomaly_min_ratio),
-            Env.ANOMALY_MIN_USD_PER_HOUR: str(c.anomaly_min_usd_per_hour),
-            Env.ANOMALY_COOLDOWN_MINUTES: str(c.anomaly_cooldown_minutes),
-            Env.DIGEST_HOUR_UTC: str(c.digest_hour_utc),
-            Env.SCAN_FAILED_ALERT_AFTER: str(c.scan_failed_alert_after),
-            Env.COST_EXPLORER: "true" if c.cost_explorer else "false",
             Env.SERVICE_NAME: Metrics.SCAN_SERVICE,
             Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
         }

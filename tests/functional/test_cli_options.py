@@ -170,8 +170,8 @@ def test_an_option_error_names_the_option_not_a_variable() -> None:
     with pytest.raises(SettingsError) as caught:
         _settings_for_scan(args, _Session(None), environ={})
     assert str(caught.value) == (
-        "invalid CostGuard settings: --region: not AWS region names: mars-1 "
-        "(expected e.g. us-east-1)"
+        "invalid CostGuard settings: --region: must be AWS region names like us-east-1, "
+        "got 'mars-1'"
     )
 
 
@@ -247,7 +247,7 @@ def test_a_bad_variable_is_still_named_by_its_variable() -> None:
     from costguard.cli import _settings_for_scan
     from costguard.settings import SettingsError
 
-    with pytest.raises(SettingsError, match=f"{Env.PROJECTS_JSON} is not valid JSON"):
+    with pytest.raises(SettingsError, match=f"{Env.PROJECTS_JSON}: must be JSON"):
         _settings_for_scan(
             _scan_args("--region", "us-east-1"), _Session(None), environ={Env.PROJECTS_JSON: "{"}
         )

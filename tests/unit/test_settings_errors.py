@@ -28,7 +28,7 @@ def error_for(**env: str) -> str:
         ),
         (
             {Env.REGIONS: "us-east-1,mars"},
-            "COSTGUARD_REGIONS: not AWS region names: mars (expected e.g. us-east-1)",
+            "COSTGUARD_REGIONS: must be AWS region names like us-east-1, got 'mars'",
         ),
         (
             {Env.BUDGET_THRESHOLDS: "50,x"},

@@ -1,0 +1,519 @@
+"""Every CostGuard setting, declared once: name, CDK context key, Lambda variable, type,
+default, validation and documentation.
+
+Everything else is built from or checked against :data:`SETTINGS`:
+
+- ``costguard_infra.config.CostGuardConfig`` (CDK context, camelCase keys): one field per
+  setting with a ``context_key``;
+- the scan Lambda's environment (``CostGuardConfig.environment`` and the stack): one
+  variable per setting with an ``env_var``, written by :meth:`SettingSpec.to_env`;
+- :class:`costguard.settings.Settings` (``Settings.from_env``): one field per setting with an
+  ``env_var``, read back by the same :meth:`SettingSpec.read`;
+- the README's configuration table (:func:`markdown_table`, ``python -m costguard.config_spec``).
+
+Some settings are deploy-only (``scanRate``, ``alertEmails``…: no variable); some are
+runtime-only (the ledger table, the topic, the scope: no context key, the stack sets them).
+Context given with ``-c`` and environment variables both arrive as strings, so every setting
+reads its string form the same way in both places (:meth:`SettingSpec.read`).
+
+Pure: no boto3, no CDK, no ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import Enum
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import to_jsonable_python
+
+from costguard.domain.attribution import ProjectConfig
+from costguard.domain.tags import parse_budget, parse_owners
+from costguard.names import Env, Tags
+
+#: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
+REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
+RATE = re.compile(r"(?P<n>[0-9]+) (?P<unit>minute|minutes|hour|hours|day|days)")
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+#: Secrets Manager's own rule for a secret name.
+SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,512}")
+#: CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS: Final = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
+    2922, 3288, 3653,
+)  # fmt: skip
+#: The scan runs at most this often (each scan costs API calls), and at least once a day:
+#: alerts and the daily digest assume it, and the missed-scan alarm (two intervals) must
+#: fit CloudWatch's 7-day evaluation limit (`4 days` synthesized, then failed to deploy).
+MIN_RATE_MINUTES: Final = 5
+MAX_RATE_MINUTES: Final = 24 * 60
+#: AWS Lambda refuses a function whose variables (names, values and their encoding) exceed 4 KB.
+LAMBDA_ENVIRONMENT_BYTES: Final = 4096
+#: Kept for what the stack adds to the variables from context (table name, topic ARN, account,
+#: SageMaker and Powertools names): about 400 bytes as JSON with generated names; room to spare.
+STACK_VARIABLES_BYTES: Final = 1024
+
+
+class Kind(Enum):
+    """How a setting's string form (``-c key=value``, an environment variable) is read."""
+
+    #: Passed to pydantic as is: ``"80"`` is an int or a Decimal by the field's type.
+    TEXT = "text"
+    #: ``true``/``false``/``1``/``0``, any case: one vocabulary for context and variables.
+    FLAG = "flag"
+    #: Comma-separated (``us-east-1,us-west-2``) or a JSON array (``["a,b", "c"]``).
+    LIST = "list"
+    #: A JSON object.
+    JSON = "json"
+
+
+class ProjectEntry(BaseModel):
+    """A row of the central project table (``projects`` / ``COSTGUARD_PROJECTS_JSON``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget: str | float | int | None = None
+    owners: tuple[str, ...] = ()
+
+    def to_domain(self, name: str) -> ProjectConfig:
+        budget = None
+        if self.budget is not None:
+            parsed = parse_budget(str(self.budget))
+            if isinstance(parsed, str):
+                raise ValueError(f"project {name!r}: budget {self.budget!r} {parsed}")
+            budget = parsed
+        owners: list[str] = []
+        for raw in self.owners:
+            parsed_owners = parse_owners(raw)
+            if parsed_owners.problem is not None:
+                raise ValueError(f"project {name!r}: owner {raw!r}: {parsed_owners.problem}")
+            owners.extend(parsed_owners.valid)
+        return ProjectConfig(budget, tuple(dict.fromkeys(owners)))
+
+
+# -- validation: each check raises ValueError("must be ..., got ...") or returns the value ----
+
+
+def _shown(values: Any) -> str:
+    return ", ".join(map(repr, values))
+
+
+def valid_regions(value: tuple[str, ...]) -> tuple[str, ...]:
+    """AWS region names, in order, without repeats."""
+    bad = [r for r in value if not REGION.match(r)]
+    if bad:
+        raise ValueError(f"must be AWS region names like us-east-1, got {_shown(bad)}")
+    return tuple(dict.fromkeys(value))
+
+
+def valid_thresholds(value: tuple[int, ...]) -> tuple[int, ...]:
+    """Budget alert thresholds: percentages of the budget, sorted, without repeats."""
+    if not value or any(not 0 < t <= 1000 for t in value):
+        raise ValueError(f"must be percentages between 1 and 1000, got {list(value)}")
+    return tuple(sorted(set(value)))
+
+
+def rate_minutes(rate: str) -> int:
+    """Minutes in a rate such as ``15 minutes``, ``1 hour`` or ``1 day``."""
+    match = RATE.fullmatch(rate.strip())
+    if not match:
+        raise ValueError(f"must be a rate like `15 minutes`, got `{rate}`")
+    n, unit = int(match["n"]), match["unit"]
+    if n == 0 or (n == 1) != (not unit.endswith("s")):
+        raise ValueError(f"must be a rate like `15 minutes` or `1 hour`, got `{rate}`")
+    return n * (1 if unit.startswith("minute") else 60 if unit.startswith("hour") else 1440)
+
+
+def valid_rate(value: str) -> str:
+    minutes = rate_minutes(value)
+    if minutes < MIN_RATE_MINUTES:
+        raise ValueError(f"must be at least `5 minutes` (each scan costs API calls), got `{value}`")
+    if minutes > MAX_RATE_MINUTES:
+        raise ValueError(
+            f"must be at most `1 day` (alerts and the daily digest need a scan a day), got `{value}`"
+        )
+    return value.strip()
+
+
+def valid_emails(value: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [e for e in value if not EMAIL.fullmatch(e)]
+    if bad:
+        raise ValueError(f"must be e-mail addresses, got {_shown(bad)}")
+    return value
+
+
+def valid_secret_name(value: str) -> str:
+    if not SECRET_NAME.fullmatch(value):
+        raise ValueError(
+            "must be a Secrets Manager secret name (1 to 512 of A-Z a-z 0-9 / _ + = . @ -), "
+            f"got {value!r}"
+        )
+    return value
+
+
+def valid_tag_keys(value: tuple[str, ...]) -> tuple[str, ...]:
+    bad = [k for k in value if not 0 < len(k) <= 128]
+    if bad:
+        raise ValueError(f"must be tag keys of 1 to 128 characters, got {_shown(bad)}")
+    return value
+
+
+def valid_projects(value: dict[str, ProjectEntry]) -> dict[str, ProjectEntry]:
+    for name, entry in value.items():
+        entry.to_domain(name)
+    return value
+
+
+def valid_retention(value: int) -> int:
+    if value not in LOG_RETENTION_DAYS:
+        raise ValueError(
+            f"must be one of CloudWatch's retention periods {LOG_RETENTION_DAYS}, got {value}"
+        )
+    return value
+
+
+# -- the spec ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSpec:
+    """One setting. ``context_key`` None: the stack provides it; ``env_var`` None: deploy-only."""
+
+    name: str
+    context_key: str | None
+    env_var: str | None
+    type: Any
+    default: Any
+    doc: str
+    kind: Kind = Kind.TEXT
+    #: pydantic ``Field`` constraints (``ge``, ``le``, ``min_length``…).
+    constraints: Mapping[str, Any] = field(default_factory=dict)
+    #: Runs after pydantic's type check; returns the (normalised) value or raises ValueError.
+    check: Callable[[Any], Any] | None = None
+    #: Variables read, in order, when ``env_var`` is unset (e.g. the Lambda's own region).
+    env_fallbacks: tuple[str, ...] = ()
+    #: Accepted and validated but read by nothing yet: why it exists.
+    reserved: str | None = None
+
+    def field(self, *, alias: bool = False, required: bool = False) -> Any:
+        """The pydantic field: the spec's default, constraints, doc and (if asked) alias."""
+        extra: dict[str, Any] = {"description": self.doc, **self.constraints}
+        if alias:
+            extra["alias"] = self.context_key
+        if required:
+            return Field(**extra)
+        if isinstance(self.default, dict):
+            default = self.default
+            return Field(default_factory=lambda: copy.deepcopy(default), **extra)
+        return Field(default=self.default, **extra)
+
+    def read(self, value: Any) -> Any:
+        """A string form (context, variable) as the structure pydantic validates."""
+        if self.kind is Kind.FLAG and not isinstance(value, bool):
+            flag = str(value).strip().lower()
+            if flag in {"true", "1"}:
+                return True
+            if flag in {"false", "0"}:
+                return False
+            raise ValueError(f"must be true or false, got {value!r}")
+        if not isinstance(value, str):
+            return value
+        if self.kind is Kind.LIST:
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    return json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"must be a JSON array or comma-separated: {exc}") from None
+            return [p.strip() for p in text.split(",") if p.strip()]
+        if self.kind is Kind.JSON:
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"must be JSON: {exc}") from None
+        return value
+
+    def to_env(self, value: Any) -> str:
+        """The variable's text; :meth:`read` gives ``value`` back."""
+        if self.kind is Kind.FLAG:
+            return "true" if value else "false"
+        if self.kind is Kind.LIST:
+            items = [str(v) for v in value]
+            # Comma-separated reads best; JSON keeps an item with a comma or spaces intact.
+            plain = all(i and i == i.strip() and "," not in i for i in items)
+            if items and plain and not items[0].startswith("["):
+                return ",".join(items)
+            return json.dumps(items)
+        if self.kind is Kind.JSON:
+            return json.dumps(to_jsonable_python(value, exclude_none=True), separators=(",", ":"))
+        return str(value)
+
+    def shown_default(self) -> str:
+        """The default as one would write it with ``-c``, for the docs."""
+        if self.kind is Kind.FLAG:
+            return f"`{'true' if self.default else 'false'}`"
+        if self.kind is Kind.LIST:
+            return f"`{self.to_env(self.default)}`" if self.default else "none"
+        if self.kind is Kind.JSON:
+            return f"`{json.dumps(self.default)}`"
+        return f"`{self.default}`"
+
+
+SETTINGS: Final[tuple[SettingSpec, ...]] = (
+    # -- deployed from CDK context (and, with a variable, read by the scan Lambda) -----------
+    SettingSpec(
+        "regions",
+        "regions",
+        Env.REGIONS,
+        tuple[str, ...],
+        ("us-east-1", "us-west-2"),
+        "Regions to scan.",
+        kind=Kind.LIST,
+        constraints={"min_length": 1},
+        check=valid_regions,
+        env_fallbacks=("AWS_REGION", "AWS_DEFAULT_REGION"),
+    ),
+    SettingSpec(
+        "scan_rate",
+        "scanRate",
+        None,
+        str,
+        "15 minutes",
+        "How often the scan runs, from `5 minutes` to `1 day`.",
+        check=valid_rate,
+    ),
+    SettingSpec(
+        "dry_run",
+        "dryRun",
+        Env.DRY_RUN,
+        bool,
+        True,
+        "Actions only report what they would do.",
+        kind=Kind.FLAG,
+    ),
+    SettingSpec(
+        "warning_pct",
+        "warningPct",
+        Env.WARNING_PCT,
+        Decimal,
+        Decimal(80),
+        "Forecast percentage of the budget that makes a project `warning` (above 0, at most 100).",
+        constraints={"gt": 0, "le": 100},
+    ),
+    SettingSpec(
+        "budget_thresholds",
+        "budgetThresholds",
+        Env.BUDGET_THRESHOLDS,
+        tuple[int, ...],
+        (50, 80, 100),
+        "Month-to-date percentages of the budget that alert (1–1000).",
+        kind=Kind.LIST,
+        check=valid_thresholds,
+    ),
+    SettingSpec(
+        "ttl_hours",
+        "ttlHours",
+        None,
+        int,
+        48,
+        "Reserved for the stale-data sweep (a coming release): its default age. Not used yet.",
+        constraints={"ge": 1, "le": 24 * 365},
+        reserved="the stale-data sweep will read it; accepted now so that configs need no change",
+    ),
+    SettingSpec(
+        "anomaly_min_ratio",
+        "anomalyMinRatio",
+        Env.ANOMALY_MIN_RATIO,
+        Decimal,
+        Decimal(2),
+        "A burn-rate spike must be at least this many times the baseline (1–1000).",
+        constraints={"ge": 1, "le": 1000},
+    ),
+    SettingSpec(
+        "anomaly_min_usd_per_hour",
+        "anomalyMinUsdPerHour",
+        Env.ANOMALY_MIN_USD_PER_HOUR,
+        Decimal,
+        Decimal(10),
+        "A burn-rate spike must also be at least this many $/h above the baseline (0–1,000,000).",
+        constraints={"ge": 0, "le": 1_000_000},
+    ),
+    SettingSpec(
+        "anomaly_cooldown_minutes",
+        "anomalyCooldownMinutes",
+        Env.ANOMALY_COOLDOWN_MINUTES,
+        int,
+        60,
+        "The minimum time between two spike alerts for one project (0 to 525600, a year).",
+        constraints={"ge": 0, "le": 365 * 24 * 60},
+    ),
+    SettingSpec(
+        "digest_hour_utc",
+        "digestHourUtc",
+        Env.DIGEST_HOUR_UTC,
+        int,
+        8,
+        "The hour (UTC, 0–23) from which the daily findings digest is sent.",
+        constraints={"ge": 0, "le": 23},
+    ),
+    SettingSpec(
+        "scan_failed_alert_after",
+        "scanFailedAlertAfter",
+        Env.SCAN_FAILED_ALERT_AFTER,
+        int,
+        3,
+        "Consecutive failed scans of a region or service before a `scan-failed` alert (1–1000).",
+        constraints={"ge": 1, "le": 1000},
+    ),
+    SettingSpec(
+        "cost_explorer",
+        "costExplorer",
+        Env.COST_EXPLORER,
+        bool,
+        False,
+        "Reconcile month-to-date with Cost Explorer and forward AWS Cost Anomaly Detection "
+        "anomalies (below).",
+        kind=Kind.FLAG,
+    ),
+    SettingSpec(
+        "alert_emails",
+        "alertEmails",
+        None,
+        tuple[str, ...],
+        (),
+        "E-mail addresses subscribed to the alert topic.",
+        kind=Kind.LIST,
+        check=valid_emails,
+    ),
+    SettingSpec(
+        "slack_webhook_secret_name",
+        "slackWebhookSecretName",
+        None,
+        str,
+        "costguard/slack-webhook",
+        "The Secrets Manager secret that holds the Slack webhook.",
+        check=valid_secret_name,
+    ),
+    SettingSpec(
+        "project_tag_keys",
+        "projectTagKeys",
+        Env.PROJECT_TAG_KEYS,
+        tuple[str, ...],
+        (Tags.PROJECT, *Tags.PROJECT_FALLBACKS),
+        "Tag keys for the project, in order of precedence.",
+        kind=Kind.LIST,
+        constraints={"min_length": 1},
+        check=valid_tag_keys,
+    ),
+    SettingSpec(
+        "projects",
+        "projects",
+        Env.PROJECTS_JSON,
+        dict[str, ProjectEntry],
+        {},
+        "The central project table (JSON), which overrides tags.",
+        kind=Kind.JSON,
+        check=valid_projects,
+    ),
+    SettingSpec(
+        "log_retention_days",
+        "logRetentionDays",
+        None,
+        int,
+        90,
+        "Lambda log retention (one of CloudWatch's periods: 1, 3, 5, 7, 14, 30, 60, 90, …).",
+        check=valid_retention,
+    ),
+    SettingSpec(
+        "scan_memory_mb",
+        "scanMemoryMb",
+        None,
+        int,
+        1024,
+        "Scan Lambda memory (128–10240 MB).",
+        constraints={"ge": 128, "le": 10240},
+    ),
+    SettingSpec(
+        "scan_timeout_seconds",
+        "scanTimeoutSeconds",
+        None,
+        int,
+        600,
+        "Scan Lambda timeout (30–900 s).",
+        constraints={"ge": 30, "le": 900},
+    ),
+    # -- runtime-only: the stack (or the CLI) provides them --------------------------------
+    SettingSpec(
+        "table_name", None, Env.TABLE_NAME, str | None, None, "The ledger table (none: in memory)."
+    ),
+    SettingSpec(
+        "scope", None, Env.SCOPE, str, "default", "Whose spend: the account id when deployed."
+    ),
+    SettingSpec(
+        "topic_arn", None, Env.TOPIC_ARN, str | None, None, "The alert topic (none: no alerts)."
+    ),
+    SettingSpec(
+        "sagemaker_tags",
+        None,
+        Env.SAGEMAKER_TAGS,
+        Literal["tagging-api", "per-resource"],
+        "tagging-api",
+        "How SageMaker tags are read: one tagging-API call, or ListTags per resource.",
+    ),
+    SettingSpec(
+        "sagemaker_studio",
+        None,
+        Env.SAGEMAKER_STUDIO,
+        bool,
+        True,
+        "Whether SageMaker Studio apps are listed.",
+        kind=Kind.FLAG,
+    ),
+)
+
+BY_NAME: Final[Mapping[str, SettingSpec]] = {s.name: s for s in SETTINGS}
+#: Deployed from CDK context, in the README's order.
+CONTEXT_SETTINGS: Final = tuple(s for s in SETTINGS if s.context_key)
+#: Read by :meth:`costguard.settings.Settings.from_env`.
+ENV_SETTINGS: Final = tuple(s for s in SETTINGS if s.env_var)
+
+
+class SpecModel(BaseModel):
+    """A model whose fields are settings: each reads its string form and runs its check."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _read(cls, value: Any, info: ValidationInfo) -> Any:
+        assert info.field_name is not None
+        return BY_NAME[info.field_name].read(value)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _check(cls, value: Any, info: ValidationInfo) -> Any:
+        assert info.field_name is not None
+        check = BY_NAME[info.field_name].check
+        return check(value) if check is not None else value
+
+
+def markdown_table() -> str:
+    """The README's configuration table (tests/unit/test_settings_spec.py keeps them equal)."""
+    rows = [
+        "| key | default | variable (Lambda and CLI) | meaning |",
+        "|---|---|---|---|",
+    ]
+    for s in CONTEXT_SETTINGS:
+        variable = f"`{s.env_var}`" if s.env_var else "deploy only"
+        rows.append(f"| `{s.context_key}` | {s.shown_default()} | {variable} | {s.doc} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m costguard.config_spec`
+    print(markdown_table(), end="")

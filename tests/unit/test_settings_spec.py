@@ -1,0 +1,205 @@
+"""One settings spec: the models, the variables, cdk.json and the README agree with it."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from costguard.config_spec import (
+    BY_NAME,
+    CONTEXT_SETTINGS,
+    ENV_SETTINGS,
+    SETTINGS,
+    Kind,
+    SettingSpec,
+    markdown_table,
+)
+from costguard.domain.alerts import AnomalyPolicy
+from costguard.domain.spend import budget_status
+from costguard.names import Env
+from costguard.services.alerts import AlertSettings
+from costguard.services.scan import ScanSettings
+from costguard.settings import ENV_VARS, FIELD_ENV, Settings
+from costguard_infra.config import CONTEXT_KEYS, CostGuardConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Variables in :class:`Env` that are not settings, and why.
+NOT_SETTINGS = {
+    Env.SLACK_SECRET_NAME: "the Slack notifier's only variable, read by its handler",
+    Env.METRICS_NAMESPACE: "Powertools' own",
+    Env.SERVICE_NAME: "Powertools' own",
+}
+
+
+def _env_names() -> set[str]:
+    return {v for k, v in vars(Env).items() if k.isupper()}
+
+
+# -- the models are the spec ----------------------------------------------------------------
+
+
+def _assert_model_is_spec(
+    model: type[BaseModel], specs: tuple[SettingSpec, ...], alias: bool
+) -> None:
+    assert set(model.model_fields) == {s.name for s in specs}
+    for spec in specs:
+        actual = model.model_fields[spec.name]
+        expected = spec.field(alias=alias, required=actual.is_required())
+        assert actual.annotation == spec.type, spec.name
+        assert actual.metadata == expected.metadata, spec.name  # ge, le, min_length...
+        assert actual.description == spec.doc, spec.name
+        assert actual.alias == (spec.context_key if alias else None), spec.name
+        if actual.is_required():
+            assert spec.env_fallbacks, f"{spec.name}: required, so it needs a fallback"
+        elif actual.default_factory is not None:
+            assert actual.get_default(call_default_factory=True) == spec.default, spec.name
+        else:
+            assert actual.default == spec.default, spec.name
+
+
+def test_settings_has_exactly_the_settings_with_a_variable() -> None:
+    _assert_model_is_spec(Settings, ENV_SETTINGS, alias=False)
+
+
+def test_the_context_model_has_exactly_the_settings_with_a_context_key() -> None:
+    _assert_model_is_spec(CostGuardConfig, CONTEXT_SETTINGS, alias=True)
+    assert tuple(s.context_key for s in CONTEXT_SETTINGS) == CONTEXT_KEYS
+
+
+def test_each_setting_is_declared_once_with_a_way_in() -> None:
+    names = [s.name for s in SETTINGS]
+    keys = [s.context_key for s in SETTINGS if s.context_key]
+    variables = [s.env_var for s in SETTINGS if s.env_var]
+    assert len(names) == len(set(names))
+    assert len(keys) == len(set(keys))
+    assert len(variables) == len(set(variables))
+    assert all(s.context_key or s.env_var for s in SETTINGS)
+    assert all(re.fullmatch(r"[a-z][A-Za-z]+", k) for k in keys)  # camelCase
+    assert all(s.doc.strip() and "|" not in s.doc for s in SETTINGS)
+
+
+def test_every_costguard_variable_is_a_setting_or_listed_as_not_one() -> None:
+    assert set(ENV_VARS) | set(NOT_SETTINGS) == _env_names()
+    assert not set(ENV_VARS) & set(NOT_SETTINGS)
+    assert {s.name: s.env_var for s in ENV_SETTINGS} == FIELD_ENV
+
+
+def test_every_default_is_valid_and_survives_its_text() -> None:
+    # GIVEN each default written as -c text and as its variable, WHEN read, THEN the default.
+    as_context = {s.context_key: s.to_env(s.default) for s in CONTEXT_SETTINGS}
+    assert CostGuardConfig.from_context(as_context) == CostGuardConfig()
+    as_variables = {s.env_var: s.to_env(s.default) for s in ENV_SETTINGS if s.default is not None}
+    assert Settings.from_env(as_variables) == Settings(regions=BY_NAME["regions"].default)
+
+
+def test_a_reserved_setting_says_so_in_its_doc() -> None:
+    for spec in SETTINGS:
+        assert bool(spec.reserved) == ("not used yet" in spec.doc.lower()), spec.name
+
+
+def test_the_services_defaults_are_the_spec_defaults() -> None:
+    # The services keep their own defaults for tests and the CLI; they must not drift.
+    default = {s.name: s.default for s in SETTINGS}
+    alerts, anomaly, scan = AlertSettings(scope="x"), AnomalyPolicy(), ScanSettings("x", ("r",))
+    assert alerts.thresholds == default["budget_thresholds"]
+    assert alerts.digest_hour_utc == default["digest_hour_utc"]
+    assert alerts.scan_failed_after == default["scan_failed_alert_after"]
+    assert anomaly.min_ratio == default["anomaly_min_ratio"]
+    assert anomaly.min_delta_usd_per_hour == default["anomaly_min_usd_per_hour"]
+    assert anomaly.cooldown == timedelta(minutes=default["anomaly_cooldown_minutes"])
+    assert scan.warning_pct == default["warning_pct"]
+    assert scan.tag_keys.project == default["project_tag_keys"]
+    assert (
+        inspect.signature(budget_status).parameters["warning_pct"].default
+        == (default["warning_pct"])
+    )
+
+
+# -- cdk.json and the README ----------------------------------------------------------------
+
+
+def test_cdk_json_holds_only_cdks_own_flags() -> None:
+    # The defaults live in config_spec.py alone; cdk.json once said two regions, the code one.
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    assert not set(context) & set(CONTEXT_KEYS)
+    assert all(key.startswith("@aws-cdk/") for key in context)
+    assert "@aws-cdk/core:target-partitions" in context
+
+
+def _readme_table() -> str:
+    text = (ROOT / "README.md").read_text()
+    heading = text.index("### Configuration (CDK context")
+    start = text.index("\n|", heading) + 1
+    end = text.index("\n\n", start) + 1
+    return text[start:end]
+
+
+def test_the_readme_table_is_generated_from_the_spec() -> None:
+    assert _readme_table() == markdown_table(), (
+        "README.md's configuration table differs from the spec; replace it with the output of "
+        "`PYTHONPATH=functions python -m costguard.config_spec`"
+    )
+
+
+def test_the_table_lists_every_context_key_with_its_default() -> None:
+    table = markdown_table()
+    for spec in CONTEXT_SETTINGS:
+        assert f"| `{spec.context_key}` | {spec.shown_default()} |" in table
+    assert "| `regions` | `us-east-1,us-west-2` | `COSTGUARD_REGIONS` |" in table
+    assert "| `scanRate` | `15 minutes` | deploy only |" in table
+
+
+# -- one reading of the string forms ----------------------------------------------------------
+
+LIST = BY_NAME["project_tag_keys"]
+
+
+@given(st.lists(st.text(), max_size=5))
+def test_a_list_survives_its_variable_whatever_its_items(items: list[str]) -> None:
+    # A tag key may hold a comma or spaces (EC2 allows any character): comma-separated
+    # text would split or trim it, so such a list is written as JSON.
+    assert LIST.read(LIST.to_env(items)) == items
+
+
+@pytest.mark.parametrize(
+    ("items", "text"),
+    [
+        (["us-east-1", "us-west-2"], "us-east-1,us-west-2"),
+        (["Cost Center", "team"], "Cost Center,team"),
+        (["team,x"], '["team,x"]'),
+        ([" padded"], '[" padded"]'),
+        (["[bracket"], '["[bracket"]'),
+        ([], "[]"),
+    ],
+)
+def test_a_list_is_comma_separated_unless_that_would_change_it(items: list[str], text: str) -> None:
+    assert LIST.to_env(items) == text
+
+
+@given(st.dictionaries(st.text(), st.fixed_dictionaries({"budget": st.integers(1, 10**9)})))
+def test_the_project_table_survives_its_variable(table: dict[str, Any]) -> None:
+    spec = BY_NAME["projects"]
+    config = CostGuardConfig(projects=table)
+    assert json.loads(spec.to_env(config.projects)) == {
+        k: {"budget": v["budget"], "owners": []} for k, v in table.items()
+    }
+
+
+@pytest.mark.parametrize("value", [Decimal("85.5"), Decimal("1E+1"), Decimal("0.0001")])
+def test_a_decimal_survives_its_variable(value: Decimal) -> None:
+    spec = BY_NAME["anomaly_min_usd_per_hour"]
+    assert Decimal(spec.read(spec.to_env(value))) == value
+
+
+def test_every_kind_is_used() -> None:
+    assert {s.kind for s in SETTINGS} == set(Kind)
