@@ -35,7 +35,7 @@ PRICES = {
 }
 SCANS_PER_MONTH = 2920  # every 15 minutes, 30.4 days
 LAMBDA_MEMORY_GB = 1.0
-ALARMS = 7  # errors, throttles and DLQ depth per Lambda, and "no scan in two intervals"
+ALARMS = 10  # errors, throttles and DLQ depth for each of 3 Lambdas, and "no scan in two intervals"
 CUSTOM_METRICS = 2  # ScanCompleted (the heartbeat alarm) and Findings
 START = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 

@@ -33,6 +33,11 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "EventBridge Scheduler's role may invoke the versions and aliases of the CostGuard "
         "scan function, and nothing else"
     ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]": (
+        "the actuator role may stop, and write only the costguard:action-after tag on, any "
+        "instance of the account that carries costguard:project and is not permanently "
+        "exempt (aws:ResourceTag and aws:TagKeys conditions, asserted by tests/infra)"
+    ),
     "AwsSolutions-L1": (
         "Python 3.13 is pinned on purpose: it is the newest runtime for which CostGuard's "
         "bundled wheels and the public Powertools layer parameter are tested; bump both together"

@@ -12,6 +12,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
+from costguard.actuators import actuator_permissions
 from costguard.config_spec import BY_NAME
 from costguard.domain.alerts import AlertKind
 from costguard.iam import LEDGER_ACTIONS, scan_permissions
@@ -115,6 +116,25 @@ class CostGuardStack(cdk.Stack):
                 },
             )
         )
+        # The actuator Lambda: its own role, built only from the actuators' declarations
+        # (every mutating statement tag-conditioned), and never the scan's. Each guard
+        # (idle notebooks, stale data) adds a schedule that invokes it by name.
+        self.act = GuardFunction(
+            self,
+            "Act",
+            description="CostGuard actions: a guard's decisions through the one executor",
+            handler="costguard.handlers.act.handler",
+            code=code,
+            layer=layer,
+            key=self.key,
+            environment={**self.scan_environment(), Env.SERVICE_NAME: "costguard-act"},
+            permissions=actuator_permissions(),
+            memory_mb=512,
+            timeout=cdk.Duration.minutes(15),
+            log_retention=_retention(config.log_retention_days),
+        )
+        self.ledger.table.grant(self.act.role, *LEDGER_ACTIONS)
+        self.alerts.topic.grant_publish(self.act.role)
         GuardSchedule(
             self,
             "ScanSchedule",
@@ -127,12 +147,16 @@ class CostGuardStack(cdk.Stack):
         Monitoring(
             self,
             "Monitoring",
-            functions=[("Scan", self.scan), ("SlackNotifier", self.slack)],
+            functions=[("Scan", self.scan), ("SlackNotifier", self.slack), ("Act", self.act)],
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
         )
         Dashboard(
-            self, "Dashboard", projects=sorted(config.projects), scan_logs=self.scan.log_group
+            self,
+            "Dashboard",
+            projects=sorted(config.projects),
+            scan_logs=self.scan.log_group,
+            action_logs=[self.act.log_group],
         )
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
         cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)

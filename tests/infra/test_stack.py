@@ -149,7 +149,8 @@ def test_alarms_cover_errors_throttles_dead_letters_and_missing_scans(template: 
     alarms = resources(template, "AWS::CloudWatch::Alarm").values()
     names = sorted(a["Properties"].get("MetricName", "") for a in alarms)
     per_function = ["Errors", "Throttles", "ApproximateNumberOfMessagesVisible"]
-    assert names == sorted([*per_function, *per_function, Metrics.SCAN_COMPLETED])
+    # The scan, the Slack notifier and the actuator Lambda, and the missed-scan heartbeat.
+    assert names == sorted([*per_function * 3, Metrics.SCAN_COMPLETED])
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"], "every alarm publishes to the alert topic"
     template.has_resource_properties(
@@ -219,7 +220,9 @@ def test_no_wildcard_actions_and_no_unconditioned_mutation_on_every_resource(tem
 def test_roles_grant_the_declared_permissions_and_otherwise_only_costguards_own_resources(
     template: Any,
 ) -> None:
-    declared = {a for p in scan_permissions() for a in p.actions}
+    from costguard.actuators import actuator_permissions
+
+    declared = {a for p in (*scan_permissions(), *actuator_permissions()) for a in p.actions}
     statements = _policy_statements(template)
     granted = {a for s in statements for a in _as_list(s["Action"])}
     assert declared <= granted
@@ -230,12 +233,89 @@ def test_roles_grant_the_declared_permissions_and_otherwise_only_costguards_own_
         # Grants beyond the declarations (ledger, topic, secret, key, queues, logs) must
         # name CostGuard's own resources, never "*".
         assert "*" not in _as_list(statement["Resource"]), statement
-    assert not any(
-        a.startswith(
-            ("ec2:Stop", "ec2:Terminate", "ec2:Delete", "sagemaker:Stop", "sagemaker:Delete")
-        )
-        for a in granted
-    )
+
+
+def _refers_to_template_resource(value: Any) -> bool:
+    if isinstance(value, dict):
+        if "Fn::GetAtt" in value:
+            return True
+        if "Ref" in value:
+            return not str(value["Ref"]).startswith("AWS::")  # not a pseudo parameter
+        return any(_refers_to_template_resource(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_refers_to_template_resource(v) for v in value)
+    return False
+
+
+def _is_own_resource(resource: Any) -> bool:
+    """A resource of this template (its ARN, or one built from it), not an ARN pattern."""
+    return _refers_to_template_resource(resource)
+
+
+def _function_role(template: Any, handler: str) -> str:
+    (function,) = [
+        f
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == handler
+    ]
+    return str(function["Properties"]["Role"]["Fn::GetAtt"][0])
+
+
+def _role_statements(template: Any) -> dict[str, list[dict[str, Any]]]:
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        for role in policy["Properties"].get("Roles", []):
+            by_role.setdefault(role["Ref"], []).extend(
+                policy["Properties"]["PolicyDocument"]["Statement"]
+            )
+    return by_role
+
+
+def test_mutating_actions_on_user_resources_exist_only_on_the_actuator_role_with_tag_conditions(
+    template: Any,
+) -> None:
+    # The rule, not today's list: a statement that changes something CostGuard did not
+    # create lives on the actuator role only, conditioned on the resource's tags.
+    from costguard.iam import Permission
+
+    mutating_found = False
+    for role, statements in _role_statements(template).items():
+        for statement in statements:
+            actions = _as_list(statement["Action"])
+            mutating = [a for a in actions if Permission((a,), "").mutating]
+            targets = _as_list(statement["Resource"])
+            on_user_resources = [r for r in targets if not _is_own_resource(r) and r != "*"]
+            if not mutating or not on_user_resources:
+                continue
+            mutating_found = True
+            assert role == _function_role(template, "costguard.handlers.act.handler"), (
+                role,
+                statement,
+            )
+            condition = json.dumps(statement.get("Condition", {}))
+            assert "aws:ResourceTag/costguard:project" in condition, statement
+    assert mutating_found, "the actuator role should hold the actuators' declared actions"
+
+
+def test_the_scan_role_can_change_nothing_of_the_users(template: Any) -> None:
+    from costguard.iam import Permission
+
+    scan_role = _function_role(template, "costguard.handlers.scan.handler")
+    for role, statements in _role_statements(template).items():
+        if role != scan_role:
+            continue
+        for statement in statements:
+            for action in _as_list(statement["Action"]):
+                if Permission((action,), "").mutating:
+                    # Only its own ledger, topic, logs, queue, key, and X-Ray traces.
+                    assert action.split(":")[0] in {
+                        "dynamodb",
+                        "sns",
+                        "logs",
+                        "sqs",
+                        "kms",
+                        "xray",
+                    }, (action, statement)
 
 
 def test_slack_notifier_is_subscribed_with_a_dlq_and_reads_only_its_secret(template: Any) -> None:
