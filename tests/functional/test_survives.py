@@ -7,6 +7,7 @@ names as the list of guarantees; the README's "Reliability" section points here.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -190,3 +191,146 @@ def test_a_long_cjk_project_name_is_a_project_not_a_failed_scan(ddb: FaultyClien
     report = run(T0 + STEP)
     assert [p.project for p in report.projects] == [name]
     assert spent(ledger, name) == hand_computed(T0 + STEP)
+
+
+# -- no alert is lost, none is too big to send --------------------------------------------
+
+
+class Guard:
+    """The scan and the alerts, as the scan Lambda runs them, on DynamoDB and SNS (moto)."""
+
+    def __init__(self, aws: Any, ddb: FaultyClient) -> None:
+        from costguard.adapters.sns import SnsNotifier
+        from costguard.services.alerts import AlertService, AlertSettings
+        from costguard_demo.run import create_alert_channels
+
+        self.aws = aws
+        self.ledger = DynamoDbLedger(ddb, "ledger")
+        self.topic, self.queue = create_alert_channels(aws, "us-east-1")
+        self.notifier = SnsNotifier(aws.client("sns", region_name="us-east-1"), self.topic)
+        self.alerts = AlertService(
+            self.ledger,
+            self.notifier,
+            AlertSettings(scope="123456789012", digest_hour_utc=12, scan_failed_after=3),
+        )
+
+    def scan(
+        self, now: datetime, *resources: Resource, failing: Exception | None = None
+    ) -> tuple[ScanReport, Any]:
+        service = ScanService(
+            [
+                StaticInventory(
+                    "ec2",
+                    {"us-east-1": Inventory(resources)},
+                    {"us-east-1": failing} if failing else None,
+                )
+            ],
+            StaticSpotPrices({}),
+            load_catalog(),
+            self.ledger,
+            ScanSettings(scope="123456789012", regions=("us-east-1",)),
+        )
+        report = service.run(now)
+        return report, self.alerts.attempt(report, now)
+
+    def received(self) -> list[dict[str, Any]]:
+        from costguard_demo.run import drain
+
+        return drain(self.aws, self.queue, "us-east-1")
+
+
+@pytest.fixture
+def guard(aws: Any, ddb: FaultyClient) -> Guard:
+    return Guard(aws, ddb)
+
+
+def untagged(n: int) -> Resource:
+    return Resource(
+        id=f"i-{n:017x}",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="p5.48xlarge",
+        launched_at=LAUNCHED,
+        tags={"Name": "scratch-" + "実験" * 20},
+    )
+
+
+def test_hundreds_of_untagged_gpus_are_one_alert_that_fits_in_sns(guard: Guard) -> None:
+    # 93 untagged instances once made the SNS message exceed 256 KiB and failed every scan.
+    fleet = [untagged(n) for n in range(400)]
+    _, run = guard.scan(T0, *fleet)
+    assert not run.failed, run.failed
+    (alert,) = [m for m in guard.received() if m["kind"] == "unattributed-spend"]
+    assert alert["resources_total"] == 400
+    assert len(alert["resources"]) <= 20
+
+
+def test_one_failed_publish_loses_nothing_and_stops_nothing(guard: Guard) -> None:
+    over = gpu(**{"costguard:budget": "1"})  # $1 budget: already over on the first scan
+    publish = guard.notifier.publish
+    calls: list[str] = []
+
+    def flaky(alert: Any) -> str:
+        calls.append(alert.kind.value)
+        if alert.kind.value == "budget-threshold" and calls.count("budget-threshold") == 1:
+            raise RuntimeError("SNS 500")
+        return publish(alert)
+
+    guard.notifier.publish = flaky  # type: ignore[method-assign]
+    report, run = guard.scan(T0, over)
+    # THEN the commit happened, the other alert went out, and the failure is reported
+    assert report.ledger is CommitOutcome.APPLIED
+    assert [f.kind for f in run.failed] == ["budget-threshold"]
+    assert [m["kind"] for m in guard.received()] == ["budget-forecast"]
+    # AND the next scan sends the one that failed, once
+    guard.scan(T0 + STEP, over)
+    assert [m["kind"] for m in guard.received()] == ["budget-threshold"]
+    guard.scan(T0 + 2 * STEP, over)
+    assert guard.received() == []
+
+
+def test_a_failed_read_is_not_a_recovery_and_not_a_spike(guard: Guard) -> None:
+    from costguard.ports import AccessDeniedError
+
+    p5 = gpu()
+    big = Resource(
+        id="i-p5",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="p5.48xlarge",
+        availability_zone="us-east-1a",
+        launched_at=LAUNCHED,
+        tags={"costguard:project": "vision"},
+    )
+    # GIVEN a small baseline for a day, then a p5: one spike alert
+    for n in range(8):
+        guard.scan(T0 - timedelta(hours=8 - n), p5)
+    guard.scan(T0, p5, big)
+    assert [m["kind"] for m in guard.received()] == ["burn-rate-anomaly"]
+    # WHEN EC2 cannot be read for three scans while the p5 still runs
+    denied = AccessDeniedError("ec2", "us-east-1", "DescribeInstances", "AccessDenied", "no")
+    for n in range(1, 4):
+        guard.scan(T0 + n * STEP, failing=denied)
+    # THEN no "back to $0/h" recovery, only the failure, told after 3 failed scans
+    kinds = [m["kind"] for m in guard.received() if m["kind"] != "findings-digest"]
+    assert "burn-rate-recovered" not in kinds
+    assert kinds == ["scan-failed"]
+    # AND when it is read again, no false spike "from a $0 baseline"
+    guard.scan(T0 + 4 * STEP, p5, big)
+    kinds = [m["kind"] for m in guard.received()]
+    assert "burn-rate-anomaly" not in kinds
+
+
+def test_the_digest_covers_an_outage_that_ended_before_the_digest_hour(guard: Guard) -> None:
+    from costguard.ports import AccessDeniedError
+
+    denied = AccessDeniedError("ec2", "us-east-1", "DescribeInstances", "AccessDenied", "no")
+    outage_start = T0 - timedelta(hours=8)
+    for n in range(0, 24):  # six hours of failed scans, ended two hours before 12:00
+        guard.scan(outage_start + n * STEP, failing=denied)
+    guard.received()
+    # WHEN the first scan of the digest hour runs, healthy
+    guard.scan(T0, gpu())
+    digest = [m for m in guard.received() if m["kind"] == "findings-digest"]
+    assert digest, "the outage is in the day's digest"
+    assert "scan-failed" in json.dumps(digest[0])
