@@ -70,6 +70,11 @@ def project_json(p: ProjectReport) -> dict[str, Any]:
         "status": p.status.value,
         "owners": list(p.owners),
         "unpriced_resources": p.unpriced,
+        "savings": {
+            "actions_this_month": p.savings.actions,
+            "usd_per_hour": _num(p.savings.usd_per_hour, "rate"),
+            "month_to_date_usd_estimated": _num(p.savings.month_to_date_usd_estimated),
+        },
         "resources": [resource_json(a) for a in p.resources],
     }
 

@@ -128,7 +128,7 @@ def test_a_late_retry_of_an_older_scan_counts_nothing_twice(ddb: FaultyClient) -
 
 
 #: How many DynamoDB calls one steady-state scan makes (checked below).
-LEDGER_CALLS_PER_SCAN = 7
+LEDGER_CALLS_PER_SCAN = 8
 
 
 @pytest.mark.parametrize("failing_call", range(1, LEDGER_CALLS_PER_SCAN + 1))

@@ -237,3 +237,38 @@ def test_a_resource_attributed_by_a_fallback_key_is_not_acted_on() -> None:
     w.resources["nb-1"].tags["Project"] = "vision"
     assert w.run(idle()) == [Step.SKIPPED]
     assert w.actuator.calls == []
+
+
+def test_the_scan_report_shows_what_actions_saved_this_month() -> None:
+    from costguard.adapters.catalog import load_catalog
+    from costguard.ports import Inventory
+    from costguard.services.scan import ScanService, ScanSettings
+    from tests.support.fakes import StaticInventory, StaticSpotPrices
+
+    # GIVEN a notebook stopped after its grace period, two hours before the scan
+    w = World("nb-1")
+    w.warned("nb-1", ago=GRACE)
+    assert w.run(idle()) == [Step.ACTED]
+    w.run(idle("nb-1"), now=T0)  # settled: nothing more
+    from costguard.domain.models import Resource, ResourceKind
+
+    running = Resource(
+        id="i-1",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="g5.xlarge",
+        launched_at=T0,
+        tags={Tags.PROJECT: "vision"},
+    )
+    report = ScanService(
+        [StaticInventory("ec2", {"us-east-1": Inventory((running,))})],
+        StaticSpotPrices({}),
+        load_catalog(),
+        w.ledger,
+        ScanSettings(scope="123456789012", regions=("us-east-1",)),
+    ).run(T0 + timedelta(hours=2))
+    (vision,) = report.projects
+    # THEN its savings are the action's rate, and the rate times the two hours since
+    assert vision.savings.actions == 1
+    assert vision.savings.usd_per_hour == Decimal("1.41")
+    assert vision.savings.month_to_date_usd_estimated == Decimal("2.82")

@@ -10,7 +10,7 @@ exemption at execution time, and applies dry-run; so a policy is only a judgemen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -203,3 +203,32 @@ def taken_alert(d: Decision, detail: str, found: str, now: datetime) -> Alert:
         owners=t.owners,
         facts={k: v for k, v in d.evidence.items()},
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Savings:
+    """What a project's actions this month save: a rate, and an estimate so far."""
+
+    actions: int = 0
+    usd_per_hour: Decimal = ZERO
+    #: Each action's $/h times the hours since it, this month: an upper bound, since a
+    #: stopped resource may have been started again since.
+    month_to_date_usd_estimated: Decimal = ZERO
+
+
+def savings_this_month(
+    acted: Sequence[tuple[str | None, datetime, Decimal]], now: datetime
+) -> dict[str | None, Savings]:
+    """Per project, from ``(project, acted at, $/h saved)`` of this month's actions."""
+    month_start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    out: dict[str | None, Savings] = {}
+    for project, at, usd_per_hour in acted:
+        since = max(at, month_start)
+        hours = Decimal(max((now - since).total_seconds(), 0)) / Decimal(3600)
+        old = out.get(project, Savings())
+        out[project] = Savings(
+            old.actions + 1,
+            old.usd_per_hour + usd_per_hour,
+            old.month_to_date_usd_estimated + usd_per_hour * hours,
+        )
+    return out

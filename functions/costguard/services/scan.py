@@ -6,12 +6,13 @@ import time as _time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
 from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.decisions import Savings, Step, savings_this_month
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.money import ZERO
@@ -63,6 +64,8 @@ class ProjectReport:
     owners: tuple[str, ...]
     resources: tuple[AttributedResource, ...]
     unpriced: int
+    #: What the actions CostGuard took on this project this month save.
+    savings: Savings = field(default_factory=Savings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +194,10 @@ class ScanService:
         unattributed = self._project_report(
             None, None, "none", (), by_project.get(None, []), totals, now
         )
+        savings = self._savings(month, now)
+        reports = [
+            replace(r, savings=savings[r.project]) if r.project in savings else r for r in reports
+        ]
         self._ledger.record_findings(s.scope, now, findings)
         return ScanReport(
             scope=s.scope,
@@ -209,6 +216,19 @@ class ScanService:
             failed_sources=frozenset(failed),
             incomplete_projects=_incomplete_projects(previous_observations, failed),
         )
+
+    def _savings(self, month: str, now: datetime) -> dict[str | None, Savings]:
+        """Savings per project from this month's audit trail (actions acted, not dry-run)."""
+        acted = [
+            (
+                e.details.get("project"),
+                e.at,
+                Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
+            )
+            for e in self._ledger.audit_trail(self._settings.scope, month)
+            if e.outcome == Step.ACTED.value
+        ]
+        return savings_this_month(acted, now)
 
     def _collect(self, now: datetime) -> tuple[list[Resource], list[Finding], set[tuple[str, str]]]:
         s = self._settings
