@@ -161,7 +161,9 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
             meter = CapacityMeter()
             meter.attach(session)
             log = io.StringIO()
-            scan.logger = Logger(service="bill-under-test", stream=log)
+            # A logger of its own per measurement (Powertools shares one per service name).
+            saved_logger = scan.logger
+            scan.logger = Logger(service=f"bill-{instances}-{projects}", stream=log)
             durations, logs_bytes = [], []
             for n in range(scans):
                 now = START + timedelta(minutes=15 * n)
@@ -174,6 +176,7 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
                 scan.process({"time": now.isoformat()}, settings, session, clock=now)
                 durations.append(time.perf_counter() - started)
                 logs_bytes.append(len(log.getvalue().encode()))
+            scan.logger = saved_logger
     finally:
         os.environ.clear()
         os.environ.update(saved)
