@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -132,3 +132,22 @@ def tags_of(
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def token_pages(
+    call: Callable[..., Mapping[str, Any]],
+    token: str = "NextPageToken",  # noqa: S107 - the name of a response field
+    **kwargs: Any,
+) -> Iterator[Mapping[str, Any]]:
+    """Pages of an operation botocore has no paginator for (e.g. ce:GetCostAndUsage).
+
+    One shared loop instead of one per call: the request is repeated with the last
+    response's ``token`` until a response has none.
+    """
+    while True:
+        page = call(**kwargs)
+        yield page
+        next_token = page.get(token)
+        if not next_token:
+            return
+        kwargs = {**kwargs, token: next_token}

@@ -8,30 +8,32 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from costguard.adapters.aws import reading
+from costguard.adapters.aws import reading, token_pages
+
+if TYPE_CHECKING:
+    from mypy_boto3_ce import CostExplorerClient
 
 
 class CostExplorer:
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: CostExplorerClient) -> None:
         self._ce = client
 
     def cost_by_tag(self, start: date, end: date, tag_key: str) -> dict[str | None, Decimal]:
         """Unblended cost per value of ``tag_key`` over [start, end); None is untagged."""
         totals: dict[str | None, Decimal] = {}
-        token: str | None = None
-        while True:
-            args: dict[str, Any] = {
-                "TimePeriod": {"Start": start.isoformat(), "End": end.isoformat()},
-                "Granularity": "MONTHLY",
-                "Metrics": ["UnblendedCost"],
-                "GroupBy": [{"Type": "TAG", "Key": tag_key}],
-            }
-            if token:
-                args["NextPageToken"] = token
-            with reading("ce", "us-east-1", "GetCostAndUsage"):
-                page = self._ce.get_cost_and_usage(**args)
+        with reading("ce", "us-east-1", "GetCostAndUsage"):
+            pages = list(
+                token_pages(
+                    self._ce.get_cost_and_usage,
+                    TimePeriod={"Start": start.isoformat(), "End": end.isoformat()},
+                    Granularity="MONTHLY",
+                    Metrics=["UnblendedCost"],
+                    GroupBy=[{"Type": "TAG", "Key": tag_key}],
+                )
+            )
+        for page in pages:
             for result in page.get("ResultsByTime", []):
                 for group in result.get("Groups", []):
                     key = group["Keys"][0]
@@ -39,23 +41,14 @@ class CostExplorer:
                     amount = Decimal(group["Metrics"]["UnblendedCost"]["Amount"])
                     project = value or None
                     totals[project] = totals.get(project, Decimal(0)) + amount
-            token = page.get("NextPageToken")
-            if not token:
-                return totals
+        return totals
 
     def anomalies(self, start: date, end: date) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            args: dict[str, Any] = {
-                "DateInterval": {"StartDate": start.isoformat(), "EndDate": end.isoformat()},
-                "MaxResults": 100,
-            }
-            if token:
-                args["NextPageToken"] = token
-            with reading("ce", "us-east-1", "GetAnomalies"):
-                page = self._ce.get_anomalies(**args)
-            found.extend(page.get("Anomalies", []))
-            token = page.get("NextPageToken")
-            if not token:
-                return found
+        with reading("ce", "us-east-1", "GetAnomalies"):
+            for page in self._ce.get_paginator("get_anomalies").paginate(
+                DateInterval={"StartDate": start.isoformat(), "EndDate": end.isoformat()},
+                PaginationConfig={"PageSize": 100},
+            ):
+                found.extend(dict(a) for a in page.get("Anomalies", []))
+        return found

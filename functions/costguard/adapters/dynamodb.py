@@ -39,9 +39,13 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 from costguard.adapters.aws import chunks
 from costguard.domain.calendar import month_start, next_month_start
@@ -147,7 +151,7 @@ def decode_observations(blob: bytes) -> list[Observation]:
 
 
 class DynamoDbLedger:
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
         self._ddb = client
         self._table = table_name
 
@@ -245,7 +249,11 @@ class DynamoDbLedger:
         if size > TRANSACT_BUDGET_BYTES:
             raise LedgerError(f"a scan commit needs {size} bytes; a transaction holds 4 MB")
         try:
-            self._ddb.transact_write_items(TransactItems=items)
+            # Items are built as plain attribute-value dicts; the contract test on moto
+            # checks their shape, the cast only names the type the stubs expect.
+            self._ddb.transact_write_items(
+                TransactItems=cast("list[TransactWriteItemTypeDef]", items)
+            )
         except ClientError as exc:
             if _code(exc) != "TransactionCanceledException":
                 raise

@@ -12,15 +12,19 @@ moves only when every requested region returned prices. A region that returns no
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import chunks, reading
 from costguard.adapters.catalog import CatalogFile, read_catalog_file, write_catalog_file
 from costguard.settings import REGION
+
+if TYPE_CHECKING:
+    from mypy_boto3_pricing import PricingClient
+    from mypy_boto3_pricing.type_defs import FilterTypeDef
 
 #: ANY_OF filters take a bounded list of values; stay well inside it.
 ANY_OF_LIMIT = 50
@@ -35,8 +39,8 @@ EC2_FILTERS = {
 
 def _filters(
     fixed: dict[str, str], any_of: tuple[str, list[str]] | None = None
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [
+) -> list[FilterTypeDef]:
+    out: list[FilterTypeDef] = [
         {"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in fixed.items()
     ]
     if any_of is not None:
@@ -57,7 +61,9 @@ def on_demand_usd(price_item: dict[str, Any], unit: str) -> Decimal | None:
     return min(prices) if prices else None
 
 
-def _products(client: Any, service: str, filters: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+def _products(
+    client: PricingClient, service: str, filters: Sequence[FilterTypeDef]
+) -> Iterator[dict[str, Any]]:
     with reading("pricing", client.meta.region_name or "us-east-1", "GetProducts"):
         pages = client.get_paginator("get_products").paginate(
             ServiceCode=service, Filters=filters, FormatVersion="aws_v1"
@@ -71,7 +77,7 @@ def _normalise(value: Decimal) -> Decimal:
     return value.normalize() if value == value.to_integral() else Decimal(str(float(value)))
 
 
-def fetch_ec2(client: Any, region: str, types: Iterable[str]) -> dict[str, Decimal]:
+def fetch_ec2(client: PricingClient, region: str, types: Iterable[str]) -> dict[str, Decimal]:
     found: dict[str, Decimal] = {}
     for batch in chunks(sorted(set(types)), ANY_OF_LIMIT):
         filters = _filters({**EC2_FILTERS, "regionCode": region}, ("instanceType", batch))
@@ -83,7 +89,7 @@ def fetch_ec2(client: Any, region: str, types: Iterable[str]) -> dict[str, Decim
     return found
 
 
-def fetch_sagemaker(client: Any, region: str, types: Iterable[str]) -> dict[str, Decimal]:
+def fetch_sagemaker(client: PricingClient, region: str, types: Iterable[str]) -> dict[str, Decimal]:
     found: dict[str, Decimal] = {}
     for batch in chunks(sorted(set(types)), ANY_OF_LIMIT):
         filters = _filters({"regionCode": region, "component": "Hosting"}, ("instanceName", batch))
@@ -96,7 +102,7 @@ def fetch_sagemaker(client: Any, region: str, types: Iterable[str]) -> dict[str,
     return found
 
 
-def fetch_ebs(client: Any, region: str) -> dict[str, Decimal]:
+def fetch_ebs(client: PricingClient, region: str) -> dict[str, Decimal]:
     found: dict[str, Decimal] = {}
     filters = _filters({"regionCode": region, "productFamily": "Storage"})
     for item in _products(client, "AmazonEC2", filters):
@@ -108,7 +114,7 @@ def fetch_ebs(client: Any, region: str) -> dict[str, Decimal]:
 
 
 def refresh_catalog(
-    client: Any,
+    client: PricingClient,
     *,
     regions: tuple[str, ...],
     output: Path,
