@@ -23,18 +23,24 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.domain.alerts import Alert, AlertResource
+from costguard.domain.models import KeyParts, parse_key
 from costguard.domain.money import per_hour, rate
 
 MACHINE_SCHEMA = "costguard.alert/v1"
+KEYLESS = KeyParts("", "", "", "")
 _SEVERITY_MARK = {"critical": "CRITICAL", "warning": "WARNING", "info": "INFO"}
 
 
 def console_url(resource_key: str) -> str | None:
-    """A link to the resource in the AWS console, from its ``region/kind/id`` key."""
-    try:
-        region, kind, rid = resource_key.split("/", 2)
-    except ValueError:
+    """A link to the resource in the AWS console, from its ``[account/]region/kind/id`` key.
+
+    The console opens in the account the reader is signed in to; the account is in the
+    key (and so in every message) for the reader to switch to.
+    """
+    parts = parse_key(resource_key)
+    if parts is None:
         return None
+    _, region, kind, rid = parts
     base = f"https://{region}.console.aws.amazon.com"
     q = quote(rid, safe="")
     return {
@@ -177,6 +183,7 @@ def _machine_json(alert: Alert, max_listed: int | None) -> dict[str, Any]:
                 "owner": r.owner,
                 "change": r.change or None,
                 "console_url": console_url(r.key),
+                "account": (parse_key(r.key) or KEYLESS).account or None,
             }
             for r in alert.resources[:max_listed]
         ],

@@ -5,6 +5,7 @@ Tests call these with fakes or moto; the handlers and the CLI call them for real
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -97,6 +98,11 @@ def build_ledger(settings: Settings, session: Any) -> Ledger:
     return InMemoryLedger()
 
 
+def account_of(settings: Settings) -> str:
+    """The account scanned: the deployed scope is the account id; a local scope may not be."""
+    return settings.scope if re.fullmatch(r"[0-9]{12}", settings.scope) else ""
+
+
 def build_scan_service(
     settings: Settings,
     session: Any,
@@ -107,7 +113,8 @@ def build_scan_service(
     counter: CallCounter | None = None,
     instance_types: InstanceTypeCache | None = None,
 ) -> ScanService:
-    clients = ClientFactory(session)
+    account = account_of(settings)
+    clients = ClientFactory(session, account=account)
     tag_reader = (
         TaggingApiTags(clients)
         if settings.sagemaker_tags == "tagging-api"
@@ -128,6 +135,7 @@ def build_scan_service(
             tag_keys=settings.tag_keys,
             projects=settings.project_table(),
             warning_pct=settings.warning_pct,
+            account=account,
         ),
         progress=progress,
         api_calls=counter.snapshot if counter else None,

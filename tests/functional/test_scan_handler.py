@@ -228,3 +228,15 @@ def test_one_failing_alert_does_not_stop_the_other_alerts_of_the_scan(
     assert kinds == ["findings-digest", "unattributed-spend"]
     published = [r for r in caplog.records if r.getMessage() == "alert published"]
     assert len(published) == 2
+
+
+def test_a_deployed_scan_keys_every_resource_with_its_account(lambda_env: Any) -> None:
+    from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard.handlers.scan import handler
+
+    ec2 = lambda_env.client("ec2", region_name="us-east-1")
+    ec2.run_instances(ImageId="ami-12345678", InstanceType="g5.xlarge", MinCount=1, MaxCount=1)
+    handler({"time": NOW.isoformat()}, Context())
+    ledger = DynamoDbLedger(lambda_env.client("dynamodb", region_name="us-east-1"), "ledger")
+    keys = list(ledger.observations("123456789012"))
+    assert keys and all(k.startswith("123456789012/us-east-1/") for k in keys)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -334,3 +335,43 @@ def test_the_digest_covers_an_outage_that_ended_before_the_digest_hour(guard: Gu
     digest = [m for m in guard.received() if m["kind"] == "findings-digest"]
     assert digest, "the outage is in the day's digest"
     assert "scan-failed" in json.dumps(digest[0])
+
+
+# -- identity carries the account ---------------------------------------------------------
+
+
+def test_upgrading_to_account_keys_counts_nothing_twice(ddb: FaultyClient) -> None:
+    # GIVEN a ledger written before resource keys carried the account
+    ledger = DynamoDbLedger(ddb, "ledger")
+    scan(ledger, gpu())(T0)
+    assert list(ledger.observations("123456789012")) == [
+        "us-east-1/ec2-instance/i-0123456789abcdef0"
+    ]
+    # WHEN the upgraded scan keys the same instance with its account
+    upgraded = ScanService(
+        [
+            StaticInventory(
+                "ec2", {"us-east-1": Inventory((replace(gpu(), account="123456789012"),))}
+            )
+        ],
+        StaticSpotPrices({}),
+        load_catalog(),
+        ledger,
+        ScanSettings(scope="123456789012", regions=("us-east-1",), account="123456789012"),
+    )
+    upgraded.run(T0 + STEP)
+    # THEN it is the same instance: no second back-fill of its month
+    assert spent(ledger) == hand_computed(T0 + STEP)
+    assert list(ledger.observations("123456789012")) == [
+        "123456789012/us-east-1/ec2-instance/i-0123456789abcdef0"
+    ]
+
+
+def test_a_project_spanning_accounts_is_one_project(ddb: FaultyClient) -> None:
+    ledger = DynamoDbLedger(ddb, "ledger")
+    here = replace(gpu(), account="111111111111")
+    there = replace(gpu(), account="222222222222")  # the same instance id, another account
+    report = scan(ledger, here, there)(T0)
+    (vision,) = report.projects
+    assert len(vision.resources) == 2
+    assert vision.run_rate_usd_per_hour == 2 * RATE

@@ -530,3 +530,16 @@ def test_any_alert_renders_as_block_kit_slack_accepts(
     for where, text in text_objects(payload):
         if where != "header":
             assert "<!" not in text and "<@" not in text
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["us-east-1/ec2-instance/i-1", "123456789012/us-east-1/ec2-instance/i-1"],
+)
+def test_console_links_read_keys_with_or_without_the_account(key: str) -> None:
+    from costguard.rendering import console_url
+
+    assert console_url(key) == (
+        "https://us-east-1.console.aws.amazon.com/ec2/home?region=us-east-1"
+        "#InstanceDetails:instanceId=i-1"
+    )

@@ -77,7 +77,9 @@ class ClientFactory:
     creation is serialised; the clients themselves are thread-safe.
     """
 
-    def __init__(self, session: Any, config: Config = RETRY_CONFIG) -> None:
+    def __init__(self, session: Any, config: Config = RETRY_CONFIG, *, account: str = "") -> None:
+        #: The account these clients read, put in every resource key ("" when unknown).
+        self.account = account
         self._session = session
         self._config = config
         self._clients: dict[tuple[str, str], Any] = {}
@@ -113,6 +115,8 @@ class ClientFactory:
 
 class ClientFor(Protocol):
     """Typed clients per region (what the inventory and actuator adapters receive)."""
+
+    account: str
 
     def ec2(self, region: str) -> EC2Client: ...
 

@@ -165,6 +165,7 @@ class Ec2Inventory:
                 id=str(inst["InstanceId"]),
                 kind=ResourceKind.EC2_INSTANCE,
                 region=region,
+                account=self._client_for.account,
                 tags=tags,
                 instance_type=itype,
                 lifecycle=Lifecycle.SPOT
@@ -226,6 +227,7 @@ class Ec2Inventory:
                                 id=str(vol["VolumeId"]),
                                 kind=ResourceKind.EBS_VOLUME,
                                 region=region,
+                                account=self._client_for.account,
                                 tags=tags,
                                 availability_zone=vol.get("AvailabilityZone"),
                                 launched_at=vol.get("CreateTime"),

@@ -39,6 +39,7 @@ class EksInventory:
                     id=name,
                     kind=ResourceKind.EKS_CLUSTER,
                     region=region,
+                    account=self._client_for.account,
                     tags=dict(cluster.get("tags") or {}),
                     launched_at=cluster.get("createdAt"),
                     state=str(cluster.get("status", "")),
@@ -63,6 +64,7 @@ class EksInventory:
                         id=f"{name}/{group}",
                         kind=ResourceKind.EKS_NODEGROUP,
                         region=region,
+                        account=self._client_for.account,
                         tags=dict(ng.get("tags") or {}),
                         instance_type=",".join(types) or None,
                         lifecycle=Lifecycle.SPOT

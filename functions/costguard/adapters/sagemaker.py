@@ -141,7 +141,12 @@ class SageMakerInventory:
             else {}
         )
         resources = tuple(
-            replace(found, tags=by_part.get(resource_part(ref), {})) for ref, found in pending
+            replace(
+                found,
+                tags=by_part.get(resource_part(ref), {}),
+                account=self._client_for.account,
+            )
+            for ref, found in pending
         )
         return Inventory(resources, tuple(findings))
 

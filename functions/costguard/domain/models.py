@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class ResourceKind(StrEnum):
@@ -47,12 +49,14 @@ class Accelerator:
 class Resource:
     """One thing that costs money, as found by an inventory source.
 
-    ``id`` is unique within ``region`` and ``kind``.
+    ``id`` is unique within ``account``, ``region`` and ``kind``.
     """
 
     id: str
     kind: ResourceKind
     region: str
+    #: The AWS account (12 digits); empty when unknown (a local scan without a ledger).
+    account: str = ""
     tags: Mapping[str, str] = field(default_factory=dict, hash=False)
     instance_type: str | None = None
     count: int = 1
@@ -73,11 +77,12 @@ class Resource:
     version: str | None = None
     #: EKS node groups: scaling config.
     desired_size: int = 0
-    #: ``region/kind/id``: unique across a scan; what the ledger keys observations by.
+    #: ``account/region/kind/id`` (``region/kind/id`` when the account is unknown): unique
+    #: across accounts, so an organization's resources share one ledger without migration.
     key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.region}/{self.kind.value}/{self.id}")
+        object.__setattr__(self, "key", resource_key(self.account, self.region, self.kind, self.id))
 
     @property
     def billable(self) -> bool:
@@ -86,3 +91,41 @@ class Resource:
 
 
 _NODEGROUP = ResourceKind.EKS_NODEGROUP
+
+
+_ACCOUNT = re.compile(r"[0-9]{12}")
+
+
+class KeyParts(NamedTuple):
+    account: str
+    region: str
+    kind: str
+    id: str
+
+
+def resource_key(account: str, region: str, kind: str, rid: str) -> str:
+    base = f"{region}/{kind}/{rid}"
+    return f"{account}/{base}" if account else base
+
+
+def parse_key(key: str) -> KeyParts | None:
+    """Split a resource key, with or without its account; None if it is not one.
+
+    A region is never twelve digits, so the first segment tells the two forms apart.
+    """
+    first, _, rest = key.partition("/")
+    account = ""
+    if _ACCOUNT.fullmatch(first):
+        account, key = first, rest
+    parts = key.split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return KeyParts(account, parts[0], parts[1], parts[2])
+
+
+def with_account(key: str, account: str) -> str:
+    """A key from before keys carried the account, given the account it belongs to."""
+    parts = parse_key(key)
+    if parts is None or parts.account or not account:
+        return key
+    return resource_key(account, parts.region, parts.kind, parts.id)

@@ -14,7 +14,7 @@ from costguard.domain.attribution import AttributedResource, ProjectConfig, attr
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.decisions import Savings, Step, savings_this_month
 from costguard.domain.findings import Finding, FindingCode, Severity
-from costguard.domain.models import Lifecycle, Resource, ResourceKind
+from costguard.domain.models import Lifecycle, Resource, ResourceKind, parse_key, with_account
 from costguard.domain.money import ZERO
 from costguard.domain.pricing import PriceCatalog, PricedResource, Pricer, SpotKey
 from costguard.domain.spend import (
@@ -49,6 +49,8 @@ class ScanSettings:
     warning_pct: Decimal = Decimal(80)
     exact_gap: timedelta = DEFAULT_EXACT_GAP
     max_workers: int = 8
+    #: The AWS account scanned (12 digits), carried in every resource key; "" if unknown.
+    account: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +153,7 @@ class ScanService:
 
         self._progress("updating the ledger")
         previous = self._ledger.watermark(s.scope)
-        previous_observations = self._ledger.observations(s.scope)
+        previous_observations = adopt_account(self._ledger.observations(s.scope), s.account)
         accrual = accrue(attribution.resources, previous_observations, now, s.exact_gap)
         snapshot = carry_forward(previous_observations, accrual.observations, now)
         outcome = self._ledger.commit(
@@ -369,7 +371,22 @@ def _incomplete_projects(
         return frozenset()
     out: set[str | None] = set()
     for key, o in previous.items():
-        region, kind, _ = [*key.split("/", 2), "", ""][:3]
-        if (region, source_of(kind)) in failed:
+        parts = parse_key(key)
+        if parts is not None and (parts.region, source_of(parts.kind)) in failed:
             out.add(o.project)
     return frozenset(out)
+
+
+def adopt_account(previous: Mapping[str, Observation], account: str) -> dict[str, Observation]:
+    """Observations written before keys carried the account, keyed as this scan keys them.
+
+    Without this, the first scan after an upgrade would see every resource as new and
+    back-fill its month again: the ledger of one account is that account's resources.
+    """
+    if not account:
+        return dict(previous)
+    adopted: dict[str, Observation] = {}
+    for key, o in previous.items():
+        new = with_account(key, account)
+        adopted[new] = o if new == key else o._replace(key=new)
+    return adopted
