@@ -11,9 +11,7 @@ from costguard.handlers.events import EventTimeError, ScheduledEvent, scheduled_
 CLOCK = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(
-    "time", ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+01:00"]
-)
+@pytest.mark.parametrize("time", ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+01:00"])
 def test_an_event_time_at_the_edge_of_the_calendar_is_refused_not_a_crash(time: str) -> None:
     # GIVEN an event whose time is a valid ISO-8601 string at the calendar's edge, with
     # an offset (the README: "An event time of 5, 1970, or next month; an offset:
