@@ -164,7 +164,7 @@ def test_taking_a_warned_instance_out_of_scope_does_not_fail_every_run_forever(e
     # (Null aws:ResourceTag/costguard:project = false), so each run fails again
     errors = []
     for n in range(1, 4):
-        steps, errs = rig.run(
+        _steps, errs = rig.run(
             decision(iid, T0 + n * timedelta(minutes=15)), T0 + n * timedelta(minutes=15)
         )
         errors += [e for e in errs if e]
