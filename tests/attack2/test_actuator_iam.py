@@ -1,0 +1,187 @@
+"""The executor and the EC2 actuator on moto, with the actuator's IAM *conditions* enforced.
+
+moto checks actions, not conditions (FIELD-NOTES), so this file evaluates the conditions
+that ``Ec2InstanceActuator.permissions`` declares (the exact statements the stack puts on
+the actuator role) against the instance's tags at the moment of each call, and refuses the
+call as AWS would (``UnauthorizedOperation``). A call the code makes that its own role
+refuses is a permanent failure: every run fails the same way, forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from costguard.adapters.aws import ClientFactory
+from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+from costguard.adapters.memory import InMemoryLedger
+from costguard.domain.decisions import Action, Decision, Step, Target
+from costguard.iam import Permission
+from costguard.names import Tags
+from costguard.services.executor import Executor, ExecutorSettings
+from tests.support.fakes import RecordingNotifier
+
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+GRACE = timedelta(hours=24)
+SCOPE = "123456789012"
+REGION = "us-east-1"
+
+
+def _condition_holds(
+    conditions: Mapping[str, Mapping[str, Any]], tags: Mapping[str, str], request_keys: list[str]
+) -> bool:
+    """IAM's evaluation of the operators CostGuard's statements use."""
+    for operator, clauses in conditions.items():
+        for key, expected in clauses.items():
+            values = [expected] if isinstance(expected, str) else list(expected)
+            if key.startswith("aws:ResourceTag/"):
+                present = key.removeprefix("aws:ResourceTag/") in tags
+                actual = tags.get(key.removeprefix("aws:ResourceTag/"))
+            else:
+                present, actual = bool(request_keys), None
+            if operator == "Null":
+                # "false": the key must be present.
+                if (values[0] == "false") != present:
+                    return False
+            elif operator == "StringNotEqualsIgnoreCase":
+                if actual is not None and actual.lower() in {v.lower() for v in values}:
+                    return False
+            elif operator == "ForAllValues:StringEquals":
+                if not set(request_keys) <= set(values):
+                    return False
+            else:  # pragma: no cover - a new operator needs evaluating here
+                raise AssertionError(f"unmodelled IAM operator {operator}")
+    return True
+
+
+def enforce_conditions(session: Any, permissions: Sequence[Permission]) -> list[str]:
+    """Refuse, on ``session``'s EC2 clients, every call the declared statements refuse."""
+    import boto3
+
+    observer = boto3.Session().client("ec2", region_name=REGION)  # no hook on this one
+    refused: list[str] = []
+
+    def check(params: dict[str, Any], model: Any, **_: Any) -> None:
+        action = f"ec2:{model.name}"
+        statements = [p for p in permissions if action in p.actions]
+        if not statements:
+            raise AssertionError(f"{action} is not declared at all")
+        ids = params.get("Resources") or params.get("InstanceIds") or []
+        request_keys = [t["Key"] for t in params.get("Tags", [])]
+        for iid in ids:
+            found = observer.describe_instances(InstanceIds=[iid])["Reservations"][0]
+            tags = {t["Key"]: t["Value"] for t in found["Instances"][0].get("Tags", [])}
+            if not any(_condition_holds(p.conditions, tags, request_keys) for p in statements):
+                refused.append(f"{action} on {iid} with tags {sorted(tags)}")
+                raise ClientError(
+                    {
+                        "Error": {
+                            "Code": "UnauthorizedOperation",
+                            "Message": "You are not authorized to perform this operation.",
+                        }
+                    },
+                    model.name,
+                )
+
+    session.events.register("before-parameter-build.ec2", check)
+    return refused
+
+
+@pytest.fixture
+def ec2(aws: Any) -> Any:
+    return aws.client("ec2", region_name=REGION)
+
+
+def launch(ec2: Any, tags: Mapping[str, str]) -> str:
+    reservation = ec2.run_instances(
+        ImageId="ami-12345678",
+        InstanceType="g5.xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
+    return str(reservation["Instances"][0]["InstanceId"])
+
+
+def decision(iid: str, now: datetime, action: Action = Action.STOP_INSTANCE) -> Decision:
+    return Decision(
+        action,
+        Target(
+            key=f"{REGION}/ec2-instance/{iid}",
+            kind="ec2-instance",
+            region=REGION,
+            id=iid,
+            account=SCOPE,
+            project="vision",
+            owners=("alice@example.com",),
+        ),
+        "GPU under 5% for 60 minutes" if action is not Action.NONE else "GPU at 40%",
+        now,
+        usd_per_hour_saved=Decimal("1.006"),
+        grace=GRACE,
+    )
+
+
+class Rig:
+    """An enforcing executor whose EC2 calls go through the role's conditions."""
+
+    def __init__(self, opt_in_tags: tuple[str, ...] = ()) -> None:
+        import boto3
+
+        self.session = boto3.Session()
+        self.refused = enforce_conditions(self.session, Ec2InstanceActuator.permissions)
+        self.ledger = InMemoryLedger()
+        self.sent: list[Any] = []
+        self.executor = Executor(
+            [Ec2InstanceActuator(ClientFactory(self.session))],
+            self.ledger,
+            RecordingNotifier(self.sent),
+            ExecutorSettings(SCOPE, dry_run=False, opt_in_tags=opt_in_tags),
+        )
+
+    def run(self, d: Decision, now: datetime) -> tuple[list[Step], list[str | None]]:
+        report = self.executor.run([d], now)
+        return [o.step for o in report.outcomes], [o.error for o in report.outcomes]
+
+
+def test_taking_a_warned_instance_out_of_scope_does_not_fail_every_run_forever(ec2: Any) -> None:
+    # GIVEN an idle instance of project vision that CostGuard warned about
+    iid = launch(ec2, {Tags.PROJECT: "vision"})
+    rig = Rig()
+    assert rig.run(decision(iid, T0), T0)[0] == [Step.WARNED]
+    # WHEN its owner takes it out of CostGuard's scope by removing costguard:project
+    # (the README: in scope means "a project tag, or opted in")
+    ec2.delete_tags(Resources=[iid], Tags=[{"Key": Tags.PROJECT}])
+    # THEN the following runs withdraw the warning or leave it, but do not fail on every
+    # run: the DeleteTags of the withdrawal is refused by the role's own condition
+    # (Null aws:ResourceTag/costguard:project = false), so each run fails again
+    errors = []
+    for n in range(1, 4):
+        _steps, errs = rig.run(
+            decision(iid, T0 + n * timedelta(minutes=15)), T0 + n * timedelta(minutes=15)
+        )
+        errors += [e for e in errs if e]
+    assert not errors, f"{len(errors)} failed runs in a row: {errors[0]}; refused: {rig.refused}"
+
+
+def test_an_opted_in_resource_without_a_project_is_not_warned_with_a_call_its_role_refuses(
+    ec2: Any,
+) -> None:
+    # GIVEN a guard with an opt-in tag (ExecutorSettings.opt_in_tags, Guard.opt_in_tags:
+    # "Tag keys whose presence puts a resource without a project in scope"), and an idle
+    # instance that opted in with it but has no costguard:project
+    iid = launch(ec2, {"costguard:ttl": "48h"})
+    rig = Rig(opt_in_tags=("costguard:ttl",))
+    # WHEN the executor judges it, run after run
+    outcomes = [rig.run(decision(iid, T0 + n * GRACE), T0 + n * GRACE) for n in range(3)]
+    # THEN it either handles it within its role (warn, then stop) or leaves it alone;
+    # it never fails every run on a CreateTags its own role refuses
+    errors = [e for _, errs in outcomes for e in errs if e]
+    assert not errors, f"{len(errors)} failed runs in a row: {errors[0]}; refused: {rig.refused}"
