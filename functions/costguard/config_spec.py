@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import to_jsonable_python
 
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.tags import parse_budget, parse_owners
+from costguard.domain.tags import parse_budget, parse_owners, parse_project
 from costguard.names import Env, Tags
 
 #: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
@@ -80,6 +80,14 @@ class ProjectEntry(BaseModel):
 
     budget: str | float | int | None = None
     owners: tuple[str, ...] = ()
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _not_a_flag(cls, value: object) -> object:
+        # JSON true is not a budget of $1 (pydantic would read it as 1).
+        if isinstance(value, bool):
+            raise ValueError(f"must be an amount in USD, got {str(value).lower()}")
+        return value
 
     def to_domain(self, name: str) -> ProjectConfig:
         budget = None
@@ -164,9 +172,27 @@ def valid_tag_keys(value: tuple[str, ...]) -> tuple[str, ...]:
     return value
 
 
+def project_table(value: Mapping[str, ProjectEntry]) -> dict[str, ProjectConfig]:
+    """The central table, its names normalised exactly as project tags are.
+
+    A name pasted with a no-break space, or typed full-width, is the same project as the
+    tag typed plainly; a name the tag contract refuses, or two names that normalise to
+    one, are errors. The synth and the Lambdas both check through here, so a table the
+    synth accepts is one every Lambda can start with.
+    """
+    table: dict[str, ProjectConfig] = {}
+    for raw, entry in value.items():
+        name, why = parse_project(raw)
+        if name is None:
+            raise ValueError(f"project {raw!r} {why}")
+        if name in table:
+            raise ValueError(f"projects {raw!r} and another entry are both {name!r}")
+        table[name] = entry.to_domain(name)
+    return table
+
+
 def valid_projects(value: dict[str, ProjectEntry]) -> dict[str, ProjectEntry]:
-    for name, entry in value.items():
-        entry.to_domain(name)
+    project_table(value)
     return value
 
 

@@ -126,6 +126,22 @@ ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
 }
 
 
+#: Removing CostGuard's own warning tag is harmless wherever it is, and must work after
+#: the project tag was removed (the warning is then withdrawn).
+REMOVE_ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
+    "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]},
+}
+
+
+def tag_conditioned(conditions: Mapping[str, Mapping[str, Any]]) -> bool:
+    """A mutating statement is tag-conditioned when it depends on the resource's tags, or
+    when all it can do is remove CostGuard's own warning tag."""
+    keys = {k for tests in conditions.values() for k in tests}
+    return any("ResourceTag/" in k for k in keys) or dict(conditions) == dict(
+        REMOVE_ONLY_THE_WARNING_TAG
+    )
+
+
 def scan_permissions(
     *,
     cost_explorer: bool = False,

@@ -251,6 +251,9 @@ class Actuator(Protocol):
     """
 
     kind: str
+    #: Tag keys whose presence lets this actuator act on a resource with no project: its
+    #: IAM conditions must allow exactly that (the EC2 actuator allows none).
+    opt_in_tags: tuple[str, ...]
 
     def inspect(self, target: Target) -> Observed | None:
         """The resource's state and tags now; None if it no longer exists."""

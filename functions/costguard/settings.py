@@ -20,10 +20,11 @@ from costguard.config_spec import (
     Kind,
     ProjectEntry,
     SpecModel,
+    project_table,
     valid_thresholds,
 )
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.tags import TagKeys, parse_project
+from costguard.domain.tags import TagKeys
 
 __all__ = [
     "ENV_VARS",
@@ -121,20 +122,8 @@ class Settings(SpecModel):
         return TagKeys(project=self.project_tag_keys)
 
     def project_table(self) -> dict[str, ProjectConfig]:
-        """The central table, its names normalised exactly as project tags are.
-
-        A name pasted with a no-break space, or typed full-width, is the same project
-        as the tag typed plainly; a name the tag contract refuses is an error here.
-        """
-        table: dict[str, ProjectConfig] = {}
-        for raw, entry in self.projects.items():
-            name, why = parse_project(raw)
-            if name is None:
-                raise ValueError(f"project {raw!r} {why}")
-            if name in table:
-                raise ValueError(f"projects {raw!r} and another entry are both {name!r}")
-            table[name] = entry.to_domain(name)
-        return table
+        """The central table, names normalised as project tags are (see config_spec)."""
+        return project_table(self.projects)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

@@ -251,8 +251,9 @@ def test_the_scan_role_may_call_exactly_the_ledger_actions_on_the_table_and_use_
 
 
 def _tag_condition(statement: dict[str, Any]) -> bool:
-    keys = {k for tests in statement.get("Condition", {}).values() for k in tests}
-    return any("ResourceTag/" in k for k in keys)
+    from costguard.iam import tag_conditioned
+
+    return tag_conditioned(statement.get("Condition", {}))
 
 
 def test_every_mutating_statement_names_costguards_own_resources_or_is_tag_conditioned(
@@ -279,11 +280,11 @@ def test_every_declared_mutating_permission_carries_a_tag_condition() -> None:
 
     declared = (*scan_permissions(cost_explorer=True), *Ec2InstanceActuator.permissions)
     assert any(p.mutating for p in declared)
+    from costguard.iam import tag_conditioned
+
     for permission in declared:
         if permission.mutating:
-            assert any(
-                "ResourceTag/" in key for tests in permission.conditions.values() for key in tests
-            ), permission
+            assert tag_conditioned(permission.conditions), permission
 
 
 def test_service_principals_may_use_the_key_only_for_this_account(world: World) -> None:

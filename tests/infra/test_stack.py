@@ -292,8 +292,16 @@ def test_mutating_actions_on_user_resources_exist_only_on_the_actuator_role_with
                 role,
                 statement,
             )
-            condition = json.dumps(statement.get("Condition", {}))
-            assert "aws:ResourceTag/costguard:project" in condition, statement
+            condition = statement.get("Condition", {})
+            on_tags = json.dumps(condition)
+            # Either conditioned on the resource's project tag, or removing CostGuard's own
+            # warning tag and nothing else (a warning must be withdrawable anywhere).
+            only_warning_tag_removed = actions == ["ec2:DeleteTags"] and condition == {
+                "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]}
+            }
+            assert "aws:ResourceTag/costguard:project" in on_tags or only_warning_tag_removed, (
+                statement
+            )
     assert mutating_found, "the actuator role should hold the actuators' declared actions"
 
 

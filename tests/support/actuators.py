@@ -19,6 +19,7 @@ class InMemoryActuator:
 
     def __init__(self, kind: str, resources: dict[str, FakeResource]) -> None:
         self.kind = kind
+        self.opt_in_tags: tuple[str, ...] = ()
         self.resources = resources
         self.calls: list[tuple[str, str]] = []
         self.fail_on: set[str] = set()

@@ -155,6 +155,12 @@ def test_resources_without_a_project_are_out_of_scope_unless_opted_in() -> None:
     assert w.run(idle()) == [Step.SKIPPED]
     assert w.actuator.calls == []
     w.resources["nb-1"].tags["costguard:ttl"] = "48h"
+    settings = ExecutorSettings("s", False, opt_in_tags=("costguard:ttl",))
+    # An opt-in the actuator's IAM conditions do not allow does not count...
+    refused = Executor([w.actuator], w.ledger, w.notifier, settings)
+    assert [o.step for o in refused.run([idle()], T0).outcomes] == [Step.SKIPPED]
+    # ...one they do, does.
+    w.actuator.opt_in_tags = ("costguard:ttl",)
     opted = Executor(
         [w.actuator],
         w.ledger,

@@ -186,7 +186,17 @@ def test_a_list_is_comma_separated_unless_that_would_change_it(items: list[str],
     assert LIST.to_env(items) == text
 
 
-@given(st.dictionaries(st.text(), st.fixed_dictionaries({"budget": st.integers(1, 10**9)})))
+def _valid_name(name: str) -> bool:
+    from costguard.domain.tags import parse_project
+
+    return parse_project(name)[0] == name  # already in the form the tag contract keeps
+
+
+@given(
+    st.dictionaries(
+        st.text().filter(_valid_name), st.fixed_dictionaries({"budget": st.integers(1, 10**9)})
+    )
+)
 def test_the_project_table_survives_its_variable(table: dict[str, Any]) -> None:
     spec = BY_NAME["projects"]
     config = CostGuardConfig(projects=table)

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 from costguard.adapters.aws import ClientFor, reading, tags_of
 from costguard.domain.decisions import Decision, Observed, Target
 from costguard.domain.models import ResourceKind
-from costguard.iam import IN_SCOPE_NOT_EXEMPT, ONLY_THE_WARNING_TAG, Permission
+from costguard.iam import (
+    IN_SCOPE_NOT_EXEMPT,
+    ONLY_THE_WARNING_TAG,
+    REMOVE_ONLY_THE_WARNING_TAG,
+    Permission,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -37,12 +42,21 @@ class Ec2InstanceActuator:
             conditions=IN_SCOPE_NOT_EXEMPT,
         ),
         Permission(
-            ("ec2:CreateTags", "ec2:DeleteTags"),
-            "write and remove the costguard:action-after warning tag, and no other tag",
+            ("ec2:CreateTags",),
+            "write the costguard:action-after warning tag, and no other tag, on instances "
+            "tagged with a project",
             resources=("arn:{partition}:ec2:*:{account}:instance/*",),
             conditions=ONLY_THE_WARNING_TAG,
         ),
+        Permission(
+            ("ec2:DeleteTags",),
+            "remove the costguard:action-after warning tag, and no other tag, from any "
+            "instance: a warning must be withdrawable after the project tag is removed",
+            resources=("arn:{partition}:ec2:*:{account}:instance/*",),
+            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        ),
     )
+    opt_in_tags: tuple[str, ...] = ()
 
     def __init__(self, clients: ClientFor) -> None:
         self._clients = clients

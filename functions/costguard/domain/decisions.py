@@ -137,6 +137,12 @@ def deadline_tag(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def warning_key(target: Target, deadline: datetime) -> str:
+    """One warning of one resource: what a later "used again" or "exempted" withdraws,
+    whichever action it was about (a busy verdict carries no action)."""
+    return f"{target.account or '-'}/{target.key}/{deadline_tag(deadline)}"
+
+
 def claim_key(decision: Decision, deadline: datetime | None) -> str:
     """Two overlapping runs acting on the same warning claim the same key."""
     stamp = deadline_tag(deadline) if deadline else "now"

@@ -49,7 +49,15 @@ class ScheduledEvent(BaseModel):
         """
         if self.time is None:
             return clock
-        moment = self.time.astimezone(UTC) if self.time.tzinfo else self.time.replace(tzinfo=UTC)
+        try:
+            moment = (
+                self.time.astimezone(UTC) if self.time.tzinfo else self.time.replace(tzinfo=UTC)
+            )
+        except (OverflowError, ValueError):  # 9999-12-31T23:59:59-23:59 is past year 9999 UTC
+            raise EventTimeError(
+                f"event time {self.time.isoformat()} is outside the calendar in UTC; refused, "
+                "nothing was written"
+            ) from None
         if moment < clock - MAX_EVENT_AGE or moment > clock + MAX_EVENT_LEAD:
             raise EventTimeError(
                 f"event time {moment.isoformat()} is more than {MAX_EVENT_AGE} before or "

@@ -38,6 +38,7 @@ from costguard.domain.decisions import (
     gate,
     taken_alert,
     warning_alert,
+    warning_key,
 )
 from costguard.domain.money import ZERO
 from costguard.domain.tags import TagKeys, read_tags
@@ -135,8 +136,11 @@ class Executor:
         deadline = action_after(tags)
         if not isinstance(deadline, datetime):
             return None
-        if self._ledger.status("warned", claim_key(d, deadline)) != "sent":
+        key = warning_key(d.target, deadline)
+        if self._ledger.status("warned", key) != "sent":
             return None
+        if self._ledger.status("withdrawn", key) is not None:
+            return None  # used or exempted since, perhaps while dry-run left the tag in place
         return deadline
 
     def _one(self, d: Decision, now: datetime) -> Outcome | None:
@@ -157,7 +161,8 @@ class Executor:
         tags = read_tags(
             d.target.key, observed.tags, replace(self._s.tag_keys, project=(Tags.PROJECT,))
         )
-        opted_in = any(k in observed.tags for k in self._s.opt_in_tags)
+        # An opt-in counts only where the actuator's own IAM conditions allow it too.
+        opted_in = any(k in observed.tags for k in self._s.opt_in_tags if k in actuator.opt_in_tags)
         verdict = gate(tags, opted_in, now)
         if verdict is not Gate.ALLOWED:
             why = "it is exempt" if verdict is Gate.EXEMPT else "it is not in scope"
@@ -205,20 +210,27 @@ class Executor:
             actuator.mark(d.target, Tags.ACTION_AFTER, deadline_tag(deadline))
             if self._notifier is not None:
                 self._notifier.publish(warning_alert(d, deadline, now))
-            # Only now does the deadline count: the owner has been told.
-            self._ledger.put_once("warned", claim_key(d, deadline), now, {"reason": d.reason})
         except Exception:
             with contextlib.suppress(Exception):  # best effort; an unrecorded tag is ignored
                 actuator.unmark(d.target, Tags.ACTION_AFTER)
             for key in keys:
                 self._ledger.release("action", key, now)
             raise
-        for key in keys:
-            self._ledger.confirm("action", key, now)
+        # The owner has been told: only now does the deadline count. A transient ledger
+        # error here would cost the owner a second warning, so it is retried.
+        _retried(
+            lambda: self._ledger.put_once(
+                "warned", warning_key(d.target, deadline), now, {"reason": d.reason}
+            )
+        )
         outcome = Outcome(
             d, Step.WARNED, f"warned; acting after {deadline_tag(deadline)}", deadline
         )
-        return self._followups(outcome, lambda: self._audit(d, now, outcome, observed.state))
+        return self._followups(
+            outcome,
+            *[lambda key=key: self._ledger.confirm("action", key, now) for key in keys],
+            lambda: self._audit(d, now, outcome, observed.state),
+        )
 
     def _act(
         self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, deadline: datetime
@@ -269,6 +281,11 @@ class Executor:
     def _withdraw(
         self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, why: str
     ) -> Outcome:
+        # The ledger forgets the deadline first (a ledger write, allowed in dry-run too), so
+        # that a tag left behind (dry-run, a failed untag) can never start an action later.
+        deadline = action_after(observed.tags)
+        if isinstance(deadline, datetime):
+            self._ledger.put_once("withdrawn", warning_key(d.target, deadline), now, {"why": why})
         if self._s.dry_run:
             return Outcome(d, Step.CLEARED, f"would withdraw the warning: {why}")
         actuator.unmark(d.target, Tags.ACTION_AFTER)
@@ -277,7 +294,15 @@ class Executor:
 
     # -- the audit trail ----------------------------------------------------------
 
-    def _audit(self, d: Decision, now: datetime, outcome: Outcome, found: str) -> None:
+    def _audit(
+        self,
+        d: Decision,
+        now: datetime,
+        outcome: Outcome,
+        found: str,
+        *,
+        seen_at: datetime | None = None,
+    ) -> None:
         details: dict[str, Any] = {
             "account": d.target.account,
             "project": d.target.project,
@@ -290,12 +315,15 @@ class Executor:
             "usd_per_hour_saved": str(d.usd_per_hour_saved),
             "usd_per_month_saved": str(d.usd_per_month_saved),
             "deadline": deadline_tag(outcome.deadline) if outcome.deadline else None,
+            "seen_at": (seen_at or now).isoformat(),
         }
         self._ledger.audit(
             AuditEvent(
                 scope=self._s.scope,
                 at=now,
-                event_id=f"{outcome.step.value}/{claim_key(d, outcome.deadline)}",
+                # A dry-run warning's deadline moves with every run; its id must not.
+                event_id=f"{outcome.step.value}/"
+                + claim_key(d, None if outcome.step is Step.WOULD_WARN else outcome.deadline),
                 action=d.action.value,
                 resource=d.target.key,
                 outcome=outcome.step.value,
@@ -304,7 +332,21 @@ class Executor:
         )
 
     def _audit_once_a_day(self, d: Decision, now: datetime, outcome: Outcome, found: str) -> None:
-        """Dry-run reports repeat every run; the audit trail keeps one per resource a day."""
-        key = f"{outcome.step.value}/{claim_key(d, None)}/{now:%Y-%m-%d}"
-        if self._ledger.put_once("dry-run", key, now, {}):
-            self._audit(d, now, outcome, found)
+        """Dry-run reports repeat every run; the audit trail keeps one per resource a day.
+
+        The record is keyed by the day, so the audit write is its own dedupe: a failed
+        write is simply made by the next run of the day.
+        """
+        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+        self._audit(d, day, outcome, found, seen_at=now)
+
+
+def _retried(write: Callable[[], object], attempts: int = 3) -> None:
+    """A ledger write that matters enough to try again at once (throttling is transient)."""
+    for attempt in range(attempts):
+        try:
+            write()
+            return
+        except Exception:
+            if attempt == attempts - 1:
+                raise
