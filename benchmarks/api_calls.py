@@ -41,7 +41,7 @@ def measure(n: int) -> dict[str, Any]:
 
     from costguard.adapters.ec2 import InstanceTypeCache
     from costguard.settings import Settings
-    from costguard.wiring import CallCounter, build_scan_service
+    from costguard.wiring import CallCounter, build_scan_service, clients_for
     from costguard_demo.server import embedded_aws
 
     with embedded_aws():
@@ -56,7 +56,10 @@ def measure(n: int) -> dict[str, Any]:
         )
         # A cold cache, as a Lambda's first invocation has.
         service = build_scan_service(
-            settings, session, counter=counter, instance_types=InstanceTypeCache()
+            settings,
+            clients_for(settings, session),
+            counter=counter,
+            instance_types=InstanceTypeCache(),
         )
         started = time.perf_counter()
         report = service.run(datetime.now(UTC))

@@ -433,7 +433,7 @@ def choose_catalog(explicit: Path | None, warn: Callable[[str], None]) -> tuple[
 def cmd_scan(args: argparse.Namespace) -> int:
     from costguard.report import report_json, report_table
     from costguard.settings import one_line
-    from costguard.wiring import CallCounter, build_scan_service
+    from costguard.wiring import CallCounter, build_scan_service, clients_for
 
     session = _session(args)
     settings = _settings_for_scan(args, session)
@@ -452,10 +452,10 @@ def cmd_scan(args: argparse.Namespace) -> int:
         from costguard.wiring import build_ledger
 
         # Read-only: the deployed ledger is read, never written, by a local scan.
-        ledger = ReadOnlyLedger(build_ledger(settings, session))
+        ledger = ReadOnlyLedger(build_ledger(settings, clients_for(settings, session)))
     service = build_scan_service(
         settings,
-        session,
+        clients_for(settings, session),
         ledger=ledger,
         catalog=catalog.to_domain(),
         progress=_progress(not args.quiet and not args.json),

@@ -1,6 +1,8 @@
-"""Composition: build the services from settings and a boto3 session, in one place.
+"""Composition: build the services from settings and typed clients, in one place.
 
-Tests call these with fakes or moto; the handlers and the CLI call them for real.
+Every builder takes a :class:`ClientFactory` (typed clients), never a raw session; a
+handler's whole graph (:class:`ScanGraph`) can be built from fakes instead, and the
+handler's use case runs the same on either.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.catalog import load_catalog
+from costguard.adapters.cost_explorer import CostExplorer
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices, InstanceTypeCache
 from costguard.adapters.eks import EksInventory
@@ -22,6 +26,7 @@ from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, Ta
 from costguard.adapters.sns import SnsNotifier
 from costguard.domain.alerts import AnomalyPolicy
 from costguard.services.alerts import AlertService, AlertSettings
+from costguard.services.cost_explorer import CostExplorerService
 from costguard.services.scan import Progress, ScanService, ScanSettings
 
 if TYPE_CHECKING:
@@ -60,17 +65,19 @@ class CallCounter:
 GUARDS: dict[str, GuardFactory] = {}
 
 
-def build_notifier(settings: Settings, session: Any) -> SnsNotifier | None:
+def build_notifier(settings: Settings, clients: ClientFactory) -> SnsNotifier | None:
     """The alert topic's notifier; None when no topic is configured (a local scan)."""
     if not settings.topic_arn:
         return None
     region = settings.topic_arn.split(":")[3]
-    return SnsNotifier(session.client("sns", region_name=region), settings.topic_arn)
+    return SnsNotifier(clients.sns(region), settings.topic_arn)
 
 
-def build_alert_service(settings: Settings, session: Any, ledger: Ledger) -> AlertService | None:
+def build_alert_service(
+    settings: Settings, clients: ClientFactory, ledger: Ledger
+) -> AlertService | None:
     """None when no topic is configured (a local, read-only ``costguard scan``)."""
-    notifier = build_notifier(settings, session)
+    notifier = build_notifier(settings, clients)
     if notifier is None:
         return None
     policy = AnomalyPolicy(
@@ -91,11 +98,50 @@ def build_alert_service(settings: Settings, session: Any, ledger: Ledger) -> Ale
     )
 
 
-def build_ledger(settings: Settings, session: Any) -> Ledger:
+def build_ledger(settings: Settings, clients: ClientFactory) -> Ledger:
     if settings.table_name:
-        region = settings.regions[0] if not session.region_name else session.region_name
-        return DynamoDbLedger(session.client("dynamodb", region_name=region), settings.table_name)
+        region = clients.session.region_name or settings.regions[0]
+        return DynamoDbLedger(clients.dynamodb(region), settings.table_name)
     return InMemoryLedger()
+
+
+def build_cost_explorer(
+    settings: Settings, clients: ClientFactory, ledger: Ledger
+) -> CostExplorerService | None:
+    """Cost Explorer reconciliation and anomaly forwarding, when switched on."""
+    if not settings.cost_explorer:
+        return None
+    return CostExplorerService(
+        ledger,
+        CostExplorer(clients.cost_explorer()),
+        settings.scope,
+        settings.project_tag_keys[0],
+    )
+
+
+@dataclass(frozen=True)
+class ScanGraph:
+    """Everything the scan Lambda runs: one use case, then its independent steps."""
+
+    scan: ScanService
+    alerts: AlertService | None = None
+    cost_explorer: CostExplorerService | None = None
+
+
+def build_scan_graph(
+    settings: Settings, clients: ClientFactory, counter: CallCounter | None = None
+) -> ScanGraph:
+    ledger = build_ledger(settings, clients)
+    return ScanGraph(
+        scan=build_scan_service(settings, clients, ledger=ledger, counter=counter),
+        alerts=build_alert_service(settings, clients, ledger),
+        cost_explorer=build_cost_explorer(settings, clients, ledger),
+    )
+
+
+def clients_for(settings: Settings, session: Any) -> ClientFactory:
+    """Typed clients for a deployed or local run, carrying the account that is scanned."""
+    return ClientFactory(session, account=account_of(settings))
 
 
 def account_of(settings: Settings) -> str:
@@ -105,7 +151,7 @@ def account_of(settings: Settings) -> str:
 
 def build_scan_service(
     settings: Settings,
-    session: Any,
+    clients: ClientFactory,
     *,
     ledger: Ledger | None = None,
     catalog: PriceCatalog | None = None,
@@ -113,8 +159,7 @@ def build_scan_service(
     counter: CallCounter | None = None,
     instance_types: InstanceTypeCache | None = None,
 ) -> ScanService:
-    account = account_of(settings)
-    clients = ClientFactory(session, account=account)
+    account = clients.account
     tag_reader = (
         TaggingApiTags(clients)
         if settings.sagemaker_tags == "tagging-api"
@@ -128,7 +173,7 @@ def build_scan_service(
         ],
         spot_prices=Ec2SpotPrices(clients),
         catalog=catalog or load_catalog(),
-        ledger=ledger if ledger is not None else build_ledger(settings, session),
+        ledger=ledger if ledger is not None else build_ledger(settings, clients),
         settings=ScanSettings(
             scope=settings.scope,
             regions=settings.regions,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
+from costguard.adapters.aws import ClientFactory
 from costguard.names import Env
 from costguard.services.alerts import AlertSettings
 from costguard.settings import Settings, SettingsError
@@ -27,7 +28,9 @@ def test_the_environment_sets_the_alert_service_threshold() -> None:
     settings = Settings.from_env(
         {Env.REGIONS: "us-east-1", Env.TOPIC_ARN: TOPIC, Env.SCAN_FAILED_ALERT_AFTER: "5"}
     )
-    service = build_alert_service(settings, boto3.Session(region_name="us-east-1"), ledger=None)  # type: ignore[arg-type]
+    service = build_alert_service(
+        settings, ClientFactory(boto3.Session(region_name="us-east-1")), ledger=None
+    )  # type: ignore[arg-type]
     assert service is not None
     assert service._s.scan_failed_after == 5
 

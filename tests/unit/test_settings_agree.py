@@ -11,6 +11,7 @@ from decimal import Decimal
 import boto3
 import pytest
 
+from costguard.adapters.aws import ClientFactory
 from costguard.names import Env
 from costguard.settings import Settings, SettingsError
 from costguard.wiring import build_alert_service
@@ -112,7 +113,9 @@ def test_refuses_a_cooldown_the_alert_service_cannot_hold() -> None:
     year = Settings.from_env(
         {**BASE, Env.TOPIC_ARN: TOPIC, Env.ANOMALY_COOLDOWN_MINUTES: str(365 * 24 * 60)}
     )
-    assert build_alert_service(year, boto3.Session(region_name="us-east-1"), ledger=None)  # type: ignore[arg-type]
+    assert build_alert_service(
+        year, ClientFactory(boto3.Session(region_name="us-east-1")), ledger=None
+    )  # type: ignore[arg-type]
 
 
 def test_refuses_a_project_table_too_large_for_the_lambda_environment() -> None:

@@ -13,10 +13,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from costguard.ports import AccessDeniedError, SourceError, ThrottledError
 
 if TYPE_CHECKING:
+    from mypy_boto3_ce import CostExplorerClient
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_eks import EKSClient
     from mypy_boto3_resourcegroupstaggingapi import ResourceGroupsTaggingAPIClient
     from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sns import SNSClient
 
 #: Adaptive retries back off on throttling across the threads of one scan.
 RETRY_CONFIG = Config(
@@ -111,6 +114,23 @@ class ClientFactory:
     def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient:
         client: ResourceGroupsTaggingAPIClient = self("resourcegroupstaggingapi", region)
         return client
+
+    def dynamodb(self, region: str) -> DynamoDBClient:
+        client: DynamoDBClient = self("dynamodb", region)
+        return client
+
+    def sns(self, region: str) -> SNSClient:
+        client: SNSClient = self("sns", region)
+        return client
+
+    def cost_explorer(self) -> CostExplorerClient:
+        client: CostExplorerClient = self("ce", "us-east-1")  # a global service
+        return client
+
+    @property
+    def session(self) -> Any:
+        """The boto3 session (for the API-call counter's event hooks)."""
+        return self._session
 
 
 class ClientFor(Protocol):

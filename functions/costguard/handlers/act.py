@@ -47,9 +47,8 @@ def process(
     *,
     guards: Mapping[str, GuardFactory] | None = None,
 ) -> ExecutionReport:
-    from costguard.adapters.aws import ClientFactory
     from costguard.services.executor import Executor, ExecutorSettings
-    from costguard.wiring import GUARDS, build_ledger, build_notifier
+    from costguard.wiring import GUARDS, build_ledger, build_notifier, clients_for
 
     parsed = parse_event(ActEvent, event)
     now = parsed.now(clock or events.CLOCK())
@@ -58,11 +57,12 @@ def process(
     if factory is None:
         known = ", ".join(sorted(registry)) or "none yet"
         raise ValueError(f"unknown guard {parsed.guard!r} (known: {known})")
-    guard = factory(settings, ClientFactory(session))
+    clients = clients_for(settings, session)
+    guard = factory(settings, clients)
     executor = Executor(
         guard.actuators,
-        build_ledger(settings, session),
-        build_notifier(settings, session),
+        build_ledger(settings, clients),
+        build_notifier(settings, clients),
         ExecutorSettings(
             scope=settings.scope,
             dry_run=settings.dry_run,

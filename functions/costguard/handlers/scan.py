@@ -23,8 +23,11 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from costguard.domain.alerts import Alert
+    from costguard.services.alerts import AlertService
+    from costguard.services.cost_explorer import CostExplorerService
     from costguard.services.scan import ScanReport
     from costguard.settings import Settings
+    from costguard.wiring import ScanGraph
 
 logger = Logger(service=M.SCAN_SERVICE)
 metrics = Metrics(namespace=M.NAMESPACE, service=M.SCAN_SERVICE)
@@ -117,31 +120,36 @@ def process(
     Raises :class:`EventTimeError` before touching AWS when the event's time is not
     plausible; the handler logs it and reports the refusal.
     """
-    from costguard.services.alerts import AlertDeliveryError
-    from costguard.wiring import CallCounter, build_alert_service, build_ledger, build_scan_service
+    from costguard.wiring import CallCounter, build_scan_graph, clients_for
 
     now = scheduled_now(ScanEvent, event, clock or events.CLOCK())
+    clients = clients_for(settings, session)
     counter = CallCounter()
-    counter.attach(session)
-    ledger = build_ledger(settings, session)
-    report = build_scan_service(settings, session, ledger=ledger, counter=counter).run(now)
+    counter.attach(clients.session)
+    return run(now, build_scan_graph(settings, clients, counter))
+
+
+def run(now: datetime, graph: ScanGraph) -> ScanOutcome:
+    """The scan use case, then its independent steps; built from clients or from fakes."""
+    from costguard.services.alerts import AlertDeliveryError
+
+    report = graph.scan.run(now)
     # The spend is committed. What follows are independent steps: one failing must not
     # stop the others (metrics are the dashboard's and the alarms' only signal), but
     # the invocation still fails at the end, so that the retry and the DLQ see it.
-    alerting = build_alert_service(settings, session, ledger)
     alerts: list[Alert] = []
     failures: list[tuple[str, BaseException]] = []
-    if alerting:
+    if graph.alerts is not None:
         try:
-            alerts += alerting.run(report, report.previous, now)
+            alerts += graph.alerts.run(report, report.previous, now)
         except AlertDeliveryError as exc:  # every alert was attempted; log the ones sent
             alerts += exc.run.sent
             failures.append(("alerts", exc))
         except Exception as exc:  # reported below and re-raised after the other steps
             failures.append(("alerts", exc))
-    if settings.cost_explorer:
+    if graph.cost_explorer is not None:
         try:
-            alerts += _cost_explorer(settings, session, ledger, alerting, now)
+            alerts += _cost_explorer(graph.cost_explorer, graph.alerts, now)
         except Exception as exc:
             failures.append(("cost-explorer", exc))
     for a in alerts:
@@ -177,17 +185,8 @@ def process(
 
 
 def _cost_explorer(
-    settings: Settings, session: Any, ledger: Any, alerting: Any, now: datetime
+    service: CostExplorerService, alerting: AlertService | None, now: datetime
 ) -> list[Alert]:
-    from costguard.adapters.cost_explorer import CostExplorer
-    from costguard.services.cost_explorer import CostExplorerService
-
-    service = CostExplorerService(
-        ledger,
-        CostExplorer(session.client("ce", region_name="us-east-1")),
-        settings.scope,
-        settings.project_tag_keys[0],
-    )
     rows = service.reconcile(now)
     for r in rows or []:
         logger.info(
