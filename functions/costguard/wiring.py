@@ -31,8 +31,8 @@ from costguard.services.scan import Progress, ScanService, ScanSettings
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
-    from costguard.handlers.act import GuardFactory
     from costguard.ports import Ledger
+    from costguard.services.guard import GuardFactory
     from costguard.settings import Settings
 
 

@@ -8,7 +8,7 @@ when any action failed, so that the retry and the dead-letter queue see it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,14 +21,11 @@ from costguard.names import Figures as F
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from costguard.adapters.aws import ClientFactory
     from costguard.services.executor import ExecutionReport
-    from costguard.services.guard import Guard
+    from costguard.services.guard import GuardFactory
     from costguard.settings import Settings
 
 logger = Logger(service="costguard-act")
-
-GuardFactory = Callable[["Settings", "ClientFactory"], "Guard"]
 
 
 class ActEvent(ScheduledEvent):

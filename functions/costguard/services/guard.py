@@ -7,13 +7,17 @@ handler and the role are shared.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from costguard.domain.decisions import Decision
 from costguard.ports import Actuator
+
+if TYPE_CHECKING:
+    from costguard.adapters.aws import ClientFactory
+    from costguard.settings import Settings
 
 
 class Policy(Protocol):
@@ -29,3 +33,7 @@ class Guard:
     actuators: Sequence[Actuator]
     #: Tag keys whose presence puts a resource without a project in scope.
     opt_in_tags: tuple[str, ...] = ()
+
+
+#: Builds a guard from settings and typed clients; the actuator Lambda's registry holds these.
+GuardFactory = Callable[["Settings", "ClientFactory"], Guard]
