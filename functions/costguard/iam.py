@@ -133,6 +133,11 @@ REMOVE_ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
 }
 
 
+#: What the executor's ledger calls need (claims, their status, warnings, the audit trail):
+#: the actuator role gets these on the ledger table, not the scan's wider set.
+EXECUTOR_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+
+
 def tag_conditioned(conditions: Mapping[str, Mapping[str, Any]]) -> bool:
     """A mutating statement is tag-conditioned when it depends on the resource's tags, or
     when all it can do is remove CostGuard's own warning tag."""

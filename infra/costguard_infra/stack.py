@@ -15,7 +15,7 @@ from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from costguard.actuators import actuator_permissions
 from costguard.config_spec import BY_NAME
 from costguard.domain.alerts import AlertKind
-from costguard.iam import LEDGER_ACTIONS, scan_permissions
+from costguard.iam import EXECUTOR_LEDGER_ACTIONS, LEDGER_ACTIONS, scan_permissions
 from costguard.names import Env, Metrics
 from costguard_infra.alerts import Alerts
 from costguard_infra.bundling import lambda_code, powertools_layer
@@ -133,7 +133,7 @@ class CostGuardStack(cdk.Stack):
             timeout=cdk.Duration.minutes(15),
             log_retention=_retention(config.log_retention_days),
         )
-        self.ledger.table.grant(self.act.role, *LEDGER_ACTIONS)
+        self.ledger.table.grant(self.act.role, *EXECUTOR_LEDGER_ACTIONS)
         self.alerts.topic.grant_publish(self.act.role)
         GuardSchedule(
             self,

@@ -217,6 +217,7 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
     functions = {
         "scan": _function(probe, "scan.handler"),
         "slack": _function(probe, "slack_notifier.handler"),
+        "act": _function(probe, "act.handler"),
     }
     roles = {probe.function_role(f) for f in functions.values()}
     for role in roles:
@@ -335,6 +336,12 @@ def run_as(
 
         monkeypatch.setattr(events, "CLOCK", lambda: NOW)  # the schedule's time is recent
         handler = scan.handler
+    elif function == "act":
+        from costguard.handlers import act, events
+
+        when = datetime.fromisoformat(event["time"])
+        monkeypatch.setattr(events, "CLOCK", lambda: when)
+        handler = act.handler
     else:
         from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
 
@@ -375,12 +382,26 @@ class Need:
     context: tuple[tuple[str, str], ...] = ()
 
 
+#: Instance id -> its tags, for the condition keys of EC2's tag-conditioned actions (the
+#: actuator's test fills it; moto does not evaluate conditions, the evaluator here does).
+INSTANCE_TAGS: dict[str, dict[str, str]] = {}
+
+
 def needs(call: Call, world: World) -> list[Need]:
     """What IAM must allow for one call: its action(s), on which ARN, and implied KMS use."""
     prefix = _IAM_PREFIX.get(call.service, call.service)
     region, p = call.region, call.params
     arn = f"arn:aws:{call.service}:{region}:{ACCOUNT}"
     found: list[Need] = []
+    if call.service == "ec2" and call.operation in ("StopInstances", "CreateTags", "DeleteTags"):
+        ids = p.get("InstanceIds") or p.get("Resources") or []
+        tag_keys = ",".join(t["Key"] for t in p.get("Tags", []))
+        for instance in ids:
+            context = tuple(
+                (f"aws:ResourceTag/{k}", v) for k, v in INSTANCE_TAGS.get(instance, {}).items()
+            ) + ((("aws:TagKeys", tag_keys),) if tag_keys else ())
+            found.append(Need(f"ec2:{call.operation}", f"{arn}:instance/{instance}", context))
+        return found
     if call.service == "dynamodb":
         if call.operation == "TransactWriteItems":
             items = [(k, v) for item in p["TransactItems"] for k, v in item.items()]
@@ -637,3 +658,71 @@ def test_a_role_without_the_grant_is_refused_by_the_enforced_run(
     publishes = [c for c in recorder.calls if c.operation == "Publish"]
     assert publishes and all(c.status == 403 for c in publishes)
     assert os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://127.0.0.1")
+
+
+def test_the_actuator_acts_with_only_the_permissions_the_stack_grants(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the stack deployed on moto, IAM enforced, and a guard (the test-only toy
+    # policy) registered by name, with enforcement on
+    from datetime import timedelta
+
+    from costguard import wiring
+    from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+    from costguard.names import Tags
+    from costguard.services.guard import Guard
+    from tests.support.toy import TOY, ToyPolicy
+
+    monkeypatch.setitem(
+        wiring.GUARDS,
+        "toy",
+        lambda _settings, clients: Guard(
+            "toy", ToyPolicy(clients.session), [Ec2InstanceActuator(clients)]
+        ),
+    )
+    monkeypatch.setitem(MOTO_OVERRIDES, Env.DRY_RUN, "false")  # enforce, for this run
+    ec2 = deployment.session.client("ec2", region_name=REGION)
+
+    def launch(toy: str) -> str:
+        tags = [{"Key": Tags.PROJECT, "Value": "vision"}, {"Key": TOY, "Value": toy}]
+        return str(
+            ec2.run_instances(
+                ImageId="ami-12345678",
+                InstanceType="g5.xlarge",
+                MinCount=1,
+                MaxCount=1,
+                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+            )["Instances"][0]["InstanceId"]
+        )
+
+    idle, used = launch("idle"), launch("idle")
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN the guard warns, one instance is used again (warning withdrawn), and the other
+    # is stopped after its grace period, each run invoked with the actuator's role
+    start = NOW - timedelta(hours=2)
+    first = run_as(
+        deployment, "act", {"time": start.isoformat(), "guard": "toy"}, monkeypatch, recorder
+    )
+    assert first["counts"] == {"warned": 2}
+    ec2.create_tags(Resources=[used], Tags=[{"Key": TOY, "Value": "busy"}])
+    second = run_as(
+        deployment, "act", {"time": NOW.isoformat(), "guard": "toy"}, monkeypatch, recorder
+    )
+    assert second["counts"] == {"acted": 1, "cleared": 1}
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances(InstanceIds=[idle, used])["Reservations"]
+        for i in r["Instances"]
+    }
+    assert states[idle] in {"stopping", "stopped"} and states[used] == "running"
+    # THEN every call it made is allowed by the synthesized actuator role, conditions
+    # included (evaluated here on the instances' tags), and every grant was needed
+    for reservation in ec2.describe_instances(InstanceIds=[idle, used])["Reservations"]:
+        for i in reservation["Instances"]:
+            tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+            tags.pop(Tags.ACTION_AFTER, None)
+            monkeypatch.setitem(INSTANCE_TAGS, i["InstanceId"], tags)
+    used_actions = check_calls(deployment, "act", recorder.calls)
+    unused = unused_grants(deployment, "act", used_actions)
+    assert not unused, f"granted but never called: {sorted(unused)}"
