@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from costguard_infra.config import CONTEXT_KEYS, CostGuardConfig
+from costguard_infra.config import CONTEXT_KEYS, ConfigError, CostGuardConfig
 from costguard_infra.stack import CostGuardStack
 
 #: Every cdk-nag finding CostGuard accepts, and why. Anything else fails the synth.
@@ -53,6 +54,34 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
 }
 
 
+#: Context keys that belong to CDK itself: feature flags and cached lookups are all
+#: namespaced with ":" (``@aws-cdk/core:...``, ``availability-zones:account=...``),
+#: which no CostGuard key is; these plain ones are CDK's too.
+CDK_PLAIN_KEYS = frozenset({"account", "region", "acknowledged-issue-numbers"})
+
+
+def check_context_keys(context: Mapping[str, Any]) -> None:
+    """A mistyped key (``-c scanrate=5 minutes``) is an error, not silently the default."""
+    unknown = sorted(
+        k
+        for k in context
+        if k not in CONTEXT_KEYS and k not in CDK_PLAIN_KEYS and ":" not in k
+    )
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, CONTEXT_KEYS, n=1, cutoff=0.6)
+            lowered = [c for c in CONTEXT_KEYS if c.lower() == key.lower()]
+            guesses = lowered or close
+            hint = f" (did you mean `{guesses[0]}`?)" if guesses else ""
+            hints.append(f"`{key}`{hint}")
+        raise ConfigError(
+            "invalid CostGuard context: unknown key "
+            + ", ".join(hints)
+            + f"; CostGuard reads {', '.join(CONTEXT_KEYS)}"
+        )
+
+
 def build_app(
     context: dict[str, Any] | None = None,
     outdir: str | None = None,
@@ -61,6 +90,7 @@ def build_app(
 ) -> tuple[cdk.App, CostGuardStack]:
     """The app with cdk-nag; ``acknowledgements`` is for the test that proves each is needed."""
     app = cdk.App(context=context or {}, outdir=outdir)
+    check_context_keys(app.node.get_all_context())
     raw = {key: app.node.try_get_context(key) for key in CONTEXT_KEYS}
     config = CostGuardConfig.from_context({k: v for k, v in raw.items() if v is not None})
     stack = CostGuardStack(

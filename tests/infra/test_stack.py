@@ -408,3 +408,18 @@ def test_key_policy_lets_alarms_sns_and_logs_use_the_key_in_this_account_only(
     assert any("logs." in p for p in services)
     for statement in services.values():
         assert statement.get("Condition"), "service use of the key is scoped to this account"
+
+
+@pytest.mark.parametrize(
+    ("context", "hint"),
+    [({"scanrate": "5 minutes"}, "did you mean `scanRate`"), ({"dry_run": "false"}, "unknown key")],
+)
+def test_a_mistyped_context_key_is_an_error_not_the_default(
+    context: dict[str, str], hint: str
+) -> None:
+    from costguard_infra.app_builder import check_context_keys
+    from costguard_infra.config import ConfigError
+
+    with pytest.raises(ConfigError, match=hint):
+        check_context_keys({**context, "@aws-cdk/core:target-partitions": ["aws"]})
+    check_context_keys({"scanRate": "5 minutes", "@aws-cdk/aws-lambda:x": True, "region": "r"})
