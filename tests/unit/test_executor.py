@@ -278,3 +278,15 @@ def test_the_scan_report_shows_what_actions_saved_this_month() -> None:
     assert vision.savings.actions == 1
     assert vision.savings.usd_per_hour == Decimal("1.41")
     assert vision.savings.month_to_date_usd_estimated == Decimal("2.82")
+
+
+def test_a_policy_that_knows_when_acts_no_sooner_than_the_grace_period_allows() -> None:
+    from dataclasses import replace
+
+    w = World("nb-1", "nb-2")
+    later = T0 + 3 * GRACE  # e.g. a time to live that runs out in three days
+    sooner = T0 + timedelta(hours=1)  # one that has (almost) run out already
+    w.run(replace(idle("nb-1"), not_before=later), replace(idle("nb-2"), not_before=sooner))
+    assert w.resources["nb-1"].tags[Tags.ACTION_AFTER] == "2026-11-23T12:00:00Z"
+    # the warning's grace period still holds when the policy's time comes first
+    assert w.resources["nb-2"].tags[Tags.ACTION_AFTER] == "2026-11-21T12:00:00Z"

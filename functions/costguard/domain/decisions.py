@@ -75,8 +75,17 @@ class Decision:
     evidence: Mapping[str, str] = field(default_factory=dict)
     usd_per_hour_saved: Decimal = ZERO
     grace: timedelta = timedelta(hours=24)
+    #: The earliest the action may happen, when the policy knows it (a time to live runs
+    #: out at a known time); the executor acts at the later of this and the warning's
+    #: grace period, never before the owner was warned.
+    not_before: datetime | None = None
     #: Policy-specific detail the actuator needs (e.g. the object keys to delete).
     params: Mapping[str, str] = field(default_factory=dict)
+
+    def deadline(self, warned_at: datetime) -> datetime:
+        """When the action may happen if the owner is warned at ``warned_at``."""
+        after_grace = warned_at + self.grace
+        return max(after_grace, self.not_before) if self.not_before else after_grace
 
     @property
     def acts(self) -> bool:

@@ -188,7 +188,7 @@ class Executor:
         return [f"warn/{claim_key(d, None)}/{day}" for day in days]
 
     def _warn(self, actuator: Actuator, d: Decision, now: datetime, observed: Observed) -> Outcome:
-        deadline = now + d.grace
+        deadline = d.deadline(now)
         if self._s.dry_run:
             outcome = Outcome(
                 d,
