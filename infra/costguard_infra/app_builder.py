@@ -63,9 +63,7 @@ CDK_PLAIN_KEYS = frozenset({"account", "region", "acknowledged-issue-numbers"})
 def check_context_keys(context: Mapping[str, Any]) -> None:
     """A mistyped key (``-c scanrate=5 minutes``) is an error, not silently the default."""
     unknown = sorted(
-        k
-        for k in context
-        if k not in CONTEXT_KEYS and k not in CDK_PLAIN_KEYS and ":" not in k
+        k for k in context if k not in CONTEXT_KEYS and k not in CDK_PLAIN_KEYS and ":" not in k
     )
     if unknown:
         hints = []

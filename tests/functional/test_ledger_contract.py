@@ -340,3 +340,12 @@ def test_only_the_holder_can_release_its_claim(ledger: Ledger) -> None:
     ledger.claim("action", "k", T0, LEASE, {})
     ledger.release("action", "k", T1)  # not the holder's claim time: refused
     assert ledger.status("action", "k") == "pending"
+
+
+def test_a_finding_whose_message_changed_keeps_the_latest_words(ledger: Ledger) -> None:
+    old = Finding(FindingCode.UNATTRIBUTED, "us-east-1/ec2-instance/i-1", "costs $1.00/h")
+    new = old._replace(message="costs $2.00/h")
+    ledger.record_findings("acct", T0, [old])
+    ledger.record_findings("acct", T1, [new])
+    ledger.record_findings("acct", T2, [new])  # unchanged: nothing to rewrite
+    assert ledger.findings("acct", "2026-11-20") == [new]
