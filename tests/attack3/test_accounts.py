@@ -3,6 +3,7 @@ and when a deployed guard is upgraded from keys without the account."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -68,9 +69,7 @@ def test_a_node_takes_the_project_of_its_own_accounts_node_group() -> None:
     # WHEN it scans
     report = service.run(T0)
     # THEN each node is charged to its own account's node group's project
-    charged = {
-        a.priced.resource.key: p.project for p in report.projects for a in p.resources
-    }
+    charged = {a.priced.resource.key: p.project for p in report.projects for a in p.resources}
     assert charged[f"{A}/us-east-1/ec2-instance/i-0aaaaaaaaaaaaaaa1"] == "vision"
     assert charged[f"{B}/us-east-1/ec2-instance/i-0bbbbbbbbbbbbbbb1"] == "speech"
     rates = {p.project: p.run_rate_usd_per_hour for p in report.projects}
@@ -126,3 +125,73 @@ def test_upgrading_to_account_keys_does_not_announce_the_same_untagged_gpu_twice
     guard_cycle(ledger, notifier, SCOPE, T0 + timedelta(minutes=15))
     # THEN nobody is told about it a second time today
     assert unattributed(notifier) == 1
+
+
+def test_the_digest_after_an_upgrade_counts_each_finding_once() -> None:
+    from costguard.services.alerts import AlertService, AlertSettings
+    from tests.support.fakes import RecordingNotifier
+
+    ledger = InMemoryLedger()
+    notifier = RecordingNotifier([])
+    bad_budget = {"costguard:project": "vision", "costguard:budget": "abc"}
+
+    def cycle(account: str, now: datetime) -> None:
+        gpu = Resource(
+            id="i-0123456789abcdef0",
+            kind=ResourceKind.EC2_INSTANCE,
+            region="us-east-1",
+            account=account,
+            instance_type="g5.xlarge",
+            availability_zone="us-east-1a",
+            launched_at=T0 - timedelta(days=2),
+            tags=bad_budget,
+        )
+        report = ScanService(
+            [StaticInventory("ec2", {"us-east-1": Inventory((gpu,))})],
+            StaticSpotPrices({}),
+            load_catalog(),
+            ledger,
+            ScanSettings(scope=SCOPE, regions=("us-east-1",), account=account),
+        ).run(now)
+        AlertService(ledger, notifier, AlertSettings(scope=SCOPE)).run(  # type: ignore[arg-type]
+            report, report.previous, now
+        )
+
+    # GIVEN a malformed budget tag on one instance, recorded yesterday evening by the guard
+    # from before the upgrade (after that day's digest) ...
+    yesterday = T0.replace(hour=20) - timedelta(days=1)
+    cycle("", yesterday)
+    # ... and by the upgraded guard early today, before the digest hour
+    cycle(SCOPE, T0.replace(hour=6))
+    # WHEN today's digest goes out
+    cycle(SCOPE, T0.replace(hour=8, minute=15))
+    (digest,) = [
+        a
+        for a in notifier.published
+        if a.kind.value == "findings-digest" and a.at.date() == T0.date()
+    ]
+    # THEN the one malformed tag is one finding, not two
+    assert digest.facts == {"malformed-budget": "1"}
+
+
+def test_pending_capacity_counts_only_the_node_groups_own_instances() -> None:
+    # GIVEN two accounts with a node group `ml/gpu` each: account A wants 2 nodes and runs
+    # 1 (one pending), account B wants 1 and runs 1
+    resources = (
+        replace(nodegroup(A, "vision"), desired_size=2),
+        node(A, "i-0aaaaaaaaaaaaaaa1"),
+        nodegroup(B, "speech"),
+        node(B, "i-0bbbbbbbbbbbbbbb1"),
+    )
+    service = ScanService(
+        [StaticInventory("eks", {"us-east-1": Inventory(resources)})],
+        StaticSpotPrices({}),
+        load_catalog(),
+        InMemoryLedger(),
+        ScanSettings(scope="org", regions=("us-east-1",)),
+    )
+    # WHEN it scans
+    report = service.run(T0)
+    # THEN account A's pending node is reported
+    pending = {(p.nodegroup.key, p.pending) for p in report.pending_capacity}
+    assert pending == {(f"{A}/us-east-1/eks-nodegroup/ml/gpu", 1)}

@@ -22,4 +22,3 @@ def test_the_cdk_clis_own_telemetry_opt_out_does_not_stop_the_synth(context: dic
     # WHEN `cdk deploy` synthesizes CostGuard
     # THEN the context check lets it through (it is CDK's key, not a mistyped CostGuard one)
     check_context_keys(context)
-
