@@ -61,23 +61,27 @@ CDK_PLAIN_KEYS = frozenset({"account", "region", "acknowledged-issue-numbers"})
 
 
 def check_context_keys(context: Mapping[str, Any]) -> None:
-    """A mistyped key (``-c scanrate=5 minutes``) is an error, not silently the default."""
-    unknown = sorted(
-        k for k in context if k not in CONTEXT_KEYS and k not in CDK_PLAIN_KEYS and ":" not in k
-    )
-    if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, CONTEXT_KEYS, n=1, cutoff=0.6)
-            lowered = [c for c in CONTEXT_KEYS if c.lower() == key.lower()]
-            guesses = lowered or close
-            hint = f" (did you mean `{guesses[0]}`?)" if guesses else ""
-            hints.append(f"`{key}`{hint}")
-        raise ConfigError(
-            "invalid CostGuard context: unknown key "
-            + ", ".join(hints)
-            + f"; CostGuard reads {', '.join(CONTEXT_KEYS)}"
-        )
+    """A mistyped CostGuard key (``-c scanrate=5 minutes``) is an error, not the default.
+
+    Only a key that looks like one of CostGuard's is refused: the CDK CLI, its users and
+    other tools pass context of their own (``cli-telemetry``, cached lookups, feature
+    flags), which is none of CostGuard's business.
+    """
+    hints = []
+    for key in sorted(context):
+        if key in CONTEXT_KEYS or key in CDK_PLAIN_KEYS or ":" in key:
+            continue
+        same = [c for c in CONTEXT_KEYS if _fold(c) == _fold(key)]
+        close = difflib.get_close_matches(key, CONTEXT_KEYS, n=1, cutoff=0.8)
+        guesses = same or close
+        if guesses:
+            hints.append(f"`{key}` (did you mean `{guesses[0]}`?)")
+    if hints:
+        raise ConfigError("invalid CostGuard context: unknown key " + ", ".join(hints))
+
+
+def _fold(key: str) -> str:
+    return key.replace("_", "").replace("-", "").lower()
 
 
 def build_app(

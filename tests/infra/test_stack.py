@@ -412,7 +412,11 @@ def test_key_policy_lets_alarms_sns_and_logs_use_the_key_in_this_account_only(
 
 @pytest.mark.parametrize(
     ("context", "hint"),
-    [({"scanrate": "5 minutes"}, "did you mean `scanRate`"), ({"dry_run": "false"}, "unknown key")],
+    [
+        ({"scanrate": "5 minutes"}, "did you mean `scanRate`"),
+        ({"dry_run": "false"}, "did you mean `dryRun`"),
+        ({"alertEmail": "a@example.com"}, "did you mean `alertEmails`"),
+    ],
 )
 def test_a_mistyped_context_key_is_an_error_not_the_default(
     context: dict[str, str], hint: str
@@ -422,4 +426,6 @@ def test_a_mistyped_context_key_is_an_error_not_the_default(
 
     with pytest.raises(ConfigError, match=hint):
         check_context_keys({**context, "@aws-cdk/core:target-partitions": ["aws"]})
-    check_context_keys({"scanRate": "5 minutes", "@aws-cdk/aws-lambda:x": True, "region": "r"})
+    check_context_keys(
+        {"scanRate": "5 minutes", "@aws-cdk/aws-lambda:x": True, "cli-telemetry": False}
+    )

@@ -92,17 +92,19 @@ def attribute(
         parsed[res.key] = tags
         findings.extend(tags.findings)
 
-    nodegroup_project: dict[tuple[str, str, str], str] = {}
-    cluster_project: dict[tuple[str, str], str] = {}
+    nodegroup_project: dict[tuple[str, str, str, str], str] = {}
+    cluster_project: dict[tuple[str, str, str], str] = {}
     for item in items:
         res = item.resource
         project = parsed[res.key].project
         if project is None:
             continue
         if res.kind is _NODEGROUP and res.eks_cluster and res.eks_nodegroup:
-            nodegroup_project[(res.region, res.eks_cluster, res.eks_nodegroup)] = project
+            nodegroup_project[(res.account, res.region, res.eks_cluster, res.eks_nodegroup)] = (
+                project
+            )
         elif res.kind is _CLUSTER:
-            cluster_project[(res.region, res.id)] = project
+            cluster_project[(res.account, res.region, res.id)] = project
 
     attributed: list[AttributedResource] = []
     budgets_seen: dict[str, dict[Decimal, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -115,10 +117,10 @@ def attribute(
             cluster = res.eks_cluster or _cluster_of(res.tags)
             nodegroup = res.eks_nodegroup or res.tags.get(Tags.EKS_NODEGROUP)
             if cluster and nodegroup:
-                project = nodegroup_project.get((res.region, cluster, nodegroup))
+                project = nodegroup_project.get((res.account, res.region, cluster, nodegroup))
                 via = "nodegroup" if project else ""
             if project is None and cluster:
-                project = cluster_project.get((res.region, cluster))
+                project = cluster_project.get((res.account, res.region, cluster))
                 via = "cluster" if project else ""
         if project is not None:
             if tags.budget is not None:

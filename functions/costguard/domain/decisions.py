@@ -232,17 +232,26 @@ class Savings:
 
 
 def savings_this_month(
-    acted: Sequence[tuple[str | None, datetime, Decimal]], now: datetime
+    acted: Sequence[tuple[str | None, datetime, Decimal, str]], now: datetime
 ) -> dict[str | None, Savings]:
-    """Per project, from ``(project, acted at, $/h saved)`` of this month's actions."""
+    """Per project, from ``(project, acted at, $/h saved, resource)`` of this month's actions.
+
+    A resource acted on twice (stopped, restarted by its owner, stopped again) saves its
+    rate once, counted from the first action: an upper bound, as documented.
+    """
     month_start = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    first: dict[str, tuple[str | None, datetime, Decimal]] = {}
+    actions: dict[str | None, int] = {}
+    for project, at, usd_per_hour, resource in sorted(acted, key=lambda a: a[1]):
+        first.setdefault(resource, (project, at, usd_per_hour))
+        actions[project] = actions.get(project, 0) + 1
     out: dict[str | None, Savings] = {}
-    for project, at, usd_per_hour in acted:
+    for project, at, usd_per_hour in first.values():
         since = max(at, month_start)
         hours = Decimal(max((now - since).total_seconds(), 0)) / Decimal(3600)
         old = out.get(project, Savings())
         out[project] = Savings(
-            old.actions + 1,
+            actions[project],
             old.usd_per_hour + usd_per_hour,
             old.month_to_date_usd_estimated + usd_per_hour * hours,
         )

@@ -93,7 +93,7 @@ class Resource:
 _NODEGROUP = ResourceKind.EKS_NODEGROUP
 
 
-_ACCOUNT = re.compile(r"[0-9]{12}")
+ACCOUNT_ID = re.compile(r"[0-9]{12}")
 
 
 class KeyParts(NamedTuple):
@@ -115,7 +115,7 @@ def parse_key(key: str) -> KeyParts | None:
     """
     first, _, rest = key.partition("/")
     account = ""
-    if _ACCOUNT.fullmatch(first):
+    if ACCOUNT_ID.fullmatch(first):
         account, key = first, rest
     parts = key.split("/", 2)
     if len(parts) != 3 or not all(parts):
@@ -129,3 +129,11 @@ def with_account(key: str, account: str) -> str:
     if parts is None or parts.account or not account:
         return key
     return resource_key(account, parts.region, parts.kind, parts.id)
+
+
+def without_account(key: str) -> str:
+    """The key as it was written before keys carried the account."""
+    parts = parse_key(key)
+    if parts is None:
+        return key
+    return resource_key("", parts.region, parts.kind, parts.id)

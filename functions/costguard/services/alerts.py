@@ -53,6 +53,7 @@ from costguard.domain.alerts import (
 from costguard.domain.attribution import AttributedResource
 from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.models import ACCOUNT_ID, with_account, without_account
 from costguard.domain.spend import Observation
 from costguard.ports import Ledger, Notifier
 from costguard.rendering import machine_json
@@ -315,6 +316,18 @@ class AlertService:
             out.fail(candidate.alert_id, candidate.kind.value, exc)
             return
         fresh_keys = set(claimed)
+        # A resource reported today under its key from before keys carried the account
+        # (the day of an upgrade) was reported: confirm the new claim, send nothing.
+        for r in resources:
+            legacy = without_account(r.key)
+            if (
+                keys[r.key] in fresh_keys
+                and legacy != r.key
+                and self._ledger.status("alert", unattributed_key(legacy, now)) == "sent"
+            ):
+                fresh_keys.discard(keys[r.key])
+                self._ledger.confirm("alert", keys[r.key], candidate.at)
+        claimed = [k for k in claimed if k in fresh_keys]
         fresh = [r for r in resources if keys[r.key] in fresh_keys]
         alert = unattributed_alert(fresh, now)
         if alert is not None:
@@ -517,8 +530,12 @@ class AlertService:
         if state.get("sent") == today.isoformat():
             return  # skip two ledger reads per scan for the rest of the day
         found: dict[tuple[FindingCode, str], Finding] = {}
+        # Resource keys written before they carried the account are read as this
+        # account's, so the day of an upgrade does not list one finding twice.
+        account = self._s.scope if ACCOUNT_ID.fullmatch(self._s.scope) else ""
         for day in (today - timedelta(days=1), today):
-            for f in self._ledger.findings(self._s.scope, day.isoformat()):
+            for held in self._ledger.findings(self._s.scope, day.isoformat()):
+                f = held._replace(resource=with_account(held.resource, account))
                 found[(f.code, f.resource)] = f
         for f in report.findings:
             found[(f.code, f.resource)] = f

@@ -226,6 +226,7 @@ class ScanService:
                 e.details.get("project"),
                 e.at,
                 Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
+                e.resource,
             )
             for e in self._ledger.audit_trail(self._settings.scope, month)
             if e.outcome == Step.ACTED.value
@@ -340,16 +341,16 @@ def _pending_capacity(
     resources: Sequence[Resource], accelerated: set[str]
 ) -> list[PendingCapacity]:
     """Accelerator node groups whose desired size is ahead of their running instances."""
-    running: Counter[tuple[str, str, str]] = Counter()
+    running: Counter[tuple[str, str, str, str]] = Counter()
     for r in resources:
         if r.kind is ResourceKind.EC2_INSTANCE and r.eks_cluster and r.eks_nodegroup:
-            running[(r.region, r.eks_cluster, r.eks_nodegroup)] += 1
+            running[(r.account, r.region, r.eks_cluster, r.eks_nodegroup)] += 1
     out = []
     for r in resources:
         if r.kind is ResourceKind.EKS_NODEGROUP and r.eks_cluster and r.eks_nodegroup:
             if not set((r.instance_type or "").split(",")) & accelerated:
                 continue
-            have = running[(r.region, r.eks_cluster, r.eks_nodegroup)]
+            have = running[(r.account, r.region, r.eks_cluster, r.eks_nodegroup)]
             if r.desired_size > have:
                 out.append(PendingCapacity(r, have, r.desired_size - have))
     return out
