@@ -187,3 +187,43 @@ def test_managed_spot_training_is_an_on_demand_upper_bound_with_a_finding() -> N
     priced, findings = price_resource(job, CATALOG, {}, TODAY)
     assert priced.usd_per_hour == Decimal("25.251") * 2
     assert findings[0].code is FindingCode.SPOT_PRICE_FALLBACK
+
+
+@pytest.mark.parametrize(
+    ("version", "day", "rate"),
+    [
+        ("1.34", date(2026, 12, 2), Decimal("0.10")),  # the last day of standard support
+        ("1.34", date(2026, 12, 3), Decimal("0.60")),  # 1.34 was missing: $0.10/h before
+        ("1.35", date(2027, 3, 27), Decimal("0.10")),
+        ("1.35", date(2027, 3, 28), Decimal("0.60")),
+    ],
+)
+def test_every_announced_eks_version_leaves_standard_support_on_its_date(
+    version: str, day: date, rate: Decimal
+) -> None:
+    cluster = Resource(id="c", kind=ResourceKind.EKS_CLUSTER, region="us-east-1", version=version)
+    priced, findings = price_resource(cluster, load_catalog(), {}, day)
+    assert (priced.usd_per_hour, findings) == (rate, [])
+
+
+@pytest.mark.parametrize(
+    ("version", "day", "rate"),
+    [
+        ("1.36", date(2027, 1, 1), Decimal("0.10")),  # newer than the table: standard
+        ("1.27", date(2026, 1, 1), Decimal("0.60")),  # older than the table: extended
+        ("1.36", date(2028, 1, 1), Decimal("0.60")),  # and it ages out by the cadence
+        ("v1.x", date(2026, 1, 1), Decimal("0.60")),  # not a version: the upper bound
+        ("", date(2026, 1, 1), Decimal("0.60")),
+    ],
+)
+def test_an_eks_version_the_table_lacks_is_placed_by_the_cadence_with_a_finding(
+    version: str, day: date, rate: Decimal
+) -> None:
+    from costguard.domain.findings import FindingCode
+
+    cluster = Resource(id="c", kind=ResourceKind.EKS_CLUSTER, region="us-east-1", version=version)
+    priced, findings = price_resource(cluster, load_catalog(), {}, day)
+    assert priced.usd_per_hour == rate
+    (finding,) = findings
+    assert finding.code is FindingCode.EKS_VERSION_UNKNOWN
+    assert finding.resource == cluster.key

@@ -19,6 +19,7 @@ class FindingCode(StrEnum):
     MALFORMED_OWNER = "malformed-owner"
     BUDGET_CONFLICT = "budget-conflict"
     UNPRICED = "unpriced"
+    EKS_VERSION_UNKNOWN = "eks-version-unknown"
     UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"
     SPOT_PRICE_FALLBACK = "spot-price-fallback"
     PENDING_CAPACITY = "pending-capacity"

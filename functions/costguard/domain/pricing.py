@@ -67,8 +67,54 @@ class PriceCatalog:
         return self.sagemaker.get(region, {}).get(instance_type)
 
     def in_extended_support(self, version: str, today: date) -> bool:
+        return self.eks_support(version, today)[0]
+
+    def eks_support(self, version: str, today: date) -> tuple[bool, str | None]:
+        """Whether a cluster of ``version`` pays extended support on ``today``, and, when the
+        table does not know the version, why the answer is an estimate.
+
+        A version the table lacks is placed by the EKS cadence: a minor version every
+        ~4 months, standard support for 14. One newer than the newest known is in standard
+        support; an older one is in extended support once the newest known version is
+        that much younger. A version that is not ``major.minor`` is priced at the
+        extended rate, an upper bound: never a guess that hides the $0.60/h.
+        """
         end = self.eks_standard_support_end.get(version)
-        return end is not None and today > end
+        if end is not None:
+            return today > end, None
+        parsed = _minor(version)
+        known = sorted((m, e) for v, e in self.eks_standard_support_end.items() if (m := _minor(v)))
+        if parsed is None or not known:
+            return True, (
+                f"Kubernetes version {version!r} is not a known EKS version; "
+                "priced at the extended-support rate, an upper bound"
+            )
+        newest, newest_end = known[-1]
+        steps = (newest[0] - parsed[0]) * 100 + (newest[1] - parsed[1])
+        months = 4 * steps  # positive: older than the newest known version
+        estimated = _add_months(newest_end, -months)
+        extended = today > estimated
+        return extended, (
+            f"Kubernetes {version} is not in the price catalog's EKS support table; its "
+            f"standard support is estimated to end {estimated.isoformat()} (EKS releases a "
+            f"minor version about every 4 months), so it is priced at the "
+            f"{'extended' if extended else 'standard'} rate; update the catalog"
+        )
+
+
+def _minor(version: str) -> tuple[int, int] | None:
+    parts = version.strip().removeprefix("v").split(".")
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _add_months(day: date, months: int) -> date:
+    total = day.year * 12 + (day.month - 1) + months
+    year, month = divmod(total, 12)
+    if not 1 <= year <= 9999:
+        return date.min if months < 0 else date.max
+    return date(year, month + 1, min(day.day, 28))
 
 
 SpotKey = tuple[str, str, str]
@@ -120,10 +166,15 @@ def price_resource(
     if kind is _NODEGROUP:
         return PricedResource(resource, Decimal(0), "priced through its instances"), []
     if kind is _CLUSTER:
-        extended = catalog.in_extended_support(resource.version or "", today)
+        extended, estimate = catalog.eks_support(resource.version or "", today)
         hourly = catalog.eks_extended_cluster_hour if extended else catalog.eks_cluster_hour
         basis = "eks extended support" if extended else "eks standard support"
-        return PricedResource(resource, hourly, basis), []
+        findings = (
+            [Finding(FindingCode.EKS_VERSION_UNKNOWN, resource.key, estimate, Severity.WARNING)]
+            if estimate
+            else []
+        )
+        return PricedResource(resource, hourly, basis), findings
     if kind is _VOLUME:
         per_gb = catalog.ebs_gb_month.get(resource.region, {}).get(resource.volume_type or "")
         if per_gb is None:
