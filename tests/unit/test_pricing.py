@@ -227,3 +227,25 @@ def test_an_eks_version_the_table_lacks_is_placed_by_the_cadence_with_a_finding(
     (finding,) = findings
     assert finding.code is FindingCode.EKS_VERSION_UNKNOWN
     assert finding.resource == cluster.key
+
+
+def test_a_spot_instance_of_an_uncatalogued_type_is_priced_at_its_live_spot_price() -> None:
+    from costguard.domain.findings import FindingCode
+    from costguard.domain.models import Lifecycle
+
+    spot = Resource(
+        id="i-1",
+        kind=ResourceKind.EC2_INSTANCE,
+        region="us-east-1",
+        instance_type="p9.96xlarge",
+        availability_zone="us-east-1a",
+        lifecycle=Lifecycle.SPOT,
+    )
+    prices = {("us-east-1", "us-east-1a", "p9.96xlarge"): Decimal("31.20")}
+    priced, (finding,) = price_resource(spot, CATALOG, prices, TODAY)
+    # the live price is what it costs; only the on-demand rate is unknown, and said so
+    assert priced.usd_per_hour == Decimal("31.20")
+    assert finding.code is FindingCode.UNPRICED and "on-demand" in finding.message
+    # without a plausible spot price it stays unpriced, never $0
+    moto_static = {("us-east-1", "us-east-1a", "p9.96xlarge"): Decimal("0.00001")}
+    assert price_resource(spot, CATALOG, moto_static, TODAY)[0].usd_per_hour is None

@@ -117,6 +117,9 @@ def _add_months(day: date, months: int) -> date:
     return date(year, month + 1, min(day.day, 28))
 
 
+#: A spot price below this is not a price (moto's static history says 0.00001).
+MIN_PLAUSIBLE_SPOT_USD = Decimal("0.001")
+
 SpotKey = tuple[str, str, str]
 """(region, availability zone, instance type)"""
 
@@ -210,6 +213,21 @@ def price_resource(
         priced, finding = _unpriced(
             resource, f"EC2 {itype}", catalog.why_unpriced(resource.region, itype)
         )
+        spot = spot_prices.get((resource.region, resource.availability_zone or "", itype))
+        if resource.lifecycle is _SPOT and spot is not None and spot >= MIN_PLAUSIBLE_SPOT_USD:
+            # The live spot price is what this instance costs; only the on-demand rate
+            # (the plausibility check, the fallback) is unknown, and the finding says so.
+            known = Finding(
+                FindingCode.UNPRICED,
+                resource.key,
+                f"no on-demand price for EC2 {itype} in {resource.region}; priced at its live "
+                f"spot price ${spot}/h, which cannot be checked against on-demand or fall back "
+                "to it (run `costguard prices refresh` or add it to the catalog)",
+                Severity.WARNING,
+            )
+            return PricedResource(
+                resource, spot * resource.count, "ec2 spot (on-demand rate unknown)"
+            ), [known]
         return priced, [finding]
     if resource.lifecycle is _SPOT:
         spot = spot_prices.get((resource.region, resource.availability_zone or "", itype))
