@@ -38,6 +38,7 @@ def toy_policy(session: Any, now: datetime) -> list[Decision]:
                 account=SCOPE,
                 project=tags.get(Tags.PROJECT),
                 owners=("alice@example.com",),
+                tags_seen=tags,
             )
             idle = tags.get(TOY) == "idle"
             decisions.append(

@@ -290,3 +290,30 @@ def test_a_policy_that_knows_when_acts_no_sooner_than_the_grace_period_allows() 
     assert w.resources["nb-1"].tags[Tags.ACTION_AFTER] == "2026-11-23T12:00:00Z"
     # the warning's grace period still holds when the policy's time comes first
     assert w.resources["nb-2"].tags[Tags.ACTION_AFTER] == "2026-11-21T12:00:00Z"
+
+
+def test_a_busy_resource_the_policy_saw_unwarned_costs_no_call() -> None:
+    from dataclasses import replace
+
+    w = World("nb-1", "nb-2")
+    w.run(idle("nb-2"))  # nb-2 is warned; nb-1 never was
+    calls_before = len(w.actuator.calls)
+    looked: list[str] = []
+    inspect = w.actuator.inspect
+
+    def counted(target: Target) -> object:
+        looked.append(target.id)
+        return inspect(target)
+
+    w.actuator.inspect = counted  # type: ignore[method-assign]
+    busy1 = busy("nb-1")
+    busy2 = busy("nb-2")
+    fresh = replace(busy1, target=replace(busy1.target, tags_seen={Tags.PROJECT: "vision"}))
+    warned = replace(
+        busy2,
+        target=replace(busy2.target, tags_seen=dict(w.resources["nb-2"].tags)),
+    )
+    assert w.run(fresh, warned) == [Step.CLEARED]
+    # THEN only the resource that carried a warning was looked at (and its tag removed)
+    assert looked == ["nb-2"]
+    assert len(w.actuator.calls) == calls_before + 1

@@ -50,7 +50,7 @@ class Step(StrEnum):
 class Target:
     """The resource a decision is about, as the scan saw it."""
 
-    key: str  # ``region/kind/id``: unique within an account
+    key: str  # ``[account/]region/kind/id``
     kind: str
     region: str
     id: str
@@ -58,6 +58,10 @@ class Target:
     project: str | None = None
     owners: tuple[str, ...] = ()
     name: str | None = None
+    #: The tags the policy read, when it read them in this run. A busy resource that
+    #: carried no warning then needs no look at execution time: the executor's calls
+    #: grow with the candidates for action, not with the fleet.
+    tags_seen: Mapping[str, str] | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,9 @@ class Executor:
         actuator = self._actuators.get(d.target.kind)
         if actuator is None:
             raise LookupError(f"no actuator for {d.target.kind}")
+        seen = d.target.tags_seen
+        if not d.acts and seen is not None and Tags.ACTION_AFTER not in seen:
+            return None  # busy and never warned: nothing to withdraw, no call to make
         observed = actuator.inspect(d.target)
         if observed is None:
             return Outcome(d, Step.SKIPPED, "the resource no longer exists") if d.acts else None
