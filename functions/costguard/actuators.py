@@ -1,20 +1,33 @@
-"""Every actuator CostGuard ships, and the actuator role's permissions, from one list.
+"""The guards CostGuard ships, and so every actuator and every actuator role, in one list.
 
-The actuator Lambda's role is built from these declarations only: adding an actuator
-here is what lets the deployed guard change that kind of resource, within the tag
-conditions the actuator declares. The scan role never gets any of them.
+The stack builds one Lambda per guard here, its role only from that guard's
+declarations (every mutating statement tag-conditioned); adding a guard here is what
+lets the deployed guard change that kind of resource. The scan role never gets any of
+them. The actuator Lambda finds its guard here by name.
 """
 
 from __future__ import annotations
 
-from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+from costguard.guards import DeclaresPermissions, GuardSpec
 from costguard.iam import Permission
 
-ACTUATORS = (Ec2InstanceActuator,)
+#: Shipped guards, in the order the stack builds them.
+SHIPPED: tuple[GuardSpec, ...] = ()
+
+#: By name: what the actuator Lambda runs (tests may register a test-only guard here).
+SPECS: dict[str, GuardSpec] = {spec.name: spec for spec in SHIPPED}
+
+
+def actuators() -> tuple[DeclaresPermissions, ...]:
+    found: list[DeclaresPermissions] = []
+    for spec in SPECS.values():
+        found.extend(a for a in spec.actuators if a not in found)
+    return tuple(found)
 
 
 def actuator_permissions() -> tuple[Permission, ...]:
+    """Every permission any guard role may hold (the stack grants each role its own)."""
     seen: list[Permission] = []
-    for actuator in ACTUATORS:
-        seen.extend(p for p in actuator.permissions if p not in seen)
+    for spec in SPECS.values():
+        seen.extend(p for p in spec.permissions() if p not in seen)
     return tuple(seen)

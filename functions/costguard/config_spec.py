@@ -485,6 +485,14 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         "topic_arn", None, Env.TOPIC_ARN, str | None, None, "The alert topic (none: no alerts)."
     ),
     SettingSpec(
+        "guard",
+        None,
+        Env.GUARD,
+        str | None,
+        None,
+        "The one guard an actuator Lambda runs (its role holds only that guard's permissions).",
+    ),
+    SettingSpec(
         "sagemaker_tags",
         None,
         Env.SAGEMAKER_TAGS,

@@ -18,6 +18,12 @@ class Tags:
     EXEMPT: Final = "costguard:exempt"
     #: Written by CostGuard when it warns: the UTC time after which it acts.
     ACTION_AFTER: Final = "costguard:action-after"
+    #: Puts an EC2 instance in the idle-notebook guard's scope: ``notebook``.
+    ROLE: Final = "costguard:role"
+    #: Per-resource idle window in minutes, overriding the deployment's default.
+    IDLE_MINUTES: Final = "costguard:idle-minutes"
+    #: Opts an S3 bucket or an EBS snapshot into the stale-data sweep: ``48h``, ``7d``.
+    TTL: Final = "costguard:ttl"
     #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
     PROJECT_FALLBACKS: Final = ("Project", "project")
 
@@ -47,6 +53,7 @@ class Env:
     SAGEMAKER_TAGS: Final = "COSTGUARD_SAGEMAKER_TAGS"
     SAGEMAKER_STUDIO: Final = "COSTGUARD_SAGEMAKER_STUDIO"
     TOPIC_ARN: Final = "COSTGUARD_TOPIC_ARN"
+    GUARD: Final = "COSTGUARD_GUARD"
     BUDGET_THRESHOLDS: Final = "COSTGUARD_BUDGET_THRESHOLDS"
     ANOMALY_MIN_RATIO: Final = "COSTGUARD_ANOMALY_MIN_RATIO"
     ANOMALY_MIN_USD_PER_HOUR: Final = "COSTGUARD_ANOMALY_MIN_USD_PER_HOUR"
@@ -90,3 +97,20 @@ class Metrics:
     #: Powertools adds this dimension to the handler's own metrics.
     DIMENSION_SERVICE: Final = "service"
     SCAN_SERVICE: Final = "costguard-scan"
+
+
+class Heartbeat:
+    """The metrics CostGuard's notebook lifecycle configuration publishes every 5 minutes.
+
+    The contract between the script that runs on a SageMaker notebook instance and the
+    idle-notebook guard that reads it. No datapoint means "unknown", never idle.
+    """
+
+    NAMESPACE: Final = "CostGuard/Notebook"
+    DIMENSION: Final = "NotebookInstanceName"
+    #: 1 when a kernel was busy, or a kernel or terminal saw activity, in the last
+    #: 5 minutes; 0 otherwise.
+    JUPYTER_ACTIVITY: Final = "JupyterActivity"
+    #: The busiest GPU's utilization in percent (absent on an instance without a GPU).
+    GPU_UTILIZATION: Final = "GPUUtilization"
+    PERIOD_SECONDS: Final = 300

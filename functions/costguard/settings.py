@@ -107,6 +107,7 @@ class Settings(SpecModel):
     sagemaker_tags: Literal["tagging-api", "per-resource"] = _field("sagemaker_tags")
     sagemaker_studio: bool = _field("sagemaker_studio")
     topic_arn: str | None = _field("topic_arn")
+    guard: str | None = _field("guard")
     budget_thresholds: tuple[int, ...] = _field("budget_thresholds")
     anomaly_min_ratio: Decimal = _field("anomaly_min_ratio")
     anomaly_min_usd_per_hour: Decimal = _field("anomaly_min_usd_per_hour")

@@ -32,7 +32,6 @@ from costguard.services.scan import Progress, ScanService, ScanSettings
 if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
     from costguard.ports import Ledger
-    from costguard.services.guard import GuardFactory
     from costguard.settings import Settings
 
 
@@ -57,12 +56,6 @@ class CallCounter:
     def snapshot(self) -> Mapping[str, int]:
         with self._lock:
             return dict(self.calls)
-
-
-#: The guards the actuator Lambda can run, by name: each builds a policy and its
-#: actuators from settings and clients. The idle-notebook and stale-data guards are the
-#: first to be added; until then the actuator Lambda has nothing to run.
-GUARDS: dict[str, GuardFactory] = {}
 
 
 def build_notifier(settings: Settings, clients: ClientFactory) -> SnsNotifier | None:

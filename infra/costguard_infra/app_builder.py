@@ -30,10 +30,6 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:*]": (
         "CostGuard reads every SageMaker endpoint, training job and tag of the account (read-only)"
     ),
-    "AwsSolutions-IAM5[Resource::<ScanFunction21898010.Arn>:*]": (
-        "EventBridge Scheduler's role may invoke the versions and aliases of the CostGuard "
-        "scan function, and nothing else"
-    ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]": (
         "the actuator role may stop, and write only the costguard:action-after tag on, any "
         "instance of the account that carries costguard:project and is not permanently "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -25,6 +27,7 @@ class GuardSchedule(Construct):
         dead_letter_queue: sqs.IQueue,
         key: kms.IKey,
         description: str,
+        payload: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -48,6 +51,20 @@ class GuardSchedule(Construct):
             ),
         )
         grant_encrypted_queue_writes(dead_letter_queue, self.role)
+        # The target grants invoke on the function's versions and aliases (``<arn>:*``):
+        # acknowledged on this role only, naming the one function it may invoke.
+        fn_child = function.node.default_child
+        if isinstance(fn_child, cdk.CfnElement):
+            logical = stack.get_logical_id(fn_child)
+            cdk.Validations.of(self.role).acknowledge(
+                cdk.Acknowledgment(
+                    id=f"AwsSolutions-IAM5[Resource::<{logical}.Arn>:*]",
+                    reason=(
+                        "EventBridge Scheduler's role may invoke the versions and aliases of "
+                        f"this schedule's function ({construct_id}), and nothing else"
+                    ),
+                )
+            )
         self.schedule = scheduler.Schedule(
             self,
             "Schedule",
@@ -59,7 +76,7 @@ class GuardSchedule(Construct):
                 # The scheduled time, not the Lambda's clock, is "now": a retried
                 # invocation then accrues exactly the same interval, once.
                 input=scheduler.ScheduleTargetInput.from_object(
-                    {"time": scheduler.ContextAttribute.scheduled_time}
+                    {"time": scheduler.ContextAttribute.scheduled_time, **(payload or {})}
                 ),
                 dead_letter_queue=dead_letter_queue,
                 role=self.role,

@@ -12,8 +12,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
-from costguard.actuators import actuator_permissions
-from costguard.config_spec import BY_NAME
+from costguard.actuators import SPECS
+from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.alerts import AlertKind
 from costguard.iam import EXECUTOR_LEDGER_ACTIONS, LEDGER_ACTIONS, scan_permissions
 from costguard.names import Env, Metrics
@@ -116,25 +116,47 @@ class CostGuardStack(cdk.Stack):
                 },
             )
         )
-        # The actuator Lambda: its own role, built only from the actuators' declarations
-        # (every mutating statement tag-conditioned), and never the scan's. Each guard
-        # (idle notebooks, stale data) adds a schedule that invokes it by name.
-        self.act = GuardFunction(
-            self,
-            "Act",
-            description="CostGuard actions: a guard's decisions through the one executor",
-            handler="costguard.handlers.act.handler",
-            code=code,
-            layer=layer,
-            key=self.key,
-            environment={**self.scan_environment(), Env.SERVICE_NAME: "costguard-act"},
-            permissions=actuator_permissions(),
-            memory_mb=512,
-            timeout=cdk.Duration.minutes(15),
-            log_retention=_retention(config.log_retention_days),
-        )
-        self.ledger.table.grant(self.act.role, *EXECUTOR_LEDGER_ACTIONS)
-        self.alerts.topic.grant_publish(self.act.role)
+        # One actuator Lambda per guard: its own role, built only from that guard's
+        # declarations (its reads, and its actuators' tag-conditioned mutations), never
+        # the scan's, and a schedule that invokes it by name.
+        self.guards: dict[str, GuardFunction] = {}
+        for spec in SPECS.values():
+            fn = GuardFunction(
+                self,
+                f"Guard{spec.construct_id}",
+                description=f"CostGuard {spec.name}: {spec.description}",
+                handler="costguard.handlers.act.handler",
+                code=code,
+                layer=layer,
+                key=self.key,
+                environment={
+                    **self.scan_environment(),
+                    Env.GUARD: spec.name,
+                    Env.SERVICE_NAME: f"costguard-{spec.name}",
+                },
+                permissions=spec.permissions(),
+                memory_mb=spec.memory_mb,
+                timeout=cdk.Duration.minutes(spec.timeout_minutes),
+                log_retention=_retention(config.log_retention_days),
+            )
+            self.ledger.table.grant(fn.role, *EXECUTOR_LEDGER_ACTIONS)
+            self.alerts.topic.grant_publish(fn.role)
+            every = (
+                rate_minutes(getattr(config, spec.rate_setting))
+                if spec.rate_setting
+                else spec.every_minutes
+            )
+            GuardSchedule(
+                self,
+                f"Guard{spec.construct_id}Schedule",
+                function=fn.function,
+                every_minutes=every,
+                dead_letter_queue=fn.dead_letter_queue,
+                key=self.key,
+                description=f"CostGuard {spec.name} every {every} minutes",
+                payload={"guard": spec.name},
+            )
+            self.guards[spec.name] = fn
         GuardSchedule(
             self,
             "ScanSchedule",
@@ -147,7 +169,11 @@ class CostGuardStack(cdk.Stack):
         Monitoring(
             self,
             "Monitoring",
-            functions=[("Scan", self.scan), ("SlackNotifier", self.slack), ("Act", self.act)],
+            functions=[
+                ("Scan", self.scan),
+                ("SlackNotifier", self.slack),
+                *((f"Guard{SPECS[n].construct_id}", f) for n, f in self.guards.items()),
+            ],
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
         )
@@ -156,7 +182,7 @@ class CostGuardStack(cdk.Stack):
             "Dashboard",
             projects=sorted(config.projects),
             scan_logs=self.scan.log_group,
-            action_logs=[self.act.log_group],
+            action_logs=[f.log_group for f in self.guards.values()],
         )
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
         cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)

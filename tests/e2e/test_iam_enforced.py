@@ -117,11 +117,12 @@ class Deployment:
     slack_origin: str  # where the Slack stand-in listens
 
 
-def _function(world: World, suffix: str) -> str:
+def _function(world: World, suffix: str, guard: str | None = None) -> str:
     (logical,) = [
         f
         for f, fn in world.resources("AWS::Lambda::Function").items()
         if fn["Properties"]["Handler"].endswith(suffix)
+        and (guard is None or fn["Properties"]["Environment"]["Variables"].get(Env.GUARD) == guard)
     ]
     return logical
 
@@ -217,7 +218,7 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
     functions = {
         "scan": _function(probe, "scan.handler"),
         "slack": _function(probe, "slack_notifier.handler"),
-        "act": _function(probe, "act.handler"),
+        "act": _function(probe, "act.handler", guard="toy"),
     }
     roles = {probe.function_role(f) for f in functions.values()}
     for role in roles:
@@ -667,19 +668,11 @@ def test_the_actuator_acts_with_only_the_permissions_the_stack_grants(
     # policy) registered by name, with enforcement on
     from datetime import timedelta
 
-    from costguard import wiring
-    from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+    from costguard.actuators import SPECS
     from costguard.names import Tags
-    from costguard.services.guard import Guard
-    from tests.support.toy import TOY, ToyPolicy
+    from tests.support.toy import TOY, toy_spec
 
-    monkeypatch.setitem(
-        wiring.GUARDS,
-        "toy",
-        lambda _settings, clients: Guard(
-            "toy", ToyPolicy(clients.session), [Ec2InstanceActuator(clients)]
-        ),
-    )
+    monkeypatch.setitem(SPECS, "toy", toy_spec())
     monkeypatch.setitem(MOTO_OVERRIDES, Env.DRY_RUN, "false")  # enforce, for this run
     ec2 = deployment.session.client("ec2", region_name=REGION)
 

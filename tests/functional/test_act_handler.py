@@ -82,6 +82,35 @@ def test_an_unknown_guard_is_a_clear_error(account: Any) -> None:
         process({"time": NOW.isoformat(), "guard": "idle"}, settings(True), account, guards={})
 
 
+def test_a_guard_lambda_runs_only_the_guard_it_is_bound_to(account: Any) -> None:
+    # GIVEN the Lambda of the toy guard (COSTGUARD_GUARD=toy: its role holds toy's permissions)
+    from costguard.handlers.act import process
+    from costguard.settings import Settings
+
+    bound = Settings.from_env(
+        {
+            Env.REGIONS: "us-east-1",
+            Env.TABLE_NAME: "ledger",
+            Env.SCOPE: "123456789012",
+            Env.GUARD: "toy",
+        }
+    )
+    guards = {**toy_guard(account), "other": toy_guard(account)["toy"]}
+    # WHEN an event names another guard THEN it is refused before any call
+    with pytest.raises(ValueError, match="runs the 'toy' guard, not 'other'"):
+        process({"time": NOW.isoformat(), "guard": "other"}, bound, account, guards=guards)
+    # AND an event that names no guard runs the bound one
+    report = process({"time": NOW.isoformat()}, bound, account, guards=guards)
+    assert report.counts == {"would-warn": 2}
+
+
+def test_an_event_naming_no_guard_for_an_unbound_lambda_is_a_clear_error(account: Any) -> None:
+    from costguard.handlers.act import process
+
+    with pytest.raises(ValueError, match="no guard named"):
+        process({"time": NOW.isoformat()}, settings(True), account, guards=toy_guard(account))
+
+
 def test_a_failed_action_fails_the_invocation_after_the_others_ran(
     account: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

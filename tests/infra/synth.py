@@ -7,12 +7,14 @@ this one (``functools.cache``); the output directory is removed when the process
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,23 @@ def _tempdir(prefix: str) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def with_toy_guard() -> Iterator[None]:
+    """The shipped guards plus the test-only toy guard (tests/support/toy.py), so that the
+    guard Lambdas' roles are checked on a guard whose every call a test replays."""
+    from costguard.actuators import SPECS
+    from tests.support.toy import toy_spec
+
+    added = "toy" not in SPECS
+    if added:
+        SPECS["toy"] = toy_spec()
+    try:
+        yield
+    finally:
+        if added:
+            SPECS.pop("toy", None)
+
+
 @functools.cache
 def synthesize() -> Synthesized:
     """The app as ``cdk synth`` builds it (code bundled, cdk-nag on): one per process."""
@@ -57,8 +76,9 @@ def synthesize() -> Synthesized:
 
     from costguard_infra.app_builder import build_app
 
-    app, stack = build_app(CONTEXT, outdir=str(_tempdir("costguard-cdk-")))
-    assembly = app.synth()  # runs cdk-nag: any unacknowledged finding raises here
+    with with_toy_guard():
+        app, stack = build_app(CONTEXT, outdir=str(_tempdir("costguard-cdk-")))
+        assembly = app.synth()  # runs cdk-nag: any unacknowledged finding raises here
     return Synthesized(Template.from_stack(stack), stack, Path(assembly.directory))
 
 
@@ -71,11 +91,12 @@ def nag_findings(acknowledgements: dict[str, str] | None = None) -> set[str]:
     from costguard_infra.app_builder import build_app
 
     outdir = _tempdir("costguard-nag-")
-    app, _stack = build_app(
-        {**CONTEXT, "aws:cdk:bundling-stacks": []},
-        outdir=str(outdir),
-        acknowledgements=acknowledgements or {},
-    )
+    with with_toy_guard():
+        app, _stack = build_app(
+            {**CONTEXT, "aws:cdk:bundling-stacks": []},
+            outdir=str(outdir),
+            acknowledgements=acknowledgements or {},
+        )
     try:
         app.synth()
     except RuntimeError as exc:

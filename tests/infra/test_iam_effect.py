@@ -192,18 +192,25 @@ def test_every_lambda_role_covers_what_the_lambda_service_does_with_it(world: Wo
             assert role_may(world, role, "xray:PutTraceSegments", "*"), logical
 
 
-def test_the_schedule_role_invokes_only_the_scan_function_and_reads_the_schedule(
+def test_each_schedule_role_invokes_only_its_own_function_and_reads_the_schedule(
     world: World,
 ) -> None:
-    (schedule,) = world.resources("AWS::Scheduler::Schedule").values()
-    props = world.resolve(schedule["Properties"])
-    role = world.role_by_arn(props["Target"]["RoleArn"])
-    assert role_may(world, role, "lambda:InvokeFunction", props["Target"]["Arn"])
-    assert role_may(world, role, "kms:Decrypt", props["KmsKeyArn"], _via("scheduler"))
-    other = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:someone-else"
-    assert not role_may(world, role, "lambda:InvokeFunction", other)
-    trust = world.props(role)["AssumeRolePolicyDocument"]["Statement"]
-    assert all(world.resolve(s).get("Condition") for s in trust), "confused-deputy guard"
+    schedules = [
+        world.resolve(s["Properties"]) for s in world.resources("AWS::Scheduler::Schedule").values()
+    ]
+    targets = {props["Target"]["Arn"] for props in schedules}
+    assert len(targets) == len(schedules) >= 2, "the scan's and each guard's, one each"
+    for props in schedules:
+        role = world.role_by_arn(props["Target"]["RoleArn"])
+        assert role_may(world, role, "lambda:InvokeFunction", props["Target"]["Arn"])
+        assert role_may(world, role, "kms:Decrypt", props["KmsKeyArn"], _via("scheduler"))
+        for other in [
+            f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:someone-else",
+            *(t for t in targets if t != props["Target"]["Arn"]),
+        ]:
+            assert not role_may(world, role, "lambda:InvokeFunction", other)
+        trust = world.props(role)["AssumeRolePolicyDocument"]["Statement"]
+        assert all(world.resolve(s).get("Condition") for s in trust), "confused-deputy guard"
 
 
 def test_the_notifier_reads_its_secret_and_nothing_else(world: World) -> None:

@@ -69,13 +69,35 @@ def test_every_variable_the_handler_reads_is_set_by_the_stack(template: Any) -> 
     )
     variables = env.as_object()
     missing = [name for name in ENV_VARS if name not in variables]
-    assert missing == []
+    assert missing == [Env.GUARD]  # only a guard's own Lambda is bound to a guard
     assert variables[Env.DRY_RUN] == "true"
     assert variables[Env.REGIONS] == "us-east-1,us-west-2"
     assert json.loads(variables[Env.PROJECTS_JSON]) == {
         "llm-pretraining": {"budget": 60000, "owners": ["alice@example.com"]}
     }
     assert variables[Env.SERVICE_NAME] == Metrics.SCAN_SERVICE
+
+
+def test_each_guard_has_its_own_lambda_bound_to_it_with_its_own_role_and_schedule(
+    template: Any,
+) -> None:
+    from costguard.actuators import SPECS
+
+    guards = {
+        f["Properties"]["Environment"]["Variables"][Env.GUARD]: f
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == "costguard.handlers.act.handler"
+    }
+    # The shipped guards, and the test-only toy guard tests/infra/synth.py adds.
+    assert set(guards) == {*SPECS, "toy"}
+    roles = {str(f["Properties"]["Role"]["Fn::GetAtt"][0]) for f in guards.values()}
+    assert len(roles) == len(guards), "no two guards share a role"
+    payloads = [
+        json.loads(s["Properties"]["Target"]["Input"])
+        for s in resources(template, "AWS::Scheduler::Schedule").values()
+        if "guard" in s["Properties"]["Target"].get("Input", "")
+    ]
+    assert sorted(p["guard"] for p in payloads) == sorted(guards)
 
 
 def test_ledger_is_encrypted_recoverable_expiring_and_retained(template: Any) -> None:
@@ -149,8 +171,9 @@ def test_alarms_cover_errors_throttles_dead_letters_and_missing_scans(template: 
     alarms = resources(template, "AWS::CloudWatch::Alarm").values()
     names = sorted(a["Properties"].get("MetricName", "") for a in alarms)
     per_function = ["Errors", "Throttles", "ApproximateNumberOfMessagesVisible"]
-    # The scan, the Slack notifier and the actuator Lambda, and the missed-scan heartbeat.
-    assert names == sorted([*per_function * 3, Metrics.SCAN_COMPLETED])
+    # The scan, the Slack notifier and each guard's Lambda, and the missed-scan heartbeat.
+    functions = len(resources(template, "AWS::Lambda::Function"))
+    assert names == sorted([*per_function * functions, Metrics.SCAN_COMPLETED])
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"], "every alarm publishes to the alert topic"
     template.has_resource_properties(
@@ -261,6 +284,15 @@ def _function_role(template: Any, handler: str) -> str:
     return str(function["Properties"]["Role"]["Fn::GetAtt"][0])
 
 
+def _guard_roles(template: Any) -> set[str]:
+    """The roles of the guards' Lambdas (one per guard, each bound by COSTGUARD_GUARD)."""
+    return {
+        str(f["Properties"]["Role"]["Fn::GetAtt"][0])
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if f["Properties"].get("Handler") == "costguard.handlers.act.handler"
+    }
+
+
 def _role_statements(template: Any) -> dict[str, list[dict[str, Any]]]:
     by_role: dict[str, list[dict[str, Any]]] = {}
     for policy in resources(template, "AWS::IAM::Policy").values():
@@ -288,10 +320,7 @@ def test_mutating_actions_on_user_resources_exist_only_on_the_actuator_role_with
             if not mutating or not on_user_resources:
                 continue
             mutating_found = True
-            assert role == _function_role(template, "costguard.handlers.act.handler"), (
-                role,
-                statement,
-            )
+            assert role in _guard_roles(template), (role, statement)
             condition = statement.get("Condition", {})
             on_tags = json.dumps(condition)
             # Either conditioned on the resource's project tag, or removing CostGuard's own

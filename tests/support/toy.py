@@ -61,3 +61,25 @@ class ToyPolicy:
 
     def decide(self, now: datetime) -> Sequence[Decision]:
         return toy_policy(self.session, now)
+
+
+def _build_toy(_settings: Any, clients: Any) -> Any:
+    from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+    from costguard.services.guard import Guard
+
+    return Guard("toy", ToyPolicy(clients.session), [Ec2InstanceActuator(clients)])
+
+
+def toy_spec() -> Any:
+    """A test-only guard declaration: the stack tests synthesize it beside the shipped ones."""
+    from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+    from costguard.guards import GuardSpec
+
+    return GuardSpec(
+        name="toy",
+        construct_id="Toy",
+        description="test-only: stops instances tagged costguard:toy=idle",
+        build=_build_toy,
+        actuators=(Ec2InstanceActuator,),
+        every_minutes=60,
+    )

@@ -100,6 +100,7 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.DIGEST_HOUR_UTC: "3",
         Env.COST_EXPLORER: "true",
         Env.SCAN_FAILED_ALERT_AFTER: "5",
+        Env.GUARD: "idle-notebooks",
     }
     default = Settings.from_env(base)
     unread = [

@@ -381,3 +381,38 @@ def test_an_owner_of_separators_only_is_a_finding() -> None:
     parsed = read_tags("r", {"costguard:owner": ", ;,"}, TagKeys())
     assert parsed.owner is None
     assert [f.code for f in parsed.findings] == [FindingCode.MALFORMED_OWNER]
+
+
+@pytest.mark.parametrize(
+    ("raw", "hours"),
+    [("48h", 48), ("7d", 168), (" 7D ", 168), ("1h", 1), ("3650d", 3650 * 24), ("12 h", 12)],
+)
+def test_reads_a_time_to_live_in_hours_or_days(raw: str, hours: int) -> None:
+    from datetime import timedelta
+
+    from costguard.domain.tags import parse_ttl
+
+    assert parse_ttl(raw) == timedelta(hours=hours)
+
+
+@pytest.mark.parametrize(
+    "raw", ["", "48", "2w", "0h", "0d", "-1d", "1.5d", "４８h", "48h ago", "3651d", "h", "1e3h"]
+)
+def test_refuses_a_time_to_live_it_cannot_read_without_guessing(raw: str) -> None:
+    from costguard.domain.tags import parse_ttl
+
+    assert isinstance(parse_ttl(raw), str)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("90", 90), (" 15 ", 15), ("10080", 10080)])
+def test_reads_an_idle_window_in_minutes(raw: str, expected: int) -> None:
+    from costguard.domain.tags import parse_idle_minutes
+
+    assert parse_idle_minutes(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["", "14", "10081", "1h", "９０", "-30", "90.5", "0"])
+def test_refuses_an_idle_window_it_cannot_read(raw: str) -> None:
+    from costguard.domain.tags import parse_idle_minutes
+
+    assert isinstance(parse_idle_minutes(raw), str)

@@ -17,6 +17,8 @@ class FindingCode(StrEnum):
     MALFORMED_EXEMPT = "malformed-exempt"
     MALFORMED_PROJECT = "malformed-project"
     MALFORMED_OWNER = "malformed-owner"
+    MALFORMED_TTL = "malformed-ttl"
+    MALFORMED_IDLE_MINUTES = "malformed-idle-minutes"
     BUDGET_CONFLICT = "budget-conflict"
     UNPRICED = "unpriced"
     EKS_VERSION_UNKNOWN = "eks-version-unknown"

@@ -52,6 +52,16 @@ Grammar (values are first stripped of leading and trailing whitespace)::
         finding and the resource is treated as exempt until the tag is fixed (fail
         safe). An instant past the end of year 9999 UTC (e.g. ``9999-12-31``, a
         natural "forever") is a permanent exemption; one before year 1 UTC has expired.
+
+    costguard:ttl       time to live of the data in a bucket, or of a snapshot
+        digits (h | d)                   48h   7d   (case-insensitive, ASCII digits)
+        From 1 hour to 3650 days. Anything else is a malformed-ttl finding and the
+        resource is left alone: a guessed time to live could delete live data.
+
+    costguard:idle-minutes  the idle window of one notebook, overriding the default
+        digits                           90   (ASCII digits, minutes)
+        From 15 minutes (three heartbeats) to 10080 (a week). Anything else is a
+        malformed-idle-minutes finding and the default window is used.
 """
 
 from __future__ import annotations
@@ -233,6 +243,37 @@ def parse_budget(raw: str) -> Decimal | str:
         return "is not a whole number of cents"
     # "5000.500" is 5000.50: keep at most two decimals, as written otherwise.
     return cents if len(text.partition(".")[2]) > 2 else amount
+
+
+_TTL = re.compile(r"([0-9]{1,6})\s*([hd])", re.IGNORECASE)
+MAX_TTL = timedelta(days=3650)
+MIN_IDLE_MINUTES = 15
+MAX_IDLE_MINUTES = 10_080
+
+
+def parse_ttl(raw: str) -> timedelta | str:
+    """Parse ``costguard:ttl`` (``48h``, ``7d``); return the time to live, or why not."""
+    match = _TTL.fullmatch(raw.strip())
+    if match is None:
+        return "is not a time to live (use hours or days, e.g. 48h or 7d)"
+    amount = int(match.group(1))
+    ttl = timedelta(hours=amount) if match.group(2).lower() == "h" else timedelta(days=amount)
+    if ttl <= timedelta(0):
+        return "must be at least 1h"
+    if ttl > MAX_TTL:
+        return "is longer than 3650d"
+    return ttl
+
+
+def parse_idle_minutes(raw: str) -> int | str:
+    """Parse ``costguard:idle-minutes``; return the window in minutes, or why not."""
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit():
+        return "is not a whole number of minutes (e.g. 90)"
+    minutes = int(text)
+    if not MIN_IDLE_MINUTES <= minutes <= MAX_IDLE_MINUTES:
+        return f"must be from {MIN_IDLE_MINUTES} to {MAX_IDLE_MINUTES} minutes"
+    return minutes
 
 
 @lru_cache(maxsize=4096)

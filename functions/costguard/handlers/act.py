@@ -1,6 +1,7 @@
 """The actuator Lambda: one guard's policy through the executor. Its own role, never the scan's.
 
-The schedule of each guard invokes it with ``{"time": <scheduled time>, "guard": name}``.
+Each guard has its own Lambda (and role), bound to it by ``COSTGUARD_GUARD``; its
+schedule invokes it with ``{"time": <scheduled time>, "guard": name}``.
 ``dryRun`` (the deployment's) turns every action into a report. The invocation fails
 when any action failed, so that the retry and the dead-letter queue see it.
 """
@@ -29,7 +30,8 @@ logger = Logger(service="costguard-act")
 
 
 class ActEvent(ScheduledEvent):
-    guard: str
+    #: Optional where the Lambda is bound to one guard (``COSTGUARD_GUARD``), as deployed.
+    guard: str | None = None
 
 
 class ActionsFailedError(RuntimeError):
@@ -44,16 +46,24 @@ def process(
     *,
     guards: Mapping[str, GuardFactory] | None = None,
 ) -> ExecutionReport:
+    from costguard.actuators import SPECS
     from costguard.services.executor import Executor, ExecutorSettings
-    from costguard.wiring import GUARDS, build_ledger, build_notifier, clients_for
+    from costguard.wiring import build_ledger, build_notifier, clients_for
 
     parsed = parse_event(ActEvent, event)
     now = parsed.now(clock or events.CLOCK())
-    registry = GUARDS if guards is None else guards
-    factory = registry.get(parsed.guard)
+    registry = {n: s.build for n, s in SPECS.items()} if guards is None else guards
+    name = parsed.guard or settings.guard
+    if name is None:
+        raise ValueError("no guard named: the event has no 'guard' and the Lambda none bound")
+    if settings.guard and name != settings.guard:
+        # Each guard's Lambda holds only that guard's permissions: running another
+        # guard's policy with them would fail halfway, so it is refused before any call.
+        raise ValueError(f"this Lambda runs the {settings.guard!r} guard, not {name!r}")
+    factory = registry.get(name)
     if factory is None:
         known = ", ".join(sorted(registry)) or "none yet"
-        raise ValueError(f"unknown guard {parsed.guard!r} (known: {known})")
+        raise ValueError(f"unknown guard {name!r} (known: {known})")
     clients = clients_for(settings, session)
     guard = factory(settings, clients)
     executor = Executor(

@@ -1,0 +1,53 @@
+"""The guards CostGuard ships, declared once for the actuator Lambda and for the stack.
+
+A guard is a policy (a pure judgement that returns decisions), the actuators it acts
+through, the read permissions its policy needs, and the cadence it runs at. The stack
+builds one Lambda per guard from its declaration: a role holding only that guard's
+permissions (the idle-notebook guard can never delete an object, the stale-data
+guard can never stop a notebook), and a schedule that invokes it with its name.
+The executor, the handler and the ledger are shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from costguard.iam import Permission
+
+if TYPE_CHECKING:
+    from costguard.services.guard import GuardFactory
+
+
+class DeclaresPermissions(Protocol):
+    """An actuator class: what it may do, declared next to the code that does it."""
+
+    permissions: tuple[Permission, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GuardSpec:
+    #: The name the schedule passes (``{"guard": name}``) and the audit trail records.
+    name: str
+    #: The CDK construct id of its Lambda (``Guard<construct_id>``).
+    construct_id: str
+    description: str
+    #: Builds the guard (policy and actuators) from settings and typed clients.
+    build: GuardFactory
+    actuators: tuple[DeclaresPermissions, ...]
+    #: What the policy reads (CloudWatch metrics, inventories): never mutating.
+    reads: tuple[Permission, ...] = ()
+    #: How often it runs, in minutes, unless the deployment says otherwise.
+    every_minutes: int = 15
+    timeout_minutes: int = 15
+    memory_mb: int = 512
+    #: The deployment setting (a CostGuardConfig field) that overrides ``every_minutes``.
+    rate_setting: str | None = None
+
+    def permissions(self) -> tuple[Permission, ...]:
+        """The guard role's permissions: its reads, then each actuator's, once each."""
+        seen: list[Permission] = []
+        for p in (*self.reads, *(p for a in self.actuators for p in a.permissions)):
+            if p not in seen:
+                seen.append(p)
+        return tuple(seen)
