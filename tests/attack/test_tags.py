@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from costguard.settings import Settings
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 from tests.unit.test_alert_service import T0, gpu
 
@@ -26,7 +26,7 @@ def test_the_central_table_and_the_tags_name_one_project_however_it_is_typed() -
     report = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory(fleet)})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         InMemoryLedger(),
         ScanSettings(scope="acct", regions=("us-east-1",), projects=settings.project_table()),
     ).run(T0)

@@ -7,11 +7,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
@@ -62,7 +62,7 @@ def test_a_node_takes_the_project_of_its_own_accounts_node_group() -> None:
     service = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory(resources)})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         InMemoryLedger(),
         ScanSettings(scope="org", regions=("us-east-1",)),
     )
@@ -99,7 +99,7 @@ def guard_cycle(ledger: InMemoryLedger, notifier: object, account: str, now: dat
     report = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory((untagged_gpu(account),))})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         ledger,
         ScanSettings(scope=SCOPE, regions=("us-east-1",), account=account),
     ).run(now)
@@ -149,7 +149,7 @@ def test_the_digest_after_an_upgrade_counts_each_finding_once() -> None:
         report = ScanService(
             [StaticInventory("ec2", {"us-east-1": Inventory((gpu,))})],
             StaticSpotPrices({}),
-            load_catalog(),
+            fixture_catalog(),
             ledger,
             ScanSettings(scope=SCOPE, regions=("us-east-1",), account=account),
         ).run(now)
@@ -186,7 +186,7 @@ def test_pending_capacity_counts_only_the_node_groups_own_instances() -> None:
     service = ScanService(
         [StaticInventory("eks", {"us-east-1": Inventory(resources)})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         InMemoryLedger(),
         ScanSettings(scope="org", regions=("us-east-1",)),
     )

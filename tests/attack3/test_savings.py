@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.domain.models import Resource, ResourceKind
@@ -14,6 +13,7 @@ from costguard.ports import Inventory
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import RecordingNotifier, StaticInventory, StaticSpotPrices
 
 SCOPE = "123456789012"
@@ -73,7 +73,7 @@ def test_a_notebook_stopped_twice_saves_its_rate_once() -> None:
     report = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory((running,))})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         ledger,
         ScanSettings(scope=SCOPE, regions=("us-east-1",)),
     ).run(now)

@@ -14,6 +14,7 @@ from botocore.stub import ANY, Stubber
 from costguard.adapters.catalog import load_catalog, read_catalog_file, write_catalog_file
 from costguard.adapters.pricing_api import refresh_catalog
 from tests.fake_price_list import FakePriceList, price_item, price_list_server
+from tests.support.catalog import FIXTURE_CATALOG_PATH
 
 
 def test_refresh_rewrites_prices_it_finds_and_keeps_the_rest(tmp_path: Path) -> None:
@@ -95,7 +96,9 @@ def test_keeps_as_of_when_a_requested_region_returns_no_prices(
 ) -> None:
     # GIVEN a refresh of one real region and one typo the API answers with nothing
     _, client = price_list
-    previous = read_catalog_file()
+    previous = read_catalog_file(
+        FIXTURE_CATALOG_PATH
+    )  # its as_of is not TODAY, whatever the bundled
     out = tmp_path / "prices.json"
     # WHEN the catalog is refreshed
     summary = refresh_catalog(

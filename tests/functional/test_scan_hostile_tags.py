@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from costguard.adapters.catalog import load_catalog
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.tags import TagKeys, normalise_project, read_tags
 from costguard.ports import CommitOutcome, Inventory
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 from tests.tag_strategies import tag_sets
 
@@ -79,7 +79,7 @@ def test_a_scan_over_arbitrary_tags_completes_and_reports_every_bad_tag(
         service = ScanService(
             sources=[StaticInventory("ec2", {REGION: Inventory(resources)})],
             spot_prices=StaticSpotPrices({}),
-            catalog=load_catalog(),
+            catalog=fixture_catalog(),
             ledger=ddb_ledger,  # type: ignore[arg-type]
             settings=ScanSettings(scope=scope, regions=(REGION,), max_workers=1),
         )

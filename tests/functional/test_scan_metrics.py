@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.models import Resource, ResourceKind
 from costguard.names import Figures, Metrics
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from tests.conftest import NOW
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 
@@ -53,7 +53,7 @@ def test_logs_budget_spend_forecast_and_run_rate_per_project_and_two_alarm_metri
     report = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory((res,))})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         InMemoryLedger(),
         ScanSettings(scope="a", regions=("us-east-1",)),
     ).run(NOW)
@@ -93,11 +93,11 @@ def test_a_project_whose_read_failed_logs_no_figures(
     ledger = InMemoryLedger()
     settings = ScanSettings(scope="a", regions=("us-east-1",))
     ok = StaticInventory("ec2", {"us-east-1": Inventory((p5,))})
-    ScanService([ok], StaticSpotPrices({}), load_catalog(), ledger, settings).run(NOW)
+    ScanService([ok], StaticSpotPrices({}), fixture_catalog(), ledger, settings).run(NOW)
     # GIVEN the next scan cannot read EC2 (AccessDenied) while the p5 still runs
     denied = AccessDeniedError("ec2", "us-east-1", "DescribeInstances", "AccessDenied", "no")
     broken = StaticInventory("ec2", {}, failing={"us-east-1": denied})
-    report = ScanService([broken], StaticSpotPrices({}), load_catalog(), ledger, settings).run(
+    report = ScanService([broken], StaticSpotPrices({}), fixture_catalog(), ledger, settings).run(
         NOW.replace(minute=15)
     )
     assert report.incomplete_projects == frozenset({"llm"})

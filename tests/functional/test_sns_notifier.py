@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.sns import SNS_MAX_BYTES, SnsNotifier
 from costguard.domain.alerts import (
@@ -25,6 +24,7 @@ from costguard.ports import Inventory
 from costguard.rendering import sns_message
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -192,7 +192,7 @@ def test_thousands_of_untagged_gpus_with_unicode_owners_alert_through_sns(aws: A
     report = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory(fleet)})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         ledger,
         ScanSettings(scope="acct", regions=("us-east-1",)),
     ).run(NOW)

@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import CommitOutcome, Inventory, Ledger
 from costguard.services.scan import ScanReport, ScanService, ScanSettings
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -96,7 +96,7 @@ def scan(ledger: Ledger, *resources: Resource) -> Callable[[datetime], ScanRepor
     service = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory(resources)})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         ledger,
         ScanSettings(scope="123456789012", regions=("us-east-1",)),
     )
@@ -227,7 +227,7 @@ class Guard:
                 )
             ],
             StaticSpotPrices({}),
-            load_catalog(),
+            fixture_catalog(),
             self.ledger,
             ScanSettings(scope="123456789012", regions=("us-east-1",)),
         )
@@ -355,7 +355,7 @@ def test_upgrading_to_account_keys_counts_nothing_twice(ddb: FaultyClient) -> No
             )
         ],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         ledger,
         ScanSettings(scope="123456789012", regions=("us-east-1",), account="123456789012"),
     )

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import Alert, AlertKind, cost_anomaly_alert
 from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import AccessDeniedError, Inventory
 from costguard.services.alerts import AlertDeliveryError, AlertService, AlertSettings
 from costguard.services.scan import ScanReport, ScanService, ScanSettings
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import RecordingNotifier, StaticInventory, StaticSpotPrices
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
@@ -86,7 +86,7 @@ class Guard:
                 )
             ],
             StaticSpotPrices({}),
-            load_catalog(),
+            fixture_catalog(),
             self.ledger,
             ScanSettings(scope="acct", regions=self.regions),
         ).run(now)
@@ -201,7 +201,7 @@ def test_a_failed_publish_releases_the_claim_so_the_next_scan_retries() -> None:
     report = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory(tuple(fleet))})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         ledger,
         ScanSettings(scope="acct", regions=("us-east-1",)),
     ).run(T0)

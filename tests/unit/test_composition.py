@@ -11,7 +11,6 @@ from decimal import Decimal
 
 import pytest
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.domain.models import Resource, ResourceKind
@@ -20,6 +19,7 @@ from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import RecordingNotifier, StaticInventory, StaticSpotPrices
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -44,7 +44,7 @@ def test_the_scan_handlers_graph_runs_on_fakes() -> None:
         scan=ScanService(
             [StaticInventory("ec2", {"us-east-1": Inventory((p5,))})],
             StaticSpotPrices({}),
-            load_catalog(),
+            fixture_catalog(),
             ledger,
             ScanSettings(scope="123456789012", regions=("us-east-1",), account="123456789012"),
         ),

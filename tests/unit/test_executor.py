@@ -246,9 +246,9 @@ def test_a_resource_attributed_by_a_fallback_key_is_not_acted_on() -> None:
 
 
 def test_the_scan_report_shows_what_actions_saved_this_month() -> None:
-    from costguard.adapters.catalog import load_catalog
     from costguard.ports import Inventory
     from costguard.services.scan import ScanService, ScanSettings
+    from tests.support.catalog import fixture_catalog
     from tests.support.fakes import StaticInventory, StaticSpotPrices
 
     # GIVEN a notebook stopped after its grace period, two hours before the scan
@@ -269,7 +269,7 @@ def test_the_scan_report_shows_what_actions_saved_this_month() -> None:
     report = ScanService(
         [StaticInventory("ec2", {"us-east-1": Inventory((running,))})],
         StaticSpotPrices({}),
-        load_catalog(),
+        fixture_catalog(),
         w.ledger,
         ScanSettings(scope="123456789012", regions=("us-east-1",)),
     ).run(T0 + timedelta(hours=2))

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.findings import FindingCode
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.spend import BudgetStatus
 from costguard.ports import AccessDeniedError, Inventory
 from costguard.services.scan import ScanService, ScanSettings
+from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -39,7 +39,7 @@ def service(
     return ScanService(
         sources=[StaticInventory("ec2", inventories, failing)],
         spot_prices=StaticSpotPrices({}),
-        catalog=load_catalog(),
+        catalog=fixture_catalog(),
         ledger=ledger,
         settings=ScanSettings(scope="acct", regions=("us-east-1", "us-west-2")),
     )

@@ -41,6 +41,10 @@ class CatalogFile(BaseModel):
     not_offered: dict[str, list[str]] = Field(default_factory=dict)
     #: instance type -> why it has no on-demand rate (Capacity Blocks only, ...).
     unpriced_reasons: dict[str, str] = Field(default_factory=dict)
+    #: instance family or type -> why/since when AWS no longer offers it (rate kept: it still bills).
+    retired: dict[str, str] = Field(default_factory=dict)
+    #: "<service>/<region>/<type>" or "<service>/<type>" -> why that rate is less certain.
+    confidence: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("currency")
     @classmethod
@@ -82,6 +86,8 @@ class CatalogFile(BaseModel):
                 region: frozenset(families) for region, families in self.not_offered.items()
             },
             unpriced_reasons=self.unpriced_reasons,
+            retired=self.retired,
+            confidence=self.confidence,
         )
 
 

@@ -23,6 +23,8 @@ class FindingCode(StrEnum):
     UNPRICED = "unpriced"
     EKS_VERSION_UNKNOWN = "eks-version-unknown"
     UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"
+    INSTANCE_TYPE_RETIRED = "instance-type-retired"
+    PRICE_LOW_CONFIDENCE = "price-low-confidence"
     SPOT_PRICE_FALLBACK = "spot-price-fallback"
     PENDING_CAPACITY = "pending-capacity"
     UNATTRIBUTED = "unattributed"

@@ -52,13 +52,52 @@ class PriceCatalog:
     sources: tuple[str, ...] = ()
     not_offered: Mapping[str, frozenset[str]] = field(default_factory=dict)
     unpriced_reasons: Mapping[str, str] = field(default_factory=dict)
+    #: instance family or type -> why and since when AWS no longer offers it anywhere.
+    #: EC2 keys are bare ("p3"); SageMaker keys keep their prefix ("ml.p3"), because
+    #: AWS retires an EC2 family and its SageMaker twin on different dates.
+    retired: Mapping[str, str] = field(default_factory=dict)
+    #: "<service>/<region>/<type>" or "<service>/<type>" -> why a rate is less certain.
+    confidence: Mapping[str, str] = field(default_factory=dict)
 
     def why_unpriced(self, region: str, instance_type: str) -> str | None:
         """A known reason for a missing price: not offered in the region, or no public rate."""
         bare = instance_type.removeprefix("ml.")
         if bare.split(".")[0] in self.not_offered.get(region, frozenset()):
             return f"{bare.split('.')[0]} instances are not offered in {region}"
-        return self.unpriced_reasons.get(bare)
+        # SageMaker types have their own reasons: an EC2 Capacity Block says nothing of them.
+        reasons = self.unpriced_reasons
+        return reasons.get(f"{region}/{instance_type}") or reasons.get(instance_type)
+
+    def retirement(self, instance_type: str) -> str | None:
+        """Why ``instance_type`` is retired (the type itself, or its family), or None.
+
+        ``ml.p3.2xlarge`` is looked up as ``ml.p3.2xlarge`` then ``ml.p3``; ``p3dn.24xlarge``
+        as ``p3dn.24xlarge`` then ``p3dn``, never ``p3``: a family is the whole prefix.
+        """
+        found = self.retired.get(instance_type)
+        if found is None and "." in instance_type:
+            found = self.retired.get(instance_type.rsplit(".", 1)[0])
+        return found
+
+    def offered_types(self, region: str, service: str = "ec2") -> tuple[str, ...]:
+        """The types worth proposing in ``region`` for an estimate or advice: priced there,
+        not retired, and of a family AWS offers there. Sorted, for a stable answer."""
+        rates = self.sagemaker if service == "sagemaker" else self.ec2
+        absent = self.not_offered.get(region, frozenset())
+        return tuple(
+            sorted(
+                itype
+                for itype in rates.get(region, {})
+                if self.retirement(itype) is None
+                and itype.removeprefix("ml.").split(".")[0] not in absent
+            )
+        )
+
+    def confidence_note(self, service: str, region: str, instance_type: str) -> str | None:
+        """Why the rate of ``instance_type`` in ``region`` is less certain than the rest, or None."""
+        return self.confidence.get(f"{service}/{region}/{instance_type}") or self.confidence.get(
+            f"{service}/{instance_type}"
+        )
 
     def ec2_on_demand(self, region: str, instance_type: str) -> Decimal | None:
         return self.ec2.get(region, {}).get(instance_type)
@@ -187,10 +226,57 @@ def price_resource(
         return PricedResource(resource, hourly, "ebs gb-month"), []
 
     itype = resource.instance_type or ""
+    priced, findings = _price_instance(resource, catalog, spot_prices, itype)
+    return _with_caveats(priced, findings, catalog, itype)
+
+
+def _with_caveats(
+    priced: PricedResource, findings: list[Finding], catalog: PriceCatalog, itype: str
+) -> tuple[PricedResource, list[Finding]]:
+    """Add what a rate alone does not say: the type is retired, or its rate is uncertain."""
+    resource = priced.resource
+    retired = catalog.retirement(itype)
+    if retired is not None:
+        findings.append(
+            Finding(
+                FindingCode.INSTANCE_TYPE_RETIRED,
+                resource.key,
+                f"{itype} is a type AWS has retired ({retired}); this one is "
+                "still billed at its last rate, but may not start again once stopped: "
+                "plan its move to a current type",
+                Severity.WARNING,
+            )
+        )
+    if priced.usd_per_hour is not None and priced.usd_per_hour > 0:
+        service = "sagemaker" if resource.kind in _SAGEMAKER_KINDS else "ec2"
+        note = catalog.confidence_note(service, resource.region, itype)
+        if note is not None:
+            priced = priced._replace(basis=f"{priced.basis} (low confidence)")
+            findings.append(
+                Finding(
+                    FindingCode.PRICE_LOW_CONFIDENCE,
+                    resource.key,
+                    f"the {service} rate for {itype} in {resource.region} is less certain "
+                    f"than the rest of the catalog: {note}",
+                    Severity.INFO,
+                )
+            )
+    return priced, findings
+
+
+def _price_instance(
+    resource: Resource,
+    catalog: PriceCatalog,
+    spot_prices: Mapping[SpotKey, Decimal],
+    itype: str,
+) -> tuple[PricedResource, list[Finding]]:
+    kind = resource.kind
     if kind in _SAGEMAKER_KINDS:
         unit = catalog.sagemaker_rate(resource.region, itype)
         if unit is None:
-            priced, finding = _unpriced(resource, f"SageMaker {itype}")
+            priced, finding = _unpriced(
+                resource, f"SageMaker {itype}", catalog.why_unpriced(resource.region, itype)
+            )
             return priced, [finding]
         hourly = unit * resource.count
         if resource.lifecycle is _SPOT:
