@@ -68,6 +68,15 @@ def test_p3_is_retired_in_every_size_and_keeps_its_rate() -> None:
             assert CATALOG.ec2_on_demand(region, itype), (region, itype)  # a running one bills
 
 
+def test_p3dn_and_dl1_are_retired_too_and_keep_their_rates_where_they_ran() -> None:
+    # The pricing review: p3 in every size, p3dn included, and dl1.24xlarge.
+    for itype in ("p3dn.24xlarge", "dl1.24xlarge"):
+        assert CATALOG.retirement(itype), itype
+        assert CATALOG.ec2_on_demand("us-east-1", itype), itype
+        for region in REGIONS:
+            assert itype not in CATALOG.offered_types(region), (region, itype)
+
+
 @pytest.mark.parametrize("region", REGIONS)
 def test_not_offered_agrees_with_the_rates_and_the_retired_types(region: str) -> None:
     absent = CATALOG.not_offered.get(region, frozenset())
