@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
+    from costguard.domain.catalog_merge import CatalogInUse
     from costguard.domain.decisions import Decision, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
-    from costguard.domain.pricing import SpotKey
+    from costguard.domain.pricing import PriceCatalog, SpotKey
     from costguard.domain.spend import AccrualKey, Increment, Observation
 
 
@@ -294,6 +295,12 @@ class CatalogStore(Protocol):
         version, or None when another writer stored first: nothing is written, and the
         caller merges again."""
         ...
+
+
+class CatalogSource(Protocol):
+    """Where a scan gets its prices when it runs (the deployed store, or the package)."""
+
+    def read(self) -> tuple[PriceCatalog, CatalogInUse]: ...
 
 
 class PriceSource(Protocol):

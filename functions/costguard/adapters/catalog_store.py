@@ -22,15 +22,27 @@ refresh role is allowed only items whose partition key is ``CATALOG``
 from __future__ import annotations
 
 import json
+import threading
+import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
+from costguard.adapters.catalog import (
+    CatalogError,
+    CatalogFile,
+    parse_catalog,
+    rate_book,
+    read_catalog_file,
+    rebase,
+)
 from costguard.adapters.dynamodb import ITEM_BUDGET_BYTES, parse_stamp, stamp
-from costguard.ports import StoredCatalog
+from costguard.domain.catalog_merge import BUNDLED, STORED, CatalogInUse
+from costguard.domain.pricing import PriceCatalog
+from costguard.ports import CatalogStore, StoredCatalog
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -144,3 +156,93 @@ class DynamoDbCatalogStore:
                     return None
             raise
         return version
+
+
+#: How long a warm Lambda reuses the catalog it read: a refresh is seen within minutes.
+CATALOG_REUSE_S = 300.0
+
+
+class CatalogCache:
+    """What a warm Lambda keeps between invocations: the catalog read, per table, and when.
+
+    Data only, never a client: each invocation brings its own session.
+    """
+
+    def __init__(self, reuse_s: float = CATALOG_REUSE_S, clock: Callable[[], float] = time.monotonic):
+        self.reuse_s = reuse_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[float, PriceCatalog, CatalogInUse]] = {}
+
+    def get(self, key: str) -> tuple[PriceCatalog, CatalogInUse] | None:
+        with self._lock:
+            held = self._held.get(key)
+            if held is None or self.clock() - held[0] >= self.reuse_s:
+                return None
+            return held[1], held[2]
+
+    def put(self, key: str, catalog: PriceCatalog, in_use: CatalogInUse) -> None:
+        with self._lock:
+            self._held[key] = (self.clock(), catalog, in_use)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+
+
+class CatalogReader:
+    """The catalog a scan prices with: the newest valid stored one, else the bundled one.
+
+    One ``GetItem`` per cold start and then at most every :data:`CATALOG_REUSE_S`
+    seconds (``cache``). A stored catalog that cannot be read or is invalid is not a
+    failed scan: the bundled catalog prices it, and :class:`CatalogInUse` carries the
+    problem, which the scan reports as a finding. A failed read is not remembered, so
+    the next scan tries again. A stored catalog is brought up to the package's
+    reference data (``adapters.catalog.rebase``); the package's catalog wins only when
+    it is newer.
+    """
+
+    def __init__(
+        self,
+        store: CatalogStore,
+        *,
+        key: str = "",
+        cache: CatalogCache | None = None,
+        bundled: Callable[[], CatalogFile] | None = None,
+    ) -> None:
+        self._store = store
+        self._key = key
+        self._cache = cache or CatalogCache()
+        self._bundled = bundled or read_catalog_file
+
+    def read(self) -> tuple[PriceCatalog, CatalogInUse]:
+        held = self._cache.get(self._key)
+        if held is not None:
+            return held
+        catalog, in_use, keep = self._read()
+        if keep:
+            self._cache.put(self._key, catalog, in_use)
+        return catalog, in_use
+
+    def _read(self) -> tuple[PriceCatalog, CatalogInUse, bool]:
+        bundled = self._bundled()
+        try:
+            stored = self._store.current()
+        except (CatalogStoreError, ClientError, BotoCoreError) as exc:
+            return (*_bundled(bundled, f"the stored price catalog could not be read: {exc}"), False)
+        if stored is None:
+            return (*_bundled(bundled, None), True)
+        try:
+            catalog = rebase(parse_catalog(stored.document, "the stored price catalog"), bundled)
+        except CatalogError as exc:
+            return (*_bundled(bundled, str(exc)), True)
+        book = rate_book(catalog)
+        if bundled.as_of > book.newest_as_of():
+            # The package was upgraded since the last refresh read anything: its prices
+            # are newer. The next refresh starts from the stored catalog, rebased on it.
+            return (*_bundled(bundled, None), True)
+        return catalog.to_domain(), CatalogInUse(STORED, stored.version, book), True
+
+
+def _bundled(bundled: CatalogFile, problem: str | None) -> tuple[PriceCatalog, CatalogInUse]:
+    return bundled.to_domain(), CatalogInUse(BUNDLED, bundled.version, rate_book(bundled), problem)

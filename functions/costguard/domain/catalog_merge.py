@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from datetime import date
 from decimal import Decimal
 
+from costguard.domain.findings import Finding, FindingCode, Severity
+
 #: The catalog sections a refresh fetches, each ``region -> name -> USD``.
 SECTIONS = ("ec2", "sagemaker", "ebs_gb_month")
 #: Where a rate came from.
@@ -84,6 +86,12 @@ class RateBook:
             if rates and (regions is None or region in regions)
         ]
         return min(days, default=self.as_of)
+
+    def newest_as_of(self) -> date:
+        """The last day any of its rates was checked: when a refresh last read anything."""
+        return max(
+            [self.as_of, *(d for regions in self.as_of_by.values() for d in regions.values())]
+        )
 
     def held(self) -> list[HeldRate]:
         out = []
@@ -243,3 +251,83 @@ def merge(
         empty_regions=tuple(empty),
         failed_regions=failed,
     )
+
+
+# -- what a scan says about the catalog it priced with ---------------------------------------
+
+STORED = "stored"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogInUse:
+    """Which catalog a scan priced with: the refreshed one in the store, or the bundled one."""
+
+    source: str
+    version: int
+    book: RateBook
+    #: Why the stored catalog was not used (unreadable, invalid), when that is the reason.
+    problem: str | None = None
+
+    @property
+    def as_of(self) -> date:
+        return self.book.as_of
+
+    def describe(self) -> str:
+        return f"{self.source} catalog v{self.version}, as of {self.as_of.isoformat()}"
+
+    def age_days(self, regions: tuple[str, ...], today: date) -> int:
+        return (today - self.book.oldest_as_of(regions)).days
+
+
+def catalog_findings(
+    in_use: CatalogInUse, regions: tuple[str, ...], today: date, max_age_days: int
+) -> list[Finding]:
+    """Findings about the catalog itself: stale for a scanned region, unusable, held rates.
+
+    Staleness is judged on the scanned regions only: a region nobody scans does not make
+    the prices of the others stale, and a region the refresh could not read does.
+    """
+    found = []
+    if in_use.problem:
+        found.append(
+            Finding(
+                FindingCode.PRICE_CATALOG,
+                "price-catalog/stored",
+                f"{in_use.problem}; priced with the {in_use.describe()} instead",
+                Severity.WARNING,
+            )
+        )
+    stale = sorted(
+        {
+            (region, in_use.book.region_as_of(section, region))
+            for section in SECTIONS
+            for region, rates in in_use.book.rates.get(section, {}).items()
+            if region in regions
+            and rates
+            and (today - in_use.book.region_as_of(section, region)).days > max_age_days
+        }
+    )
+    for region in sorted({r for r, _ in stale}):
+        oldest = min(d for r, d in stale if r == region)
+        found.append(
+            Finding(
+                FindingCode.PRICE_CATALOG,
+                f"price-catalog/{region}",
+                f"the {in_use.source} price catalog's rates for {region} were last checked "
+                f"{oldest.isoformat()}, {(today - oldest).days} days ago (more than "
+                f"{max_age_days}): prices may have changed; check the price-refresh Lambda, or "
+                "run `costguard prices refresh`",
+                Severity.WARNING,
+            )
+        )
+    for held in in_use.book.held():
+        if held.region in regions:
+            found.append(
+                Finding(
+                    FindingCode.PRICE_CATALOG,
+                    f"price-catalog/{held.section}/{held.region}/{held.name}",
+                    held.describe(),
+                    Severity.WARNING,
+                )
+            )
+    return found
