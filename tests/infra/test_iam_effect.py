@@ -192,16 +192,27 @@ def test_every_lambda_role_covers_what_the_lambda_service_does_with_it(world: Wo
             assert role_may(world, role, "xray:PutTraceSegments", "*"), logical
 
 
-def test_the_schedule_role_invokes_only_the_scan_function_and_reads_the_schedule(
-    world: World,
+@pytest.mark.parametrize("handler", ["scan.handler", "refresh.handler"])
+def test_each_schedule_role_invokes_only_its_function_and_reads_the_schedule(
+    world: World, handler: str
 ) -> None:
-    (schedule,) = world.resources("AWS::Scheduler::Schedule").values()
-    props = world.resolve(schedule["Properties"])
+    (function,) = [
+        f
+        for f, fn in world.resources("AWS::Lambda::Function").items()
+        if fn["Properties"]["Handler"].endswith(f".{handler}")
+    ]
+    schedules = [
+        world.resolve(s["Properties"]) for s in world.resources("AWS::Scheduler::Schedule").values()
+    ]
+    (props,) = [p for p in schedules if p["Target"]["Arn"] == world.arn(function)]
     role = world.role_by_arn(props["Target"]["RoleArn"])
     assert role_may(world, role, "lambda:InvokeFunction", props["Target"]["Arn"])
     assert role_may(world, role, "kms:Decrypt", props["KmsKeyArn"], _via("scheduler"))
     other = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:someone-else"
     assert not role_may(world, role, "lambda:InvokeFunction", other)
+    for p in schedules:  # not the other schedule's function
+        if p is not props:
+            assert not role_may(world, role, "lambda:InvokeFunction", p["Target"]["Arn"])
     trust = world.props(role)["AssumeRolePolicyDocument"]["Statement"]
     assert all(world.resolve(s).get("Condition") for s in trust), "confused-deputy guard"
 

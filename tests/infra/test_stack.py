@@ -149,8 +149,9 @@ def test_alarms_cover_errors_throttles_dead_letters_and_missing_scans(template: 
     alarms = resources(template, "AWS::CloudWatch::Alarm").values()
     names = sorted(a["Properties"].get("MetricName", "") for a in alarms)
     per_function = ["Errors", "Throttles", "ApproximateNumberOfMessagesVisible"]
-    # The scan, the Slack notifier and the actuator Lambda, and the missed-scan heartbeat.
-    assert names == sorted([*per_function * 3, Metrics.SCAN_COMPLETED])
+    # The scan, the Slack notifier, the actuator and the price-refresh Lambda, and the
+    # missed-scan heartbeat.
+    assert names == sorted([*per_function * 4, Metrics.SCAN_COMPLETED])
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"], "every alarm publishes to the alert topic"
     template.has_resource_properties(
@@ -221,13 +222,19 @@ def test_roles_grant_the_declared_permissions_and_otherwise_only_costguards_own_
     template: Any,
 ) -> None:
     from costguard.actuators import actuator_permissions
+    from costguard.iam import refresh_permissions
 
-    declared = {a for p in (*scan_permissions(), *actuator_permissions()) for a in p.actions}
+    declared = {
+        a
+        for p in (*scan_permissions(), *actuator_permissions(), *refresh_permissions())
+        for a in p.actions
+    }
     statements = _policy_statements(template)
     granted = {a for s in statements for a in _as_list(s["Action"])}
     assert declared <= granted
     for statement in statements:
-        extra = [a for a in _as_list(statement["Action"]) if a not in declared]
+        actions = _as_list(statement["Action"])
+        extra = [a for a in actions if a not in declared]
         if not extra or set(extra) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}:
             continue
         # Grants beyond the declarations (ledger, topic, secret, key, queues, logs) must

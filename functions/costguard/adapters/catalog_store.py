@@ -42,13 +42,14 @@ from costguard.adapters.catalog import (
 from costguard.adapters.dynamodb import ITEM_BUDGET_BYTES, parse_stamp, stamp
 from costguard.domain.catalog_merge import BUNDLED, STORED, CatalogInUse
 from costguard.domain.pricing import PriceCatalog
+from costguard.iam import CATALOG_PARTITION
 from costguard.ports import CatalogStore, StoredCatalog
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-PARTITION = "CATALOG"
+PARTITION = CATALOG_PARTITION
 CURRENT = "CURRENT"
 
 
