@@ -25,7 +25,7 @@ from costguard.domain.catalog_merge import (
     RateBook,
     merge,
 )
-from costguard.ports import CatalogStore, PriceSource, SourceError
+from costguard.ports import CatalogStore, PriceSource, ThrottledError
 
 #: Conditional writes lost to concurrent refreshes before giving up.
 MAX_CONTENDED = 3
@@ -97,7 +97,9 @@ def fetch_regions(
         progress(f"fetching {region} prices")
         try:
             got = prices.fetch(region, wanted)
-        except SourceError as exc:
+        except ThrottledError as exc:
+            # Anything else (expired credentials, access denied) is not about one region:
+            # it propagates, and nothing is written.
             why = f"{exc.operation} failed with {exc.code}: {exc.detail or 'no message'}"
             progress(f"{region}: {why}; {region} is left as it was")
             fetched.append(Fetched(region, {}, failed=why))
