@@ -83,9 +83,7 @@ class FakePriceList:
         region = filters["regionCode"]
         if "instanceType" in filters:
             items = [
-                price_item(
-                    {"instanceType": t, "regionCode": region}, self.price("ec2", region, t)
-                )
+                price_item({"instanceType": t, "regionCode": region}, self.price("ec2", region, t))
                 for t in filters["instanceType"].split(",")
             ]
         elif "instanceName" in filters:
@@ -96,7 +94,6 @@ class FakePriceList:
         else:
             items = [price_item({"volumeApiName": "gp3"}, "0.0800000000", "GB-Mo")]
         return 200, {"FormatVersion": "aws_v1", "PriceList": items}
-
 
     def price(self, section: str, region: str, name: str) -> str:
         if self.usd is not None:

@@ -667,7 +667,9 @@ def _refresh_outcome(summary: dict[str, Any], where: str, progress: Callable[[st
     sys.stdout.flush()
     failed = summary.get("failed_regions") or {}
     empty = summary["regions_without_prices"]
-    wrote = "the other regions' prices were written" if summary["written"] else "nothing was written"
+    wrote = (
+        "the other regions' prices were written" if summary["written"] else "nothing was written"
+    )
     for line in summary.get("held_for_review", []):
         _progress(True)(f"held for review: {line}")
     if failed:
@@ -697,7 +699,9 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
     from costguard.config_spec import BY_NAME
 
     session = _session(args)
-    hold_pct = args.hold_pct if args.hold_pct is not None else BY_NAME["price_change_hold_pct"].default
+    hold_pct = (
+        args.hold_pct if args.hold_pct is not None else BY_NAME["price_change_hold_pct"].default
+    )
     regions = tuple(dict.fromkeys(args.region or DEFAULT_PRICE_REGIONS))
     progress = _progress(not args.quiet)
     if args.table:
@@ -818,7 +822,12 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
                 )
     if args.json:
         json.dump(
-            {"catalog": which, "version": in_use.version, "as_of": book.as_of.isoformat(), "rates": rows},
+            {
+                "catalog": which,
+                "version": in_use.version,
+                "as_of": book.as_of.isoformat(),
+                "rates": rows,
+            },
             sys.stdout,
             indent=2,
         )
@@ -827,7 +836,11 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
     print(f"{which[:1].upper()}{which[1:]}:")
     for r in rows:
         notes = [
-            *([f"kept since {r['kept_since']} (the API stopped returning it)"] if r["kept_since"] else []),
+            *(
+                [f"kept since {r['kept_since']} (the API stopped returning it)"]
+                if r["kept_since"]
+                else []
+            ),
             *([f"${r['held_usd']} held for review"] if r["held_usd"] else []),
             *(["retired"] if r["retired"] else []),
         ]

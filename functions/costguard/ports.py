@@ -289,7 +289,9 @@ class CatalogStore(Protocol):
         """An earlier version (audit, rollback); None if it was never stored."""
         ...
 
-    def put(self, document: Mapping[str, Any], *, expected_version: int, at: datetime) -> int | None:
+    def put(
+        self, document: Mapping[str, Any], *, expected_version: int, at: datetime
+    ) -> int | None:
         """Store ``document`` as version ``document["version"]`` (above ``expected_version``),
         if the current one is still ``expected_version`` (0: none yet). Returns the new
         version, or None when another writer stored first: nothing is written, and the

@@ -127,7 +127,11 @@ def report_table(report: ScanReport, top: int = 3) -> str:
     lines = [
         f"CostGuard scan of {', '.join(report.regions)} at {report.now:%Y-%m-%d %H:%M} UTC "
         f"(prices as of {report.catalog_as_of}"
-        + (f", {report.catalog.source} catalog v{report.catalog.version})" if report.catalog else ")"),
+        + (
+            f", {report.catalog.source} catalog v{report.catalog.version})"
+            if report.catalog
+            else ")"
+        ),
         "",
         f"{'PROJECT':<28} {'BUDGET':>12} {'RUN-RATE/H':>11} {'MONTH-TO-DATE':>14} {'FORECAST':>12}  STATUS",
     ]

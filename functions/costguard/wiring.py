@@ -27,11 +27,10 @@ from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, Ta
 from costguard.adapters.sns import SnsNotifier
 from costguard.domain.alerts import AnomalyPolicy
 from costguard.domain.catalog_merge import BUNDLED, CatalogInUse
+from costguard.domain.pricing import PriceCatalog
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.cost_explorer import CostExplorerService
 from costguard.services.scan import Progress, ScanService, ScanSettings
-
-from costguard.domain.pricing import PriceCatalog
 
 if TYPE_CHECKING:
     from costguard.ports import CatalogSource, Ledger

@@ -237,7 +237,17 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
     assert west["g5.xlarge"]["source"] == "bundled"
     assert {r["name"].removeprefix("ml.").split(".")[0] for r in shown["rates"]} == {"g5"}
     # AND as text, one line a rate, with the region filter
-    text = costguard(fake, "prices", "show", "--catalog", str(out), "--type", "g5.xlarge", "--region", "us-east-1")
+    text = costguard(
+        fake,
+        "prices",
+        "show",
+        "--catalog",
+        str(out),
+        "--type",
+        "g5.xlarge",
+        "--region",
+        "us-east-1",
+    )
     assert text.returncode == 0, text.stderr
     lines = text.stdout.strip().splitlines()
     assert lines[0].startswith(f"Prices from {out}")
@@ -278,6 +288,8 @@ def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) 
         ((rate,),) = [[r for r in body["rates"] if r["service"] == "ec2"]]
         assert rate["source"] == "price-list-api"
         # AND a second refresh the same day stores nothing new: the same prices, same date
-        again = refresh(fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env)
+        again = refresh(
+            fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env
+        )
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["written"] is False

@@ -18,7 +18,12 @@ T0 = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
 
 
 def doc(version: int, **extra: Any) -> dict[str, Any]:
-    return {"version": version, "as_of": "2026-11-29", "ec2": {"us-east-1": {"g5.xlarge": "1.006"}}, **extra}
+    return {
+        "version": version,
+        "as_of": "2026-11-29",
+        "ec2": {"us-east-1": {"g5.xlarge": "1.006"}},
+        **extra,
+    }
 
 
 @pytest.fixture(params=["memory", "dynamodb"])

@@ -73,7 +73,9 @@ def region_answers(
         "AmazonEC2",
         [price_item({"instanceType": t, "regionCode": region}, usd) for t, usd in ec2.items()],
     )
-    answer(stub, "AmazonSageMaker", [price_item({"instanceName": t}, u) for t, u in sagemaker.items()])
+    answer(
+        stub, "AmazonSageMaker", [price_item({"instanceName": t}, u) for t, u in sagemaker.items()]
+    )
     answer(
         stub,
         "AmazonEC2",
@@ -110,7 +112,11 @@ def stored(store: InMemoryCatalogStore) -> CatalogFile:
     return CatalogFile.model_validate(current.document)
 
 
-FULL_EAST = {"g5.xlarge": "0.9990000000", "p5.48xlarge": "55.0400000000", "p3.2xlarge": "3.0600000000"}
+FULL_EAST = {
+    "g5.xlarge": "0.9990000000",
+    "p5.48xlarge": "55.0400000000",
+    "p3.2xlarge": "3.0600000000",
+}
 
 
 def test_a_normal_update_applies_the_new_rates_with_their_provenance(client: Any) -> None:
@@ -173,12 +179,18 @@ def test_a_retired_type_the_api_no_longer_returns_is_kept_and_said_to_be_retired
 
 
 @pytest.mark.parametrize(("usd", "held"), [("110.08", True), ("22.00", True), ("80.00", False)])
-def test_a_suspicious_jump_is_held_for_review_not_applied(client: Any, usd: str, held: bool) -> None:
+def test_a_suspicious_jump_is_held_for_review_not_applied(
+    client: Any, usd: str, held: bool
+) -> None:
     # GIVEN the API says p5.48xlarge moved from $55.04 by +100 %, -60 % or +45 %
     store = InMemoryCatalogStore()
     with Stubber(client) as stub:
         region_answers(
-            stub, "us-east-1", {**FULL_EAST, "p5.48xlarge": usd}, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"}
+            stub,
+            "us-east-1",
+            {**FULL_EAST, "p5.48xlarge": usd},
+            {"ml.g5.xlarge": "1.408"},
+            {"gp3": "0.08"},
         )
         outcome = Run(client, store).service.run(("us-east-1",), NOW)
     catalog = stored(store)
@@ -199,7 +211,11 @@ def test_the_hold_threshold_is_configurable(client: Any) -> None:
     store = InMemoryCatalogStore()
     with Stubber(client) as stub:
         region_answers(
-            stub, "us-east-1", {**FULL_EAST, "p5.48xlarge": "110.08"}, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"}
+            stub,
+            "us-east-1",
+            {**FULL_EAST, "p5.48xlarge": "110.08"},
+            {"ml.g5.xlarge": "1.408"},
+            {"gp3": "0.08"},
         )
         Run(client, store, hold_pct="150").service.run(("us-east-1",), NOW)
     assert stored(store).ec2["us-east-1"]["p5.48xlarge"] == Decimal("110.08")
@@ -248,7 +264,9 @@ def test_a_region_throttled_past_the_retries_is_reported_and_left_as_it_was(clie
     catalog = stored(store)
     assert run.sleeps == [2.0, 4.0, 8.0]
     (why,) = outcome.summary()["failed_regions"].values()
-    assert list(outcome.summary()["failed_regions"]) == ["us-west-2"] and "ThrottlingException" in why
+    assert (
+        list(outcome.summary()["failed_regions"]) == ["us-west-2"] and "ThrottlingException" in why
+    )
     assert catalog.ec2["us-west-2"] == {"g5.xlarge": Decimal("1.006")}
     assert "us-west-2" not in catalog.as_of_by.get("ec2", {})
     assert "us-west-2" not in catalog.rate_sources.get("ec2", {})
@@ -266,7 +284,9 @@ def test_nothing_is_written_when_every_region_is_throttled(client: Any) -> None:
 def test_a_refresh_that_loses_the_race_merges_onto_the_winner(client: Any) -> None:
     # GIVEN another refresh stores a version between our read and our write
     store = InMemoryCatalogStore()
-    winner = fixture_catalog(version=3, ec2={"us-east-1": {"g5.xlarge": "1.1"}, "us-west-2": {"g5.xlarge": "1.006"}})
+    winner = fixture_catalog(
+        version=3, ec2={"us-east-1": {"g5.xlarge": "1.1"}, "us-west-2": {"g5.xlarge": "1.006"}}
+    )
     real_put = store.put
     raced = []
 

@@ -54,7 +54,9 @@ def test_a_region_left_unread_fails_the_invocation_after_storing_the_rest(table:
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", FULL_EAST, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
         throttled(stub, 4)
-        with pytest.raises(RefreshIncompleteError, match="us-west-2: GetProducts failed with ThrottlingException"):
+        with pytest.raises(
+            RefreshIncompleteError, match="us-west-2: GetProducts failed with ThrottlingException"
+        ):
             run(refresh(table, client), ("us-east-1", "us-west-2"), NOW)
     stored = table.current()
     assert stored is not None and stored.document["ec2"]["us-east-1"]["g5.xlarge"] == "0.999"

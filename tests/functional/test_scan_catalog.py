@@ -16,7 +16,6 @@ from costguard.domain.findings import FindingCode
 from costguard.names import Env
 from costguard.report import report_json
 from tests.conftest import NOW
-from tests.functional.test_scan_handler import Context
 
 TODAY = NOW.date()
 
@@ -83,9 +82,7 @@ def g5_rate(report: Any) -> Any:
 
 
 def codes(report: Any) -> list[tuple[str, str]]:
-    return [
-        (f.resource, f.message) for f in report.findings if f.code is FindingCode.PRICE_CATALOG
-    ]
+    return [(f.resource, f.message) for f in report.findings if f.code is FindingCode.PRICE_CATALOG]
 
 
 def test_the_scan_prices_with_the_stored_catalog_read_with_one_get_item(lambda_env: Any) -> None:

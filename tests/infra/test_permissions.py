@@ -116,4 +116,6 @@ def test_the_price_list_api_is_not_a_scan_permission() -> None:
 
     assert "pricing:GetProducts" in all_actions(refresh_permissions())
     for cost_explorer in (False, True):
-        assert "pricing:GetProducts" not in all_actions(scan_permissions(cost_explorer=cost_explorer))
+        assert "pricing:GetProducts" not in all_actions(
+            scan_permissions(cost_explorer=cost_explorer)
+        )

@@ -89,9 +89,14 @@ def test_the_refresh_role_may_touch_only_the_catalogs_items_of_the_ledger_table(
         assert role_may(world, role, action, table_arn, catalog)
         # Not the spend, the audit trail or the claims: any other partition is refused.
         assert not role_may(world, role, action, table_arn, {"dynamodb:LeadingKeys": "SCOPE#1"})
-        assert not role_may(world, role, action, table_arn.replace("table/", "table/other-"), catalog)
+        assert not role_may(
+            world, role, action, table_arn.replace("table/", "table/other-"), catalog
+        )
     key = world.key_arn_of(world.resolve(world.props(table)["SSESpecification"]["KMSMasterKeyId"]))
-    via = {"kms:ViaService": "dynamodb.us-east-1.amazonaws.com", "kms:CallerAccount": "123456789012"}
+    via = {
+        "kms:ViaService": "dynamodb.us-east-1.amazonaws.com",
+        "kms:CallerAccount": "123456789012",
+    }
     assert role_may(world, role, "kms:Decrypt", key, via)
 
 
@@ -109,7 +114,10 @@ def test_the_catalog_is_stored_in_the_ledger_table_not_a_bucket(template: Any) -
 def test_the_refresh_lambda_has_its_own_alarms(world: World) -> None:
     refresh = _function(world, REFRESH)
     watched = json.dumps(
-        [a["Properties"].get("Dimensions") for a in world.resources("AWS::CloudWatch::Alarm").values()]
+        [
+            a["Properties"].get("Dimensions")
+            for a in world.resources("AWS::CloudWatch::Alarm").values()
+        ]
     )
     assert watched.count(refresh) == 2  # errors and throttles; the DLQ alarm names its queue
 

@@ -84,7 +84,9 @@ class InMemoryCatalogStore:
         with self._lock:
             return self._read(version)
 
-    def put(self, document: Mapping[str, Any], *, expected_version: int, at: datetime) -> int | None:
+    def put(
+        self, document: Mapping[str, Any], *, expected_version: int, at: datetime
+    ) -> int | None:
         import json
 
         from costguard.adapters.catalog_store import CatalogStoreError

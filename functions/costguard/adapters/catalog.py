@@ -256,9 +256,7 @@ def rebase(base: CatalogFile, bundled: CatalogFile) -> CatalogFile:
     for key, value in packaged.items():
         if key in REFRESH_OWNED:
             continue
-        if key == "retired" and key in data:
-            value = _union(data[key], value)
-        data[key] = value
+        data[key] = _union(data[key], value) if key == "retired" and key in data else value
     for section in SECTIONS:
         for region, rates in packaged.get(section, {}).items():
             mine = data.setdefault(section, {}).setdefault(region, {})

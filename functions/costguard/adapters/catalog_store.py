@@ -96,7 +96,9 @@ class DynamoDbCatalogStore:
             stored_at = parse_stamp(item["stored_at"]["S"])
             blob = item["data"]["B"]
         except (KeyError, ValueError) as exc:
-            raise CatalogStoreError(f"the stored price catalog item {sk} is malformed: {exc}") from None
+            raise CatalogStoreError(
+                f"the stored price catalog item {sk} is malformed: {exc}"
+            ) from None
         return StoredCatalog(version, stored_at, decode_document(blob))
 
     def current(self) -> StoredCatalog | None:
@@ -169,7 +171,9 @@ class CatalogCache:
     Data only, never a client: each invocation brings its own session.
     """
 
-    def __init__(self, reuse_s: float = CATALOG_REUSE_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, reuse_s: float = CATALOG_REUSE_S, clock: Callable[[], float] = time.monotonic
+    ):
         self.reuse_s = reuse_s
         self.clock = clock
         self._lock = threading.Lock()

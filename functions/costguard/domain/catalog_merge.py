@@ -101,9 +101,7 @@ class RateBook:
                     current = self.rates.get(section, {}).get(region, {}).get(name)
                     if src.held_usd is not None and current is not None:
                         out.append(
-                            HeldRate(
-                                section, region, name, current, src.held_usd, src.held_since
-                            )
+                            HeldRate(section, region, name, current, src.held_usd, src.held_since)
                         )
         return out
 
@@ -174,9 +172,7 @@ def merge(
 ) -> MergeResult:
     """The catalog after a refresh; see the module docstring for the rules."""
     rates = {s: {r: dict(v) for r, v in book.rates.get(s, {}).items()} for s in SECTIONS}
-    sources = {
-        s: {r: dict(v) for r, v in book.sources.get(s, {}).items()} for s in book.sources
-    }
+    sources = {s: {r: dict(v) for r, v in book.sources.get(s, {}).items()} for s in book.sources}
     as_of_by = {s: dict(v) for s, v in book.as_of_by.items()}
     changed: list[str] = []
     kept: list[str] = []
@@ -204,9 +200,7 @@ def merge(
                 if name not in got:
                     retired = name in book.retired or name.removeprefix("ml.") in book.retired
                     kept.append(f"{where} (retired)" if retired else where)
-                    new_sources[name] = replace(
-                        previous, kept_since=previous.kept_since or today
-                    )
+                    new_sources[name] = replace(previous, kept_since=previous.kept_since or today)
                     continue
                 usd = got[name]
                 old = table.get(name)
@@ -233,7 +227,9 @@ def merge(
             if got:
                 as_of_by.setdefault(section, {})[region] = today
             else:
-                as_of_by.setdefault(section, {}).setdefault(region, book.region_as_of(section, region))
+                as_of_by.setdefault(section, {}).setdefault(
+                    region, book.region_as_of(section, region)
+                )
     new = RateBook(
         version=book.version,
         as_of=book.as_of,

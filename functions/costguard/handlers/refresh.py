@@ -53,7 +53,7 @@ def build_refresh(settings: Settings, session: Any) -> PriceRefresh:
         PriceListApi(session.client("pricing", region_name=PRICING_REGION, config=RETRY_CONFIG)),
         CatalogDocuments(),
         hold_pct=settings.price_change_hold_pct,
-        progress=lambda message: logger.info(message),
+        progress=logger.info,
     )
 
 

@@ -61,7 +61,8 @@ def log_price_catalog(report: ScanReport) -> None:
         return
     # Stale-rate findings are addressed to ``price-catalog/<scanned region>``.
     stale = any(
-        f.code is FindingCode.PRICE_CATALOG and f.resource.removeprefix("price-catalog/") in report.regions
+        f.code is FindingCode.PRICE_CATALOG
+        and f.resource.removeprefix("price-catalog/") in report.regions
         for f in report.findings
     )
     logger.info(

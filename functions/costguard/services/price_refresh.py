@@ -81,8 +81,7 @@ class RefreshOutcome:
 def wanted_names(book: RateBook) -> dict[str, frozenset[str]]:
     """Every name the catalog prices in any region, per section: asked for in each region."""
     return {
-        s: frozenset(n for rates in book.rates.get(s, {}).values() for n in rates)
-        for s in SECTIONS
+        s: frozenset(n for rates in book.rates.get(s, {}).values() for n in rates) for s in SECTIONS
     }
 
 

@@ -150,9 +150,7 @@ class ScanService:
         findings.extend(price_findings)
         if self._in_use is not None:
             findings.extend(
-                catalog_findings(
-                    self._in_use, s.regions, now.date(), s.price_catalog_max_age_days
-                )
+                catalog_findings(self._in_use, s.regions, now.date(), s.price_catalog_max_age_days)
             )
         accelerated = {t for rates in self._catalog.ec2.values() for t in rates} | {
             r.instance_type for r in resources if r.accelerator is not None and r.instance_type
