@@ -10,7 +10,11 @@ import subprocess
 import sys
 from typing import Any
 
-HANDLERS = ["costguard.handlers.scan", "costguard.handlers.slack_notifier"]
+HANDLERS = [
+    "costguard.handlers.scan",
+    "costguard.handlers.slack_notifier",
+    "costguard.handlers.refresh",
+]
 EXCLUDED_ROOTS = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil")
 
 

@@ -22,6 +22,10 @@ def _fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    # A warm Lambda's stored price catalog must not outlive the test (and moto) that made it.
+    from costguard.wiring import CATALOG_CACHE
+
+    CATALOG_CACHE.clear()
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,12 +44,29 @@ def price_item(attrs: dict[str, str], usd: str, unit: str = "Hrs") -> str:
     )
 
 
+def _bundled_rate(section: str, region: str, name: str) -> str:
+    """The packaged catalog's rate for ``name``, in ``region`` if it has one there."""
+    from costguard.adapters.catalog import read_catalog_file
+
+    table = getattr(read_catalog_file(), section)
+    found = table.get(region, {}).get(name) or next(
+        (rates[name] for rates in table.values() if name in rates), None
+    )
+    return f"{found:.10f}" if found is not None else "1.2340000000"
+
+
 @dataclass
 class FakePriceList:
-    """Prices every requested type at ``usd`` in ``regions``; nothing anywhere else."""
+    """Prices every requested type in ``regions``; nothing anywhere else.
+
+    At ``usd`` when given; else at the packaged catalog's rate times ``scale``, so that a
+    refresh against it changes prices by as much as the test says (a real week's change
+    is a few percent at most).
+    """
 
     regions: frozenset[str] = frozenset({"us-east-1", "us-west-2", "eu-west-1"})
-    usd: str = "1.2340000000"
+    usd: str | None = None
+    scale: str = "1"
     #: When set, every request fails with this error code (e.g. ExpiredTokenException).
     reject_with: str | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -62,19 +80,25 @@ class FakePriceList:
         filters = {f["Field"]: f["Value"] for f in body.get("Filters", [])}
         if filters.get("regionCode") not in self.regions:
             return 200, {"FormatVersion": "aws_v1", "PriceList": []}
+        region = filters["regionCode"]
         if "instanceType" in filters:
             items = [
-                price_item({"instanceType": t, "regionCode": filters["regionCode"]}, self.usd)
+                price_item({"instanceType": t, "regionCode": region}, self.price("ec2", region, t))
                 for t in filters["instanceType"].split(",")
             ]
         elif "instanceName" in filters:
             items = [
-                price_item({"instanceName": t}, self.usd)
+                price_item({"instanceName": t}, self.price("sagemaker", region, t))
                 for t in filters["instanceName"].split(",")
             ]
         else:
             items = [price_item({"volumeApiName": "gp3"}, "0.0800000000", "GB-Mo")]
         return 200, {"FormatVersion": "aws_v1", "PriceList": items}
+
+    def price(self, section: str, region: str, name: str) -> str:
+        if self.usd is not None:
+            return self.usd
+        return f"{Decimal(_bundled_rate(section, region, name)) * Decimal(self.scale):.10f}"
 
 
 @contextmanager

@@ -624,40 +624,233 @@ def _default_output() -> Path:
     return out
 
 
-def cmd_prices_refresh(args: argparse.Namespace) -> int:
-    from costguard.adapters.catalog import read_catalog_file
-    from costguard.adapters.pricing_api import refresh_catalog
+def _outside_the_package(out: Path) -> Path:
+    """The installed package is never written: it may be read-only or shared, an upgrade
+    replaces it, and a deployed guard reads its catalog from the store, not from there."""
+    import costguard
 
-    session = _session(args)
-    out = _writable_output(args.output or _default_output())
-    previous = read_catalog_file()
-    _require_credentials(session)
-    progress = _progress(not args.quiet)
-    progress(f"refreshing the price catalog at {out}")
-    summary = refresh_catalog(
-        session.client("pricing", region_name=args.pricing_region),
-        regions=tuple(dict.fromkeys(args.region or DEFAULT_PRICE_REGIONS)),
-        output=out,
-        today=datetime.now(UTC).date(),
-        progress=progress,
-        previous=previous,
-    )
+    package = Path(costguard.__file__).resolve().parent
+    target = Path(os.path.realpath(out))
+    if target == package or package in target.parents:
+        raise CommandError(
+            f"--out {out} is inside the installed costguard package ({package}), which is "
+            "never written: pass another path (and scan with --catalog PATH), or --table NAME "
+            "to refresh a deployed guard's catalog"
+        )
+    return out
+
+
+def _hold_pct(value: str) -> Any:
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        pct = Decimal(value.strip())
+    except InvalidOperation:
+        pct = Decimal(-1)
+    if not (pct.is_finite() and 1 <= pct <= 1000):
+        raise argparse.ArgumentTypeError(f"must be a percentage from 1 to 1000, got {value!r}")
+    return pct
+
+
+def _table_region(args: argparse.Namespace, session: Any) -> str:
+    region = args.table_region or _default_region(session)
+    if not region:
+        raise CommandError(
+            "no region for --table: pass --table-region (the stack's region), or set "
+            "AWS_REGION / a profile region"
+        )
+    return str(region)
+
+
+def _refresh_outcome(summary: dict[str, Any], where: str, progress: Callable[[str], None]) -> int:
     print(json.dumps(summary, indent=2))
     sys.stdout.flush()
+    failed = summary.get("failed_regions") or {}
     empty = summary["regions_without_prices"]
-    if empty:
-        wrote = (
-            "the other regions' prices were written"
-            if summary["written"]
-            else "nothing was written"
+    wrote = (
+        "the other regions' prices were written" if summary["written"] else "nothing was written"
+    )
+    for line in summary.get("held_for_review", []):
+        _progress(True)(f"held for review: {line}")
+    if failed:
+        _progress(True)(
+            "could not read "
+            + "; ".join(f"{r} ({why})" for r, why in sorted(failed.items()))
+            + f": left as they were; {wrote}"
         )
+        return EXIT_AWS
+    if empty:
         # A failure, so said even with --quiet.
         _progress(True)(
             f"no prices returned for {', '.join(empty)} (not a region the Price List API "
             f"knows?): the catalog is not marked fresh, as_of stays {summary['as_of']}; {wrote}"
         )
         return EXIT_NO_DATA
-    progress(f"wrote {out}: version {summary['version']}, as of {summary['as_of']}")
+    if summary["written"]:
+        progress(f"wrote {where}: version {summary['version']}, as of {summary['as_of']}")
+    else:
+        progress(f"{where} is already current: version {summary['version']}")
+    return EXIT_OK
+
+
+def cmd_prices_refresh(args: argparse.Namespace) -> int:
+    from costguard.adapters.catalog import read_catalog_file
+    from costguard.adapters.pricing_api import refresh_catalog
+    from costguard.config_spec import BY_NAME
+
+    session = _session(args)
+    hold_pct = (
+        args.hold_pct if args.hold_pct is not None else BY_NAME["price_change_hold_pct"].default
+    )
+    regions = tuple(dict.fromkeys(args.region or DEFAULT_PRICE_REGIONS))
+    progress = _progress(not args.quiet)
+    if args.table:
+        return _refresh_table(args, session, regions, hold_pct, progress)
+    out = _writable_output(_outside_the_package(args.output or _default_output()))
+    previous = read_catalog_file()
+    _require_credentials(session)
+    progress(f"refreshing the price catalog at {out}")
+    summary = refresh_catalog(
+        session.client("pricing", region_name=args.pricing_region),
+        regions=regions,
+        output=out,
+        today=datetime.now(UTC).date(),
+        progress=progress,
+        previous=previous,
+        hold_pct=hold_pct,
+    )
+    return _refresh_outcome(summary, str(out), progress)
+
+
+def _refresh_table(
+    args: argparse.Namespace,
+    session: Any,
+    regions: tuple[str, ...],
+    hold_pct: Any,
+    progress: Callable[[str], None],
+) -> int:
+    """Refresh a deployed guard's stored catalog, as its weekly Lambda does."""
+    from costguard.adapters.aws import RETRY_CONFIG
+    from costguard.adapters.catalog import CatalogDocuments
+    from costguard.adapters.catalog_store import DynamoDbCatalogStore
+    from costguard.adapters.pricing_api import PriceListApi
+    from costguard.services.price_refresh import PriceRefresh
+
+    region = _table_region(args, session)
+    _require_credentials(session)
+    progress(f"refreshing the price catalog stored in {args.table} ({region})")
+    refresh = PriceRefresh(
+        DynamoDbCatalogStore(session.client("dynamodb", region_name=region), args.table),
+        PriceListApi(
+            session.client("pricing", region_name=args.pricing_region, config=RETRY_CONFIG)
+        ),
+        CatalogDocuments(),
+        hold_pct=hold_pct,
+        progress=progress,
+    )
+    try:
+        outcome = refresh.run(regions, datetime.now(UTC))
+    except Exception as exc:
+        missing = _missing_table(exc, args.table, region)
+        if missing is None:
+            raise
+        raise missing from None
+    summary = {"table": args.table, **outcome.summary()}
+    return _refresh_outcome(summary, f"table {args.table}", progress)
+
+
+# -- prices show ---------------------------------------------------------------------------
+
+
+def _matches(name: str, wanted: str | None) -> bool:
+    """``--type g5.xlarge`` is that type (``ml.`` optional); ``--type g5`` is its family."""
+    if wanted is None:
+        return True
+    bare, want = name.removeprefix("ml."), wanted.removeprefix("ml.")
+    return bare == want if "." in want else bare.split(".")[0] == want
+
+
+def cmd_prices_show(args: argparse.Namespace) -> int:
+    """The rates the guard will use, and where each came from."""
+    from costguard.adapters.catalog import rate_book
+    from costguard.domain.catalog_merge import SECTIONS, CatalogInUse
+
+    if args.table:
+        from costguard.adapters.catalog_store import CatalogReader, DynamoDbCatalogStore
+
+        session = _session(args)
+        region = _table_region(args, session)
+        _require_credentials(session)
+        reader = CatalogReader(
+            DynamoDbCatalogStore(session.client("dynamodb", region_name=region), args.table)
+        )
+        try:
+            _catalog, in_use = reader.read()
+        except Exception as exc:
+            missing = _missing_table(exc, args.table, region)
+            raise (missing or exc) from None
+        which = f"prices from the {in_use.describe()} in table {args.table} (what the guard uses)"
+        if in_use.problem:
+            _progress(True)(f"warning: {in_use.problem}")
+    else:
+        chosen, which = choose_catalog(args.catalog, _progress(True))
+        in_use = CatalogInUse("file", chosen.version, rate_book(chosen))
+    book = in_use.book
+    rows = []
+    for section in SECTIONS:
+        for region, rates in sorted(book.rates.get(section, {}).items()):
+            if args.region and region != args.region:
+                continue
+            for name, usd in sorted(rates.items()):
+                if not _matches(name, args.type):
+                    continue
+                src = book.source_of(section, region, name)
+                assert src is not None
+                rows.append(
+                    {
+                        "service": section,
+                        "region": region,
+                        "name": name,
+                        "usd": str(usd),
+                        "unit": "GB-month" if section == "ebs_gb_month" else "hour",
+                        "source": src.source,
+                        "as_of": src.as_of.isoformat(),
+                        "kept_since": src.kept_since.isoformat() if src.kept_since else None,
+                        "held_usd": str(src.held_usd) if src.held_usd is not None else None,
+                        "retired": name in book.retired or name.removeprefix("ml.") in book.retired,
+                    }
+                )
+    if args.json:
+        json.dump(
+            {
+                "catalog": which,
+                "version": in_use.version,
+                "as_of": book.as_of.isoformat(),
+                "rates": rows,
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+        return EXIT_OK if rows else EXIT_NO_DATA
+    print(f"{which[:1].upper()}{which[1:]}:")
+    for r in rows:
+        notes = [
+            *(
+                [f"kept since {r['kept_since']} (the API stopped returning it)"]
+                if r["kept_since"]
+                else []
+            ),
+            *([f"${r['held_usd']} held for review"] if r["held_usd"] else []),
+            *(["retired"] if r["retired"] else []),
+        ]
+        print(
+            f"{r['service']:<12} {r['region']:<14} {r['name']:<22} ${r['usd']:>10}/{r['unit']:<8} "
+            f"{r['source']:<15} as of {r['as_of']}" + (f"  ({'; '.join(notes)})" if notes else "")
+        )
+    if not rows:
+        _progress(True)("no rate matches --type/--region in this catalog")
+        return EXIT_NO_DATA
     return EXIT_OK
 
 
@@ -847,13 +1040,36 @@ def parser() -> argparse.ArgumentParser:
             "it is newer than the packaged catalog. The installed package is never written."
         ),
     )
-    refresh.add_argument(
+    target = refresh.add_mutually_exclusive_group()
+    target.add_argument(
         "--out",
         "--output",
         dest="output",
         type=Path,
         metavar="PATH",
-        help="where to write the catalog (default: the user's catalog, see above)",
+        help="where to write the catalog (default: the user's catalog, see above); never "
+        "inside the installed package",
+    )
+    target.add_argument(
+        "--table",
+        type=table_name,
+        metavar="NAME",
+        help="refresh the catalog a deployed guard stores in its ledger table (the "
+        "LedgerTable output), as its weekly price-refresh Lambda does",
+    )
+    refresh.add_argument(
+        "--table-region",
+        type=region_name,
+        metavar="REGION",
+        help="the ledger table's region (default: AWS_REGION, AWS_DEFAULT_REGION or the "
+        "profile's region)",
+    )
+    refresh.add_argument(
+        "--hold-pct",
+        type=_hold_pct,
+        metavar="PCT",
+        help="hold a rate that moved more than PCT percent for review instead of applying "
+        "it (1-1000, default 50, the guard's priceChangeHoldPct)",
     )
     refresh.add_argument(
         "--pricing-region",
@@ -862,6 +1078,30 @@ def parser() -> argparse.ArgumentParser:
         help="the Price List API's endpoint region (us-east-1, eu-central-1 or ap-south-1)",
     )
     refresh.set_defaults(func=cmd_prices_refresh)
+    show = prices_sub.add_parser(
+        "show",
+        parents=[flags.profile, flags.json],
+        help="the rates the guard uses, and where each came from",
+        description=(
+            "The rates a guard prices with, and where each came from (bundled with the "
+            "package, or read from the Price List API, on which day; kept or held for "
+            "review). With --table: the deployed guard's (its stored catalog, else the "
+            "bundled one). Without: the catalog `costguard scan` would use."
+        ),
+    )
+    show.add_argument("--type", metavar="TYPE", help="an instance type (g5.xlarge) or family (g5)")
+    show.add_argument("--region", type=region_name, metavar="REGION", help="one region only")
+    show_from = show.add_mutually_exclusive_group()
+    show_from.add_argument(
+        "--table", type=table_name, metavar="NAME", help="a deployed guard's ledger table"
+    )
+    show_from.add_argument(
+        "--catalog", type=Path, metavar="PATH", help="a catalog file (as `scan --catalog`)"
+    )
+    show.add_argument(
+        "--table-region", type=region_name, metavar="REGION", help="the ledger table's region"
+    )
+    show.set_defaults(func=cmd_prices_show)
     return p
 
 

@@ -149,6 +149,19 @@ def valid_rate(value: str) -> str:
     return value.strip()
 
 
+#: The price refresh runs at least daily (the API's prices change at most a few times a
+#: month) and at most monthly (the default staleness finding fires after 30 days).
+MIN_REFRESH_MINUTES: Final = 24 * 60
+MAX_REFRESH_MINUTES: Final = 30 * 24 * 60
+
+
+def valid_refresh_rate(value: str) -> str:
+    minutes = rate_minutes(value)
+    if not MIN_REFRESH_MINUTES <= minutes <= MAX_REFRESH_MINUTES:
+        raise ValueError(f"must be a rate from `1 day` to `30 days`, got `{value}`")
+    return value.strip()
+
+
 def valid_emails(value: tuple[str, ...]) -> tuple[str, ...]:
     bad = [e for e in value if not EMAIL.fullmatch(e)]
     if bad:
@@ -406,6 +419,36 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         "Reconcile month-to-date with Cost Explorer and forward AWS Cost Anomaly Detection "
         "anomalies (below).",
         kind=Kind.FLAG,
+    ),
+    SettingSpec(
+        "price_refresh_rate",
+        "priceRefreshRate",
+        None,
+        str,
+        "7 days",
+        "How often the price-refresh Lambda reads the AWS Price List API into the stored "
+        "catalog, from `1 day` to `30 days`.",
+        check=valid_refresh_rate,
+    ),
+    SettingSpec(
+        "price_change_hold_pct",
+        "priceChangeHoldPct",
+        Env.PRICE_CHANGE_HOLD_PCT,
+        Decimal,
+        Decimal(50),
+        "A refreshed rate that moved more than this percentage either way is held for review "
+        "(a `price-catalog` finding), not applied (1–1000).",
+        constraints={"ge": 1, "le": 1000},
+    ),
+    SettingSpec(
+        "price_catalog_max_age_days",
+        "priceCatalogMaxAgeDays",
+        Env.PRICE_CATALOG_MAX_AGE_DAYS,
+        int,
+        30,
+        "A price catalog whose rates for a scanned region are older than this many days is a "
+        "`price-catalog` finding and a dashboard warning (1–365).",
+        constraints={"ge": 1, "le": 365},
     ),
     SettingSpec(
         "alert_emails",

@@ -112,6 +112,25 @@ the code disagree in either direction.
 """
 
 
+PRICE_LIST = (
+    Permission(
+        ("pricing:GetProducts",),
+        "read public list prices for the price catalog (price-refresh Lambda only); the "
+        "Price List API has no resource-level permissions",
+    ),
+)
+#: What ``adapters.catalog_store.DynamoDbCatalogStore`` calls (``TransactWriteItems`` of
+#: two ``Put`` items is authorized as PutItem), granted to the price-refresh role on the
+#: ledger table's ``CATALOG`` items only (``dynamodb:LeadingKeys``).
+CATALOG_STORE_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem")
+CATALOG_PARTITION = "CATALOG"
+
+
+def refresh_permissions() -> tuple[Permission, ...]:
+    """The price-refresh Lambda's permissions beyond its ledger items: the Price List API."""
+    return PRICE_LIST
+
+
 #: The condition every mutating statement on a user's resource carries: the resource
 #: is tagged with a project, and is not permanently exempt. Dated exemptions are
 #: checked by the executor (IAM cannot compare a tag with the clock).

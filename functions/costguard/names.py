@@ -61,6 +61,8 @@ class Env:
     DIGEST_HOUR_UTC: Final = "COSTGUARD_DIGEST_HOUR_UTC"
     SCAN_FAILED_ALERT_AFTER: Final = "COSTGUARD_SCAN_FAILED_ALERT_AFTER"
     COST_EXPLORER: Final = "COSTGUARD_COST_EXPLORER"
+    PRICE_CHANGE_HOLD_PCT: Final = "COSTGUARD_PRICE_CHANGE_HOLD_PCT"
+    PRICE_CATALOG_MAX_AGE_DAYS: Final = "COSTGUARD_PRICE_CATALOG_MAX_AGE_DAYS"
     SLACK_SECRET_NAME: Final = "COSTGUARD_SLACK_SECRET_NAME"  # noqa: S105 - a variable name
     METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
     SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
@@ -82,6 +84,13 @@ class Figures:
     FORECAST: Final = "forecast_month_usd"
     RUN_RATE: Final = "run_rate_usd_per_hour"
     STATUS: Final = "status"
+    #: Written by each scan: which price catalog it used and how old it is.
+    CATALOG_EVENT: Final = "price-catalog"
+    CATALOG_SOURCE: Final = "source"
+    CATALOG_VERSION: Final = "version"
+    CATALOG_AS_OF: Final = "as_of"
+    CATALOG_AGE_DAYS: Final = "age_days"
+    CATALOG_STALE: Final = "stale"
     #: Written by the executor for each action taken (or that dry-run would take).
     ACTION_EVENT: Final = "action"
     SAVINGS: Final = "usd_per_month_saved"
@@ -97,6 +106,7 @@ class Metrics:
     #: Powertools adds this dimension to the handler's own metrics.
     DIMENSION_SERVICE: Final = "service"
     SCAN_SERVICE: Final = "costguard-scan"
+    REFRESH_SERVICE: Final = "costguard-price-refresh"
 
 
 class Heartbeat:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
+    from costguard.domain.catalog_merge import CatalogInUse
     from costguard.domain.decisions import Decision, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
-    from costguard.domain.pricing import SpotKey
+    from costguard.domain.pricing import PriceCatalog, SpotKey
     from costguard.domain.spend import AccrualKey, Increment, Observation
 
 
@@ -265,4 +266,54 @@ class Actuator(Protocol):
 
     def apply(self, decision: Decision) -> str:
         """Do the action; return what was done, in words. Raise if it failed."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCatalog:
+    """One version of the price catalog as stored: the JSON document and its version."""
+
+    version: int
+    stored_at: datetime
+    document: Mapping[str, Any]
+
+
+class CatalogStore(Protocol):
+    """The deployed guard's price catalog: a current version and every earlier one."""
+
+    def current(self) -> StoredCatalog | None:
+        """The catalog the scan uses; None when no refresh has stored one."""
+        ...
+
+    def get(self, version: int) -> StoredCatalog | None:
+        """An earlier version (audit, rollback); None if it was never stored."""
+        ...
+
+    def put(
+        self, document: Mapping[str, Any], *, expected_version: int, at: datetime
+    ) -> int | None:
+        """Store ``document`` as version ``document["version"]`` (above ``expected_version``),
+        if the current one is still ``expected_version`` (0: none yet). Returns the new
+        version, or None when another writer stored first: nothing is written, and the
+        caller merges again."""
+        ...
+
+
+class CatalogSource(Protocol):
+    """Where a scan gets its prices when it runs (the deployed store, or the package)."""
+
+    def read(self) -> tuple[PriceCatalog, CatalogInUse]: ...
+
+
+class PriceSource(Protocol):
+    """List prices of one region: the AWS Price List API, or a fake."""
+
+    def fetch(
+        self, region: str, wanted: Mapping[str, frozenset[str]]
+    ) -> Mapping[str, Mapping[str, Decimal]]:
+        """section -> name -> USD for what the source has of ``wanted`` (section -> names).
+
+        Raises :class:`SourceError` (:class:`ThrottledError` after its retries) when the
+        region cannot be read; a region the source does not know returns nothing.
+        """
         ...

@@ -88,6 +88,9 @@ def report_json(report: ScanReport) -> dict[str, Any]:
         "month": report.month,
         "regions": list(report.regions),
         "price_catalog_as_of": report.catalog_as_of,
+        # Which catalog: the one the price-refresh Lambda stored, or the package's own.
+        "price_catalog_source": report.catalog.source if report.catalog else "given",
+        "price_catalog_version": report.catalog.version if report.catalog else None,
         "ledger": report.ledger.value,
         "projects": [project_json(p) for p in report.projects],
         "unattributed": {
@@ -123,7 +126,12 @@ def _money(value: Decimal | None) -> str:
 def report_table(report: ScanReport, top: int = 3) -> str:
     lines = [
         f"CostGuard scan of {', '.join(report.regions)} at {report.now:%Y-%m-%d %H:%M} UTC "
-        f"(prices as of {report.catalog_as_of})",
+        f"(prices as of {report.catalog_as_of}"
+        + (
+            f", {report.catalog.source} catalog v{report.catalog.version})"
+            if report.catalog
+            else ")"
+        ),
         "",
         f"{'PROJECT':<28} {'BUDGET':>12} {'RUN-RATE/H':>11} {'MONTH-TO-DATE':>14} {'FORECAST':>12}  STATUS",
     ]

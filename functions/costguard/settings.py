@@ -117,6 +117,8 @@ class Settings(SpecModel):
     scan_failed_alert_after: int = _field("scan_failed_alert_after")
     #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
     cost_explorer: bool = _field("cost_explorer")
+    price_change_hold_pct: Decimal = _field("price_change_hold_pct")
+    price_catalog_max_age_days: int = _field("price_catalog_max_age_days")
 
     @property
     def tag_keys(self) -> TagKeys:

@@ -16,7 +16,8 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import ClientFactory
-from costguard.adapters.catalog import load_catalog
+from costguard.adapters.catalog import rate_book, read_catalog_file
+from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
 from costguard.adapters.cost_explorer import CostExplorer
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices, InstanceTypeCache
@@ -25,18 +26,39 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, TaggingApiTags
 from costguard.adapters.sns import SnsNotifier
 from costguard.domain.alerts import AnomalyPolicy
+from costguard.domain.catalog_merge import BUNDLED, CatalogInUse
+from costguard.domain.pricing import PriceCatalog
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.cost_explorer import CostExplorerService
 from costguard.services.scan import Progress, ScanService, ScanSettings
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
-    from costguard.ports import Ledger
+    from costguard.ports import CatalogSource, Ledger
     from costguard.settings import Settings
 
 
 #: Accelerator info per instance type outlives one invocation: a warm Lambda asks once.
 _INSTANCE_TYPES = InstanceTypeCache()
+#: The stored price catalog, per ledger table: a warm Lambda reads it every few minutes.
+CATALOG_CACHE = CatalogCache()
+
+
+class BundledCatalog:
+    """The package's catalog as a :class:`costguard.ports.CatalogSource` (no table)."""
+
+    def read(self) -> tuple[PriceCatalog, CatalogInUse]:
+        bundled = read_catalog_file()
+        return bundled.to_domain(), CatalogInUse(BUNDLED, bundled.version, rate_book(bundled))
+
+
+def catalog_reader(settings: Settings, clients: ClientFactory) -> CatalogReader | None:
+    """The deployed catalog's reader (one per table, kept warm); None without a table."""
+    if not settings.table_name:
+        return None
+    region = clients.session.region_name or settings.regions[0]
+    store = DynamoDbCatalogStore(clients.dynamodb(region), settings.table_name)
+    return CatalogReader(store, key=f"{region}/{settings.table_name}", cache=CATALOG_CACHE)
 
 
 class CallCounter:
@@ -151,8 +173,16 @@ def build_scan_service(
     progress: Progress | None = None,
     counter: CallCounter | None = None,
     instance_types: InstanceTypeCache | None = None,
+    catalog_in_use: CatalogInUse | None = None,
 ) -> ScanService:
+    """``catalog``: the caller's (the CLI's choice, a test's); else the deployed one, read
+    through :func:`catalog_reader`, else the bundled one."""
     account = clients.account
+    prices: PriceCatalog | CatalogSource
+    if catalog is not None:
+        prices = catalog
+    else:
+        prices = catalog_reader(settings, clients) or BundledCatalog()
     tag_reader = (
         TaggingApiTags(clients)
         if settings.sagemaker_tags == "tagging-api"
@@ -165,7 +195,7 @@ def build_scan_service(
             SageMakerInventory(clients, tag_reader, studio=settings.sagemaker_studio),
         ],
         spot_prices=Ec2SpotPrices(clients),
-        catalog=catalog or load_catalog(),
+        catalog=prices,
         ledger=ledger if ledger is not None else build_ledger(settings, clients),
         settings=ScanSettings(
             scope=settings.scope,
@@ -174,7 +204,9 @@ def build_scan_service(
             projects=settings.project_table(),
             warning_pct=settings.warning_pct,
             account=account,
+            price_catalog_max_age_days=settings.price_catalog_max_age_days,
         ),
         progress=progress,
         api_calls=counter.snapshot if counter else None,
+        catalog_in_use=catalog_in_use,
     )

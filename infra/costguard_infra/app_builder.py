@@ -18,8 +18,9 @@ from costguard_infra.stack import CostGuardStack
 ACKNOWLEDGEMENTS: dict[str, str] = {
     "AwsSolutions-IAM5[Resource::*]": (
         "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, "
-        "X-Ray PutTraceSegments and DescribeSpotPriceHistory support no resource-level "
-        "permissions; every such statement is read-only (asserted by tests/infra)"
+        "X-Ray PutTraceSegments, DescribeSpotPriceHistory and pricing:GetProducts (price-refresh "
+        "role only) support no resource-level permissions; every such statement is read-only "
+        "(asserted by tests/infra)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (
         "CostGuard scans every EKS cluster of the account in the configured regions (read-only)"
@@ -40,8 +41,9 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "bundled wheels and the public Powertools layer parameter are tested; bump both together"
     ),
     "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": (
-        "publishing to the KMS-encrypted alert topic needs GenerateDataKey* on CostGuard's own "
-        "key (the statement's resource), which CDK's grant_publish adds"
+        "publishing to the KMS-encrypted alert topic, and the price refresh writing its items "
+        "of the encrypted ledger table, need GenerateDataKey* on CostGuard's own key (the "
+        "statement's resource), which CDK's grant_publish adds"
     ),
     "AwsSolutions-SMG4": (
         "the Slack webhook URL is issued by Slack and cannot be rotated by a Lambda; "

@@ -59,6 +59,9 @@ class CostGuardConfig(SpecModel):
     digest_hour_utc: int = _field("digest_hour_utc")
     scan_failed_alert_after: int = _field("scan_failed_alert_after")
     cost_explorer: bool = _field("cost_explorer")
+    price_refresh_rate: str = _field("price_refresh_rate")
+    price_change_hold_pct: Decimal = _field("price_change_hold_pct")
+    price_catalog_max_age_days: int = _field("price_catalog_max_age_days")
     alert_emails: tuple[str, ...] = _field("alert_emails")
     slack_webhook_secret_name: str = _field("slack_webhook_secret_name")
     project_tag_keys: tuple[str, ...] = _field("project_tag_keys")
@@ -66,6 +69,10 @@ class CostGuardConfig(SpecModel):
     log_retention_days: int = _field("log_retention_days")
     scan_memory_mb: int = _field("scan_memory_mb")
     scan_timeout_seconds: int = _field("scan_timeout_seconds")
+
+    @property
+    def price_refresh_minutes(self) -> int:
+        return rate_minutes(self.price_refresh_rate)
 
     @property
     def scan_rate_minutes(self) -> int:

@@ -46,6 +46,18 @@ def project_query(project: str) -> str:
     )
 
 
+def price_catalog_query() -> str:
+    """Which price catalog the latest scans used, and how old its rates for the scanned
+    regions are; ``stale`` is 1 when they are older than the configured limit."""
+    return (
+        f'filter {F.EVENT_KEY} = "{F.CATALOG_EVENT}"'
+        f" | stats latest({F.CATALOG_SOURCE}) as source, latest({F.CATALOG_VERSION}) as version,"
+        f" latest({F.CATALOG_AS_OF}) as as_of, latest({F.CATALOG_AGE_DAYS}) as age_days,"
+        f" latest({F.CATALOG_STALE}) as stale by bin(1d)"
+        " | sort bin(1d) desc"
+    )
+
+
 def savings_query() -> str:
     return (
         f'filter {F.EVENT_KEY} = "{F.ACTION_EVENT}"'
@@ -62,6 +74,7 @@ class Dashboard(Construct):
         projects: Sequence[str],
         scan_logs: logs.ILogGroup,
         action_logs: Sequence[logs.ILogGroup] = (),
+        price_catalog_max_age_days: int = 30,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.days(7))
@@ -98,6 +111,18 @@ class Dashboard(Construct):
                 ],
                 width=12,
             ),
+        )
+        self.dashboard.add_widgets(
+            cw.LogQueryWidget(
+                title=(
+                    "Price catalog the scan uses (stored or bundled) and its age in days; "
+                    f"WARNING when stale = 1 (older than {price_catalog_max_age_days} days)"
+                ),
+                log_group_names=[scan_logs.log_group_name],
+                query_string=price_catalog_query(),
+                view=cw.LogQueryVisualizationType.TABLE,
+                width=12,
+            )
         )
         if action_logs:
             self.dashboard.add_widgets(

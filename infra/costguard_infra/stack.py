@@ -15,7 +15,14 @@ from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from costguard.actuators import SPECS
 from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.alerts import AlertKind
-from costguard.iam import EXECUTOR_LEDGER_ACTIONS, LEDGER_ACTIONS, scan_permissions
+from costguard.iam import (
+    CATALOG_PARTITION,
+    CATALOG_STORE_ACTIONS,
+    EXECUTOR_LEDGER_ACTIONS,
+    LEDGER_ACTIONS,
+    refresh_permissions,
+    scan_permissions,
+)
 from costguard.names import Env, Metrics
 from costguard_infra.alerts import Alerts
 from costguard_infra.bundling import lambda_code, powertools_layer
@@ -157,6 +164,41 @@ class CostGuardStack(cdk.Stack):
                 payload={"guard": spec.name},
             )
             self.guards[spec.name] = fn
+        # The weekly price refresh: the only role that may call the Price List API, and it
+        # may touch only the catalog's items of the ledger table.
+        self.refresh = GuardFunction(
+            self,
+            "PriceRefresh",
+            description="CostGuard price refresh: AWS Price List API -> the stored price catalog",
+            handler="costguard.handlers.refresh.handler",
+            code=code,
+            layer=layer,
+            key=self.key,
+            environment={**self.scan_environment(), Env.SERVICE_NAME: Metrics.REFRESH_SERVICE},
+            permissions=refresh_permissions(),
+            memory_mb=256,
+            timeout=cdk.Duration.minutes(10),
+            log_retention=_retention(config.log_retention_days),
+        )
+        self.refresh.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(CATALOG_STORE_ACTIONS),
+                resources=[self.ledger.table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [CATALOG_PARTITION]}
+                },
+            )
+        )
+        self.key.grant(self.refresh.role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*")
+        GuardSchedule(
+            self,
+            "PriceRefreshSchedule",
+            function=self.refresh.function,
+            every_minutes=config.price_refresh_minutes,
+            dead_letter_queue=self.refresh.dead_letter_queue,
+            key=self.key,
+            description=f"CostGuard price refresh every {config.price_refresh_rate}",
+        )
         GuardSchedule(
             self,
             "ScanSchedule",
@@ -172,6 +214,7 @@ class CostGuardStack(cdk.Stack):
             functions=[
                 ("Scan", self.scan),
                 ("SlackNotifier", self.slack),
+                ("PriceRefresh", self.refresh),
                 *((f"Guard{SPECS[n].construct_id}", f) for n, f in self.guards.items()),
             ],
             topic=self.alerts.topic,
@@ -183,6 +226,7 @@ class CostGuardStack(cdk.Stack):
             projects=sorted(config.projects),
             scan_logs=self.scan.log_group,
             action_logs=[f.log_group for f in self.guards.values()],
+            price_catalog_max_age_days=config.price_catalog_max_age_days,
         )
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
         cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)

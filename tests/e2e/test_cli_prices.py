@@ -34,12 +34,19 @@ def fake() -> Iterator[FakePriceList]:
         yield fake
 
 
-def refresh(fake: FakePriceList, *args: str) -> subprocess.CompletedProcess[str]:
+ALL_REGIONS = ("--region", "us-east-1", "--region", "us-west-2", "--region", "eu-west-1")
+
+
+def refresh(fake: FakePriceList, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return costguard(fake, "prices", "refresh", *args, **env)
+
+
+def costguard(fake: FakePriceList, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "costguard.cli", "prices", "refresh", *args],
+        [sys.executable, "-m", "costguard.cli", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "AWS_ENDPOINT_URL": fake.url},
+        env={**os.environ, "AWS_ENDPOINT_URL": fake.url, **env},
         timeout=120,
         check=False,
     )
@@ -52,12 +59,15 @@ def last_line(stderr: str) -> str:
 
 def test_writes_a_fresh_catalog_where_out_says(fake: FakePriceList, tmp_path: Path) -> None:
     out = tmp_path / "prices.json"
-    done = refresh(fake, "--region", "us-east-1", "--region", "eu-west-1", "--out", str(out))
+    done = refresh(fake, *ALL_REGIONS, "--out", str(out))
     assert done.returncode == 0, done.stderr
     catalog = read_catalog_file(out)
     assert catalog.as_of == datetime.now(UTC).date()
     summary = json.loads(done.stdout)
-    assert summary["as_of_moved"] is True and summary["output"] == str(out)
+    # (moved unless the packaged catalog is itself dated today)
+    bundled = read_catalog_file().as_of
+    assert summary["as_of_moved"] is (bundled < catalog.as_of)
+    assert summary["output"] == str(out)
     assert f"refreshing the price catalog at {out}" in done.stderr
     assert last_line(done.stderr) == (
         f"costguard: wrote {out}: version {catalog.version}, as of {catalog.as_of}"
@@ -140,7 +150,7 @@ def test_refresh_writes_to_the_user_data_dir_and_never_into_the_package(
     packaged = bundled_catalog_path()
     before = (packaged.read_bytes(), packaged.stat().st_mtime_ns)
     # WHEN the catalog is refreshed
-    done = refresh(fake, "--region", "us-east-1")
+    done = refresh(fake, *ALL_REGIONS)
     # THEN it lands in ~/.local/share/costguard (made for it), and the package is untouched
     assert done.returncode == 0, done.stderr
     out = home / ".local" / "share" / "costguard" / "prices.json"
@@ -185,3 +195,104 @@ def test_a_data_dir_that_cannot_be_made_fails_before_any_request(
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"costguard: cannot create {blocker / 'costguard'}") and "--out" in line
     assert fake.requests == []
+
+
+# -- never into the package; a deployed guard's store; what the guard uses ------------------
+
+
+@pytest.mark.parametrize("inside", ["data/prices.json", "data/new.json", "."])
+def test_refuses_to_write_inside_the_installed_package(
+    fake: FakePriceList, tmp_path: Path, inside: str
+) -> None:
+    from costguard.adapters.catalog import bundled_catalog_path
+
+    package = bundled_catalog_path().parent.parent
+    before = bundled_catalog_path().read_bytes()
+    # GIVEN --out names the package's own catalog, a new file there, or the package itself
+    # (also through a symlink from somewhere harmless-looking)
+    link = tmp_path / "harmless"
+    link.symlink_to(package)
+    for out in (package / inside, link / inside):
+        done = refresh(fake, "--region", "us-east-1", "--out", str(out))
+        # THEN it is bad input, said once, before any request, and nothing is written
+        assert done.returncode == 2, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert "inside the installed costguard package" in line and "--table" in line
+    assert fake.requests == []
+    assert bundled_catalog_path().read_bytes() == before
+    assert not (package / "data" / "new.json").exists()
+
+
+def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_path: Path) -> None:
+    # GIVEN a catalog refreshed for us-east-1, where the API no longer returns p3.2xlarge
+    out = tmp_path / "prices.json"
+    fake.scale = "1.01"
+    assert refresh(fake, "--region", "us-east-1", "--out", str(out)).returncode == 0
+    # WHEN the user asks which rates the g5 family uses
+    done = costguard(fake, "prices", "show", "--catalog", str(out), "--type", "g5", "--json")
+    # THEN each rate says its source and date: read from the API in us-east-1, bundled elsewhere
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    east = {r["name"]: r for r in shown["rates"] if r["region"] == "us-east-1"}
+    west = {r["name"]: r for r in shown["rates"] if r["region"] == "us-west-2"}
+    today = datetime.now(UTC).date().isoformat()
+    assert (east["g5.xlarge"]["source"], east["g5.xlarge"]["as_of"]) == ("price-list-api", today)
+    assert west["g5.xlarge"]["source"] == "bundled"
+    assert {r["name"].removeprefix("ml.").split(".")[0] for r in shown["rates"]} == {"g5"}
+    # AND as text, one line a rate, with the region filter
+    text = costguard(
+        fake,
+        "prices",
+        "show",
+        "--catalog",
+        str(out),
+        "--type",
+        "g5.xlarge",
+        "--region",
+        "us-east-1",
+    )
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.strip().splitlines()
+    assert lines[0].startswith(f"Prices from {out}")
+    assert any("g5.xlarge" in line and "price-list-api" in line for line in lines[1:])
+    assert all("us-east-1" in line for line in lines[1:])
+
+
+def test_show_of_a_type_the_catalog_lacks_exits_3(fake: FakePriceList) -> None:
+    done = costguard(fake, "prices", "show", "--type", "zz9.huge")
+    assert done.returncode == 3
+    assert "no rate matches" in done.stderr
+
+
+def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) -> None:
+    import boto3
+
+    from costguard_demo.run import create_ledger_table
+    from costguard_demo.server import embedded_aws
+
+    with embedded_aws() as aws:
+        create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+        env = {"AWS_ENDPOINT_URL_DYNAMODB": aws}
+        # WHEN the user refreshes the deployed store, as the weekly Lambda does
+        done = refresh(
+            fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env
+        )
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["written"] and summary["table"] == "ledger"
+        # THEN the guard's rates are the stored ones, and show says so
+        shown = costguard(
+            fake, "prices", "show", "--table", "ledger", "--table-region", "us-east-1",
+            "--type", "p5.48xlarge", "--region", "us-east-1", "--json", **env,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        body = json.loads(shown.stdout)
+        assert body["catalog"].startswith(f"prices from the stored catalog v{summary['version']}")
+        ((rate,),) = [[r for r in body["rates"] if r["service"] == "ec2"]]
+        assert rate["source"] == "price-list-api"
+        # AND a second refresh the same day stores nothing new: the same prices, same date
+        again = refresh(
+            fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env
+        )
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["written"] is False

@@ -45,6 +45,9 @@ NON_DEFAULT: dict[str, Any] = {
     "logRetentionDays": "30",
     "scanMemoryMb": "2048",
     "scanTimeoutSeconds": "300",
+    "priceRefreshRate": "3 days",
+    "priceChangeHoldPct": "25",
+    "priceCatalogMaxAgeDays": "14",
 }
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
 
@@ -142,6 +145,7 @@ def test_each_deploy_only_setting_takes_effect(built: Built) -> None:
     t.has_resource_properties(
         "AWS::Scheduler::Schedule", {"ScheduleExpression": "rate(30 minutes)"}
     )
+    t.has_resource_properties("AWS::Scheduler::Schedule", {"ScheduleExpression": "rate(3 days)"})
     t.has_resource_properties("AWS::SecretsManager::Secret", {"Name": "team/slack-webhook"})
     t.has_resource_properties(
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"}

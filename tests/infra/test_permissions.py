@@ -38,11 +38,11 @@ def _item_kinds(scope: ast.AST) -> set[str]:
     }
 
 
-def ledger_iam_actions() -> set[str]:
-    """The IAM actions the DynamoDB ledger's code needs, read from its source."""
+def ledger_iam_actions(module: object = dynamodb) -> set[str]:
+    """The IAM actions a DynamoDB adapter's code needs, read from its source."""
     client = boto3.client("dynamodb", region_name="us-east-1")
     api = client.meta.method_to_api_mapping
-    tree = ast.parse(inspect.getsource(dynamodb))
+    tree = ast.parse(inspect.getsource(module))  # type: ignore[arg-type]
     actions: set[str] = set()
     for function in ast.walk(tree):
         if not isinstance(function, ast.FunctionDef):
@@ -99,3 +99,23 @@ def test_cost_explorer_is_granted_only_when_enabled() -> None:
     assert {"ce:GetCostAndUsage", "ce:GetAnomalies"} <= all_actions(
         scan_permissions(cost_explorer=True)
     )
+
+
+def test_the_refresh_is_granted_exactly_the_dynamodb_actions_the_catalog_store_calls() -> None:
+    from costguard.adapters import catalog_store
+    from costguard.iam import CATALOG_STORE_ACTIONS
+
+    needed = ledger_iam_actions(catalog_store)
+    assert needed == set(CATALOG_STORE_ACTIONS)
+    # The scan reads the stored catalog with an action it already holds on the ledger.
+    assert "dynamodb:GetItem" in LEDGER_ACTIONS
+
+
+def test_the_price_list_api_is_not_a_scan_permission() -> None:
+    from costguard.iam import refresh_permissions
+
+    assert "pricing:GetProducts" in all_actions(refresh_permissions())
+    for cost_explorer in (False, True):
+        assert "pricing:GetProducts" not in all_actions(
+            scan_permissions(cost_explorer=cost_explorer)
+        )

@@ -244,13 +244,19 @@ def test_roles_grant_the_declared_permissions_and_otherwise_only_costguards_own_
     template: Any,
 ) -> None:
     from costguard.actuators import actuator_permissions
+    from costguard.iam import refresh_permissions
 
-    declared = {a for p in (*scan_permissions(), *actuator_permissions()) for a in p.actions}
+    declared = {
+        a
+        for p in (*scan_permissions(), *actuator_permissions(), *refresh_permissions())
+        for a in p.actions
+    }
     statements = _policy_statements(template)
     granted = {a for s in statements for a in _as_list(s["Action"])}
     assert declared <= granted
     for statement in statements:
-        extra = [a for a in _as_list(statement["Action"]) if a not in declared]
+        actions = _as_list(statement["Action"])
+        extra = [a for a in actions if a not in declared]
         if not extra or set(extra) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}:
             continue
         # Grants beyond the declarations (ledger, topic, secret, key, queues, logs) must

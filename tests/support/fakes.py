@@ -49,3 +49,57 @@ class StaticSpotPrices:
     ) -> Mapping[SpotKey, Decimal]:
         wanted = set(instance_types)
         return {k: v for k, v in self.prices.items() if k[0] == region and k[2] in wanted}
+
+
+class InMemoryCatalogStore:
+    """:class:`costguard.ports.CatalogStore` in memory: the same contract as DynamoDB's.
+
+    Documents are copied through JSON on the way in and out, as the real store does, so a
+    caller that mutates what it stored or read cannot change the store behind its back.
+    """
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._versions: dict[int, tuple[datetime, str]] = {}
+        self._current: int | None = None
+        self.puts = 0
+
+    def _read(self, version: int | None) -> Any:
+        import json
+
+        from costguard.ports import StoredCatalog
+
+        if version is None or version not in self._versions:
+            return None
+        at, text = self._versions[version]
+        return StoredCatalog(version, at, json.loads(text))
+
+    def current(self) -> Any:
+        with self._lock:
+            return self._read(self._current)
+
+    def get(self, version: int) -> Any:
+        with self._lock:
+            return self._read(version)
+
+    def put(
+        self, document: Mapping[str, Any], *, expected_version: int, at: datetime
+    ) -> int | None:
+        import json
+
+        from costguard.adapters.catalog_store import CatalogStoreError
+
+        version = int(document["version"])
+        if version <= expected_version:
+            raise CatalogStoreError(
+                f"a new catalog version must be above {expected_version}, got {version}"
+            )
+        with self._lock:
+            self.puts += 1
+            if (self._current or 0) != expected_version or version in self._versions:
+                return None
+            self._versions[version] = (at, json.dumps(document, sort_keys=True))
+            self._current = version
+            return version

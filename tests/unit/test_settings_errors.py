@@ -101,6 +101,8 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.COST_EXPLORER: "true",
         Env.SCAN_FAILED_ALERT_AFTER: "5",
         Env.GUARD: "idle-notebooks",
+        Env.PRICE_CHANGE_HOLD_PCT: "25",
+        Env.PRICE_CATALOG_MAX_AGE_DAYS: "14",
     }
     default = Settings.from_env(base)
     unread = [

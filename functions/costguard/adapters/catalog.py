@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import date
+from collections.abc import Mapping
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from costguard.domain.catalog_merge import SECTIONS, RateBook, RateSource
 from costguard.domain.pricing import PriceCatalog
+from costguard.ports import StoredCatalog
 from costguard.settings import one_line, validation_problems
 
 _RegionRates = dict[str, dict[str, Decimal]]
@@ -20,6 +24,18 @@ _RegionRates = dict[str, dict[str, Decimal]]
 
 class CatalogError(ValueError):
     """A price catalog file cannot be read or written; the message names the file and why."""
+
+
+class RateSourceFile(BaseModel):
+    """Where one rate came from (``rate_sources``); see ``domain.catalog_merge.RateSource``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    source: str
+    as_of: date
+    kept_since: date | None = None
+    held_usd: Decimal | None = None
+    held_since: date | None = None
 
 
 class CatalogFile(BaseModel):
@@ -45,6 +61,10 @@ class CatalogFile(BaseModel):
     retired: dict[str, str] = Field(default_factory=dict)
     #: "<service>/<region>/<type>" or "<service>/<type>" -> why that rate is less certain.
     confidence: dict[str, str] = Field(default_factory=dict)
+    #: Written by a refresh: section -> region -> the last day the Price List API answered.
+    as_of_by: dict[str, dict[str, date]] = Field(default_factory=dict)
+    #: Written by a refresh: section -> region -> name -> where the rate came from.
+    rate_sources: dict[str, dict[str, dict[str, RateSourceFile]]] = Field(default_factory=dict)
 
     @field_validator("currency")
     @classmethod
@@ -137,3 +157,232 @@ def write_catalog_file(catalog: CatalogFile, path: Path) -> None:
         raise CatalogError(
             f"cannot write the price catalog to {path}: {exc.strerror or exc}"
         ) from None
+
+
+# -- the refresh's view of a catalog (domain.catalog_merge.RateBook) ------------------------
+
+#: Fields a refresh writes; every other field is reference data it carries untouched.
+REFRESH_OWNED = frozenset({"version", "as_of", "sources", *SECTIONS, "as_of_by", "rate_sources"})
+
+
+def retired_names(value: object) -> frozenset[str]:
+    """Instance types named by a ``retired`` field of any reasonable shape.
+
+    The field is reference data another part of the catalog defines (a list of types, or
+    type -> reason, possibly per region): whatever its shape, the names in it that look
+    like instance types are retired.
+    """
+    found: set[str] = set()
+    if isinstance(value, str):
+        if "." in value:
+            found.add(value)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            found |= retired_names(key) | retired_names(inner)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for inner in value:
+            found |= retired_names(inner)
+    return frozenset(found)
+
+
+def rate_book(catalog: CatalogFile) -> RateBook:
+    return RateBook(
+        version=catalog.version,
+        as_of=catalog.as_of,
+        rates={s: getattr(catalog, s) for s in SECTIONS},
+        sources={
+            section: {
+                region: {
+                    name: RateSource(
+                        src.source, src.as_of, src.kept_since, src.held_usd, src.held_since
+                    )
+                    for name, src in names.items()
+                }
+                for region, names in regions.items()
+            }
+            for section, regions in catalog.rate_sources.items()
+        },
+        as_of_by=catalog.as_of_by,
+        retired=retired_names(_field(catalog, "retired")) | _retired_rates(catalog),
+    )
+
+
+def _retired_rates(catalog: CatalogFile) -> frozenset[str]:
+    """Every rate name the catalog's own rule calls retired (a family retires its sizes)."""
+    domain = PriceCatalog(
+        version=catalog.version,
+        as_of=catalog.as_of,
+        ec2={},
+        sagemaker={},
+        ebs_gb_month={},
+        s3_standard_gb_month={},
+        eks_cluster_hour=Decimal(0),
+        eks_extended_cluster_hour=Decimal(0),
+        retired=catalog.retired,
+    )
+    return frozenset(
+        name
+        for section in SECTIONS
+        for region in getattr(catalog, section).values()
+        if isinstance(region, dict)
+        for name in region
+        if domain.retirement(name)
+    )
+
+
+def _field(catalog: CatalogFile, name: str) -> object:
+    """A field, declared or extra (``retired`` is declared by the catalog's own schema)."""
+    if name in type(catalog).model_fields:
+        return getattr(catalog, name)
+    return (catalog.model_extra or {}).get(name)
+
+
+def with_rate_book(catalog: CatalogFile, book: RateBook, *, sources: list[str]) -> CatalogFile:
+    """``catalog`` with the refresh's fields from ``book``; every other field kept as is."""
+    data = json.loads(catalog.model_dump_json())
+    data.update(
+        version=book.version,
+        as_of=book.as_of.isoformat(),
+        sources=sources,
+        as_of_by={s: {r: d.isoformat() for r, d in v.items()} for s, v in book.as_of_by.items()},
+        rate_sources={
+            section: {
+                region: {
+                    name: {
+                        "source": src.source,
+                        "as_of": src.as_of.isoformat(),
+                        **({"kept_since": src.kept_since.isoformat()} if src.kept_since else {}),
+                        **({"held_usd": str(src.held_usd)} if src.held_usd is not None else {}),
+                        **({"held_since": src.held_since.isoformat()} if src.held_since else {}),
+                    }
+                    for name, src in sorted(names.items())
+                }
+                for region, names in sorted(regions.items())
+            }
+            for section, regions in sorted(book.sources.items())
+        },
+    )
+    for section in SECTIONS:
+        data[section] = {
+            region: {name: str(usd) for name, usd in sorted(rates.items())}
+            for region, rates in sorted(book.rates.get(section, {}).items())
+        }
+    return CatalogFile.model_validate(data)
+
+
+def rebase(base: CatalogFile, bundled: CatalogFile) -> CatalogFile:
+    """The catalog a refresh starts from: ``base`` (the stored one) brought up to the
+    installed package's reference data.
+
+    After an upgrade, the package may know more than the stored catalog: an EKS support
+    date, a retired type, a new family. Reference fields (everything a refresh does not
+    own) come from the package, except that a field only the stored catalog has is kept
+    and retirements are never undone; a rate the package has and the stored catalog
+    lacks is added, as bundled. The stored catalog's own rates and provenance win.
+    """
+    data = json.loads(base.model_dump_json())
+    packaged = json.loads(bundled.model_dump_json())
+    for key, value in packaged.items():
+        if key in REFRESH_OWNED:
+            continue
+        data[key] = _union(data[key], value) if key == "retired" and key in data else value
+    for section in SECTIONS:
+        for region, rates in packaged.get(section, {}).items():
+            mine = data.setdefault(section, {}).setdefault(region, {})
+            said = data.get("rate_sources", {}).get(section, {}).get(region)
+            for name, usd in rates.items():
+                if name not in mine:
+                    mine[name] = usd
+                    if said is not None:  # the region's date is a refresh's, not this rate's
+                        said[name] = {"source": "bundled", "as_of": packaged["as_of"]}
+    return CatalogFile.model_validate(data)
+
+
+def _union(mine: object, theirs: object) -> object:
+    """Two ``retired`` fields as one, so that no retirement is lost."""
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        return {**mine, **theirs}
+    if isinstance(mine, list) and isinstance(theirs, list):
+        return [*theirs, *(x for x in mine if x not in theirs)]
+    return theirs
+
+
+class CatalogDocuments:
+    """Catalog documents for the refresh (``services.price_refresh.CatalogDocuments``)."""
+
+    def __init__(self, bundled: CatalogFile | None = None) -> None:
+        self._bundled = bundled
+
+    @property
+    def bundled(self) -> CatalogFile:
+        if self._bundled is None:
+            self._bundled = read_catalog_file()
+        return self._bundled
+
+    def start(self, stored: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
+        if stored is None:
+            return _as_json(self.bundled), None
+        try:
+            current = parse_catalog(stored, "the stored price catalog")
+        except CatalogError as exc:
+            return _as_json(self.bundled), str(exc)
+        return _as_json(rebase(current, self.bundled)), None
+
+    def book(self, document: Mapping[str, Any]) -> RateBook:
+        return rate_book(CatalogFile.model_validate(document))
+
+    def document(
+        self, base: Mapping[str, Any], book: RateBook, *, source_line: str
+    ) -> dict[str, Any]:
+        catalog = CatalogFile.model_validate(base)
+        lines = [source_line, *[s for s in catalog.sources if "Price List Query API" not in s]]
+        return _as_json(with_rate_book(catalog, book, sources=lines))
+
+
+def _as_json(catalog: CatalogFile) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(catalog.model_dump_json())
+    return data
+
+
+def parse_catalog(document: Mapping[str, Any], what: str) -> CatalogFile:
+    """A catalog document validated, or a :class:`CatalogError` that names ``what``."""
+    try:
+        return CatalogFile.model_validate(document)
+    except ValidationError as exc:
+        problems = validation_problems(exc)
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise CatalogError(f"{what}: {problems[0]}{more}") from None
+
+
+class FileCatalogStore:
+    """A catalog file as a :class:`costguard.ports.CatalogStore` (``prices refresh --out``).
+
+    One version, the file's: no history. A file that exists but is not a valid catalog is
+    refused rather than overwritten (it may be something else the user named by mistake).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def current(self) -> StoredCatalog | None:
+        if not self.path.exists():
+            return None
+        catalog = read_catalog_file(self.path)
+        stat = self.path.stat()
+        return StoredCatalog(
+            catalog.version, datetime.fromtimestamp(stat.st_mtime, UTC), _as_json(catalog)
+        )
+
+    def get(self, version: int) -> StoredCatalog | None:
+        held = self.current()
+        return held if held is not None and held.version == version else None
+
+    def put(
+        self, document: Mapping[str, Any], *, expected_version: int, at: datetime
+    ) -> int | None:
+        held = self.current()
+        if (held.version if held else 0) != expected_version:
+            return None
+        catalog = CatalogFile.model_validate(document)
+        write_catalog_file(catalog, self.path)
+        return catalog.version

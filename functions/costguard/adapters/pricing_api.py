@@ -4,23 +4,28 @@ Only list prices are read: EC2 Linux shared-tenancy on-demand for the accelerate
 types, SageMaker on-demand ``ml.*`` rates, and EBS GB-month. Anything the API does
 not return is kept from the previous catalog and reported, never dropped to $0.
 
-``as_of`` means "every region here was checked against the API that day", so it
-moves only when every requested region returned prices. A region that returns none
-(a typo the API does not know, such as ``us-est-1``) is an error for that region.
+``as_of`` means "every rate here was checked against the API on or after that day":
+it is tracked per (service, region), and the catalog's is the oldest of them. A region
+that returns none (a typo the API does not know, such as ``us-est-1``) keeps its date
+and is an error for that region. How fetched prices are merged: ``domain.catalog_merge``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import date
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import chunks, reading
-from costguard.adapters.catalog import CatalogFile, read_catalog_file, write_catalog_file
-from costguard.settings import REGION
+from costguard.adapters.catalog import CatalogDocuments, CatalogFile, FileCatalogStore
+from costguard.config_spec import REGION
+from costguard.domain.catalog_merge import DEFAULT_HOLD_PCT
+from costguard.ports import ThrottledError
+from costguard.services.price_refresh import PriceRefresh
 
 if TYPE_CHECKING:
     from mypy_boto3_pricing import PricingClient
@@ -113,6 +118,51 @@ def fetch_ebs(client: PricingClient, region: str) -> dict[str, Decimal]:
     return found
 
 
+class PriceListApi:
+    """:class:`costguard.ports.PriceSource` on the Price List Query API.
+
+    A throttled batch is retried with exponential backoff (on top of botocore's own
+    retries) before the region is given up as failed: the refresh runs weekly, so a
+    minute of patience is cheap, and a half-read region is never stored.
+    """
+
+    def __init__(
+        self,
+        client: PricingClient,
+        *,
+        attempts: int = 4,
+        backoff_s: float = 2.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._client = client
+        self._attempts = attempts
+        self._backoff_s = backoff_s
+        self._sleep = sleep
+
+    def _patiently(self, fetch: Callable[[], dict[str, Decimal]]) -> dict[str, Decimal]:
+        for attempt in range(self._attempts):
+            try:
+                return fetch()
+            except ThrottledError:
+                if attempt == self._attempts - 1:
+                    raise
+                self._sleep(self._backoff_s * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def fetch(
+        self, region: str, wanted: Mapping[str, frozenset[str]]
+    ) -> dict[str, dict[str, Decimal]]:
+        c = self._client
+        return {
+            "ec2": self._patiently(lambda: fetch_ec2(c, region, wanted.get("ec2", ()))),
+            "sagemaker": self._patiently(
+                lambda: fetch_sagemaker(c, region, wanted.get("sagemaker", ()))
+            ),
+            # Every EBS volume type of the region: one small query, no names needed.
+            "ebs_gb_month": self._patiently(lambda: fetch_ebs(c, region)),
+        }
+
+
 def refresh_catalog(
     client: PricingClient,
     *,
@@ -121,13 +171,15 @@ def refresh_catalog(
     today: date,
     progress: Callable[[str], None] = lambda _m: None,
     previous: CatalogFile | None = None,
+    hold_pct: Decimal = DEFAULT_HOLD_PCT,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
-    """Fetch current list prices and write a new catalog; return what changed.
+    """Fetch current list prices and merge them into the catalog at ``output``.
 
-    Regions that return prices are updated. If any requested region returns none,
-    ``as_of`` keeps its old date (the catalog is not marked fresh), the summary lists
-    the region under ``regions_without_prices``, and the caller should fail; the file
-    is written only if some price actually changed.
+    The catalog already at ``output`` is the starting point (else ``previous``, else the
+    packaged one), and the merge never makes it worse (``domain.catalog_merge``). A
+    region that returns no prices keeps its date and is listed under
+    ``regions_without_prices``; the caller should fail.
     """
     regions = tuple(dict.fromkeys(regions))
     bad = [r for r in regions if not (r.isascii() and REGION.fullmatch(r))]
@@ -135,56 +187,11 @@ def refresh_catalog(
         raise ValueError("no regions to refresh")
     if bad:
         raise ValueError(f"not AWS region names: {', '.join(map(repr, bad))}")
-    old = previous or read_catalog_file()
-    ec2_types = {t for rates in old.ec2.values() for t in rates}
-    sm_types = {t for rates in old.sagemaker.values() for t in rates}
-    new = old.model_copy(deep=True)
-    changed: list[str] = []
-    kept: list[str] = []
-    empty: list[str] = []
-    for region in regions:
-        progress(f"fetching {region} prices")
-        sections = (
-            ("ec2", fetch_ec2(client, region, ec2_types), ec2_types),
-            ("sagemaker", fetch_sagemaker(client, region, sm_types), sm_types),
-            ("ebs_gb_month", fetch_ebs(client, region), set(old.ebs_gb_month.get(region, {}))),
-        )
-        if not any(fetched for _, fetched, _ in sections):
-            # Nothing at all (EBS is sold in every region): not a region the API knows.
-            empty.append(region)
-            progress(f"{region}: the Price List API returned no prices; {region} is left as it was")
-            continue
-        for section, fetched, wanted in sections:
-            table: dict[str, dict[str, Decimal]] = getattr(new, section)
-            rates = table.setdefault(region, {})
-            for name, usd in fetched.items():
-                if rates.get(name) != usd:
-                    changed.append(f"{section}/{region}/{name}: {rates.get(name)} -> {usd}")
-                rates[name] = usd
-            kept += [f"{section}/{region}/{n}" for n in sorted(wanted - set(fetched)) if n in rates]
-    fresh = not empty
-    fetched_from = [r for r in regions if r not in empty]
-    if fresh:
-        new.as_of = today
-        line = f"AWS Price List Query API (pricing:GetProducts), fetched {today.isoformat()}"
-    else:
-        line = (
-            f"AWS Price List Query API (pricing:GetProducts), fetched {today.isoformat()} "
-            f"for {', '.join(fetched_from)} only"
-        )
-    written = fresh or bool(changed)
-    if written:
-        new.version = old.version + 1
-        new.sources = [line, *[s for s in old.sources if "Price List Query API" not in s]]
-        CatalogFile.model_validate(json.loads(new.model_dump_json()))
-        write_catalog_file(new, output)
-    return {
-        "output": str(output),
-        "written": written,
-        "version": new.version if written else old.version,
-        "as_of": (today if fresh else old.as_of).isoformat(),
-        "as_of_moved": fresh,
-        "regions_without_prices": empty,
-        "changed": changed,
-        "kept_from_previous": kept,
-    }
+    outcome = PriceRefresh(
+        FileCatalogStore(output),
+        PriceListApi(client, sleep=sleep),
+        CatalogDocuments(previous),
+        hold_pct=hold_pct,
+        progress=progress,
+    ).run(regions, datetime.combine(today, datetime.min.time(), UTC))
+    return {"output": str(output), **outcome.summary()}

@@ -31,6 +31,8 @@ class FindingCode(StrEnum):
     SCAN_FAILED = "scan-failed"
     LEDGER_CONTENDED = "ledger-contended"
     CONFIG = "config"
+    #: The price catalog in use is stale, invalid, or holds a refreshed rate for review.
+    PRICE_CATALOG = "price-catalog"
 
 
 class Finding(NamedTuple):

@@ -52,9 +52,36 @@ def log_project_figures(report: ScanReport) -> None:
         )
 
 
+def log_price_catalog(report: ScanReport) -> None:
+    """One structured line a scan: which price catalog it used and whether it is stale
+    (the dashboard's price-catalog widget reads it)."""
+    from costguard.domain.findings import FindingCode
+
+    if report.catalog is None:
+        return
+    # Stale-rate findings are addressed to ``price-catalog/<scanned region>``.
+    stale = any(
+        f.code is FindingCode.PRICE_CATALOG
+        and f.resource.removeprefix("price-catalog/") in report.regions
+        for f in report.findings
+    )
+    logger.info(
+        F.CATALOG_EVENT,
+        extra={
+            F.EVENT_KEY: F.CATALOG_EVENT,
+            F.CATALOG_SOURCE: report.catalog.source,
+            F.CATALOG_VERSION: report.catalog.version,
+            F.CATALOG_AS_OF: report.catalog.book.oldest_as_of(report.regions).isoformat(),
+            F.CATALOG_AGE_DAYS: report.catalog.age_days(report.regions, report.now.date()),
+            F.CATALOG_STALE: int(stale),
+        },
+    )
+
+
 def emit_metrics(report: ScanReport) -> None:
     """The metrics alarms need: a heartbeat (the "scan did not run" alarm) and findings."""
     log_project_figures(report)
+    log_price_catalog(report)
     if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in {"true", "1"}:
         return
     metrics.add_metric(name=M.SCAN_COMPLETED, unit=MetricUnit.Count, value=1)

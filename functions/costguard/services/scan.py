@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
 from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.catalog_merge import CatalogInUse, catalog_findings
 from costguard.domain.decisions import Savings, Step, savings_this_month
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind, parse_key, with_account
@@ -28,6 +29,7 @@ from costguard.domain.spend import (
 )
 from costguard.domain.tags import TagKeys
 from costguard.ports import (
+    CatalogSource,
     CommitOutcome,
     InventorySource,
     Ledger,
@@ -51,6 +53,8 @@ class ScanSettings:
     max_workers: int = 8
     #: The AWS account scanned (12 digits), carried in every resource key; "" if unknown.
     account: str = ""
+    #: Rates for a scanned region older than this are a ``price-catalog`` finding.
+    price_catalog_max_age_days: int = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,7 @@ class ScanReport:
     pending_capacity: tuple[PendingCapacity, ...]
     findings: tuple[Finding, ...]
     ledger: CommitOutcome
+    #: The catalog's date (the oldest of its regions' dates).
     catalog_as_of: str
     duration_s: float
     api_calls: Mapping[str, int]
@@ -98,6 +103,8 @@ class ScanReport:
     #: Projects whose run-rate is incomplete because a failed source held some of their
     #: resources at the last scan: rate-based rules must not read it as a drop.
     incomplete_projects: frozenset[str | None] = frozenset()
+    #: Which catalog priced this scan (stored or bundled); None when the caller gave one.
+    catalog: CatalogInUse | None = None
 
     @property
     def resource_count(self) -> int:
@@ -111,29 +118,40 @@ class ScanService:
         self,
         sources: Sequence[InventorySource],
         spot_prices: SpotPriceSource,
-        catalog: PriceCatalog,
+        catalog: PriceCatalog | CatalogSource,
         ledger: Ledger,
         settings: ScanSettings,
         *,
         progress: Progress | None = None,
         api_calls: Callable[[], Mapping[str, int]] | None = None,
+        catalog_in_use: CatalogInUse | None = None,
     ) -> None:
         self._sources = sources
         self._spot = spot_prices
-        self._catalog = catalog
+        self._catalog = catalog if isinstance(catalog, PriceCatalog) else None
         self._ledger = ledger
         self._settings = settings
         self._progress = progress or (lambda _msg: None)
         self._api_calls = api_calls or (lambda: {})
+        self._in_use = catalog_in_use
+        self._catalog_source = None if isinstance(catalog, PriceCatalog) else catalog
 
     def run(self, now: datetime) -> ScanReport:
         started = _time.perf_counter()
         now = require_utc(now)
         s = self._settings
+        if self._catalog_source is not None:
+            # Read when the scan runs, not when it is built: building makes no AWS call.
+            self._catalog, self._in_use = self._catalog_source.read()
+        assert self._catalog is not None
         resources, findings, failed = self._collect(now)
         self._progress(f"found {len(resources)} resources; pricing")
         priced, price_findings = self._price(resources, now)
         findings.extend(price_findings)
+        if self._in_use is not None:
+            findings.extend(
+                catalog_findings(self._in_use, s.regions, now.date(), s.price_catalog_max_age_days)
+            )
         accelerated = {t for rates in self._catalog.ec2.values() for t in rates} | {
             r.instance_type for r in resources if r.accelerator is not None and r.instance_type
         }
@@ -217,6 +235,7 @@ class ScanService:
             previous=previous_observations,
             failed_sources=frozenset(failed),
             incomplete_projects=_incomplete_projects(previous_observations, failed),
+            catalog=self._in_use,
         )
 
     def _savings(self, month: str, now: datetime) -> dict[str | None, Savings]:
@@ -294,6 +313,7 @@ class ScanService:
                     )
                 )
         priced = []
+        assert self._catalog is not None
         pricer = Pricer(self._catalog, spot, now.date())
         for r in resources:
             item, found = pricer.price(r)
