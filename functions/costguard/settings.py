@@ -117,6 +117,13 @@ class Settings(SpecModel):
     scan_failed_alert_after: int = _field("scan_failed_alert_after")
     #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
     cost_explorer: bool = _field("cost_explorer")
+    idle_minutes: int = _field("idle_minutes")
+    idle_gpu_pct: Decimal = _field("idle_gpu_pct")
+    idle_cpu_pct: Decimal = _field("idle_cpu_pct")
+    idle_network_mb: Decimal = _field("idle_network_mb")
+    idle_max_runtime_hours: int = _field("idle_max_runtime_hours")
+    idle_grace_minutes: int = _field("idle_grace_minutes")
+    idle_all_accelerators: bool = _field("idle_all_accelerators")
 
     @property
     def tag_keys(self) -> TagKeys:

@@ -29,6 +29,10 @@ class FindingCode(StrEnum):
     SCAN_FAILED = "scan-failed"
     LEDGER_CONTENDED = "ledger-contended"
     CONFIG = "config"
+    #: An idle-notebook candidate publishes too few metrics to be judged (e.g. no GPU agent).
+    IDLE_METRICS_MISSING = "idle-metrics-missing"
+    #: A SageMaker notebook instance without CostGuard's heartbeat (lifecycle configuration).
+    NO_HEARTBEAT = "notebook-no-heartbeat"
 
 
 class Finding(NamedTuple):
