@@ -146,10 +146,10 @@ class CloudWatchMetrics:
             )
             for page in pages:
                 for metric in page.get("Metrics", []):
+                    # In ListMetrics' order: AWS ignores it, moto 5.2.5 does not (its
+                    # Dimension.__lt__ is broken, so a reordered set may not match).
                     dims: Dimensions = tuple(
-                        sorted(
-                            (str(d["Name"]), str(d["Value"])) for d in metric.get("Dimensions", [])
-                        )
+                        (str(d["Name"]), str(d["Value"])) for d in metric.get("Dimensions", [])
                     )
                     named = dict(dims)
                     instance = named.get(INSTANCE_DIMENSION)
@@ -159,7 +159,7 @@ class CloudWatchMetrics:
                     found[instance][index].append(dims)
         return {
             instance: tuple(
-                GpuSeries(index, tuple(sorted(set(sets)))) for index, sets in sorted(gpus.items())
+                GpuSeries(index, tuple(dict.fromkeys(sets))) for index, sets in sorted(gpus.items())
             )
             for instance, gpus in found.items()
         }
