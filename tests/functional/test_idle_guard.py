@@ -21,7 +21,7 @@ from costguard.domain.idle import MetricQuery
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
-from tests.support.idle_fleet import REGION, launch, notebook_tags, publish_ec2, put, points
+from tests.support.idle_fleet import REGION, launch, notebook_tags, points, publish_ec2, put
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GRACE = timedelta(hours=1)

@@ -9,6 +9,7 @@ import pytest
 
 from costguard.domain.findings import FindingCode
 from costguard.domain.idle import (
+    EMPTY,
     MB,
     IdleThresholds,
     Series,
@@ -193,7 +194,7 @@ def test_a_week_long_window_judged_on_coarser_maxima_keeps_the_rule() -> None:
 # -- SageMaker notebook instances: the heartbeat, or the maximum runtime ---------------------
 
 
-def heartbeat(activity: Series, gpu: Series = Series(), since: datetime | None = None) -> Verdict:
+def heartbeat(activity: Series, gpu: Series = EMPTY, since: datetime | None = None) -> Verdict:
     return judge_heartbeat(
         activity=activity,
         gpu=gpu,
