@@ -734,8 +734,13 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     # GIVEN an idle GPU notebook and a busy one with back-dated metrics, IAM enforced
     from tests.support.idle_fleet import launch, notebook_tags, publish_ec2
 
+    import costguard.wiring as wiring
+    from costguard.adapters.ec2 import InstanceTypeCache
+
     monkeypatch.setitem(MOTO_OVERRIDES, Env.DRY_RUN, "false")
     monkeypatch.setitem(MOTO_OVERRIDES, Env.REGIONS, REGION)
+    # a cold Lambda: the instance-type cache of an earlier test would hide a missing grant
+    monkeypatch.setattr(wiring, "_INSTANCE_TYPES", InstanceTypeCache())
     launched = NOW - timedelta(hours=5)
     (idle,) = launch(deployment.session, notebook_tags(), at=launched)
     (busy,) = launch(deployment.session, notebook_tags(), at=launched)
