@@ -45,6 +45,14 @@ NON_DEFAULT: dict[str, Any] = {
     "logRetentionDays": "30",
     "scanMemoryMb": "2048",
     "scanTimeoutSeconds": "300",
+    "idleMinutes": "90",
+    "idleRate": "2 hours",
+    "idleGpuPct": "3",
+    "idleCpuPct": "2.5",
+    "idleNetworkMb": "1",
+    "idleMaxRuntimeHours": "8",
+    "idleGraceMinutes": "120",
+    "idleAllAccelerators": "true",
 }
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
 
