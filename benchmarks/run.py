@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import api_calls, engine, guard_bill, import_time
+from benchmarks import api_calls, engine, guard_bill, idle_pass, import_time
 
 
 def main() -> None:
@@ -21,6 +21,8 @@ def main() -> None:
         "api_calls": [api_calls.measure(100), api_calls.measure(1000)],
         "handler_import": import_time.measure(),
         "guard_bill": [guard_bill.measure(100, 5), guard_bill.measure(1000, 20)],
+        "idle_pass": [idle_pass.measure(1000, 0.0), idle_pass.measure(1000, 1.0)],
+        "idle_bill": idle_pass.steady_state_bill(1000),
     }
     out = Path(__file__).with_name("results.json")
     out.write_text(json.dumps(results, indent=2) + "\n")

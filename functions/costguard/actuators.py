@@ -8,11 +8,57 @@ them. The actuator Lambda finds its guard here by name.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
+from costguard.adapters.cloudwatch import PERMISSIONS as CLOUDWATCH_READS
+from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.guards import DeclaresPermissions, GuardSpec
-from costguard.iam import Permission
+from costguard.iam import SAGEMAKER_TAGS_TAGGING_API, Permission
+
+if TYPE_CHECKING:
+    from costguard.adapters.aws import ClientFactory
+    from costguard.services.guard import Guard
+    from costguard.settings import Settings
+
+
+def _build_idle(settings: Settings, clients: ClientFactory) -> Guard:
+    # Imported when a guard is built, not when the stack reads the declarations.
+    from costguard.wiring import build_idle_guard  # noqa: PLC0415
+
+    return build_idle_guard(settings, clients)
+
+
+EC2_NOTEBOOK_READS = (
+    Permission(
+        ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes"),
+        "find running notebook instances and their GPUs; EC2 Describe* calls have no "
+        "resource-level permissions",
+    ),
+)
+#: For SageMaker notebook instances: granted with their actuator (the lead wires both).
+SAGEMAKER_NOTEBOOK_READS = (
+    Permission(
+        ("sagemaker:ListNotebookInstances",),
+        "find InService notebook instances; List* calls have no resource-level permissions",
+    ),
+    *SAGEMAKER_TAGS_TAGGING_API,
+)
+
+IDLE_NOTEBOOKS = GuardSpec(
+    name="idle-notebooks",
+    construct_id="IdleNotebooks",
+    description="warns, then stops notebooks idle for their whole window (GPU, CPU, network, "
+    "heartbeat); unknown is never idle",
+    build=_build_idle,
+    # (the lead adds the SageMaker notebook and Studio actuators, and their reads)
+    actuators=(cast("DeclaresPermissions", Ec2InstanceActuator),),
+    reads=(*CLOUDWATCH_READS, *EC2_NOTEBOOK_READS),
+    every_minutes=60,
+    rate_setting="idle_rate",
+)
 
 #: Shipped guards, in the order the stack builds them.
-SHIPPED: tuple[GuardSpec, ...] = ()
+SHIPPED: tuple[GuardSpec, ...] = (IDLE_NOTEBOOKS,)
 
 #: By name: what the actuator Lambda runs (tests may register a test-only guard here).
 SPECS: dict[str, GuardSpec] = {spec.name: spec for spec in SHIPPED}

@@ -451,6 +451,85 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         constraints={"ge": 1, "le": 365},
     ),
     SettingSpec(
+        "idle_minutes",
+        "idleMinutes",
+        Env.IDLE_MINUTES,
+        int,
+        60,
+        "Idle-notebook window: idle only if every datapoint in it is under the thresholds "
+        "(15–10080 minutes; the tag `costguard:idle-minutes` overrides it per resource).",
+        constraints={"ge": 15, "le": 10_080},
+    ),
+    SettingSpec(
+        "idle_rate",
+        "idleRate",
+        None,
+        str,
+        "60 minutes",
+        "How often the idle-notebook guard runs (`5 minutes` to `1 day`; the window by "
+        "default, which keeps its CloudWatch bill under $10/month for 1,000 notebooks).",
+        check=valid_rate,
+    ),
+    SettingSpec(
+        "idle_gpu_pct",
+        "idleGpuPct",
+        Env.IDLE_GPU_PCT,
+        Decimal,
+        Decimal(5),
+        "A notebook is idle only while every GPU's utilization stays under this percentage "
+        "(above 0, at most 100).",
+        constraints={"gt": 0, "le": 100},
+    ),
+    SettingSpec(
+        "idle_cpu_pct",
+        "idleCpuPct",
+        Env.IDLE_CPU_PCT,
+        Decimal,
+        Decimal(5),
+        "An EC2 notebook is idle only while its CPU utilization stays under this percentage "
+        "(above 0, at most 100).",
+        constraints={"gt": 0, "le": 100},
+    ),
+    SettingSpec(
+        "idle_network_mb",
+        "idleNetworkMb",
+        Env.IDLE_NETWORK_MB,
+        Decimal,
+        Decimal(5),
+        "An EC2 notebook is idle only while NetworkIn + NetworkOut stay under this many MB "
+        "per 5 minutes (0–100000): above background agent traffic, below any real transfer.",
+        constraints={"ge": 0, "le": 100_000},
+    ),
+    SettingSpec(
+        "idle_max_runtime_hours",
+        "idleMaxRuntimeHours",
+        Env.IDLE_MAX_RUNTIME_HOURS,
+        int,
+        12,
+        "A SageMaker notebook instance without CostGuard's heartbeat is stopped after this "
+        "many hours InService (1–720).",
+        constraints={"ge": 1, "le": 720},
+    ),
+    SettingSpec(
+        "idle_grace_minutes",
+        "idleGraceMinutes",
+        Env.IDLE_GRACE_MINUTES,
+        int,
+        60,
+        "How long an idle notebook's owner is warned before it is stopped (15–10080 minutes).",
+        constraints={"ge": 15, "le": 10_080},
+    ),
+    SettingSpec(
+        "idle_all_accelerators",
+        "idleAllAccelerators",
+        Env.IDLE_ALL_ACCELERATORS,
+        bool,
+        False,
+        "Judge every running accelerator EC2 instance in scope as a notebook, not only those "
+        "tagged `costguard:role=notebook`.",
+        kind=Kind.FLAG,
+    ),
+    SettingSpec(
         "alert_emails",
         "alertEmails",
         None,

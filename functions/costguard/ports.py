@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -15,9 +15,17 @@ if TYPE_CHECKING:
     from costguard.domain.catalog_merge import CatalogInUse
     from costguard.domain.decisions import Decision, Observed, Target
     from costguard.domain.findings import Finding
+    from costguard.domain.idle import (
+        Ec2Notebook,
+        GpuSeries,
+        MetricQuery,
+        NotebookInstance,
+        Series,
+    )
     from costguard.domain.models import Resource
     from costguard.domain.pricing import PriceCatalog, SpotKey
     from costguard.domain.spend import AccrualKey, Increment, Observation
+    from costguard.domain.studio import StudioApp
 
 
 class SourceError(Exception):
@@ -317,3 +325,31 @@ class PriceSource(Protocol):
         region cannot be read; a region the source does not know returns nothing.
         """
         ...
+
+
+class MetricReader(Protocol):
+    """Batched CloudWatch reads: calls grow with the queries / 500, never one per resource."""
+
+    def maxima(self, region: str, queries: Sequence[MetricQuery]) -> Mapping[str, Series]:
+        """Each query's period maxima in its range, by ``query.key`` (empty when none)."""
+        ...
+
+    def gpu_series(
+        self, region: str, instance_ids: Collection[str]
+    ) -> Mapping[str, tuple[GpuSeries, ...]]:
+        """The agent's GPU series of each instance (absent: none reported)."""
+        ...
+
+
+class NotebookCandidates(Protocol):
+    """What the idle-notebook guard may judge: running EC2 notebooks, InService notebooks."""
+
+    def ec2_notebooks(self, region: str) -> Sequence[Ec2Notebook]: ...
+
+    def notebook_instances(self, region: str) -> Sequence[NotebookInstance]: ...
+
+
+class StudioApps(Protocol):
+    """Running SageMaker Studio apps (JupyterLab, CodeEditor) with their last user activity."""
+
+    def apps(self, region: str) -> Sequence[StudioApp]: ...

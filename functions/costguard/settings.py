@@ -119,6 +119,13 @@ class Settings(SpecModel):
     cost_explorer: bool = _field("cost_explorer")
     price_change_hold_pct: Decimal = _field("price_change_hold_pct")
     price_catalog_max_age_days: int = _field("price_catalog_max_age_days")
+    idle_minutes: int = _field("idle_minutes")
+    idle_gpu_pct: Decimal = _field("idle_gpu_pct")
+    idle_cpu_pct: Decimal = _field("idle_cpu_pct")
+    idle_network_mb: Decimal = _field("idle_network_mb")
+    idle_max_runtime_hours: int = _field("idle_max_runtime_hours")
+    idle_grace_minutes: int = _field("idle_grace_minutes")
+    idle_all_accelerators: bool = _field("idle_all_accelerators")
 
     @property
     def tag_keys(self) -> TagKeys:

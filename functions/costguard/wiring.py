@@ -16,25 +16,31 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import ClientFactory
-from costguard.adapters.catalog import rate_book, read_catalog_file
+from costguard.adapters.catalog import load_catalog, rate_book, read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
+from costguard.adapters.cloudwatch import CloudWatchMetrics
 from costguard.adapters.cost_explorer import CostExplorer
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices, InstanceTypeCache
+from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.eks import EksInventory
 from costguard.adapters.memory import InMemoryLedger
+from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, TaggingApiTags
 from costguard.adapters.sns import SnsNotifier
 from costguard.domain.alerts import AnomalyPolicy
 from costguard.domain.catalog_merge import BUNDLED, CatalogInUse
+from costguard.domain.idle import MB, IdleThresholds
 from costguard.domain.pricing import PriceCatalog
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.cost_explorer import CostExplorerService
+from costguard.services.guard import Guard
+from costguard.services.idle import IdlePolicy, IdleSettings
 from costguard.services.scan import Progress, ScanService, ScanSettings
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
-    from costguard.ports import CatalogSource, Ledger
+    from costguard.ports import Actuator, CatalogSource, Ledger
     from costguard.settings import Settings
 
 
@@ -210,3 +216,50 @@ def build_scan_service(
         api_calls=counter.snapshot if counter else None,
         catalog_in_use=catalog_in_use,
     )
+
+
+def idle_settings(settings: Settings, account: str) -> IdleSettings:
+    """The idle-notebook policy's settings, from the deployment's (``config_spec``)."""
+    return IdleSettings(
+        regions=settings.regions,
+        account=account,
+        thresholds=IdleThresholds(
+            window=timedelta(minutes=settings.idle_minutes),
+            gpu_pct=settings.idle_gpu_pct,
+            cpu_pct=settings.idle_cpu_pct,
+            network_bytes_per_5min=settings.idle_network_mb * MB,
+            max_runtime=timedelta(hours=settings.idle_max_runtime_hours),
+        ),
+        grace=timedelta(minutes=settings.idle_grace_minutes),
+        tag_keys=settings.tag_keys,
+    )
+
+
+def build_idle_guard(settings: Settings, clients: ClientFactory) -> Guard:
+    """The idle-notebook guard: its policy on batched CloudWatch reads, and its actuators.
+
+    SageMaker notebook instances and Studio apps are judged only where the guard has an
+    actuator for them (a decision without one would fail the run).
+    """
+    actuators: list[Actuator] = [Ec2InstanceActuator(clients)]
+    kinds = {a.kind for a in actuators}
+    tags = (
+        TaggingApiTags(clients)
+        if settings.sagemaker_tags == "tagging-api"
+        else PerResourceTags(clients)
+    )
+    candidates = NotebookCandidateSource(
+        clients,
+        tags,
+        types=_INSTANCE_TYPES,
+        all_accelerators=settings.idle_all_accelerators,
+        sagemaker="sagemaker-notebook" in kinds,
+    )
+    policy = IdlePolicy(
+        candidates,
+        CloudWatchMetrics(clients.cloudwatch),
+        load_catalog(),
+        idle_settings(settings, clients.account),
+        studio=None,  # the Studio inventory and its actuator are wired together
+    )
+    return Guard("idle-notebooks", policy, actuators)

@@ -143,6 +143,12 @@ def moto_dialect(document: dict[str, Any]) -> dict[str, Any]:
             continue
         actions = as_list(s["Action"])
         aliases = [a.replace("tag:", "tagging:", 1) for a in actions if a.startswith("tag:")]
+        # CloudWatch signs as "monitoring", which is what moto names its actions by
+        aliases += [
+            a.replace("cloudwatch:", "monitoring:", 1)
+            for a in actions
+            if a.startswith("cloudwatch:")
+        ]
         if "dynamodb:UpdateItem" in actions:
             aliases.append("dynamodb:TransactWriteItems")
         statements.append({**s, "Action": actions + aliases, "Resource": "*"})
@@ -219,6 +225,7 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
         "scan": _function(probe, "scan.handler"),
         "slack": _function(probe, "slack_notifier.handler"),
         "act": _function(probe, "act.handler", guard="toy"),
+        "idle": _function(probe, "act.handler", guard="idle-notebooks"),
     }
     roles = {probe.function_role(f) for f in functions.values()}
     for role in roles:
@@ -337,7 +344,7 @@ def run_as(
 
         monkeypatch.setattr(events, "CLOCK", lambda: NOW)  # the schedule's time is recent
         handler = scan.handler
-    elif function == "act":
+    elif function in ("act", "idle"):
         from costguard.handlers import act, events
 
         when = datetime.fromisoformat(event["time"])
@@ -718,4 +725,47 @@ def test_the_actuator_acts_with_only_the_permissions_the_stack_grants(
             monkeypatch.setitem(INSTANCE_TAGS, i["InstanceId"], tags)
     used_actions = check_calls(deployment, "act", recorder.calls)
     unused = unused_grants(deployment, "act", used_actions)
+    assert not unused, f"granted but never called: {sorted(unused)}"
+
+
+def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an idle GPU notebook and a busy one with back-dated metrics, IAM enforced
+    from costguard import wiring
+    from costguard.adapters.ec2 import InstanceTypeCache
+    from tests.support.idle_fleet import launch, notebook_tags, publish_ec2
+
+    monkeypatch.setitem(MOTO_OVERRIDES, Env.DRY_RUN, "false")
+    monkeypatch.setitem(MOTO_OVERRIDES, Env.REGIONS, REGION)
+    # a cold Lambda: the instance-type cache of an earlier test would hide a missing grant
+    monkeypatch.setattr(wiring, "_INSTANCE_TYPES", InstanceTypeCache())
+    launched = NOW - timedelta(hours=5)
+    (idle,) = launch(deployment.session, notebook_tags(), at=launched)
+    (busy,) = launch(deployment.session, notebook_tags(), at=launched)
+    start, end = NOW - timedelta(hours=4), NOW + timedelta(hours=2)
+    publish_ec2(deployment.session, idle, start, end)
+    publish_ec2(deployment.session, busy, start, end, gpu=(75.0,))
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN the schedule invokes the idle guard now, and after the grace period
+    event = {"guard": "idle-notebooks"}
+    first = run_as(deployment, "idle", {**event, "time": NOW.isoformat()}, monkeypatch, recorder)
+    later = NOW + timedelta(minutes=61)
+    second = run_as(deployment, "idle", {**event, "time": later.isoformat()}, monkeypatch, recorder)
+    # THEN it warned, then stopped the idle one only
+    assert first["counts"] == {"warned": 1}
+    assert second["counts"] == {"acted": 1}
+    assert [a["resource"].rsplit("/", 1)[1] for a in second["actions"]] == [idle]
+    # AND every call was allowed by its synthesized role (conditions evaluated on the
+    # instances' tags), and every grant was needed
+    ec2 = deployment.session.client("ec2", region_name=REGION)
+    for reservation in ec2.describe_instances(InstanceIds=[idle, busy])["Reservations"]:
+        for i in reservation["Instances"]:
+            tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+            tags.pop("costguard:action-after", None)
+            monkeypatch.setitem(INSTANCE_TAGS, i["InstanceId"], tags)
+    used = check_calls(deployment, "idle", recorder.calls)
+    assert {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"} <= used
+    unused = unused_grants(deployment, "idle", used)
     assert not unused, f"granted but never called: {sorted(unused)}"

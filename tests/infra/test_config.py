@@ -48,6 +48,14 @@ NON_DEFAULT: dict[str, Any] = {
     "priceRefreshRate": "3 days",
     "priceChangeHoldPct": "25",
     "priceCatalogMaxAgeDays": "14",
+    "idleMinutes": "90",
+    "idleRate": "2 hours",
+    "idleGpuPct": "3",
+    "idleCpuPct": "2.5",
+    "idleNetworkMb": "1",
+    "idleMaxRuntimeHours": "8",
+    "idleGraceMinutes": "120",
+    "idleAllAccelerators": "true",
 }
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
 

@@ -103,6 +103,13 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.GUARD: "idle-notebooks",
         Env.PRICE_CHANGE_HOLD_PCT: "25",
         Env.PRICE_CATALOG_MAX_AGE_DAYS: "14",
+        Env.IDLE_MINUTES: "90",
+        Env.IDLE_GPU_PCT: "3",
+        Env.IDLE_CPU_PCT: "2",
+        Env.IDLE_NETWORK_MB: "1",
+        Env.IDLE_MAX_RUNTIME_HOURS: "8",
+        Env.IDLE_GRACE_MINUTES: "120",
+        Env.IDLE_ALL_ACCELERATORS: "true",
     }
     default = Settings.from_env(base)
     unread = [

@@ -123,6 +123,10 @@ class ClientFactory:
         client: SNSClient = self("sns", region)
         return client
 
+    def cloudwatch(self, region: str) -> Any:
+        """CloudWatch (no stubs are installed for it: ``mypy-boto3-cloudwatch`` would type it)."""
+        return self("cloudwatch", region)
+
     def cost_explorer(self) -> CostExplorerClient:
         client: CostExplorerClient = self("ce", "us-east-1")  # a global service
         return client

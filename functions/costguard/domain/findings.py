@@ -33,6 +33,10 @@ class FindingCode(StrEnum):
     CONFIG = "config"
     #: The price catalog in use is stale, invalid, or holds a refreshed rate for review.
     PRICE_CATALOG = "price-catalog"
+    #: An idle-notebook candidate publishes too few metrics to be judged (e.g. no GPU agent).
+    IDLE_METRICS_MISSING = "idle-metrics-missing"
+    #: A SageMaker notebook instance without CostGuard's heartbeat (lifecycle configuration).
+    NO_HEARTBEAT = "notebook-no-heartbeat"
 
 
 class Finding(NamedTuple):

@@ -114,7 +114,27 @@ def summary(report: ExecutionReport) -> dict[str, Any]:
         "usd_per_month_would_save": float(
             report.saved_usd_per_month(Step.WOULD_WARN, Step.WOULD_ACT)
         ),
+        "actions": actions(report),
     }
+
+
+def actions(report: ExecutionReport) -> list[dict[str, Any]]:
+    """Each decision that led somewhere (warned, waiting, acted, would act, cleared...):
+    what, where, whose, why, what it saves, and what happened."""
+    return [
+        {
+            "kind": o.decision.target.kind,
+            "resource": o.decision.target.key,
+            "project": o.decision.target.project,
+            "action": o.decision.action.value,
+            "reason": o.decision.reason,
+            "usd_per_hour_saved": float(o.decision.usd_per_hour_saved),
+            "dry_run": report.dry_run,
+            "outcome": o.step.value,
+            "detail": o.detail,
+        }
+        for o in report.outcomes
+    ]
 
 
 @logger.inject_lambda_context

@@ -1,0 +1,112 @@
+"""The idle-notebook guard's candidates: running EC2 notebooks and InService notebook instances.
+
+EC2: one paginated ``DescribeInstances`` (1,000 a page) filtered on ``costguard:role=notebook``
+(or on nothing, when every accelerator instance is in the guard's scope), and the
+instance types' GPUs from the shared, batched :class:`InstanceTypeCache`.
+SageMaker: ``ListNotebookInstances`` (InService), their tags through the scan's
+:class:`TagReader` (one tagging-API pass, or ``ListTags`` per notebook where that API is
+missing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from costguard.adapters.aws import ClientFor, reading, tags_of
+from costguard.adapters.ec2 import InstanceTypeCache
+from costguard.adapters.sagemaker import TagReader
+from costguard.domain.idle import Ec2Notebook, NotebookInstance
+from costguard.domain.models import Accelerator, AcceleratorKind
+from costguard.names import Tags
+
+NOTEBOOK_ROLE = "notebook"
+
+
+class NotebookCandidateSource:
+    def __init__(
+        self,
+        clients: ClientFor,
+        tag_reader: TagReader,
+        *,
+        types: InstanceTypeCache | None = None,
+        all_accelerators: bool = False,
+        sagemaker: bool = True,
+    ) -> None:
+        self._sagemaker = sagemaker
+        self._clients = clients
+        self._tags = tag_reader
+        self._types = types or InstanceTypeCache()
+        self._all = all_accelerators
+
+    def ec2_notebooks(self, region: str) -> Sequence[Ec2Notebook]:
+        ec2 = self._clients.ec2(region)
+        filters = [{"Name": "instance-state-name", "Values": ["running"]}]
+        if not self._all:
+            filters.append({"Name": f"tag:{Tags.ROLE}", "Values": [NOTEBOOK_ROLE]})
+        with reading("ec2", region, "DescribeInstances"):
+            pages = ec2.get_paginator("describe_instances").paginate(
+                Filters=filters,  # type: ignore[arg-type]
+                PaginationConfig={"PageSize": 1000},
+            )
+            instances = [
+                i for p in pages for r in p.get("Reservations", []) for i in r.get("Instances", [])
+            ]
+        accel = self._types.resolve(
+            ec2, region, sorted({str(i["InstanceType"]) for i in instances})
+        )
+        found: list[Ec2Notebook] = []
+        for inst in instances:
+            tags = tags_of(inst.get("Tags"))
+            info = accel[str(inst["InstanceType"])]
+            tagged = tags.get(Tags.ROLE, "").strip().lower() == NOTEBOOK_ROLE
+            if self._all and info is None and not tagged:
+                continue  # a CPU instance nobody called a notebook
+            gpu_count: int | None
+            other: str | None = None
+            if info is None:
+                gpu_count = 0
+            elif isinstance(info, Accelerator):
+                nvidia = info.kind is AcceleratorKind.GPU and "nvidia" in info.manufacturer.lower()
+                gpu_count = info.count if nvidia else 0
+                other = None if nvidia else (info.name or info.kind.value)
+            else:
+                gpu_count = None  # a type DescribeInstanceTypes does not know
+            found.append(
+                Ec2Notebook(
+                    id=str(inst["InstanceId"]),
+                    region=region,
+                    instance_type=str(inst["InstanceType"]),
+                    launched_at=inst.get("LaunchTime"),
+                    tags=tags,
+                    gpu_count=gpu_count,
+                    accelerator=other,
+                    spot=inst.get("InstanceLifecycle") == "spot",
+                )
+            )
+        return found
+
+    def notebook_instances(self, region: str) -> Sequence[NotebookInstance]:
+        if not self._sagemaker:
+            return []
+        sm = self._clients.sagemaker(region)
+        listed = []
+        with reading("sagemaker", region, "ListNotebookInstances"):
+            for page in sm.get_paginator("list_notebook_instances").paginate(
+                StatusEquals="InService"
+            ):
+                listed.extend(page.get("NotebookInstances", []))
+        if not listed:
+            return []
+        tags = self._tags.tags(region, [str(nb["NotebookInstanceArn"]) for nb in listed])
+        return [
+            NotebookInstance(
+                name=str(nb["NotebookInstanceName"]),
+                arn=str(nb["NotebookInstanceArn"]),
+                region=region,
+                instance_type=nb.get("InstanceType"),
+                # An InService notebook was last modified when it last started.
+                in_service_since=nb.get("LastModifiedTime") or nb.get("CreationTime"),
+                tags=tags.get(str(nb["NotebookInstanceArn"]), {}),
+            )
+            for nb in listed
+        ]

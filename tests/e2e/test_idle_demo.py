@@ -1,0 +1,24 @@
+"""The demo's idle chapter: warned, then stopped; busy left; exempt skipped; unknown reported."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+def test_the_idle_chapter_warns_then_stops_and_leaves_the_rest(aws: Any) -> None:
+    from costguard_demo.idle import run_idle_chapter
+
+    said: list[str] = []
+    actions = run_idle_chapter(aws, "us-east-1", said.append, NOW)
+    assert [a["outcome"] for a in actions] == ["warned", "acted"]
+    for a in actions:
+        assert a["kind"] == "ec2-instance" and a["project"] == "vision"
+        assert a["usd_per_hour_saved"] > 0 and a["dry_run"] is False
+    text = "\n".join(said)
+    assert "busy-gpu-notebook: busy" in text
+    assert "exempt-notebook: skipped" in text
+    assert "no-metrics-notebook: unknown" in text
+    assert "owner told" in text

@@ -1,0 +1,361 @@
+"""The idle-notebook guard on moto: back-dated metrics, batched reads, warn -> stop."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from costguard.adapters.aws import ClientFactory
+from costguard.adapters.catalog import load_catalog
+from costguard.adapters.cloudwatch import MAX_QUERIES_PER_CALL, CloudWatchMetrics
+from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+from costguard.adapters.memory import InMemoryLedger
+from costguard.adapters.notebooks import NotebookCandidateSource
+from costguard.adapters.sagemaker import PerResourceTags
+from costguard.domain.decisions import Action, Step
+from costguard.domain.idle import MetricQuery
+from costguard.names import Tags
+from costguard.services.executor import Executor, ExecutorSettings
+from costguard.services.idle import IdlePolicy, IdleSettings
+from tests.support.idle_fleet import REGION, launch, notebook_tags, points, publish_ec2, put
+
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+GRACE = timedelta(hours=1)
+ACCOUNT = "123456789012"
+
+
+class Calls:
+    def __init__(self, session: Any) -> None:
+        self.calls: Counter[str] = Counter()
+        self.params: list[tuple[str, dict[str, Any]]] = []
+        session.events.register("provide-client-params", self._record)
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        name = f"{model.service_model.service_name}.{model.name}"
+        self.calls[name] += 1
+        self.params.append((name, params))
+
+
+class Alerts:
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+        self._lock = threading.Lock()
+
+    def publish(self, alert: Any) -> str:
+        with self._lock:
+            self.sent.append(alert)
+        return str(len(self.sent))
+
+
+def guard(session: Any, *, studio: Any = None) -> tuple[IdlePolicy, list[Any]]:
+    clients = ClientFactory(session, account=ACCOUNT)
+    policy = IdlePolicy(
+        NotebookCandidateSource(clients, PerResourceTags(clients), sagemaker=False),
+        CloudWatchMetrics(clients.cloudwatch),
+        load_catalog(),
+        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE),
+        studio=studio,
+    )
+    return policy, [Ec2InstanceActuator(clients)]
+
+
+def executor(actuators: list[Any], ledger: Any, alerts: Alerts, dry_run: bool = False) -> Executor:
+    return Executor(actuators, ledger, alerts, ExecutorSettings(scope=ACCOUNT, dry_run=dry_run))
+
+
+def state(session: Any, iid: str) -> str:
+    ec2 = session.client("ec2", region_name=REGION)
+    (r,) = ec2.describe_instances(InstanceIds=[iid])["Reservations"]
+    return str(r["Instances"][0]["State"]["Name"])
+
+
+def test_the_reader_batches_500_queries_a_call_and_reads_back_dated_maxima(aws: Any) -> None:
+    # GIVEN back-dated CPU datapoints for 3 instances and 1,100 queries in all
+    put(
+        aws,
+        "AWS/EC2",
+        "CPUUtilization",
+        {"InstanceId": "i-1"},
+        points(NOW - timedelta(hours=1), NOW, 3.0),
+    )
+    calls = Calls(aws)
+    reader = CloudWatchMetrics(ClientFactory(aws).cloudwatch)
+    start, end = NOW - timedelta(hours=1), NOW
+    queries = [
+        MetricQuery(
+            f"k{n}",
+            "AWS/EC2",
+            "CPUUtilization",
+            (("InstanceId", f"i-{n}"),),
+            start,
+            end,
+            timedelta(minutes=5),
+        )
+        for n in range(1, 1101)
+    ]
+    # WHEN read
+    got = reader.maxima(REGION, queries)
+    # THEN three calls, none over the limit, and every query answered (empty when no data)
+    sizes = [
+        len(p["MetricDataQueries"]) for n, p in calls.params if n == "cloudwatch.GetMetricData"
+    ]
+    assert sizes == [500, 500, 100]
+    assert max(sizes) <= MAX_QUERIES_PER_CALL
+    assert got["k1"].values == (3.0,) * 12
+    assert got["k2"].values == ()
+    assert len(got) == 1100
+
+
+def test_the_reader_splits_calls_by_the_datapoint_limit_too(aws: Any) -> None:
+    calls = Calls(aws)
+    reader = CloudWatchMetrics(ClientFactory(aws).cloudwatch)
+    start, end = NOW - timedelta(hours=16, minutes=40), NOW  # 200 periods a query
+    queries = [
+        MetricQuery(
+            f"k{n}",
+            "AWS/EC2",
+            "CPUUtilization",
+            (("InstanceId", f"i-{n}"),),
+            start,
+            end,
+            timedelta(minutes=5),
+        )
+        for n in range(600)
+    ]
+    reader.maxima(REGION, queries)
+    sizes = [
+        len(p["MetricDataQueries"]) for n, p in calls.params if n == "cloudwatch.GetMetricData"
+    ]
+    assert all(s * 201 <= 100_800 for s in sizes)
+    assert sum(sizes) == 600
+
+
+def test_gpu_series_are_found_by_one_listing_and_merged_across_hosts(aws: Any) -> None:
+    # GIVEN an instance whose GPU 0 reported under two hosts (it was restarted)
+    t0 = NOW - timedelta(hours=1)
+    put(
+        aws,
+        "CWAgent",
+        "nvidia_smi_utilization_gpu",
+        {"InstanceId": "i-a", "index": "0", "name": "A10G", "host": "old"},
+        points(t0, t0 + timedelta(minutes=30), 0),
+    )
+    put(
+        aws,
+        "CWAgent",
+        "nvidia_smi_utilization_gpu",
+        {"InstanceId": "i-a", "index": "0", "name": "A10G", "host": "new"},
+        points(t0 + timedelta(minutes=30), NOW, 0),
+    )
+    put(
+        aws,
+        "CWAgent",
+        "nvidia_smi_utilization_gpu",
+        {"InstanceId": "i-other", "index": "0", "name": "A10G", "host": "x"},
+        points(t0, NOW, 0),
+    )
+    calls = Calls(aws)
+    found = CloudWatchMetrics(ClientFactory(aws).cloudwatch).gpu_series(REGION, ["i-a"])
+    assert calls.calls == Counter({"cloudwatch.ListMetrics": 1})
+    (gpu,) = found["i-a"]
+    assert gpu.index == "0" and len(gpu.dimension_sets) == 2
+    assert "i-other" not in found
+
+
+@pytest.fixture
+def fleet(aws: Any) -> dict[str, str]:
+    """Four notebooks, launched 3 hours ago, with 5 hours of back-dated metrics."""
+    launched = NOW - timedelta(hours=3)
+    (idle,) = launch(aws, notebook_tags(Name="idle"), at=launched)
+    (busy,) = launch(aws, notebook_tags(Name="busy"), at=launched)
+    (silent,) = launch(aws, notebook_tags(Name="silent"), at=launched)
+    (exempt,) = launch(
+        aws, notebook_tags(Name="exempt", **{Tags.EXEMPT: "2026-12-31"}), at=launched
+    )
+    (expired,) = launch(
+        aws, notebook_tags(Name="expired", **{Tags.EXEMPT: "2026-11-01"}), at=launched
+    )
+    (young,) = launch(aws, notebook_tags(Name="young"), at=NOW - timedelta(minutes=20))
+    (other,) = launch(aws, {Tags.PROJECT: "vision"}, at=launched)  # not a notebook
+    start, end = NOW - timedelta(hours=3), NOW + timedelta(hours=2)
+    for iid in (idle, exempt, expired, young, other):
+        publish_ec2(aws, iid, start, end)
+    publish_ec2(aws, busy, start, end, gpu=(0.0, 87.0))
+    return {
+        "idle": idle,
+        "busy": busy,
+        "silent": silent,
+        "exempt": exempt,
+        "expired": expired,
+        "young": young,
+        "other": other,
+    }
+
+
+def test_warns_then_stops_an_idle_notebook_and_leaves_the_rest(
+    aws: Any, fleet: dict[str, str]
+) -> None:
+    policy, actuators = guard(aws)
+    ledger, alerts = InMemoryLedger(), Alerts()
+    # WHEN the guard runs now
+    decisions = policy.decide(NOW)
+    by_id = {d.target.id: d for d in decisions}
+    # THEN only notebooks were judged, each with its verdict and evidence
+    assert fleet["other"] not in by_id
+    assert by_id[fleet["idle"]].action is Action.STOP_INSTANCE
+    assert by_id[fleet["idle"]].evidence["gpu0_max"] == "0.0%"
+    assert by_id[fleet["idle"]].usd_per_hour_saved > 0
+    assert by_id[fleet["busy"]].evidence["verdict"] == "busy"
+    assert "87.0%" in by_id[fleet["busy"]].reason
+    assert by_id[fleet["silent"]].evidence["verdict"] == "unknown"
+    assert by_id[fleet["exempt"]].evidence["verdict"] == "skipped"
+    assert by_id[fleet["young"]].action is Action.NONE
+    assert by_id[fleet["expired"]].action is Action.STOP_INSTANCE  # its exemption ran out
+    first = executor(actuators, ledger, alerts).run(decisions, NOW)
+    assert first.counts == {"warned": 2}
+    assert len(alerts.sent) == 2
+    # WHEN it runs during the grace period THEN nothing more is read and it waits
+    calls = Calls(aws)
+    middle = NOW + timedelta(minutes=30)
+    second = executor(actuators, ledger, alerts).run(policy.decide(middle), middle)
+    assert second.counts == {"waiting": 2}
+    gpu_reads = [p for n, p in calls.params if n == "cloudwatch.GetMetricData"]
+    assert all(
+        q["MetricStat"]["Metric"]["Dimensions"][0]["Value"] not in (fleet["idle"], fleet["expired"])
+        for p in gpu_reads
+        for q in p["MetricDataQueries"]
+    )
+    # WHEN it runs at the deadline THEN the idle ones are stopped, once, and told
+    at = NOW + GRACE + timedelta(minutes=1)
+    third = executor(actuators, ledger, alerts).run(policy.decide(at), at)
+    # (and the young one, now older than its window, is warned in its turn)
+    assert third.counts == {"acted": 2, "warned": 1}
+    assert state(aws, fleet["idle"]) in {"stopping", "stopped"}
+    assert state(aws, fleet["busy"]) == state(aws, fleet["silent"]) == "running"
+    assert state(aws, fleet["exempt"]) == "running"
+    assert len(alerts.sent) == 5
+
+
+def test_activity_after_the_warning_withdraws_it_at_the_deadline(
+    aws: Any, fleet: dict[str, str]
+) -> None:
+    policy, actuators = guard(aws)
+    ledger, alerts = InMemoryLedger(), Alerts()
+    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    # GIVEN the owner used the GPU for 5 minutes, 20 minutes after the warning, then left
+    put(
+        aws,
+        "CWAgent",
+        "nvidia_smi_utilization_gpu",
+        {
+            "InstanceId": fleet["idle"],
+            "index": "0",
+            "name": "NVIDIA A10G",
+            "host": "ip-10-0-0-0.ec2.internal",
+        },
+        [(NOW + timedelta(minutes=20), 60.0)],
+    )
+    at = NOW + GRACE + timedelta(minutes=1)
+    report = executor(actuators, ledger, alerts).run(policy.decide(at), at)
+    outcomes = {o.decision.target.id: o.step for o in report.outcomes}
+    assert outcomes[fleet["idle"]] is Step.CLEARED
+    assert outcomes[fleet["expired"]] is Step.ACTED
+    assert state(aws, fleet["idle"]) == "running"
+
+
+def test_exempting_during_the_grace_period_withdraws_the_warning(
+    aws: Any, fleet: dict[str, str]
+) -> None:
+    policy, actuators = guard(aws)
+    ledger, alerts = InMemoryLedger(), Alerts()
+    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    ec2 = aws.client("ec2", region_name=REGION)
+    ec2.create_tags(Resources=[fleet["idle"]], Tags=[{"Key": Tags.EXEMPT, "Value": "2027-01-01"}])
+    at = NOW + GRACE + timedelta(minutes=1)
+    report = executor(actuators, ledger, alerts).run(policy.decide(at), at)
+    outcomes = {o.decision.target.id: o.step for o in report.outcomes}
+    assert outcomes[fleet["idle"]] is Step.CLEARED
+    assert state(aws, fleet["idle"]) == "running"
+
+
+def test_dry_run_reports_each_would_be_action_with_its_savings(
+    aws: Any, fleet: dict[str, str]
+) -> None:
+    from costguard.handlers.act import summary
+
+    policy, actuators = guard(aws)
+    report = executor(actuators, InMemoryLedger(), Alerts(), dry_run=True).run(
+        policy.decide(NOW), NOW
+    )
+    actions = summary(report)["actions"]
+    assert {a["resource"].rsplit("/", 1)[1] for a in actions} == {fleet["idle"], fleet["expired"]}
+    for a in actions:
+        assert a["kind"] == "ec2-instance" and a["dry_run"] is True
+        assert a["outcome"] == "would-warn" and a["project"] == "vision"
+        assert a["usd_per_hour_saved"] > 0 and "idle for 60 minutes" in a["reason"]
+
+
+def test_a_malformed_window_tag_is_a_finding_and_the_default_window(aws: Any) -> None:
+    (iid,) = launch(aws, notebook_tags(**{Tags.IDLE_MINUTES: "soon"}), at=NOW - timedelta(hours=3))
+    publish_ec2(aws, iid, NOW - timedelta(hours=2), NOW)
+    policy, _ = guard(aws)
+    (d,) = policy.decide(NOW)
+    assert d.action is Action.STOP_INSTANCE
+    assert [f.code.value for f in policy.findings] == ["malformed-idle-minutes"]
+
+
+def test_a_longer_window_from_the_tag_needs_that_long_idle(aws: Any) -> None:
+    (iid,) = launch(aws, notebook_tags(**{Tags.IDLE_MINUTES: "120"}), at=NOW - timedelta(hours=3))
+    publish_ec2(aws, iid, NOW - timedelta(minutes=90), NOW)  # 90 minutes of data
+    policy, _ = guard(aws)
+    (d,) = policy.decide(NOW)
+    assert d.evidence["verdict"] == "unknown"
+    assert d.evidence["window_minutes"] == "120"
+
+
+def test_busy_notebooks_cost_no_executor_call(aws: Any, fleet: dict[str, str]) -> None:
+    policy, actuators = guard(aws)
+    decisions = [d for d in policy.decide(NOW) if not d.acts]
+    calls = Calls(aws)
+    executor(actuators, InMemoryLedger(), Alerts()).run(decisions, NOW)
+    assert not calls.calls
+
+
+def test_two_overlapping_runs_stop_once_and_notify_once(aws: Any, fleet: dict[str, str]) -> None:
+    # GIVEN a DynamoDB ledger on moto (each call atomic, as in AWS) and a warned notebook
+    from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard_demo.run import create_ledger_table
+    from tests.support.atomic import AtomicCalls
+
+    create_ledger_table(aws, "ledger", REGION)
+    ledger = DynamoDbLedger(AtomicCalls(aws.client("dynamodb", region_name=REGION)), "ledger")
+    alerts = Alerts()
+    policy, actuators = guard(aws)
+    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    warned = len(alerts.sent)
+    at = NOW + GRACE + timedelta(minutes=1)
+    decisions = policy.decide(at)
+    barrier = threading.Barrier(2)
+    reports: list[Any] = []
+
+    def run() -> None:
+        barrier.wait()
+        reports.append(executor(actuators, ledger, alerts).run(decisions, at))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # THEN each notebook is stopped by one run, and its owner told once
+    steps = Counter(
+        o.step for r in reports for o in r.outcomes if o.decision.target.id == fleet["idle"]
+    )
+    assert steps[Step.ACTED] == 1
+    assert sum(steps.values()) == 2
+    taken = [a for a in alerts.sent[warned:] if fleet["idle"] in a.alert_id]
+    assert len(taken) == 1

@@ -1,0 +1,115 @@
+"""Notebooks on moto with back-dated CloudWatch metrics, for the idle guard's tests,
+benchmark and demo-like scenarios (test-only: never shipped)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from costguard.names import Tags
+
+REGION = "us-east-1"
+STEP = timedelta(minutes=5)
+
+
+def launch(
+    session: Any,
+    tags: dict[str, str],
+    instance_type: str = "g5.xlarge",
+    *,
+    at: datetime,
+    count: int = 1,
+) -> list[str]:
+    """Running instances launched at ``at`` (moto's LaunchTime, set on its backend)."""
+    from costguard_demo.fleet import backdate_instances
+
+    ec2 = session.client("ec2", region_name=REGION)
+    made = ec2.run_instances(
+        ImageId="ami-12345678",
+        InstanceType=instance_type,
+        MinCount=count,
+        MaxCount=count,
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )["Instances"]
+    ids = [str(i["InstanceId"]) for i in made]
+    backdate_instances(REGION, dict.fromkeys(ids, at))
+    return ids
+
+
+def notebook_tags(project: str = "vision", **extra: str) -> dict[str, str]:
+    return {
+        Tags.PROJECT: project,
+        Tags.ROLE: "notebook",
+        Tags.OWNER: "alice@example.com",
+        **extra,
+    }
+
+
+def points(start: datetime, end: datetime, value: float) -> list[tuple[datetime, float]]:
+    out = []
+    t = start
+    while t < end:
+        out.append((t, value))
+        t += STEP
+    return out
+
+
+def put(
+    session: Any,
+    namespace: str,
+    metric: str,
+    dims: dict[str, str],
+    data: Iterable[tuple[datetime, float]],
+) -> None:
+    cw = session.client("cloudwatch", region_name=REGION)
+    batch: list[dict[str, Any]] = []
+    for t, v in data:
+        batch.append(
+            {
+                "MetricName": metric,
+                "Dimensions": [{"Name": k, "Value": val} for k, val in dims.items()],
+                "Timestamp": t,
+                "Value": v,
+            }
+        )
+        if len(batch) == 1000:
+            cw.put_metric_data(Namespace=namespace, MetricData=batch)
+            batch = []
+    if batch:
+        cw.put_metric_data(Namespace=namespace, MetricData=batch)
+
+
+def gpu_dims(iid: str, index: int, host: str | None = None) -> dict[str, str]:
+    return {
+        "InstanceId": iid,
+        "index": str(index),
+        "name": "NVIDIA A10G",
+        "host": host or f"ip-10-0-0-{index}.ec2.internal",
+    }
+
+
+def publish_ec2(
+    session: Any,
+    iid: str,
+    start: datetime,
+    end: datetime,
+    *,
+    gpu: Sequence[float] = (0.0,),
+    cpu: float = 1.0,
+    net: float = 10_000.0,
+) -> None:
+    """The agent's GPU series (one per value) and EC2's CPU and network, every 5 minutes."""
+    for index, value in enumerate(gpu):
+        put(
+            session,
+            "CWAgent",
+            "nvidia_smi_utilization_gpu",
+            gpu_dims(iid, index),
+            points(start, end, value),
+        )
+    put(session, "AWS/EC2", "CPUUtilization", {"InstanceId": iid}, points(start, end, cpu))
+    for metric in ("NetworkIn", "NetworkOut"):
+        put(session, "AWS/EC2", metric, {"InstanceId": iid}, points(start, end, net))
