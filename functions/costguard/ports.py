@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
-    from costguard.domain.decisions import Decision, Observed, Target
+    from costguard.domain.decisions import ApplyResult, Decision, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
     from costguard.domain.pricing import SpotKey
@@ -263,6 +263,10 @@ class Actuator(Protocol):
 
     def unmark(self, target: Target, key: str) -> None: ...
 
-    def apply(self, decision: Decision) -> str:
-        """Do the action; return what was done, in words. Raise if it failed."""
+    def apply(self, decision: Decision) -> str | ApplyResult:
+        """Do the action; return what was done, in words. Raise if it failed.
+
+        An :class:`ApplyResult` with ``acted=False`` says the action is impossible for
+        this resource and nothing changed (the owner gets ``detail`` as a notice).
+        """
         ...
