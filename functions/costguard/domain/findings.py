@@ -29,6 +29,10 @@ class FindingCode(StrEnum):
     SCAN_FAILED = "scan-failed"
     LEDGER_CONTENDED = "ledger-contended"
     CONFIG = "config"
+    #: A Studio domain or space where Studio's own idle shutdown is off.
+    STUDIO_IDLE_SHUTDOWN_OFF = "studio-idle-shutdown-off"
+    #: A Studio domain that does not copy its spaces' tags to their apps, which IAM checks.
+    STUDIO_TAGS_NOT_PROPAGATED = "studio-tags-not-propagated"
 
 
 class Finding(NamedTuple):
