@@ -244,8 +244,14 @@ def test_roles_grant_the_declared_permissions_and_otherwise_only_costguards_own_
     template: Any,
 ) -> None:
     from costguard.actuators import actuator_permissions
+    from tests.support.toy import toy_spec
 
-    declared = {a for p in (*scan_permissions(), *actuator_permissions()) for a in p.actions}
+    # The template is synthesized with the test-only toy guard too (tests/infra/synth.py).
+    declared = {
+        a
+        for p in (*scan_permissions(), *actuator_permissions(), *toy_spec().permissions())
+        for a in p.actions
+    }
     statements = _policy_statements(template)
     granted = {a for s in statements for a in _as_list(s["Action"])}
     assert declared <= granted
