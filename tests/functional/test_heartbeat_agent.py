@@ -272,24 +272,28 @@ def test_on_start_exits_0_at_once_and_the_heartbeat_runs_in_the_background(
         },
     )
     # THEN the start is not failed, nor slowed, and the heartbeat keeps running, logging
-    assert done.returncode == 0 and took < 5, done
-    log = tmp_path / "agent" / "heartbeat.log"
-    for _ in range(100):
-        if log.exists() and "heartbeat failed" in log.read_text():
-            break
-        time.sleep(0.2)
-    text = log.read_text()
-    assert "heartbeat failed" in text  # CloudWatch unreachable: logged, not fatal
-    alive = subprocess.run(
+    try:
+        assert done.returncode == 0 and took < 5, done
+        log = tmp_path / "agent" / "heartbeat.log"
+        for _ in range(100):
+            if log.exists() and "heartbeat failed" in log.read_text():
+                break
+            time.sleep(0.2)
+        assert "heartbeat failed" in log.read_text()  # CloudWatch unreachable: logged, not fatal
+        assert pids_of(tmp_path), "the heartbeat loop should survive a failed beat"
+    finally:
+        for pid in pids_of(tmp_path):  # our own background process, by its id
+            os.kill(pid, 15)
+
+
+def pids_of(tmp_path: Path) -> list[int]:
+    found = subprocess.run(
         ["pgrep", "-f", str(tmp_path / "agent" / "heartbeat.py")],  # noqa: S607
         capture_output=True,
         text=True,
         check=False,
     )
-    pids = alive.stdout.split()
-    assert pids, "the heartbeat loop should survive a failed beat"
-    for pid in pids:  # our own background process, by its id
-        os.kill(int(pid), 15)
+    return [int(p) for p in found.stdout.split()]
 
 
 def test_on_start_exits_0_when_no_python_exists(tmp_path: Path) -> None:
