@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, cast
 
 from costguard.adapters.cloudwatch import PERMISSIONS as CLOUDWATCH_READS
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator, StudioAppActuator
+from costguard.adapters.studio import STUDIO_READS
 from costguard.guards import DeclaresPermissions, GuardSpec
 from costguard.iam import SAGEMAKER_TAGS_TAGGING_API, Permission
 
@@ -35,7 +37,7 @@ EC2_NOTEBOOK_READS = (
         "resource-level permissions",
     ),
 )
-#: For SageMaker notebook instances: granted with their actuator (the lead wires both).
+#: For SageMaker notebook instances, granted with their actuator.
 SAGEMAKER_NOTEBOOK_READS = (
     Permission(
         ("sagemaker:ListNotebookInstances",),
@@ -50,9 +52,12 @@ IDLE_NOTEBOOKS = GuardSpec(
     description="warns, then stops notebooks idle for their whole window (GPU, CPU, network, "
     "heartbeat); unknown is never idle",
     build=_build_idle,
-    # (the lead adds the SageMaker notebook and Studio actuators, and their reads)
-    actuators=(cast("DeclaresPermissions", Ec2InstanceActuator),),
-    reads=(*CLOUDWATCH_READS, *EC2_NOTEBOOK_READS),
+    actuators=(
+        cast("DeclaresPermissions", Ec2InstanceActuator),
+        cast("DeclaresPermissions", SageMakerNotebookActuator),
+        cast("DeclaresPermissions", StudioAppActuator),
+    ),
+    reads=(*CLOUDWATCH_READS, *EC2_NOTEBOOK_READS, *SAGEMAKER_NOTEBOOK_READS, *STUDIO_READS),
     every_minutes=60,
     rate_setting="idle_rate",
 )

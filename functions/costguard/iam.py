@@ -139,8 +139,10 @@ IN_SCOPE_NOT_EXEMPT: Mapping[str, Mapping[str, Any]] = {
     "StringNotEqualsIgnoreCase": {"aws:ResourceTag/costguard:exempt": ["true", "yes"]},
 }
 #: Tagging statements may write or remove CostGuard's warning tag and no other.
+#: ``ForAllValues`` holds vacuously over a request that names no key, and EC2's DeleteTags
+#: without ``Tags`` deletes every tag: so the keys must be named (``Null`` false) too.
 ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
-    "Null": {"aws:ResourceTag/costguard:project": "false"},
+    "Null": {"aws:ResourceTag/costguard:project": "false", "aws:TagKeys": "false"},
     "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]},
 }
 
@@ -148,6 +150,7 @@ ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
 #: Removing CostGuard's own warning tag is harmless wherever it is, and must work after
 #: the project tag was removed (the warning is then withdrawn).
 REMOVE_ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
+    "Null": {"aws:TagKeys": "false"},
     "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]},
 }
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
     from costguard.domain.catalog_merge import CatalogInUse
-    from costguard.domain.decisions import Decision, Observed, Target
+    from costguard.domain.decisions import ApplyResult, Decision, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.idle import (
         Ec2Notebook,
@@ -272,8 +272,12 @@ class Actuator(Protocol):
 
     def unmark(self, target: Target, key: str) -> None: ...
 
-    def apply(self, decision: Decision) -> str:
-        """Do the action; return what was done, in words. Raise if it failed."""
+    def apply(self, decision: Decision) -> str | ApplyResult:
+        """Do the action; return what was done, in words. Raise if it failed.
+
+        An :class:`ApplyResult` with ``acted=False`` says the action is impossible for
+        this resource and nothing changed (the owner gets ``detail`` as a notice).
+        """
         ...
 
 
@@ -353,3 +357,7 @@ class StudioApps(Protocol):
     """Running SageMaker Studio apps (JupyterLab, CodeEditor) with their last user activity."""
 
     def apps(self, region: str) -> Sequence[StudioApp]: ...
+
+    def idle_shutdown_gaps(self, region: str) -> Sequence[Finding]:
+        """Domains and spaces without Studio's own idle shutdown (or tag propagation)."""
+        ...

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import ClientFactory
-from costguard.adapters.catalog import load_catalog, rate_book, read_catalog_file
+from costguard.adapters.catalog import rate_book, read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
 from costguard.adapters.cloudwatch import CloudWatchMetrics
 from costguard.adapters.cost_explorer import CostExplorer
@@ -241,7 +241,15 @@ def build_idle_guard(settings: Settings, clients: ClientFactory) -> Guard:
     SageMaker notebook instances and Studio apps are judged only where the guard has an
     actuator for them (a decision without one would fail the run).
     """
-    actuators: list[Actuator] = [Ec2InstanceActuator(clients)]
+    from costguard.adapters.sagemaker_actuator import (  # noqa: PLC0415 - built when run
+        SageMakerNotebookActuator,
+        StudioAppActuator,
+    )
+    from costguard.adapters.studio import StudioInventory  # noqa: PLC0415
+
+    actuators: list[Actuator] = [Ec2InstanceActuator(clients), SageMakerNotebookActuator(clients)]
+    if settings.sagemaker_studio:
+        actuators.append(StudioAppActuator(clients))
     kinds = {a.kind for a in actuators}
     tags = (
         TaggingApiTags(clients)
@@ -258,8 +266,15 @@ def build_idle_guard(settings: Settings, clients: ClientFactory) -> Guard:
     policy = IdlePolicy(
         candidates,
         CloudWatchMetrics(clients.cloudwatch),
-        load_catalog(),
+        _catalog_of(settings, clients),
         idle_settings(settings, clients.account),
-        studio=None,  # the Studio inventory and its actuator are wired together
+        studio=StudioInventory(clients) if settings.sagemaker_studio else None,
     )
     return Guard("idle-notebooks", policy, actuators)
+
+
+def _catalog_of(settings: Settings, clients: ClientFactory) -> PriceCatalog:
+    """The prices a guard's savings are counted at: the scan's (the stored catalog when
+    deployed, else the packaged one)."""
+    reader = catalog_reader(settings, clients)
+    return (reader or BundledCatalog()).read()[0]

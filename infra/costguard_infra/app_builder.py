@@ -36,6 +36,23 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "instance of the account that carries costguard:project and is not permanently "
         "exempt (aws:ResourceTag and aws:TagKeys conditions, asserted by tests/infra)"
     ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:notebook-instance/*]": (
+        "the idle-notebook guard may stop, and write only the costguard:action-after tag on, "
+        "any notebook instance of the account that carries costguard:project and is not "
+        "permanently exempt (aws:ResourceTag and aws:TagKeys conditions, asserted by tests)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:app/*]": (
+        "the idle-notebook guard may delete (never the space or its storage), and tag only "
+        "with costguard:action-after, any Studio app of the account that carries "
+        "costguard:project and is not permanently exempt (aws:ResourceTag conditions)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:space/*]": (
+        "the idle-notebook guard reads Studio spaces' idle-shutdown settings and tags (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:domain/*]": (
+        "the idle-notebook guard reads Studio domains' idle-shutdown and tag-propagation "
+        "settings (read-only)"
+    ),
     "AwsSolutions-L1": (
         "Python 3.13 is pinned on purpose: it is the newest runtime for which CostGuard's "
         "bundled wheels and the public Powertools layer parameter are tested; bump both together"

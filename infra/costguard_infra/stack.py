@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
@@ -23,7 +24,8 @@ from costguard.iam import (
     refresh_permissions,
     scan_permissions,
 )
-from costguard.names import Env, Metrics
+from costguard.names import Env, Heartbeat, Metrics
+from costguard_agent.lifecycle import on_start_content
 from costguard_infra.alerts import Alerts
 from costguard_infra.bundling import lambda_code, powertools_layer
 from costguard_infra.dashboard import Dashboard
@@ -228,9 +230,50 @@ class CostGuardStack(cdk.Stack):
             action_logs=[f.log_group for f in self.guards.values()],
             price_catalog_max_age_days=config.price_catalog_max_age_days,
         )
+        self._notebook_heartbeat()
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
         cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)
         cdk.CfnOutput(self, "SlackWebhookSecret", value=self.alerts.slack_webhook.secret_name)
+
+    def _notebook_heartbeat(self) -> None:
+        """The lifecycle configuration users attach to notebook instances, and the policy
+        their execution role needs to publish the heartbeat (and nothing else)."""
+        self.notebook_lifecycle = sagemaker.CfnNotebookInstanceLifecycleConfig(
+            self,
+            "NotebookHeartbeat",
+            # Built at synth from costguard_agent's files: the script the tests run.
+            on_start=[
+                sagemaker.CfnNotebookInstanceLifecycleConfig.NotebookInstanceLifecycleHookProperty(
+                    content=on_start_content()
+                )
+            ],
+        )
+        self.heartbeat_policy = iam.ManagedPolicy(
+            self,
+            "NotebookHeartbeatPolicy",
+            description="Attach to a notebook's execution role: publish CostGuard's heartbeat",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["cloudwatch:PutMetricData"],
+                    # PutMetricData has no resource-level permissions; the namespace
+                    # condition keeps the role to CostGuard's heartbeat metrics.
+                    resources=["*"],
+                    conditions={"StringEquals": {"cloudwatch:namespace": Heartbeat.NAMESPACE}},
+                )
+            ],
+        )
+        cdk.CfnOutput(
+            self,
+            "NotebookLifecycleConfig",
+            description="Attach to notebook instances to publish CostGuard's heartbeat",
+            value=self.notebook_lifecycle.attr_notebook_instance_lifecycle_config_name,
+        )
+        cdk.CfnOutput(
+            self,
+            "NotebookHeartbeatPolicyArn",
+            description="Attach to the notebook execution role (cloudwatch:PutMetricData)",
+            value=self.heartbeat_policy.managed_policy_arn,
+        )
 
     def scan_environment(self) -> dict[str, str]:
         """The settings from context (``config.environment()``), and what only the stack knows."""

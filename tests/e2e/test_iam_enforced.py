@@ -38,6 +38,16 @@ MOTO_OVERRIDES = {Env.SAGEMAKER_STUDIO: "false"}  # moto has no SageMaker Studio
 #: Granted actions the run may leave unused, each with the reason it is still granted.
 UNEXERCISED = {
     "sagemaker:ListApps": "Studio apps: moto does not implement ListApps",
+    # moto has no Studio apps or spaces (only CreateDomain/DescribeDomain/ListDomains), so
+    # the idle guard's Studio path runs with Studio off here; tests/functional/test_studio.py
+    # stubs these calls with botocore's Stubber.
+    "sagemaker:DescribeApp": "Studio apps: not in moto",
+    "sagemaker:DeleteApp": "Studio apps: not in moto",
+    "sagemaker:ListSpaces": "Studio spaces: not in moto",
+    "sagemaker:ListDomains": "Studio domains: the Studio path is off on moto",
+    "sagemaker:DescribeDomain": "Studio domains: the Studio path is off on moto",
+    "ec2:DescribeSpotInstanceRequests": "asked only for a spot instance with a request id, "
+    "which moto never sets (tests/functional/test_ec2_one_time_spot.py stubs it)",
 }
 #: Granted for the Lambda service itself, not for CostGuard's code.
 PLATFORM = ("logs:", "xray:", "sqs:SendMessage")
@@ -453,6 +463,21 @@ def needs(call: Call, world: World) -> list[Need]:
             return [Need(f"sagemaker:{call.operation}", f"{arn}:{kind}/{p[param].lower()}")]
         if call.operation == "ListTags":
             return [Need("sagemaker:ListTags", p["ResourceArn"])]
+        notebook = p.get("NotebookInstanceName")
+        resource = p.get("ResourceArn") or (
+            f"{arn}:notebook-instance/{notebook.lower()}" if notebook else None
+        )
+        if resource is not None and call.operation in (
+            "DescribeNotebookInstance",
+            "StopNotebookInstance",
+            "AddTags",
+            "DeleteTags",
+        ):
+            keys = [t["Key"] for t in p.get("Tags", [])] + list(p.get("TagKeys", []))
+            context = tuple(
+                (f"aws:ResourceTag/{k}", v) for k, v in INSTANCE_TAGS.get(resource, {}).items()
+            ) + ((("aws:TagKeys", ",".join(keys)),) if keys else ())
+            return [Need(f"sagemaker:{call.operation}", resource, context)]
     return [Need(f"{prefix}:{call.operation}", "*")]
 
 
@@ -746,6 +771,15 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     start, end = NOW - timedelta(hours=4), NOW + timedelta(hours=2)
     publish_ec2(deployment.session, idle, start, end)
     publish_ec2(deployment.session, busy, start, end, gpu=(75.0,))
+    # (and the seeded fleet's SageMaker notebook instances, InService without a heartbeat)
+    notebooks = sorted(
+        n["NotebookInstanceName"]
+        for n in deployment.session.client(
+            "sagemaker", region_name=REGION
+        ).list_notebook_instances()["NotebookInstances"]
+        if n["NotebookInstanceStatus"] == "InService"
+    )
+    assert notebooks, "the seeded fleet has notebook instances"
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the schedule invokes the idle guard now, and after the grace period
@@ -753,10 +787,13 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     first = run_as(deployment, "idle", {**event, "time": NOW.isoformat()}, monkeypatch, recorder)
     later = NOW + timedelta(minutes=61)
     second = run_as(deployment, "idle", {**event, "time": later.isoformat()}, monkeypatch, recorder)
-    # THEN it warned, then stopped the idle one only
-    assert first["counts"] == {"warned": 1}
-    assert second["counts"] == {"acted": 1}
-    assert [a["resource"].rsplit("/", 1)[1] for a in second["actions"]] == [idle]
+    # THEN it warned, then stopped the idle one only, and the seeded fleet's SageMaker
+    # notebook instances (InService far longer than the maximum runtime, no heartbeat)
+    assert first["counts"] == {"warned": 1 + len(notebooks)}, first["actions"]
+    assert second["counts"] == {"acted": 1 + len(notebooks)}, second["actions"]
+    assert sorted(a["resource"].rsplit("/", 1)[1] for a in second["actions"]) == sorted(
+        [idle, *notebooks]
+    )
     # AND every call was allowed by its synthesized role (conditions evaluated on the
     # instances' tags), and every grant was needed
     ec2 = deployment.session.client("ec2", region_name=REGION)
@@ -765,6 +802,14 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
             tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
             tags.pop("costguard:action-after", None)
             monkeypatch.setitem(INSTANCE_TAGS, i["InstanceId"], tags)
+    sm = deployment.session.client("sagemaker", region_name=REGION)
+    for name in notebooks:
+        notebook_arn = sm.describe_notebook_instance(NotebookInstanceName=name)[
+            "NotebookInstanceArn"
+        ]
+        tags = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=notebook_arn)["Tags"]}
+        tags.pop("costguard:action-after", None)
+        monkeypatch.setitem(INSTANCE_TAGS, notebook_arn, tags)
     used = check_calls(deployment, "idle", recorder.calls)
     assert {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"} <= used
     unused = unused_grants(deployment, "idle", used)

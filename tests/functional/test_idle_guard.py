@@ -359,3 +359,66 @@ def test_two_overlapping_runs_stop_once_and_notify_once(aws: Any, fleet: dict[st
     assert sum(steps.values()) == 2
     taken = [a for a in alerts.sent[warned:] if fleet["idle"] in a.alert_id]
     assert len(taken) == 1
+
+
+class FakeStudio:
+    """Studio apps as the inventory reports them (moto has no Studio)."""
+
+    def __init__(self, apps: list[Any], gaps: list[Any] | None = None) -> None:
+        self._apps = apps
+        self._gaps = gaps or []
+
+    def apps(self, region: str) -> list[Any]:
+        return [a for a in self._apps if a.region == region]
+
+    def idle_shutdown_gaps(self, region: str) -> list[Any]:
+        return list(self._gaps)
+
+
+def studio_app(name: str, last_activity: datetime | None, **tags: str) -> Any:
+    from costguard.domain.studio import StudioApp
+
+    return StudioApp(
+        domain_id="d-abc123",
+        space_name=f"space-{name}",
+        app_type="JupyterLab",
+        app_name=name,
+        arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:app/d-abc123/space-{name}/JupyterLab/{name}",
+        region=REGION,
+        status="InService",
+        instance_type="ml.g5.xlarge",
+        created=NOW - timedelta(hours=6),
+        last_user_activity=last_activity,
+        tags={Tags.PROJECT: "vision", Tags.OWNER: "alice@example.com", **tags},
+    )
+
+
+def test_studio_apps_are_judged_on_last_user_activity_and_gaps_are_findings(aws: Any) -> None:
+    # GIVEN Studio apps: one unused for 3 h, one used 10 minutes ago, one Studio could not
+    # date, one exempt; and a domain without built-in idle shutdown
+    from costguard.domain.findings import Finding, FindingCode
+
+    gap = Finding(FindingCode.STUDIO_IDLE_SHUTDOWN_OFF, "d-abc123", "idle shutdown is off")
+    studio = FakeStudio(
+        [
+            studio_app("idle", NOW - timedelta(hours=3)),
+            studio_app("busy", NOW - timedelta(minutes=10)),
+            studio_app("unknown", None),
+            studio_app("exempt", NOW - timedelta(hours=3), **{Tags.EXEMPT: "true"}),
+        ],
+        [gap],
+    )
+    policy, _ = guard(aws, studio=studio)
+    # WHEN the policy judges them
+    decisions = {d.target.id.rsplit("/", 1)[1]: d for d in policy.decide(NOW)}
+    # THEN only the idle one is to be deleted (the space and its storage kept), at the
+    # SageMaker rate, and unknown or exempt is never idle
+    assert decisions["idle"].action is Action.DELETE_APP
+    assert "space and its storage are kept" in decisions["idle"].reason
+    assert decisions["idle"].usd_per_hour_saved > 0
+    assert decisions["idle"].target.kind == "sagemaker-studio-app"
+    assert decisions["idle"].target.id == "d-abc123/space-idle/JupyterLab/idle"
+    for name in ("busy", "unknown", "exempt"):
+        assert decisions[name].action is Action.NONE, name
+    # AND the domain without idle shutdown is reported
+    assert gap in policy.findings

@@ -141,3 +141,17 @@ def test_intrinsics_resolve_to_the_concrete_account() -> None:
     assert world.resolve({"Fn::Select": [1, {"Fn::Split": ["/", "a/b/c"]}]}) == "b"
     with pytest.raises(KeyError, match="unknown"):
         world.resolve({"Ref": "Nope"})
+
+
+@pytest.mark.parametrize("name", ["ONLY_THE_WARNING_TAG", "REMOVE_ONLY_THE_WARNING_TAG"])
+def test_a_tag_call_that_names_no_key_is_refused_by_the_warning_tag_conditions(name: str) -> None:
+    # GIVEN the conditions every CreateTags/DeleteTags/AddTags statement of a guard carries
+    from costguard import iam
+
+    condition = getattr(iam, name)
+    project = {"aws:ResourceTag/costguard:project": "vision"}
+    # THEN naming only the warning key is allowed
+    assert condition_holds(condition, {**project, "aws:TagKeys": "costguard:action-after"})
+    # AND a call that names no key is refused: EC2's DeleteTags without Tags deletes *every*
+    # tag (costguard:exempt included), and ForAllValues holds vacuously over no keys
+    assert not condition_holds(condition, project)

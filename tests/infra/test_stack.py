@@ -245,10 +245,17 @@ def test_roles_grant_the_declared_permissions_and_otherwise_only_costguards_own_
 ) -> None:
     from costguard.actuators import actuator_permissions
     from costguard.iam import refresh_permissions
+    from tests.support.toy import toy_spec
 
+    # The template is synthesized with the test-only toy guard too (tests/infra/synth.py).
     declared = {
         a
-        for p in (*scan_permissions(), *actuator_permissions(), *refresh_permissions())
+        for p in (
+            *scan_permissions(),
+            *actuator_permissions(),
+            *refresh_permissions(),
+            *toy_spec().permissions(),
+        )
         for a in p.actions
     }
     statements = _policy_statements(template)
@@ -314,7 +321,7 @@ def test_mutating_actions_on_user_resources_exist_only_on_the_actuator_role_with
 ) -> None:
     # The rule, not today's list: a statement that changes something CostGuard did not
     # create lives on the actuator role only, conditioned on the resource's tags.
-    from costguard.iam import Permission
+    from costguard.iam import REMOVE_ONLY_THE_WARNING_TAG, Permission
 
     mutating_found = False
     for role, statements in _role_statements(template).items():
@@ -331,9 +338,11 @@ def test_mutating_actions_on_user_resources_exist_only_on_the_actuator_role_with
             on_tags = json.dumps(condition)
             # Either conditioned on the resource's project tag, or removing CostGuard's own
             # warning tag and nothing else (a warning must be withdrawable anywhere).
-            only_warning_tag_removed = actions == ["ec2:DeleteTags"] and condition == {
-                "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]}
-            }
+            only_warning_tag_removed = (
+                len(actions) == 1
+                and actions[0].endswith(":DeleteTags")
+                and condition == dict(REMOVE_ONLY_THE_WARNING_TAG)
+            )
             assert "aws:ResourceTag/costguard:project" in on_tags or only_warning_tag_removed, (
                 statement
             )

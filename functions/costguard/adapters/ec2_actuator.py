@@ -3,6 +3,10 @@
 Stopping (not terminating) keeps the instance and its EBS volumes: the owner starts
 it again when needed. Local NVMe instance store (p4d, p5, g5 ...) is wiped by a stop;
 the warning says so, which is one reason every stop is warned first.
+
+A spot instance launched by a *one-time* spot request cannot be stopped (EC2 refuses
+with ``UnsupportedOperation``), and CostGuard never terminates: the owner gets a notice
+instead, recorded as ``notice-only`` and never counted as a saving.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from costguard.adapters.aws import ClientFor, reading, tags_of
-from costguard.domain.decisions import Decision, Observed, Target
+from costguard.domain.decisions import ApplyResult, Decision, Observed, Target
 from costguard.domain.models import ResourceKind
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
@@ -18,12 +22,22 @@ from costguard.iam import (
     REMOVE_ONLY_THE_WARNING_TAG,
     Permission,
 )
+from costguard.ports import SourceError
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.type_defs import InstanceTypeDef
 
 #: States in which there is nothing left to stop.
 SETTLED = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+
+
+def one_time_spot_notice(instance_id: str) -> str:
+    return (
+        f"{instance_id} is a one-time spot instance, which EC2 cannot stop, and CostGuard "
+        "never terminates: it is still running. Terminate it yourself if you no longer "
+        "need it, or exempt it"
+    )
 
 
 class Ec2InstanceActuator:
@@ -33,6 +47,12 @@ class Ec2InstanceActuator:
             ("ec2:DescribeInstances",),
             "read the instance's state and tags just before acting; Describe* has no "
             "resource-level permissions",
+        ),
+        Permission(
+            ("ec2:DescribeSpotInstanceRequests",),
+            "tell a one-time spot instance (which cannot be stopped: its owner gets a notice "
+            "instead) from a persistent one before stopping; Describe* has no resource-level "
+            "permissions",
         ),
         Permission(
             ("ec2:StopInstances",),
@@ -60,6 +80,8 @@ class Ec2InstanceActuator:
 
     def __init__(self, clients: ClientFor) -> None:
         self._clients = clients
+        #: What ``inspect`` found, by instance id: ``apply`` follows it in the same run.
+        self._seen: dict[str, InstanceTypeDef] = {}
 
     def _ec2(self, region: str) -> EC2Client:
         return self._clients.ec2(region)
@@ -72,6 +94,7 @@ class Ec2InstanceActuator:
         for reservation in pages.get("Reservations", []):
             for instance in reservation.get("Instances", []):
                 state = str(instance.get("State", {}).get("Name", "unknown"))
+                self._seen[target.id] = instance
                 return Observed(
                     state,
                     tags_of(instance.get("Tags")),
@@ -89,10 +112,51 @@ class Ec2InstanceActuator:
         with reading("ec2", target.region, "DeleteTags"):
             self._ec2(target.region).delete_tags(Resources=[target.id], Tags=[{"Key": key}])
 
-    def apply(self, decision: Decision) -> str:
+    def apply(self, decision: Decision) -> str | ApplyResult:
         t = decision.target
-        with reading("ec2", t.region, "StopInstances"):
-            result = self._ec2(t.region).stop_instances(InstanceIds=[t.id])
+        if self._one_time_spot(t):
+            return ApplyResult(one_time_spot_notice(t.id), acted=False)
+        try:
+            with reading("ec2", t.region, "StopInstances"):
+                result = self._ec2(t.region).stop_instances(InstanceIds=[t.id])
+        except SourceError as exc:
+            # The backstop, should the request type be unknown (a request EC2 no longer
+            # lists): EC2's own refusal to stop a one-time spot instance is a notice too.
+            if exc.code == "UnsupportedOperation" and "spot" in exc.detail.lower():
+                return ApplyResult(one_time_spot_notice(t.id), acted=False)
+            raise
         changes = result.get("StoppingInstances", [])
         previous = changes[0].get("PreviousState", {}).get("Name", "?") if changes else "?"
         return f"stopped {t.id} (was {previous})"
+
+    def _one_time_spot(self, t: Target) -> bool:
+        """True for a spot instance whose request is one-time (which EC2 cannot stop).
+
+        A spot instance with no request id, or whose request EC2 no longer lists, is
+        tried: EC2's refusal is caught in ``apply``.
+        """
+        instance = self._seen.get(t.id)
+        if instance is None:
+            with reading("ec2", t.region, "DescribeInstances"):
+                found = self._ec2(t.region).describe_instances(
+                    Filters=[{"Name": "instance-id", "Values": [t.id]}]
+                )
+            instance = next(
+                (i for r in found.get("Reservations", []) for i in r.get("Instances", [])), None
+            )
+        if instance is None or instance.get("InstanceLifecycle") != "spot":
+            return False
+        request_id = instance.get("SpotInstanceRequestId")
+        if not request_id:
+            return False
+        try:
+            with reading("ec2", t.region, "DescribeSpotInstanceRequests"):
+                requests = self._ec2(t.region).describe_spot_instance_requests(
+                    SpotInstanceRequestIds=[request_id]
+                )
+        except SourceError as exc:
+            if exc.code.startswith("InvalidSpotInstanceRequestID"):
+                return False
+            raise
+        types = {r.get("Type") for r in requests.get("SpotInstanceRequests", [])}
+        return "one-time" in types

@@ -43,6 +43,9 @@ class Step(StrEnum):
     CLEARED = "cleared"  # the resource became active or exempt: the warning is withdrawn
     SKIPPED = "skipped"  # out of scope, exempt, gone, or already in the wanted state
     CLAIMED_ELSEWHERE = "claimed-elsewhere"  # an overlapping run is acting on it
+    #: The action cannot be done to this resource (a one-time spot instance cannot be
+    #: stopped): the owner was told, nothing changed, and nothing is counted as saved.
+    NOTICE_ONLY = "notice-only"
     FAILED = "failed"
 
 
@@ -98,6 +101,18 @@ class Decision:
     @property
     def usd_per_month_saved(self) -> Decimal:
         return self.usd_per_hour_saved * HOURS_PER_PRICING_MONTH
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    """What an actuator's ``apply`` did. A plain string means "done, as described".
+
+    ``acted=False`` says the action could not be done and nothing changed (the owner
+    is told ``detail`` instead): the executor records it as a notice, never a saving.
+    """
+
+    detail: str
+    acted: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +234,31 @@ def taken_alert(d: Decision, detail: str, found: str, now: datetime) -> Alert:
         ),
         at=now,
         why=d.reason,
+        owners=t.owners,
+        facts={k: v for k, v in d.evidence.items()},
+    )
+
+
+def notice_alert(d: Decision, detail: str, found: str, now: datetime) -> Alert:
+    """The action could not be done: say why, and what the owner can do; claim no saving."""
+    t = d.target
+    verb = _VERBS.get(d.action, d.action.value)
+    return Alert(
+        alert_id=f"{AlertKind.ACTION_TAKEN}/notice/{d.action.value}/{t.account or '-'}/{t.key}/{deadline_tag(now)}",
+        kind=AlertKind.ACTION_TAKEN,
+        project=t.project,
+        severity=AlertSeverity.WARNING,
+        title=f"CostGuard could not {verb} {_label(t)}",
+        summary=(
+            f"{detail}. It was {found} and {d.reason.lower()}; it still costs about "
+            f"${cents(d.usd_per_month_saved):,} a month ({per_hour(d.usd_per_hour_saved)})."
+        ),
+        at=now,
+        why=d.reason,
+        next_steps=(
+            "If you no longer need it, shut it down yourself: CostGuard never terminates.",
+            f"Or exempt it: tag {Tags.EXEMPT}=true, or {Tags.EXEMPT}=YYYY-MM-DD until a date.",
+        ),
         owners=t.owners,
         facts={k: v for k, v in d.evidence.items()},
     )

@@ -78,6 +78,10 @@ def process(
         ),
     )
     report = executor.run(guard.policy.decide(now), now)
+    # What the policy found wrong (a malformed idle-minutes tag, a notebook without the
+    # heartbeat, Studio without idle shutdown): one log line each, for the dashboard.
+    for finding in getattr(guard.policy, "findings", ()):
+        logger.warning("guard finding", extra={"guard": guard.name, "finding": finding.as_dict()})
     for o in report.outcomes:
         t = o.decision.target
         logger.info(

@@ -28,6 +28,7 @@ from typing import Any
 from costguard.domain.alerts import Alert
 from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import (
+    ApplyResult,
     Decision,
     Gate,
     Observed,
@@ -36,6 +37,7 @@ from costguard.domain.decisions import (
     claim_key,
     deadline_tag,
     gate,
+    notice_alert,
     taken_alert,
     warning_alert,
     warning_key,
@@ -246,20 +248,25 @@ class Executor:
         if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
             return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is acting on it", deadline)
         try:
-            detail = actuator.apply(d)
+            result = actuator.apply(d)
         except Exception:
             self._ledger.release("action", key, now)
             raise
+        applied = result if isinstance(result, ApplyResult) else ApplyResult(result)
+        detail = applied.detail
         # The action stands from here on: every follow-up is attempted, and a failure is
-        # reported on the ACTED outcome (the run still fails so that it is seen).
-        outcome = Outcome(d, Step.ACTED, detail, deadline)
+        # reported on the ACTED outcome (the run still fails so that it is seen). An
+        # action the resource does not allow is a notice: told, audited, never a saving.
+        step = Step.ACTED if applied.acted else Step.NOTICE_ONLY
+        alert = (taken_alert if applied.acted else notice_alert)(d, detail, observed.state, now)
+        outcome = Outcome(d, step, detail, deadline)
         return self._followups(
             outcome,
             lambda: self._ledger.confirm("action", key, now),
             lambda: self._audit(d, now, outcome, observed.state),
             # The deadline tag has done its job; a restarted resource starts afresh.
             lambda: actuator.unmark(d.target, Tags.ACTION_AFTER),
-            lambda: self._notify(taken_alert(d, detail, observed.state, now)),
+            lambda: self._notify(alert),
         )
 
     def _notify(self, alert: Alert) -> None:

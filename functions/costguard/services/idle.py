@@ -123,6 +123,7 @@ class IdlePolicy:
             c = self._notebook_candidate(nb)
             decisions.extend(self._select(c, nb.in_service_since, now, to_read))
         if self._studio is not None:
+            self.findings.extend(self._studio.idle_shutdown_gaps(region))
             for app in self._studio.apps(region):
                 if app.app_type in STUDIO_APP_TYPES and app.status == "InService":
                     decisions.append(self._studio_decision(app, now))

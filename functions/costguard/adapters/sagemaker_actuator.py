@@ -1,0 +1,312 @@
+"""Stop SageMaker notebook instances and delete idle Studio apps, through the executor only.
+
+Never a notebook instance is deleted, nor a Studio space or its storage:
+
+- a notebook instance is *stopped* (``StopNotebookInstance``): its ML storage volume is
+  kept, and ``StartNotebookInstance`` brings it back with its files;
+- a Studio JupyterLab or CodeEditor app is deleted (``DeleteApp``, the only way to stop
+  one): the space, its EBS volume and the domain's EFS are kept, and opening the space
+  in Studio starts a new app on the same files.
+
+IAM (Service Authorization Reference, "Actions, resources, and condition keys for
+Amazon SageMaker"): ``StopNotebookInstance`` acts on the ``notebook-instance`` resource
+type and ``DeleteApp`` on ``app``; both resource types support ``aws:ResourceTag/${TagKey}``,
+so both are tag-conditioned like the EC2 stop. ``AddTags`` and ``DeleteTags`` support
+``aws:TagKeys``, so the warning tag is the only tag CostGuard can write or remove.
+
+A Studio app carries the space's tags only when the domain propagates them
+(``TagPropagation=ENABLED``, applied when the app is created). IAM checks the *app*'s
+tags, so the actuator reports the app's tags (what IAM will see) and acts on apps
+whose own tags put them in scope; the space's ``costguard:exempt`` also counts, since
+an exemption can only ever hold CostGuard back. The Studio inventory reports domains
+that do not propagate tags.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from costguard.adapters.aws import ClientFor, reading, tags_of
+from costguard.domain.decisions import Decision, Observed, Target
+from costguard.domain.models import ResourceKind
+from costguard.domain.studio import parse_app_target_id
+from costguard.iam import (
+    IN_SCOPE_NOT_EXEMPT,
+    ONLY_THE_WARNING_TAG,
+    REMOVE_ONLY_THE_WARNING_TAG,
+    Permission,
+)
+from costguard.names import Tags
+from costguard.ports import SourceError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sagemaker import SageMakerClient
+
+#: NotebookInstanceStatus values in which there is nothing left to stop (a Failed
+#: instance runs no compute; StopNotebookInstance refuses it).
+NOTEBOOK_SETTLED = frozenset({"Stopping", "Stopped", "Deleting", "Failed"})
+#: AppStatus values in which the app is gone or going.
+APP_SETTLED = frozenset({"Deleting", "Deleted", "Failed"})
+#: The codes SageMaker answers for a name that does not exist (DescribeNotebookInstance
+#: says ValidationException "RecordNotFound"; DescribeApp says ResourceNotFound).
+NOT_FOUND = frozenset({"ResourceNotFound", "ResourceNotFoundException"})
+
+NOTEBOOK_ARN = "arn:{partition}:sagemaker:*:{account}:notebook-instance/*"
+APP_ARN = "arn:{partition}:sagemaker:*:{account}:app/*"
+SPACE_ARN = "arn:{partition}:sagemaker:*:{account}:space/*"
+
+
+def _missing(exc: SourceError) -> bool:
+    return exc.code in NOT_FOUND or (
+        exc.code == "ValidationException" and "notfound" in exc.detail.lower().replace(" ", "")
+    )
+
+
+class SageMakerNotebookActuator:
+    """``Target.id`` is the notebook instance's name."""
+
+    kind = ResourceKind.SAGEMAKER_NOTEBOOK.value
+    permissions = (
+        Permission(
+            ("sagemaker:DescribeNotebookInstance", "sagemaker:ListTags"),
+            "read a notebook instance's status and tags just before acting",
+            resources=(NOTEBOOK_ARN,),
+        ),
+        Permission(
+            ("sagemaker:StopNotebookInstance",),
+            "stop an idle notebook instance after its owner was warned (its storage volume "
+            "is kept); only instances tagged with a project and not permanently exempt",
+            resources=(NOTEBOOK_ARN,),
+            conditions=IN_SCOPE_NOT_EXEMPT,
+        ),
+        Permission(
+            ("sagemaker:AddTags",),
+            "write the costguard:action-after warning tag, and no other tag, on notebook "
+            "instances tagged with a project",
+            resources=(NOTEBOOK_ARN,),
+            conditions=ONLY_THE_WARNING_TAG,
+        ),
+        Permission(
+            ("sagemaker:DeleteTags",),
+            "remove the costguard:action-after warning tag, and no other tag, from any "
+            "notebook instance: a warning must be withdrawable after the project tag is removed",
+            resources=(NOTEBOOK_ARN,),
+            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        ),
+    )
+    opt_in_tags: tuple[str, ...] = ()
+
+    def __init__(self, clients: ClientFor) -> None:
+        self._clients = clients
+        #: ARN by notebook name, from ``inspect`` (which the executor always calls first).
+        self._arns: dict[str, str] = {}
+
+    def _sm(self, region: str) -> SageMakerClient:
+        return self._clients.sagemaker(region)
+
+    def inspect(self, target: Target) -> Observed | None:
+        sm = self._sm(target.region)
+        try:
+            with reading("sagemaker", target.region, "DescribeNotebookInstance"):
+                found = sm.describe_notebook_instance(NotebookInstanceName=target.id)
+        except SourceError as exc:
+            if _missing(exc):
+                return None
+            raise
+        arn = str(found["NotebookInstanceArn"])
+        self._arns[target.id] = arn
+        with reading("sagemaker", target.region, "ListTags"):
+            tags = tags_of(
+                t
+                for page in sm.get_paginator("list_tags").paginate(ResourceArn=arn)
+                for t in page.get("Tags", [])
+            )
+        state = str(found.get("NotebookInstanceStatus", "unknown"))
+        return Observed(state, tags, settled=state in NOTEBOOK_SETTLED)
+
+    def _arn(self, target: Target) -> str:
+        if target.id not in self._arns:
+            with reading("sagemaker", target.region, "DescribeNotebookInstance"):
+                found = self._sm(target.region).describe_notebook_instance(
+                    NotebookInstanceName=target.id
+                )
+            self._arns[target.id] = str(found["NotebookInstanceArn"])
+        return self._arns[target.id]
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        arn = self._arn(target)
+        with reading("sagemaker", target.region, "AddTags"):
+            self._sm(target.region).add_tags(ResourceArn=arn, Tags=[{"Key": key, "Value": value}])
+
+    def unmark(self, target: Target, key: str) -> None:
+        arn = self._arn(target)
+        with reading("sagemaker", target.region, "DeleteTags"):
+            self._sm(target.region).delete_tags(ResourceArn=arn, TagKeys=[key])
+
+    def apply(self, decision: Decision) -> str:
+        t = decision.target
+        with reading("sagemaker", t.region, "StopNotebookInstance"):
+            self._sm(t.region).stop_notebook_instance(NotebookInstanceName=t.id)
+        return (
+            f"stopped notebook instance {t.id}; its storage volume is kept: start it again "
+            "from the SageMaker console when you need it"
+        )
+
+
+class StudioAppActuator:
+    """``Target.id`` is ``<domain id>/<space name>/<app type>/<app name>``
+    (:func:`costguard.domain.studio.app_target_id`); only apps in spaces."""
+
+    kind = ResourceKind.SAGEMAKER_STUDIO_APP.value
+    permissions = (
+        Permission(
+            ("sagemaker:DescribeApp",),
+            "read a Studio app's status and ARN just before acting",
+            resources=(APP_ARN,),
+        ),
+        Permission(
+            ("sagemaker:ListTags",),
+            "read the app's tags (what IAM checks) and its space's exemption",
+            resources=(APP_ARN, SPACE_ARN),
+        ),
+        Permission(
+            ("sagemaker:DeleteApp",),
+            "delete (the only way to stop) an idle JupyterLab or CodeEditor app after its "
+            "owner was warned; the space and its storage are kept; only apps tagged with a "
+            "project and not permanently exempt",
+            resources=(APP_ARN,),
+            conditions=IN_SCOPE_NOT_EXEMPT,
+        ),
+        Permission(
+            ("sagemaker:AddTags",),
+            "write the costguard:action-after warning tag, and no other tag, on Studio apps "
+            "tagged with a project (the warning is about that app: a new app starts afresh)",
+            resources=(APP_ARN,),
+            conditions=ONLY_THE_WARNING_TAG,
+        ),
+        Permission(
+            ("sagemaker:DeleteTags",),
+            "remove the costguard:action-after warning tag, and no other tag, from any Studio app",
+            resources=(APP_ARN,),
+            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        ),
+    )
+    opt_in_tags: tuple[str, ...] = ()
+
+    def __init__(self, clients: ClientFor) -> None:
+        self._clients = clients
+        self._arns: dict[str, str] = {}
+
+    def _sm(self, region: str) -> SageMakerClient:
+        return self._clients.sagemaker(region)
+
+    def _describe(self, target: Target) -> dict[str, object] | None:
+        domain_id, space, app_type, app_name = parse_app_target_id(target.id)
+        try:
+            with reading("sagemaker", target.region, "DescribeApp"):
+                found = self._sm(target.region).describe_app(
+                    DomainId=domain_id,
+                    SpaceName=space,
+                    AppType=app_type,  # type: ignore[arg-type]  # checked by SageMaker
+                    AppName=app_name,
+                )
+        except SourceError as exc:
+            if _missing(exc):
+                return None
+            raise
+        if found.get("AppArn"):
+            self._arns[target.id] = str(found["AppArn"])
+        return dict(found)
+
+    def _tags(self, region: str, arn: str) -> dict[str, str]:
+        with reading("sagemaker", region, "ListTags"):
+            return tags_of(
+                t
+                for page in self._sm(region).get_paginator("list_tags").paginate(ResourceArn=arn)
+                for t in page.get("Tags", [])
+            )
+
+    def inspect(self, target: Target) -> Observed | None:
+        found = self._describe(target)
+        if found is None:
+            return None
+        state = str(found.get("Status", "unknown"))
+        settled = state in APP_SETTLED
+        arn = self._arns.get(target.id)
+        if arn is None:
+            return Observed(state, {}, settled=settled)
+        try:
+            tags = self._tags(target.region, arn)
+        except SourceError as exc:
+            if settled and (_missing(exc) or exc.code == "ValidationException"):
+                return Observed(state, {}, settled=True)  # going, and its tags with it
+            raise
+        space_exempt = self._tags(target.region, space_arn(arn)).get(Tags.EXEMPT)
+        return Observed(state, with_space_exemption(tags, space_exempt), settled=settled)
+
+    def _arn(self, target: Target) -> str | None:
+        if target.id not in self._arns:
+            self._describe(target)
+        return self._arns.get(target.id)
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        arn = self._arn(target)
+        if arn is None:
+            raise LookupError(f"Studio app {target.id} no longer exists")
+        with reading("sagemaker", target.region, "AddTags"):
+            self._sm(target.region).add_tags(ResourceArn=arn, Tags=[{"Key": key, "Value": value}])
+
+    def unmark(self, target: Target, key: str) -> None:
+        arn = self._arn(target)
+        if arn is None:
+            return  # the app is gone, and its tags with it
+        try:
+            with reading("sagemaker", target.region, "DeleteTags"):
+                self._sm(target.region).delete_tags(ResourceArn=arn, TagKeys=[key])
+        except SourceError as exc:
+            # Just after DeleteApp the app is Deleting and may refuse tag changes: its
+            # tags go with it. Anything else is a real failure.
+            if not (_missing(exc) or exc.code == "ValidationException"):
+                raise
+            found = self._describe(target)
+            if found is not None and str(found.get("Status")) not in APP_SETTLED:
+                raise
+
+    def apply(self, decision: Decision) -> str:
+        t = decision.target
+        domain_id, space, app_type, app_name = parse_app_target_id(t.id)
+        with reading("sagemaker", t.region, "DeleteApp"):
+            self._sm(t.region).delete_app(
+                DomainId=domain_id,
+                SpaceName=space,
+                AppType=app_type,  # type: ignore[arg-type]  # checked by SageMaker
+                AppName=app_name,
+            )
+        return (
+            f"stopped the {app_type} app of space {space} (domain {domain_id}) by deleting "
+            "the app; the space and its storage are kept: open the space in Studio to "
+            "start it again with your files"
+        )
+
+
+def space_arn(app_arn: str) -> str:
+    """``arn:...:app/<domain>/<space>/<type>/<name>`` -> ``arn:...:space/<domain>/<space>``."""
+    head, _, tail = app_arn.partition(":app/")
+    domain_id, space = tail.split("/")[:2]
+    return f"{head}:space/{domain_id}/{space}"
+
+
+def with_space_exemption(app_tags: dict[str, str], space_exempt: str | None) -> dict[str, str]:
+    """The app's tags, with the space's ``costguard:exempt`` where it is the live intent.
+
+    The app's tags are a copy of the space's taken when the app was created; the space's
+    exemption is what its owner says *now*, so it wins, unless the app's own value is
+    one IAM refuses to act on (``true``/``yes``): then the executor must see it too, or
+    it would make a call its role refuses on every run.
+    """
+    if space_exempt is None:
+        return dict(app_tags)
+    own = app_tags.get(Tags.EXEMPT)
+    if own is not None and own.strip().lower() in {"true", "yes"}:
+        return dict(app_tags)
+    return {**app_tags, Tags.EXEMPT: space_exempt}

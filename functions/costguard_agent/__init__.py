@@ -1,0 +1,1 @@
+"""Code that runs on users' notebook instances (not in a Lambda): the heartbeat."""
