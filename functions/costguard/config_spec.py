@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import to_jsonable_python
 
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.tags import parse_budget, parse_owners, parse_project
+from costguard.domain.tags import parse_budget, parse_owners, parse_project, parse_ttl
 from costguard.names import Env, Tags
 
 #: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
@@ -146,6 +146,13 @@ def valid_rate(value: str) -> str:
         raise ValueError(
             f"must be at most `1 day` (alerts and the daily digest need a scan a day), got `{value}`"
         )
+    return value.strip()
+
+
+def valid_ttl(value: str) -> str:
+    parsed = parse_ttl(value)
+    if isinstance(parsed, str):
+        raise ValueError(f"must be a time to live such as 30d or 48h, got {value!r}: {parsed}")
     return value.strip()
 
 
@@ -345,12 +352,30 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     SettingSpec(
         "ttl_hours",
         "ttlHours",
-        None,
+        Env.TTL_HOURS,
         int,
         48,
-        "Reserved for the stale-data sweep (a coming release): its default age. Not used yet.",
+        "Default time to live (hours) of stale data: an unattached EBS volume is deleted once "
+        "unattached this long, unless its `costguard:ttl` tag says otherwise.",
         constraints={"ge": 1, "le": 24 * 365},
-        reserved="the stale-data sweep will read it; accepted now so that configs need no change",
+    ),
+    SettingSpec(
+        "ebs_snapshot_before_delete",
+        "ebsSnapshotBeforeDelete",
+        Env.EBS_SNAPSHOT_BEFORE_DELETE,
+        bool,
+        True,
+        "Snapshot a stale EBS volume, and wait for the snapshot to complete, before deleting it.",
+        kind=Kind.FLAG,
+    ),
+    SettingSpec(
+        "ebs_snapshot_ttl",
+        "ebsSnapshotTtl",
+        Env.EBS_SNAPSHOT_TTL,
+        str,
+        "30d",
+        "The `costguard:ttl` written on that snapshot (e.g. `30d`): it is deleted after it.",
+        check=valid_ttl,
     ),
     SettingSpec(
         "anomaly_min_ratio",

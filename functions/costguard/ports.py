@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
-    from costguard.domain.decisions import Decision, Observed, Target
+    from costguard.domain.decisions import Decision, NotYet, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.models import Resource
     from costguard.domain.pricing import SpotKey
@@ -263,6 +263,10 @@ class Actuator(Protocol):
 
     def unmark(self, target: Target, key: str) -> None: ...
 
-    def apply(self, decision: Decision) -> str:
-        """Do the action; return what was done, in words. Raise if it failed."""
+    def apply(self, decision: Decision) -> str | NotYet:
+        """Do the action; return what was done, in words. Raise if it failed.
+
+        An action that spans runs (snapshot, then delete) returns :class:`NotYet` until
+        it is done: no action is counted, and a later run calls ``apply`` again.
+        """
         ...

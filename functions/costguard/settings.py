@@ -117,6 +117,10 @@ class Settings(SpecModel):
     scan_failed_alert_after: int = _field("scan_failed_alert_after")
     #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
     cost_explorer: bool = _field("cost_explorer")
+    #: Stale data: the default time to live, and how EBS volumes are backed up first.
+    ttl_hours: int = _field("ttl_hours")
+    ebs_snapshot_before_delete: bool = _field("ebs_snapshot_before_delete")
+    ebs_snapshot_ttl: str = _field("ebs_snapshot_ttl")
 
     @property
     def tag_keys(self) -> TagKeys:

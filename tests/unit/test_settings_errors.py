@@ -101,6 +101,9 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.COST_EXPLORER: "true",
         Env.SCAN_FAILED_ALERT_AFTER: "5",
         Env.GUARD: "idle-notebooks",
+        Env.TTL_HOURS: "24",
+        Env.EBS_SNAPSHOT_BEFORE_DELETE: "false",
+        Env.EBS_SNAPSHOT_TTL: "7d",
     }
     default = Settings.from_env(base)
     unread = [

@@ -52,6 +52,8 @@ class PriceCatalog:
     sources: tuple[str, ...] = ()
     not_offered: Mapping[str, frozenset[str]] = field(default_factory=dict)
     unpriced_reasons: Mapping[str, str] = field(default_factory=dict)
+    #: EBS snapshot storage (standard tier), $/GB-month by region.
+    ebs_snapshot_gb_month: Mapping[str, Decimal] = field(default_factory=dict)
 
     def why_unpriced(self, region: str, instance_type: str) -> str | None:
         """A known reason for a missing price: not offered in the region, or no public rate."""

@@ -30,6 +30,7 @@ from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import (
     Decision,
     Gate,
+    NotYet,
     Observed,
     Step,
     action_after,
@@ -179,10 +180,11 @@ class Executor:
         deadline = self._deadline(d, observed.tags)
         if deadline is None:
             return self._warn(actuator, d, now, observed)
-        if now < deadline:
-            return Outcome(
-                d, Step.WAITING, f"warned; acting after {deadline_tag(deadline)}", deadline
-            )
+        # Never before the policy's own earliest time either: a deadline tagged for an
+        # earlier judgement (a volume's previous unattached spell) cannot bring it forward.
+        due = max(deadline, d.not_before) if d.not_before else deadline
+        if now < due:
+            return Outcome(d, Step.WAITING, f"warned; acting after {deadline_tag(due)}", deadline)
         return self._act(actuator, d, now, observed, deadline)
 
     def _warn_keys(self, d: Decision, now: datetime) -> list[str]:
@@ -246,10 +248,22 @@ class Executor:
         if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
             return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is acting on it", deadline)
         try:
-            detail = actuator.apply(d)
+            result = actuator.apply(d)
         except Exception:
             self._ledger.release("action", key, now)
             raise
+        if isinstance(result, NotYet):
+            # Under way (a snapshot before a delete): no action is counted and the
+            # warning stays. Something started is audited and keeps the claim until its
+            # lease runs out; otherwise the claim is released for the next run.
+            waiting = Outcome(d, Step.WAITING, result.detail, deadline)
+            if result.started:
+                return self._followups(
+                    waiting, lambda: self._audit(d, now, waiting, observed.state)
+                )
+            self._ledger.release("action", key, now)
+            return waiting
+        detail = result
         # The action stands from here on: every follow-up is attempted, and a failure is
         # reported on the ACTED outcome (the run still fails so that it is seen).
         outcome = Outcome(d, Step.ACTED, detail, deadline)
