@@ -8,29 +8,27 @@ them. The actuator Lambda finds its guard here by name.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from costguard.adapters.catalog import load_catalog
 from costguard.adapters.ebs import READS as EBS_READS
-from costguard.adapters.ebs import EbsSnapshotActuator, EbsVolumeActuator
+from costguard.adapters.ebs import EbsInventory, EbsSnapshotActuator, EbsVolumeActuator
+from costguard.domain.stale_volumes import VolumeRules
 from costguard.guards import DeclaresPermissions, GuardSpec
 from costguard.iam import Permission
+from costguard.services.guard import Guard
+from costguard.services.stale_volumes import StaleVolumePolicy
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
-    from costguard.services.guard import Guard
     from costguard.settings import Settings
 
 
 def _build_stale_volumes(settings: Settings, clients: ClientFactory) -> Guard:
     """Unattached EBS volumes past their TTL (snapshotted first), and expired snapshots."""
-    from datetime import timedelta
-
-    from costguard.adapters.catalog import load_catalog
-    from costguard.adapters.ebs import EbsInventory
-    from costguard.domain.stale_volumes import VolumeRules
-    from costguard.services.guard import Guard
-    from costguard.services.stale_volumes import StaleVolumePolicy
-    from costguard.wiring import build_ledger
+    # The ledger is built where the executor's is (wiring imports the adapters).
+    from costguard.wiring import build_ledger  # noqa: PLC0415
 
     catalog = load_catalog()
     ledger = build_ledger(settings, clients)

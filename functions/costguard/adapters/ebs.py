@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from botocore.exceptions import ClientError
+
 from costguard.adapters.aws import ClientFor, reading, tags_of
 from costguard.domain.decisions import Decision, NotYet, Observed, Target
 from costguard.domain.stale_volumes import (
@@ -153,8 +155,6 @@ _NOT_FOUND = ("InvalidVolume.NotFound", "InvalidSnapshot.NotFound")
 
 
 def _missing(exc: BaseException, *codes: str) -> bool:
-    from botocore.exceptions import ClientError
-
     return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in codes
 
 

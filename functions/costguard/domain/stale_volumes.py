@@ -172,7 +172,7 @@ def _ttl(
 
 def _human(delta: timedelta) -> str:
     hours = delta.total_seconds() / 3600
-    return f"{hours / 24:g}d" if hours >= 48 and hours % 24 == 0 else f"{hours:g}h"
+    return f"{hours / 24:g}d" if hours > 48 and hours % 24 == 0 else f"{hours:g}h"
 
 
 def volume_savings(
