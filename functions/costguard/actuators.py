@@ -8,9 +8,12 @@ them. The actuator Lambda finds its guard here by name.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, cast
 
 from costguard.adapters.cloudwatch import PERMISSIONS as CLOUDWATCH_READS
+from costguard.adapters.ebs import READS as EBS_READS
+from costguard.adapters.ebs import EbsSnapshotActuator, EbsVolumeActuator
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator, StudioAppActuator
 from costguard.adapters.studio import STUDIO_READS
@@ -28,6 +31,39 @@ def _build_idle(settings: Settings, clients: ClientFactory) -> Guard:
     from costguard.wiring import build_idle_guard  # noqa: PLC0415
 
     return build_idle_guard(settings, clients)
+
+
+def _build_stale_volumes(settings: Settings, clients: ClientFactory) -> Guard:
+    """Unattached EBS volumes past their TTL (snapshotted first), and expired snapshots."""
+    # Imported when a guard is built, not when the stack reads the declarations.
+    from costguard.adapters.ebs import EbsInventory  # noqa: PLC0415
+    from costguard.domain.stale_volumes import VolumeRules  # noqa: PLC0415
+    from costguard.services.guard import Guard  # noqa: PLC0415
+    from costguard.services.stale_volumes import StaleVolumePolicy  # noqa: PLC0415
+    from costguard.wiring import build_ledger, catalog_in_use  # noqa: PLC0415
+
+    catalog = catalog_in_use(settings, clients)
+    ledger = build_ledger(settings, clients)
+    policy = StaleVolumePolicy(
+        EbsInventory(clients),
+        ledger,
+        settings.scope,
+        settings.regions,
+        VolumeRules(
+            default_ttl=timedelta(hours=settings.ttl_hours),
+            snapshot_before_delete=settings.ebs_snapshot_before_delete,
+            snapshot_ttl=settings.ebs_snapshot_ttl,
+            tag_keys=settings.tag_keys,
+        ),
+        catalog.ebs_gb_month,
+        catalog.ebs_snapshot_gb_month,
+        ledger,
+    )
+    return Guard(
+        STALE_VOLUMES.name,
+        policy,
+        [EbsVolumeActuator(clients), EbsSnapshotActuator(clients)],
+    )
 
 
 EC2_NOTEBOOK_READS = (
@@ -62,8 +98,23 @@ IDLE_NOTEBOOKS = GuardSpec(
     rate_setting="idle_rate",
 )
 
+STALE_VOLUMES = GuardSpec(
+    name="stale-volumes",
+    construct_id="StaleVolumes",
+    description="snapshot, then delete, EBS volumes unattached past their time to live; "
+    "delete snapshots past their costguard:ttl",
+    build=_build_stale_volumes,
+    actuators=(
+        cast("DeclaresPermissions", EbsVolumeActuator),
+        cast("DeclaresPermissions", EbsSnapshotActuator),
+    ),
+    reads=EBS_READS,
+    # An attach-and-detach shorter than this is invisible to the unattached clock.
+    every_minutes=30,
+)
+
 #: Shipped guards, in the order the stack builds them.
-SHIPPED: tuple[GuardSpec, ...] = (IDLE_NOTEBOOKS,)
+SHIPPED: tuple[GuardSpec, ...] = (IDLE_NOTEBOOKS, STALE_VOLUMES)
 
 #: By name: what the actuator Lambda runs (tests may register a test-only guard here).
 SPECS: dict[str, GuardSpec] = {spec.name: spec for spec in SHIPPED}

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import to_jsonable_python
 
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.tags import parse_budget, parse_owners, parse_project
+from costguard.domain.tags import parse_budget, parse_owners, parse_project, parse_ttl
 from costguard.names import Env, Tags
 
 #: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
@@ -159,6 +159,13 @@ def valid_refresh_rate(value: str) -> str:
     minutes = rate_minutes(value)
     if not MIN_REFRESH_MINUTES <= minutes <= MAX_REFRESH_MINUTES:
         raise ValueError(f"must be a rate from `1 day` to `30 days`, got `{value}`")
+    return value
+
+
+def valid_ttl(value: str) -> str:
+    parsed = parse_ttl(value)
+    if isinstance(parsed, str):
+        raise ValueError(f"must be a time to live such as 30d or 48h, got {value!r}: {parsed}")
     return value.strip()
 
 
@@ -358,12 +365,30 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     SettingSpec(
         "ttl_hours",
         "ttlHours",
-        None,
+        Env.TTL_HOURS,
         int,
         48,
-        "Reserved for the stale-data sweep (a coming release): its default age. Not used yet.",
+        "Default time to live (hours) of stale data: an unattached EBS volume is deleted once "
+        "unattached this long, unless its `costguard:ttl` tag says otherwise.",
         constraints={"ge": 1, "le": 24 * 365},
-        reserved="the stale-data sweep will read it; accepted now so that configs need no change",
+    ),
+    SettingSpec(
+        "ebs_snapshot_before_delete",
+        "ebsSnapshotBeforeDelete",
+        Env.EBS_SNAPSHOT_BEFORE_DELETE,
+        bool,
+        True,
+        "Snapshot a stale EBS volume, and wait for the snapshot to complete, before deleting it.",
+        kind=Kind.FLAG,
+    ),
+    SettingSpec(
+        "ebs_snapshot_ttl",
+        "ebsSnapshotTtl",
+        Env.EBS_SNAPSHOT_TTL,
+        str,
+        "30d",
+        "The `costguard:ttl` written on that snapshot (e.g. `30d`): it is deleted after it.",
+        check=valid_ttl,
     ),
     SettingSpec(
         "anomaly_min_ratio",

@@ -160,12 +160,21 @@ REMOVE_ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
 EXECUTOR_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 
 
+#: A resource being created has no tags yet: it qualifies by the project tag it must be
+#: created *with* (tag-on-create, e.g. CostGuard's backup snapshot).
+CREATED_WITH_A_PROJECT = "aws:RequestTag/costguard:project"
+
+
 def tag_conditioned(conditions: Mapping[str, Mapping[str, Any]]) -> bool:
-    """A mutating statement is tag-conditioned when it depends on the resource's tags, or
-    when all it can do is remove CostGuard's own warning tag."""
+    """A mutating statement is tag-conditioned when it depends on the resource's tags, when
+    it may only create a resource carrying a project tag, or when all it can do is remove
+    CostGuard's own warning tag."""
     keys = {k for tests in conditions.values() for k in tests}
-    return any("ResourceTag/" in k for k in keys) or dict(conditions) == dict(
-        REMOVE_ONLY_THE_WARNING_TAG
+    created_with_project = conditions.get("Null", {}).get(CREATED_WITH_A_PROJECT) == "false"
+    return (
+        any("ResourceTag/" in k for k in keys)
+        or created_with_project
+        or dict(conditions) == dict(REMOVE_ONLY_THE_WARNING_TAG)
     )
 
 

@@ -24,6 +24,8 @@ class Tags:
     IDLE_MINUTES: Final = "costguard:idle-minutes"
     #: Opts an S3 bucket or an EBS snapshot into the stale-data sweep: ``48h``, ``7d``.
     TTL: Final = "costguard:ttl"
+    #: Written by CostGuard on the snapshot it takes of a volume before deleting it.
+    SOURCE_VOLUME: Final = "costguard:source-volume"
     #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
     PROJECT_FALLBACKS: Final = ("Project", "project")
 
@@ -54,6 +56,9 @@ class Env:
     SAGEMAKER_STUDIO: Final = "COSTGUARD_SAGEMAKER_STUDIO"
     TOPIC_ARN: Final = "COSTGUARD_TOPIC_ARN"
     GUARD: Final = "COSTGUARD_GUARD"
+    TTL_HOURS: Final = "COSTGUARD_TTL_HOURS"
+    EBS_SNAPSHOT_BEFORE_DELETE: Final = "COSTGUARD_EBS_SNAPSHOT_BEFORE_DELETE"
+    EBS_SNAPSHOT_TTL: Final = "COSTGUARD_EBS_SNAPSHOT_TTL"
     BUDGET_THRESHOLDS: Final = "COSTGUARD_BUDGET_THRESHOLDS"
     ANOMALY_MIN_RATIO: Final = "COSTGUARD_ANOMALY_MIN_RATIO"
     ANOMALY_MIN_USD_PER_HOUR: Final = "COSTGUARD_ANOMALY_MIN_USD_PER_HOUR"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
     from costguard.domain.catalog_merge import CatalogInUse
-    from costguard.domain.decisions import ApplyResult, Decision, Observed, Target
+    from costguard.domain.decisions import ApplyResult, Decision, NotYet, Observed, Target
     from costguard.domain.findings import Finding
     from costguard.domain.idle import (
         Ec2Notebook,
@@ -272,11 +272,13 @@ class Actuator(Protocol):
 
     def unmark(self, target: Target, key: str) -> None: ...
 
-    def apply(self, decision: Decision) -> str | ApplyResult:
+    def apply(self, decision: Decision) -> str | ApplyResult | NotYet:
         """Do the action; return what was done, in words. Raise if it failed.
 
         An :class:`ApplyResult` with ``acted=False`` says the action is impossible for
-        this resource and nothing changed (the owner gets ``detail`` as a notice).
+        this resource and nothing changed (the owner gets ``detail`` as a notice). An
+        action that spans runs (snapshot, then delete) returns :class:`NotYet` until it
+        is done: no action is counted, and a later run calls ``apply`` again.
         """
         ...
 

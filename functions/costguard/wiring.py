@@ -266,14 +266,14 @@ def build_idle_guard(settings: Settings, clients: ClientFactory) -> Guard:
     policy = IdlePolicy(
         candidates,
         CloudWatchMetrics(clients.cloudwatch),
-        _catalog_of(settings, clients),
+        catalog_in_use(settings, clients),
         idle_settings(settings, clients.account),
         studio=StudioInventory(clients) if settings.sagemaker_studio else None,
     )
     return Guard("idle-notebooks", policy, actuators)
 
 
-def _catalog_of(settings: Settings, clients: ClientFactory) -> PriceCatalog:
+def catalog_in_use(settings: Settings, clients: ClientFactory) -> PriceCatalog:
     """The prices a guard's savings are counted at: the scan's (the stored catalog when
     deployed, else the packaged one)."""
     reader = catalog_reader(settings, clients)

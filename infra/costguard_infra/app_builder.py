@@ -53,6 +53,16 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "the idle-notebook guard reads Studio domains' idle-shutdown and tag-propagation "
         "settings (read-only)"
     ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:volume/*]": (
+        "the stale-volume guard may snapshot and delete, and write only the warning tag on, "
+        "volumes of the account that carry costguard:project and are not permanently exempt "
+        "(aws:ResourceTag conditions, asserted by tests/infra/test_stale_volumes_stack.py)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*::snapshot/*]": (
+        "snapshot ARNs carry no account; the stale-volume guard may create a snapshot only "
+        "with costguard:project, costguard:source-volume and costguard:ttl (aws:RequestTag), "
+        "and delete only snapshots tagged costguard:ttl and costguard:project"
+    ),
     "AwsSolutions-L1": (
         "Python 3.13 is pinned on purpose: it is the newest runtime for which CostGuard's "
         "bundled wheels and the public Powertools layer parameter are tested; bump both together"

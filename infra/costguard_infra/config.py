@@ -53,6 +53,8 @@ class CostGuardConfig(SpecModel):
     warning_pct: Decimal = _field("warning_pct")
     budget_thresholds: tuple[int, ...] = _field("budget_thresholds")
     ttl_hours: int = _field("ttl_hours")
+    ebs_snapshot_before_delete: bool = _field("ebs_snapshot_before_delete")
+    ebs_snapshot_ttl: str = _field("ebs_snapshot_ttl")
     anomaly_min_ratio: Decimal = _field("anomaly_min_ratio")
     anomaly_min_usd_per_hour: Decimal = _field("anomaly_min_usd_per_hour")
     anomaly_cooldown_minutes: int = _field("anomaly_cooldown_minutes")

@@ -29,6 +29,8 @@ NON_DEFAULT: dict[str, Any] = {
     "warningPct": "85.5",
     "budgetThresholds": "110,90",
     "ttlHours": "24",
+    "ebsSnapshotBeforeDelete": "false",
+    "ebsSnapshotTtl": "14d",
     "anomalyMinRatio": "3.5",
     "anomalyMinUsdPerHour": "20.25",
     "anomalyCooldownMinutes": "45",

@@ -283,9 +283,14 @@ def test_every_mutating_statement_names_costguards_own_resources_or_is_tag_condi
 
 
 def test_every_declared_mutating_permission_carries_a_tag_condition() -> None:
+    from costguard.actuators import actuator_permissions
     from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 
-    declared = (*scan_permissions(cost_explorer=True), *Ec2InstanceActuator.permissions)
+    declared = (
+        *scan_permissions(cost_explorer=True),
+        *Ec2InstanceActuator.permissions,
+        *actuator_permissions(),
+    )
     assert any(p.mutating for p in declared)
     from costguard.iam import tag_conditioned
 

@@ -51,6 +51,8 @@ class CatalogFile(BaseModel):
     sagemaker: _RegionRates
     ebs_gb_month: _RegionRates
     s3_standard_gb_month: dict[str, Decimal]
+    #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced).
+    ebs_snapshot_gb_month: dict[str, Decimal] = Field(default_factory=dict)
     eks_cluster_hour: dict[str, Decimal]
     eks_standard_support_end: dict[str, date] = Field(default_factory=dict)
     #: region -> instance families AWS does not offer there (so "unpriced" can say why).
@@ -108,6 +110,7 @@ class CatalogFile(BaseModel):
             unpriced_reasons=self.unpriced_reasons,
             retired=self.retired,
             confidence=self.confidence,
+            ebs_snapshot_gb_month=self.ebs_snapshot_gb_month,
         )
 
 

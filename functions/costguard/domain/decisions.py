@@ -116,6 +116,21 @@ class ApplyResult:
 
 
 @dataclass(frozen=True, slots=True)
+class NotYet:
+    """What an actuator returns when its action spans runs and is not done yet.
+
+    Deleting a volume waits for its backup snapshot to complete: the executor reports
+    the decision as waiting, counts no action, and tries again on a later run.
+    """
+
+    detail: str
+    #: Something was started this run (the snapshot was created): it is audited, and
+    #: the claim is kept until its lease runs out, so that an overlapping run, reading
+    #: an eventually consistent listing, cannot start it a second time.
+    started: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Observed:
     """What the actuator found on the resource at execution time."""
 

@@ -58,6 +58,8 @@ class PriceCatalog:
     retired: Mapping[str, str] = field(default_factory=dict)
     #: "<service>/<region>/<type>" or "<service>/<type>" -> why a rate is less certain.
     confidence: Mapping[str, str] = field(default_factory=dict)
+    #: EBS snapshot storage (standard tier), $/GB-month by region.
+    ebs_snapshot_gb_month: Mapping[str, Decimal] = field(default_factory=dict)
 
     def why_unpriced(self, region: str, instance_type: str) -> str | None:
         """A known reason for a missing price: not offered in the region, or no public rate."""

@@ -31,6 +31,7 @@ from costguard.domain.decisions import (
     ApplyResult,
     Decision,
     Gate,
+    NotYet,
     Observed,
     Step,
     action_after,
@@ -181,10 +182,11 @@ class Executor:
         deadline = self._deadline(d, observed.tags)
         if deadline is None:
             return self._warn(actuator, d, now, observed)
-        if now < deadline:
-            return Outcome(
-                d, Step.WAITING, f"warned; acting after {deadline_tag(deadline)}", deadline
-            )
+        # Never before the policy's own earliest time either: a deadline tagged for an
+        # earlier judgement (a volume's previous unattached spell) cannot bring it forward.
+        due = max(deadline, d.not_before) if d.not_before else deadline
+        if now < due:
+            return Outcome(d, Step.WAITING, f"warned; acting after {deadline_tag(due)}", deadline)
         return self._act(actuator, d, now, observed, deadline)
 
     def _warn_keys(self, d: Decision, now: datetime) -> list[str]:
@@ -252,6 +254,17 @@ class Executor:
         except Exception:
             self._ledger.release("action", key, now)
             raise
+        if isinstance(result, NotYet):
+            # Under way (a snapshot before a delete): no action is counted and the
+            # warning stays. Something started is audited and keeps the claim until its
+            # lease runs out; otherwise the claim is released for the next run.
+            waiting = Outcome(d, Step.WAITING, result.detail, deadline)
+            if result.started:
+                return self._followups(
+                    waiting, lambda: self._audit(d, now, waiting, observed.state)
+                )
+            self._ledger.release("action", key, now)
+            return waiting
         applied = result if isinstance(result, ApplyResult) else ApplyResult(result)
         detail = applied.detail
         # The action stands from here on: every follow-up is attempted, and a failure is

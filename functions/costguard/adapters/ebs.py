@@ -1,0 +1,383 @@
+"""EBS: list volumes and snapshots; snapshot, then delete, stale volumes; delete stale snapshots.
+
+Every mutating call is declared next to the code that makes it, tag-conditioned in
+IAM: a volume is deleted, or snapshotted, only when it carries ``costguard:project``
+and is not permanently exempt; a snapshot is created only *with* CostGuard's tags
+(tag-on-create, atomic with the snapshot); a snapshot is deleted only when it carries
+``costguard:ttl`` and a project.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from botocore.exceptions import ClientError
+
+from costguard.adapters.aws import ClientFor, reading, tags_of
+from costguard.domain.decisions import Decision, NotYet, Observed, Target
+from costguard.domain.stale_volumes import (
+    AVAILABLE,
+    SNAPSHOT_KIND,
+    VOLUME_KIND,
+    SnapshotView,
+    VolumeView,
+)
+from costguard.iam import (
+    IN_SCOPE_NOT_EXEMPT,
+    ONLY_THE_WARNING_TAG,
+    REMOVE_ONLY_THE_WARNING_TAG,
+    Permission,
+)
+from costguard.names import Tags
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ec2.type_defs import TagTypeDef
+
+VOLUME_ARN = "arn:{partition}:ec2:*:{account}:volume/*"
+#: Snapshot ARNs carry no account: ``arn:aws:ec2:<region>::snapshot/<id>``.
+SNAPSHOT_ARN = "arn:{partition}:ec2:*::snapshot/*"
+#: DescribeVolumes and DescribeSnapshots return at most this many per page.
+PAGE = 500
+#: The tags CostGuard writes on a backup snapshot, and no other.
+BACKUP_TAGS = (Tags.SOURCE_VOLUME, Tags.PROJECT, Tags.TTL, Tags.OWNER)
+
+READS = (
+    Permission(
+        ("ec2:DescribeVolumes", "ec2:DescribeSnapshots"),
+        "list volumes (to run the unattached clock) and this account's snapshots; EC2 "
+        "Describe* calls do not support resource-level permissions",
+    ),
+)
+
+
+def _utc(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(value)).astimezone(UTC)
+
+
+def volume_view(v: Any, region: str, account: str) -> VolumeView:
+    created = v.get("CreateTime")
+    return VolumeView(
+        id=str(v["VolumeId"]),
+        region=region,
+        state=str(v.get("State", "unknown")),
+        tags=tags_of(v.get("Tags")),
+        size_gib=int(v.get("Size", 0)),
+        volume_type=str(v.get("VolumeType", "")),
+        account=account,
+        created_at=_utc(created) if created else None,
+    )
+
+
+def snapshot_view(s: Any, region: str, account: str) -> SnapshotView:
+    full = s.get("FullSnapshotSizeInBytes")
+    return SnapshotView(
+        id=str(s["SnapshotId"]),
+        region=region,
+        state=str(s.get("State", "unknown")),
+        started_at=_utc(s["StartTime"]),
+        tags=tags_of(s.get("Tags")),
+        volume_id=str(s.get("VolumeId", "")),
+        volume_size_gib=int(s.get("VolumeSize", 0)),
+        account=account,
+        full_size_bytes=int(full) if full is not None else None,
+    )
+
+
+class EbsInventory:
+    """Volumes and opted-in snapshots of one region; pages of 500."""
+
+    def __init__(self, clients: ClientFor) -> None:
+        self._clients = clients
+
+    def volumes(self, region: str) -> list[VolumeView]:
+        """Every volume, attached or not: the clock needs to see an attachment to reset.
+
+        Not filtered by tag on the server, so that a volume whose project tag was just
+        removed is still seen (and its warning withdrawn). ceil(N/500) calls.
+        """
+        ec2 = self._clients.ec2(region)
+        found: list[VolumeView] = []
+        with reading("ec2", region, "DescribeVolumes"):
+            for page in ec2.get_paginator("describe_volumes").paginate(
+                PaginationConfig={"PageSize": PAGE}
+            ):
+                found.extend(
+                    volume_view(v, region, self._clients.account) for v in page.get("Volumes", [])
+                )
+        return found
+
+    def snapshots(self, region: str) -> list[SnapshotView]:
+        """This account's snapshots tagged ``costguard:ttl`` (filtered on the server)."""
+        ec2 = self._clients.ec2(region)
+        found: list[SnapshotView] = []
+        with reading("ec2", region, "DescribeSnapshots"):
+            for page in ec2.get_paginator("describe_snapshots").paginate(
+                OwnerIds=["self"],
+                Filters=[{"Name": "tag-key", "Values": [Tags.TTL]}],
+                PaginationConfig={"PageSize": PAGE},
+            ):
+                found.extend(
+                    snapshot_view(s, region, self._clients.account)
+                    for s in page.get("Snapshots", [])
+                )
+        return found
+
+
+class _Tagging:
+    """Warning tags (``costguard:action-after``) on volumes and snapshots."""
+
+    _clients: ClientFor
+
+    def _ec2(self, region: str) -> EC2Client:
+        return self._clients.ec2(region)
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        with reading("ec2", target.region, "CreateTags"):
+            self._ec2(target.region).create_tags(
+                Resources=[target.id], Tags=[{"Key": key, "Value": value}]
+            )
+
+    def unmark(self, target: Target, key: str) -> None:
+        try:
+            with reading("ec2", target.region, "DeleteTags"):
+                self._ec2(target.region).delete_tags(Resources=[target.id], Tags=[{"Key": key}])
+        except Exception as exc:
+            # Deleted with its tags (the action itself): nothing left to withdraw.
+            if not _missing(exc.__cause__ or exc, *_NOT_FOUND):
+                raise
+
+
+_NOT_FOUND = ("InvalidVolume.NotFound", "InvalidSnapshot.NotFound")
+
+
+def _missing(exc: BaseException, *codes: str) -> bool:
+    return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") in codes
+
+
+class EbsVolumeActuator(_Tagging):
+    """Snapshot (by default) and then delete an unattached volume, across runs.
+
+    ``apply`` is idempotent: it first looks for CostGuard's snapshot of this volume
+    (tag ``costguard:source-volume``, the same ``VolumeId``, started in this unattached
+    spell); with none it creates one and waits; while it is pending it waits; if it
+    failed it refuses to delete; only once it has completed is the volume deleted.
+    """
+
+    kind = VOLUME_KIND
+    permissions: ClassVar[tuple[Permission, ...]] = (
+        *READS,
+        Permission(
+            ("ec2:DeleteVolume",),
+            "delete an unattached volume past its time to live, after its owner was warned "
+            "(and after its backup snapshot completed); only volumes tagged with a project "
+            "and not permanently exempt",
+            resources=(VOLUME_ARN,),
+            conditions=IN_SCOPE_NOT_EXEMPT,
+        ),
+        Permission(
+            ("ec2:CreateSnapshot",),
+            "back up a stale volume before deleting it: only volumes tagged with a project "
+            "and not permanently exempt",
+            resources=(VOLUME_ARN,),
+            conditions=IN_SCOPE_NOT_EXEMPT,
+        ),
+        Permission(
+            ("ec2:CreateSnapshot",),
+            "the backup snapshot itself: only created with CostGuard's tags (source volume, "
+            "project, time to live), so that it is attributable and expires",
+            resources=(SNAPSHOT_ARN,),
+            conditions={
+                "Null": {
+                    f"aws:RequestTag/{Tags.PROJECT}": "false",
+                    f"aws:RequestTag/{Tags.SOURCE_VOLUME}": "false",
+                    f"aws:RequestTag/{Tags.TTL}": "false",
+                },
+            },
+        ),
+        Permission(
+            ("ec2:CreateTags",),
+            "tag the backup snapshot as it is created (tag-on-create), with CostGuard's keys "
+            "only; never an existing snapshot",
+            resources=(SNAPSHOT_ARN,),
+            conditions={
+                "StringEquals": {"ec2:CreateAction": "CreateSnapshot"},
+                "Null": {f"aws:RequestTag/{Tags.PROJECT}": "false"},
+                "ForAllValues:StringEquals": {"aws:TagKeys": list(BACKUP_TAGS)},
+            },
+        ),
+        Permission(
+            ("ec2:CreateTags",),
+            "write the costguard:action-after warning tag, and no other tag, on volumes "
+            "tagged with a project",
+            resources=(VOLUME_ARN,),
+            conditions=ONLY_THE_WARNING_TAG,
+        ),
+        Permission(
+            ("ec2:DeleteTags",),
+            "remove the costguard:action-after warning tag, and no other tag, from any "
+            "volume: a warning must be withdrawable after the project tag is removed",
+            resources=(VOLUME_ARN,),
+            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        ),
+    )
+    opt_in_tags: tuple[str, ...] = ()
+
+    def __init__(self, clients: ClientFor) -> None:
+        self._clients = clients
+
+    def inspect(self, target: Target) -> Observed | None:
+        try:
+            with reading("ec2", target.region, "DescribeVolumes"):
+                found = self._ec2(target.region).describe_volumes(VolumeIds=[target.id])
+        except Exception as exc:
+            if _missing(exc.__cause__ or exc, "InvalidVolume.NotFound"):
+                return None
+            raise
+        for v in found.get("Volumes", []):
+            state = str(v.get("State", "unknown"))
+            # Attached (in-use), or on its way out: nothing for CostGuard to do.
+            return Observed(state, tags_of(v.get("Tags")), settled=state != AVAILABLE)
+        return None
+
+    def _backups(self, target: Target) -> list[Any]:
+        with reading("ec2", target.region, "DescribeSnapshots"):
+            pages = (
+                self._ec2(target.region)
+                .get_paginator("describe_snapshots")
+                .paginate(
+                    OwnerIds=["self"],
+                    Filters=[
+                        {"Name": f"tag:{Tags.SOURCE_VOLUME}", "Values": [target.id]},
+                        {"Name": "volume-id", "Values": [target.id]},
+                    ],
+                )
+            )
+            return [s for page in pages for s in page.get("Snapshots", [])]
+
+    def apply(self, decision: Decision) -> str | NotYet:
+        t = decision.target
+        if decision.params.get("snapshot", "true") != "false":
+            waiting = self._backed_up(decision)
+            if isinstance(waiting, NotYet):
+                return waiting
+            backup = f" after its snapshot {waiting} completed"
+        else:
+            backup = " (no snapshot: snapshot-before-delete is off)"
+        with reading("ec2", t.region, "DeleteVolume"):
+            self._ec2(t.region).delete_volume(VolumeId=t.id)
+        return f"deleted {t.id}{backup}"
+
+    def _backed_up(self, decision: Decision) -> str | NotYet:
+        """The id of a completed backup of this spell, or what is being waited for."""
+        t = decision.target
+        since = _utc(decision.params["first_seen"]) if "first_seen" in decision.params else None
+        mine = [
+            s
+            for s in self._backups(t)
+            # A snapshot from before this unattached spell may miss what was written since.
+            if s.get("VolumeId") == t.id and (since is None or _utc(s["StartTime"]) >= since)
+        ]
+        completed = [s for s in mine if s.get("State") == "completed"]
+        if completed:
+            return str(completed[0]["SnapshotId"])
+        pending = [s for s in mine if s.get("State") == "pending"]
+        if pending:
+            s = pending[0]
+            return NotYet(
+                f"waiting for snapshot {s['SnapshotId']} of {t.id} ({s.get('Progress') or '0%'})"
+            )
+        if mine:
+            s = mine[0]
+            raise RuntimeError(
+                f"snapshot {s['SnapshotId']} of {t.id} is {s.get('State')}: the volume is kept; "
+                "delete that snapshot to let CostGuard take another"
+            )
+        project = (t.tags_seen or {}).get(Tags.PROJECT) or t.project or ""
+        tags: list[TagTypeDef] = [
+            {"Key": Tags.SOURCE_VOLUME, "Value": t.id},
+            {"Key": Tags.PROJECT, "Value": project},
+            {"Key": Tags.TTL, "Value": decision.params.get("snapshot_ttl", "30d")},
+        ]
+        if t.owners:
+            tags.append({"Key": Tags.OWNER, "Value": ", ".join(t.owners)[:256]})
+        with reading("ec2", t.region, "CreateSnapshot"):
+            created = self._ec2(t.region).create_snapshot(
+                VolumeId=t.id,
+                Description=f"CostGuard backup of {t.id} before deleting it"[:255],
+                TagSpecifications=[{"ResourceType": "snapshot", "Tags": tags}],
+            )
+        return NotYet(
+            f"snapshot {created['SnapshotId']} of {t.id} started; the volume is deleted once "
+            "it completes",
+            started=True,
+        )
+
+
+class EbsSnapshotActuator(_Tagging):
+    """Delete a snapshot past its ``costguard:ttl``."""
+
+    kind = SNAPSHOT_KIND
+    permissions: ClassVar[tuple[Permission, ...]] = (
+        *READS,
+        Permission(
+            ("ec2:DeleteSnapshot",),
+            "delete a snapshot past its costguard:ttl, after its owner was warned; only "
+            "snapshots tagged with a time to live and a project, not permanently exempt",
+            resources=(SNAPSHOT_ARN,),
+            conditions={
+                "Null": {
+                    f"aws:ResourceTag/{Tags.PROJECT}": "false",
+                    f"aws:ResourceTag/{Tags.TTL}": "false",
+                },
+                "StringNotEqualsIgnoreCase": {
+                    f"aws:ResourceTag/{Tags.EXEMPT}": ["true", "yes"],
+                },
+            },
+        ),
+        Permission(
+            ("ec2:CreateTags",),
+            "write the costguard:action-after warning tag, and no other tag, on snapshots "
+            "tagged with a project",
+            resources=(SNAPSHOT_ARN,),
+            conditions=ONLY_THE_WARNING_TAG,
+        ),
+        Permission(
+            ("ec2:DeleteTags",),
+            "remove the costguard:action-after warning tag, and no other tag, from any snapshot",
+            resources=(SNAPSHOT_ARN,),
+            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        ),
+    )
+    opt_in_tags: tuple[str, ...] = ()
+
+    def __init__(self, clients: ClientFor) -> None:
+        self._clients = clients
+
+    def inspect(self, target: Target) -> Observed | None:
+        try:
+            with reading("ec2", target.region, "DescribeSnapshots"):
+                found = self._ec2(target.region).describe_snapshots(SnapshotIds=[target.id])
+        except Exception as exc:
+            if _missing(exc.__cause__ or exc, "InvalidSnapshot.NotFound"):
+                return None
+            raise
+        for s in found.get("Snapshots", []):
+            state = str(s.get("State", "unknown"))
+            return Observed(state, tags_of(s.get("Tags")), settled=False)
+        return None
+
+    def apply(self, decision: Decision) -> str | NotYet:
+        t = decision.target
+        try:
+            with reading("ec2", t.region, "DeleteSnapshot"):
+                self._ec2(t.region).delete_snapshot(SnapshotId=t.id)
+        except Exception as exc:
+            if _missing(exc.__cause__ or exc, "InvalidSnapshot.InUse"):
+                # Backs a registered AMI: kept, reported every run, never a failed run.
+                return NotYet(f"{t.id} is in use by an AMI; kept until the image is deregistered")
+            raise
+        return f"deleted snapshot {t.id}"

@@ -1,0 +1,364 @@
+"""Stale EBS: unattached volumes past their time to live, and snapshots past theirs.
+
+Pure judgement; the service reads the inventory and the clock, the executor acts.
+
+**The first-seen clock.** AWS does not say when a volume was detached. CostGuard
+records when it *first saw* each in-scope volume ``available`` and keeps that time
+while every run sees it ``available``. A volume seen in any other state (attached,
+creating, being deleted), or not seen at all, leaves the clock: when it is next seen
+unattached, its clock starts over (a new attachment generation). The clock is only
+ever lost towards "later": a lost or trimmed clock postpones a deletion, never
+brings one forward.
+
+**What the clock cannot see.** ``DescribeVolumes`` shows an attachment only while it
+lasts (``Attachments[].AttachTime``); no field survives a detach (``CreateTime`` is
+the creation). A volume attached *and* detached again between two runs looks, to
+CostGuard, as if it never moved. The bound: an attachment shorter than the guard's
+interval can go unseen, so the data written during it may be deleted as soon as the
+warning's grace period after it (never before the owner was warned); and with
+snapshot-before-delete on (the default), that data is in the snapshot, which is
+taken only after the grace period, when the volume is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from costguard.domain.decisions import Action, Decision, Target
+from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
+from costguard.domain.tags import TagKeys, parse_ttl, read_tags
+from costguard.names import Tags
+
+VOLUME_KIND = "ebs-volume"
+SNAPSHOT_KIND = "ebs-snapshot"
+#: The state in which a volume is unattached (and so in scope for its clock).
+AVAILABLE = "available"
+#: A region's clock is one ledger document (DynamoDB caps an item at 400 KB; an entry
+#: is ~35 bytes). Volumes past this are not tracked, so never deleted, and reported.
+MAX_TRACKED = 8000
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeView:
+    """One EBS volume as ``DescribeVolumes`` shows it."""
+
+    id: str
+    region: str
+    state: str
+    tags: Mapping[str, str] = field(default_factory=dict, hash=False)
+    size_gib: int = 0
+    volume_type: str = ""
+    account: str = ""
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotView:
+    """One EBS snapshot owned by this account, as ``DescribeSnapshots`` shows it."""
+
+    id: str
+    region: str
+    state: str  # pending | completed | error | recoverable | recovering
+    started_at: datetime
+    tags: Mapping[str, str] = field(default_factory=dict, hash=False)
+    volume_id: str = ""
+    volume_size_gib: int = 0
+    account: str = ""
+    #: What EBS reports the snapshot holds, when it does (``FullSnapshotSizeInBytes``).
+    full_size_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeRules:
+    """The deployment's settings for the stale-volume guard."""
+
+    default_ttl: timedelta = timedelta(hours=48)
+    grace: timedelta = timedelta(hours=24)
+    snapshot_before_delete: bool = True
+    #: The costguard:ttl written on the backup snapshot: it is swept in its turn.
+    snapshot_ttl: str = "30d"
+    tag_keys: TagKeys = field(default_factory=TagKeys)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    decisions: tuple[Decision, ...] = ()
+    findings: tuple[Finding, ...] = ()
+
+
+# -- the clock ------------------------------------------------------------------------
+
+
+def _stamp(moment: datetime) -> int:
+    return int(moment.astimezone(UTC).timestamp())
+
+
+def from_stamp(value: int) -> datetime:
+    return datetime.fromtimestamp(value, UTC)
+
+
+def in_scope(view: VolumeView) -> bool:
+    """Volumes carrying the primary project tag: the only ones IAM lets CostGuard delete."""
+    return Tags.PROJECT in view.tags
+
+
+def advance_clock(
+    previous: Mapping[str, int], volumes: Sequence[VolumeView], now: datetime
+) -> tuple[dict[str, int], tuple[str, ...]]:
+    """The next clock (volume id -> first seen unattached, epoch seconds) and who left it.
+
+    A volume stays only while it is seen ``available`` and in scope; an entry from the
+    future (a clock written by a run with a skewed ``now``) is reset to ``now``: never
+    trusted to be older than it can be. Past :data:`MAX_TRACKED`, the newest are not
+    tracked (sorted by id, so the same ones every run).
+    """
+    stamp = _stamp(now)
+    current: dict[str, int] = {}
+    for v in sorted(volumes, key=lambda v: v.id):
+        if v.state != AVAILABLE or not in_scope(v):
+            continue
+        seen = previous.get(v.id)
+        if seen is None or seen > stamp:
+            seen = stamp
+        current[v.id] = seen
+    if len(current) > MAX_TRACKED:
+        oldest = sorted(current.items(), key=lambda kv: (kv[1], kv[0]))[:MAX_TRACKED]
+        current = dict(oldest)
+    left = tuple(sorted(set(previous) - set(current)))
+    return current, left
+
+
+def merge_clock(
+    stored: Mapping[str, int], mine: Mapping[str, int], left: Sequence[str]
+) -> dict[str, int]:
+    """Merge this run's clock into one another run wrote meanwhile (an optimistic retry).
+
+    Whatever either run saw leave goes; for the rest the later first-seen wins. Both
+    choices can only postpone a deletion.
+    """
+    merged = {k: v for k, v in stored.items() if k not in left}
+    for k, v in mine.items():
+        merged[k] = max(v, merged.get(k, v))
+    return merged
+
+
+# -- judgement -------------------------------------------------------------------------
+
+
+def _key(account: str, region: str, kind: str, rid: str) -> str:
+    base = f"{region}/{kind}/{rid}"
+    return f"{account}/{base}" if account else base
+
+
+def _ttl(
+    ref: str, tags: Mapping[str, str], default: timedelta | None
+) -> tuple[timedelta | None, Finding | None]:
+    raw = tags.get(Tags.TTL)
+    if raw is None:
+        return default, None
+    parsed = parse_ttl(raw)
+    if isinstance(parsed, str):
+        return None, Finding(
+            FindingCode.MALFORMED_TTL,
+            ref,
+            f"tag {Tags.TTL}={raw[:80]!r} {parsed}; left alone until it is fixed",
+        )
+    return parsed, None
+
+
+def _human(delta: timedelta) -> str:
+    hours = delta.total_seconds() / 3600
+    return f"{hours / 24:g}d" if hours > 48 and hours % 24 == 0 else f"{hours:g}h"
+
+
+def volume_savings(
+    view: VolumeView,
+    ebs_gb_month: Mapping[str, Decimal] | None,
+    snapshot_gb_month: Decimal | None,
+    snapshot: bool,
+) -> tuple[Decimal, dict[str, str]]:
+    """$/h saved by deleting the volume, and the evidence behind it.
+
+    Saved: the volume's provisioned GiB at its type's rate, less the backup snapshot's.
+    The snapshot is priced at the volume's *allocated* size: an upper bound on what it
+    stores (a first snapshot holds only written blocks), so the saving is a lower bound.
+    """
+    evidence: dict[str, str] = {"size_gib": str(view.size_gib), "volume_type": view.volume_type}
+    rate = (ebs_gb_month or {}).get(view.volume_type)
+    if rate is None:
+        evidence["volume_usd_per_month"] = "unpriced"
+        return ZERO, evidence
+    volume = rate * view.size_gib
+    evidence["volume_usd_per_month"] = str(volume)
+    snap = ZERO
+    if snapshot:
+        if snapshot_gb_month is None:
+            evidence["snapshot_usd_per_month"] = "unpriced (not subtracted)"
+        else:
+            snap = snapshot_gb_month * view.size_gib
+            evidence["snapshot_usd_per_month"] = f"{snap} (upper bound: allocated size)"
+    return max(volume - snap, ZERO) / HOURS_PER_PRICING_MONTH, evidence
+
+
+def judge_volumes(
+    volumes: Sequence[VolumeView],
+    clock: Mapping[str, int],
+    now: datetime,
+    rules: VolumeRules,
+    prices: Mapping[str, Decimal] | None = None,
+    snapshot_rate: Decimal | None = None,
+) -> Judgement:
+    """One decision per in-scope volume: delete once unattached past its TTL, else none.
+
+    The delete is decided ``grace`` before the TTL runs out, with ``not_before`` at the
+    TTL: the owner is warned a grace period ahead and the volume goes at the TTL
+    (later if the warning was late). A volume seen attached is judged busy, so a
+    warning on it is withdrawn.
+    """
+    decisions: list[Decision] = []
+    findings: list[Finding] = []
+    for v in volumes:
+        if not in_scope(v):
+            continue
+        key = _key(v.account, v.region, VOLUME_KIND, v.id)
+        tags = read_tags(key, v.tags, rules.tag_keys)
+        target = Target(
+            key=key,
+            kind=VOLUME_KIND,
+            region=v.region,
+            id=v.id,
+            account=v.account,
+            project=tags.project,
+            owners=tags.owners,
+            name=v.tags.get("Name"),
+            tags_seen=dict(v.tags),
+        )
+
+        def none(reason: str, target: Target = target) -> None:
+            decisions.append(Decision(Action.NONE, target, reason, now))
+
+        if v.state != AVAILABLE:
+            none(f"{v.state}: attached volumes are not stale")
+            continue
+        if tags.exemption is not None and tags.exemption.active(now):
+            none("it is exempt")
+            continue
+        ttl, problem = _ttl(key, v.tags, rules.default_ttl)
+        if problem is not None:
+            findings.append(problem)
+        if ttl is None:
+            none("its costguard:ttl is malformed")
+            continue
+        first = clock.get(v.id)
+        if first is None:
+            none("not tracked yet (its unattached clock starts this run)")
+            continue
+        since = from_stamp(first)
+        expires = since + ttl
+        unattached = now - since
+        if now < expires - rules.grace:
+            none(f"unattached for {_human(unattached)} of {_human(ttl)}")
+            continue
+        usd, evidence = volume_savings(v, prices, snapshot_rate, rules.snapshot_before_delete)
+        evidence |= {
+            "first_seen_unattached": since.isoformat(),
+            "ttl": _human(ttl),
+            "expires": expires.isoformat(),
+            "snapshot_before_delete": str(rules.snapshot_before_delete).lower(),
+        }
+        decisions.append(
+            Decision(
+                Action.DELETE_VOLUME,
+                target,
+                f"Unattached since at least {since:%Y-%m-%d %H:%M} UTC, past its time to live "
+                f"of {_human(ttl)}"
+                + (" (a snapshot is kept)" if rules.snapshot_before_delete else ""),
+                now,
+                evidence=evidence,
+                usd_per_hour_saved=usd,
+                grace=rules.grace,
+                not_before=expires,
+                params={
+                    "first_seen": since.isoformat(),
+                    "snapshot": "true" if rules.snapshot_before_delete else "false",
+                    "snapshot_ttl": rules.snapshot_ttl,
+                },
+            )
+        )
+    return Judgement(tuple(decisions), tuple(findings))
+
+
+def judge_snapshots(
+    snapshots: Sequence[SnapshotView],
+    now: datetime,
+    rules: VolumeRules,
+    snapshot_rate: Mapping[str, Decimal] | None = None,
+) -> Judgement:
+    """Snapshots tagged costguard:ttl and a project: delete once older than their TTL.
+
+    The age is from ``StartTime``. Only completed snapshots are deleted. The saving is
+    the source volume's size at the snapshot rate: an upper bound, since a snapshot
+    that shares blocks with others frees only the blocks it alone holds.
+    """
+    decisions: list[Decision] = []
+    findings: list[Finding] = []
+    for s in snapshots:
+        if Tags.TTL not in s.tags or Tags.PROJECT not in s.tags:
+            continue
+        key = _key(s.account, s.region, SNAPSHOT_KIND, s.id)
+        tags = read_tags(key, s.tags, rules.tag_keys)
+        target = Target(
+            key=key,
+            kind=SNAPSHOT_KIND,
+            region=s.region,
+            id=s.id,
+            account=s.account,
+            project=tags.project,
+            owners=tags.owners,
+            name=s.tags.get("Name"),
+            tags_seen=dict(s.tags),
+        )
+        ttl, problem = _ttl(key, s.tags, None)
+        if problem is not None:
+            findings.append(problem)
+        if ttl is None:
+            decisions.append(Decision(Action.NONE, target, "its costguard:ttl is malformed", now))
+            continue
+        if tags.exemption is not None and tags.exemption.active(now):
+            decisions.append(Decision(Action.NONE, target, "it is exempt", now))
+            continue
+        expires = s.started_at + ttl
+        if s.state != "completed" or now < expires - rules.grace:
+            decisions.append(
+                Decision(Action.NONE, target, f"{s.state}, {_human(now - s.started_at)} old", now)
+            )
+            continue
+        rate = (snapshot_rate or {}).get(s.region)
+        usd = ZERO if rate is None else rate * s.volume_size_gib / HOURS_PER_PRICING_MONTH
+        decisions.append(
+            Decision(
+                Action.DELETE_SNAPSHOT,
+                target,
+                f"Snapshot taken {s.started_at:%Y-%m-%d %H:%M} UTC, past its time to live of "
+                f"{_human(ttl)}",
+                now,
+                evidence={
+                    "started": s.started_at.isoformat(),
+                    "ttl": _human(ttl),
+                    "expires": expires.isoformat(),
+                    "volume_size_gib": str(s.volume_size_gib),
+                    "snapshot_usd_per_month": "unpriced"
+                    if rate is None
+                    else f"{rate * s.volume_size_gib} (upper bound: source volume size)",
+                    "source_volume": s.volume_id,
+                },
+                usd_per_hour_saved=usd,
+                grace=rules.grace,
+                not_before=expires,
+            )
+        )
+    return Judgement(tuple(decisions), tuple(findings))
