@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 class DeclaresPermissions(Protocol):
     """An actuator class: what it may do, declared next to the code that does it."""
 
-    permissions: tuple[Permission, ...]
+    @property
+    def permissions(self) -> tuple[Permission, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)

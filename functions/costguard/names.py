@@ -24,6 +24,9 @@ class Tags:
     IDLE_MINUTES: Final = "costguard:idle-minutes"
     #: Opts an S3 bucket or an EBS snapshot into the stale-data sweep: ``48h``, ``7d``.
     TTL: Final = "costguard:ttl"
+    #: Lets a stale-object sweep the breaker stopped go on: the UTC date (YYYY-MM-DD) the
+    #: owner confirmed, on or after the trip.
+    CONFIRM_DELETE: Final = "costguard:confirm-delete"
     #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
     PROJECT_FALLBACKS: Final = ("Project", "project")
 
@@ -61,6 +64,12 @@ class Env:
     DIGEST_HOUR_UTC: Final = "COSTGUARD_DIGEST_HOUR_UTC"
     SCAN_FAILED_ALERT_AFTER: Final = "COSTGUARD_SCAN_FAILED_ALERT_AFTER"
     COST_EXPLORER: Final = "COSTGUARD_COST_EXPLORER"
+    S3_SWEEP_PREFIXES: Final = "COSTGUARD_S3_SWEEP_PREFIXES"
+    S3_KEEP_PREFIX: Final = "COSTGUARD_S3_KEEP_PREFIX"
+    S3_PURGE_NONCURRENT: Final = "COSTGUARD_S3_PURGE_NONCURRENT"
+    S3_BREAKER_PCT: Final = "COSTGUARD_S3_BREAKER_PCT"
+    S3_BREAKER_MAX_GIB: Final = "COSTGUARD_S3_BREAKER_MAX_GIB"
+    S3_BACKSTOP: Final = "COSTGUARD_S3_BACKSTOP"
     SLACK_SECRET_NAME: Final = "COSTGUARD_SLACK_SECRET_NAME"  # noqa: S105 - a variable name
     METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
     SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"

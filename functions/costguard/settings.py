@@ -117,6 +117,12 @@ class Settings(SpecModel):
     scan_failed_alert_after: int = _field("scan_failed_alert_after")
     #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
     cost_explorer: bool = _field("cost_explorer")
+    s3_sweep_prefixes: tuple[str, ...] = _field("s3_sweep_prefixes")
+    s3_keep_prefix: str = _field("s3_keep_prefix")
+    s3_purge_noncurrent: bool = _field("s3_purge_noncurrent")
+    s3_breaker_pct: int = _field("s3_breaker_pct")
+    s3_breaker_max_gib: int = _field("s3_breaker_max_gib")
+    s3_backstop: bool = _field("s3_backstop")
 
     @property
     def tag_keys(self) -> TagKeys:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from costguard.domain.decisions import Decision
-from costguard.ports import Actuator
+from costguard.ports import Actuator, Budget
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
@@ -33,6 +33,9 @@ class Guard:
     actuators: Sequence[Actuator]
     #: Tag keys whose presence puts a resource without a project in scope.
     opt_in_tags: tuple[str, ...] = ()
+    #: Receives the run's time budget (the Lambda's remaining time), for guards that
+    #: work in resumable steps (the stale-object sweep); None for the others.
+    bind_budget: Callable[[Budget], None] | None = None
 
 
 #: Builds a guard from settings and typed clients; the actuator Lambda's registry holds these.
