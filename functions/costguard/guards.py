@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 class DeclaresPermissions(Protocol):
     """An actuator class: what it may do, declared next to the code that does it."""
 
-    @property
-    def permissions(self) -> tuple[Permission, ...]: ...
+    permissions: tuple[Permission, ...]
 
 
 @dataclass(frozen=True, slots=True)

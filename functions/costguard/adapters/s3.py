@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from botocore.exceptions import ClientError
 
@@ -206,7 +206,7 @@ class S3BucketActuator:
 
     kind = KIND
     opt_in_tags: tuple[str, ...] = (Tags.TTL,)
-    permissions: tuple[Permission, ...] = (
+    permissions: ClassVar[tuple[Permission, ...]] = (
         Permission(
             ("s3:ListAllMyBuckets", "s3:GetBucketLocation"),
             "find the buckets and their regions; ListAllMyBuckets has no resource-level "
