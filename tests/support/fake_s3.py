@@ -46,7 +46,11 @@ class FakeS3:
         b = self._b(bucket, "ListObjectsV2")
         after = start_after.encode("utf-8", "surrogatepass")
         keys = sorted(
-            (k for k in b.objects if k.startswith(prefix) and k.encode("utf-8", "surrogatepass") > after),
+            (
+                k
+                for k in b.objects
+                if k.startswith(prefix) and k.encode("utf-8", "surrogatepass") > after
+            ),
             key=lambda k: k.encode("utf-8", "surrogatepass"),
         )
         return tuple(b.objects[k] for k in keys[: self.page_size]), len(keys) > self.page_size

@@ -152,7 +152,12 @@ def _decision(now: datetime, standing: str) -> Decision:
 def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_config() -> None:
     # GIVEN a standing decision, warned once
     actuator, ledger = _RecordingActuator(), InMemoryLedger()
-    ex = Executor([actuator], ledger, None, ExecutorSettings("s", dry_run=False, opt_in_tags=("costguard:ttl",)))
+    ex = Executor(
+        [actuator],
+        ledger,
+        None,
+        ExecutorSettings("s", dry_run=False, opt_in_tags=("costguard:ttl",)),
+    )
     assert ex.run([_decision(NOW, "v1")], NOW).outcomes[0].step is Step.WARNED
     # WHEN runs come after the grace period: THEN each acts, one at a time, without re-warning
     steps = [

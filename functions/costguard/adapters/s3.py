@@ -23,7 +23,7 @@ from costguard.domain.decisions import Action, Decision, Observed, Target
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.sweep import Lock, StoredObject, SweepConfig, usd_per_hour
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
-from costguard.iam import Permission
+from costguard.iam import THIS_ACCOUNT_ONLY, Permission
 from costguard.names import Tags
 from costguard.ports import Budget, DeleteResult, FindingStore, StateStore
 from costguard.services.sweep import BucketRef, SweepService
@@ -222,14 +222,14 @@ class S3BucketActuator:
             "read a bucket's tags (opt-in, exemption, confirmation), Object Lock and "
             "lifecycle, and list opted-in buckets; read-only, on this account's buckets",
             resources=("arn:{partition}:s3:::*",),
-            conditions={"StringEquals": {"s3:ResourceAccount": "{account}"}},
+            conditions=THIS_ACCOUNT_ONLY,
         ),
         Permission(
             ("s3:GetObject", "s3:GetObjectRetention", "s3:GetObjectLegalHold"),
             "HEAD an expired object in a bucket with Object Lock, to keep it when it is under "
             "retention or legal hold (HeadObject needs s3:GetObject to show the lock)",
             resources=("arn:{partition}:s3:::*/*",),
-            conditions={"StringEquals": {"s3:ResourceAccount": "{account}"}},
+            conditions=THIS_ACCOUNT_ONLY,
         ),
         Permission(
             ("s3:DeleteObject",),
@@ -241,7 +241,7 @@ class S3BucketActuator:
             "bucket keeps every deleted object as a noncurrent version behind a delete "
             "marker), and the opt-in is re-checked in code before and during every sweep",
             resources=("arn:{partition}:s3:::*/*",),
-            conditions={"StringEquals": {"s3:ResourceAccount": "{account}"}},
+            conditions=THIS_ACCOUNT_ONLY,
         ),
         Permission(
             ("s3:PutLifecycleConfiguration",),
@@ -249,7 +249,7 @@ class S3BucketActuator:
             "keep every owner rule, write); not tag-conditioned for the reason above, and "
             "limited to this account's buckets",
             resources=("arn:{partition}:s3:::*",),
-            conditions={"StringEquals": {"s3:ResourceAccount": "{account}"}},
+            conditions=THIS_ACCOUNT_ONLY,
         ),
     )
 
