@@ -361,7 +361,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     ),
     SettingSpec(
         "s3_sweep_prefixes",
-        "s3SweepPrefixes",
+        "sweepPrefixes",
         Env.S3_SWEEP_PREFIXES,
         tuple[str, ...],
         (),
@@ -372,7 +372,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     ),
     SettingSpec(
         "s3_keep_prefix",
-        "s3KeepPrefix",
+        "sweepKeepPrefix",
         Env.S3_KEEP_PREFIX,
         str,
         "keep/",
@@ -381,7 +381,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     ),
     SettingSpec(
         "s3_purge_noncurrent",
-        "s3PurgeNoncurrent",
+        "sweepPurgeNoncurrent",
         Env.S3_PURGE_NONCURRENT,
         bool,
         False,
@@ -391,7 +391,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     ),
     SettingSpec(
         "s3_breaker_pct",
-        "s3BreakerPct",
+        "sweepBreakerPct",
         Env.S3_BREAKER_PCT,
         int,
         50,
@@ -401,7 +401,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     ),
     SettingSpec(
         "s3_breaker_max_gib",
-        "s3BreakerMaxGib",
+        "sweepBreakerMaxGib",
         Env.S3_BREAKER_MAX_GIB,
         int,
         1024,
@@ -410,7 +410,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     ),
     SettingSpec(
         "s3_backstop",
-        "s3Backstop",
+        "sweepBackstop",
         Env.S3_BACKSTOP,
         bool,
         True,

@@ -100,6 +100,12 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.DIGEST_HOUR_UTC: "3",
         Env.COST_EXPLORER: "true",
         Env.SCAN_FAILED_ALERT_AFTER: "5",
+        Env.S3_SWEEP_PREFIXES: "tmp/",
+        Env.S3_KEEP_PREFIX: "pinned/",
+        Env.S3_PURGE_NONCURRENT: "true",
+        Env.S3_BREAKER_PCT: "25",
+        Env.S3_BREAKER_MAX_GIB: "10",
+        Env.S3_BACKSTOP: "false",
         Env.GUARD: "idle-notebooks",
     }
     default = Settings.from_env(base)

@@ -166,7 +166,7 @@ class S3ObjectStore:
 
 @dataclass(frozen=True, slots=True)
 class SweepOptions:
-    """The deployment's sweep settings (config_spec: s3SweepPrefixes, s3KeepPrefix…)."""
+    """The deployment's sweep settings (config_spec: sweepPrefixes, sweepKeepPrefix…)."""
 
     prefixes: tuple[str, ...] = ()
     keep_prefix: str = "keep/"
