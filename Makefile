@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: install demo test lint typecheck unit bench synth clean
+.PHONY: install demo test lint typecheck unit bench synth clean property
 
 # The venv gets exactly the versions the Lambda asset and layer ship (one pin file),
 # so the tests run what is deployed.
@@ -50,3 +50,7 @@ synth: $(STAMP)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
+
+## The stale-object sweep's properties at full strength: 2 x 5,000 generated cases.
+property: $(STAMP)
+	SWEEP_PROPERTY_EXAMPLES=5000 $(BIN)/python -m pytest -q -p no:cacheprovider tests/property

@@ -15,6 +15,7 @@ from costguard.adapters.cloudwatch import PERMISSIONS as CLOUDWATCH_READS
 from costguard.adapters.ebs import READS as EBS_READS
 from costguard.adapters.ebs import EbsSnapshotActuator, EbsVolumeActuator
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+from costguard.adapters.s3 import S3BucketActuator, build_stale_objects
 from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator, StudioAppActuator
 from costguard.adapters.studio import STUDIO_READS
 from costguard.guards import DeclaresPermissions, GuardSpec
@@ -63,6 +64,7 @@ def _build_stale_volumes(settings: Settings, clients: ClientFactory) -> Guard:
         STALE_VOLUMES.name,
         policy,
         [EbsVolumeActuator(clients), EbsSnapshotActuator(clients)],
+        findings=lambda: policy.findings,
     )
 
 
@@ -113,8 +115,22 @@ STALE_VOLUMES = GuardSpec(
     every_minutes=30,
 )
 
+STALE_OBJECTS = GuardSpec(
+    name="stale-objects",
+    construct_id="StaleObjects",
+    description="deletes objects older than their bucket's costguard:ttl, to the hour",
+    build=build_stale_objects,
+    actuators=(S3BucketActuator,),
+    # Hourly: "48h" is kept to the hour. The run stops itself well before its timeout and
+    # resumes next hour; the timeout stays under the executor's 15-minute claim lease,
+    # so two runs never sweep one bucket at once even when one starts late.
+    every_minutes=60,
+    timeout_minutes=10,
+    memory_mb=512,
+)
+
 #: Shipped guards, in the order the stack builds them.
-SHIPPED: tuple[GuardSpec, ...] = (IDLE_NOTEBOOKS, STALE_VOLUMES)
+SHIPPED: tuple[GuardSpec, ...] = (IDLE_NOTEBOOKS, STALE_VOLUMES, STALE_OBJECTS)
 
 #: By name: what the actuator Lambda runs (tests may register a test-only guard here).
 SPECS: dict[str, GuardSpec] = {spec.name: spec for spec in SHIPPED}

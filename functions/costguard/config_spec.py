@@ -216,6 +216,13 @@ def valid_projects(value: dict[str, ProjectEntry]) -> dict[str, ProjectEntry]:
     return value
 
 
+def valid_key_prefixes(value: tuple[str, ...]) -> tuple[str, ...]:
+    for prefix in value:
+        if not prefix or len(prefix.encode("utf-8", "surrogatepass")) > 1024:
+            raise ValueError(f"each prefix must be 1-1024 bytes, got {prefix!r}")
+    return value
+
+
 def valid_retention(value: int) -> int:
     if value not in LOG_RETENTION_DAYS:
         raise ValueError(
@@ -389,6 +396,65 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         "30d",
         "The `costguard:ttl` written on that snapshot (e.g. `30d`): it is deleted after it.",
         check=valid_ttl,
+    ),
+    SettingSpec(
+        "s3_sweep_prefixes",
+        "sweepPrefixes",
+        Env.S3_SWEEP_PREFIXES,
+        tuple[str, ...],
+        (),
+        "Key prefixes the stale-object sweep is limited to in every `costguard:ttl` bucket "
+        "(none: the whole bucket).",
+        kind=Kind.LIST,
+        check=valid_key_prefixes,
+    ),
+    SettingSpec(
+        "s3_keep_prefix",
+        "sweepKeepPrefix",
+        Env.S3_KEEP_PREFIX,
+        str,
+        "keep/",
+        "Objects under this key prefix are never deleted (empty: no keep prefix).",
+        constraints={"max_length": 1024},
+    ),
+    SettingSpec(
+        "s3_purge_noncurrent",
+        "sweepPurgeNoncurrent",
+        Env.S3_PURGE_NONCURRENT,
+        bool,
+        False,
+        "Versioned buckets: the lifecycle backstop also expires noncurrent versions after the "
+        "time to live (otherwise deleted objects stay recoverable behind delete markers).",
+        kind=Kind.FLAG,
+    ),
+    SettingSpec(
+        "s3_breaker_pct",
+        "sweepBreakerPct",
+        Env.S3_BREAKER_PCT,
+        int,
+        50,
+        "The sweep stops and asks for `costguard:confirm-delete` before deleting more than "
+        "this percentage of a bucket's objects in scope in one pass (1–100).",
+        constraints={"ge": 1, "le": 100},
+    ),
+    SettingSpec(
+        "s3_breaker_max_gib",
+        "sweepBreakerMaxGib",
+        Env.S3_BREAKER_MAX_GIB,
+        int,
+        1024,
+        "…or more than this many GiB in one pass (1–1048576).",
+        constraints={"ge": 1, "le": 1024 * 1024},
+    ),
+    SettingSpec(
+        "s3_backstop",
+        "sweepBackstop",
+        Env.S3_BACKSTOP,
+        bool,
+        True,
+        "Merge a lifecycle rule (expire at the TTL in whole days, abort uploads after a day) "
+        "into each swept bucket, where it cannot reach the keep prefix.",
+        kind=Kind.FLAG,
     ),
     SettingSpec(
         "anomaly_min_ratio",

@@ -164,6 +164,21 @@ EXECUTOR_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Upd
 #: created *with* (tag-on-create, e.g. CostGuard's backup snapshot).
 CREATED_WITH_A_PROJECT = "aws:RequestTag/costguard:project"
 
+#: S3 buckets of the deploying account only. S3's deletes and bucket configuration cannot
+#: be tag-conditioned on a general purpose bucket unless its owner enabled ABAC (off by
+#: default), and s3:ExistingObjectTag is not supported for deletes: this is as tight as
+#: AWS allows for them, and the stale-objects guard re-checks the opt-in in code.
+THIS_ACCOUNT_ONLY: Mapping[str, Mapping[str, Any]] = {
+    "StringEquals": {"s3:ResourceAccount": "${aws:PrincipalAccount}"}
+}
+#: The only mutations allowed with THIS_ACCOUNT_ONLY instead of a tag condition.
+S3_UNTAGGABLE_MUTATIONS = frozenset({"s3:DeleteObject", "s3:PutLifecycleConfiguration"})
+
+
+def account_scoped_s3(actions: Iterable[str], conditions: Mapping[str, Any]) -> bool:
+    """An S3 mutation that AWS cannot tag-condition, limited to this account's buckets."""
+    return set(actions) <= S3_UNTAGGABLE_MUTATIONS and dict(conditions) == dict(THIS_ACCOUNT_ONLY)
+
 
 def tag_conditioned(conditions: Mapping[str, Mapping[str, Any]]) -> bool:
     """A mutating statement is tag-conditioned when it depends on the resource's tags, when

@@ -26,6 +26,9 @@ class Tags:
     TTL: Final = "costguard:ttl"
     #: Written by CostGuard on the snapshot it takes of a volume before deleting it.
     SOURCE_VOLUME: Final = "costguard:source-volume"
+    #: Lets a stale-object sweep the breaker stopped go on: the UTC date (YYYY-MM-DD) the
+    #: owner confirmed, on or after the trip.
+    CONFIRM_DELETE: Final = "costguard:confirm-delete"
     #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
     PROJECT_FALLBACKS: Final = ("Project", "project")
 
@@ -75,6 +78,12 @@ class Env:
     IDLE_MAX_RUNTIME_HOURS: Final = "COSTGUARD_IDLE_MAX_RUNTIME_HOURS"
     IDLE_GRACE_MINUTES: Final = "COSTGUARD_IDLE_GRACE_MINUTES"
     IDLE_ALL_ACCELERATORS: Final = "COSTGUARD_IDLE_ALL_ACCELERATORS"
+    S3_SWEEP_PREFIXES: Final = "COSTGUARD_S3_SWEEP_PREFIXES"
+    S3_KEEP_PREFIX: Final = "COSTGUARD_S3_KEEP_PREFIX"
+    S3_PURGE_NONCURRENT: Final = "COSTGUARD_S3_PURGE_NONCURRENT"
+    S3_BREAKER_PCT: Final = "COSTGUARD_S3_BREAKER_PCT"
+    S3_BREAKER_MAX_GIB: Final = "COSTGUARD_S3_BREAKER_MAX_GIB"
+    S3_BACKSTOP: Final = "COSTGUARD_S3_BACKSTOP"
     SLACK_SECRET_NAME: Final = "COSTGUARD_SLACK_SECRET_NAME"  # noqa: S105 - a variable name
     METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
     SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog, SpotKey
     from costguard.domain.spend import AccrualKey, Increment, Observation
     from costguard.domain.studio import StudioApp
+    from costguard.domain.sweep import Lock, StoredObject
 
 
 class SourceError(Exception):
@@ -363,3 +364,47 @@ class StudioApps(Protocol):
     def idle_shutdown_gaps(self, region: str) -> Sequence[Finding]:
         """Domains and spaces without Studio's own idle shutdown (or tag propagation)."""
         ...
+
+
+class ObjectStore(Protocol):
+    """One S3 account's buckets, as the stale-object sweep reads and deletes them."""
+
+    def list_page(
+        self, bucket: str, prefix: str, start_after: str
+    ) -> tuple[Sequence[StoredObject], bool]:
+        """Up to 1,000 current objects under ``prefix`` after ``start_after``, in key order,
+        and whether more follow."""
+        ...
+
+    def object_lock(self, bucket: str) -> bool:
+        """Whether Object Lock is enabled on the bucket (then each candidate is checked)."""
+        ...
+
+    def lock_of(self, bucket: str, obj: StoredObject) -> Lock | None:
+        """The object's retention and legal hold now; None if it is gone."""
+        ...
+
+    def delete(self, bucket: str, objects: Sequence[StoredObject]) -> DeleteResult:
+        """One ``DeleteObjects`` call (at most 1,000 keys), each conditional on its ETag."""
+        ...
+
+    def bucket_tags(self, bucket: str) -> dict[str, str] | None:
+        """The bucket's tags now; None if the bucket is gone."""
+        ...
+
+    def lifecycle(self, bucket: str) -> list[dict[str, Any]]: ...
+
+    def put_lifecycle(self, bucket: str, rules: Sequence[Mapping[str, Any]]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    deleted: tuple[str, ...] = ()
+    #: Key -> S3 error code (``PreconditionFailed``: changed since listed, so kept).
+    errors: Mapping[str, str] = field(default_factory=dict)
+
+
+class Budget(Protocol):
+    """How long the run may go on: the Lambda's remaining time, less a margin."""
+
+    def seconds_left(self) -> float: ...

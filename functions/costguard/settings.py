@@ -130,6 +130,12 @@ class Settings(SpecModel):
     ttl_hours: int = _field("ttl_hours")
     ebs_snapshot_before_delete: bool = _field("ebs_snapshot_before_delete")
     ebs_snapshot_ttl: str = _field("ebs_snapshot_ttl")
+    s3_sweep_prefixes: tuple[str, ...] = _field("s3_sweep_prefixes")
+    s3_keep_prefix: str = _field("s3_keep_prefix")
+    s3_purge_noncurrent: bool = _field("s3_purge_noncurrent")
+    s3_breaker_pct: int = _field("s3_breaker_pct")
+    s3_breaker_max_gib: int = _field("s3_breaker_max_gib")
+    s3_backstop: bool = _field("s3_backstop")
 
     @property
     def tag_keys(self) -> TagKeys:

@@ -270,7 +270,7 @@ def build_idle_guard(settings: Settings, clients: ClientFactory) -> Guard:
         idle_settings(settings, clients.account),
         studio=StudioInventory(clients) if settings.sagemaker_studio else None,
     )
-    return Guard("idle-notebooks", policy, actuators)
+    return Guard("idle-notebooks", policy, actuators, findings=lambda: policy.findings)
 
 
 def catalog_in_use(settings: Settings, clients: ClientFactory) -> PriceCatalog:

@@ -11,6 +11,7 @@ import os
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 DEMO_ACCOUNT = "123456789012"
@@ -70,6 +71,13 @@ def embedded_aws(middleware: Callable[[Any], Any] | None = None) -> Iterator[str
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def backdate_object(bucket: str, key: str, when: datetime) -> None:
+    """Make an S3 object as old as ``when`` in moto (S3 sets LastModified itself)."""
+    backend = moto_backend("s3", "global")
+    obj = backend.get_object(bucket, key)
+    obj.last_modified = when.astimezone(UTC).replace(tzinfo=None)  # moto keeps naive UTC
 
 
 def moto_backend(service: str, region: str) -> Any:

@@ -63,6 +63,16 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "with costguard:project, costguard:source-volume and costguard:ttl (aws:RequestTag), "
         "and delete only snapshots tagged costguard:ttl and costguard:project"
     ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*]": (
+        "the stale-objects guard reads tags, Object Lock and lifecycle of the account's buckets "
+        "(s3:ResourceAccount condition) and merges its backstop rule into opted-in ones; "
+        "bucket tags cannot condition IAM unless each bucket's owner enables ABAC"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*/*]": (
+        "the stale-objects guard deletes (never a version) expired objects of opted-in buckets "
+        "of this account only (s3:ResourceAccount); S3 supports no tag condition on deletes "
+        "by default, so the opt-in is enforced in code and re-read during every sweep"
+    ),
     "AwsSolutions-L1": (
         "Python 3.13 is pinned on purpose: it is the newest runtime for which CostGuard's "
         "bundled wheels and the public Powertools layer parameter are tested; bump both together"

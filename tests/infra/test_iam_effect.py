@@ -278,7 +278,13 @@ def test_every_mutating_statement_names_costguards_own_resources_or_is_tag_condi
         foreign = [r for r in as_list(statement["Resource"]) if r not in own]
         # Put/Update/Delete/Stop/Terminate/Publish on anything CostGuard did not create
         # must be limited by a tag condition (moto cannot check conditions: this does).
-        assert not foreign or _tag_condition(statement), (role, writes, foreign)
+        from costguard.iam import account_scoped_s3
+
+        assert (
+            not foreign
+            or _tag_condition(statement)
+            or account_scoped_s3(writes, statement.get("Condition", {}))
+        ), (role, writes, foreign)
     assert checked >= 4  # ledger, topic, logs, queues at least
 
 
@@ -292,11 +298,19 @@ def test_every_declared_mutating_permission_carries_a_tag_condition() -> None:
         *actuator_permissions(),
     )
     assert any(p.mutating for p in declared)
-    from costguard.iam import tag_conditioned
+    from costguard.adapters.s3 import S3BucketActuator
+    from costguard.iam import account_scoped_s3, tag_conditioned
 
     for permission in declared:
         if permission.mutating:
-            assert tag_conditioned(permission.conditions), permission
+            # S3 deletes and lifecycle writes cannot be tag-conditioned (see iam.py): they
+            # are limited to this account's buckets, and only those actions are.
+            assert tag_conditioned(permission.conditions) or account_scoped_s3(
+                permission.actions, permission.conditions
+            ), permission
+    for permission in S3BucketActuator.permissions:
+        if permission.mutating:
+            assert account_scoped_s3(permission.actions, permission.conditions), permission
 
 
 def test_service_principals_may_use_the_key_only_for_this_account(world: World) -> None:

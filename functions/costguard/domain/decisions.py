@@ -88,6 +88,11 @@ class Decision:
     not_before: datetime | None = None
     #: Policy-specific detail the actuator needs (e.g. the object keys to delete).
     params: Mapping[str, str] = field(default_factory=dict)
+    #: A standing warning (a sweep that recurs): what the owner was warned about (e.g. a
+    #: configuration fingerprint). The owner is warned once per value; after the grace
+    #: period the action runs on every run, one run at a time, until the value changes
+    #: or the warning is withdrawn. None: a one-shot action, warned before each time.
+    standing: str | None = None
 
     def deadline(self, warned_at: datetime) -> datetime:
         """When the action may happen if the owner is warned at ``warned_at``."""

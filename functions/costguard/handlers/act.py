@@ -22,6 +22,7 @@ from costguard.names import Figures as F
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+    from costguard.ports import Budget
     from costguard.services.executor import ExecutionReport
     from costguard.services.guard import GuardFactory
     from costguard.settings import Settings
@@ -45,6 +46,7 @@ def process(
     clock: datetime | None = None,
     *,
     guards: Mapping[str, GuardFactory] | None = None,
+    budget: Budget | None = None,
 ) -> ExecutionReport:
     from costguard.actuators import SPECS
     from costguard.services.executor import Executor, ExecutorSettings
@@ -66,6 +68,8 @@ def process(
         raise ValueError(f"unknown guard {name!r} (known: {known})")
     clients = clients_for(settings, session)
     guard = factory(settings, clients)
+    if guard.bind_budget is not None and budget is not None:
+        guard.bind_budget(budget)
     executor = Executor(
         guard.actuators,
         build_ledger(settings, clients),
@@ -80,7 +84,7 @@ def process(
     report = executor.run(guard.policy.decide(now), now)
     # What the policy found wrong (a malformed idle-minutes tag, a notebook without the
     # heartbeat, Studio without idle shutdown): one log line each, for the dashboard.
-    for finding in getattr(guard.policy, "findings", ()):
+    for finding in guard.findings():
         logger.warning("guard finding", extra={"guard": guard.name, "finding": finding.as_dict()})
     for o in report.outcomes:
         t = o.decision.target
@@ -106,6 +110,19 @@ def process(
             + "; ".join(f"{o.decision.target.key}: {o.error}" for o in report.failures[:10])
         )
     return report
+
+
+class LambdaBudget:
+    """The Lambda's remaining time, less a margin for the executor's follow-ups and the
+    ledger writes after the last page."""
+
+    MARGIN_SECONDS = 60.0
+
+    def __init__(self, context: LambdaContext) -> None:
+        self._context = context
+
+    def seconds_left(self) -> float:
+        return self._context.get_remaining_time_in_millis() / 1000.0 - self.MARGIN_SECONDS
 
 
 def summary(report: ExecutionReport) -> dict[str, Any]:
@@ -149,7 +166,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     settings = Settings.from_env(os.environ)
     try:
-        report = process(event, settings, boto3.Session())
+        report = process(event, settings, boto3.Session(), budget=LambdaBudget(context))
     except EventTimeError as exc:
         logger.error("guard run refused: implausible event", extra={"reason": str(exc)})
         return {"refused": str(exc)}

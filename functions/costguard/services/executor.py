@@ -139,10 +139,9 @@ class Executor:
         deadline = action_after(tags)
         if not isinstance(deadline, datetime):
             return None
-        key = warning_key(d.target, deadline)
-        if self._ledger.status("warned", key) != "sent":
+        if self._ledger.status("warned", _warning_key(d, deadline)) != "sent":
             return None
-        if self._ledger.status("withdrawn", key) is not None:
+        if self._ledger.status("withdrawn", warning_key(d.target, deadline)) is not None:
             return None  # used or exempted since, perhaps while dry-run left the tag in place
         return deadline
 
@@ -192,7 +191,8 @@ class Executor:
     def _warn_keys(self, d: Decision, now: datetime) -> list[str]:
         """At most one warning a day; runs that overlap across midnight share a key."""
         days = sorted({f"{now:%Y-%m-%d}", f"{now - RUN_OVERLAP:%Y-%m-%d}"})
-        return [f"warn/{claim_key(d, None)}/{day}" for day in days]
+        standing = f"/{d.standing}" if d.standing else ""
+        return [f"warn/{claim_key(d, None)}{standing}/{day}" for day in days]
 
     def _warn(self, actuator: Actuator, d: Decision, now: datetime, observed: Observed) -> Outcome:
         deadline = d.deadline(now)
@@ -227,7 +227,7 @@ class Executor:
         # error here would cost the owner a second warning, so it is retried.
         _retried(
             lambda: self._ledger.put_once(
-                "warned", warning_key(d.target, deadline), now, {"reason": d.reason}
+                "warned", _warning_key(d, deadline), now, {"reason": d.reason}
             )
         )
         outcome = Outcome(
@@ -247,6 +247,8 @@ class Executor:
             self._audit_once_a_day(d, now, outcome, observed.state)
             return outcome
         key = claim_key(d, deadline)
+        if d.standing:
+            key = f"{key}/{d.standing}"
         if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
             return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is acting on it", deadline)
         try:
@@ -267,6 +269,16 @@ class Executor:
             return waiting
         applied = result if isinstance(result, ApplyResult) else ApplyResult(result)
         detail = applied.detail
+        if d.standing:
+            # A standing action recurs: the claim was this run's lease (one run at a time),
+            # released for the next; the warning stands, so the tag stays. The actuator
+            # reports and alerts on its own progress (a sweep's batches, its breaker).
+            outcome = Outcome(d, Step.ACTED, detail, deadline)
+            return self._followups(
+                outcome,
+                lambda: self._ledger.release("action", key, now),
+                lambda: self._audit(d, now, outcome, observed.state),
+            )
         # The action stands from here on: every follow-up is attempted, and a failure is
         # reported on the ACTED outcome (the run still fails so that it is seen). An
         # action the resource does not allow is a notice: told, audited, never a saving.
@@ -362,6 +374,12 @@ class Executor:
         """
         day = now.replace(hour=0, minute=0, second=0, microsecond=0)
         self._audit(d, day, outcome, found, seen_at=now)
+
+
+def _warning_key(d: Decision, deadline: datetime) -> str:
+    """The ledger record of a delivered warning; a standing one names what it was about."""
+    key = warning_key(d.target, deadline)
+    return f"{key}/{d.standing}" if d.standing else key
 
 
 def _retried(write: Callable[[], object], attempts: int = 3) -> None:

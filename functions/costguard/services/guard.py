@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from costguard.domain.decisions import Decision
-from costguard.ports import Actuator
+from costguard.domain.findings import Finding
+from costguard.ports import Actuator, Budget
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
@@ -33,6 +34,12 @@ class Guard:
     actuators: Sequence[Actuator]
     #: Tag keys whose presence puts a resource without a project in scope.
     opt_in_tags: tuple[str, ...] = ()
+    #: Receives the run's time budget (the Lambda's remaining time), for guards that
+    #: work in resumable steps (the stale-object sweep); None for the others.
+    bind_budget: Callable[[Budget], None] | None = None
+    #: What the policy's last run found wrong (malformed tags, missing metrics...), for the
+    #: run's log; empty for a policy that reports none.
+    findings: Callable[[], Sequence[Finding]] = lambda: ()
 
 
 #: Builds a guard from settings and typed clients; the actuator Lambda's registry holds these.

@@ -1,0 +1,516 @@
+"""S3 for the stale-object sweep: the object store, the bucket actuator, and the policy.
+
+Only buckets tagged ``costguard:ttl`` are ever read beyond their tags, and the actuator
+re-reads the tags before acting and every few pages while it deletes. The warning
+deadline is kept in the ledger, not on the bucket: ``PutBucketTagging`` replaces the
+whole tag set, so a read-modify-write could race an owner adding ``costguard:exempt``
+and erase it; with the deadline in the ledger, the guard's role has no bucket-tagging
+permission at all and can never change an owner's tags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from botocore.exceptions import ClientError
+
+from costguard.adapters.aws import reading, tags_of
+from costguard.domain.decisions import Action, Decision, Observed, Target
+from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.sweep import Lock, StoredObject, SweepConfig, usd_per_hour
+from costguard.domain.tags import TagKeys, parse_ttl, read_tags
+from costguard.iam import THIS_ACCOUNT_ONLY, Permission
+from costguard.names import Tags
+from costguard.ports import Budget, DeleteResult, FindingStore, StateStore
+from costguard.services.sweep import BucketRef, SweepService
+
+if TYPE_CHECKING:
+    from costguard.adapters.aws import ClientFactory
+    from costguard.services.guard import Guard
+    from costguard.settings import Settings
+
+#: The boto3 S3 client. Typed ``Any`` because the mypy_boto3_s3 stubs are not installed
+#: here (``boto3-stubs[s3]`` should join the dev extras); every call goes through
+#: :class:`S3ObjectStore`, whose signatures are typed.
+S3Client = Any
+KIND = "s3-bucket"
+#: The ledger state that holds a bucket's warning deadline (instead of a bucket tag).
+WARNING_STATE = "s3warn#"
+#: Buckets with a standing warning, so that one whose ttl tag was removed is withdrawn.
+WARNED_INDEX = "s3warn-index"
+
+#: Gone, or not ours to read: the bucket is skipped, never guessed about.
+_MISSING = frozenset({"NoSuchBucket", "404", "NotFound"})
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class S3ObjectStore:
+    """One client per region; buckets are found in their region."""
+
+    def __init__(self, client_for: Callable[[str], S3Client], region_of: Callable[[str], str]):
+        self._client_for = client_for
+        self._region_of = region_of
+        self._locks: dict[str, bool] = {}
+
+    def _s3(self, bucket: str) -> S3Client:
+        return self._client_for(self._region_of(bucket))
+
+    def list_page(
+        self, bucket: str, prefix: str, start_after: str
+    ) -> tuple[Sequence[StoredObject], bool]:
+        kwargs: dict[str, Any] = {"Bucket": bucket, "MaxKeys": 1000}
+        if prefix:
+            kwargs["Prefix"] = prefix
+        if start_after:
+            kwargs["StartAfter"] = start_after
+        with reading("s3", bucket, "ListObjectsV2"):
+            page = self._s3(bucket).list_objects_v2(**kwargs)
+        objects = tuple(
+            StoredObject(
+                key=str(o["Key"]),
+                size=int(o.get("Size", 0)),
+                last_modified=o["LastModified"],
+                etag=str(o.get("ETag", "")),
+            )
+            for o in page.get("Contents", [])
+        )
+        return objects, bool(page.get("IsTruncated"))
+
+    def object_lock(self, bucket: str) -> bool:
+        if bucket in self._locks:
+            return self._locks[bucket]
+        try:
+            config = self._s3(bucket).get_object_lock_configuration(Bucket=bucket)
+            enabled = bool(
+                config.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
+            )
+        except ClientError as exc:
+            if _code(exc) != "ObjectLockConfigurationNotFoundError":
+                with reading("s3", bucket, "GetObjectLockConfiguration"):
+                    raise
+            enabled = False
+        self._locks[bucket] = enabled
+        return enabled
+
+    def lock_of(self, bucket: str, obj: StoredObject) -> Lock | None:
+        try:
+            head = self._s3(bucket).head_object(Bucket=bucket, Key=obj.key)
+        except ClientError as exc:
+            if _code(exc) in _MISSING:
+                return None
+            with reading("s3", bucket, "HeadObject"):
+                raise
+        until = head.get("ObjectLockRetainUntilDate")
+        return Lock(
+            retain_until=until if isinstance(until, datetime) else None,
+            legal_hold=head.get("ObjectLockLegalHoldStatus") == "ON",
+        )
+
+    def delete(self, bucket: str, objects: Sequence[StoredObject]) -> DeleteResult:
+        if len(objects) > 1000:
+            raise ValueError("DeleteObjects takes at most 1,000 keys")
+        ids: list[dict[str, str]] = []
+        for o in objects:
+            ident = {"Key": o.key}
+            if o.etag:
+                ident["ETag"] = o.etag  # conditional: an object rewritten since is kept
+            ids.append(ident)
+        with reading("s3", bucket, "DeleteObjects"):
+            result = self._s3(bucket).delete_objects(
+                Bucket=bucket, Delete={"Objects": ids, "Quiet": False}
+            )
+        return DeleteResult(
+            deleted=tuple(str(d["Key"]) for d in result.get("Deleted", [])),
+            errors={str(e["Key"]): str(e.get("Code", "Unknown")) for e in result.get("Errors", [])},
+        )
+
+    def bucket_tags(self, bucket: str) -> dict[str, str] | None:
+        try:
+            result = self._s3(bucket).get_bucket_tagging(Bucket=bucket)
+        except ClientError as exc:
+            if _code(exc) == "NoSuchTagSet":
+                return {}
+            if _code(exc) in _MISSING:
+                return None
+            with reading("s3", bucket, "GetBucketTagging"):
+                raise
+        return tags_of(result.get("TagSet"))
+
+    def lifecycle(self, bucket: str) -> list[dict[str, Any]]:
+        try:
+            result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
+        except ClientError as exc:
+            if _code(exc) == "NoSuchLifecycleConfiguration":
+                return []
+            with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
+                raise
+        return list(result.get("Rules", []))
+
+    def put_lifecycle(self, bucket: str, rules: Sequence[Mapping[str, Any]]) -> None:
+        with reading("s3", bucket, "PutBucketLifecycleConfiguration"):
+            s3 = self._s3(bucket)
+            if rules:
+                s3.put_bucket_lifecycle_configuration(
+                    Bucket=bucket, LifecycleConfiguration={"Rules": list(rules)}
+                )
+            else:  # only CostGuard's rules were there, and none is wanted now
+                s3.delete_bucket_lifecycle(Bucket=bucket)
+
+
+@dataclass(frozen=True, slots=True)
+class SweepOptions:
+    """The deployment's sweep settings (config_spec: sweepPrefixes, sweepKeepPrefix…)."""
+
+    prefixes: tuple[str, ...] = ()
+    keep_prefix: str = "keep/"
+    purge_noncurrent: bool = False
+    breaker_pct: int = 50
+    breaker_max_bytes: int = 1024**4
+    backstop: bool = True
+
+    def config(self, ttl: timedelta) -> SweepConfig:
+        return SweepConfig(
+            ttl=ttl,
+            prefixes=self.prefixes,
+            keep_prefix=self.keep_prefix,
+            purge_noncurrent=self.purge_noncurrent,
+            breaker_pct=self.breaker_pct,
+            breaker_max_bytes=self.breaker_max_bytes,
+            backstop=self.backstop,
+        )
+
+
+class BudgetHolder:
+    """The run's budget, bound by the handler (the Lambda's remaining time) after build."""
+
+    def __init__(self, budget: Budget | None = None) -> None:
+        self.budget = budget
+
+    def seconds_left(self) -> float:
+        return float("inf") if self.budget is None else self.budget.seconds_left()
+
+
+def _bucket_ref(target: Target) -> BucketRef:
+    return BucketRef(target.id, target.key, target.account, target.project, target.owners)
+
+
+class S3BucketActuator:
+    """Sweeps one bucket's stale objects when the executor allows it (a standing action)."""
+
+    kind = KIND
+    opt_in_tags: tuple[str, ...] = (Tags.TTL,)
+    permissions: ClassVar[tuple[Permission, ...]] = (
+        Permission(
+            ("s3:ListAllMyBuckets", "s3:GetBucketLocation"),
+            "find the buckets and their regions; ListAllMyBuckets has no resource-level "
+            "permissions",
+        ),
+        Permission(
+            (
+                "s3:GetBucketTagging",
+                "s3:GetBucketObjectLockConfiguration",
+                "s3:GetLifecycleConfiguration",
+                "s3:ListBucket",
+            ),
+            "read a bucket's tags (opt-in, exemption, confirmation), Object Lock and "
+            "lifecycle, and list opted-in buckets; read-only, on this account's buckets",
+            resources=("arn:{partition}:s3:::*",),
+            conditions=THIS_ACCOUNT_ONLY,
+        ),
+        Permission(
+            ("s3:GetObject", "s3:GetObjectRetention", "s3:GetObjectLegalHold"),
+            "HEAD an expired object in a bucket with Object Lock, to keep it when it is under "
+            "retention or legal hold (HeadObject needs s3:GetObject to show the lock)",
+            resources=("arn:{partition}:s3:::*/*",),
+            conditions=THIS_ACCOUNT_ONLY,
+        ),
+        Permission(
+            ("s3:DeleteObject",),
+            "delete expired objects of opted-in buckets (DeleteObjects is authorized per key "
+            "as s3:DeleteObject). Not tag-conditioned: aws:ResourceTag works on a general "
+            "purpose bucket only once its owner enables ABAC (off by default), and "
+            "s3:ExistingObjectTag is not supported for deletes; so it is limited to this "
+            "account's objects, never a version (no s3:DeleteObjectVersion: a versioned "
+            "bucket keeps every deleted object as a noncurrent version behind a delete "
+            "marker), and the opt-in is re-checked in code before and during every sweep",
+            resources=("arn:{partition}:s3:::*/*",),
+            conditions=THIS_ACCOUNT_ONLY,
+        ),
+        Permission(
+            ("s3:PutLifecycleConfiguration",),
+            "merge CostGuard's backstop rule into an opted-in bucket's lifecycle (read, "
+            "keep every owner rule, write); not tag-conditioned for the reason above, and "
+            "limited to this account's buckets",
+            resources=("arn:{partition}:s3:::*",),
+            conditions=THIS_ACCOUNT_ONLY,
+        ),
+    )
+
+    def __init__(
+        self,
+        store: S3ObjectStore,
+        sweeps: SweepService,
+        state: StateStore,
+        scope: str,
+        options: SweepOptions,
+        budget: BudgetHolder,
+    ) -> None:
+        self._store = store
+        self._sweeps = sweeps
+        self._state = state
+        self._scope = scope
+        self._options = options
+        self._budget = budget
+
+    def inspect(self, target: Target) -> Observed | None:
+        tags = self._store.bucket_tags(target.id)
+        if tags is None:
+            return None
+        tags.pop(Tags.ACTION_AFTER, None)  # only the ledger's deadline counts
+        doc, _ = self._state.get_state(self._scope, WARNING_STATE + target.id)
+        if doc.get("deadline"):
+            tags[Tags.ACTION_AFTER] = str(doc["deadline"])
+        return Observed("opted-in" if Tags.TTL in tags else "not-opted-in", tags)
+
+    def _index(self, change: Callable[[set[str]], set[str]]) -> None:
+        for _ in range(5):
+            doc, version = self._state.get_state(self._scope, WARNED_INDEX)
+            buckets = change(set(doc.get("buckets", [])))
+            if self._state.put_state(
+                self._scope, WARNED_INDEX, {"buckets": sorted(buckets)}, version
+            ):
+                return
+        raise RuntimeError("the warned-bucket index kept changing under this run")
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        if key != Tags.ACTION_AFTER:
+            raise ValueError(f"the S3 actuator keeps only {Tags.ACTION_AFTER}, not {key}")
+        self._put_warning(target.id, value)
+        self._index(lambda b: b | {target.id})
+
+    def unmark(self, target: Target, key: str) -> None:
+        self._put_warning(target.id, None)
+        self._index(lambda b: b - {target.id})
+
+    def _put_warning(self, bucket: str, deadline: str | None) -> None:
+        for _ in range(5):
+            _, version = self._state.get_state(self._scope, WARNING_STATE + bucket)
+            if self._state.put_state(
+                self._scope, WARNING_STATE + bucket, {"deadline": deadline}, version
+            ):
+                return
+        raise RuntimeError(f"the warning of bucket {bucket} kept changing under this run")
+
+    def apply(self, decision: Decision) -> str:
+        bucket = decision.target.id
+        tags = self._store.bucket_tags(bucket)
+        if tags is None:
+            return f"bucket {bucket} is gone; nothing deleted"
+        ttl = parse_ttl(tags.get(Tags.TTL, ""))
+        if isinstance(ttl, str):
+            raise RuntimeError(f"{Tags.TTL} is no longer valid on {bucket}; nothing deleted")
+        config = self._options.config(ttl)
+        if config.fingerprint() != decision.standing:
+            raise RuntimeError(
+                f"{bucket}'s sweep configuration changed since the warning; nothing deleted"
+            )
+        result = self._sweeps.sweep(
+            _bucket_ref(decision.target), config, decision.decided_at, self._budget, tags
+        )
+        return result.detail
+
+
+@dataclass
+class StaleObjectsPolicy:
+    """Every bucket tagged ``costguard:ttl`` gets a standing delete decision, once surveyed.
+
+    A malformed ttl is a finding and the bucket is left alone. A bucket with a standing
+    warning whose tag is gone gets ``NONE``, which withdraws the warning.
+    """
+
+    store: S3ObjectStore
+    sweeps: SweepService
+    state: StateStore
+    findings: FindingStore | None
+    scope: str
+    account: str
+    regions: tuple[str, ...]
+    options: SweepOptions
+    budget: BudgetHolder
+    usd_per_gb_month: Callable[[str], Decimal]
+    list_buckets: Callable[[], list[tuple[str, str]]]
+    tag_keys: TagKeys = field(default_factory=TagKeys)
+    grace: timedelta = timedelta(hours=24)
+
+    def decide(self, now: datetime) -> list[Decision]:
+        decisions: list[Decision] = []
+        found: list[Finding] = []
+        warned_doc, _ = self.state.get_state(self.scope, WARNED_INDEX)
+        warned = set(warned_doc.get("buckets", []))
+        for name, region in self.list_buckets():
+            if region not in self.regions:
+                continue
+            tags = self.store.bucket_tags(name)
+            if tags is None:
+                continue
+            parsed = read_tags(f"s3://{name}", tags, self.tag_keys)
+            target = Target(
+                key=f"{region}/{KIND}/{name}",
+                kind=KIND,
+                region=region,
+                id=name,
+                account=self.account,
+                project=parsed.project,
+                owners=parsed.owners,
+                name=name,
+            )
+            raw = tags.get(Tags.TTL)
+            ttl = parse_ttl(raw) if raw is not None else None
+            if isinstance(ttl, str):
+                found.append(
+                    Finding(
+                        FindingCode.MALFORMED_TTL,
+                        target.key,
+                        f"tag {Tags.TTL}={raw!r} {ttl}; the bucket is left alone",
+                    )
+                )
+            if ttl is None or isinstance(ttl, str):
+                if name in warned:
+                    decisions.append(
+                        Decision(Action.NONE, target, "no valid costguard:ttl any more", now)
+                    )
+                continue
+            decisions.append(self._judge(target, ttl, now))
+        if self.findings is not None and found:
+            self.findings.record_findings(self.scope, now, found)
+        return decisions
+
+    def _judge(self, target: Target, ttl: timedelta, now: datetime) -> Decision:
+        config = self.options.config(ttl)
+        ref = _bucket_ref(target)
+        result = self.sweeps.survey(ref, config, now, self.budget)
+        if result.would_delete is None or result.in_scope is None:
+            return Decision(
+                Action.NONE,
+                target,
+                f"surveying before the first warning: {result.detail}",
+                now,
+            )
+        rate = self.usd_per_gb_month(target.region)
+        evidence = {
+            **config.describe(),
+            "objects_in_scope": f"{result.in_scope.objects:,}",
+            "bytes_in_scope": f"{result.in_scope.bytes:,}",
+            "objects_to_delete": f"{result.would_delete.objects:,}",
+            "bytes_to_delete": f"{result.would_delete.bytes:,}",
+        }
+        return Decision(
+            Action.DELETE_OBJECTS,
+            target,
+            f"{result.would_delete.objects:,} objects ({result.would_delete.bytes:,} bytes) "
+            f"are older than their {Tags.TTL}",
+            now,
+            evidence=evidence,
+            usd_per_hour_saved=usd_per_hour(result.would_delete.bytes, rate),
+            grace=self.grace,
+            standing=config.fingerprint(),
+        )
+
+
+def bucket_lister(
+    client_for: Callable[[str], S3Client], home: str
+) -> Callable[[], list[tuple[str, str]]]:
+    """``ListBuckets`` (paginated), each bucket with its region."""
+
+    def listing() -> list[tuple[str, str]]:
+        s3 = client_for(home)
+        found: list[tuple[str, str]] = []
+        with reading("s3", home, "ListBuckets"):
+            for page in s3.get_paginator("list_buckets").paginate():
+                for b in page.get("Buckets", []):
+                    name = str(b["Name"])
+                    region = b.get("BucketRegion")
+                    if not region:
+                        location = s3.get_bucket_location(Bucket=name).get("LocationConstraint")
+                        region = location or "us-east-1"
+                    found.append((name, str(region)))
+        return found
+
+    return listing
+
+
+def build_stale_objects(settings: Settings, clients: ClientFactory) -> Guard:
+    """The stale-object guard: its policy (survey, decisions) and its bucket actuator."""
+    from costguard.adapters.catalog import load_catalog  # noqa: PLC0415 - at run time only
+    from costguard.services.guard import Guard  # noqa: PLC0415
+    from costguard.services.sweep import SweepSettings  # noqa: PLC0415
+    from costguard.wiring import build_ledger, build_notifier  # noqa: PLC0415 - a cycle
+
+    ledger = build_ledger(settings, clients)
+    home = settings.regions[0]
+    regions: dict[str, str] = {}
+    listing = bucket_lister(lambda r: clients("s3", r), home)
+
+    def region_of(bucket: str) -> str:
+        if bucket not in regions:
+            regions.update(dict(listing()))
+        return regions.get(bucket, home)
+
+    rates = load_catalog().s3_standard_gb_month
+
+    def rate(region: str) -> Decimal:
+        # Never $0: an unknown region is priced at the dearest known rate (an upper bound).
+        return rates.get(region) or max(rates.values(), default=Decimal("0.023"))
+
+    store = S3ObjectStore(lambda r: clients("s3", r), region_of)
+    budget = BudgetHolder()
+    options = SweepOptions(
+        prefixes=settings.s3_sweep_prefixes,
+        keep_prefix=settings.s3_keep_prefix,
+        purge_noncurrent=settings.s3_purge_noncurrent,
+        breaker_pct=settings.s3_breaker_pct,
+        breaker_max_bytes=settings.s3_breaker_max_gib * 1024**3,
+        backstop=settings.s3_backstop,
+    )
+    sweeps = SweepService(
+        store,
+        ledger,
+        ledger,
+        build_notifier(settings, clients),
+        SweepSettings(settings.scope, rate(home), dry_run=settings.dry_run),
+    )
+
+    def listed() -> list[tuple[str, str]]:
+        found = listing()
+        regions.update(dict(found))
+        return found
+
+    policy = StaleObjectsPolicy(
+        store=store,
+        sweeps=sweeps,
+        state=ledger,
+        findings=ledger,
+        scope=settings.scope,
+        account=clients.account,
+        regions=settings.regions,
+        options=options,
+        budget=budget,
+        usd_per_gb_month=rate,
+        list_buckets=listed,
+        tag_keys=settings.tag_keys,
+    )
+    actuator = S3BucketActuator(store, sweeps, ledger, settings.scope, options, budget)
+    return Guard(
+        "stale-objects",
+        policy,
+        [actuator],
+        opt_in_tags=(Tags.TTL,),
+        bind_budget=lambda b: setattr(budget, "budget", b),
+    )

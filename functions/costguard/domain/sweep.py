@@ -1,0 +1,303 @@
+"""The stale-object sweep's judgement: which objects may go, when the breaker trips, and
+which lifecycle rule backs the sweep up. Pure: no clock, no I/O.
+
+Deleting the wrong object is unrecoverable, so every test here errs towards keeping:
+
+* an object is a candidate only if it is in a swept prefix, outside the keep prefix, and
+  strictly older than the bucket's time to live at the moment of the run;
+* prefixes are normalised so that no object is listed (or counted, or deleted) twice;
+* the breaker stops a run that would delete more than a share of the bucket, or more than
+  a byte total, until the owner confirms with a dated tag written after the trip;
+* the lifecycle backstop is installed only where it cannot reach the keep prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from costguard.domain.money import HOURS_PER_PRICING_MONTH
+
+#: Bytes in the GB of S3's GB-month price.
+GIB = 1024**3
+#: CostGuard's lifecycle rules are the ones whose ID starts with this; no other is touched.
+RULE_ID_PREFIX = "costguard-ttl"
+DEFAULT_KEEP_PREFIX = "keep/"
+DEFAULT_BREAKER_PCT = 50
+DEFAULT_BREAKER_MAX_GIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SweepConfig:
+    """One bucket's sweep: its time to live (from its tag) and the deployment's rules."""
+
+    ttl: timedelta
+    #: Key prefixes the sweep is limited to; empty means the whole bucket.
+    prefixes: tuple[str, ...] = ()
+    #: Never deleted (from the bucket root); "" disables it.
+    keep_prefix: str = DEFAULT_KEEP_PREFIX
+    #: Versioned buckets: let the backstop expire noncurrent versions too.
+    purge_noncurrent: bool = False
+    breaker_pct: int = DEFAULT_BREAKER_PCT
+    breaker_max_bytes: int = DEFAULT_BREAKER_MAX_GIB * GIB
+    backstop: bool = True
+
+    @property
+    def swept_prefixes(self) -> tuple[str, ...]:
+        return normalise_prefixes(self.prefixes)
+
+    def fingerprint(self) -> str:
+        """What the owner was warned about: a change re-warns (ttl, prefixes, keep, purge).
+
+        The breaker's limits are not in it: tightening or loosening a safety limit does
+        not change what is deleted, only when the sweep stops to ask.
+        """
+        text = json.dumps(
+            [
+                int(self.ttl.total_seconds()),
+                list(self.swept_prefixes),
+                self.keep_prefix,
+                self.purge_noncurrent,
+            ],
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+    def in_scope(self, key: str) -> bool:
+        if self.keep_prefix and key.startswith(self.keep_prefix):
+            return False
+        prefixes = self.swept_prefixes
+        return prefixes == ("",) or any(key.startswith(p) for p in prefixes)
+
+    def cutoff(self, now: datetime) -> datetime:
+        """Objects last modified strictly before this are past their time to live."""
+        return now - self.ttl
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "ttl": f"{int(self.ttl.total_seconds() // 3600)}h",
+            "prefixes": ",".join(self.swept_prefixes) or "(whole bucket)",
+            "keep_prefix": self.keep_prefix or "(none)",
+            "noncurrent_versions": "expired by the backstop" if self.purge_noncurrent else "kept",
+        }
+
+
+def normalise_prefixes(prefixes: Iterable[str]) -> tuple[str, ...]:
+    """Sorted, without duplicates or prefixes inside another: each key is listed once.
+
+    ``("a/", "a/b/")`` is ``("a/",)``; no prefixes, or an empty one, is the whole bucket.
+    """
+    unique = sorted(set(prefixes))
+    if not unique or "" in unique:
+        return ("",)
+    kept: list[str] = []
+    for p in unique:
+        if not any(p.startswith(k) for k in kept):
+            kept.append(p)
+    return tuple(kept)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """One object (its current version) as a listing shows it."""
+
+    key: str
+    size: int
+    last_modified: datetime
+    etag: str = ""
+
+
+def is_candidate(obj: StoredObject, config: SweepConfig, now: datetime) -> bool:
+    """In scope, outside the keep prefix, and strictly older than the time to live.
+
+    Object Lock is checked separately (it needs a call per object, made only for these).
+    """
+    return config.in_scope(obj.key) and obj.last_modified < config.cutoff(now)
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """An object's Object Lock state, as a HEAD shows it."""
+
+    retain_until: datetime | None = None
+    legal_hold: bool = False
+
+    def protects(self, now: datetime) -> bool:
+        return self.legal_hold or (self.retain_until is not None and self.retain_until > now)
+
+
+def usd_per_month(size_bytes: int, usd_per_gb_month: Decimal) -> Decimal:
+    return Decimal(size_bytes) / Decimal(GIB) * usd_per_gb_month
+
+
+def usd_per_hour(size_bytes: int, usd_per_gb_month: Decimal) -> Decimal:
+    return usd_per_month(size_bytes, usd_per_gb_month) / HOURS_PER_PRICING_MONTH
+
+
+# -- the circuit breaker ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    objects: int = 0
+    bytes: int = 0
+
+    def plus(self, objects: int, size: int) -> Tally:
+        return Tally(self.objects + objects, self.bytes + size)
+
+
+def breaker_reason(would_delete: Tally, in_scope: Tally, config: SweepConfig) -> str | None:
+    """Why deleting ``would_delete`` out of ``in_scope`` is too much for one pass, if it is.
+
+    More than ``breaker_pct`` % of the objects in scope, or more than the byte limit. A
+    bucket in which everything is old trips it: that is the first run that must not
+    silently wipe it.
+    """
+    if would_delete.bytes > config.breaker_max_bytes:
+        return (
+            f"it would delete {would_delete.bytes:,} bytes, more than the "
+            f"{config.breaker_max_bytes:,}-byte limit of one pass"
+        )
+    if in_scope.objects and would_delete.objects * 100 > config.breaker_pct * in_scope.objects:
+        return (
+            f"it would delete {would_delete.objects:,} of {in_scope.objects:,} objects in scope, "
+            f"more than {config.breaker_pct} %"
+        )
+    return None
+
+
+def pass_allowance(previous_total: Tally, config: SweepConfig) -> Tally:
+    """How much a deletion pass may delete before it stops and asks (the in-pass breaker).
+
+    ``previous_total`` is what the last complete pass (or the survey) counted in scope.
+    """
+    return Tally(
+        previous_total.objects * config.breaker_pct // 100,
+        config.breaker_max_bytes,
+    )
+
+
+_CONFIRM = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+
+
+def parse_confirmation(raw: str) -> date | str:
+    """``costguard:confirm-delete=YYYY-MM-DD``: the UTC day the owner confirmed, or why not."""
+    match = _CONFIRM.fullmatch(raw.strip())
+    if match is None:
+        return "is not a date such as 2026-11-05 (the UTC day you confirm)"
+    try:
+        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+    except ValueError:
+        return "is not a calendar date"
+
+
+def confirms(raw: str | None, tripped_at: datetime, now: datetime) -> bool:
+    """Does the tag confirm the trip of ``tripped_at``? Only a date written after it.
+
+    A tag left from an earlier trip names an earlier day and confirms nothing; a date in
+    the future (beyond tomorrow, for time zones) would confirm trips not yet seen, so it
+    confirms nothing either.
+    """
+    if raw is None:
+        return False
+    day = parse_confirmation(raw)
+    if isinstance(day, str):
+        return False
+    return (
+        tripped_at.astimezone(UTC).date() <= day <= (now.astimezone(UTC) + timedelta(days=1)).date()
+    )
+
+
+# -- the lifecycle backstop ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Backstop:
+    """The lifecycle rules CostGuard wants on a bucket, and the prefixes it had to skip."""
+
+    rules: tuple[Mapping[str, Any], ...] = ()
+    skipped: tuple[str, ...] = ()
+
+
+def ttl_days(ttl: timedelta) -> int:
+    """Lifecycle works in whole days: round up, so the backstop never runs ahead of the TTL."""
+    return max(1, math.ceil(ttl / timedelta(days=1)))
+
+
+def backstop(config: SweepConfig, object_lock: bool) -> Backstop:
+    """CostGuard's rules: one per swept prefix that cannot reach the keep prefix.
+
+    A lifecycle filter can include a prefix but never exclude one, so a rule on the whole
+    bucket (or on a prefix containing ``keep/``) would expire what must be kept: that
+    prefix gets no rule, and the reason is reported. A bucket with Object Lock gets none
+    either: an expiration leaves a delete marker on locked objects, hiding them.
+    """
+    if not config.backstop:
+        return Backstop(skipped=("the backstop is switched off",))
+    if object_lock:
+        return Backstop(skipped=("Object Lock: an expiration would hide locked objects",))
+    days = ttl_days(config.ttl)
+    rules: list[Mapping[str, Any]] = []
+    skipped: list[str] = []
+    keep = config.keep_prefix
+    for i, prefix in enumerate(config.swept_prefixes):
+        if keep and (prefix.startswith(keep) or keep.startswith(prefix)):
+            where = f"prefix {prefix!r}" if prefix else "the whole bucket"
+            skipped.append(f"{where} contains the keep prefix {keep!r}")
+            continue
+        rule: dict[str, Any] = {
+            "ID": f"{RULE_ID_PREFIX}-{i}",
+            "Status": "Enabled",
+            "Filter": {"Prefix": prefix},
+            "Expiration": {"Days": days},
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+        }
+        if config.purge_noncurrent:
+            rule["NoncurrentVersionExpiration"] = {"NoncurrentDays": days}
+        rules.append(rule)
+    return Backstop(tuple(rules), tuple(skipped))
+
+
+def is_ours(rule: Mapping[str, Any]) -> bool:
+    return str(rule.get("ID", "")).startswith(RULE_ID_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleMerge:
+    rules: tuple[Mapping[str, Any], ...]
+    changed: bool
+    #: CostGuard rules found different from what CostGuard would write (edited by hand).
+    drift: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _canonical(rule: Mapping[str, Any]) -> str:
+    return json.dumps(rule, sort_keys=True, default=str)
+
+
+def merge_lifecycle(
+    existing: Sequence[Mapping[str, Any]], wanted: Sequence[Mapping[str, Any]]
+) -> LifecycleMerge:
+    """Every rule of the owner kept as it is, in its place; CostGuard's own replaced.
+
+    ``PutBucketLifecycleConfiguration`` replaces the whole configuration, so this is the
+    only way CostGuard writes it: owner rules first, unchanged, then CostGuard's.
+    """
+    owners = [r for r in existing if not is_ours(r)]
+    ours_now = {str(r.get("ID")): r for r in existing if is_ours(r)}
+    wanted_by_id = {str(r["ID"]): r for r in wanted}
+    drift = tuple(
+        f"rule {rid} differs from what CostGuard wrote"
+        for rid, rule in sorted(ours_now.items())
+        if rid in wanted_by_id and _canonical(rule) != _canonical(wanted_by_id[rid])
+    )
+    changed = {rid: _canonical(r) for rid, r in ours_now.items()} != {
+        rid: _canonical(r) for rid, r in wanted_by_id.items()
+    }
+    return LifecycleMerge((*owners, *wanted), changed, drift)

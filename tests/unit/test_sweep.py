@@ -1,0 +1,173 @@
+"""The sweep's pure rules and the executor's standing warnings (fakes, no moto)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from costguard.adapters.memory import InMemoryLedger
+from costguard.domain.decisions import Action, Decision, Observed, Step, Target
+from costguard.domain.sweep import (
+    SweepConfig,
+    Tally,
+    backstop,
+    breaker_reason,
+    confirms,
+    merge_lifecycle,
+    normalise_prefixes,
+)
+from costguard.services.executor import Executor, ExecutorSettings
+from costguard.services.sweep import BucketRef, SweepService, SweepSettings
+from tests.support.fake_s3 import FakeBucket, FakeS3, Unlimited, obj
+
+NOW = datetime(2026, 11, 5, 12, tzinfo=UTC)
+OWNER_RULE = {
+    "ID": "owner-logs",
+    "Status": "Enabled",
+    "Filter": {"Prefix": "logs/"},
+    "Expiration": {"Days": 7},
+}
+
+
+def test_keeps_every_owner_rule_when_merging_the_backstop() -> None:
+    # GIVEN an owner rule and a stale CostGuard rule
+    ours = backstop(SweepConfig(timedelta(hours=48), ("tmp/",)), object_lock=False).rules
+    stale = {**ours[0], "Expiration": {"Days": 1}}
+    # WHEN merged
+    merged = merge_lifecycle([OWNER_RULE, stale], ours)
+    # THEN the owner rule survives unchanged, ours is restored, and the drift reported
+    assert merged.rules[0] == OWNER_RULE
+    assert merged.rules[1] == ours[0] and merged.changed
+    assert merged.drift == ("rule costguard-ttl-0 differs from what CostGuard wrote",)
+    assert ours[0]["Expiration"] == {"Days": 2}
+
+
+def test_installs_no_backstop_where_it_could_reach_the_keep_prefix() -> None:
+    whole = backstop(SweepConfig(timedelta(hours=48)), object_lock=False)
+    assert whole.rules == () and "keep" in whole.skipped[0]
+    assert backstop(SweepConfig(timedelta(hours=1), ("tmp/",)), object_lock=True).rules == ()
+    rounded = backstop(SweepConfig(timedelta(hours=49), ("tmp/",)), object_lock=False)
+    assert rounded.rules[0]["Expiration"] == {"Days": 3}  # rounded up, never ahead
+
+
+def test_lists_each_key_once_when_prefixes_overlap() -> None:
+    assert normalise_prefixes(["a/b/", "a/", "a/"]) == ("a/",)
+    assert normalise_prefixes([]) == ("",)
+
+
+def test_trips_the_breaker_over_its_share_or_bytes() -> None:
+    config = SweepConfig(timedelta(hours=48), breaker_pct=50, breaker_max_bytes=100)
+    assert breaker_reason(Tally(5, 10), Tally(10, 20), config) is None
+    assert breaker_reason(Tally(6, 10), Tally(10, 20), config) is not None
+    assert breaker_reason(Tally(1, 101), Tally(10, 200), config) is not None
+
+
+def test_confirms_only_with_a_date_on_or_after_the_trip() -> None:
+    assert confirms("2026-11-05", NOW, NOW)
+    assert not confirms("2026-11-04", NOW, NOW)  # left from an earlier trip
+    assert not confirms("2099-01-01", NOW, NOW)  # would confirm trips not yet seen
+    assert not confirms("yes", NOW, NOW)
+    assert not confirms(None, NOW, NOW)
+
+
+def _bucket_with(ages: list[int]) -> FakeS3:
+    s3 = FakeS3()
+    b = FakeBucket(tags={"costguard:ttl": "48h"})
+    for i, age in enumerate(ages):
+        b.objects[f"k{i:03}"] = obj(f"k{i:03}", 10, NOW - timedelta(hours=age))
+    b.objects["keep/old"] = obj("keep/old", 10, NOW - timedelta(days=30))
+    s3.buckets["b"] = b
+    return s3
+
+
+REF = BucketRef("b", "us-east-1/s3-bucket/b")
+
+
+def test_stops_a_first_run_over_a_bucket_full_of_old_data_until_confirmed() -> None:
+    # GIVEN a bucket whose in-scope objects are all past their time to live
+    s3 = _bucket_with([100] * 10)
+    ledger = InMemoryLedger()
+    service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
+    config = SweepConfig(timedelta(hours=48))
+    service.survey(REF, config, NOW, Unlimited())
+    # WHEN it is swept: THEN the breaker trips and nothing is deleted
+    assert service.sweep(REF, config, NOW, Unlimited(), {}).phase == "tripped"
+    assert s3.deleted == []
+    # and a stale confirmation does nothing, a fresh one lets it go on (never keep/)
+    stale = {"costguard:confirm-delete": "2026-11-04"}
+    assert service.sweep(REF, config, NOW, Unlimited(), stale).phase == "tripped"
+    fresh = {"costguard:confirm-delete": "2026-11-05"}
+    service.sweep(REF, config, NOW + timedelta(hours=1), Unlimited(), fresh)
+    assert len(s3.deleted) == 10 and "keep/old" in s3.buckets["b"].objects
+
+
+def test_keeps_an_object_rewritten_after_it_was_listed() -> None:
+    s3 = _bucket_with([100, 1])
+    ledger = InMemoryLedger()
+    service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
+    config = SweepConfig(timedelta(hours=48), breaker_pct=100)
+    service.survey(REF, config, NOW, Unlimited())
+    real_list = s3.list_page
+
+    def list_then_rewrite(bucket: str, prefix: str, after: str):  # type: ignore[no-untyped-def]
+        page = real_list(bucket, prefix, after)
+        s3.buckets["b"].objects["k000"] = obj("k000", 99, NOW, etag="new")  # rewritten now
+        return page
+
+    s3.list_page = list_then_rewrite  # type: ignore[method-assign]
+    result = service.sweep(REF, config, NOW, Unlimited(), {})
+    assert s3.buckets["b"].objects["k000"].size == 99 and s3.deleted == []
+    assert result.errors == {"k000": "PreconditionFailed"}
+
+
+class _RecordingActuator:
+    kind = "s3-bucket"
+    opt_in_tags = ("costguard:ttl",)
+
+    def __init__(self) -> None:
+        self.tags: dict[str, str] = {"costguard:ttl": "48h"}
+        self.applied = 0
+
+    def inspect(self, target: Target) -> Observed | None:
+        return Observed("opted-in", dict(self.tags))
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        self.tags[key] = value
+
+    def unmark(self, target: Target, key: str) -> None:
+        self.tags.pop(key, None)
+
+    def apply(self, decision: Decision) -> str:
+        self.applied += 1
+        return "swept"
+
+
+def _decision(now: datetime, standing: str) -> Decision:
+    target = Target("us-east-1/s3-bucket/b", "s3-bucket", "us-east-1", "b", "1", "p")
+    return Decision(
+        Action.DELETE_OBJECTS, target, "old", now, grace=timedelta(hours=1), standing=standing
+    )
+
+
+def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_config() -> None:
+    # GIVEN a standing decision, warned once
+    actuator, ledger = _RecordingActuator(), InMemoryLedger()
+    ex = Executor(
+        [actuator],
+        ledger,
+        None,
+        ExecutorSettings("s", dry_run=False, opt_in_tags=("costguard:ttl",)),
+    )
+    assert ex.run([_decision(NOW, "v1")], NOW).outcomes[0].step is Step.WARNED
+    # WHEN runs come after the grace period: THEN each acts, one at a time, without re-warning
+    steps = [
+        ex.run([_decision(NOW + timedelta(hours=h), "v1")], NOW + timedelta(hours=h))
+        .outcomes[0]
+        .step
+        for h in (2, 3, 4)
+    ]
+    assert steps == [Step.ACTED] * 3 and actuator.applied == 3
+    # and a changed configuration is warned about again before any further action
+    later = NOW + timedelta(hours=5)
+    assert ex.run([_decision(later, "v2")], later).outcomes[0].step is Step.WARNED
+    assert actuator.applied == 3
