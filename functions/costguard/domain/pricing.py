@@ -15,6 +15,7 @@ from typing import NamedTuple
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.money import HOURS_PER_PRICING_MONTH
+from costguard.domain.spot import SpotTable
 
 # Enum members hoisted to module constants: this module runs per resource.
 _NODEGROUP = ResourceKind.EKS_NODEGROUP
@@ -58,6 +59,8 @@ class PriceCatalog:
     retired: Mapping[str, str] = field(default_factory=dict)
     #: "<service>/<region>/<type>" or "<service>/<type>" -> why a rate is less certain.
     confidence: Mapping[str, str] = field(default_factory=dict)
+    #: The dated spot interruption-bucket and saving table (estimates and spot advice).
+    spot: SpotTable | None = None
 
     def why_unpriced(self, region: str, instance_type: str) -> str | None:
         """A known reason for a missing price: not offered in the region, or no public rate."""
