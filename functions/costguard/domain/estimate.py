@@ -544,11 +544,11 @@ def estimate_training(request: TrainingRequest, catalog: PriceCatalog) -> Traini
                 )
             )
     options.sort(key=lambda o: (o.on_demand_usd.mid, o.wall_hours.mid, o.instance_type))
-    notes: tuple[str, ...] = ()
+    general: tuple[str, ...] = ()
     if catalog.spot is None:
-        notes = ("the price catalog has no spot table: spot costs are not estimated",)
+        general = ("the price catalog has no spot table: spot costs are not estimated",)
     return TrainingEstimate(
-        request, flops, span, tuple(options), tuple(skipped), catalog.spot, notes
+        request, flops, span, tuple(options), tuple(skipped), catalog.spot, general
     )
 
 
