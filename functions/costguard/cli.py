@@ -10,6 +10,8 @@ Exit codes, the same for every subcommand:
   3    no data: the command finished but read nothing where it needed something.
        ``scan``: every source failed (the report is still printed). ``prices
        refresh``: a region returned no prices, so the catalog is not marked fresh.
+  4    over budget: ``estimate train --project P`` found that the run would take the
+       project's month forecast over its budget (the estimate is still printed).
   130  interrupted (Ctrl-C).
   141  stdout was closed early (``costguard scan --json | head``).
 
@@ -747,7 +749,8 @@ def parser() -> argparse.ArgumentParser:
         prog="costguard",
         description=(__doc__ or "").split("\n\n", 1)[0],
         epilog=(
-            "exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data, 130 interrupted, "
+            "exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data, 4 over budget, "
+            "130 interrupted, "
             "141 stdout closed (see the README)"
         ),
     )
@@ -862,6 +865,10 @@ def parser() -> argparse.ArgumentParser:
         help="the Price List API's endpoint region (us-east-1, eu-central-1 or ap-south-1)",
     )
     refresh.set_defaults(func=cmd_prices_refresh)
+
+    from costguard.cli_estimate import register as register_estimate
+
+    register_estimate(sub, flags)
     return p
 
 

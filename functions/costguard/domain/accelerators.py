@@ -188,6 +188,7 @@ ACCELERATORS: tuple[AcceleratorSpec, ...] = (
         Decimal(32),
         "AWS Neuron docs, Inferentia2 architecture: 190 FP16/BF16 TFLOPS and 32 GiB per chip",
         (("inf2.xlarge", 1), ("inf2.8xlarge", 1), ("inf2.24xlarge", 6), ("inf2.48xlarge", 12)),
+        caveat="Inferentia2 is an inference accelerator: few training stacks run on it",
     ),
 )
 

@@ -543,7 +543,15 @@ def estimate_training(request: TrainingRequest, catalog: PriceCatalog) -> Traini
                     notes=notes,
                 )
             )
-    options.sort(key=lambda o: (o.on_demand_usd.mid, o.wall_hours.mid, o.instance_type))
+    # Options where the model state cannot fit at all go last, whatever they cost.
+    options.sort(
+        key=lambda o: (
+            o.memory.fit is Fit.DOES_NOT_FIT,
+            o.on_demand_usd.mid,
+            o.wall_hours.mid,
+            o.instance_type,
+        )
+    )
     general: tuple[str, ...] = ()
     if catalog.spot is None:
         general = ("the price catalog has no spot table: spot costs are not estimated",)
