@@ -53,7 +53,9 @@ MINUTES = Decimal(60)
 # -- argument types ----------------------------------------------------------------------------
 
 
-def _number(what: str, low: Decimal, high: Decimal, *, low_open: bool = True) -> Callable[[str], Decimal]:
+def _number(
+    what: str, low: Decimal, high: Decimal, *, low_open: bool = True
+) -> Callable[[str], Decimal]:
     def parse(value: str) -> Decimal:
         text = value.strip().replace("_", "")
         try:
@@ -110,7 +112,11 @@ def _num(value: Decimal, places: str = "0.0001") -> float:
 
 
 def _span_json(span: Span, places: str = "0.01") -> dict[str, float]:
-    return {"low": _num(span.low, places), "mid": _num(span.mid, places), "high": _num(span.high, places)}
+    return {
+        "low": _num(span.low, places),
+        "mid": _num(span.mid, places),
+        "high": _num(span.high, places),
+    }
 
 
 def _span_usd(span: Span) -> str:
@@ -183,7 +189,9 @@ def gate_json(g: BudgetGate) -> dict[str, Any]:
     }
 
 
-def estimate_json(e: TrainingEstimate, gate: BudgetGate | None, catalog_as_of: str) -> dict[str, Any]:
+def estimate_json(
+    e: TrainingEstimate, gate: BudgetGate | None, catalog_as_of: str
+) -> dict[str, Any]:
     r = e.request
     low, mid, high = e.mfu
     return {
@@ -335,7 +343,9 @@ def _run_cost(o: TrainingOption, market: str) -> tuple[Decimal, Decimal]:
 
     if market == "spot":
         if o.spot is None:
-            raise CommandError(f"no spot estimate for {o.instance_type}: gate on --market on-demand")
+            raise CommandError(
+                f"no spot estimate for {o.instance_type}: gate on --market on-demand"
+            )
         return o.spot.usd.mid, o.wall_hours.mid + o.spot.rework_hours
     return o.on_demand_usd.mid, o.wall_hours.mid
 
@@ -343,7 +353,7 @@ def _run_cost(o: TrainingOption, market: str) -> tuple[Decimal, Decimal]:
 def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGate:
     from costguard.domain.calendar import hours_left_in_month
 
-    now = datetime.now(UTC)
+    now = _now()
     budget = args.budget if args.budget is not None else _budget_from_env(args.project)
     if budget is None:
         from costguard.cli import CommandError
@@ -354,6 +364,11 @@ def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGa
         )
     mtd, run_rate = _ledger_view(args, now)
     return budget_gate(args.project, budget, mtd, run_rate, hours_left_in_month(now), run_usd, wall)
+
+
+def _now() -> datetime:
+    """The one clock read of the gate (tests pin it)."""
+    return datetime.now(UTC)
 
 
 def _budget_from_env(project: str) -> Decimal | None:
@@ -533,9 +548,7 @@ def iteration_json(plan: IterationPlan, bucket: str | None, basis: str) -> dict[
         "on_demand": _cost_json(od),
         "spot": _cost_json(spot),
         "spot_never_finishes": spot is None,
-        "cheaper": (
-            "on-demand" if spot is None or spot.total_usd >= od.total_usd else "spot"
-        ),
+        "cheaper": ("on-demand" if spot is None or spot.total_usd >= od.total_usd else "spot"),
         "break_even": {
             "spot_cheaper_from_hours": (
                 _num(be.spot_cheaper_from, "0.001") if be.spot_cheaper_from is not None else None
@@ -580,7 +593,9 @@ def iteration_text(data: dict[str, Any]) -> str:
 
 def register(sub: Any, flags: Any) -> None:
     """Add ``estimate train`` and ``estimate iteration`` to the ``costguard`` parser."""
-    estimate = sub.add_parser("estimate", help="what a run or an iteration will cost, before launch")
+    estimate = sub.add_parser(
+        "estimate", help="what a run or an iteration will cost, before launch"
+    )
     est_sub = estimate.add_subparsers(dest="estimate_command", required=True)
 
     train = est_sub.add_parser(
@@ -596,7 +611,9 @@ def register(sub: Any, flags: Any) -> None:
         ),
     )
     train.add_argument("--params", type=params_count, required=True, help="parameters, e.g. 7e9")
-    train.add_argument("--tokens", type=tokens_count, required=True, help="training tokens, e.g. 2e12")
+    train.add_argument(
+        "--tokens", type=tokens_count, required=True, help="training tokens, e.g. 2e12"
+    )
     train.add_argument(
         "--gpu",
         choices=[a.key for a in ACCELERATORS],
@@ -632,7 +649,9 @@ def register(sub: Any, flags: Any) -> None:
     gate.add_argument("--ledger-region", help="the ledger's region (default: the default region)")
     gate.add_argument("--scope", help="ledger scope (default: the account id)")
     gate.add_argument(
-        "--budget", type=usd_arg, help="the project's monthly budget (default: COSTGUARD_PROJECTS_JSON)"
+        "--budget",
+        type=usd_arg,
+        help="the project's monthly budget (default: COSTGUARD_PROJECTS_JSON)",
     )
     gate.add_argument(
         "--instance-type", help="the option the run uses (default: the top-ranked one)"
@@ -663,7 +682,9 @@ def register(sub: Any, flags: Any) -> None:
     it.add_argument(
         "--checkpoint-minutes", type=minutes, default=Decimal(30), help="default 30; 0: none"
     )
-    it.add_argument("--researcher-usd-per-hour", type=usd_arg, default=Decimal(100), help="default 100")
+    it.add_argument(
+        "--researcher-usd-per-hour", type=usd_arg, default=Decimal(100), help="default 100"
+    )
     it.add_argument(
         "--latency-share",
         type=share,
@@ -688,7 +709,9 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
     from costguard.cli import region_name
 
     p.add_argument(
-        "--region", type=region_name, help="region whose prices and offered types apply (default us-east-1)"
+        "--region",
+        type=region_name,
+        help="region whose prices and offered types apply (default us-east-1)",
     )
     p.add_argument(
         "--catalog",
