@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from costguard.domain.advice import Advice, advise
 from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.decisions import Savings, Step, savings_this_month
@@ -98,6 +99,8 @@ class ScanReport:
     #: Projects whose run-rate is incomplete because a failed source held some of their
     #: resources at the last scan: rate-based rules must not read it as a drop.
     incomplete_projects: frozenset[str | None] = frozenset()
+    #: Money a different choice would save (spot, smaller endpoints, pending capacity).
+    advice: tuple[Advice, ...] = ()
 
     @property
     def resource_count(self) -> int:
@@ -148,6 +151,7 @@ class ScanService:
                     Severity.INFO,
                 )
             )
+        advice = advise(priced, [(p.nodegroup, p.pending) for p in pending], self._catalog, now)
         attribution = attribute(priced, s.tag_keys, s.projects)
         findings.extend(attribution.findings)
 
@@ -217,6 +221,7 @@ class ScanService:
             previous=previous_observations,
             failed_sources=frozenset(failed),
             incomplete_projects=_incomplete_projects(previous_observations, failed),
+            advice=advice,
         )
 
     def _savings(self, month: str, now: datetime) -> dict[str | None, Savings]:
