@@ -10,6 +10,8 @@ Exit codes, the same for every subcommand:
   3    no data: the command finished but read nothing where it needed something.
        ``scan``: every source failed (the report is still printed). ``prices
        refresh``: a region returned no prices, so the catalog is not marked fresh.
+  4    over budget: ``estimate train --project P`` found that the run would take the
+       project's month forecast over its budget (the estimate is still printed).
   130  interrupted (Ctrl-C).
   141  stdout was closed early (``costguard scan --json | head``).
 
@@ -940,7 +942,8 @@ def parser() -> argparse.ArgumentParser:
         prog="costguard",
         description=(__doc__ or "").split("\n\n", 1)[0],
         epilog=(
-            "exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data, 130 interrupted, "
+            "exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data, 4 over budget, "
+            "130 interrupted, "
             "141 stdout closed (see the README)"
         ),
     )
@@ -1102,6 +1105,10 @@ def parser() -> argparse.ArgumentParser:
         "--table-region", type=region_name, metavar="REGION", help="the ledger table's region"
     )
     show.set_defaults(func=cmd_prices_show)
+
+    from costguard.cli_estimate import register as register_estimate
+
+    register_estimate(sub, flags)
     return p
 
 

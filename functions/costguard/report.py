@@ -111,6 +111,7 @@ def report_json(report: ScanReport) -> dict[str, Any]:
             for p in report.pending_capacity
         ],
         "findings": [f.as_dict() for f in report.findings],
+        "advice": [a.as_dict() for a in report.advice],
         "cost_of_scan": {
             "duration_s": round(report.duration_s, 3),
             "api_calls": dict(sorted(report.api_calls.items())),
@@ -160,6 +161,10 @@ def report_table(report: ScanReport, top: int = 3) -> str:
             lines.append(
                 f"    {pc.nodegroup.key}: {pc.pending} x {pc.nodegroup.instance_type} pending"
             )
+    if report.advice:
+        lines += ["", f"Advice ({len(report.advice)}):"]
+        for adv in report.advice:
+            lines.append(f"  {adv.code.value:<24} {adv.resource}: {adv.why}")
     if report.findings:
         lines += ["", f"Findings ({len(report.findings)}):"]
         for f in report.findings:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from costguard.domain.catalog_merge import SECTIONS, RateBook, RateSource
 from costguard.domain.pricing import PriceCatalog
+from costguard.domain.spot import BUCKETS, SpotProfile, SpotTable
 from costguard.ports import StoredCatalog
 from costguard.settings import one_line, validation_problems
 
@@ -36,6 +37,56 @@ class RateSourceFile(BaseModel):
     kept_since: date | None = None
     held_usd: Decimal | None = None
     held_since: date | None = None
+
+
+class SpotProfileFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bucket: str
+    #: Typical saving over on-demand, in percent (the Spot Instance Advisor's column).
+    savings_pct: Decimal = Field(ge=0, lt=100)
+
+    @field_validator("bucket")
+    @classmethod
+    def _known_bucket(cls, value: str) -> str:
+        if value not in BUCKETS:
+            raise ValueError(f"bucket must be one of {', '.join(BUCKETS)}, got {value!r}")
+        return value
+
+    def to_domain(self, basis: str = "table") -> SpotProfile:
+        return SpotProfile(self.bucket, self.savings_pct / 100, basis)
+
+
+class SpotAdvisorFile(BaseModel):
+    """The dated spot bucket table: interruption bucket and saving per family or type."""
+
+    model_config = ConfigDict(extra="allow")
+
+    as_of: date
+    source: str = Field(min_length=1)
+    #: Bucket -> the monthly interruption probability that stands for it.
+    bucket_monthly_rate: dict[str, Decimal]
+    default: SpotProfileFile
+    profiles: dict[str, SpotProfileFile] = Field(default_factory=dict)
+
+    @field_validator("bucket_monthly_rate")
+    @classmethod
+    def _every_bucket(cls, value: dict[str, Decimal]) -> dict[str, Decimal]:
+        if set(value) != set(BUCKETS):
+            raise ValueError(f"needs exactly the buckets {', '.join(BUCKETS)}")
+        for bucket, rate in value.items():
+            if not Decimal(0) <= rate < 1:
+                raise ValueError(f"{bucket}: a monthly probability in [0, 1), got {rate}")
+        return value
+
+    def to_domain(self) -> SpotTable:
+        return SpotTable(
+            as_of=self.as_of,
+            source=self.source,
+            bucket_monthly_rate=self.bucket_monthly_rate,
+            default=self.default.to_domain("default"),
+            profiles={k: v.to_domain() for k, v in self.profiles.items()},
+        )
 
 
 class CatalogFile(BaseModel):
@@ -67,6 +118,8 @@ class CatalogFile(BaseModel):
     as_of_by: dict[str, dict[str, date]] = Field(default_factory=dict)
     #: Written by a refresh: section -> region -> name -> where the rate came from.
     rate_sources: dict[str, dict[str, dict[str, RateSourceFile]]] = Field(default_factory=dict)
+    #: Spot interruption buckets and savings, dated (estimates and spot advice).
+    spot_advisor: SpotAdvisorFile | None = None
 
     @field_validator("currency")
     @classmethod
@@ -111,6 +164,7 @@ class CatalogFile(BaseModel):
             retired=self.retired,
             confidence=self.confidence,
             ebs_snapshot_gb_month=self.ebs_snapshot_gb_month,
+            spot=self.spot_advisor.to_domain() if self.spot_advisor else None,
         )
 
 

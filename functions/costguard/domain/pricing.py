@@ -15,6 +15,7 @@ from typing import NamedTuple
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.money import HOURS_PER_PRICING_MONTH
+from costguard.domain.spot import SpotTable
 
 # Enum members hoisted to module constants: this module runs per resource.
 _NODEGROUP = ResourceKind.EKS_NODEGROUP
@@ -60,6 +61,8 @@ class PriceCatalog:
     confidence: Mapping[str, str] = field(default_factory=dict)
     #: EBS snapshot storage (standard tier), $/GB-month by region.
     ebs_snapshot_gb_month: Mapping[str, Decimal] = field(default_factory=dict)
+    #: The dated spot interruption-bucket and saving table (estimates and spot advice).
+    spot: SpotTable | None = None
 
     def why_unpriced(self, region: str, instance_type: str) -> str | None:
         """A known reason for a missing price: not offered in the region, or no public rate."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
+from costguard.domain.advice import Advice, advise
 from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.catalog_merge import CatalogInUse, catalog_findings
@@ -105,6 +106,8 @@ class ScanReport:
     incomplete_projects: frozenset[str | None] = frozenset()
     #: Which catalog priced this scan (stored or bundled); None when the caller gave one.
     catalog: CatalogInUse | None = None
+    #: Money a different choice would save (spot, smaller endpoints, pending capacity).
+    advice: tuple[Advice, ...] = ()
 
     @property
     def resource_count(self) -> int:
@@ -166,6 +169,7 @@ class ScanService:
                     Severity.INFO,
                 )
             )
+        advice = advise(priced, [(p.nodegroup, p.pending) for p in pending], self._catalog, now)
         attribution = attribute(priced, s.tag_keys, s.projects)
         findings.extend(attribution.findings)
 
@@ -236,6 +240,7 @@ class ScanService:
             failed_sources=frozenset(failed),
             incomplete_projects=_incomplete_projects(previous_observations, failed),
             catalog=self._in_use,
+            advice=advice,
         )
 
     def _savings(self, month: str, now: datetime) -> dict[str | None, Savings]:

@@ -1,0 +1,326 @@
+"""Estimates before launch: every formula against hand-computed values, the default MFU
+against published training runs, and properties of the spot model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal as D
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costguard.domain.accelerators import BY_KEY
+from costguard.domain.estimate import (
+    DEFAULT_MFU,
+    MFU_HIGH,
+    MFU_LOW,
+    PUBLISHED_RUNS,
+    Fit,
+    IterationPlan,
+    TrainingRequest,
+    break_even,
+    budget_gate,
+    estimate_training,
+    gpu_hours,
+    memory_fit,
+    mfu_span,
+    on_demand_cost,
+    spot_cost,
+    spot_saving_usd,
+    training_flops,
+)
+from costguard.domain.spot import hourly_rate
+from tests.support.catalog import fixture_catalog
+
+# -- training: hand-computed -------------------------------------------------------------------
+
+
+def test_training_flops_are_six_n_t() -> None:
+    assert training_flops(D("7e9"), D("2e12")) == D("8.4e22")
+
+
+def test_gpu_hours_divide_flops_by_dense_peak_and_mfu() -> None:
+    # 8.4e22 / (312e12 · 0.35 · 3600) = 8.4e22 / 3.9312e17 = 213,675.21...
+    assert round(gpu_hours(D("8.4e22"), D(312), D("0.35"))) == 213675
+
+
+def test_mfu_range_is_the_calibrated_one_by_default_and_plus_minus_a_tenth_when_given() -> None:
+    assert mfu_span(None) == (D("0.25"), D("0.35"), D("0.45"))
+    assert mfu_span(D("0.4")) == (D("0.30"), D("0.4"), D("0.50"))
+    assert mfu_span(D("0.95")) == (D("0.85"), D("0.95"), D(1))
+    assert mfu_span(D("0.1")) == (D("0.05"), D("0.1"), D("0.2"))
+    with pytest.raises(ValueError):
+        mfu_span(D(0))
+
+
+@pytest.mark.parametrize(
+    ("params", "device_gb", "devices", "fit"),
+    [
+        (D("1e9"), D(80), 1, Fit.ONE_DEVICE),  # 16 GB on 80
+        (D("7e9"), D(80), 8, Fit.NEEDS_SHARDING),  # 112 GB on 80, 640 total
+        (D("70e9"), D(80), 8, Fit.DOES_NOT_FIT),  # 1,120 GB on 640
+        (D("5e9"), D(80), 1, Fit.ONE_DEVICE),  # exactly 80 GB fits
+    ],
+)
+def test_memory_fit_is_16_bytes_per_parameter_against_one_and_all_devices(
+    params: D, device_gb: D, devices: int, fit: Fit
+) -> None:
+    result = memory_fit(params, D(16), device_gb, devices)
+    assert result.fit is fit
+    assert result.message.startswith("coarse check:")
+
+
+def test_estimates_7b_on_64_a100_80gb_as_ranked_p4de_rows() -> None:
+    # GIVEN the fixture catalog, which prices p4d but not p4de
+    catalog = fixture_catalog()
+    # WHEN 7B x 2T tokens is estimated on A100 40GB with 64 GPUs
+    est = estimate_training(TrainingRequest(D("7e9"), D("2e12"), "a100-40gb", gpus=64), catalog)
+    # THEN one option: 8 x p4d.24xlarge, GPU-hours 166,192 to 299,145, on-demand at $21.957642/h
+    (o,) = est.options
+    assert (o.instance_type, o.instances, o.devices) == ("p4d.24xlarge", 8, 64)
+    assert round(o.gpu_hours.low) == 166192 and round(o.gpu_hours.high) == 299145
+    # wall = 213,675.21 / 64 = 3,338.68 h; cost = wall · 8 · 21.957642 = $586,468.81
+    assert round(o.wall_hours.mid, 2) == D("3338.68")
+    assert round(o.on_demand_usd.mid, 2) == round(
+        D("8.4e22") / (D(312) * D("1e12") * D("0.35") * 3600) / 64 * 8 * D("21.957642"), 2
+    )
+    assert o.memory.fit is Fit.NEEDS_SHARDING
+
+
+def test_retired_and_unoffered_types_are_never_options() -> None:
+    catalog = fixture_catalog()
+    est = estimate_training(TrainingRequest(D("1e9"), D("1e10"), "v100"), catalog)
+    # (the fixture does not retire p3dn.24xlarge; the bundled catalog does)
+    assert [o.instance_type for o in est.options] == ["p3dn.24xlarge"]
+    assert {t for t, _ in est.skipped} >= {"p3.2xlarge", "p3.8xlarge"}
+    assert all(why.startswith("retired") for t, why in est.skipped if t.startswith("p3."))
+    eu = estimate_training(
+        TrainingRequest(D("1e9"), D("1e10"), "h100", region="eu-west-1"), catalog
+    )
+    assert eu.options == ()
+    assert ("p5.48xlarge", "p5 instances are not offered in eu-west-1") in eu.skipped
+
+
+def test_gpus_round_up_to_whole_instances_and_say_so() -> None:
+    est = estimate_training(TrainingRequest(D("1e9"), D("1e11"), "a10g", gpus=5), fixture_catalog())
+    by_type = {o.instance_type: o for o in est.options}
+    assert by_type["g5.12xlarge"].instances == 2 and by_type["g5.12xlarge"].devices == 8
+    assert any("rounded up" in n for n in by_type["g5.12xlarge"].notes)
+    assert by_type["g5.xlarge"].instances == 5
+
+
+def test_spot_interruptions_scale_with_the_number_of_instances() -> None:
+    # p4d: bucket >20% (0.30 a month) in the fixture; λ = -ln(0.7)/730 per instance.
+    est = estimate_training(
+        TrainingRequest(D("7e9"), D("2e12"), "a100-40gb", gpus=64), fixture_catalog()
+    )
+    spot = est.options[0].spot
+    assert spot is not None
+    lam = -D("0.7").ln() / 730 * 8
+    assert spot.interruptions_per_hour == lam
+    wall = est.options[0].wall_hours.mid
+    rho = lam * (D("0.5") + D("0.5"))
+    assert spot.expected_interruptions == pytest.approx(lam * (wall / (1 - rho)), rel=D("1e-20"))
+
+
+# -- the published-runs check ------------------------------------------------------------------
+
+#: The default estimate's GPU-hours are within this of each run's published GPU-hours.
+PUBLISHED_TOLERANCE = D("0.30")
+
+
+@pytest.mark.parametrize("run", PUBLISHED_RUNS, ids=lambda r: r.name)
+def test_default_estimate_matches_published_training_runs(run: object) -> None:
+    from costguard.domain.estimate import PublishedRun
+
+    assert isinstance(run, PublishedRun)
+    spec = BY_KEY[run.accelerator]
+    flops = training_flops(run.params, run.tokens)
+    estimated = gpu_hours(flops, spec.peak_tflops, DEFAULT_MFU)
+    assert abs(estimated - run.gpu_hours) / run.gpu_hours <= PUBLISHED_TOLERANCE, run.name
+    # and the published figure lies inside the range the estimate shows
+    assert gpu_hours(flops, spec.peak_tflops, MFU_HIGH) <= run.gpu_hours
+    assert run.gpu_hours <= gpu_hours(flops, spec.peak_tflops, MFU_LOW)
+
+
+def test_llama2_7b_and_70b_by_hand() -> None:
+    # 7B: 184,320 published; 8.4e22 / (312e12 · 0.35 · 3600) = 213,675 (+15.9 %)
+    # 70B: 1,720,320 published; 8.4e23 / ... = 2,136,752 (+24.2 %)
+    assert round(gpu_hours(D("8.4e22"), D(312), DEFAULT_MFU)) == 213675
+    assert round(gpu_hours(D("8.4e23"), D(312), DEFAULT_MFU)) == 2136752
+
+
+# -- the iteration model: hand-computed ---------------------------------------------------------
+
+BASE = IterationPlan(
+    work_hours=D(2),
+    usd_per_hour=D(10),
+    setup_hours=D("0.5"),
+    checkpoint_hours=D("0.5"),
+    spot_saving=D("0.6"),
+    interruptions_per_hour=D("0.1"),
+    researcher_usd_per_hour=D(100),
+    latency_share=D("0.5"),
+    spot_extra_setup_hours=D("0.25"),
+)
+
+
+def test_on_demand_iteration_cost_by_hand() -> None:
+    c = on_demand_cost(BASE)
+    # instance 10 · 2.5 = 25; setup tax 0.5 · 100 = 50; latency 2 · 0.5 · 100 = 100
+    assert (c.instance_usd, c.setup_tax_usd, c.latency_usd, c.total_usd) == (
+        D(25),
+        D(50),
+        D(100),
+        D(175),
+    )
+
+
+def test_on_demand_amortizes_setup_over_iterations() -> None:
+    c = on_demand_cost(replace(BASE, iterations_per_setup=4))
+    # per iteration: instance 10 · (0.5 + 8) / 4 = 21.25; setup tax 50 / 4 = 12.5; latency 100
+    assert (c.instance_usd, c.setup_tax_usd, c.latency_usd) == (D("21.25"), D("12.5"), D(100))
+
+
+def test_spot_iteration_cost_by_hand() -> None:
+    c = spot_cost(BASE)
+    assert c is not None
+    # R = 0.75, L = 0.25, ρ = 0.1 · 1.0 = 0.1; T = 2.75 / 0.9 = 3.0556; N = 0.30556
+    t = D("2.75") / D("0.9")
+    n = D("0.1") * t
+    assert c.wall_hours == t
+    assert c.expected_interruptions == n
+    assert c.instance_usd == 4 * t
+    assert c.setup_tax_usd == (D("0.75") + n * D("0.75")) * 100
+    assert c.latency_usd == (2 + n * D("0.25")) * 50
+    assert round(c.total_usd, 2) == D("213.96")
+
+
+def test_lost_work_is_half_the_iteration_without_checkpoints_inside_it() -> None:
+    assert replace(BASE, checkpoint_hours=D(0)).lost_per_interruption() == D(1)
+    assert replace(BASE, checkpoint_hours=D(3)).lost_per_interruption() == D(1)
+    assert BASE.lost_per_interruption() == D("0.25")
+
+
+def test_spot_never_finishes_when_interruptions_outpace_saved_work() -> None:
+    # ρ = λ(R + L) = 1 · (0.75 + 0.25) = 1
+    assert spot_cost(replace(BASE, interruptions_per_hour=D(1))) is None
+    assert spot_saving_usd(replace(BASE, interruptions_per_hour=D(1))) is None
+
+
+def test_hourly_rate_from_a_monthly_bucket() -> None:
+    assert hourly_rate(D(0)) == 0
+    # 1 - exp(-730 λ) = 0.30
+    assert (1 - (-730 * hourly_rate(D("0.30"))).exp()).quantize(D("1e-20")) == D("0.30").quantize(
+        D("1e-20")
+    )
+    with pytest.raises(ValueError):
+        hourly_rate(D(1))
+
+
+def test_break_even_by_hand_in_the_linear_region() -> None:
+    # λ = 0.02, e = 0.25: for w ≥ c both costs are linear.
+    p = replace(BASE, interruptions_per_hour=D("0.02"))
+    be = break_even(p)
+    assert be.spot_cheaper_from is not None and be.spot_cheaper_until is None
+    # at the crossing the two costs agree
+    at = replace(p, work_hours=be.spot_cheaper_from)
+    saving = spot_saving_usd(at)
+    assert saving is not None and abs(saving) < D("0.0001")
+    assert round(be.spot_cheaper_from, 1) == D("5.9")
+
+
+def test_break_even_is_never_when_spot_always_costs_more() -> None:
+    assert break_even(BASE).never
+    assert break_even(BASE).describe().startswith("never")
+
+
+def test_break_even_is_zero_when_spot_is_cheaper_from_the_start() -> None:
+    p = replace(BASE, interruptions_per_hour=hourly_rate(D("0.3")), spot_extra_setup_hours=D(0))
+    assert break_even(p).spot_cheaper_from == 0
+
+
+def test_budget_gate_adds_the_share_of_the_run_inside_the_month() -> None:
+    # forecast 1,000 + 2 · 100 = 1,200; run $900 over 300 h with 100 h left: adds 300
+    g = budget_gate("p", D(1500), D(1000), D(2), D(100), D(900), D(300))
+    assert (g.forecast_usd, g.run_adds_usd, g.forecast_with_run_usd) == (D(1200), D(300), D(1500))
+    assert not g.over  # at the budget is not over it
+    assert budget_gate("p", D(1499), D(1000), D(2), D(100), D(900), D(300)).over
+    assert not budget_gate("p", None, D(1000), D(2), D(100), D(900), D(300)).over
+    short = budget_gate("p", D(1000), D(0), D(0), D(100), D(50), D(10))
+    assert short.run_adds_usd == D(50)
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+decimals = st.decimals(min_value=D("0.01"), max_value=D(1000), places=2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    params=st.decimals(min_value=D("1e6"), max_value=D("1e12"), places=0),
+    tokens=st.decimals(min_value=D("1e6"), max_value=D("1e13"), places=0),
+    more=st.decimals(min_value=D(1), max_value=D("1e6"), places=0),
+)
+def test_more_tokens_never_cost_less(params: D, tokens: D, more: D) -> None:
+    catalog = fixture_catalog()
+    a = estimate_training(TrainingRequest(params, tokens, "a10g"), catalog)
+    b = estimate_training(TrainingRequest(params, tokens + more, "a10g"), catalog)
+    for x, y in zip(a.options, b.options, strict=True):
+        assert x.instance_type == y.instance_type
+        assert y.on_demand_usd.mid >= x.on_demand_usd.mid
+        assert y.on_demand_usd.low >= x.on_demand_usd.low
+        if x.spot and y.spot:
+            assert y.spot.usd.mid >= x.spot.usd.mid
+
+
+plans = st.builds(
+    IterationPlan,
+    work_hours=st.decimals(min_value=D("0.01"), max_value=D(200), places=2),
+    usd_per_hour=decimals,
+    setup_hours=st.decimals(min_value=D(0), max_value=D(3), places=2),
+    iterations_per_setup=st.integers(1, 10),
+    checkpoint_hours=st.decimals(min_value=D(0), max_value=D(5), places=2),
+    spot_saving=st.decimals(min_value=D(0), max_value=D("0.9"), places=2),
+    interruptions_per_hour=st.decimals(min_value=D(0), max_value=D("0.3"), places=3),
+    researcher_usd_per_hour=st.decimals(min_value=D(0), max_value=D(300), places=0),
+    latency_share=st.decimals(min_value=D(0), max_value=D(1), places=2),
+    spot_extra_setup_hours=st.decimals(min_value=D(0), max_value=D(1), places=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(plan=plans, extra=st.decimals(min_value=D("0.0001"), max_value=D(1), places=4))
+def test_a_higher_interruption_rate_never_makes_spot_cheaper(plan: IterationPlan, extra: D) -> None:
+    low = spot_cost(plan)
+    high = spot_cost(replace(plan, interruptions_per_hour=plan.interruptions_per_hour + extra))
+    if high is None:
+        return  # never finishing is not cheaper
+    assert low is not None
+    assert high.total_usd >= low.total_usd
+
+
+@settings(max_examples=60, deadline=None)
+@given(plan=plans)
+def test_break_even_is_where_the_cost_curves_cross(plan: IterationPlan) -> None:
+    be = break_even(plan)
+    eps = D("0.01")
+
+    def cheaper(w: D) -> bool:
+        saving = spot_saving_usd(replace(plan, work_hours=w))
+        return saving is not None and saving > 0
+
+    if be.spot_cheaper_from is None:
+        for w in (D("0.01"), D("0.5"), D(1), D(10), D(100), D(1000)):
+            assert not cheaper(w)
+        return
+    start = be.spot_cheaper_from
+    end = be.spot_cheaper_until
+    inside = start + eps if end is None else (start + end) / 2
+    if end is None or end - start > 2 * eps:
+        assert cheaper(inside)
+    if start > eps:
+        assert not cheaper(start - eps)
+    if end is not None:
+        assert not cheaper(end + eps)
