@@ -168,6 +168,23 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
                 for a in outcome.alerts:
                     say(f"    alert [{a.severity.value}] {a.kind.value}: {a.title}")
             assert report is not None
+            # The guards that act, each through the one executor with simulated time: the
+            # idle-notebook warn -> stop cycle, the stale-volume snapshot -> delete, and the
+            # stale-object sweep (its warnings reach Slack through the alert topic).
+            from costguard_demo.idle import run_idle_chapter
+            from costguard_demo.sweep import run_sweep_chapter
+            from costguard_demo.volumes import run_volume_chapter
+
+            say("\nGuards that act (not dry-run here), with simulated time:")
+            guard_actions = [
+                *run_idle_chapter(session, PRIMARY, say, end),
+                *run_volume_chapter(session, PRIMARY, say, end),
+                *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=topic),
+            ]
+            for message in drain(session, queue_url, PRIMARY):
+                delivered.append(message)
+                notify_slack(sns_event(json.dumps(message)), webhook)
+            failed_actions = [a for a in guard_actions if a.get("outcome") == "failed"]
             failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
             alerts = [
                 {k: m[k] for k in ("alert_id", "kind", "project", "severity", "summary")}
@@ -180,6 +197,7 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
                     "alerts": alerts,
                     "alerts_delivered": {"sqs": len(delivered), "slack": len(slack.received)},
                     "report": report_json(report),
+                    "actions": guard_actions,
                 }
                 json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
                 sys.stdout.write("\n")
@@ -194,8 +212,18 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
                         f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
                     )
                     print(f"{line} {item['summary'][:100]}")
+                print(f"\nActions ({len(guard_actions)}):")
+                for act in guard_actions:
+                    monthly = act.get("usd_per_hour_saved", 0) * 730
+                    print(
+                        f"  {act.get('outcome', act.get('kind')):<10} {act['resource']:<48} "
+                        f"{act['project'] or '-':<10} ${monthly:>8.2f}/month"
+                    )
             if failures:
                 print(f"costguard demo: {len(failures)} scan failures", file=sys.stderr)
+                return 1
+            if failed_actions:
+                print(f"costguard demo: {len(failed_actions)} actions failed", file=sys.stderr)
                 return 1
             if len(slack.received) != len(delivered):
                 print("costguard demo: some alerts did not reach Slack", file=sys.stderr)

@@ -1,30 +1,24 @@
-"""The stale-object chapter of `costguard demo`: scratch buckets of mixed ages, swept.
+"""Demo chapter: the stale-object sweep through the one executor, with simulated time.
 
-Seeds (against the demo's embedded S3) a bucket with objects past and within 48 h and a
-``keep/`` object; an untagged bucket; and a bucket whose every object is old, which
-trips the breaker. Runs the sweep service directly (the executor's warning and grace
-are shown by the idle chapter): survey, then sweep, and returns ``actions[]`` entries.
+Scratch buckets on the embedded AWS: objects of mixed ages, a ``keep/`` object, an
+untagged bucket and a bucket of nothing but old checkpoints. The stale-objects guard runs
+as its Lambda would (``costguard.handlers.act.process``, the ledger on DynamoDB): the
+first run surveys each opted-in bucket and warns its owner; once the grace period has
+passed, the sweep deletes what is past its time to live, keeps the rest, and the breaker
+stops the bucket that would be emptied.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
-from costguard.adapters.memory import InMemoryLedger
-from costguard.adapters.s3 import S3ObjectStore
-from costguard.domain.sweep import SweepConfig, usd_per_hour
-from costguard.names import Tags
-from costguard.services.sweep import BucketRef, SweepService, SweepSettings
+from costguard.names import Env, Tags
+from costguard_demo.server import DEMO_ACCOUNT, backdate_object
 
-RATE = Decimal("0.023")
-
-
-class _Unlimited:
-    def seconds_left(self) -> float:
-        return 1e9
+GRACE = timedelta(hours=24)
+TABLE = "costguard-demo-sweep"
 
 
 def _seed(
@@ -35,43 +29,53 @@ def _seed(
         s3.put_bucket_tagging(
             Bucket=bucket, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]}
         )
-    from costguard_demo.server import backdate_object
-
     for key, age_hours in objects.items():
         s3.put_object(Bucket=bucket, Key=key, Body=b"x" * 1024)
         backdate_object(bucket, key, now - timedelta(hours=age_hours))
 
 
 def run_sweep_chapter(
-    session: Any, region: str, say: Callable[[str], None], now: datetime
+    session: Any,
+    region: str,
+    say: Callable[[str], None],
+    now: datetime,
+    *,
+    topic_arn: str = "",
 ) -> list[dict[str, Any]]:
+    """Warn, then sweep after the grace period; returns the actions (``actions[]``)."""
+    from costguard.handlers.act import actions, process
+    from costguard.settings import Settings
+    from costguard_demo.run import create_ledger_table
+
     s3 = session.client("s3", region_name=region)
-    ttl = {Tags.TTL: "48h", Tags.PROJECT: "vision"}
+    ttl = {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.OWNER: "alice@example.com"}
+    # Ages now; the sweep runs a day later, when 30 h and 50 h are past 48 h, 20 h is not.
     _seed(s3, "demo-scratch", ttl, {
-        "tmp/old-1": 72, "tmp/old-2": 50, "tmp/young-1": 10, "tmp/young-2": 47,
+        "tmp/old-1": 50, "tmp/old-2": 30, "tmp/young-1": 20, "tmp/young-2": 10,
         "tmp/young-3": 1, "keep/model.pt": 500,
     }, now)  # fmt: skip
     _seed(s3, "demo-untagged", {Tags.PROJECT: "vision"}, {"old": 500}, now)
     _seed(s3, "demo-all-old", ttl, {f"ckpt-{i}": 100 for i in range(5)}, now)
-    ledger = InMemoryLedger()
-    store = S3ObjectStore(lambda _r: s3, lambda _b: region)
-    service = SweepService(store, ledger, ledger, None, SweepSettings("demo", RATE, dry_run=False))
-    config = SweepConfig(timedelta(hours=48))
-    actions: list[dict[str, Any]] = []
-    for bucket in ("demo-scratch", "demo-all-old"):
-        ref = BucketRef(bucket, f"{region}/s3-bucket/{bucket}", project="vision")
-        service.survey(ref, config, now, _Unlimited())
-        result = service.sweep(ref, config, now, _Unlimited(), ttl)
-        say(f"s3://{bucket}: {result.detail}")
-        actions.append(
-            {
-                "kind": "delete-objects" if result.phase != "tripped" else "breaker-tripped",
-                "resource": ref.resource,
-                "project": "vision",
-                "reason": result.detail,
-                "usd_per_hour_saved": float(usd_per_hour(result.deleted.bytes, RATE)),
-                "dry_run": False,
-            }
-        )
-    say("s3://demo-untagged: no costguard:ttl tag, untouched")
-    return actions
+    create_ledger_table(session, TABLE, region)
+    settings = Settings.from_env(
+        {
+            Env.REGIONS: region,
+            Env.TABLE_NAME: TABLE,
+            Env.SCOPE: DEMO_ACCOUNT,
+            Env.DRY_RUN: "false",
+            Env.TOPIC_ARN: topic_arn,
+            Env.SAGEMAKER_TAGS: "per-resource",
+            Env.SAGEMAKER_STUDIO: "false",
+        }
+    )
+    out: list[dict[str, Any]] = []
+    later = now + GRACE + timedelta(minutes=1)
+    for label, at in (("now", now), (f"{GRACE} later", later)):
+        say(f"Stale objects, {label} ({at:%Y-%m-%d %H:%M} UTC):")
+        report = process({"time": at.isoformat(), "guard": "stale-objects"}, settings, session, at)
+        for action in actions(report):
+            bucket = action["resource"].rsplit("/", 1)[1]
+            say(f"  s3://{bucket}: {action['outcome']}: {action['detail']}")
+            out.append(action)
+    say("  s3://demo-untagged: no costguard:ttl tag, never read beyond its tags")
+    return out

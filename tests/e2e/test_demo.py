@@ -34,7 +34,19 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
     assert ("burn-rate-anomaly", "vision-research") in kinds
     assert ("burn-rate-recovered", "vision-research") in kinds
     assert ("unattributed-spend", None) in kinds
-    assert len(kinds) == len(set(kinds)), "every alert exactly once across six scans"
+    scans = [k for k in kinds if k[0] != "action-warning"]
+    assert len(scans) == len(set(scans)), "every alert exactly once across six scans"
+    # AND the guards that act warned their owners through the same topic (one warning per
+    # bucket of the sweep, and the breaker's stop), and list their actions
+    assert kinds.count(("action-warning", "vision")) >= 2
+    outcomes = {
+        (a["resource"].rsplit("/", 2)[1], a.get("outcome", a.get("kind"))) for a in demo["actions"]
+    }
+    assert ("ec2-instance", "acted") in outcomes and ("ec2-instance", "warned") in outcomes
+    assert ("ebs-volume", "delete-volume") in outcomes
+    assert ("s3-bucket", "acted") in outcomes and ("s3-bucket", "skipped") in outcomes
+    for a in demo["actions"]:
+        assert {"kind", "resource", "project", "reason", "usd_per_hour_saved", "dry_run"} <= set(a)
     assert demo["alerts_delivered"]["sqs"] == demo["alerts_delivered"]["slack"] == len(kinds)
     assert all(a["alert_id"] and a["severity"] and a["summary"] for a in demo["alerts"])
     assert [c["ledger"] for c in demo["cycles"]] == ["applied"] * 6

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from botocore.exceptions import ClientError
 
 from costguard.adapters.aws import reading, tags_of
-from costguard.domain.decisions import Action, Decision, Observed, Target
+from costguard.domain.decisions import Action, ApplyResult, Decision, Observed, Target
 from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.models import resource_key
 from costguard.domain.sweep import Lock, StoredObject, SweepConfig, usd_per_hour
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
 from costguard.iam import THIS_ACCOUNT_ONLY, Permission
@@ -308,11 +309,11 @@ class S3BucketActuator:
                 return
         raise RuntimeError(f"the warning of bucket {bucket} kept changing under this run")
 
-    def apply(self, decision: Decision) -> str:
+    def apply(self, decision: Decision) -> ApplyResult:
         bucket = decision.target.id
         tags = self._store.bucket_tags(bucket)
         if tags is None:
-            return f"bucket {bucket} is gone; nothing deleted"
+            return ApplyResult(f"bucket {bucket} is gone; nothing deleted", acted=False)
         ttl = parse_ttl(tags.get(Tags.TTL, ""))
         if isinstance(ttl, str):
             raise RuntimeError(f"{Tags.TTL} is no longer valid on {bucket}; nothing deleted")
@@ -324,7 +325,9 @@ class S3BucketActuator:
         result = self._sweeps.sweep(
             _bucket_ref(decision.target), config, decision.decided_at, self._budget, tags
         )
-        return result.detail
+        # A run that deleted nothing (nothing due yet, or the breaker tripped) is no action
+        # and no saving; the sweep has told the owner about a trip itself.
+        return ApplyResult(result.detail, acted=result.deleted.objects > 0)
 
 
 @dataclass
@@ -362,7 +365,7 @@ class StaleObjectsPolicy:
                 continue
             parsed = read_tags(f"s3://{name}", tags, self.tag_keys)
             target = Target(
-                key=f"{region}/{KIND}/{name}",
+                key=resource_key(self.account, region, KIND, name),
                 kind=KIND,
                 region=region,
                 id=name,

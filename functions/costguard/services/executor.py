@@ -273,7 +273,8 @@ class Executor:
             # A standing action recurs: the claim was this run's lease (one run at a time),
             # released for the next; the warning stands, so the tag stays. The actuator
             # reports and alerts on its own progress (a sweep's batches, its breaker).
-            outcome = Outcome(d, Step.ACTED, detail, deadline)
+            # A run of it that changed nothing (nothing due, a tripped breaker) is no action.
+            outcome = Outcome(d, Step.ACTED if applied.acted else Step.SKIPPED, detail, deadline)
             return self._followups(
                 outcome,
                 lambda: self._ledger.release("action", key, now),
