@@ -57,6 +57,4 @@ def test_a_notebook_whose_heartbeat_went_silent_is_unknown_not_idle(aws: Any) ->
     # WHEN the idle guard judges it
     decisions = [d for d in policy.decide(NOW) if d.target.id == "train-nb"]
     # THEN the silent heartbeat is unknown: no stop is decided
-    assert [d.action for d in decisions] == [Action.NONE], [
-        (d.action, d.reason) for d in decisions
-    ]
+    assert [d.action for d in decisions] == [Action.NONE], [(d.action, d.reason) for d in decisions]

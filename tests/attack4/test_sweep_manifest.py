@@ -37,7 +37,9 @@ def test_an_object_whose_key_ends_in_a_carriage_return_is_in_the_deleted_manifes
     s3.create_bucket(Bucket="scratch")
     s3.put_bucket_tagging(
         Bucket="scratch",
-        Tagging={"TagSet": [{"Key": Tags.TTL, "Value": "48h"}, {"Key": Tags.PROJECT, "Value": "v"}]},
+        Tagging={
+            "TagSet": [{"Key": Tags.TTL, "Value": "48h"}, {"Key": Tags.PROJECT, "Value": "v"}]
+        },
     )
     odd = "tmp/old\r"
     for key, age in ((odd, 72), ("tmp/plain", 72), *((f"tmp/new-{i}", 1) for i in range(6))):
