@@ -32,19 +32,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from costguard.cli_common import (  # noqa: F401 - re-exported: `costguard.cli.CommandError`
+    EXIT_AWS,
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERRUPTED,
+    EXIT_NO_DATA,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+)
 from costguard.names import Env
 
 if TYPE_CHECKING:
     from costguard.adapters.catalog import CatalogFile
     from costguard.services.scan import ScanReport
     from costguard.settings import Settings
-
-EXIT_OK = 0
-EXIT_AWS = 1
-EXIT_USAGE = 2
-EXIT_NO_DATA = 3
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `... | head`
 
 #: Regions ``prices refresh`` fetches when none is given.
 DEFAULT_PRICE_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
@@ -85,14 +87,6 @@ _LEDGER_OPERATIONS = frozenset(
 )
 #: Services a scan calls that are not inventory: success there is not "something was read".
 _NOT_INVENTORY = frozenset({"sts", "dynamodb"})
-
-
-class CommandError(Exception):
-    """A failure the user can act on: its message is the whole story, ``code`` the exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class _Parser(argparse.ArgumentParser):
@@ -1191,4 +1185,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run the module's importable copy, not this `__main__` one: subcommand modules import
+    # `costguard.cli`, and two copies of one module mean two of every class it defines.
+    from costguard.cli import main as _importable_main
+
+    raise SystemExit(_importable_main())

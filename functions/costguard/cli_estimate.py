@@ -20,11 +20,16 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from costguard.cli_common import EXIT_OK, EXIT_OVER_BUDGET, CommandError
 from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
     DEFAULT_BYTES_PER_PARAM,
     DEFAULT_CHECKPOINT_HOURS,
+    DEFAULT_MFU,
     DEFAULT_RESTART_HOURS,
+    MFU_FLOOR,
+    MFU_HIGH,
+    MFU_LOW,
     BudgetGate,
     IterationPlan,
     Span,
@@ -39,13 +44,8 @@ from costguard.domain.estimate import (
     spot_cost,
     usd,
 )
-from costguard.domain.money import cents
 from costguard.domain.spot import BUCKETS, hourly_rate
 
-EXIT_OK = 0
-EXIT_USAGE = 2
-#: ``estimate train --project``: the run would take the project's forecast over budget.
-EXIT_OVER_BUDGET = 4
 
 MINUTES = Decimal(60)
 
@@ -92,7 +92,18 @@ def _whole(what: str, low: int, high: int) -> Callable[[str], int]:
 
 params_count = _number("--params", Decimal(0), Decimal("1e15"))
 tokens_count = _number("--tokens", Decimal(0), Decimal("1e17"))
-fraction = _number("a fraction", Decimal(0), Decimal(1))
+_mfu_number = _number("a fraction", MFU_FLOOR, Decimal(1), low_open=False)
+
+
+def mfu_arg(value: str) -> Decimal:
+    """A fraction of peak from MFU_FLOOR: below 1 % is a typo, not a training plan."""
+    try:
+        return _mfu_number(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{exc} (the share of the device's peak reached; published runs reach "
+            f"{MFU_LOW} to {MFU_HIGH}, and below {MFU_FLOOR} is a typo, not a plan)"
+        ) from None
 share = _number("a share", Decimal(0), Decimal(1), low_open=False)
 minutes = _number("minutes", Decimal(0), Decimal(100_000), low_open=False)
 hours_arg = _number("hours", Decimal(0), Decimal(100_000))
@@ -107,8 +118,22 @@ iterations = _whole("--iterations-per-setup", 1, 100_000)
 # -- shared output ---------------------------------------------------------------------------
 
 
+#: Above this a float carries no cents anyway; rounding there only risks the context's
+#: 28 digits (quantize raises InvalidOperation when the result needs more).
+_ROUNDING_LIMIT = Decimal("1e15")
+
+
 def _num(value: Decimal, places: str = "0.0001") -> float:
+    """``value`` rounded to ``places`` for JSON, whatever its size: a float keeps ~16
+    significant digits, so a huge value is passed through, never quantized past the
+    context's precision."""
+    if not value.is_finite() or abs(value) >= _ROUNDING_LIMIT:
+        return float(value)
     return float(value.quantize(Decimal(places)))
+
+
+def _usd_num(value: Decimal) -> float:
+    return _num(value, "0.01")
 
 
 def _span_json(span: Span, places: str = "0.01") -> dict[str, float]:
@@ -178,12 +203,12 @@ def option_json(o: TrainingOption) -> dict[str, Any]:
 def gate_json(g: BudgetGate) -> dict[str, Any]:
     return {
         "project": g.project,
-        "budget_usd": float(cents(g.budget_usd)) if g.budget_usd is not None else None,
-        "month_to_date_usd": float(cents(g.month_to_date_usd)),
-        "forecast_month_usd": float(cents(g.forecast_usd)),
-        "run_usd": float(cents(g.run_usd)),
-        "run_adds_this_month_usd": float(cents(g.run_adds_usd)),
-        "forecast_with_run_usd": float(cents(g.forecast_with_run_usd)),
+        "budget_usd": _usd_num(g.budget_usd) if g.budget_usd is not None else None,
+        "month_to_date_usd": _usd_num(g.month_to_date_usd),
+        "forecast_month_usd": _usd_num(g.forecast_usd),
+        "run_usd": _usd_num(g.run_usd),
+        "run_adds_this_month_usd": _usd_num(g.run_adds_usd),
+        "forecast_with_run_usd": _usd_num(g.forecast_with_run_usd),
         "hours_left_in_month": _num(g.hours_left_in_month, "0.1"),
         "over_budget": g.over,
     }
@@ -288,8 +313,6 @@ def _big(value: Decimal) -> str:
 
 
 def cmd_estimate_train(args: argparse.Namespace) -> int:
-    from costguard.cli import CommandError
-
     catalog = _catalog(args.catalog)
     request = TrainingRequest(
         params=args.params,
@@ -327,8 +350,6 @@ def cmd_estimate_train(args: argparse.Namespace) -> int:
 
 
 def _chosen_option(e: TrainingEstimate, itype: str | None) -> TrainingOption:
-    from costguard.cli import CommandError
-
     if itype is None:
         return e.options[0]
     for o in e.options:
@@ -339,8 +360,6 @@ def _chosen_option(e: TrainingEstimate, itype: str | None) -> TrainingOption:
 
 
 def _run_cost(o: TrainingOption, market: str) -> tuple[Decimal, Decimal]:
-    from costguard.cli import CommandError
-
     if market == "spot":
         if o.spot is None:
             raise CommandError(
@@ -356,9 +375,7 @@ def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGa
     now = _now()
     budget = args.budget if args.budget is not None else _budget_from_env(args.project)
     if budget is None:
-        from costguard.cli import CommandError
-
-        raise CommandError(
+            raise CommandError(
             f"no budget for project {args.project!r}: pass --budget USD, or set it in "
             "COSTGUARD_PROJECTS_JSON"
         )
@@ -374,7 +391,6 @@ def _now() -> datetime:
 def _budget_from_env(project: str) -> Decimal | None:
     from pydantic import TypeAdapter, ValidationError
 
-    from costguard.cli import CommandError
     from costguard.config_spec import ProjectEntry
     from costguard.names import Env
 
@@ -396,7 +412,6 @@ def _ledger_view(args: argparse.Namespace, now: datetime) -> tuple[Decimal, Deci
     ledger keeps older observations for 62 days; those are not running now).
     """
     from costguard.cli import (
-        CommandError,
         _account,
         _default_region,
         _missing_table,
@@ -445,8 +460,6 @@ def _ledger_view(args: argparse.Namespace, now: datetime) -> tuple[Decimal, Deci
 
 
 def cmd_estimate_iteration(args: argparse.Namespace) -> int:
-    from costguard.cli import CommandError
-
     rate = args.usd_per_hour
     saving = args.spot_saving_pct / 100 if args.spot_saving_pct is not None else None
     bucket = args.interruption_bucket
@@ -619,7 +632,11 @@ def register(sub: Any, flags: Any) -> None:
         choices=[a.key for a in ACCELERATORS],
         help="accelerator (default: every one)",
     )
-    train.add_argument("--mfu", type=fraction, help="model FLOPs utilization (default 0.35)")
+    train.add_argument(
+        "--mfu",
+        type=mfu_arg,
+        help=f"model FLOPs utilization, {MFU_FLOOR} to 1 (default {DEFAULT_MFU})",
+    )
     train.add_argument(
         "--gpus", type=gpu_count, help="devices to run on (default: one instance of each option)"
     )

@@ -29,6 +29,10 @@ MFU_LOW = Decimal("0.25")
 MFU_HIGH = Decimal("0.45")
 #: Half-width of the range around an MFU the user gives (clipped to (0, 1]).
 MFU_SPREAD = Decimal("0.10")
+#: The lowest MFU an estimate accepts. Published runs sit at 0.25-0.45; below 1 % of peak
+#: the number is a typo (0.0035 for 0.35), not a plan, and its GPU-hours run past what
+#: any output can round.
+MFU_FLOOR = Decimal("0.01")
 
 #: Weights + gradients in BF16 (2 + 2) and Adam's FP32 master weights, m and v (4 + 4 + 4).
 DEFAULT_BYTES_PER_PARAM = Decimal(16)
@@ -120,8 +124,8 @@ def mfu_span(mfu: Decimal | None) -> tuple[Decimal, Decimal, Decimal]:
     the one given. A higher MFU is a *lower* cost, so costs run high → low with it."""
     if mfu is None:
         return MFU_LOW, DEFAULT_MFU, MFU_HIGH
-    if not ZERO < mfu <= 1:
-        raise ValueError(f"MFU is a fraction in (0, 1], got {mfu}")
+    if not (mfu.is_finite() and MFU_FLOOR <= mfu <= 1):
+        raise ValueError(f"MFU is a fraction from {MFU_FLOOR} to 1, got {mfu}")
     low = max(mfu - MFU_SPREAD, mfu / 2)
     return low, mfu, min(mfu + MFU_SPREAD, Decimal(1))
 
