@@ -160,6 +160,22 @@ def _catalog(path: Path | None) -> Any:
     return chosen.to_domain()
 
 
+def _known_region(catalog: Any, region: str) -> str:
+    """``region`` when the catalog prices EC2 there; else bad input naming the ones it does.
+
+    A region the catalog has no rate for at all is a typo (us-est-1) or a region never
+    refreshed: an estimate there would be empty, which reads as "nothing carries this GPU".
+    """
+    known = sorted(catalog.ec2)
+    if region not in known:
+        raise CommandError(
+            f"the price catalog (as of {catalog.as_of}) has no EC2 prices for region "
+            f"{region!r}; it knows {', '.join(known) or 'no region'}: check --region, or "
+            f"add the region with `costguard prices refresh --region {region}`"
+        )
+    return region
+
+
 # -- estimate train ------------------------------------------------------------------------------
 
 
@@ -320,7 +336,7 @@ def cmd_estimate_train(args: argparse.Namespace) -> int:
         accelerator=args.gpu,
         mfu=args.mfu,
         gpus=args.gpus,
-        region=args.region or "us-east-1",
+        region=_known_region(catalog, args.region or "us-east-1"),
         bytes_per_param=args.bytes_per_param,
         checkpoint_hours=args.checkpoint_minutes / MINUTES,
         restart_hours=args.restart_minutes / MINUTES,
@@ -464,18 +480,34 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
     saving = args.spot_saving_pct / 100 if args.spot_saving_pct is not None else None
     bucket = args.interruption_bucket
     basis = "given"
-    if rate is None or saving is None or (bucket is None and args.interruptions_per_hour is None):
-        if not args.instance_type:
-            raise CommandError(
-                "pass --instance-type (priced from the catalog), or --usd-per-hour with "
-                "--spot-saving-pct and --interruption-bucket or --interruptions-per-hour"
-            )
-        catalog = _catalog(args.catalog)
+    needs_catalog = (
+        rate is None or saving is None or (bucket is None and args.interruptions_per_hour is None)
+    )
+    if needs_catalog and not args.instance_type:
+        raise CommandError(
+            "pass --instance-type (priced from the catalog), or --usd-per-hour with "
+            "--spot-saving-pct and --interruption-bucket or --interruptions-per-hour"
+        )
+    # A named type is always looked up, if only to say that AWS no longer offers it.
+    catalog = _catalog(args.catalog) if args.instance_type else None
+    retired = catalog.retirement(args.instance_type) if catalog is not None else None
+    if retired is not None:
+        print(
+            f"costguard: warning: {args.instance_type} is retired: {retired}. The estimate "
+            "prices it as asked, but it is not a type to launch; "
+            "`costguard estimate train --gpu ...` lists the current ones",
+            file=sys.stderr,
+        )
+    if needs_catalog:
+        assert catalog is not None
         region = args.region or "us-east-1"
         if rate is None:
+            _known_region(catalog, region)
             rate = catalog.ec2_on_demand(region, args.instance_type)
             if rate is None:
-                why = catalog.why_unpriced(region, args.instance_type)
+                why = catalog.why_unpriced(region, args.instance_type) or (
+                    f"retired: {retired}" if retired else None
+                )
                 raise CommandError(
                     f"no on-demand rate for {args.instance_type} in {region}"
                     + (f": {why}" if why else "")
@@ -508,7 +540,9 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         latency_share=args.latency_share,
         spot_extra_setup_hours=args.spot_extra_setup_minutes / MINUTES,
     )
-    data = iteration_json(plan, bucket, basis)
+    data = iteration_json(
+        plan, bucket, basis, instance_type=args.instance_type, retired=retired
+    )
     if args.json:
         _emit_json(data)
     else:
@@ -540,10 +574,21 @@ def _cost_json(cost: Any) -> dict[str, Any] | None:
     }
 
 
-def iteration_json(plan: IterationPlan, bucket: str | None, basis: str) -> dict[str, Any]:
+def iteration_json(
+    plan: IterationPlan,
+    bucket: str | None,
+    basis: str,
+    *,
+    instance_type: str | None = None,
+    retired: str | None = None,
+) -> dict[str, Any]:
+    """The estimate as data. ``retired``: why AWS no longer offers ``instance_type``; the
+    figures still price it (the user asked), but ``cheaper`` is then only a comparison."""
     od, spot, be = on_demand_cost(plan), spot_cost(plan), break_even(plan)
     return {
         "kind": "iteration-estimate",
+        "instance_type": instance_type,
+        "retired": retired,
         "inputs": {
             "work_hours": float(plan.work_hours),
             "usd_per_hour_on_demand": float(plan.usd_per_hour),
@@ -597,7 +642,19 @@ def iteration_text(data: dict[str, Any]) -> str:
             f"{usd(Decimal(str(c['setup_tax_usd']))):>10} {usd(Decimal(str(c['latency_usd']))):>10} "
             f"{c['wall_clock_hours']:>9} {c['expected_interruptions']:>13}"
         )
-    rows += ["", f"Cheaper now: {data['cheaper']}. Break-even: {data['break_even']['summary']}."]
+    rows.append("")
+    if data.get("retired"):
+        # Priced as asked, never recommended: AWS no longer offers the type.
+        rows += [
+            f"{data['instance_type']} is RETIRED: {data['retired']}.",
+            f"On paper {data['cheaper']} would be cheaper (break-even: "
+            f"{data['break_even']['summary']}), but neither is a way to go: launch a current "
+            "type (`costguard estimate train --gpu ...` lists them) and estimate that.",
+        ]
+    else:
+        rows.append(
+            f"Cheaper now: {data['cheaper']}. Break-even: {data['break_even']['summary']}."
+        )
     return "\n".join(rows)
 
 

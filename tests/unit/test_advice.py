@@ -56,6 +56,28 @@ def test_no_spot_advice_for_young_or_spot_instances() -> None:
     assert advise([_instance(72, Lifecycle.SPOT)], [], fixture_catalog(), NOW) == ()
 
 
+def test_no_spot_advice_for_an_on_demand_instance_of_a_retired_type() -> None:
+    # GIVEN an on-demand p3.8xlarge (its family is retired in the fixture) running 10 days,
+    # priced at the catalog's rate, next to the same instance typed as the offered p4d
+    catalog = fixture_catalog()
+    assert catalog.retirement("p3.8xlarge") is not None
+    p3 = Resource(
+        "i-p3",
+        ResourceKind.EC2_INSTANCE,
+        "us-east-1",
+        instance_type="p3.8xlarge",
+        launched_at=NOW - timedelta(days=10),
+        accelerator=Accelerator(AcceleratorKind.GPU, "V100", 4),
+    )
+    priced = PricedResource(p3, catalog.ec2_on_demand("us-east-1", "p3.8xlarge"), "ec2 on-demand")
+    # WHEN the scan advises
+    advice = advise([priced, _instance(240)], [], catalog, NOW)
+    # THEN only the offered type is told to move to spot: AWS no longer offers p3 at all
+    assert [(a.code, a.resource) for a in advice] == [
+        (AdviceCode.SPOT_WITH_CHECKPOINTING, _instance(240).resource.key)
+    ]
+
+
 def test_oversized_endpoint_gets_a_cheaper_type_only_with_utilization() -> None:
     endpoint = Resource(
         "ep", ResourceKind.SAGEMAKER_ENDPOINT, "us-east-1", instance_type="ml.p4d.24xlarge"

@@ -96,6 +96,8 @@ def _spot_advice(item: PricedResource, catalog: PriceCatalog, now: datetime) -> 
         or r.launched_at is None
         or catalog.spot is None
         or not r.instance_type
+        # AWS no longer offers a retired type, on spot or at all: moving it to spot is no move.
+        or catalog.retirement(r.instance_type) is not None
     ):
         return None
     ran = hours_between(require_utc(r.launched_at), now)
