@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from costguard.cli_common import (  # noqa: F401 - re-exported: `costguard.cli.CommandError`
+# Shared with the subcommand modules (one copy under `python -m`); re-exported from here.
+from costguard.cli_common import (
     EXIT_AWS,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,

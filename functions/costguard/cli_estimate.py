@@ -14,11 +14,11 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from costguard.cli_common import EXIT_OK, EXIT_OVER_BUDGET, CommandError
 from costguard.domain.accelerators import ACCELERATORS
@@ -41,10 +41,14 @@ from costguard.domain.estimate import (
     estimate_training,
     hours_text,
     on_demand_cost,
+    project_run_rate,
     spot_cost,
     usd,
 )
 from costguard.domain.spot import BUCKETS, hourly_rate
+
+if TYPE_CHECKING:
+    from costguard.domain.spend import Observation
 
 
 MINUTES = Decimal(60)
@@ -104,6 +108,8 @@ def mfu_arg(value: str) -> Decimal:
             f"{exc} (the share of the device's peak reached; published runs reach "
             f"{MFU_LOW} to {MFU_HIGH}, and below {MFU_FLOOR} is a typo, not a plan)"
         ) from None
+
+
 share = _number("a share", Decimal(0), Decimal(1), low_open=False)
 minutes = _number("minutes", Decimal(0), Decimal(100_000), low_open=False)
 hours_arg = _number("hours", Decimal(0), Decimal(100_000))
@@ -227,6 +233,8 @@ def gate_json(g: BudgetGate) -> dict[str, Any]:
         "forecast_with_run_usd": _usd_num(g.forecast_with_run_usd),
         "hours_left_in_month": _num(g.hours_left_in_month, "0.1"),
         "over_budget": g.over,
+        # Running resources the forecast leaves out: unpriced, their spend unknown (not $0).
+        "unpriced_resources": g.unpriced,
     }
 
 
@@ -307,18 +315,31 @@ def estimate_text(e: TrainingEstimate, gate: BudgetGate | None) -> str:
 
 def gate_text(g: BudgetGate) -> list[str]:
     budget = usd(g.budget_usd) if g.budget_usd is not None else "no budget"
-    verdict = (
-        "OVER BUDGET: the run would take the forecast over the budget"
-        if g.over
-        else "within budget"
-    )
-    return [
+    if g.over:
+        verdict = "OVER BUDGET: the run would take the forecast over the budget"
+    elif g.unpriced:
+        verdict = "within budget, as far as the priced resources go"
+    else:
+        verdict = "within budget"
+    lines = [
         f"Project {g.project}: budget {budget}, month-to-date {usd(g.month_to_date_usd)}, "
         f"forecast {usd(g.forecast_usd)}.",
         f"The run costs {usd(g.run_usd)}; {usd(g.run_adds_usd)} of it lands this month "
         f"({_num(g.hours_left_in_month, '0.1')} h left): forecast with the run "
         f"{usd(g.forecast_with_run_usd)}: {verdict}.",
     ]
+    if g.unpriced:
+        lines.append(unpriced_text(g))
+    return lines
+
+
+def unpriced_text(g: BudgetGate) -> str:
+    return (
+        f"The forecast excludes {g.unpriced} running resource{'s' if g.unpriced != 1 else ''} "
+        f"of project {g.project} that the catalog cannot price: their spend is unknown, "
+        "not $0 (the scan's unpriced findings name them; `costguard prices refresh` may "
+        "price them)."
+    )
 
 
 def _big(value: Decimal) -> str:
@@ -362,6 +383,9 @@ def cmd_estimate_train(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_OVER_BUDGET
+    if gate is not None and gate.unpriced:
+        # Passing is not proof when part of the run-rate is unknown: say so where CI looks.
+        print(f"costguard: warning: {unpriced_text(gate)}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -391,12 +415,22 @@ def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGa
     now = _now()
     budget = args.budget if args.budget is not None else _budget_from_env(args.project)
     if budget is None:
-            raise CommandError(
+        raise CommandError(
             f"no budget for project {args.project!r}: pass --budget USD, or set it in "
             "COSTGUARD_PROJECTS_JSON"
         )
-    mtd, run_rate = _ledger_view(args, now)
-    return budget_gate(args.project, budget, mtd, run_rate, hours_left_in_month(now), run_usd, wall)
+    mtd, observations, watermark = _read_ledger(args, now)
+    running = project_run_rate(observations.values(), args.project, watermark)
+    return budget_gate(
+        args.project,
+        budget,
+        mtd,
+        running.usd_per_hour,
+        hours_left_in_month(now),
+        run_usd,
+        wall,
+        running.unpriced,
+    )
 
 
 def _now() -> datetime:
@@ -421,12 +455,12 @@ def _budget_from_env(project: str) -> Decimal | None:
         raise CommandError(f"{Env.PROJECTS_JSON}: {str(exc).splitlines()[0]}") from None
 
 
-def _ledger_view(args: argparse.Namespace, now: datetime) -> tuple[Decimal, Decimal]:
-    """(month-to-date, current run-rate) of the project, read from the deployed ledger.
-
-    The run-rate sums the rates of the project's resources the last scan saw (the
-    ledger keeps older observations for 62 days; those are not running now).
-    """
+def _read_ledger(
+    args: argparse.Namespace, now: datetime
+) -> tuple[Decimal, Mapping[str, Observation], datetime | None]:
+    """The project's month-to-date, the ledger's observations and the last scan's
+    watermark, read from the deployed ledger (the run-rate is computed from them by
+    :func:`project_run_rate`)."""
     from costguard.cli import (
         _account,
         _default_region,
@@ -460,16 +494,7 @@ def _ledger_view(args: argparse.Namespace, now: datetime) -> tuple[Decimal, Deci
             raise
         raise missing from None
     row = totals.get(args.project)
-    mtd = row.usd if row else Decimal(0)
-    run_rate = sum(
-        (
-            o.usd_per_hour
-            for o in observations.values()
-            if o.project == args.project and watermark is not None and o.observed_at >= watermark
-        ),
-        Decimal(0),
-    )
-    return mtd, run_rate
+    return (row.usd if row else Decimal(0)), observations, watermark
 
 
 # -- estimate iteration ------------------------------------------------------------------------
@@ -528,6 +553,7 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         assert bucket is not None
         monthly = (table_rate or _DEFAULT_BUCKET_RATES)[bucket]
         lam = hourly_rate(monthly)
+    assert rate is not None and saving is not None  # given, or read from the catalog above
     plan = IterationPlan(
         work_hours=args.work_hours,
         usd_per_hour=rate,
@@ -540,9 +566,7 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         latency_share=args.latency_share,
         spot_extra_setup_hours=args.spot_extra_setup_minutes / MINUTES,
     )
-    data = iteration_json(
-        plan, bucket, basis, instance_type=args.instance_type, retired=retired
-    )
+    data = iteration_json(plan, bucket, basis, instance_type=args.instance_type, retired=retired)
     if args.json:
         _emit_json(data)
     else:
@@ -652,9 +676,7 @@ def iteration_text(data: dict[str, Any]) -> str:
             "type (`costguard estimate train --gpu ...` lists them) and estimate that.",
         ]
     else:
-        rows.append(
-            f"Cheaper now: {data['cheaper']}. Break-even: {data['break_even']['summary']}."
-        )
+        rows.append(f"Cheaper now: {data['cheaper']}. Break-even: {data['break_even']['summary']}.")
     return "\n".join(rows)
 
 

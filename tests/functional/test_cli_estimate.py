@@ -91,17 +91,26 @@ def test_project_without_a_table_or_budget_is_bad_input(capsys: pytest.CaptureFi
 
 
 class _Ledger:
-    def __init__(self, mtd: Decimal, rate: Decimal) -> None:
+    """What the deployed ledger holds: month totals, observations and the last scan's
+    watermark (the CLI computes the run-rate from them)."""
+
+    def __init__(self, mtd: Decimal, rate: Decimal, *, unpriced: int = 0) -> None:
         from costguard.domain.spend import Observation
         from costguard.ports import ProjectMonth
 
         now = datetime.now(UTC)
+        old = datetime(2020, 1, 1, tzinfo=UTC)
         self.totals = {"llm": ProjectMonth("llm", now.strftime("%Y-%m"), mtd, Decimal(0))}
         self.now = now
         self.obs = {
             "k": Observation("k", "llm", rate, now, now),
-            "old": Observation("old", "llm", Decimal(1000), datetime(2020, 1, 1, tzinfo=UTC), now),
+            "old": Observation("old", "llm", Decimal(1000), old, now),
+            # accrue() observes an unpriced resource at $0/h; an old one is not running now
+            "old-unpriced": Observation("old-unpriced", "llm", Decimal(0), old, now),
+            "other": Observation("other", "web", Decimal(0), now, now),
         }
+        for i in range(unpriced):
+            self.obs[f"u{i}"] = Observation(f"u{i}", "llm", Decimal(0), now, now)
 
 
 @pytest.fixture
@@ -110,15 +119,11 @@ def ledger(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     state: dict[str, Any] = {}
 
-    def view(args: Any, now: datetime) -> tuple[Decimal, Decimal]:
+    def read(args: Any, now: datetime) -> tuple[Decimal, dict[str, Any], datetime]:
         led = state["ledger"]
-        # the real reader's filter: only what the last scan saw is running now
-        rate = sum(
-            (o.usd_per_hour for o in led.obs.values() if o.observed_at >= led.now), Decimal(0)
-        )
-        return led.totals["llm"].usd, rate
+        return led.totals["llm"].usd, led.obs, led.now
 
-    monkeypatch.setattr(mod, "_ledger_view", view)
+    monkeypatch.setattr(mod, "_read_ledger", read)
     # 2026-11-10 00:00 UTC: 504 hours left in the month
     monkeypatch.setattr(mod, "_now", lambda: datetime(2026, 11, 10, tzinfo=UTC))
     return state
@@ -178,6 +183,54 @@ def test_gate_passes_a_run_that_fits(
     gate = json.loads(out)["budget"]
     assert gate["over_budget"] is False
     assert 0 < gate["run_usd"] < 100
+
+
+SMALL_GATED = [
+    "estimate",
+    "train",
+    "--params",
+    "1e8",
+    "--tokens",
+    "1e9",
+    "--gpu",
+    "a10g",
+    "--catalog",
+    str(FIXTURE_CATALOG_PATH),
+    "--project",
+    "llm",
+    "--table",
+    "costguard-ledger",
+    "--budget",
+    "1000",
+]
+
+
+def test_gate_says_the_forecast_excludes_running_unpriced_resources(
+    ledger: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a project running $1/h of priced resources and two the catalog cannot price
+    # (the ledger holds them at $0/h), plus an old unpriced one and another project's
+    ledger["ledger"] = _Ledger(Decimal(100), Decimal(1), unpriced=2)
+    # WHEN a small run is gated, as JSON and as text
+    code, out, err = run_cli([*SMALL_GATED, "--json"], capsys)
+    # THEN it fits, but the gate does not pass silently: two resources are left out
+    assert code == 0
+    gate = json.loads(out)["budget"]
+    assert gate["over_budget"] is False and gate["unpriced_resources"] == 2
+    assert "excludes 2 running resources of project llm" in err
+    code, out, err = run_cli(SMALL_GATED, capsys)
+    assert code == 0
+    assert "as far as the priced resources go" in out
+    assert "excludes 2 running resources" in out and "not $0" in out
+
+
+def test_gate_without_unpriced_resources_passes_quietly(
+    ledger: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger["ledger"] = _Ledger(Decimal(100), Decimal(1))
+    code, out, err = run_cli([*SMALL_GATED, "--json"], capsys)
+    assert code == 0 and err == ""
+    assert json.loads(out)["budget"]["unpriced_resources"] == 0
 
 
 def test_iteration_json_shape_and_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -244,3 +297,159 @@ def test_iteration_unpriced_type_is_bad_input(capsys: pytest.CaptureFixture[str]
         capsys,
     )
     assert code == 2 and "Capacity Blocks" in err
+
+
+# -- regressions: run as `python -m costguard.cli`, regions, retired types, huge numbers ------
+
+
+def _python_m(*args: str, home: Any) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, HOME=str(home), XDG_DATA_HOME=str(home / "share"))
+    env.pop("COSTGUARD_PROJECTS_JSON", None)
+    return subprocess.run(
+        [sys.executable, "-m", "costguard.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_estimate_usage_errors_exit_2_under_python_m(tmp_path: Any) -> None:
+    # GIVEN the command run as `python -m costguard.cli`, where cli.py is `__main__`
+    # WHEN an estimate is asked for wrongly (no budget for the gate)
+    done = _python_m(*TRAIN, "--project", "llm", home=tmp_path)
+    # THEN it is bad input, one line, as under the installed `costguard` command
+    assert "Traceback" not in done.stderr, done.stderr[-600:]
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "costguard: no budget for project 'llm': pass --budget USD, or set it in "
+        "COSTGUARD_PROJECTS_JSON"
+    )
+
+
+def test_one_command_error_class_whichever_way_the_cli_starts() -> None:
+    import costguard.cli
+    import costguard.cli_common
+
+    # failure() recognises the shared class, which cli re-exports rather than redefines
+    assert costguard.cli.CommandError is costguard.cli_common.CommandError
+    assert costguard.cli.failure(costguard.cli_common.CommandError("x")) == (2, "x")
+
+
+@pytest.mark.parametrize("command", ["train", "iteration"])
+def test_a_region_the_catalog_does_not_know_is_bad_input_naming_the_known_ones(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a typo for us-east-1
+    args = (
+        [*TRAIN, "--region", "us-est-1"]
+        if command == "train"
+        else [
+            "estimate",
+            "iteration",
+            "--work-hours",
+            "2",
+            "--instance-type",
+            "g5.xlarge",
+            "--catalog",
+            str(FIXTURE_CATALOG_PATH),
+            "--region",
+            "us-est-1",
+        ]
+    )
+    # WHEN an estimate is asked for there
+    code, out, err = run_cli(args, capsys)
+    # THEN it is bad input naming the region and the regions the catalog prices
+    assert code == 2 and out == ""
+    assert "'us-est-1'" in err and "us-east-1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_iteration_on_a_retired_type_warns_and_recommends_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN p3.2xlarge, which the fixture catalog still prices but marks retired
+    base = [
+        "estimate",
+        "iteration",
+        "--work-hours",
+        "2",
+        "--instance-type",
+        "p3.2xlarge",
+        "--catalog",
+        str(FIXTURE_CATALOG_PATH),
+    ]
+    # WHEN an iteration on it is estimated
+    code, out, err = run_cli(base, capsys)
+    # THEN it is priced as asked, with a warning, and nothing is "the way to go"
+    assert code == 0
+    assert "warning: p3.2xlarge is retired" in err
+    assert "p3.2xlarge is RETIRED" in out and "Cheaper now" not in out
+    code, out, _ = run_cli([*base, "--json"], capsys)
+    data = json.loads(out)
+    assert data["instance_type"] == "p3.2xlarge" and "no longer offers p3" in data["retired"]
+    # AND a retired type named next to given rates is still said to be retired
+    given = ["--usd-per-hour", "3", "--spot-saving-pct", "60", "--interruption-bucket", "<5%"]
+    code, out, err = run_cli([*base, *given], capsys)
+    assert code == 0 and "retired" in err
+
+
+def test_an_offered_type_keeps_its_recommendation(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        [
+            "estimate",
+            "iteration",
+            "--work-hours",
+            "2",
+            "--instance-type",
+            "g5.xlarge",
+            "--catalog",
+            str(FIXTURE_CATALOG_PATH),
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0 and err == ""
+    assert json.loads(out)["retired"] is None
+
+
+def test_an_mfu_below_one_percent_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["estimate", "train", "--params", "1e15", "--tokens", "1e17", "--json"]
+    code, out, err = run_cli([*base, "--mfu", "1e-20"], capsys)
+    assert code == 2 and out == ""
+    assert "from 0.01 up to 1" in err and "published runs reach 0.25 to 0.45" in err
+
+
+def test_the_largest_run_at_the_lowest_mfu_is_estimated_as_json(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN the largest run the options accept, at the lowest MFU they accept
+    args = ["estimate", "train", "--params", "1e15", "--tokens", "1e17", "--mfu", "0.01"]
+    # WHEN it is estimated as JSON
+    code, out, _ = run_cli([*args, "--catalog", str(FIXTURE_CATALOG_PATH), "--json"], capsys)
+    # THEN every figure is printed, rounded or not, with no error
+    assert code == 0
+    options = json.loads(out)["options"]
+    assert options and all(o["gpu_hours"]["high"] > 1e16 for o in options)
+
+
+@pytest.mark.parametrize(
+    ("value", "places", "expected"),
+    [
+        (Decimal("1e40"), "0.01", 1e40),
+        (Decimal("-3e30"), "0.0001", -3e30),
+        (Decimal("123456789012345.678"), "0.01", 123456789012345.67),
+        (Decimal("12.3456"), "0.01", 12.35),
+    ],
+)
+def test_json_rounding_never_overflows_decimal_precision(
+    value: Decimal, places: str, expected: float
+) -> None:
+    from costguard.cli_estimate import _num
+
+    # quantize to 0.01 of 1e40 needs 43 digits, past the default context's 28
+    assert _num(value, places) == pytest.approx(expected)

@@ -4,6 +4,7 @@ against published training runs, and properties of the spot model."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from costguard.domain.accelerators import BY_KEY
 from costguard.domain.estimate import (
     DEFAULT_MFU,
+    MFU_FLOOR,
     MFU_HIGH,
     MFU_LOW,
     PUBLISHED_RUNS,
@@ -26,10 +28,12 @@ from costguard.domain.estimate import (
     memory_fit,
     mfu_span,
     on_demand_cost,
+    project_run_rate,
     spot_cost,
     spot_saving_usd,
     training_flops,
 )
+from costguard.domain.spend import Observation
 from costguard.domain.spot import hourly_rate
 from tests.support.catalog import fixture_catalog
 
@@ -52,6 +56,16 @@ def test_mfu_range_is_the_calibrated_one_by_default_and_plus_minus_a_tenth_when_
     assert mfu_span(D("0.1")) == (D("0.05"), D("0.1"), D("0.2"))
     with pytest.raises(ValueError):
         mfu_span(D(0))
+
+
+@pytest.mark.parametrize("mfu", [D("1e-20"), D("0.009"), D("NaN"), D("1.01")])
+def test_an_mfu_below_the_floor_or_above_one_is_refused(mfu: D) -> None:
+    # 1e-20 made GPU-hours too large for any output to round (a traceback under --json)
+    with pytest.raises(ValueError, match=f"from {MFU_FLOOR} to 1"):
+        mfu_span(mfu)
+    with pytest.raises(ValueError):
+        TrainingRequest(D("7e9"), D("2e12"), mfu=mfu)
+    assert mfu_span(MFU_FLOOR)[1] == MFU_FLOOR
 
 
 @pytest.mark.parametrize(
@@ -250,6 +264,28 @@ def test_budget_gate_adds_the_share_of_the_run_inside_the_month() -> None:
     assert not budget_gate("p", None, D(1000), D(2), D(100), D(900), D(300)).over
     short = budget_gate("p", D(1000), D(0), D(0), D(100), D(50), D(10))
     assert short.run_adds_usd == D(50)
+
+
+def test_run_rate_counts_unpriced_running_resources_apart_and_ignores_old_ones() -> None:
+    # GIVEN the ledger's observations: accrue() stores an unpriced resource at $0/h
+    scan = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    before = scan - timedelta(days=3)
+    obs = [
+        Observation("a", "p", D("2.5"), scan, before),
+        Observation("b", "p", D(0), scan, before),  # unpriced, running
+        Observation("c", "p", D(0), scan, before),  # unpriced, running
+        Observation("d", "p", D(0), before, before),  # unpriced, gone since
+        Observation("e", "p", D(7), before, before),  # gone since
+        Observation("f", "q", D(0), scan, before),  # another project's
+    ]
+    # WHEN the project's run-rate is taken at the last scan's watermark
+    rate = project_run_rate(obs, "p", scan)
+    # THEN the priced rate is summed and the two running unpriced ones are counted, not $0
+    assert (rate.usd_per_hour, rate.unpriced) == (D("2.5"), 2)
+    # AND before any scan there is nothing running to count
+    assert project_run_rate(obs, "p", None) == project_run_rate([], "p", scan)
+    g = budget_gate("p", D(10), D(0), D(0), D(1), D(1), D(1), rate.unpriced)
+    assert g.unpriced == 2 and not g.over
 
 
 # -- properties ---------------------------------------------------------------------------------

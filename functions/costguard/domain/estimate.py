@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 
 from costguard.domain.accelerators import ACCELERATORS, AcceleratorSpec
+from costguard.domain.calendar import require_utc
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.pricing import PriceCatalog
+from costguard.domain.spend import Observation
 from costguard.domain.spot import SpotProfile, SpotTable
 
 #: Training compute per parameter per token: forward (2) plus backward (4) passes.
@@ -613,6 +616,35 @@ def _training_spot(
 
 
 @dataclass(frozen=True, slots=True)
+class RunRate:
+    """A project's current $/h, and how many of its running resources it leaves out."""
+
+    usd_per_hour: Decimal
+    #: Resources the last scan saw running with no price: their spend is unknown, not $0.
+    unpriced: int = 0
+
+
+def project_run_rate(
+    observations: Iterable[Observation], project: str, watermark: datetime | None
+) -> RunRate:
+    """What ``project`` runs now: the rates of its resources the last scan saw.
+
+    The ledger keeps older observations (62 days); only those at or after the last scan's
+    ``watermark`` are running now. ``accrue`` stores an unpriced resource at $0/h, and a
+    priced one is never $0 (see :mod:`costguard.domain.pricing`): a $0 rate here is a
+    resource whose spend is unknown, counted apart so that no forecast hides it.
+    """
+    if watermark is None:
+        return RunRate(ZERO)
+    now = [
+        o.usd_per_hour
+        for o in observations
+        if o.project == project and require_utc(o.observed_at) >= require_utc(watermark)
+    ]
+    return RunRate(sum(now, ZERO), sum(1 for rate in now if rate == 0))
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetGate:
     project: str
     budget_usd: Decimal | None
@@ -622,6 +654,8 @@ class BudgetGate:
     #: The part of the run's cost that falls in this month.
     run_adds_usd: Decimal
     hours_left_in_month: Decimal
+    #: Running resources the forecast leaves out: unpriced, so their spend is unknown.
+    unpriced: int = 0
 
     @property
     def forecast_with_run_usd(self) -> Decimal:
@@ -640,17 +674,19 @@ def budget_gate(
     hours_left: Decimal,
     run_usd: Decimal,
     run_wall_hours: Decimal,
+    unpriced: int = 0,
 ) -> BudgetGate:
     """The month's forecast (spent + current run-rate × hours left) and what the run adds.
 
     A run starting now spends evenly over its wall-clock: only the share that falls
     before the month ends (hours left / wall-clock, at most all of it) lands on this
-    month's forecast.
+    month's forecast. ``unpriced``: running resources the run-rate leaves out, which the
+    gate reports rather than counting as $0.
     """
     forecast = month_to_date + run_rate_usd_per_hour * hours_left
     share = Decimal(1) if run_wall_hours <= hours_left else hours_left / run_wall_hours
     return BudgetGate(
-        project, budget, month_to_date, forecast, run_usd, run_usd * share, hours_left
+        project, budget, month_to_date, forecast, run_usd, run_usd * share, hours_left, unpriced
     )
 
 
