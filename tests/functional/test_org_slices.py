@@ -47,22 +47,22 @@ def _member_session(base: Any, account: str, region: str) -> Any:
 
 
 def _launch(base: Any, account: str, region: str, project: str, when: datetime) -> None:
-    from freezegun import freeze_time
+    """A tagged GPU in ``account``, launched at ``when`` (back-dated on moto's backend: freezegun
+    would leak frozen time into later tests)."""
+    from moto.ec2.models import ec2_backends
 
     ec2 = _member_session(base, account, region).client("ec2")
-    with freeze_time(when):
-        ec2.run_instances(
-            ImageId="ami-12345678",
-            MinCount=1,
-            MaxCount=1,
-            InstanceType="g5.xlarge",
-            TagSpecifications=[
-                {
-                    "ResourceType": "instance",
-                    "Tags": [{"Key": "costguard:project", "Value": project}],
-                }
-            ],
-        )
+    instance = ec2.run_instances(
+        ImageId="ami-12345678",
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="g5.xlarge",
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": "costguard:project", "Value": project}]}
+        ],
+    )["Instances"][0]
+    backend = ec2_backends[account][region]
+    backend.get_instance(instance["InstanceId"]).launch_time = when.replace(tzinfo=None)
 
 
 def _deny_assume(base: Any, account: str) -> None:
