@@ -436,6 +436,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
     settings = _settings_for_scan(args, session)
     catalog, which = choose_catalog(args.catalog, _progress(True))
     _require_credentials(session)
+    if getattr(args, "accounts", None):
+        return _scan_accounts(args, session, settings, catalog.to_domain(), which)
     if settings.table_name and not args.scope:
         # The deployed scan keys the ledger by account id; read the same rows.
         settings = settings.model_copy(update={"scope": _account(session, settings.regions[0])})
@@ -479,6 +481,42 @@ def cmd_scan(args: argparse.Namespace) -> int:
     if message:
         print(f"costguard: {message}", file=sys.stderr)
     return code
+
+
+def _scan_accounts(
+    args: argparse.Namespace, session: Any, settings: Settings, catalog: Any, which: str
+) -> int:
+    """``scan --accounts``: each account through its member role (cli_org)."""
+    from costguard.cli_org import print_accounts, scan_accounts
+    from costguard.settings import one_line
+
+    if settings.table_name:
+        raise CommandError("--accounts scans with an in-memory ledger: drop --table")
+    _progress(not args.quiet)(one_line(which, 1000))
+    results = scan_accounts(
+        session,
+        args.accounts,
+        settings,
+        catalog,
+        datetime.now(UTC),
+        role_name=args.role_name,
+        workers=args.account_workers,
+        progress=_progress(not args.quiet),
+    )
+    return print_accounts(results, args.json)
+
+
+def account_list(text: str) -> list[str]:
+    """``111111111111,222222222222`` -> the account ids, each checked, repeats dropped."""
+    from costguard.handlers.org import parse_accounts
+
+    try:
+        accounts = parse_accounts(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not accounts:
+        raise argparse.ArgumentTypeError("no account id given")
+    return accounts
 
 
 # -- alerts --------------------------------------------------------------------------------
@@ -968,6 +1006,24 @@ def parser() -> argparse.ArgumentParser:
         help="how to read SageMaker tags (default tagging-api)",
     )
     scan.add_argument("--scope", help="ledger scope to read (default: the account id)")
+    scan.add_argument(
+        "--accounts",
+        type=account_list,
+        metavar="IDS",
+        help="scan these accounts (comma-separated) through their CostGuard member role",
+    )
+    scan.add_argument(
+        "--role-name",
+        default="costguard-member-read",
+        help="the member role --accounts assumes (default costguard-member-read)",
+    )
+    scan.add_argument(
+        "--account-workers",
+        type=int,
+        default=4,
+        metavar="N",
+        help="accounts scanned at once with --accounts (default 4)",
+    )
     scan.add_argument(
         "--catalog",
         type=Path,

@@ -145,3 +145,20 @@ class Heartbeat:
     #: The busiest GPU's utilization in percent (absent on an instance without a GPU).
     GPU_UTILIZATION: Final = "GPUUtilization"
     PERIOD_SECONDS: Final = 300
+
+
+class OrgRoles:
+    """The roles of an Organization deployment: the hub's, and each member account's.
+
+    Fixed names, so that the member stack (a StackSet, deployed before or after the hub)
+    can name the hub's roles in its trust policy, and the hub can name the member roles it
+    assumes in every account without a lookup.
+    """
+
+    #: The hub's scan consumers (and ``costguard scan --accounts`` users) assume this in members.
+    MEMBER_READ: Final = "costguard-member-read"
+    #: The hub's guards assume this in members: tag-conditioned mutations only.
+    MEMBER_ACT: Final = "costguard-member-act"
+    #: The hub's roles that may assume them (in the hub account).
+    HUB_SCAN: Final = "costguard-hub-scan"
+    HUB_ACT: Final = "costguard-hub-act"

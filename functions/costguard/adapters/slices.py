@@ -1,0 +1,227 @@
+"""The plans of an Organization's scheduled scans, on the ledger table (and in memory).
+
+=============================  ==================  =================================================
+pk                             sk                  what
+=============================  ==================  =================================================
+``ORG#<scope>#TICKS``          ``<time>``          expected and done slices, failures, aggregated
+=============================  ==================  =================================================
+
+A slice is marked done with **one** conditional ``UpdateItem`` (``ADD`` to a string set
+unless it holds it already): a duplicate message, a retry after a crash, or a second
+consumer racing the first mark it once, and only the call that added it is told so.
+Aggregation is claimed with a conditional ``SET`` of ``aggregated_at``: once per time.
+An item holds 800 slice keys in about 20 KB, far under DynamoDB's 400 KB.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from costguard.adapters.dynamodb import parse_stamp, stamp
+from costguard.domain.org import Slice, SliceFailure, TickPlan
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+#: Plans are kept this long (DynamoDB TTL): long enough for any late slice to find one.
+PLAN_TTL = timedelta(days=3)
+#: A failure message kept in the plan is cut to this length.
+FAILURE_CHARS = 300
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+class DynamoDbSliceBook:
+    def __init__(self, client: DynamoDBClient, table_name: str, scope: str) -> None:
+        self._ddb = client
+        self._table = table_name
+        self._pk = f"ORG#{scope}#TICKS"
+
+    def _key(self, tick: datetime) -> dict[str, Any]:
+        return {"pk": {"S": self._pk}, "sk": {"S": stamp(tick)}}
+
+    def plan(self, tick: datetime, slices: Iterable[Slice], deadline: datetime) -> bool:
+        keys = sorted({s.key for s in slices})
+        if not keys:
+            return False
+        try:
+            self._ddb.put_item(
+                TableName=self._table,
+                Item={
+                    **self._key(tick),
+                    "expected": {"SS": keys},
+                    "deadline": {"S": stamp(deadline)},
+                    "errors": {"M": {}},
+                    "attempts": {"M": {}},
+                    "ttl": {"N": str(int((tick + PLAN_TTL).timestamp()))},
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False  # planned already: a retried fan-out changes nothing
+            raise
+        return True
+
+    def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]:
+        try:
+            response = self._ddb.update_item(
+                TableName=self._table,
+                Key=self._key(tick),
+                UpdateExpression="ADD #done :slice",
+                ConditionExpression="attribute_exists(pk) AND NOT contains(#done, :key)",
+                ExpressionAttributeNames={"#done": "done"},
+                ExpressionAttributeValues={":slice": {"SS": [s.key]}, ":key": {"S": s.key}},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False, self.get(tick)
+            raise
+        return True, _plan(response["Attributes"])
+
+    def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._key(tick),
+                UpdateExpression=(
+                    "SET #errors.#slice = :error, "
+                    "#attempts.#slice = if_not_exists(#attempts.#slice, :zero) + :one"
+                ),
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={
+                    "#errors": "errors",
+                    "#attempts": "attempts",
+                    "#slice": s.key,
+                },
+                ExpressionAttributeValues={
+                    ":error": {
+                        "M": {"code": {"S": code}, "message": {"S": message[:FAILURE_CHARS]}}
+                    },
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                },
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise  # no plan (expired): nothing to report the failure against
+
+    def get(self, tick: datetime) -> TickPlan | None:
+        item = self._ddb.get_item(
+            TableName=self._table, Key=self._key(tick), ConsistentRead=True
+        ).get("Item")
+        return _plan(item) if item else None
+
+    def due(self, since: datetime, now: datetime) -> list[TickPlan]:
+        """Plans of times in [since, now] not aggregated yet whose deadline has passed."""
+        pages = self._ddb.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :since AND :now",
+            ExpressionAttributeValues={
+                ":pk": {"S": self._pk},
+                ":since": {"S": stamp(since)},
+                ":now": {"S": stamp(now)},
+            },
+            ConsistentRead=True,
+        )
+        plans = [_plan(item) for page in pages for item in page.get("Items", [])]
+        return [p for p in plans if p.aggregated_at is None and p.deadline <= now]
+
+    def claim_aggregation(self, tick: datetime, now: datetime) -> bool:
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._key(tick),
+                UpdateExpression="SET #agg = :now",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#agg)",
+                ExpressionAttributeNames={"#agg": "aggregated_at"},
+                ExpressionAttributeValues={":now": {"S": stamp(now)}},
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+
+def _plan(item: dict[str, Any]) -> TickPlan:
+    attempts = {k: int(v["N"]) for k, v in item.get("attempts", {}).get("M", {}).items()}
+    failures = {
+        Slice.parse(k): SliceFailure(
+            v["M"]["code"]["S"], v["M"]["message"]["S"], attempts.get(k, 1)
+        )
+        for k, v in item.get("errors", {}).get("M", {}).items()
+    }
+    aggregated = item.get("aggregated_at", {}).get("S")
+    return TickPlan(
+        tick=parse_stamp(item["sk"]["S"]),
+        expected=frozenset(Slice.parse(k) for k in item["expected"]["SS"]),
+        deadline=parse_stamp(item["deadline"]["S"]),
+        done=frozenset(Slice.parse(k) for k in item.get("done", {}).get("SS", [])),
+        failures=failures,
+        aggregated_at=parse_stamp(aggregated) if aggregated else None,
+    )
+
+
+class InMemorySliceBook:
+    """The same contract in memory (tests/functional/test_slice_book_contract.py)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[datetime, TickPlan] = {}
+        self._lock = threading.Lock()
+
+    def plan(self, tick: datetime, slices: Iterable[Slice], deadline: datetime) -> bool:
+        expected = frozenset(slices)
+        with self._lock:
+            if not expected or tick in self._plans:
+                return False
+            self._plans[tick] = TickPlan(tick, expected, deadline)
+            return True
+
+    def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]:
+        with self._lock:
+            plan = self._plans.get(tick)
+            if plan is None or s in plan.done:
+                return False, plan
+            plan = self._plans[tick] = replace(plan, done=plan.done | {s})
+            return True, plan
+
+    def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:
+        with self._lock:
+            plan = self._plans.get(tick)
+            if plan is None:
+                return
+            before = plan.failures.get(s)
+            failure = SliceFailure(
+                code, message[:FAILURE_CHARS], (before.attempts if before else 0) + 1
+            )
+            self._plans[tick] = replace(plan, failures={**plan.failures, s: failure})
+
+    def get(self, tick: datetime) -> TickPlan | None:
+        with self._lock:
+            return self._plans.get(tick)
+
+    def due(self, since: datetime, now: datetime) -> list[TickPlan]:
+        with self._lock:
+            return [
+                p
+                for t, p in sorted(self._plans.items())
+                if since <= t <= now and p.aggregated_at is None and p.deadline <= now
+            ]
+
+    def claim_aggregation(self, tick: datetime, now: datetime) -> bool:
+        with self._lock:
+            plan = self._plans.get(tick)
+            if plan is None or plan.aggregated_at is not None:
+                return False
+            self._plans[tick] = replace(plan, aggregated_at=now)
+            return True

@@ -1,0 +1,197 @@
+"""An Organization's scan, cut in slices: one (account, region) per work item per scheduled time.
+
+Pure: what a slice is, where its ledger lives, what a scheduled time's plan holds, and how
+the slices roll up into projects across accounts. The store of plans is
+:class:`costguard.services.org.SliceBook`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from costguard.domain.alerts import (
+    MAX_LINE_CHARS,
+    Alert,
+    AlertKind,
+    AlertSeverity,
+    clip,
+    utc_label,
+    utc_stamp,
+)
+from costguard.domain.calendar import require_utc
+from costguard.domain.findings import Finding, FindingCode, Severity
+from costguard.domain.money import ZERO
+
+ACCOUNT_RE = re.compile(r"[0-9]{12}")
+REGION_RE = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Slice:
+    """One account in one region: the unit of work, of retry and of ledger."""
+
+    account: str
+    region: str
+
+    def __post_init__(self) -> None:
+        if not ACCOUNT_RE.fullmatch(self.account):
+            raise ValueError(f"not a 12-digit account id: {self.account!r}")
+        if not REGION_RE.fullmatch(self.region):
+            raise ValueError(f"not a region name: {self.region!r}")
+
+    @property
+    def key(self) -> str:
+        return f"{self.account}/{self.region}"
+
+    @classmethod
+    def parse(cls, key: str) -> Slice:
+        account, _, region = key.partition("/")
+        return cls(account, region)
+
+
+def slice_scope(org_scope: str, s: Slice) -> str:
+    """The ledger scope of one slice: its own watermark, totals and snapshot.
+
+    A slice commits alone (one watermark compare-and-set per account-region), so a
+    duplicate or a retry of it is refused by the ledger, and a late one (its time is
+    before the slice's watermark) adds nothing: the next commit accrues its interval.
+    """
+    return f"{org_scope}/{s.account}/{s.region}"
+
+
+@dataclass(frozen=True, slots=True)
+class SliceFailure:
+    code: str
+    message: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class TickPlan:
+    """What one scheduled time expects, what came in, and whether it was aggregated."""
+
+    tick: datetime
+    expected: frozenset[Slice]
+    deadline: datetime
+    done: frozenset[Slice] = frozenset()
+    failures: Mapping[Slice, SliceFailure] = field(default_factory=dict)
+    aggregated_at: datetime | None = None
+
+    @property
+    def missing(self) -> tuple[Slice, ...]:
+        return tuple(sorted(self.expected - self.done))
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+def missing_slice_findings(plan: TickPlan) -> list[Finding]:
+    """One ``scan-failed`` finding per slice that did not come in, naming the account."""
+    out = []
+    for s in plan.missing:
+        failure = plan.failures.get(s)
+        why = (
+            f"failed {failure.attempts} time(s), last with {failure.code}: {failure.message}"
+            if failure
+            else "no result before the deadline"
+        )
+        out.append(
+            Finding(
+                FindingCode.SCAN_FAILED,
+                f"account/{s.account}/{s.region}",
+                clip(
+                    f"account {s.account} in {s.region} is missing from the scan of "
+                    f"{utc_label(plan.tick)}: {why}; its spend is unknown, not $0",
+                    MAX_LINE_CHARS,
+                ),
+                Severity.ERROR,
+            )
+        )
+    return out
+
+
+def missing_slices_alert(plan: TickPlan, now: datetime) -> Alert | None:
+    """One alert a scheduled time for the accounts that are missing from it, each named.
+
+    Deduplicated per (time, account, region): a re-run of the aggregation sends nothing new.
+    """
+    missing = plan.missing
+    if not missing:
+        return None
+    now = require_utc(now)
+    accounts = sorted({s.account for s in missing})
+    lines = []
+    for s in missing[:20]:
+        f = plan.failures.get(s)
+        lines.append(
+            clip(
+                f"{s.account} {s.region}: "
+                + (f"{f.code} after {f.attempts} attempt(s): {f.message}" if f else "no result"),
+                MAX_LINE_CHARS,
+            )
+        )
+    if len(missing) > 20:
+        lines.append(f"and {len(missing) - 20} more account-region(s)")
+    codes = sorted({plan.failures[s].code for s in missing if s in plan.failures})
+    title = (
+        f"CostGuard could not scan account {accounts[0]}"
+        if len(accounts) == 1
+        else f"CostGuard could not scan {len(accounts)} accounts"
+    )
+    return Alert(
+        alert_id=f"{AlertKind.SCAN_FAILED}/org/{utc_stamp(plan.tick)}",
+        kind=AlertKind.SCAN_FAILED,
+        project=None,
+        severity=AlertSeverity.WARNING,
+        title=title + (f": {', '.join(codes)}" if codes else ""),
+        summary=(
+            f"{len(missing)} account-region(s) of the scan of {utc_label(plan.tick)} did not "
+            f"come in ({', '.join(accounts[:5])}{', ...' if len(accounts) > 5 else ''}). "
+            "Until they do, what runs there is missing from budgets and forecasts: unknown, "
+            "not $0. The other accounts were scanned and counted."
+        ),
+        at=now,
+        why="a slice failed every attempt, or did not finish before the deadline",
+        next_steps=(
+            "Check that the account has the CostGuard member stack (role "
+            "costguard-member-read) and that the hub may assume it.",
+            "A slice that comes in late is counted by the next scan, never twice.",
+        ),
+        facts={"accounts": ", ".join(accounts[:10]), "scheduled_time": utc_label(plan.tick)},
+        details=tuple(lines),
+        dedupe=tuple(f"missing-slice/{utc_stamp(plan.tick)}/{s.key}" for s in missing),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectRollup:
+    """One project across every account and region of the Organization."""
+
+    project: str | None
+    month_to_date_usd: Decimal = ZERO
+    estimated_usd: Decimal = ZERO
+    run_rate_usd_per_hour: Decimal = ZERO
+    accounts: frozenset[str] = frozenset()
+
+
+def roll_up(
+    per_slice: Iterable[tuple[Slice, Mapping[str | None, tuple[Decimal, Decimal, Decimal]]]],
+) -> dict[str | None, ProjectRollup]:
+    """Sum each project's (month-to-date, estimated, run-rate) over the slices it appears in."""
+    out: dict[str | None, ProjectRollup] = {}
+    for s, projects in per_slice:
+        for project, (mtd, est, rate) in projects.items():
+            r = out.get(project) or ProjectRollup(project)
+            out[project] = ProjectRollup(
+                project,
+                r.month_to_date_usd + mtd,
+                r.estimated_usd + est,
+                r.run_rate_usd_per_hour + rate,
+                r.accounts | {s.account},
+            )
+    return out

@@ -1,0 +1,258 @@
+"""Guarding an Organization: slices scanned exactly once, aggregated once per scheduled time.
+
+- :class:`SliceWork` (the queue consumer's use case) scans one account-region into its own
+  ledger scope (:func:`costguard.domain.org.slice_scope`) with the single-account
+  :class:`~costguard.services.scan.ScanService`, then marks the slice done in the plan.
+  The ledger's watermark compare-and-set makes the slice exactly-once; the plan's
+  conditional set-add makes "done" exactly-once; the one call that completes the plan
+  aggregates.
+- :class:`Aggregation` rolls every slice's month totals and run-rates up per project,
+  across accounts, and runs the budget alerts on the result, once per scheduled time
+  (claimed in the plan): when the last slice comes in, or at the deadline, whichever
+  is first. Slices still missing then are reported (a finding and an alert naming the
+  account); when they come in later their spend is in the next aggregation, never twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Protocol
+
+from costguard.domain.attribution import ProjectConfig
+from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.findings import Finding
+from costguard.domain.money import ZERO
+from costguard.domain.org import (
+    ProjectRollup,
+    Slice,
+    TickPlan,
+    missing_slice_findings,
+    missing_slices_alert,
+    roll_up,
+    slice_scope,
+)
+from costguard.domain.spend import budget_status, forecast_month_end
+from costguard.ports import CommitOutcome, Ledger
+from costguard.services.alerts import AlertService
+from costguard.services.scan import ProjectReport, ScanReport, ScanService
+
+
+class SliceBook(Protocol):
+    """The plans of scheduled times: which slices are expected, done, failing, aggregated."""
+
+    def plan(self, tick: datetime, slices: Iterable[Slice], deadline: datetime) -> bool: ...
+    def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]: ...
+    def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None: ...
+    def get(self, tick: datetime) -> TickPlan | None: ...
+    def due(self, since: datetime, now: datetime) -> list[TickPlan]: ...
+    def claim_aggregation(self, tick: datetime, now: datetime) -> bool: ...
+
+
+class SliceAccessError(Protocol):
+    """What a slice's scan raises when the account cannot be entered."""
+
+    account: str
+    code: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class SliceResult:
+    slice: Slice
+    tick: datetime
+    ledger: CommitOutcome
+    #: True only for the call that marked the slice done (False: a duplicate or a retry).
+    newly_done: bool
+    resources: int
+    aggregated: OrgReport | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrgReport:
+    scope: str
+    tick: datetime
+    projects: tuple[ProjectReport, ...]
+    rollups: Mapping[str | None, ProjectRollup]
+    missing: tuple[Slice, ...]
+    findings: tuple[Finding, ...]
+    alerts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OrgSettings:
+    scope: str
+    projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
+    warning_pct: Decimal = Decimal(80)
+    #: How many slices' ledgers the aggregation reads at once.
+    read_workers: int = 16
+
+
+ScanFor = Callable[[Slice], ScanService]
+
+
+class SliceWork:
+    """One work item: scan one account-region at one scheduled time, exactly once."""
+
+    def __init__(
+        self,
+        book: SliceBook,
+        scan_for: ScanFor,
+        aggregation: Aggregation | None,
+        access_errors: tuple[type[Exception], ...],
+    ) -> None:
+        self._book = book
+        self._scan_for = scan_for
+        self._aggregation = aggregation
+        self._access_errors = access_errors
+
+    def run(self, tick: datetime, s: Slice, now: datetime) -> SliceResult:
+        """Raises when the slice fails (after recording why), so that the queue retries it
+        and dead-letters it after its last attempt; other slices are not affected."""
+        tick = require_utc(tick)
+        try:
+            report = self._scan_for(s).run(tick)
+        except self._access_errors as exc:
+            self._book.mark_failed(tick, s, str(getattr(exc, "code", type(exc).__name__)), str(exc))
+            raise
+        newly, plan = self._book.mark_done(tick, s)
+        aggregated = None
+        if (
+            newly
+            and plan is not None
+            and plan.complete
+            and plan.aggregated_at is None
+            and self._aggregation is not None
+        ):
+            aggregated = self._aggregation.run(tick, now)
+        return SliceResult(s, tick, report.ledger, newly, report.resource_count, aggregated)
+
+
+class Aggregation:
+    """Roll the slices up per project across accounts, once per scheduled time."""
+
+    def __init__(
+        self,
+        book: SliceBook,
+        ledger: Ledger,
+        settings: OrgSettings,
+        *,
+        after: AfterAggregation | None = None,
+    ) -> None:
+        self._book = book
+        self._ledger = ledger
+        self._s = settings
+        #: Budget and missing-slice alerts on the rolled-up report (None: report only).
+        self._after = after
+
+    def sweep(self, now: datetime, lookback: timedelta) -> list[OrgReport]:
+        """Aggregate every time whose deadline has passed and that nobody aggregated."""
+        now = require_utc(now)
+        return [
+            r
+            for plan in self._book.due(now - lookback, now)
+            if (r := self.run(plan.tick, now)) is not None
+        ]
+
+    def run(self, tick: datetime, now: datetime) -> OrgReport | None:
+        """None when another call aggregated this time already (or nothing was planned)."""
+        if not self._book.claim_aggregation(tick, now):
+            return None
+        plan = self._book.get(tick)
+        assert plan is not None  # the claim above needs the plan
+        month = month_key(tick)
+        with ThreadPoolExecutor(max_workers=max(1, self._s.read_workers)) as pool:
+            per_slice = list(
+                pool.map(lambda s: (s, self._slice_figures(s, month)), sorted(plan.expected))
+            )
+        rollups = roll_up(per_slice)
+        names = sorted({p for p in rollups if p is not None} | set(self._s.projects))
+        reports = tuple(self._project(name, rollups.get(name), tick) for name in names)
+        findings = missing_slice_findings(plan)
+        incomplete = frozenset(
+            p for p, r in rollups.items() if r.accounts & {s.account for s in plan.missing}
+        )
+        report = ScanReport(
+            scope=self._s.scope,
+            now=tick,
+            month=month,
+            regions=tuple(sorted({s.region for s in plan.expected})),
+            projects=reports,
+            unattributed=self._project(None, rollups.get(None), tick),
+            pending_capacity=(),
+            findings=tuple(findings),
+            ledger=CommitOutcome.APPLIED,
+            catalog_as_of="",
+            duration_s=0.0,
+            api_calls={},
+            incomplete_projects=incomplete,
+        )
+        self._ledger.record_findings(self._s.scope, tick, findings)
+        alerts = self._after(report, findings, plan, now) if self._after else ()
+        return OrgReport(
+            self._s.scope, tick, reports, rollups, plan.missing, tuple(findings), alerts
+        )
+
+    def _slice_figures(
+        self, s: Slice, month: str
+    ) -> dict[str | None, tuple[Decimal, Decimal, Decimal]]:
+        """A slice's (month-to-date, estimated, run-rate) per project, from its ledger.
+
+        The run-rate counts what its last committed scan saw (observed then), not what
+        is only carried forward from earlier scans.
+        """
+        scope = slice_scope(self._s.scope, s)
+        out: dict[str | None, tuple[Decimal, Decimal, Decimal]] = {
+            p: (row.usd, row.estimated_usd, ZERO)
+            for p, row in self._ledger.month_totals(scope, month).items()
+        }
+        mark = self._ledger.watermark(scope)
+        for o in self._ledger.observations(scope).values():
+            if mark is not None and o.observed_at == mark:
+                mtd, est, rate = out.get(o.project, (ZERO, ZERO, ZERO))
+                out[o.project] = (mtd, est, rate + o.usd_per_hour)
+        return out
+
+    def _project(
+        self, name: str | None, rollup: ProjectRollup | None, now: datetime
+    ) -> ProjectReport:
+        config = self._s.projects.get(name) if name is not None else None
+        budget = config.budget if config else None
+        r = rollup or ProjectRollup(name)
+        forecast = forecast_month_end(r.month_to_date_usd, r.run_rate_usd_per_hour, now)
+        return ProjectReport(
+            project=name,
+            budget_usd=budget,
+            budget_source="config" if budget is not None else "none",
+            run_rate_usd_per_hour=r.run_rate_usd_per_hour,
+            month_to_date_usd=r.month_to_date_usd,
+            estimated_usd=r.estimated_usd,
+            forecast_month_usd=forecast,
+            status=budget_status(budget, forecast, self._s.warning_pct),
+            owners=config.owners if config else (),
+            resources=(),
+            unpriced=0,
+        )
+
+
+AfterAggregation = Callable[[ScanReport, Sequence[Finding], TickPlan, datetime], tuple[str, ...]]
+
+
+def alert_after(alerts: AlertService) -> AfterAggregation:
+    """The aggregation's alerts through an :class:`~costguard.services.alerts.AlertService`:
+    budgets on the rolled-up projects, and one alert naming the missing accounts."""
+
+    def after(
+        report: ScanReport, _findings: Sequence[Finding], plan: TickPlan, now: datetime
+    ) -> tuple[str, ...]:
+        run = alerts.attempt(report, now)
+        missing = missing_slices_alert(plan, now)
+        if missing is not None:
+            run = run + alerts.attempt_delivery([missing])
+        run.raise_if_failed()
+        return tuple(a.alert_id for a in run.sent)
+
+    return after

@@ -1,0 +1,245 @@
+"""The member-account stack: the two roles the hub assumes in every guarded account.
+
+Deployed to an organizational unit as a CloudFormation StackSet (service-managed,
+automatic deployment), so it holds no Lambda, no asset and no bootstrap check: the
+template is self-contained and a new account of the OU gets it on joining.
+
+- ``costguard-member-read``: what the scan reads (``costguard.iam.scan_permissions``),
+  nothing that changes anything.
+- ``costguard-member-act``: what the guards may do (``costguard.actuators``), every
+  mutating statement tag-conditioned exactly as in the single-account stack.
+
+Both trust only the hub's two roles, by ARN, and only from inside the Organization.
+The principal is the hub *account*, narrowed by ``aws:PrincipalArn``, rather than the
+role ARNs themselves: IAM refuses a trust policy naming a role that does not exist
+yet (so the StackSet could not be rolled out before the hub), and silently breaks it
+when the hub's role is re-created (the stored principal is the old role's unique id).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from cdk_nag import AwsSolutionsChecks
+from constructs import Construct
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from costguard.actuators import actuator_permissions
+from costguard.iam import scan_permissions
+from costguard.names import OrgRoles
+from costguard_infra.config import ConfigError
+from costguard_infra.guard_function import policy_statements
+
+#: Context keys of the member app (``-c hubAccount=111111111111 -c orgId=o-abc123``).
+MEMBER_CONTEXT_KEYS = ("hubAccount", "orgId", "sagemakerTags", "sagemakerStudio")
+
+#: cdk-nag findings the member stack accepts, and why (tests/infra/test_member_stack.py
+#: proves each one is needed: an unneeded acknowledgement would approve a future finding).
+MEMBER_ACKNOWLEDGEMENTS: dict[str, str] = {
+    "AwsSolutions-IAM5[Resource::*]": (
+        "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, CloudWatch "
+        "GetMetricData and DescribeSpotPriceHistory support no resource-level permissions; "
+        "every such statement is read-only (asserted by tests/infra/test_member_stack.py)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (
+        "the hub scans every EKS cluster of the member account (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:nodegroup/*]": (
+        "the hub reads every node group of the member account (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:*]": (
+        "the hub reads every SageMaker endpoint, training job and tag of the account (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]": (
+        "the actuator role may stop, and write only the costguard:action-after tag on, "
+        "instances that carry costguard:project and are not permanently exempt"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:notebook-instance/*]": (
+        "the actuator role may stop, and tag only with costguard:action-after, notebook "
+        "instances that carry costguard:project and are not permanently exempt"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:app/*]": (
+        "the actuator role may delete, and tag only with costguard:action-after, Studio apps "
+        "that carry costguard:project and are not permanently exempt"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:space/*]": (
+        "the idle-notebook guard reads Studio spaces' settings and tags (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:domain/*]": (
+        "the idle-notebook guard reads Studio domains' settings (read-only)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:volume/*]": (
+        "the stale-volume guard may snapshot and delete, and tag only with the warning tag, "
+        "volumes that carry costguard:project and are not permanently exempt"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*::snapshot/*]": (
+        "snapshot ARNs carry no account; snapshots are created only with costguard:project "
+        "(aws:RequestTag) and deleted only when tagged costguard:ttl and costguard:project"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*]": (
+        "the stale-objects guard reads tags, Object Lock and lifecycle of the member account's "
+        "buckets only (s3:ResourceAccount) and merges its backstop rule into opted-in ones"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*/*]": (
+        "the stale-objects guard deletes expired objects of opted-in buckets of the member "
+        "account only (s3:ResourceAccount); S3 supports no tag condition on deletes"
+    ),
+}
+
+
+class MemberConfig(BaseModel):
+    """The member stack's context: the hub account and the Organization it trusts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    hub_account: str
+    org_id: str
+    sagemaker_tags: str = "tagging-api"
+    sagemaker_studio: bool = True
+
+    @field_validator("hub_account", mode="before")
+    @classmethod
+    def _account(cls, value: Any) -> str:
+        text = str(value).strip()
+        if not re.fullmatch(r"[0-9]{12}", text):
+            raise ValueError(f"hubAccount must be a 12-digit account id, not {value!r}")
+        return text
+
+    @field_validator("org_id", mode="before")
+    @classmethod
+    def _org(cls, value: Any) -> str:
+        text = str(value).strip()
+        if not re.fullmatch(r"o-[a-z0-9]{10,32}", text):
+            raise ValueError(f"orgId must look like o-abc1234567 (10-32 characters), not {value!r}")
+        return text
+
+    @field_validator("sagemaker_tags", mode="before")
+    @classmethod
+    def _tags(cls, value: Any) -> str:
+        if value not in ("tagging-api", "per-resource"):
+            raise ValueError(f"sagemakerTags must be tagging-api or per-resource, not {value!r}")
+        return str(value)
+
+    @field_validator("sagemaker_studio", mode="before")
+    @classmethod
+    def _studio(cls, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "false"):
+            return text == "true"
+        raise ValueError(f"sagemakerStudio must be true or false, not {value!r}")
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> MemberConfig:
+        names = {
+            "hubAccount": "hub_account",
+            "orgId": "org_id",
+            "sagemakerTags": "sagemaker_tags",
+            "sagemakerStudio": "sagemaker_studio",
+        }
+        try:
+            return cls(**{names[k]: v for k, v in context.items() if k in names})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'context'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise ConfigError(f"invalid member-stack context: {problems}") from exc
+
+    def hub_role_arns(self, partition: str) -> list[str]:
+        return [
+            f"arn:{partition}:iam::{self.hub_account}:role/{name}"
+            for name in (OrgRoles.HUB_SCAN, OrgRoles.HUB_ACT)
+        ]
+
+
+class HubTrustedRole(Construct):
+    """A role only the hub's roles may assume, from inside the Organization."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        role_name: str,
+        description: str,
+        config: MemberConfig,
+        permissions: tuple[Any, ...],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        principal = iam.AccountPrincipal(config.hub_account).with_conditions(
+            {
+                "ArnEquals": {"aws:PrincipalArn": config.hub_role_arns(stack.partition)},
+                "StringEquals": {"aws:PrincipalOrgID": config.org_id},
+            }
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            role_name=role_name,
+            assumed_by=principal,
+            description=description,
+            max_session_duration=cdk.Duration.hours(1),
+        )
+        for statement in policy_statements(permissions, stack):
+            self.role.add_to_policy(statement)
+
+
+class CostGuardMemberStack(cdk.Stack):
+    """The two roles, nothing else: no Lambda, no asset, no bootstrap version rule."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: MemberConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="CostGuard member account: roles the CostGuard hub assumes",
+            # A StackSet instance runs in accounts nobody bootstrapped: no SSM lookup.
+            synthesizer=cdk.BootstraplessSynthesizer(),
+            **kwargs,
+        )
+        self.read = HubTrustedRole(
+            self,
+            "Read",
+            role_name=OrgRoles.MEMBER_READ,
+            description="CostGuard hub: read-only inventory of this account",
+            config=config,
+            permissions=scan_permissions(
+                sagemaker_tags=config.sagemaker_tags, sagemaker_studio=config.sagemaker_studio
+            ),
+        )
+        self.act = HubTrustedRole(
+            self,
+            "Act",
+            role_name=OrgRoles.MEMBER_ACT,
+            description="CostGuard hub guards: tag-conditioned actions in this account",
+            config=config,
+            permissions=actuator_permissions(),
+        )
+        cdk.CfnOutput(self, "ReadRoleArn", value=self.read.role.role_arn)
+        cdk.CfnOutput(self, "ActRoleArn", value=self.act.role.role_arn)
+
+
+def build_member_app(
+    context: Mapping[str, Any] | None = None,
+    outdir: str | None = None,
+    *,
+    acknowledgements: Mapping[str, str] = MEMBER_ACKNOWLEDGEMENTS,
+) -> tuple[cdk.App, CostGuardMemberStack]:
+    """The member app with cdk-nag; ``acknowledgements`` is for the test that proves each."""
+    app = cdk.App(context=dict(context or {}), outdir=outdir)
+    raw = {key: app.node.try_get_context(key) for key in MEMBER_CONTEXT_KEYS}
+    config = MemberConfig.from_context({k: v for k, v in raw.items() if v is not None})
+    stack = CostGuardMemberStack(app, "CostGuardMember", config=config)
+    cdk.Tags.of(stack).add("costguard:component", "costguard-member")
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    for rule, reason in acknowledgements.items():
+        cdk.Validations.of(stack).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+    return app, stack

@@ -1,0 +1,85 @@
+"""One contract over both slice books: plans, exactly-once "done", one aggregation claim."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from costguard.adapters.slices import DynamoDbSliceBook, InMemorySliceBook
+from costguard.domain.org import Slice
+from tests.support.atomic import AtomicCalls
+
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+A, B = Slice("222222222222", "us-east-1"), Slice("333333333333", "eu-west-1")
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def book(request: pytest.FixtureRequest) -> Iterator[Any]:
+    if request.param == "memory":
+        yield InMemorySliceBook()
+        return
+    import boto3
+    from moto import mock_aws
+
+    from costguard_demo.run import create_ledger_table
+
+    with mock_aws():
+        session = boto3.Session()
+        create_ledger_table(session, "ledger", "us-east-1")
+        client = AtomicCalls(session.client("dynamodb", region_name="us-east-1"))
+        yield DynamoDbSliceBook(client, "ledger", "111111111111")
+
+
+def test_a_time_is_planned_once(book: Any) -> None:
+    assert book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    assert not book.plan(T0, [A], T0 + timedelta(minutes=5))
+    plan = book.get(T0)
+    assert plan.expected == {A, B} and plan.deadline == T0 + timedelta(minutes=10)
+    assert not book.plan(T0 + timedelta(minutes=1), [], T0)  # nothing to plan
+
+
+def test_a_slice_is_marked_done_once_even_by_racing_consumers(book: Any) -> None:
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    start = threading.Barrier(8)
+    wins: list[bool] = []
+
+    def mark() -> None:
+        start.wait()
+        wins.append(book.mark_done(T0, A)[0])
+
+    threads = [threading.Thread(target=mark) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == [False] * 7 + [True]
+    newly, plan = book.mark_done(T0, B)
+    assert newly and plan.complete
+
+
+def test_a_slice_without_plan_is_not_done(book: Any) -> None:
+    assert book.mark_done(T0, A) == (False, None)
+    book.mark_failed(T0, A, "AccessDenied", "x")  # no plan: nothing to record, no error
+
+
+def test_failures_count_attempts_and_keep_the_last_error(book: Any) -> None:
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    book.mark_failed(T0, B, "Throttling", "slow down")
+    book.mark_failed(T0, B, "AccessDenied", "é" * 1000)
+    failure = book.get(T0).failures[B]
+    assert (failure.code, failure.attempts, len(failure.message)) == ("AccessDenied", 2, 300)
+
+
+def test_aggregation_is_claimed_once_and_due_only_after_the_deadline(book: Any) -> None:
+    book.plan(T0, [A], T0 + timedelta(minutes=10))
+    assert book.due(T0 - timedelta(hours=1), T0 + timedelta(minutes=9)) == []
+    (due,) = book.due(T0 - timedelta(hours=1), T0 + timedelta(minutes=10))
+    assert due.tick == T0
+    assert book.claim_aggregation(T0, T0 + timedelta(minutes=10))
+    assert not book.claim_aggregation(T0, T0 + timedelta(minutes=11))
+    assert book.due(T0 - timedelta(hours=1), T0 + timedelta(hours=1)) == []
+    assert not book.claim_aggregation(T0 + timedelta(minutes=1), T0)  # no plan

@@ -1,0 +1,221 @@
+"""The member-account stack (a StackSet template): who may assume its roles, and what they may do.
+
+Asserted on the effect (the trust and identity policies evaluated for concrete requests),
+not on the presence of a statement.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from costguard.actuators import actuator_permissions
+from costguard.iam import account_scoped_s3, all_actions, scan_permissions, tag_conditioned
+from costguard.names import OrgRoles
+from costguard_infra.config import ConfigError
+from costguard_infra.member import MEMBER_ACKNOWLEDGEMENTS, build_member_app
+from tests.infra.iam_model import Principal, World, as_list, evaluate, mutating
+
+pytestmark = pytest.mark.infra
+
+HUB = "111111111111"
+MEMBER = "222222222222"
+ORG = "o-abc1234567"
+CONTEXT = {"hubAccount": HUB, "orgId": ORG}
+HUB_SCAN = f"arn:aws:iam::{HUB}:role/{OrgRoles.HUB_SCAN}"
+HUB_ACT = f"arn:aws:iam::{HUB}:role/{OrgRoles.HUB_ACT}"
+
+
+def _synth(acknowledgements: dict[str, str] | None = None) -> tuple[Path, set[str]]:
+    outdir = Path(tempfile.mkdtemp(prefix="costguard-member-"))
+    app, _stack = build_member_app(
+        CONTEXT,
+        outdir=str(outdir),
+        **({} if acknowledgements is None else {"acknowledgements": acknowledgements}),
+    )
+    try:
+        app.synth()
+    except RuntimeError as exc:
+        if "ValidationFailed" not in str(exc):
+            raise
+    report = outdir / "validation-report.json"
+    found = set()
+    if report.exists():
+        found = {
+            v["ruleName"].removeprefix("AwsSolutions::")
+            for plugin in json.loads(report.read_text())["pluginReports"]
+            for v in plugin["violations"]
+        }
+    return outdir, found
+
+
+@pytest.fixture(scope="module")
+def synthesized() -> tuple[Path, set[str]]:
+    return _synth()
+
+
+@pytest.fixture(scope="module")
+def body(synthesized: tuple[Path, set[str]]) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(
+        (synthesized[0] / "CostGuardMember.template.json").read_text()
+    )
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def world(body: dict[str, Any]) -> World:
+    return World(body, account=MEMBER)
+
+
+def _role(world: World, name: str) -> str:
+    (logical,) = [
+        k
+        for k, r in world.resources("AWS::IAM::Role").items()
+        if r["Properties"]["RoleName"] == name
+    ]
+    return logical
+
+
+def _may_assume(world: World, role: str, caller: str, org: str | None = ORG) -> bool:
+    trust = world.resolve(world.props(role)["AssumeRolePolicyDocument"])
+    context = {"aws:PrincipalArn": caller}
+    if org is not None:
+        context["aws:PrincipalOrgID"] = org
+    decision = evaluate(
+        as_list(trust["Statement"]),
+        "sts:AssumeRole",
+        world.arn(role),
+        context,
+        Principal(role_arn=caller),
+    )
+    return decision.allowed
+
+
+# -- synth: zero unacknowledged findings, nothing a StackSet cannot deploy --------------------
+
+
+def test_member_stack_synthesizes_with_zero_unacknowledged_nag_findings(
+    synthesized: tuple[Path, set[str]],
+) -> None:
+    assert synthesized[1] == set()
+
+
+def test_every_member_acknowledgement_matches_a_finding_of_the_member_stack() -> None:
+    # GIVEN the member app synthesized with no acknowledgement at all
+    _out, findings = _synth({})
+    # THEN each acknowledgement is needed, and every finding is acknowledged
+    assert sorted(set(MEMBER_ACKNOWLEDGEMENTS) - findings) == []
+    assert sorted(findings - set(MEMBER_ACKNOWLEDGEMENTS)) == []
+
+
+def test_member_stack_needs_no_asset_no_lambda_and_no_bootstrap(
+    synthesized: tuple[Path, set[str]], body: dict[str, Any]
+) -> None:
+    # A StackSet deploys the template alone, into accounts nobody bootstrapped.
+    types = {r["Type"] for r in body["Resources"].values()}
+    assert types <= {"AWS::IAM::Role", "AWS::IAM::Policy"}, types
+    assert "BootstrapVersion" not in body.get("Parameters", {})
+    assert "CheckBootstrapVersion" not in body.get("Rules", {})
+    manifest = json.loads((synthesized[0] / "manifest.json").read_text())
+    kinds = {a["type"] for a in manifest["artifacts"].values()}
+    assert "cdk:asset-manifest" not in kinds
+    assert not list(synthesized[0].glob("asset.*"))
+
+
+# -- trust: the hub's two roles, from inside the Organization, nobody else ------------------
+
+
+@pytest.mark.parametrize("name", [OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT])
+def test_hub_roles_may_assume_member_role_from_inside_the_org(world: World, name: str) -> None:
+    role = _role(world, name)
+    assert _may_assume(world, role, HUB_SCAN)
+    assert _may_assume(world, role, HUB_ACT)
+
+
+@pytest.mark.parametrize("name", [OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT])
+@pytest.mark.parametrize(
+    ("caller", "org"),
+    [
+        (f"arn:aws:iam::{HUB}:role/some-other-role", ORG),  # another role of the hub account
+        (f"arn:aws:iam::{HUB}:user/admin", ORG),  # a user of the hub account
+        (f"arn:aws:iam::333333333333:role/{OrgRoles.HUB_SCAN}", ORG),  # same name, other account
+        (HUB_SCAN, "o-zzzzzzzzzz"),  # the hub's role, but the hub left the Organization
+        (HUB_SCAN, None),  # no organization at all
+    ],
+)
+def test_nobody_else_may_assume_member_role(
+    world: World, name: str, caller: str, org: str | None
+) -> None:
+    assert not _may_assume(world, _role(world, name), caller, org)
+
+
+def test_trust_names_the_hub_role_arns_and_the_org_id(world: World) -> None:
+    for name in (OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT):
+        trust = world.resolve(world.props(_role(world, name))["AssumeRolePolicyDocument"])
+        (statement,) = as_list(trust["Statement"])
+        assert statement["Principal"] == {"AWS": f"arn:aws:iam::{HUB}:root"}
+        assert sorted(as_list(statement["Condition"]["ArnEquals"]["aws:PrincipalArn"])) == sorted(
+            [HUB_ACT, HUB_SCAN]
+        )
+        assert statement["Condition"]["StringEquals"] == {"aws:PrincipalOrgID": ORG}
+
+
+# -- permissions: the single-account declarations, read role read-only --------------------------
+
+
+def test_read_role_can_change_nothing(world: World) -> None:
+    statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
+    actions = {a for s in statements for a in as_list(s["Action"])}
+    assert actions == all_actions(scan_permissions())
+    assert [a for a in actions if mutating(a)] == []
+
+
+def test_actuator_role_holds_the_guards_declarations_and_every_mutation_is_tag_conditioned(
+    world: World,
+) -> None:
+    statements = world.role_statements(_role(world, OrgRoles.MEMBER_ACT))
+    actions = {a for s in statements for a in as_list(s["Action"])}
+    assert actions == all_actions(actuator_permissions())
+    for s in statements:
+        if any(mutating(a) for a in as_list(s["Action"])):
+            conditions = s.get("Condition") or {}
+            assert tag_conditioned(conditions) or account_scoped_s3(
+                as_list(s["Action"]), conditions
+            ), s
+
+
+def test_actuator_role_may_stop_a_project_instance_and_not_an_untagged_or_exempt_one(
+    world: World,
+) -> None:
+    statements = world.role_statements(_role(world, OrgRoles.MEMBER_ACT))
+    instance = f"arn:aws:ec2:us-east-1:{MEMBER}:instance/i-0123456789abcdef0"
+    tagged = {"aws:ResourceTag/costguard:project": "llm"}
+    assert evaluate(statements, "ec2:StopInstances", instance, tagged).allowed
+    assert not evaluate(statements, "ec2:StopInstances", instance, {}).allowed
+    exempt = {**tagged, "aws:ResourceTag/costguard:exempt": "true"}
+    assert not evaluate(statements, "ec2:StopInstances", instance, exempt).allowed
+    assert not evaluate(statements, "ec2:TerminateInstances", instance, tagged).allowed
+
+
+# -- configuration --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("context", "named"),
+    [
+        ({"orgId": ORG}, "hub_account"),
+        ({"hubAccount": "12345", "orgId": ORG}, "hubAccount"),
+        ({"hubAccount": HUB}, "org_id"),
+        ({"hubAccount": HUB, "orgId": "abc"}, "orgId"),
+        ({"hubAccount": HUB, "orgId": ORG, "sagemakerStudio": "maybe"}, "sagemakerStudio"),
+    ],
+)
+def test_refuses_member_context_without_a_valid_hub_and_org(
+    context: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        build_member_app(context, outdir=tempfile.mkdtemp(prefix="costguard-member-"))
