@@ -86,7 +86,7 @@ def scan_accounts(
 
 def print_accounts(results: Sequence[AccountScan], as_json: bool) -> int:
     """Print the reports; exit 3 when no account could be scanned, else 0 (failures warned)."""
-    from costguard.cli import EXIT_NO_DATA, EXIT_OK  # noqa: PLC0415
+    from costguard.cli_common import EXIT_NO_DATA, EXIT_OK  # noqa: PLC0415
     from costguard.report import report_json, report_table  # noqa: PLC0415
 
     failed = [r for r in results if r.error is not None]
