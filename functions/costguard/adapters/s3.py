@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from costguard.adapters.aws import reading, tags_of
 from costguard.domain.decisions import Action, ApplyResult, Decision, Observed, Target
-from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import resource_key
 from costguard.domain.sweep import Lock, StoredObject, SweepConfig, usd_per_hour
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
@@ -351,49 +351,73 @@ class StaleObjectsPolicy:
     list_buckets: Callable[[], list[tuple[str, str]]]
     tag_keys: TagKeys = field(default_factory=TagKeys)
     grace: timedelta = timedelta(hours=24)
+    #: What the last ``decide`` found wrong (malformed ttl, buckets that failed).
+    found: list[Finding] = field(default_factory=list)
 
     def decide(self, now: datetime) -> list[Decision]:
+        """One decision per opted-in bucket; a bucket that fails is a finding, not a stop.
+
+        A bucket whose calls fail (a bucket policy denying CostGuard, throttling, a ledger
+        conflict) gets no decision at all this run: it is neither warned, swept nor
+        withdrawn, and the other buckets go on. The failure is a ``scan-failed`` finding
+        naming the bucket (severity error), logged by the handler and kept in the ledger.
+        """
         decisions: list[Decision] = []
-        found: list[Finding] = []
+        self.found = []
         warned_doc, _ = self.state.get_state(self.scope, WARNED_INDEX)
         warned = set(warned_doc.get("buckets", []))
         for name, region in self.list_buckets():
             if region not in self.regions:
                 continue
-            tags = self.store.bucket_tags(name)
-            if tags is None:
-                continue
-            parsed = read_tags(f"s3://{name}", tags, self.tag_keys)
-            target = Target(
-                key=resource_key(self.account, region, KIND, name),
-                kind=KIND,
-                region=region,
-                id=name,
-                account=self.account,
-                project=parsed.project,
-                owners=parsed.owners,
-                name=name,
-            )
-            raw = tags.get(Tags.TTL)
-            ttl = parse_ttl(raw) if raw is not None else None
-            if isinstance(ttl, str):
-                found.append(
+            try:
+                decision = self._bucket(name, region, name in warned, now)
+            except Exception as exc:  # contained: one bucket never stops the others
+                self.found.append(
                     Finding(
-                        FindingCode.MALFORMED_TTL,
-                        target.key,
-                        f"tag {Tags.TTL}={raw!r} {ttl}; the bucket is left alone",
+                        FindingCode.SCAN_FAILED,
+                        resource_key(self.account, region, KIND, name),
+                        f"bucket {name}: {type(exc).__name__}: {exc}; left alone this run "
+                        f"(not warned, swept or withdrawn)",
+                        Severity.ERROR,
                     )
                 )
-            if ttl is None or isinstance(ttl, str):
-                if name in warned:
-                    decisions.append(
-                        Decision(Action.NONE, target, "no valid costguard:ttl any more", now)
-                    )
                 continue
-            decisions.append(self._judge(target, ttl, now))
-        if self.findings is not None and found:
-            self.findings.record_findings(self.scope, now, found)
+            if decision is not None:
+                decisions.append(decision)
+        if self.findings is not None and self.found:
+            self.findings.record_findings(self.scope, now, self.found)
         return decisions
+
+    def _bucket(self, name: str, region: str, warned: bool, now: datetime) -> Decision | None:
+        tags = self.store.bucket_tags(name)
+        if tags is None:
+            return None
+        parsed = read_tags(f"s3://{name}", tags, self.tag_keys)
+        target = Target(
+            key=resource_key(self.account, region, KIND, name),
+            kind=KIND,
+            region=region,
+            id=name,
+            account=self.account,
+            project=parsed.project,
+            owners=parsed.owners,
+            name=name,
+        )
+        raw = tags.get(Tags.TTL)
+        ttl = parse_ttl(raw) if raw is not None else None
+        if isinstance(ttl, str):
+            self.found.append(
+                Finding(
+                    FindingCode.MALFORMED_TTL,
+                    target.key,
+                    f"tag {Tags.TTL}={raw!r} {ttl}; the bucket is left alone",
+                )
+            )
+        if ttl is None or isinstance(ttl, str):
+            if warned:
+                return Decision(Action.NONE, target, "no valid costguard:ttl any more", now)
+            return None
+        return self._judge(target, ttl, now)
 
     def _judge(self, target: Target, ttl: timedelta, now: datetime) -> Decision:
         config = self.options.config(ttl)
@@ -516,4 +540,5 @@ def build_stale_objects(settings: Settings, clients: ClientFactory) -> Guard:
         [actuator],
         opt_in_tags=(Tags.TTL,),
         bind_budget=lambda b: setattr(budget, "budget", b),
+        findings=lambda: policy.found,
     )
