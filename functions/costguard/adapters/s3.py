@@ -52,6 +52,26 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def _xml_form(key: str) -> str:
+    """A key as an XML parser reads it back (end-of-line normalisation: CR LF, CR -> LF)."""
+    return key.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _unambiguous(objects: Sequence[StoredObject]) -> list[list[StoredObject]]:
+    """Split ``objects`` so that no two in a group read back as the same key."""
+    groups: list[tuple[set[str], list[StoredObject]]] = []
+    for o in objects:
+        form = _xml_form(o.key)
+        for forms, group in groups:
+            if form not in forms:
+                forms.add(form)
+                group.append(o)
+                break
+        else:
+            groups.append(({form}, [o]))
+    return [group for _, group in groups]
+
+
 class S3ObjectStore:
     """One client per region; buckets are found in their region."""
 
@@ -115,21 +135,41 @@ class S3ObjectStore:
         )
 
     def delete(self, bucket: str, objects: Sequence[StoredObject]) -> DeleteResult:
+        """``DeleteObjects``, each key conditional on its ETag; the reply's keys mapped back.
+
+        The reply is XML, whose parser turns a carriage return in a key into a line feed
+        (``"a\\r"`` and ``"a\\r\\n"`` both read back as ``"a\\n"``), and DeleteObjects has
+        no ``EncodingType=url``. Each reply key is therefore matched by its normalised form,
+        which is unique within a call: keys whose forms collide go in separate calls (rare:
+        one extra call per collision). A reply key that matches no requested key is never
+        counted as deleted.
+        """
         if len(objects) > 1000:
             raise ValueError("DeleteObjects takes at most 1,000 keys")
-        ids: list[dict[str, str]] = []
-        for o in objects:
-            ident = {"Key": o.key}
-            if o.etag:
-                ident["ETag"] = o.etag  # conditional: an object rewritten since is kept
-            ids.append(ident)
-        with reading("s3", bucket, "DeleteObjects"):
-            result = self._s3(bucket).delete_objects(
-                Bucket=bucket, Delete={"Objects": ids, "Quiet": False}
-            )
+        deleted: list[str] = []
+        errors: dict[str, str] = {}
+        for group in _unambiguous(objects):
+            by_form = {_xml_form(o.key): o.key for o in group}
+            ids: list[dict[str, str]] = []
+            for o in group:
+                ident = {"Key": o.key}
+                if o.etag:
+                    ident["ETag"] = o.etag  # conditional: an object rewritten since is kept
+                ids.append(ident)
+            with reading("s3", bucket, "DeleteObjects"):
+                result = self._s3(bucket).delete_objects(
+                    Bucket=bucket, Delete={"Objects": ids, "Quiet": False}
+                )
+            for d in result.get("Deleted", []):
+                key = by_form.get(_xml_form(str(d.get("Key", ""))))
+                if key is not None:
+                    deleted.append(key)
+            for e in result.get("Errors", []):
+                key = by_form.get(_xml_form(str(e.get("Key", ""))))
+                if key is not None:
+                    errors[key] = str(e.get("Code", "Unknown"))
         return DeleteResult(
-            deleted=tuple(str(d["Key"]) for d in result.get("Deleted", [])),
-            errors={str(e["Key"]): str(e.get("Code", "Unknown")) for e in result.get("Errors", [])},
+            deleted=tuple(k for k in dict.fromkeys(deleted) if k not in errors), errors=errors
         )
 
     def bucket_tags(self, bucket: str) -> dict[str, str] | None:
