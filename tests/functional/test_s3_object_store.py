@@ -53,7 +53,7 @@ class _ConditionalS3:
     def __init__(self, stale: str) -> None:
         self.stale = stale
 
-    def delete_objects(self, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]:  # noqa: N803
+    def delete_objects(self, Bucket: str, Delete: dict[str, Any]) -> dict[str, Any]:
         def xml(key: str) -> str:
             return key.replace("\r\n", "\n").replace("\r", "\n")
 

@@ -188,8 +188,8 @@ class S3ObjectStore:
         try:
             result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
         except ClientError as exc:
-            if _code(exc) == "NoSuchLifecycleConfiguration":
-                return []
+            if _code(exc) == "NoSuchLifecycleConfiguration" or _code(exc) in _MISSING:
+                return []  # none, or no bucket any more: nothing of CostGuard's to keep
             with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
                 raise
         return list(result.get("Rules", []))
@@ -286,9 +286,11 @@ class S3BucketActuator:
         ),
         Permission(
             ("s3:PutLifecycleConfiguration",),
-            "merge CostGuard's backstop rule into an opted-in bucket's lifecycle (read, "
-            "keep every owner rule, write); not tag-conditioned for the reason above, and "
-            "limited to this account's buckets",
+            "merge CostGuard's backstop rule into an opted-in bucket's lifecycle, and take "
+            "it off again when the warning is withdrawn or replaced (read, keep every "
+            "owner rule, write; DeleteBucketLifecycle, used only when CostGuard's rules "
+            "were all of it, is authorized as s3:PutLifecycleConfiguration too); not "
+            "tag-conditioned for the reason above, and limited to this account's buckets",
             resources=("arn:{partition}:s3:::*",),
             conditions=THIS_ACCOUNT_ONLY,
         ),
@@ -331,12 +333,26 @@ class S3BucketActuator:
         raise RuntimeError("the warned-bucket index kept changing under this run")
 
     def mark(self, target: Target, key: str, value: str) -> None:
+        """A new warning (first, or for a changed configuration): the old rule goes first.
+
+        CostGuard's lifecycle rule was written for the configuration of the warning it
+        replaces (a shorter time to live, other prefixes): it would go on expiring objects
+        through the new warning's grace period. The next deletion pass installs the rule
+        for the new configuration.
+        """
         if key != Tags.ACTION_AFTER:
             raise ValueError(f"the S3 actuator keeps only {Tags.ACTION_AFTER}, not {key}")
+        self._sweeps.remove_backstop(target.id)
         self._put_warning(target.id, value)
         self._index(lambda b: b | {target.id})
 
     def unmark(self, target: Target, key: str) -> None:
+        """The warning is withdrawn (exempt, no valid ``costguard:ttl``): so is the rule.
+
+        The rule goes before the deadline, so that a failure leaves the warning standing
+        and the next run withdraws again; the executor never calls this in dry-run.
+        """
+        self._sweeps.remove_backstop(target.id)
         self._put_warning(target.id, None)
         self._index(lambda b: b - {target.id})
 

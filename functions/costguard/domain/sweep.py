@@ -219,9 +219,7 @@ def parse_confirmation(raw: str) -> date | datetime | str:
         return "is not a calendar date and time"
 
 
-def confirms(
-    raw: str | None, tripped_at: datetime, now: datetime, used: str | None = None
-) -> bool:
+def confirms(raw: str | None, tripped_at: datetime, now: datetime, used: str | None = None) -> bool:
     """Does the tag confirm the trip of ``tripped_at``? Once, and only that trip.
 
     * A date confirms a trip of that UTC day or earlier, and only a date written after

@@ -353,7 +353,10 @@ class SweepService:
                     },
                 )
             )
-        return self._result(tripped, f"breaker tripped: {why}; nothing more deleted")
+        return self._result(
+            tripped,
+            f"breaker tripped: {why}; nothing more deleted until {Tags.CONFIRM_DELETE}={stamp}",
+        )
 
     # -- the walk over pages ---------------------------------------------------------
 
@@ -592,3 +595,21 @@ class SweepService:
 
     def backstop_report(self, bucket: str, config: SweepConfig) -> tuple[str, ...]:
         return self._backstop(bucket, config)
+
+    def remove_backstop(self, bucket: str) -> bool:
+        """Take CostGuard's own lifecycle rules off the bucket; True if there were any.
+
+        S3 applies a lifecycle rule with no executor, exemption or ``costguard:ttl`` check,
+        so the rule must not outlive the warning it belongs to: it goes when the warning
+        is withdrawn (exempt, ``costguard:ttl`` removed or malformed) or replaced (a new
+        time to live, prefixes or keep prefix), and the next deletion pass after a new
+        warning installs the rule for the new configuration. Read-modify-write: every
+        rule CostGuard did not write is kept as it is; the whole configuration is deleted
+        only when CostGuard's rules were all of it. Never called in dry-run (the executor
+        neither warns nor withdraws there).
+        """
+        merged = merge_lifecycle(self._store.lifecycle(bucket), ())
+        if not merged.changed:
+            return False
+        self._store.put_lifecycle(bucket, merged.rules)
+        return True
