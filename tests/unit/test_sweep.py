@@ -19,7 +19,7 @@ from costguard.domain.sweep import (
 )
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.sweep import BucketRef, SweepService, SweepSettings
-from tests.support.fake_s3 import FakeBucket, FakeS3, Unlimited, obj
+from tests.support.fake_s3 import Countdown, FakeBucket, FakeS3, Unlimited, obj
 
 NOW = datetime(2026, 11, 5, 12, tzinfo=UTC)
 OWNER_RULE = {
@@ -213,3 +213,28 @@ def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_c
     later = NOW + timedelta(hours=5)
     assert ex.run([_decision(later, "v2")], later).outcomes[0].step is Step.WARNED
     assert actuator.applied == 3
+
+
+OURS = ["costguard-ttl-0", "costguard-ttl-1"]
+
+
+def test_reinstalls_the_backstop_in_a_pass_under_way_after_it_was_removed() -> None:
+    # GIVEN a pass under way (stopped for time after its first page), its rule installed
+    s3 = _bucket_with([100] * 3 + [1] * 3)
+    s3.page_size = 2
+    s3.buckets["b"].rules = [dict(OWNER_RULE)]
+    ledger = InMemoryLedger()
+    service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
+    config = SweepConfig(timedelta(hours=48), ("k0", "k1"))
+    service.survey(REF, config, NOW, Unlimited())
+    service.sweep(REF, config, NOW, Unlimited(), {"costguard:confirm-delete": "2026-11-05"})
+    s3.buckets["b"].objects["k100"] = obj("k100", 10, NOW - timedelta(days=3))
+    service.sweep(REF, config, NOW + timedelta(hours=1), Countdown(1), {})
+    assert service.load("b", config)[0]["start_after"]  # mid-pass
+    assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]
+    # WHEN the warning is withdrawn (the rule goes, the owner's stays) and given again
+    assert service.remove_backstop("b") and s3.buckets["b"].rules == [OWNER_RULE]
+    assert not service.remove_backstop("b")  # nothing of CostGuard's left: no write
+    # THEN the next deletion run of the same pass installs the rule again
+    service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), {})
+    assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]

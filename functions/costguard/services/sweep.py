@@ -612,4 +612,12 @@ class SweepService:
         if not merged.changed:
             return False
         self._store.put_lifecycle(bucket, merged.rules)
+        # A pass under way installed its rule at its start: the next deletion run (after a
+        # new warning) installs it again. Best effort: a conflicting write is another run's
+        # progress, and the next pass installs the rule in any case.
+        doc, version = self._state.get_state(self._s.scope, state_name(bucket))
+        if doc and not doc.get("backstop_due"):
+            self._state.put_state(
+                self._s.scope, state_name(bucket), {**doc, "backstop_due": True}, version
+            )
         return True
