@@ -385,7 +385,8 @@ class ObjectStore(Protocol):
         ...
 
     def delete(self, bucket: str, objects: Sequence[StoredObject]) -> DeleteResult:
-        """One ``DeleteObjects`` call (at most 1,000 keys), each conditional on its ETag."""
+        """Delete at most 1,000 keys, each conditional on its ETag, in one ``DeleteObjects``
+        call (more only when keys would read back alike); results name the keys as given."""
         ...
 
     def bucket_tags(self, bucket: str) -> dict[str, str] | None:

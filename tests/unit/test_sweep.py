@@ -12,13 +12,14 @@ from costguard.domain.sweep import (
     Tally,
     backstop,
     breaker_reason,
+    confirmation_key,
     confirms,
     merge_lifecycle,
     normalise_prefixes,
 )
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.sweep import BucketRef, SweepService, SweepSettings
-from tests.support.fake_s3 import FakeBucket, FakeS3, Unlimited, obj
+from tests.support.fake_s3 import Countdown, FakeBucket, FakeS3, Unlimited, obj
 
 NOW = datetime(2026, 11, 5, 12, tzinfo=UTC)
 OWNER_RULE = {
@@ -68,6 +69,47 @@ def test_confirms_only_with_a_date_on_or_after_the_trip() -> None:
     assert not confirms("2099-01-01", NOW, NOW)  # would confirm trips not yet seen
     assert not confirms("yes", NOW, NOW)
     assert not confirms(None, NOW, NOW)
+
+
+def test_confirms_one_trip_with_its_stamp_and_never_with_a_spent_value() -> None:
+    trip = NOW.replace(hour=4, minute=0, second=12)
+    # a trip's stamp confirms that trip (seconds and Z optional), not one a minute later
+    assert confirms("2026-11-05T04:00Z", trip, NOW)
+    assert confirms(" 2026-11-05T04:00:59", trip, NOW)
+    assert not confirms("2026-11-05T04:00Z", trip + timedelta(minutes=1), NOW)
+    assert not confirms("2026-11-05T25:00Z", trip, NOW)  # not a time
+    # a value that already unlocked a pass confirms nothing more, however it is written
+    assert confirmation_key(" 2026-11-05 ") == "2026-11-05"
+    assert confirmation_key("2026-11-05T04:00:30") == "2026-11-05T04:00Z"
+    assert not confirms("2026-11-05", trip, NOW, used="2026-11-05")
+    assert not confirms("2026-11-05T04:00", trip, NOW, used="2026-11-05T04:00Z")
+    # but a later value does: tomorrow's date, or this trip's stamp
+    assert confirms("2026-11-06", trip, NOW, used="2026-11-05")
+    assert confirms("2026-11-05T04:00Z", trip, NOW, used="2026-11-05")
+
+
+def test_a_trip_stamp_unlocks_a_second_trip_the_same_day() -> None:
+    # GIVEN a first trip confirmed by today's date, and a second trip later that day
+    s3 = _bucket_with([100] * 10)
+    ledger = InMemoryLedger()
+    service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
+    config = SweepConfig(timedelta(hours=48))
+    service.survey(REF, config, NOW, Unlimited())
+    assert service.sweep(REF, config, NOW, Unlimited(), {}).phase == "tripped"
+    day = {"costguard:confirm-delete": "2026-11-05"}
+    service.sweep(REF, config, NOW + timedelta(minutes=5), Unlimited(), day)
+    assert len(s3.deleted) == 10
+    for i in range(30):
+        s3.buckets["b"].objects[f"n{i:03}"] = obj(f"n{i:03}", 10, NOW - timedelta(days=3))
+    second = service.sweep(REF, config, NOW + timedelta(hours=1, seconds=7), Unlimited(), day)
+    assert second.phase == "tripped" and "2026-11-05T13:00Z" in second.detail
+    # WHEN the owner tags the second trip's stamp (as its alert says); THEN it goes on
+    stamp = {"costguard:confirm-delete": "2026-11-05T13:00Z"}
+    service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), stamp)
+    assert len(s3.deleted) == 40
+    # AND a configuration change does not revive the spent value
+    changed = SweepConfig(timedelta(hours=47))
+    assert service.load("b", changed)[0]["confirm_used"] == "2026-11-05T13:00Z"
 
 
 def _bucket_with(ages: list[int]) -> FakeS3:
@@ -171,3 +213,28 @@ def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_c
     later = NOW + timedelta(hours=5)
     assert ex.run([_decision(later, "v2")], later).outcomes[0].step is Step.WARNED
     assert actuator.applied == 3
+
+
+OURS = ["costguard-ttl-0", "costguard-ttl-1"]
+
+
+def test_reinstalls_the_backstop_in_a_pass_under_way_after_it_was_removed() -> None:
+    # GIVEN a pass under way (stopped for time after its first page), its rule installed
+    s3 = _bucket_with([100] * 3 + [1] * 3)
+    s3.page_size = 2
+    s3.buckets["b"].rules = [dict(OWNER_RULE)]
+    ledger = InMemoryLedger()
+    service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
+    config = SweepConfig(timedelta(hours=48), ("k0", "k1"))
+    service.survey(REF, config, NOW, Unlimited())
+    service.sweep(REF, config, NOW, Unlimited(), {"costguard:confirm-delete": "2026-11-05"})
+    s3.buckets["b"].objects["k100"] = obj("k100", 10, NOW - timedelta(days=3))
+    service.sweep(REF, config, NOW + timedelta(hours=1), Countdown(1), {})
+    assert service.load("b", config)[0]["start_after"]  # mid-pass
+    assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]
+    # WHEN the warning is withdrawn (the rule goes, the owner's stays) and given again
+    assert service.remove_backstop("b") and s3.buckets["b"].rules == [OWNER_RULE]
+    assert not service.remove_backstop("b")  # nothing of CostGuard's left: no write
+    # THEN the next deletion run of the same pass installs the rule again
+    service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), {})
+    assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from costguard.adapters.aws import reading, tags_of
 from costguard.domain.decisions import Action, ApplyResult, Decision, Observed, Target
-from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import resource_key
 from costguard.domain.sweep import Lock, StoredObject, SweepConfig, usd_per_hour
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
@@ -50,6 +50,26 @@ _MISSING = frozenset({"NoSuchBucket", "404", "NotFound"})
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _xml_form(key: str) -> str:
+    """A key as an XML parser reads it back (end-of-line normalisation: CR LF, CR -> LF)."""
+    return key.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _unambiguous(objects: Sequence[StoredObject]) -> list[list[StoredObject]]:
+    """Split ``objects`` so that no two in a group read back as the same key."""
+    groups: list[tuple[set[str], list[StoredObject]]] = []
+    for o in objects:
+        form = _xml_form(o.key)
+        for forms, group in groups:
+            if form not in forms:
+                forms.add(form)
+                group.append(o)
+                break
+        else:
+            groups.append(({form}, [o]))
+    return [group for _, group in groups]
 
 
 class S3ObjectStore:
@@ -115,21 +135,41 @@ class S3ObjectStore:
         )
 
     def delete(self, bucket: str, objects: Sequence[StoredObject]) -> DeleteResult:
+        """``DeleteObjects``, each key conditional on its ETag; the reply's keys mapped back.
+
+        The reply is XML, whose parser turns a carriage return in a key into a line feed
+        (``"a\\r"`` and ``"a\\r\\n"`` both read back as ``"a\\n"``), and DeleteObjects has
+        no ``EncodingType=url``. Each reply key is therefore matched by its normalised form,
+        which is unique within a call: keys whose forms collide go in separate calls (rare:
+        one extra call per collision). A reply key that matches no requested key is never
+        counted as deleted.
+        """
         if len(objects) > 1000:
             raise ValueError("DeleteObjects takes at most 1,000 keys")
-        ids: list[dict[str, str]] = []
-        for o in objects:
-            ident = {"Key": o.key}
-            if o.etag:
-                ident["ETag"] = o.etag  # conditional: an object rewritten since is kept
-            ids.append(ident)
-        with reading("s3", bucket, "DeleteObjects"):
-            result = self._s3(bucket).delete_objects(
-                Bucket=bucket, Delete={"Objects": ids, "Quiet": False}
-            )
+        deleted: list[str] = []
+        errors: dict[str, str] = {}
+        for group in _unambiguous(objects):
+            by_form = {_xml_form(o.key): o.key for o in group}
+            ids: list[dict[str, str]] = []
+            for o in group:
+                ident = {"Key": o.key}
+                if o.etag:
+                    ident["ETag"] = o.etag  # conditional: an object rewritten since is kept
+                ids.append(ident)
+            with reading("s3", bucket, "DeleteObjects"):
+                result = self._s3(bucket).delete_objects(
+                    Bucket=bucket, Delete={"Objects": ids, "Quiet": False}
+                )
+            for d in result.get("Deleted", []):
+                key = by_form.get(_xml_form(str(d.get("Key", ""))))
+                if key is not None:
+                    deleted.append(key)
+            for e in result.get("Errors", []):
+                key = by_form.get(_xml_form(str(e.get("Key", ""))))
+                if key is not None:
+                    errors[key] = str(e.get("Code", "Unknown"))
         return DeleteResult(
-            deleted=tuple(str(d["Key"]) for d in result.get("Deleted", [])),
-            errors={str(e["Key"]): str(e.get("Code", "Unknown")) for e in result.get("Errors", [])},
+            deleted=tuple(k for k in dict.fromkeys(deleted) if k not in errors), errors=errors
         )
 
     def bucket_tags(self, bucket: str) -> dict[str, str] | None:
@@ -148,8 +188,8 @@ class S3ObjectStore:
         try:
             result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
         except ClientError as exc:
-            if _code(exc) == "NoSuchLifecycleConfiguration":
-                return []
+            if _code(exc) == "NoSuchLifecycleConfiguration" or _code(exc) in _MISSING:
+                return []  # none, or no bucket any more: nothing of CostGuard's to keep
             with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
                 raise
         return list(result.get("Rules", []))
@@ -246,9 +286,11 @@ class S3BucketActuator:
         ),
         Permission(
             ("s3:PutLifecycleConfiguration",),
-            "merge CostGuard's backstop rule into an opted-in bucket's lifecycle (read, "
-            "keep every owner rule, write); not tag-conditioned for the reason above, and "
-            "limited to this account's buckets",
+            "merge CostGuard's backstop rule into an opted-in bucket's lifecycle, and take "
+            "it off again when the warning is withdrawn or replaced (read, keep every "
+            "owner rule, write; DeleteBucketLifecycle, used only when CostGuard's rules "
+            "were all of it, is authorized as s3:PutLifecycleConfiguration too); not "
+            "tag-conditioned for the reason above, and limited to this account's buckets",
             resources=("arn:{partition}:s3:::*",),
             conditions=THIS_ACCOUNT_ONLY,
         ),
@@ -291,12 +333,26 @@ class S3BucketActuator:
         raise RuntimeError("the warned-bucket index kept changing under this run")
 
     def mark(self, target: Target, key: str, value: str) -> None:
+        """A new warning (first, or for a changed configuration): the old rule goes first.
+
+        CostGuard's lifecycle rule was written for the configuration of the warning it
+        replaces (a shorter time to live, other prefixes): it would go on expiring objects
+        through the new warning's grace period. The next deletion pass installs the rule
+        for the new configuration.
+        """
         if key != Tags.ACTION_AFTER:
             raise ValueError(f"the S3 actuator keeps only {Tags.ACTION_AFTER}, not {key}")
+        self._sweeps.remove_backstop(target.id)
         self._put_warning(target.id, value)
         self._index(lambda b: b | {target.id})
 
     def unmark(self, target: Target, key: str) -> None:
+        """The warning is withdrawn (exempt, no valid ``costguard:ttl``): so is the rule.
+
+        The rule goes before the deadline, so that a failure leaves the warning standing
+        and the next run withdraws again; the executor never calls this in dry-run.
+        """
+        self._sweeps.remove_backstop(target.id)
         self._put_warning(target.id, None)
         self._index(lambda b: b - {target.id})
 
@@ -351,49 +407,73 @@ class StaleObjectsPolicy:
     list_buckets: Callable[[], list[tuple[str, str]]]
     tag_keys: TagKeys = field(default_factory=TagKeys)
     grace: timedelta = timedelta(hours=24)
+    #: What the last ``decide`` found wrong (malformed ttl, buckets that failed).
+    found: list[Finding] = field(default_factory=list)
 
     def decide(self, now: datetime) -> list[Decision]:
+        """One decision per opted-in bucket; a bucket that fails is a finding, not a stop.
+
+        A bucket whose calls fail (a bucket policy denying CostGuard, throttling, a ledger
+        conflict) gets no decision at all this run: it is neither warned, swept nor
+        withdrawn, and the other buckets go on. The failure is a ``scan-failed`` finding
+        naming the bucket (severity error), logged by the handler and kept in the ledger.
+        """
         decisions: list[Decision] = []
-        found: list[Finding] = []
+        self.found = []
         warned_doc, _ = self.state.get_state(self.scope, WARNED_INDEX)
         warned = set(warned_doc.get("buckets", []))
         for name, region in self.list_buckets():
             if region not in self.regions:
                 continue
-            tags = self.store.bucket_tags(name)
-            if tags is None:
-                continue
-            parsed = read_tags(f"s3://{name}", tags, self.tag_keys)
-            target = Target(
-                key=resource_key(self.account, region, KIND, name),
-                kind=KIND,
-                region=region,
-                id=name,
-                account=self.account,
-                project=parsed.project,
-                owners=parsed.owners,
-                name=name,
-            )
-            raw = tags.get(Tags.TTL)
-            ttl = parse_ttl(raw) if raw is not None else None
-            if isinstance(ttl, str):
-                found.append(
+            try:
+                decision = self._bucket(name, region, name in warned, now)
+            except Exception as exc:  # contained: one bucket never stops the others
+                self.found.append(
                     Finding(
-                        FindingCode.MALFORMED_TTL,
-                        target.key,
-                        f"tag {Tags.TTL}={raw!r} {ttl}; the bucket is left alone",
+                        FindingCode.SCAN_FAILED,
+                        resource_key(self.account, region, KIND, name),
+                        f"bucket {name}: {type(exc).__name__}: {exc}; left alone this run "
+                        f"(not warned, swept or withdrawn)",
+                        Severity.ERROR,
                     )
                 )
-            if ttl is None or isinstance(ttl, str):
-                if name in warned:
-                    decisions.append(
-                        Decision(Action.NONE, target, "no valid costguard:ttl any more", now)
-                    )
                 continue
-            decisions.append(self._judge(target, ttl, now))
-        if self.findings is not None and found:
-            self.findings.record_findings(self.scope, now, found)
+            if decision is not None:
+                decisions.append(decision)
+        if self.findings is not None and self.found:
+            self.findings.record_findings(self.scope, now, self.found)
         return decisions
+
+    def _bucket(self, name: str, region: str, warned: bool, now: datetime) -> Decision | None:
+        tags = self.store.bucket_tags(name)
+        if tags is None:
+            return None
+        parsed = read_tags(f"s3://{name}", tags, self.tag_keys)
+        target = Target(
+            key=resource_key(self.account, region, KIND, name),
+            kind=KIND,
+            region=region,
+            id=name,
+            account=self.account,
+            project=parsed.project,
+            owners=parsed.owners,
+            name=name,
+        )
+        raw = tags.get(Tags.TTL)
+        ttl = parse_ttl(raw) if raw is not None else None
+        if isinstance(ttl, str):
+            self.found.append(
+                Finding(
+                    FindingCode.MALFORMED_TTL,
+                    target.key,
+                    f"tag {Tags.TTL}={raw!r} {ttl}; the bucket is left alone",
+                )
+            )
+        if ttl is None or isinstance(ttl, str):
+            if warned:
+                return Decision(Action.NONE, target, "no valid costguard:ttl any more", now)
+            return None
+        return self._judge(target, ttl, now)
 
     def _judge(self, target: Target, ttl: timedelta, now: datetime) -> Decision:
         config = self.options.config(ttl)
@@ -516,4 +596,5 @@ def build_stale_objects(settings: Settings, clients: ClientFactory) -> Guard:
         [actuator],
         opt_in_tags=(Tags.TTL,),
         bind_budget=lambda b: setattr(budget, "budget", b),
+        findings=lambda: policy.found,
     )

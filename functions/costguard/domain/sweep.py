@@ -7,7 +7,8 @@ Deleting the wrong object is unrecoverable, so every test here errs towards keep
   strictly older than the bucket's time to live at the moment of the run;
 * prefixes are normalised so that no object is listed (or counted, or deleted) twice;
 * the breaker stops a run that would delete more than a share of the bucket, or more than
-  a byte total, until the owner confirms with a dated tag written after the trip;
+  a byte total, until the owner confirms with a dated tag written after the trip (each
+  confirmation unlocks one trip);
 * the lifecycle backstop is installed only where it cannot reach the keep prefix.
 """
 
@@ -184,35 +185,81 @@ def pass_allowance(previous_total: Tally, config: SweepConfig) -> Tally:
     )
 
 
-_CONFIRM = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
+_CONFIRM = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})(?:[T ]([0-9]{2}):([0-9]{2})(?::[0-9]{2})?[Zz]?)?"
+)
 
 
-def parse_confirmation(raw: str) -> date | str:
-    """``costguard:confirm-delete=YYYY-MM-DD``: the UTC day the owner confirmed, or why not."""
+def trip_stamp(tripped_at: datetime) -> str:
+    """The value that confirms exactly one trip: its UTC time to the minute.
+
+    The trip alert tells the owner to tag ``costguard:confirm-delete`` with it.
+    """
+    return f"{tripped_at.astimezone(UTC):%Y-%m-%dT%H:%MZ}"
+
+
+def parse_confirmation(raw: str) -> date | datetime | str:
+    """``costguard:confirm-delete``: a UTC day, or a trip's stamp; or why it is neither.
+
+    ``YYYY-MM-DD`` is the UTC day the owner confirmed; ``YYYY-MM-DDTHH:MMZ`` (seconds and
+    the ``Z`` optional) names one trip, as the trip alert prints it.
+    """
     match = _CONFIRM.fullmatch(raw.strip())
     if match is None:
-        return "is not a date such as 2026-11-05 (the UTC day you confirm)"
+        return (
+            "is not a date such as 2026-11-05 (the UTC day you confirm) nor a trip's time "
+            "such as 2026-11-05T04:00Z"
+        )
+    year, month, day, hour, minute = match.groups()
     try:
-        return date(int(match.group(1)), int(match.group(2)), int(match.group(3)))
+        if hour is None:
+            return date(int(year), int(month), int(day))
+        return datetime(int(year), int(month), int(day), int(hour), int(minute), tzinfo=UTC)
     except ValueError:
-        return "is not a calendar date"
+        return "is not a calendar date and time"
 
 
-def confirms(raw: str | None, tripped_at: datetime, now: datetime) -> bool:
-    """Does the tag confirm the trip of ``tripped_at``? Only a date written after it.
+def confirms(raw: str | None, tripped_at: datetime, now: datetime, used: str | None = None) -> bool:
+    """Does the tag confirm the trip of ``tripped_at``? Once, and only that trip.
 
-    A tag left from an earlier trip names an earlier day and confirms nothing; a date in
-    the future (beyond tomorrow, for time zones) would confirm trips not yet seen, so it
-    confirms nothing either.
+    * A date confirms a trip of that UTC day or earlier, and only a date written after
+      the trip: a tag left from an earlier trip names an earlier day. A date in the future
+      (beyond tomorrow, for time zones) would confirm trips not yet seen, so it confirms
+      nothing.
+    * A trip's stamp (:func:`trip_stamp`, to the minute) confirms that trip only.
+    * A value confirms at most one trip. ``used`` is the value that unlocked the bucket's
+      last confirmed pass (kept in its sweep state): the same value confirms nothing more,
+      so a second trip the same day waits for a value of its own (its stamp, or
+      tomorrow's date), however long the owner leaves the first tag on the bucket.
     """
     if raw is None:
         return False
-    day = parse_confirmation(raw)
-    if isinstance(day, str):
+    when = parse_confirmation(raw)
+    if isinstance(when, str) or (used is not None and confirmation_key(raw) == used):
         return False
+    if isinstance(when, datetime):
+        return when == _minute(tripped_at)
     return (
-        tripped_at.astimezone(UTC).date() <= day <= (now.astimezone(UTC) + timedelta(days=1)).date()
+        tripped_at.astimezone(UTC).date()
+        <= when
+        <= (now.astimezone(UTC) + timedelta(days=1)).date()
     )
+
+
+def confirmation_key(raw: str) -> str | None:
+    """A confirmation's canonical form, kept as ``used`` once it unlocked a pass.
+
+    ``" 2026-11-05"`` and ``"2026-11-05"`` are one confirmation, as are a stamp with and
+    without its seconds or ``Z``.
+    """
+    when = parse_confirmation(raw)
+    if isinstance(when, str):
+        return None
+    return trip_stamp(when) if isinstance(when, datetime) else when.isoformat()
+
+
+def _minute(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(second=0, microsecond=0)
 
 
 # -- the lifecycle backstop ------------------------------------------------------------

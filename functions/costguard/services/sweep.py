@@ -14,8 +14,12 @@ Each bucket moves through phases, kept in one versioned state document:
 ``delete``   list and delete in passes; a pass may delete at most the breaker's share
              of what the previous pass counted: more trips the breaker before the batch
              that would cross it.
-``tripped``  nothing is deleted until the owner tags ``costguard:confirm-delete`` with a
-             date on or after the trip; the confirmed pass then runs unlimited.
+``tripped``  nothing is deleted until the owner tags ``costguard:confirm-delete`` with the
+             trip's stamp (its UTC time to the minute, ``2026-11-05T04:00Z``, as the
+             alert prints it) or a UTC date on or after the trip (up to tomorrow); the
+             confirmed pass then runs unlimited. A confirmation is spent by the pass it
+             unlocks (kept as ``confirm_used``): a later trip, even the same day, needs
+             its own stamp (or a later date), never the tag left from the last one.
 
 A change of the bucket's time to live, prefixes or keep prefix (its fingerprint) starts
 over with a survey, and the executor warns again.
@@ -47,10 +51,12 @@ from costguard.domain.sweep import (
     Tally,
     backstop,
     breaker_reason,
+    confirmation_key,
     confirms,
     is_candidate,
     merge_lifecycle,
     pass_allowance,
+    trip_stamp,
     usd_per_month,
 )
 from costguard.domain.tags import parse_exempt, parse_ttl
@@ -128,11 +134,17 @@ def _raw(t: Tally) -> list[int]:
     return [t.objects, t.bytes]
 
 
-def _fresh(fingerprint: str, phase: str, pass_id: int) -> dict[str, Any]:
+def _fresh(fingerprint: str, phase: str, previous: Mapping[str, Any]) -> dict[str, Any]:
+    """A new pass (or survey) after ``previous``: its own counts, the next pass id.
+
+    What outlives a pass is carried: the confirmation that last unlocked the breaker
+    (``confirm_used``), so that a tag left on the bucket cannot unlock a later trip.
+    """
     return {
         "fingerprint": fingerprint,
         "phase": phase,
-        "pass_id": pass_id,
+        "pass_id": int(previous.get("pass_id", 0)) + 1,
+        "confirm_used": previous.get("confirm_used"),
         "prefix_index": 0,
         "start_after": "",
         "seen": [0, 0],
@@ -197,8 +209,7 @@ class SweepService:
         """The bucket's state, started over (as a survey) if its configuration changed."""
         doc, version = self._state.get_state(self._s.scope, state_name(bucket))
         if doc.get("fingerprint") != config.fingerprint():
-            previous = int(doc.get("pass_id", 0))
-            return _fresh(config.fingerprint(), "survey", previous + 1), version
+            return _fresh(config.fingerprint(), "survey", doc), version
         return doc, version
 
     def _save(self, bucket: str, doc: Mapping[str, Any], version: int) -> int:
@@ -233,7 +244,7 @@ class SweepService:
         if doc["phase"] == "ready" and self._s.dry_run:
             at = datetime.fromisoformat(str(doc["survey"]["at"]))
             if now - at >= DRY_RUN_RESURVEY:
-                doc = {**_fresh(config.fingerprint(), "survey", int(doc["pass_id"]) + 1),
+                doc = {**_fresh(config.fingerprint(), "survey", doc),
                        "survey": doc["survey"]}  # fmt: skip
         if doc["phase"] != "survey":
             return self._result(doc, f"survey complete ({doc['phase']})", complete=True)
@@ -253,37 +264,40 @@ class SweepService:
         now = require_utc(now)
         doc, version = self.load(bucket.name, config)
         phase = doc["phase"]
+        raw = tags.get(Tags.CONFIRM_DELETE)
         if phase == "survey":
             return self._result(doc, "still surveying; nothing deleted")
         if phase == "ready":
             survey = doc["survey"]
             why = breaker_reason(_tally(survey["would_delete"]), _tally(survey["in_scope"]), config)
             confirmed = why is not None and confirms(
-                tags.get(Tags.CONFIRM_DELETE), datetime.fromisoformat(str(survey["at"])), now
+                raw, datetime.fromisoformat(str(survey["at"])), now, doc.get("confirm_used")
             )
             if why is not None and not confirmed:
                 return self._trip(bucket, doc, version, now, why, _tally(survey["would_delete"]))
             doc = {
-                **_fresh(config.fingerprint(), "delete", int(doc["pass_id"]) + 1),
+                **_fresh(config.fingerprint(), "delete", doc),
                 "survey": survey,
                 "last_total": survey["in_scope"],
                 "confirmed": confirmed,
             }
+            if confirmed and raw is not None:
+                doc["confirm_used"] = confirmation_key(raw)  # spent: it unlocks this pass only
         elif phase == "tripped":
             trip = doc["trip"]
-            if not confirms(
-                tags.get(Tags.CONFIRM_DELETE), datetime.fromisoformat(str(trip["at"])), now
-            ):
+            tripped_at = datetime.fromisoformat(str(trip["at"]))
+            if raw is None or not confirms(raw, tripped_at, now, doc.get("confirm_used")):
                 return self._result(
                     doc,
                     f"breaker tripped at {trip['at']}: {trip['reason']}; waiting for "
-                    f"{Tags.CONFIRM_DELETE}=<UTC date on or after the trip>",
+                    f"{Tags.CONFIRM_DELETE}={trip_stamp(tripped_at)} (this trip's UTC time)",
                 )
             doc = {
-                **_fresh(config.fingerprint(), "delete", int(doc["pass_id"]) + 1),
+                **_fresh(config.fingerprint(), "delete", doc),
                 "survey": doc.get("survey"),
                 "last_total": doc.get("last_total") or [0, 0],
                 "confirmed": True,
+                "confirm_used": confirmation_key(raw),  # spent: it unlocks this pass only
             }
         notes: tuple[str, ...] = ()
         if doc.get("backstop_due"):
@@ -300,6 +314,7 @@ class SweepService:
         why: str,
         would: Tally,
     ) -> StepResult:
+        stamp = trip_stamp(now)
         tripped = {
             **doc,
             "phase": "tripped",
@@ -311,7 +326,7 @@ class SweepService:
             self._notifier.publish(
                 Alert(
                     alert_id=f"{AlertKind.ACTION_WARNING}/s3-breaker/{bucket.account or '-'}/"
-                    f"{bucket.resource}/{now:%Y-%m-%dT%H}",
+                    f"{bucket.resource}/{stamp}",
                     kind=AlertKind.ACTION_WARNING,
                     project=bucket.project,
                     severity=AlertSeverity.WARNING,
@@ -324,8 +339,10 @@ class SweepService:
                     at=now,
                     why=why,
                     next_steps=(
-                        f"To let it go on, tag the bucket {Tags.CONFIRM_DELETE}="
-                        f"{now:%Y-%m-%d} (today's UTC date, or a later one up to tomorrow).",
+                        f"To let this pass go on, tag the bucket {Tags.CONFIRM_DELETE}="
+                        f"{stamp} (this trip's UTC time; today's UTC date {now:%Y-%m-%d} "
+                        f"works too unless it already confirmed an earlier trip). A "
+                        f"confirmation is used up by the pass it lets go on.",
                         f"To keep everything, tag {Tags.EXEMPT}=true or remove {Tags.TTL}.",
                     ),
                     owners=bucket.owners,
@@ -336,7 +353,10 @@ class SweepService:
                     },
                 )
             )
-        return self._result(tripped, f"breaker tripped: {why}; nothing more deleted")
+        return self._result(
+            tripped,
+            f"breaker tripped: {why}; nothing more deleted until {Tags.CONFIRM_DELETE}={stamp}",
+        )
 
     # -- the walk over pages ---------------------------------------------------------
 
@@ -435,7 +455,7 @@ class SweepService:
         survey = {"at": now.isoformat(), "in_scope": seen, "would_delete": doc["candidates"]}
         if deleting:
             nxt = {
-                **_fresh(config.fingerprint(), "delete", int(doc["pass_id"]) + 1),
+                **_fresh(config.fingerprint(), "delete", doc),
                 "survey": doc.get("survey"),
                 "last_total": seen,
                 "confirmed": False,
@@ -575,3 +595,29 @@ class SweepService:
 
     def backstop_report(self, bucket: str, config: SweepConfig) -> tuple[str, ...]:
         return self._backstop(bucket, config)
+
+    def remove_backstop(self, bucket: str) -> bool:
+        """Take CostGuard's own lifecycle rules off the bucket; True if there were any.
+
+        S3 applies a lifecycle rule with no executor, exemption or ``costguard:ttl`` check,
+        so the rule must not outlive the warning it belongs to: it goes when the warning
+        is withdrawn (exempt, ``costguard:ttl`` removed or malformed) or replaced (a new
+        time to live, prefixes or keep prefix), and the next deletion pass after a new
+        warning installs the rule for the new configuration. Read-modify-write: every
+        rule CostGuard did not write is kept as it is; the whole configuration is deleted
+        only when CostGuard's rules were all of it. Never called in dry-run (the executor
+        neither warns nor withdraws there).
+        """
+        merged = merge_lifecycle(self._store.lifecycle(bucket), ())
+        if not merged.changed:
+            return False
+        self._store.put_lifecycle(bucket, merged.rules)
+        # A pass under way installed its rule at its start: the next deletion run (after a
+        # new warning) installs it again. Best effort: a conflicting write is another run's
+        # progress, and the next pass installs the rule in any case.
+        doc, version = self._state.get_state(self._s.scope, state_name(bucket))
+        if doc and not doc.get("backstop_due"):
+            self._state.put_state(
+                self._s.scope, state_name(bucket), {**doc, "backstop_due": True}, version
+            )
+        return True
