@@ -85,3 +85,10 @@ def test_a_catalog_dated_after_today_is_a_finding_and_never_a_negative_age() -> 
 def test_a_catalog_dated_today_is_not_a_future_date_finding() -> None:
     in_use = CatalogInUse("stored", 7, book(as_of=TODAY))
     assert catalog_findings(in_use, ("us-east-1",), TODAY, 30) == []
+
+
+def test_the_packaged_catalog_dated_after_a_replayed_scan_is_not_a_finding() -> None:
+    # GIVEN the package's own catalog, built after the (replayed, fixed-clock) scan time
+    in_use = CatalogInUse("bundled", 1, book(as_of=date(2026, 11, 29)))
+    # THEN it is neither stale nor distrusted
+    assert catalog_findings(in_use, ("us-east-1",), TODAY, 30) == []
