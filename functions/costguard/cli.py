@@ -400,17 +400,26 @@ def choose_catalog(explicit: Path | None, warn: Callable[[str], None]) -> tuple[
     packaged one; a broken refreshed catalog is a warning, not a failed scan, because the
     packaged prices are still there and the user did not name that file.
     """
+    chosen, which, _source = _choose_catalog(explicit, warn)
+    return chosen, which
+
+
+def _choose_catalog(
+    explicit: Path | None, warn: Callable[[str], None]
+) -> tuple[CatalogFile, str, str]:
+    """:func:`choose_catalog`, and whether the file chosen is the packaged one ("bundled")."""
     from costguard.adapters.catalog import CatalogError, bundled_catalog_path, read_catalog_file
+    from costguard.domain.catalog_merge import BUNDLED
     from costguard.settings import one_line
 
     if explicit is not None:
         named = read_catalog_file(explicit)
-        return named, f"prices from {explicit} ({_describe(named)}; --catalog)"
+        return named, f"prices from {explicit} ({_describe(named)}; --catalog)", "file"
     packaged = read_catalog_file()
     used = f"prices from the packaged catalog {bundled_catalog_path()} ({_describe(packaged)})"
     refreshed_path = user_catalog_path()
     if refreshed_path is None or not os.path.exists(refreshed_path):
-        return packaged, used
+        return packaged, used, BUNDLED
     try:
         refreshed = read_catalog_file(refreshed_path)
     except CatalogError as exc:
@@ -421,20 +430,26 @@ def choose_catalog(explicit: Path | None, warn: Callable[[str], None]) -> tuple[
                 1000,
             )
         )
-        return packaged, used
+        return packaged, used, BUNDLED
     if _newer(refreshed, packaged):
-        return refreshed, f"prices from {refreshed_path} ({_describe(refreshed)}; refreshed)"
-    return packaged, f"{used}; {refreshed_path} ({_describe(refreshed)}) is not newer"
+        return (
+            refreshed,
+            f"prices from {refreshed_path} ({_describe(refreshed)}; refreshed)",
+            "file",
+        )
+    return packaged, f"{used}; {refreshed_path} ({_describe(refreshed)}) is not newer", BUNDLED
 
 
 def cmd_scan(args: argparse.Namespace) -> int:
+    from costguard.adapters.catalog import rate_book
+    from costguard.domain.catalog_merge import CatalogInUse
     from costguard.report import report_json, report_table
     from costguard.settings import one_line
     from costguard.wiring import CallCounter, build_scan_service, clients_for
 
     session = _session(args)
     settings = _settings_for_scan(args, session)
-    catalog, which = choose_catalog(args.catalog, _progress(True))
+    catalog, which, source = _choose_catalog(args.catalog, _progress(True))
     _require_credentials(session)
     if getattr(args, "accounts", None):
         return _scan_accounts(args, session, settings, catalog.to_domain(), which)
@@ -459,6 +474,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
         catalog=catalog.to_domain(),
         progress=_progress(not args.quiet and not args.json),
         counter=counter,
+        # Which catalog it is, so that the scan says when its prices are stale.
+        catalog_in_use=CatalogInUse(source, catalog.version, rate_book(catalog)),
     )
     # Which prices the numbers rest on is part of the answer, not progress: said with --json too.
     _progress(not args.quiet)(one_line(which, 1000))
@@ -707,6 +724,12 @@ def _refresh_outcome(summary: dict[str, Any], where: str, progress: Callable[[st
     )
     for line in summary.get("held_for_review", []):
         _progress(True)(f"held for review: {line}")
+    for line in summary.get("rejected_answers", []):
+        _progress(True)(f"not taken as a price: {line}")
+    if summary.get("stored_catalog_problem"):
+        _progress(True)(
+            f"warning: {summary['stored_catalog_problem']}; started from the packaged catalog"
+        )
     if failed:
         _progress(True)(
             "could not read "
@@ -1176,13 +1199,16 @@ def failure(exc: BaseException) -> tuple[int, str] | None:
 
     from costguard.adapters.aws import translate
     from costguard.adapters.catalog import CatalogError
-    from costguard.ports import SourceError
+    from costguard.ports import CatalogStoreError, SourceError
     from costguard.settings import SettingsError, one_line
 
     if isinstance(exc, CommandError):
         return exc.code, str(exc)
     if isinstance(exc, SettingsError | CatalogError):
         return EXIT_USAGE, str(exc)
+    if isinstance(exc, CatalogStoreError):
+        # The stored catalog (ledger table) cannot be read or written: not a bug here.
+        return EXIT_AWS, one_line(f"{exc}", 400)
     if isinstance(exc, ProfileNotFound):
         return EXIT_USAGE, f"{exc}: check --profile / AWS_PROFILE against ~/.aws/config"
     if isinstance(exc, NoRegionError):

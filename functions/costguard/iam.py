@@ -120,9 +120,10 @@ PRICE_LIST = (
     ),
 )
 #: What ``adapters.catalog_store.DynamoDbCatalogStore`` calls (``TransactWriteItems`` of
-#: two ``Put`` items is authorized as PutItem), granted to the price-refresh role on the
-#: ledger table's ``CATALOG`` items only (``dynamodb:LeadingKeys``).
-CATALOG_STORE_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem")
+#: two ``Put`` items is authorized as PutItem; ``Query`` finds the highest stored version),
+#: granted to the price-refresh role on the ledger table's ``CATALOG`` items only
+#: (``dynamodb:LeadingKeys``).
+CATALOG_STORE_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query")
 CATALOG_PARTITION = "CATALOG"
 
 

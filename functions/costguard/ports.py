@@ -293,11 +293,30 @@ class StoredCatalog:
     document: Mapping[str, Any]
 
 
+class CatalogStoreError(Exception):
+    """The stored catalog cannot be read or written (corrupt item, oversized document).
+
+    ``version``: the version the unreadable ``CURRENT`` item says it holds, when that much
+    could be read, so that a refresh can replace it with a conditional write.
+    """
+
+    def __init__(self, message: str, *, version: int | None = None) -> None:
+        super().__init__(message)
+        self.version = version
+
+
 class CatalogStore(Protocol):
     """The deployed guard's price catalog: a current version and every earlier one."""
 
     def current(self) -> StoredCatalog | None:
-        """The catalog the scan uses; None when no refresh has stored one."""
+        """The catalog the scan uses; None when no refresh has stored one.
+
+        Raises :class:`CatalogStoreError` when it is stored but cannot be read."""
+        ...
+
+    def latest_version(self) -> int:
+        """The highest version ever stored (0: none), which may be above ``current()``'s
+        after an operator rolled ``CURRENT`` back: a new version goes above it."""
         ...
 
     def get(self, version: int) -> StoredCatalog | None:
@@ -318,6 +337,19 @@ class CatalogSource(Protocol):
     """Where a scan gets its prices when it runs (the deployed store, or the package)."""
 
     def read(self) -> tuple[PriceCatalog, CatalogInUse]: ...
+
+
+class PriceAnswer(dict[str, Mapping[str, Decimal]]):
+    """What a :class:`PriceSource` read for one region (section -> name -> USD), and what
+    it refused to take as a price: ``rejected`` ("section/region/name: why"), each an
+    answer that was malformed or ambiguous. A plain mapping is an answer with nothing
+    rejected."""
+
+    def __init__(
+        self, prices: Mapping[str, Mapping[str, Decimal]], rejected: Sequence[str] = ()
+    ) -> None:
+        super().__init__(prices)
+        self.rejected = tuple(rejected)
 
 
 class PriceSource(Protocol):

@@ -296,3 +296,42 @@ def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) 
         )
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["written"] is False
+
+
+@pytest.mark.parametrize("version", ["4", None], ids=["corrupt-data", "no-version"])
+def test_a_corrupt_stored_catalog_is_repaired_by_refresh_table_or_one_line(
+    fake: FakePriceList, version: str | None
+) -> None:
+    import boto3
+
+    from costguard_demo.run import create_ledger_table
+    from costguard_demo.server import embedded_aws
+
+    with embedded_aws() as aws:
+        create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+        # GIVEN a stored CURRENT item whose data is not zlib/JSON (and maybe no version)
+        item = {
+            "pk": {"S": "CATALOG"},
+            "sk": {"S": "CURRENT"},
+            "stored_at": {"S": "2026-11-13T12:00:00.000000Z"},
+            "data": {"B": b"x\x9c\xab\xaeTruncated"},
+            **({"version": {"N": version}} if version else {}),
+        }
+        boto3.client("dynamodb", region_name="us-east-1", endpoint_url=aws).put_item(
+            TableName="ledger", Item=item
+        )
+        env = {"AWS_ENDPOINT_URL_DYNAMODB": aws}
+        # WHEN the user refreshes the deployed store
+        done = refresh(
+            fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env
+        )
+    # THEN a readable version is replaced (the repair) and said; else one line, exit 1
+    if version:
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["written"] and summary["version"] == 5
+        assert "not readable" in summary["stored_catalog_problem"]
+        assert "started from the packaged catalog" in done.stderr
+    else:
+        assert done.returncode == 1
+        assert "CURRENT is malformed" in last_line(done.stderr)

@@ -144,3 +144,15 @@ def test_a_corrupt_stored_item_is_an_error_not_a_crash() -> None:
         )
         with pytest.raises(CatalogStoreError, match="not readable"):
             DynamoDbCatalogStore(client, "ledger").current()
+
+
+def test_the_latest_version_is_the_highest_ever_stored_not_the_current_one(
+    store: CatalogStore,
+) -> None:
+    # GIVEN an empty store, then two versions stored
+    assert store.latest_version() == 0
+    assert store.put(doc(1), expected_version=0, at=T0) == 1
+    assert store.put(doc(2), expected_version=1, at=T0) == 2
+    # WHEN asked for the latest version
+    # THEN it is the highest in the history (a rollback of CURRENT does not lower it)
+    assert store.latest_version() == 2

@@ -392,3 +392,99 @@ def test_rejects_a_malformed_region_before_asking_the_api(
     with pytest.raises(ValueError, match="not AWS region names"):
         refresh_catalog(client, regions=(region,), output=tmp_path / "p.json", today=TODAY)
     assert fake.requests == []
+
+
+#: A real EC2 on-demand item's attributes (abridged), as the Price List API records them.
+LINUX_G5 = {
+    "instanceType": "g5.xlarge",
+    "regionCode": "us-east-1",
+    "locationType": "AWS Region",
+    "operatingSystem": "Linux",
+    "tenancy": "Shared",
+    "preInstalledSw": "NA",
+    "capacitystatus": "Used",
+    "licenseModel": "No License required",
+    "marketoption": "OnDemand",
+    "operation": "RunInstances",
+    "usagetype": "BoxUsage:g5.xlarge",
+}
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param({"tenancy": "Dedicated", "usagetype": "DedicatedUsage:g5.xlarge"}, id="ded"),
+        pytest.param({"licenseModel": "Bring your own license"}, id="byol"),
+        pytest.param({"capacitystatus": "UnusedCapacityReservation"}, id="unused-odcr"),
+        pytest.param({"operatingSystem": "Windows", "operation": "RunInstances:0002"}, id="win"),
+        pytest.param({"regionCode": "us-west-2"}, id="another-region"),
+    ],
+)
+def test_an_item_the_filters_exclude_is_never_read_as_the_linux_rate(
+    client: Any, other: dict[str, str]
+) -> None:
+    # GIVEN an answer holding the Linux item, and an item for another OS, tenancy, license...
+    store = InMemoryCatalogStore()
+    with Stubber(client) as stub:
+        answer(
+            stub,
+            "AmazonEC2",
+            [price_item(LINUX_G5, "0.9990000000"), price_item({**LINUX_G5, **other}, "2.0")],
+        )
+        answer(stub, "AmazonSageMaker", [])
+        answer(stub, "AmazonEC2", [price_item({"volumeApiName": "gp3"}, "0.08", "GB-Mo")])
+        # WHEN the guard refreshes
+        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+    # THEN the Linux rate is applied; the other item is not a candidate at all
+    assert stored(store).ec2["us-east-1"]["g5.xlarge"] == Decimal("0.999")
+    assert outcome.summary()["rejected_answers"] == []
+
+
+def test_two_items_at_different_prices_for_one_type_keep_the_last_rate_and_say_so(
+    client: Any,
+) -> None:
+    # GIVEN SageMaker answers ml.g5.xlarge twice, at two prices, both matching the filters
+    store = InMemoryCatalogStore()
+    twice = [price_item({"instanceName": "ml.g5.xlarge"}, u) for u in ("1.41", "1.10")]
+    with Stubber(client) as stub:
+        answer(stub, "AmazonEC2", [price_item(LINUX_G5, "1.0060000000")])
+        answer(stub, "AmazonSageMaker", twice)
+        answer(stub, "AmazonEC2", [price_item({"volumeApiName": "gp3"}, "0.08", "GB-Mo")])
+        # WHEN the guard refreshes
+        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+    # THEN neither price is taken: the rate stays, and the ambiguity is reported
+    assert stored(store).sagemaker["us-east-1"]["ml.g5.xlarge"] == Decimal("1.408")
+    (line,) = outcome.summary()["rejected_answers"]
+    assert line.startswith("sagemaker/us-east-1/ml.g5.xlarge: ") and "$1.1, $1.41" in line
+
+
+def test_a_duplicate_item_at_the_same_price_is_one_rate(client: Any) -> None:
+    store = InMemoryCatalogStore()
+    with Stubber(client) as stub:
+        answer(stub, "AmazonEC2", [price_item(LINUX_G5, "0.999"), price_item(LINUX_G5, "0.99900")])
+        answer(stub, "AmazonSageMaker", [])
+        answer(stub, "AmazonEC2", [])
+        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+    assert stored(store).ec2["us-east-1"]["g5.xlarge"] == Decimal("0.999")
+    assert outcome.summary()["rejected_answers"] == []
+
+
+@pytest.mark.parametrize("usd", ["NaN", "Infinity", "sNaN", "1,006", "", "None"])
+def test_a_malformed_price_is_rejected_and_the_other_rates_still_apply(
+    client: Any, usd: str
+) -> None:
+    # GIVEN p5 answered with a price that is not a number, g5 with a good one
+    store = InMemoryCatalogStore()
+    p5 = {**LINUX_G5, "instanceType": "p5.48xlarge"}
+    with Stubber(client) as stub:
+        answer(stub, "AmazonEC2", [price_item(LINUX_G5, "0.999"), price_item(p5, usd)])
+        answer(stub, "AmazonSageMaker", [])
+        answer(stub, "AmazonEC2", [])
+        # WHEN the guard refreshes
+        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+    # THEN g5 is updated, p5 keeps its rate, and the bad answer is reported
+    catalog = stored(store)
+    assert catalog.ec2["us-east-1"]["g5.xlarge"] == Decimal("0.999")
+    assert catalog.ec2["us-east-1"]["p5.48xlarge"] == Decimal("55.04")
+    (line,) = outcome.summary()["rejected_answers"]
+    assert line.startswith("ec2/us-east-1/p5.48xlarge: ")

@@ -223,3 +223,37 @@ def test_a_newer_package_catalog_beats_an_older_stored_one(lambda_env: Any) -> N
     store_catalog(lambda_env, as_of=(packaged - timedelta(days=1)).isoformat())
     report, _ = scan(lambda_env)
     assert report_json(report)["price_catalog_source"] == "bundled"
+
+
+def test_a_newer_package_keeps_the_stored_rates_it_lacks_with_their_dates() -> None:
+    from datetime import date
+    from decimal import Decimal
+
+    from costguard.domain.catalog_merge import BUNDLED_AND_STORED, catalog_findings
+    from tests.support.fakes import InMemoryCatalogStore
+
+    # GIVEN a refresh stored, on 2026-10-01, a type and a region the package does not price
+    packaged = read_catalog_file().model_copy(update={"as_of": TODAY})
+    assert "zz9.xlarge" not in packaged.ec2["us-east-1"]
+    document: dict[str, Any] = json.loads(packaged.model_dump_json())
+    document["ec2"]["us-east-1"]["g5.xlarge"] = "2.0"
+    document["ec2"]["us-east-1"]["zz9.xlarge"] = "9.5"
+    document["ec2"]["ap-northeast-1"] = {"g5.xlarge": "1.459"}
+    document.update(version=7, as_of="2026-10-01")
+    store = InMemoryCatalogStore()
+    store.put(document, expected_version=0, at=NOW)
+    # WHEN the upgraded package's (newer) catalog is read with it
+    catalog, in_use = CatalogReader(store, bundled=lambda: packaged).read()
+    # THEN the package's rates win where it has them, the stored ones fill in the rest
+    assert catalog.ec2_on_demand("us-east-1", "g5.xlarge") == packaged.ec2["us-east-1"]["g5.xlarge"]
+    assert catalog.ec2_on_demand("us-east-1", "zz9.xlarge") == Decimal("9.5")
+    assert catalog.ec2_on_demand("ap-northeast-1", "g5.xlarge") == Decimal("1.459")
+    assert in_use.source == BUNDLED_AND_STORED
+    # AND each keeps its own date: the stored rates are as old as they are
+    book = in_use.book
+    stored_on = date(2026, 10, 1)
+    assert book.source_of("ec2", "us-east-1", "zz9.xlarge").as_of == stored_on  # type: ignore[union-attr]
+    assert book.source_of("ec2", "us-east-1", "g5.xlarge").as_of == TODAY  # type: ignore[union-attr]
+    assert book.region_as_of("ec2", "ap-northeast-1") == stored_on
+    stale = catalog_findings(in_use, ("ap-northeast-1",), TODAY, 30)
+    assert [f.resource for f in stale] == ["price-catalog/ap-northeast-1"]

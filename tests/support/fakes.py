@@ -84,6 +84,10 @@ class InMemoryCatalogStore:
         with self._lock:
             return self._read(version)
 
+    def latest_version(self) -> int:
+        with self._lock:
+            return max(self._versions, default=0)
+
     def put(
         self, document: Mapping[str, Any], *, expected_version: int, at: datetime
     ) -> int | None:

@@ -355,6 +355,62 @@ def rebase(base: CatalogFile, bundled: CatalogFile) -> CatalogFile:
     return CatalogFile.model_validate(data)
 
 
+def overlay(packaged: CatalogFile, stored: CatalogFile) -> CatalogFile | None:
+    """The package's catalog, plus the rates only ``stored`` has; None if it has none.
+
+    For a package newer than the last refresh: its rates win where it has them, but a
+    region (or a type) only a refresh priced keeps its stored rate, with its provenance
+    and its date, rather than becoming unpriced until the next refresh. A region's date
+    is the older of the two when both contribute to it: the oldest rate speaks for it.
+    """
+    book = rate_book(stored)
+    mine = rate_book(packaged)
+    data = json.loads(packaged.model_dump_json())
+    as_of_by = {
+        section: {
+            region: mine.region_as_of(section, region).isoformat()
+            for region, rates in getattr(packaged, section).items()
+            if rates
+        }
+        for section in SECTIONS
+    }
+    rate_sources: dict[str, Any] = data.setdefault("rate_sources", {})
+    added = False
+    for section in SECTIONS:
+        for region, rates in getattr(stored, section).items():
+            theirs = data.setdefault(section, {}).setdefault(region, {})
+            for name, usd in rates.items():
+                if name in theirs:
+                    continue
+                added = True
+                theirs[name] = str(usd)
+                src = book.source_of(section, region, name)
+                assert src is not None  # the name is one of its rates
+                explicit = stored.rate_sources.get(section, {}).get(region, {}).get(name)
+                said = rate_sources.setdefault(section, {}).setdefault(region, {})
+                for own in getattr(packaged, section).get(region, {}):
+                    # The region's date may move back below: each package rate says its own.
+                    if own not in said:
+                        was = mine.source_of(section, region, own)
+                        assert was is not None
+                        said[own] = {"source": was.source, "as_of": was.as_of.isoformat()}
+                said[name] = json.loads(
+                    (
+                        explicit or RateSourceFile(source=src.source, as_of=src.as_of)
+                    ).model_dump_json(exclude_none=True)
+                )
+                day = book.region_as_of(section, region).isoformat()
+                dated = as_of_by[section]
+                dated[region] = min(dated.get(region, day), day)
+    if not added:
+        return None
+    data["as_of_by"] = {s: v for s, v in as_of_by.items() if v}
+    data["as_of"] = min(
+        [packaged.as_of.isoformat(), *(d for v in as_of_by.values() for d in v.values())]
+    )
+    return CatalogFile.model_validate(data)
+
+
 def _union(mine: object, theirs: object) -> object:
     """Two ``retired`` fields as one, so that no retirement is lost."""
     if isinstance(mine, dict) and isinstance(theirs, dict):
@@ -433,6 +489,10 @@ class FileCatalogStore:
     def get(self, version: int) -> StoredCatalog | None:
         held = self.current()
         return held if held is not None and held.version == version else None
+
+    def latest_version(self) -> int:
+        held = self.current()
+        return held.version if held is not None else 0
 
     def put(
         self, document: Mapping[str, Any], *, expected_version: int, at: datetime

@@ -34,16 +34,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 from costguard.adapters.catalog import (
     CatalogError,
     CatalogFile,
+    overlay,
     parse_catalog,
     rate_book,
     read_catalog_file,
     rebase,
 )
 from costguard.adapters.dynamodb import ITEM_BUDGET_BYTES, parse_stamp, stamp
-from costguard.domain.catalog_merge import BUNDLED, STORED, CatalogInUse
+from costguard.domain.catalog_merge import BUNDLED, BUNDLED_AND_STORED, STORED, CatalogInUse
 from costguard.domain.pricing import PriceCatalog
 from costguard.iam import CATALOG_PARTITION
-from costguard.ports import CatalogStore, StoredCatalog
+from costguard.ports import CatalogStore, CatalogStoreError, StoredCatalog
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -53,12 +54,11 @@ PARTITION = CATALOG_PARTITION
 CURRENT = "CURRENT"
 
 
-class CatalogStoreError(Exception):
-    """The stored catalog cannot be read or written (corrupt item, oversized document)."""
+HISTORY = "VERSION#"
 
 
 def version_key(version: int) -> str:
-    return f"VERSION#{version:010d}"
+    return f"{HISTORY}{version:010d}"
 
 
 def encode_document(document: Mapping[str, Any]) -> bytes:
@@ -66,13 +66,15 @@ def encode_document(document: Mapping[str, Any]) -> bytes:
     return zlib.compress(text.encode("utf-8"), 9)
 
 
-def decode_document(blob: bytes) -> dict[str, Any]:
+def decode_document(blob: bytes, version: int | None = None) -> dict[str, Any]:
     try:
         document = json.loads(zlib.decompress(blob).decode("utf-8"))
     except (zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CatalogStoreError(f"the stored price catalog is not readable: {exc}") from None
+        raise CatalogStoreError(
+            f"the stored price catalog is not readable: {exc}", version=version
+        ) from None
     if not isinstance(document, dict):
-        raise CatalogStoreError("the stored price catalog is not a JSON object")
+        raise CatalogStoreError("the stored price catalog is not a JSON object", version=version)
     return document
 
 
@@ -91,18 +93,36 @@ class DynamoDbCatalogStore:
         ).get("Item")
         if item is None:
             return None
+        version: int | None = None
         try:
             version = int(item["version"]["N"])
             stored_at = parse_stamp(item["stored_at"]["S"])
             blob = item["data"]["B"]
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, TypeError) as exc:
             raise CatalogStoreError(
-                f"the stored price catalog item {sk} is malformed: {exc}"
+                f"the stored price catalog item {sk} is malformed: {exc!r}", version=version
             ) from None
-        return StoredCatalog(version, stored_at, decode_document(blob))
+        return StoredCatalog(version, stored_at, decode_document(blob, version))
 
     def current(self) -> StoredCatalog | None:
         return self._read(CURRENT)
+
+    def latest_version(self) -> int:
+        # The history's sort keys are zero-padded: the last one is the highest version.
+        found = self._ddb.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :history)",
+            ExpressionAttributeValues={
+                ":pk": {"S": PARTITION},
+                ":history": {"S": HISTORY},
+            },
+            ProjectionExpression="sk",
+            ScanIndexForward=False,
+            Limit=1,
+        ).get("Items", [])
+        if not found:
+            return 0
+        return int(found[0]["sk"]["S"].removeprefix(HISTORY))
 
     def get(self, version: int) -> StoredCatalog | None:
         return self._read(version_key(version))
@@ -244,8 +264,14 @@ class CatalogReader:
         book = rate_book(catalog)
         if bundled.as_of > book.newest_as_of():
             # The package was upgraded since the last refresh read anything: its prices
-            # are newer. The next refresh starts from the stored catalog, rebased on it.
-            return (*_bundled(bundled, None), True)
+            # are newer. But what only the store prices (a region the package lacks) is
+            # kept, not unpriced until the next refresh, which starts from the stored
+            # catalog rebased on the package.
+            both = overlay(bundled, catalog)
+            if both is None:
+                return (*_bundled(bundled, None), True)
+            merged = CatalogInUse(BUNDLED_AND_STORED, stored.version, rate_book(both))
+            return both.to_domain(), merged, True
         return catalog.to_domain(), CatalogInUse(STORED, stored.version, book), True
 
 

@@ -16,7 +16,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, date, datetime
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +24,9 @@ from costguard.adapters.aws import chunks, reading
 from costguard.adapters.catalog import CatalogDocuments, CatalogFile, FileCatalogStore
 from costguard.config_spec import REGION
 from costguard.domain.catalog_merge import DEFAULT_HOLD_PCT
-from costguard.ports import ThrottledError
+from costguard.ports import PriceAnswer, ThrottledError
 from costguard.services.price_refresh import PriceRefresh
+from costguard.settings import one_line
 
 if TYPE_CHECKING:
     from mypy_boto3_pricing import PricingClient
@@ -53,14 +54,32 @@ def _filters(
     return out
 
 
+class MalformedPriceError(ValueError):
+    """A Price List item whose USD price is not a number (``NaN``, ``Infinity``, text)."""
+
+
 def on_demand_usd(price_item: dict[str, Any], unit: str) -> Decimal | None:
-    """The single positive on-demand USD price per ``unit`` in one Price List item."""
+    """The single positive on-demand USD price per ``unit`` in one Price List item.
+
+    Only ``OnDemand`` terms are read (never ``Reserved``). A price that is not a finite
+    number raises :class:`MalformedPriceError`: the item is not a rate, whatever else it says.
+    """
     prices = []
     for term in (price_item.get("terms", {}).get("OnDemand") or {}).values():
         for dim in (term.get("priceDimensions") or {}).values():
             if dim.get("unit") != unit:
                 continue
-            usd = Decimal(str(dim.get("pricePerUnit", {}).get("USD", "0")))
+            raw = (dim.get("pricePerUnit") or {}).get("USD", "0")
+            try:
+                usd = Decimal(str(raw))
+            except InvalidOperation:
+                raise MalformedPriceError(
+                    f"price {one_line(str(raw), 40)!r} is not a number"
+                ) from None
+            if not usd.is_finite():
+                raise MalformedPriceError(
+                    f"price {one_line(str(raw), 40)!r} is not a finite number"
+                )
             if usd > 0:
                 prices.append(usd)
     return min(prices) if prices else None
@@ -82,40 +101,109 @@ def _normalise(value: Decimal) -> Decimal:
     return value.normalize() if value == value.to_integral() else Decimal(str(float(value)))
 
 
-def fetch_ec2(client: PricingClient, region: str, types: Iterable[str]) -> dict[str, Decimal]:
-    found: dict[str, Decimal] = {}
+#: What every item read must say of itself, when it says it: the filters are asked of
+#: the API, and checked again here, because an answer that ignored one (a Windows, BYOL,
+#: Dedicated or capacity-reservation item) would otherwise replace the rate unseen.
+EC2_ITEM = {**EC2_FILTERS, "marketoption": "OnDemand", "locationType": "AWS Region"}
+SAGEMAKER_ITEM = {"component": "Hosting", "locationType": "AWS Region"}
+EBS_ITEM = {"locationType": "AWS Region"}
+
+
+def _off_filter(item: Mapping[str, Any], expected: Mapping[str, str]) -> bool:
+    """An item one of whose attributes says something other than the filter asked."""
+    attrs = (item.get("product") or {}).get("attributes") or {}
+    return any(attrs.get(k) not in (None, v) for k, v in expected.items())
+
+
+class _Candidates:
+    """Each name's prices as read from the items that match; one price, or none.
+
+    Several items for one name at one price are one rate (a duplicate SKU). At different
+    prices it is ambiguous: no rate is taken (never the last one read), and the name is
+    reported, so that its last rate is kept rather than silently replaced.
+    """
+
+    def __init__(self, section: str, region: str, rejected: list[str]) -> None:
+        self._where = f"{section}/{region}"
+        self._prices: dict[str, set[Decimal]] = {}
+        self._malformed: dict[str, str] = {}
+        self._rejected = rejected
+
+    def add(self, name: str, item: dict[str, Any], unit: str) -> None:
+        try:
+            usd = on_demand_usd(item, unit)
+        except MalformedPriceError as exc:
+            self._malformed.setdefault(name, str(exc))
+            return
+        if usd is not None:
+            self._prices.setdefault(name, set()).add(_normalise(usd))
+
+    def found(self) -> dict[str, Decimal]:
+        out: dict[str, Decimal] = {}
+        for name in sorted(set(self._prices) | set(self._malformed)):
+            prices = self._prices.get(name, set())
+            if name in self._malformed:
+                self._rejected.append(
+                    f"{self._where}/{name}: the Price List API's {self._malformed[name]}; "
+                    "the last rate is kept"
+                )
+            elif len(prices) > 1:
+                said = ", ".join(f"${p}" for p in sorted(prices))
+                self._rejected.append(
+                    f"{self._where}/{name}: the Price List API answered {len(prices)} different "
+                    f"prices ({said}); ambiguous, the last rate is kept"
+                )
+            else:
+                out[name] = next(iter(prices))
+        return out
+
+
+def fetch_ec2(
+    client: PricingClient,
+    region: str,
+    types: Iterable[str],
+    rejected: list[str] | None = None,
+) -> dict[str, Decimal]:
+    found = _Candidates("ec2", region, rejected if rejected is not None else [])
     for batch in chunks(sorted(set(types)), ANY_OF_LIMIT):
         filters = _filters({**EC2_FILTERS, "regionCode": region}, ("instanceType", batch))
+        expected = {**EC2_ITEM, "regionCode": region}
         for item in _products(client, "AmazonEC2", filters):
-            attrs = item.get("product", {}).get("attributes", {})
-            usd = on_demand_usd(item, "Hrs")
-            if usd is not None and attrs.get("instanceType"):
-                found[attrs["instanceType"]] = _normalise(usd)
-    return found
+            name = (item.get("product") or {}).get("attributes", {}).get("instanceType")
+            if name in batch and not _off_filter(item, expected):
+                found.add(name, item, "Hrs")
+    return found.found()
 
 
-def fetch_sagemaker(client: PricingClient, region: str, types: Iterable[str]) -> dict[str, Decimal]:
-    found: dict[str, Decimal] = {}
+def fetch_sagemaker(
+    client: PricingClient,
+    region: str,
+    types: Iterable[str],
+    rejected: list[str] | None = None,
+) -> dict[str, Decimal]:
+    found = _Candidates("sagemaker", region, rejected if rejected is not None else [])
     for batch in chunks(sorted(set(types)), ANY_OF_LIMIT):
         filters = _filters({"regionCode": region, "component": "Hosting"}, ("instanceName", batch))
+        expected = {**SAGEMAKER_ITEM, "regionCode": region}
         for item in _products(client, "AmazonSageMaker", filters):
-            attrs = item.get("product", {}).get("attributes", {})
-            usd = on_demand_usd(item, "Hrs")
+            attrs = (item.get("product") or {}).get("attributes", {})
             name = attrs.get("instanceName") or attrs.get("instanceType")
-            if usd is not None and name:
-                found[name] = _normalise(usd)
-    return found
+            if name in batch and not _off_filter(item, expected):
+                found.add(name, item, "Hrs")
+    return found.found()
 
 
-def fetch_ebs(client: PricingClient, region: str) -> dict[str, Decimal]:
-    found: dict[str, Decimal] = {}
+def fetch_ebs(
+    client: PricingClient, region: str, rejected: list[str] | None = None
+) -> dict[str, Decimal]:
+    found = _Candidates("ebs_gb_month", region, rejected if rejected is not None else [])
     filters = _filters({"regionCode": region, "productFamily": "Storage"})
+    expected = {**EBS_ITEM, "regionCode": region}
     for item in _products(client, "AmazonEC2", filters):
-        attrs = item.get("product", {}).get("attributes", {})
-        usd = on_demand_usd(item, "GB-Mo")
-        if usd is not None and attrs.get("volumeApiName"):
-            found[attrs["volumeApiName"]] = _normalise(usd)
-    return found
+        name = (item.get("product") or {}).get("attributes", {}).get("volumeApiName")
+        if name and not _off_filter(item, expected):
+            found.add(name, item, "GB-Mo")
+    return found.found()
 
 
 class PriceListApi:
@@ -149,18 +237,29 @@ class PriceListApi:
                 self._sleep(self._backoff_s * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def fetch(
-        self, region: str, wanted: Mapping[str, frozenset[str]]
-    ) -> dict[str, dict[str, Decimal]]:
+    def fetch(self, region: str, wanted: Mapping[str, frozenset[str]]) -> PriceAnswer:
         c = self._client
-        return {
-            "ec2": self._patiently(lambda: fetch_ec2(c, region, wanted.get("ec2", ()))),
-            "sagemaker": self._patiently(
-                lambda: fetch_sagemaker(c, region, wanted.get("sagemaker", ()))
+        rejected: list[str] = []
+
+        def noting(fetch: Callable[[list[str]], dict[str, Decimal]]) -> dict[str, Decimal]:
+            # A retried batch starts its notes again: only the read that counted reports.
+            def once() -> dict[str, Decimal]:
+                notes: list[str] = []
+                got = fetch(notes)
+                rejected.extend(notes)
+                return got
+
+            return self._patiently(once)
+
+        prices = {
+            "ec2": noting(lambda n: fetch_ec2(c, region, wanted.get("ec2", ()), n)),
+            "sagemaker": noting(
+                lambda n: fetch_sagemaker(c, region, wanted.get("sagemaker", ()), n)
             ),
             # Every EBS volume type of the region: one small query, no names needed.
-            "ebs_gb_month": self._patiently(lambda: fetch_ebs(c, region)),
+            "ebs_gb_month": noting(lambda n: fetch_ebs(c, region, n)),
         }
+        return PriceAnswer(prices, rejected)
 
 
 def refresh_catalog(

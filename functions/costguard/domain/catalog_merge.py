@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
-from decimal import Decimal
+from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, localcontext
 
 from costguard.domain.findings import Finding, FindingCode, Severity
 
@@ -33,6 +33,20 @@ BUNDLED = "bundled"
 PRICE_LIST_API = "price-list-api"
 #: A change of more than this percentage either way is held for review.
 DEFAULT_HOLD_PCT = Decimal(50)
+#: A change reported beyond this percentage is said as ">+1000000%": a held price can be
+#: absurd (that is why it is held), and its exact ratio is not worth a crash.
+CHANGE_PCT_CAP = Decimal(1_000_000)
+
+
+def _wide() -> Context:
+    """Arithmetic on prices that may be absurd (1e30, 1e-300): no overflow, no traps."""
+    return Context(prec=28, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[])
+
+
+def is_price(usd: Decimal) -> bool:
+    """A rate a catalog may hold: a finite number above zero (never NaN, never $0)."""
+    return usd.is_finite() and usd > 0
+
 
 Rates = Mapping[str, Mapping[str, Mapping[str, Decimal]]]
 """section -> region -> name -> USD"""
@@ -117,12 +131,21 @@ class HeldRate:
 
     @property
     def change_pct(self) -> Decimal:
-        return round((self.fetched_usd - self.current_usd) * 100 / self.current_usd, 1)
+        """The change in percent, to one decimal place, capped at ±:data:`CHANGE_PCT_CAP`."""
+        if not (is_price(self.current_usd) and self.fetched_usd.is_finite()):
+            return CHANGE_PCT_CAP
+        with localcontext(_wide()):
+            pct = (self.fetched_usd - self.current_usd) * 100 / self.current_usd
+        if abs(pct) >= CHANGE_PCT_CAP:
+            return CHANGE_PCT_CAP.copy_sign(pct)
+        return pct.quantize(Decimal("0.1"))
 
     def describe(self) -> str:
+        pct = self.change_pct
+        said = f">{pct:+}" if abs(pct) >= CHANGE_PCT_CAP else f"{pct:+}"
         return (
             f"{self.section}/{self.region}/{self.name}: the Price List API says "
-            f"${self.fetched_usd}, {self.change_pct:+}% from ${self.current_usd}; held for "
+            f"${self.fetched_usd}, {said}% from ${self.current_usd}; held for "
             f"review since {self.since}, the old rate is still used"
         )
 
@@ -138,6 +161,9 @@ class Fetched:
     region: str
     prices: Mapping[str, Mapping[str, Decimal]]
     failed: str | None = None
+    #: "section/region/name: why" for each answer the source refused to read as a price
+    #: (malformed, ambiguous): its last rate is kept.
+    rejected: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -156,11 +182,15 @@ class MergeResult:
     empty_regions: tuple[str, ...]
     #: Regions that could not be read (throttling that outlasted the retries, ...).
     failed_regions: Mapping[str, str]
+    #: "section/region/name: why" for every answer not taken as a price (malformed,
+    #: ambiguous, not a positive finite number): its last rate is kept.
+    rejected: tuple[str, ...] = ()
 
 
 def change_is_suspicious(old: Decimal, new: Decimal, hold_pct: Decimal) -> bool:
     """A change of more than ``hold_pct`` percent of the old rate, either way."""
-    return abs(new - old) * 100 > old * hold_pct
+    with localcontext(_wide()):
+        return bool(abs(new - old) * 100 > old * hold_pct)
 
 
 def merge(
@@ -179,16 +209,25 @@ def merge(
     held: list[HeldRate] = []
     empty: list[str] = []
     failed: dict[str, str] = {}
+    rejected: list[str] = []
     for result in fetched:
         region = result.region
         if result.failed is not None:
             failed[region] = result.failed
             continue
+        rejected.extend(result.rejected)
         if result.empty:
             empty.append(region)
             continue
         for section in SECTIONS:
-            got = result.prices.get(section, {})
+            got: dict[str, Decimal] = {}
+            for name, usd in result.prices.get(section, {}).items():
+                if is_price(usd):
+                    got[name] = usd
+                else:
+                    rejected.append(
+                        f"{section}/{region}/{name}: ${usd} is not a positive finite price"
+                    )
             table = rates[section].get(region, {})
             old_sources = sources.get(section, {}).get(region, {})
             new_sources: dict[str, RateSource] = {}
@@ -238,7 +277,13 @@ def merge(
         as_of_by=as_of_by,
         retired=book.retired,
     )
-    new = replace(new, as_of=new.oldest_as_of())
+    as_of = new.oldest_as_of()
+    if empty or failed:
+        # "Every rate here was checked on or after as_of" is about every region asked
+        # for: one that returned nothing (a typo such as us-est-1 holds no rates, so
+        # oldest_as_of cannot see it) keeps the catalog's date where it was.
+        as_of = min(as_of, book.as_of)
+    new = replace(new, as_of=as_of)
     return MergeResult(
         book=new,
         changed=tuple(changed),
@@ -246,12 +291,15 @@ def merge(
         held=tuple(held),
         empty_regions=tuple(empty),
         failed_regions=failed,
+        rejected=tuple(rejected),
     )
 
 
 # -- what a scan says about the catalog it priced with ---------------------------------------
 
 STORED = "stored"
+#: The package's catalog with the rates only the stored one has (a newer package).
+BUNDLED_AND_STORED = "bundled+stored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +320,9 @@ class CatalogInUse:
         return f"{self.source} catalog v{self.version}, as of {self.as_of.isoformat()}"
 
     def age_days(self, regions: tuple[str, ...], today: date) -> int:
-        return (today - self.book.oldest_as_of(regions)).days
+        """Days since the scanned regions' rates were checked; never negative (a date
+        after ``today`` is a wrong clock or a hand edit, counted as today)."""
+        return max(0, (today - self.book.oldest_as_of(regions)).days)
 
 
 def catalog_findings(
@@ -293,15 +343,31 @@ def catalog_findings(
                 Severity.WARNING,
             )
         )
+    dated = {
+        (region, in_use.book.region_as_of(section, region))
+        for section in SECTIONS
+        for region, rates in in_use.book.rates.get(section, {}).items()
+        if region in regions and rates
+    }
+    future = sorted((r, d) for r, d in dated if d > today)
+    if (future or in_use.as_of > today) and in_use.source != BUNDLED:
+        # A date after today (a wrong clock, a hand edit) would make the catalog look fresh
+        # forever: it is said, and its rates are aged as if checked today, never younger.
+        # The package's own catalog is dated when it was built: a scan "before" it is a
+        # test's fixed clock or a replayed event, not a catalog to distrust.
+        said = ", ".join(f"{r} {d.isoformat()}" for r, d in future) or in_use.as_of.isoformat()
+        found.append(
+            Finding(
+                FindingCode.PRICE_CATALOG,
+                "price-catalog/future-date",
+                f"the {in_use.describe()} says its rates were checked after today "
+                f"({today.isoformat()}): {said}; a clock or a hand edit is wrong, so how "
+                "fresh its prices are is unknown; run `costguard prices refresh`",
+                Severity.WARNING,
+            )
+        )
     stale = sorted(
-        {
-            (region, in_use.book.region_as_of(section, region))
-            for section in SECTIONS
-            for region, rates in in_use.book.rates.get(section, {}).items()
-            if region in regions
-            and rates
-            and (today - in_use.book.region_as_of(section, region)).days > max_age_days
-        }
+        (region, day) for region, day in dated if (today - min(day, today)).days > max_age_days
     )
     for region in sorted({r for r, _ in stale}):
         oldest = min(d for r, d in stale if r == region)

@@ -62,6 +62,8 @@ def run(refresh: PriceRefresh, regions: tuple[str, ...], now: datetime) -> Refre
     summary = outcome.summary()
     for line in summary["held_for_review"]:
         logger.warning("price held for review", extra={"detail": line})
+    for line in summary["rejected_answers"]:
+        logger.warning("price list answer not taken as a price", extra={"detail": line})
     logger.info("price refresh complete", extra=summary)
     failed = summary["failed_regions"]
     if failed:

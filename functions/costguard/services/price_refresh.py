@@ -25,7 +25,14 @@ from costguard.domain.catalog_merge import (
     RateBook,
     merge,
 )
-from costguard.ports import CatalogStore, PriceSource, ThrottledError
+from costguard.ports import (
+    CatalogStore,
+    CatalogStoreError,
+    PriceAnswer,
+    PriceSource,
+    StoredCatalog,
+    ThrottledError,
+)
 
 #: Conditional writes lost to concurrent refreshes before giving up.
 MAX_CONTENDED = 3
@@ -73,6 +80,7 @@ class RefreshOutcome:
             "failed_regions": dict(r.failed_regions),
             "changed": list(r.changed),
             "held_for_review": [h.describe() for h in r.held],
+            "rejected_answers": list(r.rejected),
             "kept_from_previous": list(r.kept),
             **({"stored_catalog_problem": self.problem} if self.problem else {}),
         }
@@ -103,7 +111,10 @@ def fetch_regions(
             progress(f"{region}: {why}; {region} is left as it was")
             fetched.append(Fetched(region, {}, failed=why))
             continue
-        result = Fetched(region, got)
+        rejected = got.rejected if isinstance(got, PriceAnswer) else ()
+        for line in rejected:
+            progress(f"not taken as a price: {line}")
+        result = Fetched(region, got, rejected=rejected)
         if result.empty:
             progress(f"{region}: the Price List API returned no prices; {region} is left as it was")
         fetched.append(result)
@@ -133,18 +144,21 @@ class PriceRefresh:
             raise ValueError("no regions to refresh")
         fetched: list[Fetched] | None = None
         for _ in range(MAX_CONTENDED):
-            stored = self._store.current()
+            stored, expected, unreadable = self._current()
             base, problem = self._documents.start(stored.document if stored else None)
+            problem = unreadable or problem
             book = self._documents.book(base)
             if fetched is None:
                 fetched = fetch_regions(self._prices, regions, wanted_names(book), self._progress)
             result = merge(book, fetched, today=now.date(), hold_pct=self._hold_pct)
-            expected = stored.version if stored else 0
             read = [f.region for f in fetched if f.failed is None and not f.empty]
             unchanged = stored is not None and problem is None and result.book == book
             if not read or unchanged:
                 return RefreshOutcome(result, False, expected, book.as_of, problem)
-            version = max(book.version, expected) + 1
+            # Above every version ever stored, not only the current one: after an operator
+            # rolled CURRENT back, the versions above it are still in the history, and
+            # reusing one would be refused as if another refresh had won, forever.
+            version = max(book.version, expected, self._store.latest_version()) + 1
             new = replace(result.book, version=version)
             line = (
                 f"AWS Price List Query API (pricing:GetProducts), fetched {now.date().isoformat()}"
@@ -157,3 +171,20 @@ class PriceRefresh:
         raise RefreshContendedError(
             f"{MAX_CONTENDED} other refreshes stored first; this one wrote nothing"
         )
+
+    def _current(self) -> tuple[StoredCatalog | None, int, str | None]:
+        """The stored catalog, the version a new one must replace, and why it is unusable.
+
+        An item that cannot be decoded (not zlib, not JSON) is treated like an invalid
+        document: the refresh starts from the bundled catalog and replaces it, which is
+        the repair. Only an item whose version cannot be read at all stops the refresh: a
+        conditional write needs to know what it replaces.
+        """
+        try:
+            stored = self._store.current()
+        except CatalogStoreError as exc:
+            if exc.version is None:
+                raise
+            self._progress(f"{exc}; starting from the bundled catalog")
+            return None, exc.version, str(exc)
+        return stored, (stored.version if stored else 0), None
