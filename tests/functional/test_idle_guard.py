@@ -317,6 +317,31 @@ def test_a_longer_window_from_the_tag_needs_that_long_idle(aws: Any) -> None:
     assert d.evidence["window_minutes"] == "120"
 
 
+def test_a_notebook_tag_on_an_auto_scaling_member_is_a_finding_never_a_stop(aws: Any) -> None:
+    # GIVEN an idle GPU instance tagged a notebook, but a member of an Auto Scaling group,
+    # and warned by an earlier version of the guard
+    tags = notebook_tags(**{"aws:autoscaling:groupName": "gpu-asg"})
+    (iid,) = launch(aws, tags, at=NOW - timedelta(hours=3))
+    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=2))
+    ledger, alerts = InMemoryLedger(), Alerts()
+    ec2 = aws.client("ec2", region_name=REGION)
+    ec2.create_tags(
+        Resources=[iid], Tags=[{"Key": Tags.ACTION_AFTER, "Value": "2026-11-20T11:00:00Z"}]
+    )
+    # WHEN the guard runs
+    policy, actuators = guard(aws)
+    calls = Calls(aws)
+    (d,) = policy.decide(NOW)
+    report = executor(actuators, ledger, alerts).run([d], NOW)
+    # THEN it is never a candidate: no metric is read, the old warning is withdrawn,
+    # and the owner learns why from a finding
+    assert d.action is Action.NONE and "Auto Scaling group gpu-asg" in d.reason
+    assert not [n for n in calls.calls if n.startswith("cloudwatch.")]
+    assert [f.code.value for f in policy.findings] == ["idle-managed-instance"]
+    assert [o.step for o in report.outcomes] == [Step.CLEARED]
+    assert state(aws, iid) == "running"
+
+
 def test_busy_notebooks_cost_no_executor_call(aws: Any, fleet: dict[str, str]) -> None:
     policy, actuators = guard(aws)
     decisions = [d for d in policy.decide(NOW) if not d.acts]

@@ -19,6 +19,7 @@ from costguard.domain.idle import (
     judge_gpus,
     judge_heartbeat,
     judge_studio,
+    managed_by,
     period_for,
     window_of,
 )
@@ -252,3 +253,28 @@ def test_thresholds_are_the_documented_defaults() -> None:
     assert T.window == timedelta(minutes=BY_NAME["idle_minutes"].default)
     assert T.max_runtime == timedelta(hours=BY_NAME["idle_max_runtime_hours"].default)
     assert BY_NAME["idle_rate"].default == f"{BY_NAME['idle_minutes'].default} minutes"
+
+
+# -- instances a group owns ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tags", "group"),
+    [
+        ({"aws:autoscaling:groupName": "gpu-asg"}, "Auto Scaling group gpu-asg"),
+        ({"eks:cluster-name": "c", "eks:nodegroup-name": "gpu"}, "EKS managed node group gpu"),
+        ({"aws:eks:cluster-name": "c"}, "EKS cluster c"),
+        ({"karpenter.sh/nodepool": "gpu"}, "Karpenter node pool gpu"),
+        ({"karpenter.sh/provisioner-name": "old"}, "Karpenter provisioner old"),
+        ({"kubernetes.io/cluster/prod-ü": "owned"}, "Kubernetes cluster prod-ü"),
+        ({"aws:ec2:fleet-id": "fleet-1"}, "EC2 Fleet fleet-1"),
+        ({"aws:ec2spot:fleet-request-id": "sfr-1"}, "Spot Fleet sfr-1"),
+        ({"aws:elasticmapreduce:job-flow-id": "j-1"}, "EMR cluster j-1"),
+        ({"Name": "eks:cluster-name", "kubernetes.io/cluster": "x"}, None),
+        ({}, None),
+    ],
+)
+def test_an_instance_a_group_owns_and_replaces_is_recognised(
+    tags: dict[str, str], group: str | None
+) -> None:
+    assert managed_by(tags) == group

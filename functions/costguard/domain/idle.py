@@ -38,6 +38,8 @@ from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.tags import parse_idle_minutes
 from costguard.names import Tags
 
+#: ``costguard:role`` on an EC2 instance the idle guard judges as a notebook.
+NOTEBOOK_ROLE = "notebook"
 #: The share of a window's periods that must hold a datapoint for a series to count.
 MIN_COVERAGE = Decimal("0.8")
 #: GetMetricData returns at most 100,800 datapoints a call; with 500 queries a call, a
@@ -387,6 +389,39 @@ def judge_studio(
 def _ago(delta: timedelta) -> str:
     minutes = int(delta.total_seconds() // 60)
     return f"{minutes} minutes" if minutes < 120 else f"{minutes / 60:.1f} hours"
+
+
+#: Tags AWS (or Karpenter) puts on an instance that a group owns and replaces when it is
+#: stopped: stopping one "to save money" gets it terminated and replaced, so the idle
+#: guard never stops it. The value names the group, for the reason.
+_MANAGING_TAGS = (
+    (Tags.AUTOSCALING_GROUP, "Auto Scaling group"),
+    (Tags.EKS_NODEGROUP, "EKS managed node group"),
+    (Tags.EKS_CLUSTER, "EKS cluster"),
+    (Tags.AWS_EKS_CLUSTER, "EKS cluster"),
+    (Tags.KARPENTER_NODEPOOL, "Karpenter node pool"),
+    (Tags.KARPENTER_PROVISIONER, "Karpenter provisioner"),
+    (Tags.EC2_FLEET, "EC2 Fleet"),
+    (Tags.SPOT_FLEET, "Spot Fleet"),
+    (Tags.EMR_CLUSTER, "EMR cluster"),
+)
+
+
+def managed_by(tags: Mapping[str, str]) -> str | None:
+    """The group that owns an EC2 instance and would replace it if stopped, or None.
+
+    An Auto Scaling group (EKS managed node groups and AWS Batch use one too), an EKS
+    or Karpenter node (``kubernetes.io/cluster/<name>``), an EC2 or Spot Fleet, an EMR
+    cluster. Such an instance is never a notebook, whatever its tags say.
+    """
+    for key, what in _MANAGING_TAGS:
+        value = tags.get(key)
+        if value is not None:
+            return f"{what} {value}".strip()
+    for key in tags:
+        if key.startswith(Tags.KARPENTER_CLUSTER_PREFIX):
+            return f"Kubernetes cluster {key.removeprefix(Tags.KARPENTER_CLUSTER_PREFIX)}"
+    return None
 
 
 def window_of(

@@ -6,7 +6,9 @@ for a busy resource that was never warned); the executor warns, waits and stops.
 
 What one pass reads, cheapest first (GetMetricData is billed per metric requested):
 
-1. **Selection, no metric read:** running longer than its window, not exempt. A
+1. **Selection, no metric read:** not owned by a group that would replace it (Auto
+   Scaling, EKS, Karpenter, EC2/Spot Fleet, EMR: see ``managed_by``; never stopped, a
+   finding if it is tagged a notebook), running longer than its window, not exempt. A
    resource already warned (``costguard:action-after`` in the future, consistent with
    its launch time) is not read again until its deadline: it is then read once over
    the grace period and its window (same price as one window: billing is per metric),
@@ -27,8 +29,9 @@ from decimal import Decimal
 
 from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import Action, Decision, Target, action_after, deadline_tag
-from costguard.domain.findings import Finding
+from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.idle import (
+    NOTEBOOK_ROLE,
     Ec2Notebook,
     GpuSeries,
     IdleThresholds,
@@ -42,6 +45,7 @@ from costguard.domain.idle import (
     judge_gpus,
     judge_heartbeat,
     judge_studio,
+    managed_by,
     window_of,
 )
 from costguard.domain.models import ResourceKind, resource_key
@@ -49,7 +53,7 @@ from costguard.domain.money import ZERO
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.studio import StudioApp
 from costguard.domain.tags import TagKeys, read_tags
-from costguard.names import Heartbeat
+from costguard.names import Heartbeat, Tags
 from costguard.ports import MetricReader, NotebookCandidates, StudioApps
 
 EC2_NAMESPACE = "AWS/EC2"
@@ -118,6 +122,10 @@ class IdlePolicy:
         to_read: list[_Candidate] = []
         for ec2 in self._candidates.ec2_notebooks(region):
             c = self._ec2_candidate(ec2)
+            group = managed_by(ec2.tags)
+            if group is not None:
+                decisions.append(self._managed(c, group, now))
+                continue
             decisions.extend(self._select(c, ec2.launched_at, now, to_read))
         for nb in self._candidates.notebook_instances(region):
             c = self._notebook_candidate(nb)
@@ -130,6 +138,26 @@ class IdlePolicy:
         if to_read:
             decisions.extend(self._read_and_judge(region, to_read, now))
         return decisions
+
+    def _managed(self, c: _Candidate, group: str, now: datetime) -> Decision:
+        """Never a candidate: the group would replace (terminate) a stopped member.
+
+        A NONE decision, not silence: a warning tagged before this rule withdraws. Tagged
+        a notebook all the same, the owner is told why it is never stopped.
+        """
+        if c.tags.get(Tags.ROLE, "").strip().lower() == NOTEBOOK_ROLE:
+            finding = Finding(
+                FindingCode.IDLE_MANAGED_INSTANCE,
+                c.target.key,
+                f"tagged {Tags.ROLE}={NOTEBOOK_ROLE} but owned by the {group}: never "
+                "stopped when idle (the group would replace it); scale the group instead",
+                Severity.INFO,
+            )
+            c.findings.append(finding)
+            self.findings.append(finding)
+        return self._decision(
+            c, None, now, f"managed by the {group}: stopping it would only get it replaced", {}
+        )
 
     def _select(
         self,
