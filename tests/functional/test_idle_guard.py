@@ -18,7 +18,7 @@ from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Action, Step
 from costguard.domain.idle import MetricQuery
-from costguard.names import Tags
+from costguard.names import Heartbeat, Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.idle_fleet import REGION, launch, notebook_tags, points, publish_ec2, put
@@ -340,6 +340,52 @@ def test_a_notebook_tag_on_an_auto_scaling_member_is_a_finding_never_a_stop(aws:
     assert [f.code.value for f in policy.findings] == ["idle-managed-instance"]
     assert [o.step for o in report.outcomes] == [Step.CLEARED]
     assert state(aws, iid) == "running"
+
+
+def test_the_fallback_stops_only_notebooks_silent_for_the_whole_maximum_runtime(
+    aws: Any,
+) -> None:
+    from costguard_demo.fleet import backdate_sagemaker
+
+    # GIVEN four notebook instances InService for 13 hours, none with a heartbeat in the
+    # last hour: two never had one, two published one until 2 hours ago
+    sm = aws.client("sagemaker", region_name=REGION)
+    names = ("never-1", "never-2", "silent-1", "silent-2")
+    for name in names:
+        sm.create_notebook_instance(
+            NotebookInstanceName=name,
+            InstanceType="ml.t3.medium",
+            RoleArn=f"arn:aws:iam::{ACCOUNT}:role/notebook",
+            Tags=[{"Key": Tags.PROJECT, "Value": "vision"}],
+        )
+    backdate_sagemaker(REGION, dict.fromkeys(names, NOW - timedelta(hours=13)), {})
+    for name in ("silent-1", "silent-2"):
+        put(
+            aws,
+            Heartbeat.NAMESPACE,
+            Heartbeat.JUPYTER_ACTIVITY,
+            {Heartbeat.DIMENSION: name},
+            points(NOW - timedelta(hours=13), NOW - timedelta(hours=2), 0.0),
+        )
+    clients = ClientFactory(aws, account=ACCOUNT)
+    policy = IdlePolicy(
+        NotebookCandidateSource(clients, PerResourceTags(clients)),
+        CloudWatchMetrics(clients.cloudwatch),
+        load_catalog(),
+        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE),
+    )
+    calls = Calls(aws)
+    # WHEN the guard judges them
+    verdicts = {d.target.id: d.evidence["verdict"] for d in policy.decide(NOW)}
+    # THEN only those that never had a heartbeat are idle by the fallback
+    assert verdicts == {
+        "never-1": "idle",
+        "never-2": "idle",
+        "silent-1": "unknown",
+        "silent-2": "unknown",
+    }
+    # AND the look back over the maximum runtime is one batched call, not one per notebook
+    assert calls.calls["cloudwatch.GetMetricData"] == 2
 
 
 def test_busy_notebooks_cost_no_executor_call(aws: Any, fleet: dict[str, str]) -> None:

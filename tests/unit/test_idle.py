@@ -224,12 +224,38 @@ def test_a_notebook_without_heartbeat_falls_back_to_its_maximum_runtime_with_a_f
         window=HOUR,
         thresholds=T,
         resource=KEY,
+        history=Series(),
     )
     assert j.verdict is Verdict.IDLE
     assert "maximum runtime 12 hours" in j.reason
     assert [f.code for f in j.findings] == [FindingCode.NO_HEARTBEAT]
     assert heartbeat(Series(), since=NOW - timedelta(hours=11, minutes=59)) is Verdict.UNKNOWN
     assert heartbeat(Series(), since=None) is Verdict.UNKNOWN
+
+
+def test_a_heartbeat_that_went_silent_is_unknown_never_the_fallbacks_idle() -> None:
+    # GIVEN a notebook InService 13 hours, with no heartbeat in its window
+    def judge(history: Series | None) -> object:
+        return judge_heartbeat(
+            activity=Series(),
+            gpu=Series(),
+            in_service_since=NOW - timedelta(hours=13),
+            now=NOW,
+            window=HOUR,
+            thresholds=T,
+            resource=KEY,
+            history=history,
+        )
+
+    # WHEN its heartbeat published within the maximum runtime (12 h), then stopped
+    silent = judge(series(1, 1, 0))
+    # THEN it is unknown, with a finding saying the heartbeat stopped
+    assert silent.verdict is Verdict.UNKNOWN and "went silent" in silent.reason
+    assert [f.code for f in silent.findings] == [FindingCode.IDLE_METRICS_MISSING]
+    # AND with that time not read, the fallback never acts either
+    assert judge(None).verdict is Verdict.UNKNOWN
+    # AND silent for the whole maximum runtime, it is a notebook without a heartbeat
+    assert judge(Series()).verdict is Verdict.IDLE
 
 
 # -- Studio ----------------------------------------------------------------------------------

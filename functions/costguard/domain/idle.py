@@ -20,7 +20,10 @@ Rules (the README's "Idle notebooks" section states them for users):
 - **SageMaker notebook instances** are judged on CostGuard's heartbeat
   (:class:`costguard.names.Heartbeat`): idle if every ``JupyterActivity`` datapoint is 0 and
   every ``GPUUtilization`` datapoint is under the GPU threshold. With no heartbeat at all,
-  the maximum-runtime fallback: idle once InService for ``max_runtime``.
+  the maximum-runtime fallback: idle once InService for ``max_runtime`` *and* silent for
+  all of that time. A heartbeat seen within ``max_runtime`` that then stopped (the agent
+  killed, the instance too busy to publish) is missing data, so ``UNKNOWN``; after
+  ``max_runtime`` of silence, the fallback applies as to a notebook that never had one.
 - **Studio apps** are judged on their last user activity: idle if none within the window;
   no timestamp is ``UNKNOWN``.
 """
@@ -310,11 +313,45 @@ def judge_heartbeat(
     window: timedelta,
     thresholds: IdleThresholds,
     resource: str,
+    history: Series | None = None,
 ) -> Judgement:
-    """A SageMaker notebook instance: its heartbeat, or the maximum-runtime fallback."""
+    """A SageMaker notebook instance: its heartbeat, or the maximum-runtime fallback.
+
+    ``history``: ``JupyterActivity`` over the last ``max_runtime``, None if not read. The
+    fallback is idle only where it was read and holds nothing: a heartbeat that went
+    silent is missing data, never idle.
+    """
     period = period_for(window)
     if not activity.values:
-        return _max_runtime(in_service_since, now, thresholds, resource)
+        fallback = _max_runtime(in_service_since, now, thresholds, resource)
+        if fallback.verdict is not Verdict.IDLE:
+            return fallback
+        hours = f"{thresholds.max_runtime.total_seconds() / 3600:g}"
+        if history is None:
+            return Judgement(
+                Verdict.UNKNOWN,
+                f"unknown: no heartbeat in the window, and the last {hours} hours not read",
+                fallback.evidence,
+            )
+        if history.values:
+            minutes = int(window.total_seconds() // 60)
+            return Judgement(
+                Verdict.UNKNOWN,
+                f"unknown: its heartbeat went silent (none in the last {minutes} minutes, "
+                f"some in the last {hours} hours); missing data is never idle",
+                {**fallback.evidence, "heartbeat": f"silent for {minutes}+ minutes"},
+                (
+                    Finding(
+                        FindingCode.IDLE_METRICS_MISSING,
+                        resource,
+                        f"its CostGuard heartbeat stopped publishing: it cannot be judged "
+                        f"idle until it resumes (or after {hours} hours of silence, when it "
+                        "is stopped as a notebook without the heartbeat)",
+                        Severity.INFO,
+                    ),
+                ),
+            )
+        return fallback
     checks = [_Check("jupyter_activity", activity, Decimal(1), f"{activity.peak:g}")]
     # The heartbeat publishes no GPU series on an instance without a GPU.
     if gpu.values:

@@ -17,7 +17,10 @@ What one pass reads, cheapest first (GetMetricData is billed per metric requeste
    then one MetricStat per GPU series), CPU and network of CPU-only instances, and the
    ``JupyterActivity`` heartbeat of notebook instances.
 3. **Round 2, only where round 1 looked idle:** CPU and network of GPU instances whose
-   every GPU was idle; the heartbeat's ``GPUUtilization`` of inactive notebooks.
+   every GPU was idle; the heartbeat's ``GPUUtilization`` of inactive notebooks; and, for
+   a notebook with no heartbeat in its window that the maximum-runtime fallback would
+   stop, its ``JupyterActivity`` over the last ``max_runtime`` (one range for all, so
+   batched): any datapoint there means the heartbeat went silent, which is unknown.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import Action, Decision, Target, action_after, deadline_tag
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.idle import (
+    EMPTY,
     NOTEBOOK_ROLE,
     Ec2Notebook,
     GpuSeries,
@@ -57,6 +61,8 @@ from costguard.names import Heartbeat, Tags
 from costguard.ports import MetricReader, NotebookCandidates, StudioApps
 
 EC2_NAMESPACE = "AWS/EC2"
+#: The series key of a notebook's heartbeat over the last maximum runtime.
+HISTORY = "JupyterActivity#history"
 #: Studio apps the guard may delete (the space and its storage stay).
 STUDIO_APP_TYPES = frozenset({"JupyterLab", "CodeEditor"})
 
@@ -230,6 +236,13 @@ class IdlePolicy:
                 continue
             if c.ec2 is not None:
                 round2.extend(self._ec2_host_queries(c, now))
+            elif (
+                c.notebook is not None
+                and not c.series.get(Heartbeat.JUPYTER_ACTIVITY, EMPTY).values
+            ):
+                # The maximum-runtime fallback would stop it: first make sure it never
+                # had a heartbeat in that time (one shared range: batched like the rest).
+                round2.append(self._history_query(c, now))
             elif c.notebook is not None:
                 round2.append(self._heartbeat_query(c, Heartbeat.GPU_UTILIZATION, now))
         self._read(region, round2, cands)
@@ -282,6 +295,15 @@ class IdlePolicy:
         dims = ((Heartbeat.DIMENSION, c.notebook.name),)
         return self._query(c, metric, Heartbeat.NAMESPACE, metric, dims, now)
 
+    def _history_query(self, c: _Candidate, now: datetime) -> MetricQuery:
+        """``JupyterActivity`` over the last ``max_runtime``: did it ever have a heartbeat?"""
+        assert c.notebook is not None
+        dims = ((Heartbeat.DIMENSION, c.notebook.name),)
+        start, end, period = aligned_window(now, self._s.thresholds.max_runtime)
+        metric = Heartbeat.JUPYTER_ACTIVITY
+        key = f"{id(c)}|{HISTORY}"
+        return MetricQuery(key, Heartbeat.NAMESPACE, metric, dims, start, end, period)
+
     # -- judging -----------------------------------------------------------------------
 
     def _judge(self, c: _Candidate, now: datetime, *, final: bool) -> Judgement:
@@ -332,6 +354,8 @@ class IdlePolicy:
             window=c.window,
             thresholds=t,
             resource=c.target.key,
+            # Round one asks "would the fallback stop it?"; the final verdict needs the read.
+            history=c.series.get(HISTORY) if final else Series(),
         )
 
     # -- building decisions ------------------------------------------------------------
