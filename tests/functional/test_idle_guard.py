@@ -267,6 +267,46 @@ def test_activity_after_the_warning_withdraws_it_at_the_deadline(
     assert state(aws, fleet["idle"]) == "running"
 
 
+def test_a_late_deadline_run_reads_since_the_warning_in_one_call_for_all(aws: Any) -> None:
+    # GIVEN three idle notebooks warned in the same run
+    ids = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3), count=3)
+    for iid in ids:
+        publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=7))
+    calls = Calls(aws)
+    policy, actuators = guard(aws)
+    ledger, alerts = InMemoryLedger(), Alerts()
+    assert executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW).counts == {"warned": 3}
+    # WHEN the run at the deadline comes 5 hours late
+    at = NOW + timedelta(hours=6)
+    calls.calls.clear()
+    decisions = policy.decide(at)
+    # THEN each is read from the window before its warning to now, over one shared
+    # range: two calls (GPUs, then CPU and network), as many as on time
+    assert {d.evidence["window_minutes"] for d in decisions} == {str(7 * 60)}
+    assert calls.calls["cloudwatch.GetMetricData"] == 2
+    # AND still idle all that time, they are stopped on that warning
+    assert executor(actuators, ledger, alerts).run(decisions, at).counts == {"acted": 3}
+
+
+def test_a_warning_not_judged_within_two_days_of_its_deadline_is_renewed(aws: Any) -> None:
+    # GIVEN an idle notebook warned, and a guard that then did not run for three days
+    (iid,) = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3))
+    policy, actuators = guard(aws)
+    ledger, alerts = InMemoryLedger(), Alerts()
+    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW)
+    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    later = NOW + GRACE + timedelta(days=2, minutes=5)
+    publish_ec2(aws, iid, later - timedelta(hours=2), later + timedelta(hours=2))
+    # WHEN it runs again
+    first = executor(actuators, ledger, alerts).run(policy.decide(later), later)
+    # THEN the stale warning is withdrawn, not acted on, and the owner warned afresh next
+    assert [o.step for o in first.outcomes] == [Step.CLEARED]
+    again = later + timedelta(minutes=15)
+    second = executor(actuators, ledger, alerts).run(policy.decide(again), again)
+    assert [o.step for o in second.outcomes] == [Step.WARNED]
+    assert state(aws, iid) == "running"
+
+
 def test_exempting_during_the_grace_period_withdraws_the_warning(
     aws: Any, fleet: dict[str, str]
 ) -> None:

@@ -10,9 +10,13 @@ What one pass reads, cheapest first (GetMetricData is billed per metric requeste
    Scaling, EKS, Karpenter, EC2/Spot Fleet, EMR: see ``managed_by``; never stopped, a
    finding if it is tagged a notebook), running longer than its window, not exempt. A
    resource already warned (``costguard:action-after`` in the future, consistent with
-   its launch time) is not read again until its deadline: it is then read once over
-   the grace period and its window (same price as one window: billing is per metric),
-   so activity at any time since the warning withdraws it.
+   its launch time) is not read again until its deadline: it is then read once from
+   the window before the warning to now, however late the run (same price as one
+   window: billing is per metric; those warned by the same run share one range, so
+   one set of calls), so activity at any time since the warning withdraws it. A
+   warning whose deadline passed more than ``MAX_LATE`` ago is withdrawn instead (the
+   owner is warned afresh), and one from before the current launch or InService is
+   void (``Decision.session_start``: the executor warns about the new session).
 2. **Round 1:** the GPU series of GPU instances (``ListMetrics`` pages for the region,
    then one MetricStat per GPU series), CPU and network of CPU-only instances, and the
    ``JupyterActivity`` heartbeat of notebook instances.
@@ -61,6 +65,11 @@ from costguard.names import Heartbeat, Tags
 from costguard.ports import MetricReader, NotebookCandidates, StudioApps
 
 EC2_NAMESPACE = "AWS/EC2"
+#: A warning whose deadline passed this long ago without a run is withdrawn rather than
+#: acted on (the owner is warned afresh): a stop should follow a warning its owner can
+#: still connect to it, and the read since the warning stays within CloudWatch's 5-minute
+#: retention (63 days) at most 7 days + 2 days + a 7-day window: 16 days, 110-minute periods.
+MAX_LATE = timedelta(days=2)
 #: The series key of a notebook's heartbeat over the last maximum runtime.
 HISTORY = "JupyterActivity#history"
 #: Studio apps the guard may delete (the space and its storage stay).
@@ -91,6 +100,8 @@ class _Candidate:
     gpus: tuple[GpuSeries, ...] = ()
     series: dict[str, Series] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    #: When its current session began (launch, InService): older warnings are void.
+    since: datetime | None = None
 
 
 class IdlePolicy:
@@ -173,6 +184,7 @@ class IdlePolicy:
         to_read: list[_Candidate],
     ) -> list[Decision]:
         """Decide without reading where that is enough; queue the rest for the batched read."""
+        c.since = since
         parsed = read_tags(c.target.key, c.tags, self._s.tag_keys)
         c.findings.extend(parsed.findings)
         window, problems = window_of(c.tags, self._s.thresholds.window, c.target.key)
@@ -204,8 +216,22 @@ class IdlePolicy:
                         {"deadline": deadline_tag(deadline)},
                     )
                 ]
+            if plausible and now - deadline > MAX_LATE:
+                return [
+                    self._decision(
+                        c,
+                        None,
+                        now,
+                        f"its warning (deadline {deadline_tag(deadline)}) was not judged again "
+                        f"within {_hours(MAX_LATE)} hours of its deadline: withdrawn, and "
+                        "warned afresh if still idle",
+                        {"deadline": deadline_tag(deadline)},
+                    )
+                ]
             if plausible:
-                c.window = window + self._s.grace
+                # At (or after) the deadline: from the window before the warning to now,
+                # however late this run is, so that any activity since the warning counts.
+                c.window = window + (now - warned_at)
         to_read.append(c)
         return []
 
@@ -440,6 +466,7 @@ class IdlePolicy:
             usd_per_hour_saved=c.usd_per_hour,
             grace=self._s.grace,
             params={"arn": c.notebook.arn} if c.notebook is not None else {},
+            session_start=c.since,
         )
 
     def _studio_decision(self, app: StudioApp, now: datetime) -> Decision:
@@ -500,3 +527,7 @@ def counts(decisions: Iterable[Decision]) -> dict[str, int]:
         v = d.evidence.get("verdict", "?")
         out[v] = out.get(v, 0) + 1
     return out
+
+
+def _hours(delta: timedelta) -> str:
+    return f"{delta.total_seconds() / 3600:g}"
