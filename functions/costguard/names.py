@@ -38,6 +38,12 @@ class Tags:
     AWS_EKS_CLUSTER: Final = "aws:eks:cluster-name"
     KARPENTER_NODEPOOL: Final = "karpenter.sh/nodepool"
     KARPENTER_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
+    KARPENTER_PROVISIONER: Final = "karpenter.sh/provisioner-name"
+    # Tags that AWS puts on the instances of a group that replaces a stopped member.
+    AUTOSCALING_GROUP: Final = "aws:autoscaling:groupName"
+    EC2_FLEET: Final = "aws:ec2:fleet-id"
+    SPOT_FLEET: Final = "aws:ec2spot:fleet-request-id"
+    EMR_CLUSTER: Final = "aws:elasticmapreduce:job-flow-id"
 
 
 class Env:

@@ -18,7 +18,7 @@ from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Action, Step
 from costguard.domain.idle import MetricQuery
-from costguard.names import Tags
+from costguard.names import Heartbeat, Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.idle_fleet import REGION, launch, notebook_tags, points, publish_ec2, put
@@ -267,6 +267,46 @@ def test_activity_after_the_warning_withdraws_it_at_the_deadline(
     assert state(aws, fleet["idle"]) == "running"
 
 
+def test_a_late_deadline_run_reads_since_the_warning_in_one_call_for_all(aws: Any) -> None:
+    # GIVEN three idle notebooks warned in the same run
+    ids = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3), count=3)
+    for iid in ids:
+        publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=7))
+    calls = Calls(aws)
+    policy, actuators = guard(aws)
+    ledger, alerts = InMemoryLedger(), Alerts()
+    assert executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW).counts == {"warned": 3}
+    # WHEN the run at the deadline comes 5 hours late
+    at = NOW + timedelta(hours=6)
+    calls.calls.clear()
+    decisions = policy.decide(at)
+    # THEN each is read from the window before its warning to now, over one shared
+    # range: two calls (GPUs, then CPU and network), as many as on time
+    assert {d.evidence["window_minutes"] for d in decisions} == {str(7 * 60)}
+    assert calls.calls["cloudwatch.GetMetricData"] == 2
+    # AND still idle all that time, they are stopped on that warning
+    assert executor(actuators, ledger, alerts).run(decisions, at).counts == {"acted": 3}
+
+
+def test_a_warning_not_judged_within_two_days_of_its_deadline_is_renewed(aws: Any) -> None:
+    # GIVEN an idle notebook warned, and a guard that then did not run for three days
+    (iid,) = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3))
+    policy, actuators = guard(aws)
+    ledger, alerts = InMemoryLedger(), Alerts()
+    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW)
+    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    later = NOW + GRACE + timedelta(days=2, minutes=5)
+    publish_ec2(aws, iid, later - timedelta(hours=2), later + timedelta(hours=2))
+    # WHEN it runs again
+    first = executor(actuators, ledger, alerts).run(policy.decide(later), later)
+    # THEN the stale warning is withdrawn, not acted on, and the owner warned afresh next
+    assert [o.step for o in first.outcomes] == [Step.CLEARED]
+    again = later + timedelta(minutes=15)
+    second = executor(actuators, ledger, alerts).run(policy.decide(again), again)
+    assert [o.step for o in second.outcomes] == [Step.WARNED]
+    assert state(aws, iid) == "running"
+
+
 def test_exempting_during_the_grace_period_withdraws_the_warning(
     aws: Any, fleet: dict[str, str]
 ) -> None:
@@ -315,6 +355,77 @@ def test_a_longer_window_from_the_tag_needs_that_long_idle(aws: Any) -> None:
     (d,) = policy.decide(NOW)
     assert d.evidence["verdict"] == "unknown"
     assert d.evidence["window_minutes"] == "120"
+
+
+def test_a_notebook_tag_on_an_auto_scaling_member_is_a_finding_never_a_stop(aws: Any) -> None:
+    # GIVEN an idle GPU instance tagged a notebook, but a member of an Auto Scaling group,
+    # and warned by an earlier version of the guard
+    tags = notebook_tags(**{"aws:autoscaling:groupName": "gpu-asg"})
+    (iid,) = launch(aws, tags, at=NOW - timedelta(hours=3))
+    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=2))
+    ledger, alerts = InMemoryLedger(), Alerts()
+    ec2 = aws.client("ec2", region_name=REGION)
+    ec2.create_tags(
+        Resources=[iid], Tags=[{"Key": Tags.ACTION_AFTER, "Value": "2026-11-20T11:00:00Z"}]
+    )
+    # WHEN the guard runs
+    policy, actuators = guard(aws)
+    calls = Calls(aws)
+    (d,) = policy.decide(NOW)
+    report = executor(actuators, ledger, alerts).run([d], NOW)
+    # THEN it is never a candidate: no metric is read, the old warning is withdrawn,
+    # and the owner learns why from a finding
+    assert d.action is Action.NONE and "Auto Scaling group gpu-asg" in d.reason
+    assert not [n for n in calls.calls if n.startswith("cloudwatch.")]
+    assert [f.code.value for f in policy.findings] == ["idle-managed-instance"]
+    assert [o.step for o in report.outcomes] == [Step.CLEARED]
+    assert state(aws, iid) == "running"
+
+
+def test_the_fallback_stops_only_notebooks_silent_for_the_whole_maximum_runtime(
+    aws: Any,
+) -> None:
+    from costguard_demo.fleet import backdate_sagemaker
+
+    # GIVEN four notebook instances InService for 13 hours, none with a heartbeat in the
+    # last hour: two never had one, two published one until 2 hours ago
+    sm = aws.client("sagemaker", region_name=REGION)
+    names = ("never-1", "never-2", "silent-1", "silent-2")
+    for name in names:
+        sm.create_notebook_instance(
+            NotebookInstanceName=name,
+            InstanceType="ml.t3.medium",
+            RoleArn=f"arn:aws:iam::{ACCOUNT}:role/notebook",
+            Tags=[{"Key": Tags.PROJECT, "Value": "vision"}],
+        )
+    backdate_sagemaker(REGION, dict.fromkeys(names, NOW - timedelta(hours=13)), {})
+    for name in ("silent-1", "silent-2"):
+        put(
+            aws,
+            Heartbeat.NAMESPACE,
+            Heartbeat.JUPYTER_ACTIVITY,
+            {Heartbeat.DIMENSION: name},
+            points(NOW - timedelta(hours=13), NOW - timedelta(hours=2), 0.0),
+        )
+    clients = ClientFactory(aws, account=ACCOUNT)
+    policy = IdlePolicy(
+        NotebookCandidateSource(clients, PerResourceTags(clients)),
+        CloudWatchMetrics(clients.cloudwatch),
+        load_catalog(),
+        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE),
+    )
+    calls = Calls(aws)
+    # WHEN the guard judges them
+    verdicts = {d.target.id: d.evidence["verdict"] for d in policy.decide(NOW)}
+    # THEN only those that never had a heartbeat are idle by the fallback
+    assert verdicts == {
+        "never-1": "idle",
+        "never-2": "idle",
+        "silent-1": "unknown",
+        "silent-2": "unknown",
+    }
+    # AND the look back over the maximum runtime is one batched call, not one per notebook
+    assert calls.calls["cloudwatch.GetMetricData"] == 2
 
 
 def test_busy_notebooks_cost_no_executor_call(aws: Any, fleet: dict[str, str]) -> None:

@@ -219,6 +219,56 @@ def test_a_volume_attached_again_is_withdrawn_and_starts_over(aws: Any, ec2: Any
     assert ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"] == []
 
 
+def test_a_warning_is_withdrawn_when_the_volume_leaves_scope(aws: Any, ec2: Any) -> None:
+    # GIVEN a stale volume, warned
+    vid = make_volume(ec2, **{Tags.PROJECT: "vision"})
+    refused = enforce(aws, PERMISSIONS)
+    rig = Rig(aws)
+    rig.run(T0)
+    assert steps(rig.run(T0 + 24 * H)) == {vid: "warned"}
+    # WHEN its project tag is removed before the deadline
+    ec2.delete_tags(Resources=[vid], Tags=[{"Key": Tags.PROJECT}])
+    # THEN the next run withdraws the warning (within the declared IAM conditions)
+    assert steps(rig.run(T0 + 30 * H)) == {vid: "cleared"}
+    (volume,) = ec2.describe_volumes(VolumeIds=[vid])["Volumes"]
+    assert Tags.ACTION_AFTER not in {t["Key"] for t in volume.get("Tags", [])}
+    assert refused == []
+    # AND once withdrawn, later runs make no call about it
+    assert steps(rig.run(T0 + 31 * H)) == {}
+
+
+def test_a_warning_is_withdrawn_when_the_snapshot_loses_its_ttl(aws: Any, ec2: Any) -> None:
+    # GIVEN a snapshot past its time to live, warned
+    vid = make_volume(ec2)
+    sid = ec2.create_snapshot(
+        VolumeId=vid,
+        TagSpecifications=[
+            {
+                "ResourceType": "snapshot",
+                "Tags": [
+                    {"Key": Tags.PROJECT, "Value": "vision"},
+                    {"Key": Tags.TTL, "Value": "1h"},
+                ],
+            }
+        ],
+    )["SnapshotId"]
+    started = ec2.describe_snapshots(SnapshotIds=[sid])["Snapshots"][0]["StartTime"]
+    t0 = started.astimezone(UTC) + 2 * H
+    refused = enforce(aws, PERMISSIONS)
+    rig = Rig(aws)
+    assert steps(rig.run(t0)) == {sid: "warned"}
+    # WHEN its costguard:ttl tag is removed (it no longer opts in)
+    ec2.delete_tags(Resources=[sid], Tags=[{"Key": Tags.TTL}])
+    # THEN it is still seen, and its warning withdrawn
+    assert steps(rig.run(t0 + H)) == {sid: "cleared"}
+    (snapshot,) = ec2.describe_snapshots(SnapshotIds=[sid])["Snapshots"]
+    assert Tags.ACTION_AFTER not in {t["Key"] for t in snapshot.get("Tags", [])}
+    assert refused == []
+    # AND when the tag comes back a month later, the owner is warned again first
+    ec2.create_tags(Resources=[sid], Tags=[{"Key": Tags.TTL, "Value": "1h"}])
+    assert steps(rig.run(t0 + 30 * 24 * H)) == {sid: "warned"}
+
+
 def test_two_overlapping_runs_snapshot_once_and_delete_once(aws: Any, ec2: Any) -> None:
     # GIVEN five stale volumes, warned, and two guard runs that start together
     ids = [make_volume(ec2, **{Tags.PROJECT: "vision"}) for _ in range(5)]
@@ -302,8 +352,9 @@ def test_calls_per_pass_grow_with_pages_not_with_the_fleet(aws: Any, ec2: Any) -
     rig.calls.clear()
     # WHEN a later run finds nothing to do
     rig.run(T0 + H)
-    # THEN it made one DescribeVolumes page and one DescribeSnapshots page, nothing else
-    assert dict(rig.calls) == {"DescribeVolumes": 1, "DescribeSnapshots": 1}
+    # THEN it made one DescribeVolumes page and two DescribeSnapshots pages (snapshots
+    # with a time to live, and warned ones), nothing else
+    assert dict(rig.calls) == {"DescribeVolumes": 1, "DescribeSnapshots": 2}
 
 
 # -- IAM: the declared conditions, evaluated on every call the guard makes ----------------

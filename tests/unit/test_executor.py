@@ -292,6 +292,33 @@ def test_a_policy_that_knows_when_acts_no_sooner_than_the_grace_period_allows() 
     assert w.resources["nb-2"].tags[Tags.ACTION_AFTER] == "2026-11-21T12:00:00Z"
 
 
+def test_a_warning_from_before_a_restart_is_void_and_the_new_session_is_warned() -> None:
+    from dataclasses import replace
+
+    # GIVEN a notebook warned this morning, stopped by its owner and started again an
+    # hour ago (the same day: the one-warning-a-day limit is per session)
+    w = World("nb-1")
+    w.warned("nb-1", ago=timedelta(hours=3))
+    restarted = replace(idle(), session_start=T0 - timedelta(hours=1))
+    # WHEN the policy judges the new session idle
+    steps = w.run(restarted)
+    # THEN the old deadline is not acted on: the owner is warned about this session
+    assert steps == [Step.WARNED]
+    assert w.resources["nb-1"].state == "InService"
+    assert w.resources["nb-1"].tags[Tags.ACTION_AFTER] == "2026-11-21T12:00:00Z"
+    # AND that new warning is the one acted on, once its grace period has run
+    assert w.run(restarted, now=T0 + GRACE) == [Step.ACTED]
+
+
+def test_a_warning_within_the_current_session_still_counts() -> None:
+    from dataclasses import replace
+
+    w = World("nb-1")
+    w.warned("nb-1", ago=GRACE + timedelta(hours=1))
+    same = replace(idle(), session_start=T0 - GRACE - timedelta(hours=3))
+    assert w.run(same) == [Step.ACTED]
+
+
 def test_a_busy_resource_the_policy_saw_unwarned_costs_no_call() -> None:
     from dataclasses import replace
 

@@ -19,6 +19,7 @@ from costguard.domain.idle import (
     judge_gpus,
     judge_heartbeat,
     judge_studio,
+    managed_by,
     period_for,
     window_of,
 )
@@ -223,12 +224,38 @@ def test_a_notebook_without_heartbeat_falls_back_to_its_maximum_runtime_with_a_f
         window=HOUR,
         thresholds=T,
         resource=KEY,
+        history=Series(),
     )
     assert j.verdict is Verdict.IDLE
     assert "maximum runtime 12 hours" in j.reason
     assert [f.code for f in j.findings] == [FindingCode.NO_HEARTBEAT]
     assert heartbeat(Series(), since=NOW - timedelta(hours=11, minutes=59)) is Verdict.UNKNOWN
     assert heartbeat(Series(), since=None) is Verdict.UNKNOWN
+
+
+def test_a_heartbeat_that_went_silent_is_unknown_never_the_fallbacks_idle() -> None:
+    # GIVEN a notebook InService 13 hours, with no heartbeat in its window
+    def judge(history: Series | None) -> object:
+        return judge_heartbeat(
+            activity=Series(),
+            gpu=Series(),
+            in_service_since=NOW - timedelta(hours=13),
+            now=NOW,
+            window=HOUR,
+            thresholds=T,
+            resource=KEY,
+            history=history,
+        )
+
+    # WHEN its heartbeat published within the maximum runtime (12 h), then stopped
+    silent = judge(series(1, 1, 0))
+    # THEN it is unknown, with a finding saying the heartbeat stopped
+    assert silent.verdict is Verdict.UNKNOWN and "went silent" in silent.reason
+    assert [f.code for f in silent.findings] == [FindingCode.IDLE_METRICS_MISSING]
+    # AND with that time not read, the fallback never acts either
+    assert judge(None).verdict is Verdict.UNKNOWN
+    # AND silent for the whole maximum runtime, it is a notebook without a heartbeat
+    assert judge(Series()).verdict is Verdict.IDLE
 
 
 # -- Studio ----------------------------------------------------------------------------------
@@ -252,3 +279,28 @@ def test_thresholds_are_the_documented_defaults() -> None:
     assert T.window == timedelta(minutes=BY_NAME["idle_minutes"].default)
     assert T.max_runtime == timedelta(hours=BY_NAME["idle_max_runtime_hours"].default)
     assert BY_NAME["idle_rate"].default == f"{BY_NAME['idle_minutes'].default} minutes"
+
+
+# -- instances a group owns ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tags", "group"),
+    [
+        ({"aws:autoscaling:groupName": "gpu-asg"}, "Auto Scaling group gpu-asg"),
+        ({"eks:cluster-name": "c", "eks:nodegroup-name": "gpu"}, "EKS managed node group gpu"),
+        ({"aws:eks:cluster-name": "c"}, "EKS cluster c"),
+        ({"karpenter.sh/nodepool": "gpu"}, "Karpenter node pool gpu"),
+        ({"karpenter.sh/provisioner-name": "old"}, "Karpenter provisioner old"),
+        ({"kubernetes.io/cluster/prod-ü": "owned"}, "Kubernetes cluster prod-ü"),
+        ({"aws:ec2:fleet-id": "fleet-1"}, "EC2 Fleet fleet-1"),
+        ({"aws:ec2spot:fleet-request-id": "sfr-1"}, "Spot Fleet sfr-1"),
+        ({"aws:elasticmapreduce:job-flow-id": "j-1"}, "EMR cluster j-1"),
+        ({"Name": "eks:cluster-name", "kubernetes.io/cluster": "x"}, None),
+        ({}, None),
+    ],
+)
+def test_an_instance_a_group_owns_and_replaces_is_recognised(
+    tags: dict[str, str], group: str | None
+) -> None:
+    assert managed_by(tags) == group

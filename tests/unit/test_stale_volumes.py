@@ -217,6 +217,35 @@ def test_a_snapshot_needs_both_a_ttl_and_a_project_and_a_valid_ttl() -> None:
     assert [f.code for f in judged.findings] == [FindingCode.MALFORMED_TTL]
 
 
+def test_a_warned_snapshot_that_left_scope_gets_a_none_decision_to_withdraw_it() -> None:
+    # GIVEN warned snapshots, one whose project and one whose time to live was removed
+    warned = {Tags.ACTION_AFTER: "2026-11-21T12:00:00Z"}
+    no_project = SnapshotView("snap-7", "us-east-1", "completed", T0, {Tags.TTL: "1h", **warned})
+    no_ttl = snap("snap-8", **warned)
+    # WHEN judged
+    judged = judge_snapshots([no_project, no_ttl], T0, RULES)
+    # THEN each gets a NONE decision (the executor withdraws the warning), saying why
+    assert [(d.target.id, d.action) for d in judged.decisions] == [
+        ("snap-7", Action.NONE),
+        ("snap-8", Action.NONE),
+    ]
+    assert "costguard:project" in judged.decisions[0].reason
+    assert "costguard:ttl" in judged.decisions[1].reason
+    assert judged.decisions[0].target.tags_seen == no_project.tags
+
+
+def test_a_warned_volume_that_left_scope_gets_a_none_decision_to_withdraw_it() -> None:
+    # GIVEN a warned volume whose project tag was removed, and an unwarned one likewise
+    warned = VolumeView(
+        "vol-9", "us-east-1", "available", {Tags.ACTION_AFTER: "2026-11-21T12:00:00Z"}
+    )
+    quiet = VolumeView("vol-10", "us-east-1", "available", {})
+    # WHEN judged
+    judged = judge_volumes([warned, quiet], {}, T0, RULES)
+    # THEN only the warned one gets a decision: NONE, so the executor withdraws it
+    assert [(d.target.id, d.action) for d in judged.decisions] == [("vol-9", Action.NONE)]
+
+
 def test_an_exempt_or_pending_snapshot_is_not_deleted() -> None:
     exempt = snap(**{Tags.TTL: "1d", Tags.EXEMPT: "yes"})
     pending = SnapshotView(

@@ -15,11 +15,9 @@ from collections.abc import Sequence
 from costguard.adapters.aws import ClientFor, reading, tags_of
 from costguard.adapters.ec2 import InstanceTypeCache
 from costguard.adapters.sagemaker import TagReader
-from costguard.domain.idle import Ec2Notebook, NotebookInstance
+from costguard.domain.idle import NOTEBOOK_ROLE, Ec2Notebook, NotebookInstance
 from costguard.domain.models import Accelerator, AcceleratorKind
 from costguard.names import Tags
-
-NOTEBOOK_ROLE = "notebook"
 
 
 class NotebookCandidateSource:

@@ -93,6 +93,11 @@ class Decision:
     #: period the action runs on every run, one run at a time, until the value changes
     #: or the warning is withdrawn. None: a one-shot action, warned before each time.
     standing: str | None = None
+    #: When the resource's current session began (an instance's launch, a notebook's last
+    #: InService), when the policy knows it. A warning given before it (deadline less the
+    #: grace period) was about an earlier session, stopped and started since: it counts
+    #: for nothing, and the owner is warned afresh (once a day per session).
+    session_start: datetime | None = None
 
     def deadline(self, warned_at: datetime) -> datetime:
         """When the action may happen if the owner is warned at ``warned_at``."""

@@ -37,6 +37,9 @@ class FindingCode(StrEnum):
     IDLE_METRICS_MISSING = "idle-metrics-missing"
     #: A SageMaker notebook instance without CostGuard's heartbeat (lifecycle configuration).
     NO_HEARTBEAT = "notebook-no-heartbeat"
+    #: An instance tagged a notebook that a group manages (Auto Scaling, EKS, Karpenter):
+    #: never stopped, since the group would replace it.
+    IDLE_MANAGED_INSTANCE = "idle-managed-instance"
     #: A Studio domain or space where Studio's own idle shutdown is off.
     STUDIO_IDLE_SHUTDOWN_OFF = "studio-idle-shutdown-off"
     #: A Studio domain that does not copy its spaces' tags to their apps, which IAM checks.

@@ -20,7 +20,10 @@ Rules (the README's "Idle notebooks" section states them for users):
 - **SageMaker notebook instances** are judged on CostGuard's heartbeat
   (:class:`costguard.names.Heartbeat`): idle if every ``JupyterActivity`` datapoint is 0 and
   every ``GPUUtilization`` datapoint is under the GPU threshold. With no heartbeat at all,
-  the maximum-runtime fallback: idle once InService for ``max_runtime``.
+  the maximum-runtime fallback: idle once InService for ``max_runtime`` *and* silent for
+  all of that time. A heartbeat seen within ``max_runtime`` that then stopped (the agent
+  killed, the instance too busy to publish) is missing data, so ``UNKNOWN``; after
+  ``max_runtime`` of silence, the fallback applies as to a notebook that never had one.
 - **Studio apps** are judged on their last user activity: idle if none within the window;
   no timestamp is ``UNKNOWN``.
 """
@@ -38,6 +41,8 @@ from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.tags import parse_idle_minutes
 from costguard.names import Tags
 
+#: ``costguard:role`` on an EC2 instance the idle guard judges as a notebook.
+NOTEBOOK_ROLE = "notebook"
 #: The share of a window's periods that must hold a datapoint for a series to count.
 MIN_COVERAGE = Decimal("0.8")
 #: GetMetricData returns at most 100,800 datapoints a call; with 500 queries a call, a
@@ -308,11 +313,45 @@ def judge_heartbeat(
     window: timedelta,
     thresholds: IdleThresholds,
     resource: str,
+    history: Series | None = None,
 ) -> Judgement:
-    """A SageMaker notebook instance: its heartbeat, or the maximum-runtime fallback."""
+    """A SageMaker notebook instance: its heartbeat, or the maximum-runtime fallback.
+
+    ``history``: ``JupyterActivity`` over the last ``max_runtime``, None if not read. The
+    fallback is idle only where it was read and holds nothing: a heartbeat that went
+    silent is missing data, never idle.
+    """
     period = period_for(window)
     if not activity.values:
-        return _max_runtime(in_service_since, now, thresholds, resource)
+        fallback = _max_runtime(in_service_since, now, thresholds, resource)
+        if fallback.verdict is not Verdict.IDLE:
+            return fallback
+        hours = f"{thresholds.max_runtime.total_seconds() / 3600:g}"
+        if history is None:
+            return Judgement(
+                Verdict.UNKNOWN,
+                f"unknown: no heartbeat in the window, and the last {hours} hours not read",
+                fallback.evidence,
+            )
+        if history.values:
+            minutes = int(window.total_seconds() // 60)
+            return Judgement(
+                Verdict.UNKNOWN,
+                f"unknown: its heartbeat went silent (none in the last {minutes} minutes, "
+                f"some in the last {hours} hours); missing data is never idle",
+                {**fallback.evidence, "heartbeat": f"silent for {minutes}+ minutes"},
+                (
+                    Finding(
+                        FindingCode.IDLE_METRICS_MISSING,
+                        resource,
+                        f"its CostGuard heartbeat stopped publishing: it cannot be judged "
+                        f"idle until it resumes (or after {hours} hours of silence, when it "
+                        "is stopped as a notebook without the heartbeat)",
+                        Severity.INFO,
+                    ),
+                ),
+            )
+        return fallback
     checks = [_Check("jupyter_activity", activity, Decimal(1), f"{activity.peak:g}")]
     # The heartbeat publishes no GPU series on an instance without a GPU.
     if gpu.values:
@@ -387,6 +426,39 @@ def judge_studio(
 def _ago(delta: timedelta) -> str:
     minutes = int(delta.total_seconds() // 60)
     return f"{minutes} minutes" if minutes < 120 else f"{minutes / 60:.1f} hours"
+
+
+#: Tags AWS (or Karpenter) puts on an instance that a group owns and replaces when it is
+#: stopped: stopping one "to save money" gets it terminated and replaced, so the idle
+#: guard never stops it. The value names the group, for the reason.
+_MANAGING_TAGS = (
+    (Tags.AUTOSCALING_GROUP, "Auto Scaling group"),
+    (Tags.EKS_NODEGROUP, "EKS managed node group"),
+    (Tags.EKS_CLUSTER, "EKS cluster"),
+    (Tags.AWS_EKS_CLUSTER, "EKS cluster"),
+    (Tags.KARPENTER_NODEPOOL, "Karpenter node pool"),
+    (Tags.KARPENTER_PROVISIONER, "Karpenter provisioner"),
+    (Tags.EC2_FLEET, "EC2 Fleet"),
+    (Tags.SPOT_FLEET, "Spot Fleet"),
+    (Tags.EMR_CLUSTER, "EMR cluster"),
+)
+
+
+def managed_by(tags: Mapping[str, str]) -> str | None:
+    """The group that owns an EC2 instance and would replace it if stopped, or None.
+
+    An Auto Scaling group (EKS managed node groups and AWS Batch use one too), an EKS
+    or Karpenter node (``kubernetes.io/cluster/<name>``), an EC2 or Spot Fleet, an EMR
+    cluster. Such an instance is never a notebook, whatever its tags say.
+    """
+    for key, what in _MANAGING_TAGS:
+        value = tags.get(key)
+        if value is not None:
+            return f"{what} {value}".strip()
+    for key in tags:
+        if key.startswith(Tags.KARPENTER_CLUSTER_PREFIX):
+            return f"Kubernetes cluster {key.removeprefix(Tags.KARPENTER_CLUSTER_PREFIX)}"
+    return None
 
 
 def window_of(

@@ -204,6 +204,25 @@ def volume_savings(
     return max(volume - snap, ZERO) / HOURS_PER_PRICING_MONTH, evidence
 
 
+def _out_of_scope(
+    account: str, region: str, kind: str, view: VolumeView | SnapshotView, now: datetime
+) -> Decision:
+    """The NONE decision that withdraws the warning on a resource no longer in scope."""
+    target = Target(
+        key=_key(account, region, kind, view.id),
+        kind=kind,
+        region=region,
+        id=view.id,
+        account=account,
+        name=view.tags.get("Name"),
+        tags_seen=dict(view.tags),
+    )
+    missing = [k for k in (Tags.PROJECT, Tags.TTL) if k not in view.tags]
+    if kind == VOLUME_KIND:
+        missing = missing[:1]  # a volume's time to live has a default
+    return Decision(Action.NONE, target, f"out of scope: no {' or '.join(missing)} tag", now)
+
+
 def judge_volumes(
     volumes: Sequence[VolumeView],
     clock: Mapping[str, int],
@@ -223,6 +242,10 @@ def judge_volumes(
     findings: list[Finding] = []
     for v in volumes:
         if not in_scope(v):
+            # Out of scope, but warned while it was in: a NONE decision withdraws that
+            # warning now, so that the old deadline cannot act the day it comes back.
+            if Tags.ACTION_AFTER in v.tags:
+                decisions.append(_out_of_scope(v.account, v.region, VOLUME_KIND, v, now))
             continue
         key = _key(v.account, v.region, VOLUME_KIND, v.id)
         tags = read_tags(key, v.tags, rules.tag_keys)
@@ -308,6 +331,10 @@ def judge_snapshots(
     findings: list[Finding] = []
     for s in snapshots:
         if Tags.TTL not in s.tags or Tags.PROJECT not in s.tags:
+            # Warned, then its project or time to live removed: withdraw that warning
+            # (a NONE decision), so that the tag coming back starts a new one.
+            if Tags.ACTION_AFTER in s.tags:
+                decisions.append(_out_of_scope(s.account, s.region, SNAPSHOT_KIND, s, now))
             continue
         key = _key(s.account, s.region, SNAPSHOT_KIND, s.id)
         tags = read_tags(key, s.tags, rules.tag_keys)

@@ -139,6 +139,8 @@ class Executor:
         deadline = action_after(tags)
         if not isinstance(deadline, datetime):
             return None
+        if d.session_start is not None and deadline - d.grace < d.session_start:
+            return None  # about an earlier session: stopped and started since
         if self._ledger.status("warned", _warning_key(d, deadline)) != "sent":
             return None
         if self._ledger.status("withdrawn", warning_key(d.target, deadline)) is not None:
@@ -189,9 +191,12 @@ class Executor:
         return self._act(actuator, d, now, observed, deadline)
 
     def _warn_keys(self, d: Decision, now: datetime) -> list[str]:
-        """At most one warning a day; runs that overlap across midnight share a key."""
+        """At most one warning a day (per session, when the policy knows the session);
+        runs that overlap across midnight share a key."""
         days = sorted({f"{now:%Y-%m-%d}", f"{now - RUN_OVERLAP:%Y-%m-%d}"})
         standing = f"/{d.standing}" if d.standing else ""
+        if d.session_start is not None:
+            standing += f"/session-{deadline_tag(d.session_start)}"
         return [f"warn/{claim_key(d, None)}{standing}/{day}" for day in days]
 
     def _warn(self, actuator: Actuator, d: Decision, now: datetime, observed: Observed) -> Outcome:

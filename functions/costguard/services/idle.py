@@ -6,16 +6,25 @@ for a busy resource that was never warned); the executor warns, waits and stops.
 
 What one pass reads, cheapest first (GetMetricData is billed per metric requested):
 
-1. **Selection, no metric read:** running longer than its window, not exempt. A
+1. **Selection, no metric read:** not owned by a group that would replace it (Auto
+   Scaling, EKS, Karpenter, EC2/Spot Fleet, EMR: see ``managed_by``; never stopped, a
+   finding if it is tagged a notebook), running longer than its window, not exempt. A
    resource already warned (``costguard:action-after`` in the future, consistent with
-   its launch time) is not read again until its deadline: it is then read once over
-   the grace period and its window (same price as one window: billing is per metric),
-   so activity at any time since the warning withdraws it.
+   its launch time) is not read again until its deadline: it is then read once from
+   the window before the warning to now, however late the run (same price as one
+   window: billing is per metric; those warned by the same run share one range, so
+   one set of calls), so activity at any time since the warning withdraws it. A
+   warning whose deadline passed more than ``MAX_LATE`` ago is withdrawn instead (the
+   owner is warned afresh), and one from before the current launch or InService is
+   void (``Decision.session_start``: the executor warns about the new session).
 2. **Round 1:** the GPU series of GPU instances (``ListMetrics`` pages for the region,
    then one MetricStat per GPU series), CPU and network of CPU-only instances, and the
    ``JupyterActivity`` heartbeat of notebook instances.
 3. **Round 2, only where round 1 looked idle:** CPU and network of GPU instances whose
-   every GPU was idle; the heartbeat's ``GPUUtilization`` of inactive notebooks.
+   every GPU was idle; the heartbeat's ``GPUUtilization`` of inactive notebooks; and, for
+   a notebook with no heartbeat in its window that the maximum-runtime fallback would
+   stop, its ``JupyterActivity`` over the last ``max_runtime`` (one range for all, so
+   batched): any datapoint there means the heartbeat went silent, which is unknown.
 """
 
 from __future__ import annotations
@@ -27,8 +36,10 @@ from decimal import Decimal
 
 from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import Action, Decision, Target, action_after, deadline_tag
-from costguard.domain.findings import Finding
+from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.idle import (
+    EMPTY,
+    NOTEBOOK_ROLE,
     Ec2Notebook,
     GpuSeries,
     IdleThresholds,
@@ -42,6 +53,7 @@ from costguard.domain.idle import (
     judge_gpus,
     judge_heartbeat,
     judge_studio,
+    managed_by,
     window_of,
 )
 from costguard.domain.models import ResourceKind, resource_key
@@ -49,10 +61,17 @@ from costguard.domain.money import ZERO
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.studio import StudioApp
 from costguard.domain.tags import TagKeys, read_tags
-from costguard.names import Heartbeat
+from costguard.names import Heartbeat, Tags
 from costguard.ports import MetricReader, NotebookCandidates, StudioApps
 
 EC2_NAMESPACE = "AWS/EC2"
+#: A warning whose deadline passed this long ago without a run is withdrawn rather than
+#: acted on (the owner is warned afresh): a stop should follow a warning its owner can
+#: still connect to it, and the read since the warning stays within CloudWatch's 5-minute
+#: retention (63 days) at most 7 days + 2 days + a 7-day window: 16 days, 110-minute periods.
+MAX_LATE = timedelta(days=2)
+#: The series key of a notebook's heartbeat over the last maximum runtime.
+HISTORY = "JupyterActivity#history"
 #: Studio apps the guard may delete (the space and its storage stay).
 STUDIO_APP_TYPES = frozenset({"JupyterLab", "CodeEditor"})
 
@@ -81,6 +100,8 @@ class _Candidate:
     gpus: tuple[GpuSeries, ...] = ()
     series: dict[str, Series] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    #: When its current session began (launch, InService): older warnings are void.
+    since: datetime | None = None
 
 
 class IdlePolicy:
@@ -118,6 +139,10 @@ class IdlePolicy:
         to_read: list[_Candidate] = []
         for ec2 in self._candidates.ec2_notebooks(region):
             c = self._ec2_candidate(ec2)
+            group = managed_by(ec2.tags)
+            if group is not None:
+                decisions.append(self._managed(c, group, now))
+                continue
             decisions.extend(self._select(c, ec2.launched_at, now, to_read))
         for nb in self._candidates.notebook_instances(region):
             c = self._notebook_candidate(nb)
@@ -131,6 +156,26 @@ class IdlePolicy:
             decisions.extend(self._read_and_judge(region, to_read, now))
         return decisions
 
+    def _managed(self, c: _Candidate, group: str, now: datetime) -> Decision:
+        """Never a candidate: the group would replace (terminate) a stopped member.
+
+        A NONE decision, not silence: a warning tagged before this rule withdraws. Tagged
+        a notebook all the same, the owner is told why it is never stopped.
+        """
+        if c.tags.get(Tags.ROLE, "").strip().lower() == NOTEBOOK_ROLE:
+            finding = Finding(
+                FindingCode.IDLE_MANAGED_INSTANCE,
+                c.target.key,
+                f"tagged {Tags.ROLE}={NOTEBOOK_ROLE} but owned by the {group}: never "
+                "stopped when idle (the group would replace it); scale the group instead",
+                Severity.INFO,
+            )
+            c.findings.append(finding)
+            self.findings.append(finding)
+        return self._decision(
+            c, None, now, f"managed by the {group}: stopping it would only get it replaced", {}
+        )
+
     def _select(
         self,
         c: _Candidate,
@@ -139,6 +184,7 @@ class IdlePolicy:
         to_read: list[_Candidate],
     ) -> list[Decision]:
         """Decide without reading where that is enough; queue the rest for the batched read."""
+        c.since = since
         parsed = read_tags(c.target.key, c.tags, self._s.tag_keys)
         c.findings.extend(parsed.findings)
         window, problems = window_of(c.tags, self._s.thresholds.window, c.target.key)
@@ -170,8 +216,22 @@ class IdlePolicy:
                         {"deadline": deadline_tag(deadline)},
                     )
                 ]
+            if plausible and now - deadline > MAX_LATE:
+                return [
+                    self._decision(
+                        c,
+                        None,
+                        now,
+                        f"its warning (deadline {deadline_tag(deadline)}) was not judged again "
+                        f"within {_hours(MAX_LATE)} hours of its deadline: withdrawn, and "
+                        "warned afresh if still idle",
+                        {"deadline": deadline_tag(deadline)},
+                    )
+                ]
             if plausible:
-                c.window = window + self._s.grace
+                # At (or after) the deadline: from the window before the warning to now,
+                # however late this run is, so that any activity since the warning counts.
+                c.window = window + (now - warned_at)
         to_read.append(c)
         return []
 
@@ -202,6 +262,13 @@ class IdlePolicy:
                 continue
             if c.ec2 is not None:
                 round2.extend(self._ec2_host_queries(c, now))
+            elif (
+                c.notebook is not None
+                and not c.series.get(Heartbeat.JUPYTER_ACTIVITY, EMPTY).values
+            ):
+                # The maximum-runtime fallback would stop it: first make sure it never
+                # had a heartbeat in that time (one shared range: batched like the rest).
+                round2.append(self._history_query(c, now))
             elif c.notebook is not None:
                 round2.append(self._heartbeat_query(c, Heartbeat.GPU_UTILIZATION, now))
         self._read(region, round2, cands)
@@ -254,6 +321,15 @@ class IdlePolicy:
         dims = ((Heartbeat.DIMENSION, c.notebook.name),)
         return self._query(c, metric, Heartbeat.NAMESPACE, metric, dims, now)
 
+    def _history_query(self, c: _Candidate, now: datetime) -> MetricQuery:
+        """``JupyterActivity`` over the last ``max_runtime``: did it ever have a heartbeat?"""
+        assert c.notebook is not None
+        dims = ((Heartbeat.DIMENSION, c.notebook.name),)
+        start, end, period = aligned_window(now, self._s.thresholds.max_runtime)
+        metric = Heartbeat.JUPYTER_ACTIVITY
+        key = f"{id(c)}|{HISTORY}"
+        return MetricQuery(key, Heartbeat.NAMESPACE, metric, dims, start, end, period)
+
     # -- judging -----------------------------------------------------------------------
 
     def _judge(self, c: _Candidate, now: datetime, *, final: bool) -> Judgement:
@@ -304,6 +380,8 @@ class IdlePolicy:
             window=c.window,
             thresholds=t,
             resource=c.target.key,
+            # Round one asks "would the fallback stop it?"; the final verdict needs the read.
+            history=c.series.get(HISTORY) if final else Series(),
         )
 
     # -- building decisions ------------------------------------------------------------
@@ -388,6 +466,7 @@ class IdlePolicy:
             usd_per_hour_saved=c.usd_per_hour,
             grace=self._s.grace,
             params={"arn": c.notebook.arn} if c.notebook is not None else {},
+            session_start=c.since,
         )
 
     def _studio_decision(self, app: StudioApp, now: datetime) -> Decision:
@@ -448,3 +527,7 @@ def counts(decisions: Iterable[Decision]) -> dict[str, int]:
         v = d.evidence.get("verdict", "?")
         out[v] = out.get(v, 0) + 1
     return out
+
+
+def _hours(delta: timedelta) -> str:
+    return f"{delta.total_seconds() / 3600:g}"
