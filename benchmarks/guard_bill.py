@@ -35,7 +35,15 @@ PRICES = {
 }
 SCANS_PER_MONTH = 2920  # every 15 minutes, 30.4 days
 LAMBDA_MEMORY_GB = 1.0
-ALARMS = 10  # errors, throttles and DLQ depth for each of 3 Lambdas, and "no scan in two intervals"
+#: Errors, throttles and DLQ depth for each of 6 Lambdas (scan, Slack notifier, the three
+#: guards, the price refresh), and "no scan in two intervals".
+ALARMS = 19
+#: The guards' and the price refresh's invocations a month (idle hourly, volumes every 30
+#: minutes, objects hourly, refresh weekly), each priced as an upper bound of 5 s at
+#: 512 MB; their CloudWatch reads (the idle pass) are itemized by benchmarks/idle_pass.py.
+GUARD_INVOCATIONS = 730 + 1460 + 730 + 4
+GUARD_SECONDS_UPPER_BOUND = 5.0
+GUARD_MEMORY_GB = 0.5
 CUSTOM_METRICS = 2  # ScanCompleted (the heartbeat alarm) and Findings
 START = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
@@ -193,6 +201,11 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
         + PRICES["lambda_request"] * SCANS_PER_MONTH,
         "dynamodb_writes": wru * PRICES["dynamodb_write_unit"] * SCANS_PER_MONTH,
         "dynamodb_reads": rru * PRICES["dynamodb_read_unit"] * SCANS_PER_MONTH,
+        "guard_lambdas_upper_bound": GUARD_INVOCATIONS
+        * (
+            GUARD_SECONDS_UPPER_BOUND * GUARD_MEMORY_GB * PRICES["lambda_gb_second_arm64"]
+            + PRICES["lambda_request"]
+        ),
         "custom_metrics": CUSTOM_METRICS * PRICES["custom_metric_month"],
         "alarms": ALARMS * PRICES["alarm_month"],
         "logs": log_bytes
