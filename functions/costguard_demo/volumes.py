@@ -113,6 +113,7 @@ def run_volume_chapter(
                         o.decision.usd_per_hour_saved if o.step is Step.ACTED else Decimal(0)
                     ),
                     "dry_run": report.dry_run,
+                    "outcome": o.step.value,
                 }
             )
     left = {v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]}

@@ -43,10 +43,12 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
         (a["resource"].rsplit("/", 2)[1], a.get("outcome", a.get("kind"))) for a in demo["actions"]
     }
     assert ("ec2-instance", "acted") in outcomes and ("ec2-instance", "warned") in outcomes
-    assert ("ebs-volume", "delete-volume") in outcomes
+    assert ("ebs-volume", "acted") in outcomes and ("ebs-volume", "waiting") in outcomes
     assert ("s3-bucket", "acted") in outcomes and ("s3-bucket", "skipped") in outcomes
     for a in demo["actions"]:
-        assert {"kind", "resource", "project", "reason", "usd_per_hour_saved", "dry_run"} <= set(a)
+        assert {
+            "kind", "resource", "project", "reason", "usd_per_hour_saved", "dry_run", "outcome"
+        } <= set(a)  # fmt: skip
     assert demo["alerts_delivered"]["sqs"] == demo["alerts_delivered"]["slack"] == len(kinds)
     assert all(a["alert_id"] and a["severity"] and a["summary"] for a in demo["alerts"])
     assert [c["ledger"] for c in demo["cycles"]] == ["applied"] * 6
