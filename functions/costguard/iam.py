@@ -156,6 +156,33 @@ REMOVE_ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
 }
 
 
+def warning_tag_permissions(
+    service: str, noun: str, resources: tuple[str, ...], *, tag_verb: str = "CreateTags"
+) -> tuple[Permission, Permission]:
+    """Write and remove ``costguard:action-after``, and no other tag, on ``noun``.
+
+    Writing needs the project tag on the resource; removing works on any, so that a
+    warning can be withdrawn after the project tag was removed. Every actuator that warns
+    declares this pair (``ec2``: CreateTags/DeleteTags, ``sagemaker``: AddTags/DeleteTags).
+    """
+    return (
+        Permission(
+            (f"{service}:{tag_verb}",),
+            f"write the costguard:action-after warning tag, and no other tag, on {noun} "
+            "tagged with a project",
+            resources=resources,
+            conditions=ONLY_THE_WARNING_TAG,
+        ),
+        Permission(
+            (f"{service}:DeleteTags",),
+            f"remove the costguard:action-after warning tag, and no other tag, from any of "
+            f"the {noun}: a warning must be withdrawable after the project tag is removed",
+            resources=resources,
+            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        ),
+    )
+
+
 #: What the executor's ledger calls need (claims, their status, warnings, the audit trail):
 #: the actuator role gets these on the ledger table, not the scan's wider set.
 EXECUTOR_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")

@@ -25,9 +25,8 @@ from costguard.domain.stale_volumes import (
 )
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
-    ONLY_THE_WARNING_TAG,
-    REMOVE_ONLY_THE_WARNING_TAG,
     Permission,
+    warning_tag_permissions,
 )
 from costguard.names import Tags
 
@@ -216,20 +215,7 @@ class EbsVolumeActuator(_Tagging):
                 "ForAllValues:StringEquals": {"aws:TagKeys": list(BACKUP_TAGS)},
             },
         ),
-        Permission(
-            ("ec2:CreateTags",),
-            "write the costguard:action-after warning tag, and no other tag, on volumes "
-            "tagged with a project",
-            resources=(VOLUME_ARN,),
-            conditions=ONLY_THE_WARNING_TAG,
-        ),
-        Permission(
-            ("ec2:DeleteTags",),
-            "remove the costguard:action-after warning tag, and no other tag, from any "
-            "volume: a warning must be withdrawable after the project tag is removed",
-            resources=(VOLUME_ARN,),
-            conditions=REMOVE_ONLY_THE_WARNING_TAG,
-        ),
+        *warning_tag_permissions("ec2", "volumes", (VOLUME_ARN,)),
     )
     opt_in_tags: tuple[str, ...] = ()
 
@@ -345,19 +331,7 @@ class EbsSnapshotActuator(_Tagging):
                 },
             },
         ),
-        Permission(
-            ("ec2:CreateTags",),
-            "write the costguard:action-after warning tag, and no other tag, on snapshots "
-            "tagged with a project",
-            resources=(SNAPSHOT_ARN,),
-            conditions=ONLY_THE_WARNING_TAG,
-        ),
-        Permission(
-            ("ec2:DeleteTags",),
-            "remove the costguard:action-after warning tag, and no other tag, from any snapshot",
-            resources=(SNAPSHOT_ARN,),
-            conditions=REMOVE_ONLY_THE_WARNING_TAG,
-        ),
+        *warning_tag_permissions("ec2", "snapshots", (SNAPSHOT_ARN,)),
     )
     opt_in_tags: tuple[str, ...] = ()
 

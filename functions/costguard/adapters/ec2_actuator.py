@@ -18,9 +18,8 @@ from costguard.domain.decisions import ApplyResult, Decision, Observed, Target
 from costguard.domain.models import ResourceKind
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
-    ONLY_THE_WARNING_TAG,
-    REMOVE_ONLY_THE_WARNING_TAG,
     Permission,
+    warning_tag_permissions,
 )
 from costguard.ports import SourceError
 
@@ -61,19 +60,8 @@ class Ec2InstanceActuator:
             resources=("arn:{partition}:ec2:*:{account}:instance/*",),
             conditions=IN_SCOPE_NOT_EXEMPT,
         ),
-        Permission(
-            ("ec2:CreateTags",),
-            "write the costguard:action-after warning tag, and no other tag, on instances "
-            "tagged with a project",
-            resources=("arn:{partition}:ec2:*:{account}:instance/*",),
-            conditions=ONLY_THE_WARNING_TAG,
-        ),
-        Permission(
-            ("ec2:DeleteTags",),
-            "remove the costguard:action-after warning tag, and no other tag, from any "
-            "instance: a warning must be withdrawable after the project tag is removed",
-            resources=("arn:{partition}:ec2:*:{account}:instance/*",),
-            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        *warning_tag_permissions(
+            "ec2", "instances", ("arn:{partition}:ec2:*:{account}:instance/*",)
         ),
     )
     opt_in_tags: tuple[str, ...] = ()

@@ -32,9 +32,8 @@ from costguard.domain.models import ResourceKind
 from costguard.domain.studio import parse_app_target_id
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
-    ONLY_THE_WARNING_TAG,
-    REMOVE_ONLY_THE_WARNING_TAG,
     Permission,
+    warning_tag_permissions,
 )
 from costguard.names import Tags
 from costguard.ports import SourceError
@@ -79,19 +78,8 @@ class SageMakerNotebookActuator:
             resources=(NOTEBOOK_ARN,),
             conditions=IN_SCOPE_NOT_EXEMPT,
         ),
-        Permission(
-            ("sagemaker:AddTags",),
-            "write the costguard:action-after warning tag, and no other tag, on notebook "
-            "instances tagged with a project",
-            resources=(NOTEBOOK_ARN,),
-            conditions=ONLY_THE_WARNING_TAG,
-        ),
-        Permission(
-            ("sagemaker:DeleteTags",),
-            "remove the costguard:action-after warning tag, and no other tag, from any "
-            "notebook instance: a warning must be withdrawable after the project tag is removed",
-            resources=(NOTEBOOK_ARN,),
-            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+        *warning_tag_permissions(
+            "sagemaker", "notebook instances", (NOTEBOOK_ARN,), tag_verb="AddTags"
         ),
     )
     opt_in_tags: tuple[str, ...] = ()
@@ -177,19 +165,7 @@ class StudioAppActuator:
             resources=(APP_ARN,),
             conditions=IN_SCOPE_NOT_EXEMPT,
         ),
-        Permission(
-            ("sagemaker:AddTags",),
-            "write the costguard:action-after warning tag, and no other tag, on Studio apps "
-            "tagged with a project (the warning is about that app: a new app starts afresh)",
-            resources=(APP_ARN,),
-            conditions=ONLY_THE_WARNING_TAG,
-        ),
-        Permission(
-            ("sagemaker:DeleteTags",),
-            "remove the costguard:action-after warning tag, and no other tag, from any Studio app",
-            resources=(APP_ARN,),
-            conditions=REMOVE_ONLY_THE_WARNING_TAG,
-        ),
+        *warning_tag_permissions("sagemaker", "Studio apps", (APP_ARN,), tag_verb="AddTags"),
     )
     opt_in_tags: tuple[str, ...] = ()
 
