@@ -8,29 +8,11 @@ from typing import Any
 
 from costguard.iam import THIS_ACCOUNT_ONLY
 from costguard.names import Env
+from tests.infra.guard_template import actions, guard_function, role_statements
 
 
 def _guard(template: Any) -> tuple[str, dict[str, Any]]:
-    ((logical, fn),) = [
-        (k, f)
-        for k, f in template.find_resources("AWS::Lambda::Function").items()
-        if f["Properties"].get("Environment", {}).get("Variables", {}).get(Env.GUARD)
-        == "stale-objects"
-    ]
-    return logical, fn
-
-
-def _statements(template: Any, role: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for policy in template.find_resources("AWS::IAM::Policy").values():
-        if {"Ref": role} in policy["Properties"].get("Roles", []):
-            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
-    return found
-
-
-def _actions(statement: dict[str, Any]) -> list[str]:
-    a = statement["Action"]
-    return a if isinstance(a, list) else [a]
+    return guard_function(template, "stale-objects")
 
 
 def test_the_sweep_runs_hourly_within_the_claim_lease_on_its_own_lambda(template: Any) -> None:
@@ -54,8 +36,8 @@ def test_its_role_deletes_only_current_objects_of_this_accounts_buckets_and_noth
     template: Any,
 ) -> None:
     _, fn = _guard(template)
-    statements = _statements(template, fn["Properties"]["Role"]["Fn::GetAtt"][0])
-    granted = {a for s in statements for a in _actions(s)}
+    statements = role_statements(template, fn["Properties"]["Role"]["Fn::GetAtt"][0])
+    granted = {a for s in statements for a in actions(s)}
     # No version purge, no bucket tagging or policy, no other guard's verbs
     for never in (
         "s3:DeleteObjectVersion",
@@ -71,9 +53,9 @@ def test_its_role_deletes_only_current_objects_of_this_accounts_buckets_and_noth
     mutations = [
         s
         for s in statements
-        if any(a in {"s3:DeleteObject", "s3:PutLifecycleConfiguration"} for a in _actions(s))
+        if any(a in {"s3:DeleteObject", "s3:PutLifecycleConfiguration"} for a in actions(s))
     ]
-    assert {a for s in mutations for a in _actions(s)} == {
+    assert {a for s in mutations for a in actions(s)} == {
         "s3:DeleteObject",
         "s3:PutLifecycleConfiguration",
     }

@@ -7,30 +7,11 @@ import json
 from typing import Any
 
 from costguard.names import Env, Tags
+from tests.infra.guard_template import actions, guard_function, role_statements
 
 
 def _guard(template: Any) -> tuple[str, dict[str, Any]]:
-    functions = template.find_resources("AWS::Lambda::Function")
-    ((logical, fn),) = [
-        (k, f)
-        for k, f in functions.items()
-        if f["Properties"].get("Environment", {}).get("Variables", {}).get(Env.GUARD)
-        == "stale-volumes"
-    ]
-    return logical, fn
-
-
-def _statements(template: Any, role: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for policy in template.find_resources("AWS::IAM::Policy").values():
-        if {"Ref": role} in policy["Properties"].get("Roles", []):
-            found.extend(policy["Properties"]["PolicyDocument"]["Statement"])
-    return found
-
-
-def _actions(statement: dict[str, Any]) -> list[str]:
-    a = statement["Action"]
-    return a if isinstance(a, list) else [a]
+    return guard_function(template, "stale-volumes")
 
 
 def _arns(statement: dict[str, Any]) -> str:
@@ -59,10 +40,10 @@ def test_its_role_deletes_and_snapshots_only_project_volumes_and_creates_tagged_
 ) -> None:
     _, fn = _guard(template)
     role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = _statements(template, role)
+    statements = role_statements(template, role)
     by_action: dict[str, list[dict[str, Any]]] = {}
     for s in statements:
-        for a in _actions(s):
+        for a in actions(s):
             by_action.setdefault(a, []).append(s)
     # Nothing beyond EBS: no instance stop, no S3, no other guard's verbs
     ec2 = {a for a in by_action if a.startswith("ec2:")}
