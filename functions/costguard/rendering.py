@@ -304,6 +304,10 @@ def sns_message(alert: Alert) -> str:
 
 
 def _sns_body(alert: Alert, max_listed: int | None) -> str:
+    return sns_safe(_sns_json(alert, max_listed))
+
+
+def _sns_json(alert: Alert, max_listed: int | None) -> str:
     text = email_text(alert, max_listed=max_listed)
     machine = json.dumps(
         machine_json(alert, max_listed=max_listed), ensure_ascii=False, sort_keys=True
@@ -322,10 +326,20 @@ def _sns_body(alert: Alert, max_listed: int | None) -> str:
     )
 
 
+#: What SNS refuses in a message body or a String attribute: anything outside XML 1.0
+#: (U+FFFE, U+FFFF, lone surrogates, most C0 controls). A tag may carry them.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def sns_safe(text: str) -> str:
+    """``text`` with every character SNS would refuse replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
 def sns_attributes(alert: Alert) -> dict[str, dict[str, str]]:
     """Routing attributes for subscription filter policies."""
     return {
-        "project": {"DataType": "String", "StringValue": alert.project or "-"},
+        "project": {"DataType": "String", "StringValue": sns_safe(alert.project or "-")},
         "severity": {"DataType": "String", "StringValue": alert.severity.value},
         "kind": {"DataType": "String", "StringValue": alert.kind.value},
     }

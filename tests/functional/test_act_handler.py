@@ -116,8 +116,10 @@ def test_a_failed_action_fails_the_invocation_after_the_others_ran(
 ) -> None:
     from costguard.handlers.act import ActionsFailedError, process
 
+    # (warned two hours ago, when that run ran: a guard acts at the clock's time)
     event = {"time": (NOW - timedelta(hours=2)).isoformat(), "guard": "toy"}
-    process(event, settings(False), account, guards=toy_guard(account), clock=NOW)
+    earlier = NOW - timedelta(hours=2)
+    process(event, settings(False), account, guards=toy_guard(account), clock=earlier)
     original = Ec2InstanceActuator.apply
     stopped: list[str] = []
 

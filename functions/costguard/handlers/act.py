@@ -53,7 +53,11 @@ def process(
     from costguard.wiring import build_ledger, build_notifier, clients_for
 
     parsed = parse_event(ActEvent, event)
-    now = parsed.now(clock or events.CLOCK())
+    wall = clock or events.CLOCK()
+    # The event's time is checked like the scan's, but a guard acts in the present: a
+    # retried invocation hours late must judge today's metrics and give the owner the
+    # whole grace period from now (claims, not the scheduled time, make reruns safe).
+    now = max(parsed.now(wall), wall)
     registry = {n: s.build for n, s in SPECS.items()} if guards is None else guards
     name = parsed.guard or settings.guard
     if name is None:

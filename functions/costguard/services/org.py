@@ -113,6 +113,15 @@ class SliceWork:
         """Raises when the slice fails (after recording why), so that the queue retries it
         and dead-letters it after its last attempt; other slices are not affected."""
         tick = require_utc(tick)
+        # A message's time is trusted only while it is plausible (the scan's own event
+        # check): a DLQ redrive days later or a hand-sent message would otherwise re-accrue,
+        # or freeze, a member account's spend. Within the bounds, a slice whose plan is gone
+        # is committed by the ledger alone and aggregates nothing.
+        if not (now - MAX_SLICE_AGE <= tick <= now + MAX_SLICE_LEAD):
+            raise UnplannedSliceError(
+                f"slice {s} at {tick.isoformat()} is more than {MAX_SLICE_AGE} before or "
+                f"{MAX_SLICE_LEAD} after now; not scanned"
+            )
         try:
             report = self._scan_for(s).run(tick)
         except self._access_errors as exc:
@@ -129,6 +138,15 @@ class SliceWork:
         ):
             aggregated = self._aggregation.run(tick, now)
         return SliceResult(s, tick, report.ledger, newly, report.resource_count, aggregated)
+
+
+class UnplannedSliceError(ValueError):
+    """A work item for an implausible time (too old, or ahead): refused before any call."""
+
+
+#: The same bounds as a scheduled scan's event time (handlers/events.py).
+MAX_SLICE_AGE = timedelta(hours=3)
+MAX_SLICE_LEAD = timedelta(minutes=5)
 
 
 class Aggregation:
