@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.functional.test_act_handler import NOW, account, settings, toy_guard  # noqa: F401
+from tests.functional.test_act_handler import NOW, account, settings, toy_guard
 
 __all__ = ["account"]
 
@@ -22,7 +22,7 @@ def _states(session: Any) -> dict[str, str]:
 
 
 def test_a_late_scheduled_event_does_not_shorten_the_owners_warning(
-    account: Any,  # noqa: F811
+    account: Any,
 ) -> None:
     """Defect: the act Lambda warns "as of" the event's time, not when the owner is told.
 
@@ -59,7 +59,7 @@ def test_a_late_scheduled_event_does_not_shorten_the_owners_warning(
     )
 
 
-def test_the_same_scheduled_time_twice_warns_the_owner_once(account: Any) -> None:  # noqa: F811
+def test_the_same_scheduled_time_twice_warns_the_owner_once(account: Any) -> None:
     """Control: a repeated event (same time) neither warns twice nor acts."""
     from costguard.handlers.act import process
 
@@ -72,9 +72,14 @@ def test_the_same_scheduled_time_twice_warns_the_owner_once(account: Any) -> Non
 
 
 @pytest.mark.parametrize("guard", ["", " toy", "TOY"])
-def test_an_odd_guard_name_is_refused_before_any_call(account: Any, guard: str) -> None:  # noqa: F811
+def test_an_odd_guard_name_is_refused_before_any_call(account: Any, guard: str) -> None:
     """Control: an empty or differently spelled guard is an error, never another guard."""
     from costguard.handlers.act import process
 
     with pytest.raises(ValueError):
-        process({"time": NOW.isoformat(), "guard": guard}, settings(True), account, guards=toy_guard(account))
+        process(
+            {"time": NOW.isoformat(), "guard": guard},
+            settings(True),
+            account,
+            guards=toy_guard(account),
+        )

@@ -42,7 +42,11 @@ def test_a_message_for_an_implausible_or_unplanned_time_is_not_scanned() -> None
     calls: list[datetime] = []
     book = InMemorySliceBook()
     work = SliceWork(book, lambda s: RecordingScan(calls), None, ())
-    for tick in (datetime(1970, 1, 1, tzinfo=UTC), NOW + timedelta(days=30), NOW - timedelta(days=9)):
+    for tick in (
+        datetime(1970, 1, 1, tzinfo=UTC),
+        NOW + timedelta(days=30),
+        NOW - timedelta(days=9),
+    ):
         # WHEN a message for that time reaches the consumer
         with contextlib.suppress(BatchProcessingError):  # a refusal may fail the batch
             consume(_event((tick, S)), work, NOW)

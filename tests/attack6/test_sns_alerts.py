@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from costguard.adapters.sns import SNS_MAX_BYTES, SnsNotifier
-from costguard.domain.decisions import Action, Decision, Target, notice_alert, taken_alert, warning_alert
+from costguard.domain.decisions import (
+    Action,
+    Decision,
+    Target,
+    notice_alert,
+    taken_alert,
+    warning_alert,
+)
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: Characters SNS accepts in a message body and String attribute values (XML 1.0).
@@ -67,7 +74,9 @@ ODD = "\u200b\u202e\U0001f600\r\nx"
     ["vision" + ODD, "v" * 256, "vision\ufffe", "vision\uffff"],
     ids=["zero-width-rtl-emoji-crlf", "256-chars", "U+FFFE", "U+FFFF"],
 )
-def test_guard_alerts_with_huge_or_odd_user_text_are_published_within_sns_rules(project: str) -> None:
+def test_guard_alerts_with_huge_or_odd_user_text_are_published_within_sns_rules(
+    project: str,
+) -> None:
     """Defect (for U+FFFE/U+FFFF): the project attribute and JSON bodies carry
     noncharacters raw (``json.dumps(ensure_ascii=False)`` does not escape them, and
     ``sns_attributes`` does not clean the project), which SNS refuses as invalid
