@@ -85,6 +85,23 @@ def drain(session: Any, url: str, region: str) -> list[dict[str, Any]]:
             sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 
 
+def demo_window(now: datetime, cycles: int) -> tuple[datetime, datetime]:
+    """The simulated scans' first and last time: ``cycles`` scans 15 minutes apart, ending
+    at ``now``, or, when that would span two UTC days, ending just before today began.
+
+    Daily alerts (unattributed spend, the findings digest) are deduplicated per UTC day, so
+    a run across midnight would rightly send them twice and the demo would show the same
+    alert twice; a demo started at 00:30 UTC tells the same story as one started at noon.
+    (A run of more than a day of cycles spans days whatever the time: it shows each day's.)
+    """
+    end = now.astimezone(UTC).replace(second=0, microsecond=0)
+    start = end - INTERVAL * (cycles - 1)
+    if start.date() != end.date() and end - start < timedelta(days=1):
+        end = end.replace(hour=0, minute=0) - timedelta(minutes=1)
+        start = end - INTERVAL * (cycles - 1)
+    return start, end
+
+
 def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
     import boto3
 
@@ -108,8 +125,7 @@ def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
             print(message, file=sys.stderr, flush=True)
 
     cycles = max(1, cycles)
-    end = datetime.now(UTC).replace(second=0, microsecond=0)
-    start = end - INTERVAL * (cycles - 1)
+    start, end = demo_window(datetime.now(UTC), cycles)
     saved = {k: os.environ.get(k) for k in demo_environment(TABLE)}
     try:
         with embedded_aws() as url, SlackStandIn() as slack:
