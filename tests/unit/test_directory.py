@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -159,7 +160,7 @@ def test_an_empty_slice_is_probed_once_per_interval_never_further_apart() -> Non
             status = after_probe(status, tick, False)
             assert status is not None
     # THEN it is probed about every 6 hours: never more than 6 h (plus a tick) apart
-    gaps = [b - a for a, b in zip(probes, probes[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(probes)]
     assert max(gaps) <= SIX_HOURS + TICK
     assert 11 <= len(probes) <= 14
 
@@ -204,7 +205,7 @@ def test_an_account_s_regions_are_read_at_once_then_daily_or_after_a_failure_per
             assert read is not None
     # once per day window: 4 or 5 reads in 4 days, never more than a day (+ a tick) apart
     assert 4 <= len(reads) <= 5
-    assert max(b - a for a, b in zip(reads, reads[1:], strict=False)) <= timedelta(days=1) + TICK
+    assert max(b - a for a, b in itertools.pairwise(reads)) <= timedelta(days=1) + TICK
     failed = AccountRegions(A, failed_at=T0, failure="AccessDenied: no role")
     assert not regions_due(failed, T0 + TICK, SIX_HOURS)
     assert regions_due(failed, T0 + SIX_HOURS + TICK, SIX_HOURS)
