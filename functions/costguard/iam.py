@@ -252,7 +252,7 @@ def all_actions(permissions: Iterable[Permission]) -> set[str]:
 
 #: What the member-read role needs beyond the scan's permissions: the hub's ``regions``
 #: work item reads the account's opted-in regions (adapters/member.py). The probe calls
-#: only what the scan already holds (ec2:DescribeInstances, eks:ListClusters,
+#: only what the scan already holds (ec2:DescribeInstances/DescribeInstanceTypes, eks:ListClusters,
 #: sagemaker:ListNotebookInstances/ListEndpoints/ListTrainingJobs, and sagemaker:ListApps
 #: when Studio is scanned): see :data:`PROBE_ACTIONS`.
 ORG_MEMBER_EXTRA = (
@@ -265,6 +265,7 @@ ORG_MEMBER_EXTRA = (
 #: The probe's calls (adapters/member.py), each one already a scan permission.
 PROBE_ACTIONS = (
     "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
     "eks:ListClusters",
     "sagemaker:ListNotebookInstances",
     "sagemaker:ListEndpoints",

@@ -4,9 +4,12 @@ region, and the account's opted-in regions.
 The probe answers one question, "does this account-region hold anything the scan would
 price?", with at most five small calls, stopping at the first hit:
 
-1. ``ec2:DescribeInstances`` filtered server-side to pending/running instances of the
-   accelerator families (:data:`ACCELERATOR_TYPE_PATTERNS`), a page at a time until one
-   is found (EC2 may answer a filtered page empty with a token);
+1. ``ec2:DescribeInstances`` of pending/running instances, 1,000 a page, a page at a
+   time until one carries accelerators; their types are judged as the scan judges them
+   (``DescribeInstanceTypes``, cached per region across accounts by a warm Lambda, and
+   an unknown type counts, as the scan keeps it). An empty region costs one call, and
+   probe and scan never disagree about what an accelerator is (so a slice does not
+   flip between active and empty);
 2. ``eks:ListClusters`` (``maxResults=1``): a cluster bills its control plane, and the
    scan prices it;
 3. ``sagemaker:ListNotebookInstances`` (InService), ``ListEndpoints`` (InService),
@@ -24,16 +27,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from costguard.adapters.aws import ClientFor, reading
+from costguard.adapters.ec2 import InstanceTypeCache
 from costguard.domain.directory import ProbeAnswer
 from costguard.iam import ORG_MEMBER_EXTRA
 from costguard.ports import AccessDeniedError
 
 PERMISSIONS = ORG_MEMBER_EXTRA
-#: Instance families with accelerators (GPU, Trainium/Inferentia, Gaudi, Qualcomm).
-#: The scan itself reads accelerators from DescribeInstanceTypes; the probe uses EC2's
-#: server-side wildcard filter so that an empty region costs one call, whatever CPU
-#: fleet it runs. A new accelerator family needs its pattern here.
-ACCELERATOR_TYPE_PATTERNS = ("p*", "g*", "inf*", "trn*", "dl*")
 #: Studio app states that bill.
 _STUDIO_RUNNING = frozenset({"InService", "Pending"})
 
@@ -41,9 +40,12 @@ _STUDIO_RUNNING = frozenset({"InService", "Pending"})
 class MemberProbe:
     """:class:`costguard.services.fanout.Prober` on one member account's clients."""
 
-    def __init__(self, clients: ClientFor, *, studio: bool = False) -> None:
+    def __init__(
+        self, clients: ClientFor, *, studio: bool = False, types: InstanceTypeCache | None = None
+    ) -> None:
         self._clients = clients
         self._studio = studio
+        self._types = types or InstanceTypeCache()
 
     def probe(self, region: str) -> ProbeAnswer:
         checks: list[tuple[str, Callable[[str], str | None]]] = [
@@ -69,18 +71,30 @@ class MemberProbe:
     def _instances(self, region: str) -> str | None:
         ec2 = self._clients.ec2(region)
         with reading("ec2", region, "DescribeInstances"):
-            pages = ec2.get_paginator("describe_instances").paginate(
-                Filters=[
-                    {"Name": "instance-state-name", "Values": ["pending", "running"]},
-                    {"Name": "instance-type", "Values": list(ACCELERATOR_TYPE_PATTERNS)},
-                ],
-                PaginationConfig={"PageSize": 1000},
+            pages = iter(
+                ec2.get_paginator("describe_instances").paginate(
+                    Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+                    PaginationConfig={"PageSize": 1000},
+                )
             )
-            for page in pages:
-                for r in page.get("Reservations", []):
-                    for i in r.get("Instances", []):
-                        return f"ec2:{i.get('InstanceType', '?')}"
-        return None
+        while True:
+            with reading("ec2", region, "DescribeInstances"):
+                page = next(pages, None)
+            if page is None:
+                return None
+            types = sorted(
+                {
+                    str(i["InstanceType"])
+                    for r in page.get("Reservations", [])
+                    for i in r.get("Instances", [])
+                }
+            )
+            if not types:
+                continue
+            known = self._types.resolve(ec2, region, types)
+            hit = next((t for t in types if known[t] is not None), None)
+            if hit is not None:
+                return f"ec2:{hit}"
 
     def _clusters(self, region: str) -> str | None:
         with reading("eks", region, "ListClusters"):
