@@ -24,9 +24,9 @@ def _organization(session: Any) -> tuple[str, list[str]]:
     org = session.client("organizations", region_name="us-east-1")
     org.create_organization(FeatureSet="ALL")
     made = [
-        org.create_account(AccountName=f"ml{n}", Email=f"ml{n}@example.com")[
-            "CreateAccountStatus"
-        ]["AccountId"]
+        org.create_account(AccountName=f"ml{n}", Email=f"ml{n}@example.com")["CreateAccountStatus"][
+            "AccountId"
+        ]
         for n in range(3)
     ]
     management = org.describe_organization()["Organization"]["MasterAccountId"]
