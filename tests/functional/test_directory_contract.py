@@ -71,6 +71,15 @@ def test_loads_what_was_written(store: Any) -> None:
     assert d.slices[other].state is SliceState.EMPTY and d.slices[other].checked_at == T0
 
 
+def test_a_listing_of_an_organization_of_50000_accounts_fits_one_item(store: Any) -> None:
+    # An item holds at most 400 KB: as a plain list, 50,000 ids are about 850 KB.
+    accounts = tuple(f"{n:012d}" for n in range(100_000_000_000, 100_000_050_000))
+    opted_out = tuple(f"{n:012d}" for n in range(200_000_000_000, 200_000_001_000))
+    store.save_listing(AccountListing(accounts, T0, "discover", opted_out))
+    listing = store.load().listing
+    assert listing.accounts == accounts and listing.opted_out == opted_out
+
+
 def test_an_older_listing_never_replaces_a_newer_one(store: Any) -> None:
     store.save_listing(AccountListing((A, B), T0 + TICK, "discover"))
     store.save_listing(AccountListing((A,), T0, "discover"))

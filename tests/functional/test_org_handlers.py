@@ -155,3 +155,30 @@ def test_names_every_wrong_variable_at_once() -> None:
         MEMBER_ROLE_ENV,
     ):
         assert name in message
+
+
+def test_regions_are_read_from_a_region_no_account_can_disable(
+    hub_env: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a hub deployed in an opt-in region (a member may not have enabled it)
+    import os
+
+    import boto3
+
+    from costguard.handlers.org import build_fanout
+    from costguard.settings import Settings
+    from costguard_demo.run import create_ledger_table
+
+    session, _url = hub_env
+    hub = boto3.Session(region_name="af-south-1")
+    create_ledger_table(hub, "ledger", "af-south-1")
+    fanout = build_fanout(
+        Settings.from_env(os.environ),
+        OrgEnvironment.from_env(os.environ),
+        hub,
+        sqs=session.client("sqs", region_name="us-east-1"),
+    )
+    # WHEN a tick asks for the accounts' regions
+    summary = fanout.tick(T0)
+    # THEN DescribeRegions is called from us-east-1, enabled in every commercial account
+    assert {s.region for s in summary.work.regions} == {"us-east-1"}

@@ -36,6 +36,15 @@ class AccountAccessError(Exception):
         self.detail = message
 
 
+def partition_of(region: str) -> str:
+    """The ARN partition of a region: a GovCloud or China role has its own."""
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    if region.startswith("cn-"):
+        return "aws-cn"
+    return "aws"
+
+
 def member_clients(
     base: Any, s: Slice, role_name: str, *, session_name: str = "costguard-hub"
 ) -> ClientFactory:
@@ -45,8 +54,7 @@ def member_clients(
     """
     import boto3  # noqa: PLC0415 - a Lambda that never assumes a role never imports it here
 
-    partition = "aws-cn" if s.region.startswith("cn-") else "aws"
-    arn = f"arn:{partition}:iam::{s.account}:role/{role_name}"
+    arn = f"arn:{partition_of(s.region)}:iam::{s.account}:role/{role_name}"
     try:
         sts = base.client("sts", region_name=s.region, config=RETRY_CONFIG)
         creds = sts.assume_role(RoleArn=arn, RoleSessionName=session_name)["Credentials"]

@@ -18,6 +18,7 @@ apply both decisions in some order, and each decision sees the value it replaces
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -73,6 +74,20 @@ def _read_strings(item: Mapping[str, Any], name: str) -> tuple[str, ...]:
     return tuple(str(v["S"]) for v in item.get(name, {}).get("L", []))
 
 
+def _ids(values: tuple[str, ...]) -> dict[str, Any]:
+    """Account ids, compressed: about 6 bytes an account instead of about 17 as a list,
+    so that an Organization of 50,000 accounts still fits one 400 KB item."""
+    return {"B": zlib.compress(",".join(values).encode(), 9)}
+
+
+def _read_ids(item: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    raw = item.get(name, {}).get("B")
+    if raw is None:
+        return ()
+    text = zlib.decompress(bytes(raw)).decode()
+    return tuple(text.split(",")) if text else ()
+
+
 class DynamoDbDirectory:
     def __init__(self, client: DynamoDBClient, table_name: str, scope: str) -> None:
         self._ddb = client
@@ -114,12 +129,13 @@ class DynamoDbDirectory:
                 Item={
                     "pk": {"S": self._pk},
                     "sk": {"S": "ACCOUNTS"},
-                    "accounts": _strings(listing.accounts),
+                    "accounts": _ids(listing.accounts),
                     "refreshed_at": {"S": stamp(listing.refreshed_at)},
                     "source": {"S": listing.source},
-                    "opted_out": _strings(listing.opted_out),
-                    "inactive": _strings(listing.inactive),
-                    "unclear": {"M": {k: {"S": v} for k, v in listing.unclear.items()}},
+                    "opted_out": _ids(listing.opted_out),
+                    "inactive": _ids(listing.inactive),
+                    # at most 100 odd opt-out values are kept (each cut to 64 characters)
+                    "unclear": {"M": {k: {"S": v} for k, v in list(listing.unclear.items())[:100]}},
                 },
                 ConditionExpression="attribute_not_exists(pk) OR refreshed_at < :at",
                 ExpressionAttributeValues={":at": {"S": stamp(listing.refreshed_at)}},
@@ -192,11 +208,11 @@ def _listing(item: Mapping[str, Any]) -> AccountListing:
     refreshed = _t(item, "refreshed_at")
     assert refreshed is not None
     return AccountListing(
-        accounts=_read_strings(item, "accounts"),
+        accounts=_read_ids(item, "accounts"),
         refreshed_at=refreshed,
         source=str(item.get("source", {}).get("S", "discover")),
-        opted_out=_read_strings(item, "opted_out"),
-        inactive=_read_strings(item, "inactive"),
+        opted_out=_read_ids(item, "opted_out"),
+        inactive=_read_ids(item, "inactive"),
         unclear={k: str(v["S"]) for k, v in item.get("unclear", {}).get("M", {}).items()},
     )
 

@@ -37,6 +37,17 @@ PERMISSIONS = ORG_MEMBER_EXTRA
 _STUDIO_RUNNING = frozenset({"InService", "Pending"})
 
 
+def regions_read_from(home: str) -> str:
+    """Where an account's DescribeRegions is called: a region that cannot be disabled in
+    the hub's partition. The hub's own region may be an opt-in region a member did not
+    enable, where every call would fail."""
+    if home.startswith("us-gov-"):
+        return "us-gov-west-1"
+    if home.startswith("cn-"):
+        return "cn-north-1"
+    return "us-east-1"
+
+
 class MemberProbe:
     """:class:`costguard.services.fanout.Prober` on one member account's clients."""
 

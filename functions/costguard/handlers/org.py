@@ -207,6 +207,7 @@ def build_fanout(
     """The fan-out's graph: the directory and plans on the ledger table, the work queue,
     Organizations (only to discover), and the aggregation with its alerts."""
     from costguard.adapters.aws import RETRY_CONFIG
+    from costguard.adapters.member import regions_read_from
     from costguard.adapters.organizations import OrganizationAccounts, organizations_region
     from costguard.domain.directory import TickPolicy
     from costguard.services.fanout import Fanout, FanoutSettings
@@ -241,7 +242,9 @@ def build_fanout(
         queue,
         FanoutSettings(
             scope=settings.scope,
-            policy=TickPolicy(env.probe_interval, home, frozenset(settings.regions)),
+            policy=TickPolicy(
+                env.probe_interval, regions_read_from(home), frozenset(settings.regions)
+            ),
             deadline=env.deadline,
             accounts=None if env.discover else env.accounts,
             opt_out_tag=env.opt_out_tag,
@@ -462,7 +465,7 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
 
 
 def _home_region(settings: Settings, session: Any) -> str:
-    """Where the hub runs: member DescribeRegions calls and the queue are made from it."""
+    """Where the hub runs (its queue's region when the URL does not say)."""
     return str(session.region_name or os.environ.get("AWS_REGION") or settings.regions[0])
 
 
