@@ -226,3 +226,32 @@ def test_a_tick_costs_the_active_slices_plus_a_small_probe_term_not_every_slice(
     # AND the directory is written only when something changes: no write per scan
     writes = sum(s.calls.get("dynamodb.PutItem", 0) for s in day)
     assert writes <= sum(probes) + 200 * 2  # probes of empty slices, daily regions
+
+
+def test_a_region_where_every_probe_call_is_refused_is_reported_not_read_as_empty() -> None:
+    # GIVEN account A whose us-west-2 refuses every call (a service control policy)
+    from costguard.domain.directory import ProbeAnswer
+
+    world = OrgWorld([A], list(REGIONS))
+    real = world.prober_for
+
+    class Blind:
+        def probe(self, region: str) -> ProbeAnswer:
+            if region == "us-west-2":
+                return ProbeAnswer((), ("ec2:DescribeInstances", "eks:ListClusters"), blind=True)
+            return real(Slice(A, region)).probe(region)
+
+    world.prober_for = lambda s: Blind()  # type: ignore[assignment, method-assign, return-value]
+    sim = OrgSimulation(world)
+    sim.tick(T0)
+    # WHEN it is probed
+    probes = sim.tick(T0 + TICK)
+    # THEN the item does not fail (a retry would be refused again), the slice is not
+    # marked empty, and the next tick names the account-region
+    assert probes.failures == ()
+    d = directory_of(sim)
+    assert d.slices[Slice(A, "us-west-2")].state is SliceState.UNPROBED
+    assert d.slices[Slice(A, "us-east-1")].state is SliceState.EMPTY
+    lost = sim.tick(T0 + 2 * TICK).summary.unreachable
+    assert [(u.account, u.region) for u in lost] == [(A, "us-west-2")]
+    assert "every probe call was refused" in lost[0].failure

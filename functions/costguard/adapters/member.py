@@ -19,7 +19,9 @@ price?", with at most five small calls, stopping at the first hit:
 Each is a call the scan already makes, so the member role needs nothing new for it
 (:data:`costguard.iam.PROBE_ACTIONS`). A service that refuses the role (a service
 control policy denying a region, say) counts as "nothing seen there" and is named in
-the answer; throttling and other errors fail the probe, which the queue retries.
+the answer; when every call is refused the answer is *blind*, which the consumer reports
+rather than reading as empty. Throttling and other errors fail the probe, which the
+queue retries.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class MemberProbe:
                 continue
             if hit:
                 return ProbeAnswer((hit,), tuple(denied))
-        return ProbeAnswer((), tuple(denied))
+        return ProbeAnswer((), tuple(denied), blind=len(denied) == len(checks))
 
     def _instances(self, region: str) -> str | None:
         ec2 = self._clients.ec2(region)

@@ -94,6 +94,8 @@ class ProbeAnswer:
 
     found: tuple[str, ...] = ()
     denied: tuple[str, ...] = ()
+    #: Every call was refused: nothing could be seen, which is not "empty".
+    blind: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -336,6 +336,13 @@ class ProbeWork:
             why = _failure(exc)
             self._store.update_slice(s, lambda st: after_probe_failure(st, tick, why))
             raise
+        if answer.blind:
+            # Nothing could be read (a service control policy, an outdated member role):
+            # recorded as a failure, which the fan-out reports, and not retried now (it
+            # would be refused again); the next window tries again.
+            why = f"AccessDenied: every probe call was refused ({', '.join(answer.denied)})"
+            self._store.update_slice(s, lambda st: after_probe_failure(st, tick, why))
+            return ProbeOutcome(s, tick, answer, None)
         new = self._store.update_slice(s, lambda st: after_probe(st, tick, bool(answer.found)))
         return ProbeOutcome(s, tick, answer, new.state if new else None)
 
