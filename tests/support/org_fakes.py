@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from costguard.adapters.directory import InMemoryDirectory
 from costguard.adapters.slices import InMemorySliceBook
@@ -324,4 +323,24 @@ def directory_of(sim: OrgSimulation) -> Directory:
     return sim.store._inner.load()
 
 
-__all__ = ["Any", "OrgSimulation", "OrgWorld", "TickStats", "directory_of"]
+def simulate(
+    accounts: int,
+    regions: Sequence[str],
+    holding_fraction: float,
+    *,
+    start: datetime,
+    hours: float = 24,
+    every: timedelta = timedelta(minutes=15),
+    probe_interval: timedelta = timedelta(hours=6),
+    settle: int = 3,
+) -> tuple[OrgWorld, list[TickStats]]:
+    """The benchmark's entry point: an Organization of ``accounts`` x ``regions`` where
+    ``holding_fraction`` of the account-regions hold accelerators, settled (``settle``
+    ticks: regions read, then probed, then scanned), then ``hours`` of ticks every
+    ``every``. Each :class:`TickStats` holds the tick's work items by kind, the AWS calls
+    by operation (member accounts, DynamoDB, SQS, Organizations) and its invocations."""
+    world = OrgWorld.build(accounts, regions, holding_fraction)
+    sim = OrgSimulation(world, probe_interval=probe_interval)
+    sim.run(start, settle, every)
+    ticks = int(timedelta(hours=hours) / every)
+    return world, sim.run(start + settle * every, ticks, every)
