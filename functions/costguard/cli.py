@@ -451,7 +451,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     settings = _settings_for_scan(args, session)
     catalog, which, source = _choose_catalog(args.catalog, _progress(True))
     _require_credentials(session)
-    if getattr(args, "accounts", None):
+    if getattr(args, "accounts", None) or getattr(args, "org", False):
         return _scan_accounts(args, session, settings, catalog.to_domain(), which)
     if settings.table_name and not args.scope:
         # The deployed scan keys the ledger by account id; read the same rows.
@@ -503,16 +503,22 @@ def cmd_scan(args: argparse.Namespace) -> int:
 def _scan_accounts(
     args: argparse.Namespace, session: Any, settings: Settings, catalog: Any, which: str
 ) -> int:
-    """``scan --accounts``: each account through its member role (cli_org)."""
-    from costguard.cli_org import print_accounts, scan_accounts
+    """``scan --accounts`` / ``scan --org``: each account through its member role (cli_org)."""
+    from costguard.cli_org import discover_accounts, print_accounts, scan_accounts
     from costguard.settings import one_line
 
+    option = "--org" if args.org else "--accounts"
     if settings.table_name:
-        raise CommandError("--accounts scans with an in-memory ledger: drop --table")
+        raise CommandError(f"{option} scans with an in-memory ledger: drop --table")
+    accounts = args.accounts
+    if args.org:
+        accounts = discover_accounts(
+            session, args.opt_out_tag, datetime.now(UTC), progress=_progress(not args.quiet)
+        )
     _progress(not args.quiet)(one_line(which, 1000))
     results = scan_accounts(
         session,
-        args.accounts,
+        accounts,
         settings,
         catalog,
         datetime.now(UTC),
@@ -1029,23 +1035,38 @@ def parser() -> argparse.ArgumentParser:
         help="how to read SageMaker tags (default tagging-api)",
     )
     scan.add_argument("--scope", help="ledger scope to read (default: the account id)")
-    scan.add_argument(
+    who = scan.add_mutually_exclusive_group()
+    who.add_argument(
         "--accounts",
         type=account_list,
         metavar="IDS",
         help="scan these accounts (comma-separated) through their CostGuard member role",
     )
+    who.add_argument(
+        "--org",
+        action="store_true",
+        help="scan every ACTIVE account of the Organization (ListAccounts with your "
+        "credentials: the management or a delegated administrator account), except those "
+        "tagged costguard:opt-out=true, through their CostGuard member role",
+    )
+    scan.add_argument(
+        "--opt-out-tag",
+        default="costguard:opt-out",
+        metavar="KEY",
+        help="with --org: the account tag whose value true leaves an account out "
+        "(default costguard:opt-out)",
+    )
     scan.add_argument(
         "--role-name",
         default="costguard-member-read",
-        help="the member role --accounts assumes (default costguard-member-read)",
+        help="the member role --accounts/--org assumes (default costguard-member-read)",
     )
     scan.add_argument(
         "--account-workers",
         type=int,
         default=4,
         metavar="N",
-        help="accounts scanned at once with --accounts (default 4)",
+        help="accounts scanned at once with --accounts/--org (default 4)",
     )
     scan.add_argument(
         "--catalog",

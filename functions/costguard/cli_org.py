@@ -1,4 +1,10 @@
-"""``costguard scan --accounts 111111111111,222222222222``: several accounts from a laptop.
+"""``costguard scan --accounts 111111111111,222222222222`` (or ``--org``): several accounts
+from a laptop.
+
+``--org`` lists the Organization's accounts with the user's own credentials
+(``organizations:ListAccounts`` and ``ListTagsForResource``: the management account or a
+delegated administrator), keeps the ACTIVE ones not tagged ``costguard:opt-out=true``,
+and scans them as ``--accounts`` does.
 
 Each account is entered through its CostGuard member role (``sts:AssumeRole``) and scanned
 read-only, with an in-memory ledger, on a bounded thread pool: at most ``--account-workers``
@@ -82,6 +88,65 @@ def scan_accounts(
         futures = {pool.submit(one, a): a for a in accounts}
         results = {futures[f]: f.result() for f in as_completed(futures)}
     return [results[a] for a in accounts]
+
+
+def discover_accounts(
+    session: Any,
+    opt_out_tag: str,
+    now: datetime,
+    *,
+    workers: int = 4,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> list[str]:
+    """The Organization's accounts to scan; what was skipped, and why, goes to ``progress``."""
+    from costguard.adapters.aws import RETRY_CONFIG  # noqa: PLC0415
+    from costguard.adapters.organizations import (  # noqa: PLC0415
+        OrganizationAccounts,
+        organizations_region,
+    )
+    from costguard.cli_common import EXIT_AWS, EXIT_NO_DATA, CommandError  # noqa: PLC0415
+    from costguard.domain.directory import (  # noqa: PLC0415
+        ACTIVE_ACCOUNT,
+        DiscoveryError,
+        select_accounts,
+    )
+
+    client = session.client(
+        "organizations",
+        region_name=organizations_region(session.region_name or "us-east-1"),
+        config=RETRY_CONFIG,
+    )
+    source = OrganizationAccounts(client)
+    try:
+        listed = source.accounts()
+        active = [a for a, state in listed if state == ACTIVE_ACCOUNT]
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(active) or 1))) as pool:
+            tags = dict(zip(active, pool.map(source.tags, active), strict=True))
+    except DiscoveryError as exc:
+        raise CommandError(
+            f"--org could not list the Organization's accounts ({exc}). Run it with the "
+            "credentials of the management account or a delegated administrator, or name "
+            "the accounts with --accounts.",
+            EXIT_AWS,
+        ) from None
+    listing = select_accounts(listed, tags, opt_out_tag, now)
+    skipped = []
+    if listing.opted_out:
+        skipped.append(f"{len(listing.opted_out)} opted out ({', '.join(listing.opted_out[:5])})")
+    if listing.inactive:
+        skipped.append(f"{len(listing.inactive)} not active ({', '.join(listing.inactive[:5])})")
+    progress(
+        f"{len(listing.accounts)} account(s) of the Organization to scan"
+        + (f"; skipped {', '.join(skipped)}" if skipped else "")
+    )
+    for account, value in listing.unclear.items():
+        progress(
+            f"{account}: tag {opt_out_tag}={value!r} is neither true nor false: scanned "
+            "(set it to true to leave the account out)"
+        )
+    if not listing.accounts:
+        raise CommandError("no account of the Organization to scan", EXIT_NO_DATA)
+    return list(listing.accounts)
 
 
 def print_accounts(results: Sequence[AccountScan], as_json: bool) -> int:

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 #: Accelerator info per instance type outlives one invocation: a warm Lambda asks once.
 _INSTANCE_TYPES = InstanceTypeCache()
+#: The same cache, for the organization probe (it judges accelerators as the scan does).
+INSTANCE_TYPES = _INSTANCE_TYPES
 #: The stored price catalog, per ledger table: a warm Lambda reads it every few minutes.
 CATALOG_CACHE = CatalogCache()
 

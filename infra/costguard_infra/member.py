@@ -4,7 +4,8 @@ Deployed to an organizational unit as a CloudFormation StackSet (service-managed
 automatic deployment), so it holds no Lambda, no asset and no bootstrap check: the
 template is self-contained and a new account of the OU gets it on joining.
 
-- ``costguard-member-read``: what the scan reads (``costguard.iam.scan_permissions``),
+- ``costguard-member-read``: what the scan reads (``costguard.iam.scan_permissions``) and
+  the account's opted-in regions (``ec2:DescribeRegions``, ``costguard.iam.ORG_MEMBER_EXTRA``),
   nothing that changes anything.
 - ``costguard-member-act``: what the guards may do (``costguard.actuators``), every
   mutating statement tag-conditioned exactly as in the single-account stack.
@@ -29,7 +30,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from costguard.actuators import actuator_permissions
-from costguard.iam import scan_permissions
+from costguard.iam import member_read_permissions
 from costguard.names import OrgRoles
 from costguard_infra.config import ConfigError
 from costguard_infra.guard_function import policy_statements
@@ -211,7 +212,8 @@ class CostGuardMemberStack(cdk.Stack):
             role_name=OrgRoles.MEMBER_READ,
             description="CostGuard hub: read-only inventory of this account",
             config=config,
-            permissions=scan_permissions(
+            # The scan's permissions, plus ec2:DescribeRegions for the hub's region discovery.
+            permissions=member_read_permissions(
                 sagemaker_tags=config.sagemaker_tags, sagemaker_studio=config.sagemaker_studio
             ),
         )

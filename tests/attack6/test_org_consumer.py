@@ -65,6 +65,7 @@ def test_a_malformed_body_fails_alone_not_the_batch() -> None:
             class R:
                 ledger = CommitOutcome.APPLIED
                 resource_count = 0
+                failed_sources: frozenset[tuple[str, str]] = frozenset()
 
             return R()
 

@@ -83,3 +83,13 @@ def test_aggregation_is_claimed_once_and_due_only_after_the_deadline(book: Any) 
     assert not book.claim_aggregation(T0, T0 + timedelta(minutes=11))
     assert book.due(T0 - timedelta(hours=1), T0 + timedelta(hours=1)) == []
     assert not book.claim_aggregation(T0 + timedelta(minutes=1), T0)  # no plan
+
+
+def test_a_plan_carries_the_empty_slices_it_rolls_up_without_awaiting_them(book: Any) -> None:
+    # GIVEN a plan of A, carrying B (empty now, with spend earlier this month) and A again
+    assert book.plan(T0, [A], T0 + timedelta(minutes=10), [B, A])
+    plan = book.get(T0)
+    # THEN B is rolled up but not awaited: A alone completes the plan
+    assert plan.carried == {B} and plan.rolled_up == {A, B}
+    _newly, plan = book.mark_done(T0, A)
+    assert plan.complete

@@ -6,6 +6,9 @@ IAM for STS: the hub's roles need ``sts:AssumeRole`` on
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -33,6 +36,15 @@ class AccountAccessError(Exception):
         self.detail = message
 
 
+def partition_of(region: str) -> str:
+    """The ARN partition of a region: a GovCloud or China role has its own."""
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    if region.startswith("cn-"):
+        return "aws-cn"
+    return "aws"
+
+
 def member_clients(
     base: Any, s: Slice, role_name: str, *, session_name: str = "costguard-hub"
 ) -> ClientFactory:
@@ -42,8 +54,7 @@ def member_clients(
     """
     import boto3  # noqa: PLC0415 - a Lambda that never assumes a role never imports it here
 
-    partition = "aws-cn" if s.region.startswith("cn-") else "aws"
-    arn = f"arn:{partition}:iam::{s.account}:role/{role_name}"
+    arn = f"arn:{partition_of(s.region)}:iam::{s.account}:role/{role_name}"
     try:
         sts = base.client("sts", region_name=s.region, config=RETRY_CONFIG)
         creds = sts.assume_role(RoleArn=arn, RoleSessionName=session_name)["Credentials"]
@@ -61,3 +72,39 @@ def member_clients(
         region_name=s.region,
     )
     return ClientFactory(session, account=s.account)
+
+
+class MemberClients:
+    """Each member account's clients, kept while their credentials are fresh.
+
+    One ``sts:AssumeRole`` per account per container and ``ttl``, instead of one per work
+    item: a warm consumer that runs an account's scan, probes and regions reuses them
+    (the credentials last an hour; they are renewed well before). A failure is not kept:
+    the next item of the account tries again.
+    """
+
+    def __init__(
+        self,
+        base: Any,
+        role_name: str,
+        *,
+        ttl_seconds: float = 45 * 60,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._base = base
+        self._role = role_name
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._cache: dict[str, tuple[float, ClientFactory]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, s: Slice) -> ClientFactory:
+        now = self._clock()
+        with self._lock:
+            hit = self._cache.get(s.account)
+            if hit is not None and now - hit[0] < self._ttl:
+                return hit[1]
+        clients = member_clients(self._base, s, self._role)
+        with self._lock:
+            self._cache[s.account] = (now, clients)
+        return clients

@@ -48,16 +48,24 @@ class DynamoDbSliceBook:
     def _key(self, tick: datetime) -> dict[str, Any]:
         return {"pk": {"S": self._pk}, "sk": {"S": stamp(tick)}}
 
-    def plan(self, tick: datetime, slices: Iterable[Slice], deadline: datetime) -> bool:
+    def plan(
+        self,
+        tick: datetime,
+        slices: Iterable[Slice],
+        deadline: datetime,
+        carried: Iterable[Slice] = (),
+    ) -> bool:
         keys = sorted({s.key for s in slices})
         if not keys:
             return False
+        also = sorted({s.key for s in carried} - set(keys))
         try:
             self._ddb.put_item(
                 TableName=self._table,
                 Item={
                     **self._key(tick),
                     "expected": {"SS": keys},
+                    **({"carried": {"SS": also}} if also else {}),
                     "deadline": {"S": stamp(deadline)},
                     "errors": {"M": {}},
                     "attempts": {"M": {}},
@@ -169,6 +177,7 @@ def _plan(item: dict[str, Any]) -> TickPlan:
         done=frozenset(Slice.parse(k) for k in item.get("done", {}).get("SS", [])),
         failures=failures,
         aggregated_at=parse_stamp(aggregated) if aggregated else None,
+        carried=frozenset(Slice.parse(k) for k in item.get("carried", {}).get("SS", [])),
     )
 
 
@@ -179,12 +188,20 @@ class InMemorySliceBook:
         self._plans: dict[datetime, TickPlan] = {}
         self._lock = threading.Lock()
 
-    def plan(self, tick: datetime, slices: Iterable[Slice], deadline: datetime) -> bool:
+    def plan(
+        self,
+        tick: datetime,
+        slices: Iterable[Slice],
+        deadline: datetime,
+        carried: Iterable[Slice] = (),
+    ) -> bool:
         expected = frozenset(slices)
         with self._lock:
             if not expected or tick in self._plans:
                 return False
-            self._plans[tick] = TickPlan(tick, expected, deadline)
+            self._plans[tick] = TickPlan(
+                tick, expected, deadline, carried=frozenset(carried) - expected
+            )
             return True
 
     def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]:

@@ -80,6 +80,15 @@ class TickPlan:
     done: frozenset[Slice] = frozenset()
     failures: Mapping[Slice, SliceFailure] = field(default_factory=dict)
     aggregated_at: datetime | None = None
+    #: Slices not scanned at this time (empty now) whose spend earlier this month the
+    #: aggregation still rolls up: a GPU that stopped does not take its month-to-date
+    #: out of the project's total. Never awaited: they are not ``expected``.
+    carried: frozenset[Slice] = frozenset()
+
+    @property
+    def rolled_up(self) -> frozenset[Slice]:
+        """Every slice whose ledger the aggregation reads."""
+        return self.expected | self.carried
 
     @property
     def missing(self) -> tuple[Slice, ...]:

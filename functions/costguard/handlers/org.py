@@ -1,72 +1,478 @@
-"""The Organization hub's Lambdas: the fan-out (one message per account-region per time)
-and the queue consumer (one slice per message, partial-batch failures).
+"""The Organization hub's Lambdas: the fan-out (one tick: plan, enqueue, aggregate) and
+the queue consumer (one work item per message, routed by kind, partial-batch failures).
 
-The queue is SQS FIFO: ``MessageGroupId`` is the account (``account#n`` for a cap of n), so
-at most ``n`` of one account's slices run at once, whatever the consumers' concurrency;
-``MessageDeduplicationId`` is ``time/account/region``, so a retried fan-out enqueues
-nothing twice within SQS's five minutes, and the ledger refuses anything later.
+The queue is SQS FIFO (:mod:`costguard.adapters.work_queue`): ``MessageGroupId`` is the
+account (``account#n`` for a cap of n), so at most ``n`` of one account's items run at
+once, whatever the consumers' concurrency; ``MessageDeduplicationId`` is
+``time/account/region``, so a retried fan-out enqueues nothing twice within SQS's five
+minutes, and the ledger and the directory refuse anything later.
+
+Environment (names fixed with the CDK side; see ORG-CONTRACT): :data:`ORG_ACCOUNTS_ENV`,
+:data:`ORG_ID_ENV`, :data:`MEMBER_ROLE_ENV`, :data:`PER_ACCOUNT_CAP_ENV`,
+:data:`PROBE_HOURS_ENV`, :data:`SLICE_DEADLINE_ENV`, :data:`OPT_OUT_TAG_ENV`,
+:data:`QUEUE_URL_ENV`; the regions setting (``COSTGUARD_REGIONS``) is the allow-list
+discovered regions are intersected with.
 """
 
 from __future__ import annotations
 
 import os
-import zlib
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict
 
-from costguard.domain.calendar import require_utc
+from costguard.adapters.work_queue import SEND_BATCH, SqsWorkQueue, WorkItem, message_group
+from costguard.domain.directory import WorkKind
 from costguard.domain.org import Slice
+from costguard.handlers.events import ScheduledEvent
 from costguard.names import OrgRoles
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from costguard.services.org import SliceBook, SliceResult, SliceWork
+    from costguard.adapters.assume import MemberClients
+    from costguard.adapters.aws import ClientFactory
+    from costguard.ports import Ledger
+    from costguard.services.fanout import Fanout, OrgWork, WorkOutcome
+    from costguard.services.org import Aggregation, SliceBook, SliceWork
     from costguard.settings import Settings
+
+__all__ = [
+    "SEND_BATCH",
+    "OrgEnvironment",
+    "WorkItem",
+    "build_fanout",
+    "build_org_work",
+    "build_slice_work",
+    "consume",
+    "consumer_handler",
+    "fanout_handler",
+    "message_group",
+    "parse_accounts",
+    "plan_and_enqueue",
+    "slices_of",
+]
 
 logger = Logger(service="costguard-org")
 
+#: "" (single-account mode: no hub), "discover" (ListAccounts) or comma-separated ids.
+ORG_ACCOUNTS_ENV = "COSTGUARD_ORG_ACCOUNTS"
+#: o-xxxxxxxxxx: the Organization the hub's roles may assume member roles in.
+ORG_ID_ENV = "COSTGUARD_ORG_ID"
 #: The member role the consumers assume (read-only), overridable for a custom name.
 MEMBER_ROLE_ENV = "COSTGUARD_MEMBER_ROLE"
-#: At most this many of one account's slices at once (its API rate limits are per account).
+#: At most this many of one account's items at once (its API rate limits are per account).
 PER_ACCOUNT_CAP_ENV = "COSTGUARD_PER_ACCOUNT_CONCURRENCY"
-SEND_BATCH = 10
+#: Empty account-regions are re-probed once per this many hours.
+PROBE_HOURS_ENV = "COSTGUARD_PROBE_HOURS"
+#: A tick is aggregated this many minutes after it, with whatever slices came in.
+SLICE_DEADLINE_ENV = "COSTGUARD_SLICE_DEADLINE_MINUTES"
+#: The account tag whose value ``true`` leaves the account out.
+OPT_OUT_TAG_ENV = "COSTGUARD_ORG_OPT_OUT_TAG"
+#: The FIFO work queue (the fan-out's only).
+QUEUE_URL_ENV = "COSTGUARD_QUEUE_URL"
+DISCOVER = "discover"
+
+ORG_ENV_VARS = (
+    ORG_ACCOUNTS_ENV,
+    ORG_ID_ENV,
+    MEMBER_ROLE_ENV,
+    PER_ACCOUNT_CAP_ENV,
+    PROBE_HOURS_ENV,
+    SLICE_DEADLINE_ENV,
+    OPT_OUT_TAG_ENV,
+    QUEUE_URL_ENV,
+)
+
+_ROLE_NAME = re.compile(r"[\w+=,.@-]{1,64}")
+_ORG_ID = re.compile(r"o-[a-z0-9]{10,32}")
 
 
-class WorkItem(BaseModel):
-    """One queue message: scan ``account`` in ``region`` as of ``time``."""
+class OrgConfigError(ValueError):
+    """An organization-mode variable is wrong; the message names it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    time: datetime
-    account: str
-    region: str
+class OrgEnvironment(BaseModel):
+    """The hub's organization settings, read once from the Lambda's environment."""
 
-    @field_validator("time")
-    @classmethod
-    def _utc(cls, value: datetime) -> datetime:
-        return require_utc(value)
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: None: single-account mode; () never; ("discover",) is :attr:`discover`.
+    accounts: tuple[str, ...] | None = None
+    discover: bool = False
+    org_id: str | None = None
+    member_role: str = OrgRoles.MEMBER_READ
+    per_account_cap: int = 2
+    probe_hours: Decimal = Decimal(6)
+    slice_deadline_minutes: int = 10
+    opt_out_tag: str = "costguard:opt-out"
+    queue_url: str | None = None
 
     @property
-    def slice(self) -> Slice:
-        return Slice(self.account, self.region)
+    def org_mode(self) -> bool:
+        return self.discover or bool(self.accounts)
 
-    def dedupe_id(self) -> str:
-        return f"{self.time:%Y%m%dT%H%M%SZ}/{self.account}/{self.region}"
+    @property
+    def probe_interval(self) -> timedelta:
+        return timedelta(seconds=int(self.probe_hours * 3600))
+
+    @property
+    def deadline(self) -> timedelta:
+        return timedelta(minutes=self.slice_deadline_minutes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> OrgEnvironment:
+        """Every problem at once, each naming its variable; empty means the default."""
+        problems: list[str] = []
+        values: dict[str, Any] = {}
+
+        def text(name: str) -> str:
+            return environ.get(name, "").strip()
+
+        raw_accounts = text(ORG_ACCOUNTS_ENV)
+        if raw_accounts.lower() == DISCOVER:
+            values["discover"] = True
+        elif raw_accounts:
+            try:
+                values["accounts"] = tuple(parse_accounts(raw_accounts))
+            except ValueError as exc:
+                problems.append(f"{ORG_ACCOUNTS_ENV}: {exc} (or set it to 'discover')")
+        if org_id := text(ORG_ID_ENV):
+            if _ORG_ID.fullmatch(org_id):
+                values["org_id"] = org_id
+            else:
+                problems.append(f"{ORG_ID_ENV}: must look like o-abc1234567, got {org_id[:40]!r}")
+        if role := text(MEMBER_ROLE_ENV):
+            if _ROLE_NAME.fullmatch(role):
+                values["member_role"] = role
+            else:
+                problems.append(f"{MEMBER_ROLE_ENV}: not an IAM role name: {role[:70]!r}")
+        for name, field, low, high in (
+            (PER_ACCOUNT_CAP_ENV, "per_account_cap", 1, 10),
+            (SLICE_DEADLINE_ENV, "slice_deadline_minutes", 1, 170),
+        ):
+            if raw := text(name):
+                if raw.isdigit() and low <= int(raw) <= high:
+                    values[field] = int(raw)
+                else:
+                    problems.append(
+                        f"{name}: must be a whole number from {low} to {high}, got {raw[:20]!r}"
+                    )
+        if raw := text(PROBE_HOURS_ENV):
+            try:
+                hours = Decimal(raw)
+            except InvalidOperation:
+                hours = Decimal(-1)
+            # At least one scan interval apart, at most a week (a GPU week unseen).
+            if hours.is_finite() and Decimal("0.25") <= hours <= 168:
+                values["probe_hours"] = hours
+            else:
+                problems.append(
+                    f"{PROBE_HOURS_ENV}: must be hours from 0.25 to 168, got {raw[:20]!r}"
+                )
+        if tag := text(OPT_OUT_TAG_ENV):
+            if len(tag) <= 128:
+                values["opt_out_tag"] = tag
+            else:
+                problems.append(f"{OPT_OUT_TAG_ENV}: a tag key has at most 128 characters")
+        if url := text(QUEUE_URL_ENV):
+            values["queue_url"] = url
+        if problems:
+            raise OrgConfigError("invalid organization settings: " + "; ".join(problems))
+        return cls(**values)
 
 
-def message_group(s: Slice, per_account_cap: int) -> str:
-    """The FIFO group of a slice: ``per_account_cap`` groups per account, regions spread
-    over them by a stable hash, so one account never has more slices in flight."""
-    if per_account_cap <= 1:
-        return s.account
-    return f"{s.account}#{zlib.crc32(s.region.encode()) % per_account_cap}"
+# -- the fan-out ------------------------------------------------------------------------------
+
+
+class FanoutEvent(ScheduledEvent):
+    """What the schedule sends the fan-out: ``{"time": <scheduled time>}`` (as the scan)."""
+
+
+def build_fanout(
+    settings: Settings,
+    env: OrgEnvironment,
+    session: Any,
+    *,
+    sqs: Any = None,
+    organizations: Any = None,
+) -> Fanout:
+    """The fan-out's graph: the directory and plans on the ledger table, the work queue,
+    Organizations (only to discover), and the aggregation with its alerts."""
+    from costguard.adapters.aws import RETRY_CONFIG
+    from costguard.adapters.member import regions_read_from
+    from costguard.adapters.organizations import OrganizationAccounts, organizations_region
+    from costguard.domain.directory import TickPolicy
+    from costguard.services.fanout import Fanout, FanoutSettings
+    from costguard.wiring import build_alert_service
+
+    if not env.org_mode:
+        raise OrgConfigError(
+            f"{ORG_ACCOUNTS_ENV} is empty: single-account mode has no fan-out (set it to "
+            "'discover' or to account ids)"
+        )
+    if not env.queue_url:
+        raise OrgConfigError(f"{QUEUE_URL_ENV} is not set: the fan-out has nowhere to send")
+    hub, ledger, book, store = _hub(settings, session)
+    home = _home_region(settings, session)
+    queue = SqsWorkQueue(
+        sqs
+        or session.client(
+            "sqs", region_name=_queue_region(env.queue_url, home), config=RETRY_CONFIG
+        ),
+        env.queue_url,
+        env.per_account_cap,
+    )
+    source = None
+    if env.discover:
+        client = organizations or session.client(
+            "organizations", region_name=organizations_region(home), config=RETRY_CONFIG
+        )
+        source = OrganizationAccounts(client)
+    return Fanout(
+        store,
+        book,
+        queue,
+        FanoutSettings(
+            scope=settings.scope,
+            policy=TickPolicy(
+                env.probe_interval, regions_read_from(home), frozenset(settings.regions)
+            ),
+            deadline=env.deadline,
+            accounts=None if env.discover else env.accounts,
+            opt_out_tag=env.opt_out_tag,
+        ),
+        source=source,
+        aggregation=_aggregation(settings, hub, ledger, book),
+        findings=ledger,
+        alerts=build_alert_service(settings, hub, ledger),
+        log=lambda message, extra: logger.warning(message, extra=dict(extra)),
+    )
+
+
+@logger.inject_lambda_context
+def fanout_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    import boto3
+
+    from costguard.handlers import events
+    from costguard.handlers.events import EventTimeError, scheduled_now
+    from costguard.settings import Settings
+
+    try:
+        tick = scheduled_now(FanoutEvent, event, events.CLOCK())
+    except EventTimeError as exc:
+        # A retry cannot make a bad time good: report, enqueue nothing, do not retry.
+        logger.error("fan-out refused: implausible event time", extra={"reason": str(exc)})
+        return {"refused": str(exc), "sent": 0}
+    settings = Settings.from_env(os.environ)
+    env = OrgEnvironment.from_env(os.environ)
+    summary = build_fanout(settings, env, boto3.Session()).tick(tick)
+    out = summary.as_dict()
+    logger.info("tick enqueued", extra=out)
+    return out
+
+
+# -- the consumer -------------------------------------------------------------------------------
+
+
+def consume(event: dict[str, Any], work: OrgWork | SliceWork, now: datetime) -> dict[str, Any]:
+    """Process an SQS batch: each record is one work item; a failed one is reported back
+    alone (``batchItemFailures``), retried by SQS and dead-lettered after the queue's
+    ``maxReceiveCount``. ``skip_group_on_error``: only the failed account's later
+    messages wait, never another account's."""
+    from costguard.services.fanout import OrgWork
+
+    router = work if isinstance(work, OrgWork) else OrgWork(work)
+
+    def record_handler(record: SQSRecord) -> None:
+        item = WorkItem.model_validate_json(record.body)
+        try:
+            outcome = router.run(item.work(), now)
+        except Exception as exc:
+            logger.warning(
+                "work item failed",
+                extra={
+                    "kind": item.kind,
+                    "account": item.account,
+                    "region": item.region,
+                    "time": item.time.isoformat(),
+                    "error": f"{type(exc).__name__}: {exc}"[:500],
+                    "receive_count": record.attributes.approximate_receive_count,
+                },
+            )
+            raise
+        logger.info("work item done", extra=_outcome_log(outcome))
+
+    processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    response: dict[str, Any] = dict(process_partial_response(event, record_handler, processor))
+    return response
+
+
+def _outcome_log(o: WorkOutcome) -> dict[str, Any]:
+    w = o.work
+    out: dict[str, Any] = {
+        "kind": w.kind.value,
+        "account": w.slice.account,
+        "region": w.slice.region,
+        "time": w.tick.isoformat(),
+    }
+    if o.scan is not None:
+        out |= {
+            "ledger": o.scan.ledger.value,
+            "newly_done": o.scan.newly_done,
+            "resources": o.scan.resources,
+            "aggregated": o.scan.aggregated is not None,
+            "state": o.state.value if o.state else None,
+        }
+    if o.probe is not None:
+        out |= {
+            "found": list(o.probe.answer.found),
+            "denied": list(o.probe.answer.denied),
+            "state": o.probe.state.value if o.probe.state else None,
+        }
+    if o.regions is not None:
+        out |= {"regions": list(o.regions.regions), "stored": o.regions.stored}
+    return out
+
+
+def _hub(settings: Settings, session: Any) -> tuple[ClientFactory, Ledger, SliceBook, Any]:
+    """The hub's clients, ledger, plans and directory (on the table, or in memory)."""
+    from costguard.adapters.aws import ClientFactory
+    from costguard.adapters.directory import DynamoDbDirectory, InMemoryDirectory
+    from costguard.adapters.slices import DynamoDbSliceBook, InMemorySliceBook
+    from costguard.wiring import build_ledger
+
+    hub = ClientFactory(session, account=settings.scope)
+    ledger = build_ledger(settings, hub)
+    if settings.table_name:
+        region = session.region_name or settings.regions[0]
+        ddb = hub.dynamodb(region)
+        return (
+            hub,
+            ledger,
+            DynamoDbSliceBook(ddb, settings.table_name, settings.scope),
+            DynamoDbDirectory(ddb, settings.table_name, settings.scope),
+        )
+    return hub, ledger, InMemorySliceBook(), InMemoryDirectory()
+
+
+def _aggregation(
+    settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook
+) -> Aggregation:
+    from costguard.services.org import Aggregation, OrgSettings, alert_after
+    from costguard.wiring import build_alert_service
+
+    alerts = build_alert_service(settings, hub, ledger)
+    return Aggregation(
+        book,
+        ledger,
+        OrgSettings(
+            scope=settings.scope,
+            projects=settings.project_table(),
+            warning_pct=settings.warning_pct,
+        ),
+        after=alert_after(alerts) if alerts else None,
+    )
+
+
+def _slice_work(
+    settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook, members: Any
+) -> SliceWork:
+    from costguard.adapters.assume import AccountAccessError
+    from costguard.domain.org import slice_scope
+    from costguard.services.org import SliceWork
+    from costguard.wiring import BundledCatalog, build_scan_service, catalog_reader
+
+    catalog, in_use = (catalog_reader(settings, hub) or BundledCatalog()).read()
+
+    def scan_for(s: Slice) -> Any:
+        slice_settings = settings.model_copy(
+            update={"scope": slice_scope(settings.scope, s), "regions": (s.region,)}
+        )
+        return build_scan_service(
+            slice_settings, members(s), ledger=ledger, catalog=catalog, catalog_in_use=in_use
+        )
+
+    return SliceWork(
+        book, scan_for, _aggregation(settings, hub, ledger, book), (AccountAccessError,)
+    )
+
+
+def build_slice_work(
+    settings: Settings, session: Any, *, role_name: str | None = None
+) -> SliceWork:
+    """The scan consumer's graph alone (no directory): each slice's clients assumed."""
+    from costguard.adapters.assume import MemberClients
+
+    hub, ledger, book, _store = _hub(settings, session)
+    role = role_name or os.environ.get(MEMBER_ROLE_ENV) or OrgRoles.MEMBER_READ
+    return _slice_work(settings, hub, ledger, book, MemberClients(session, role))
+
+
+def build_org_work(
+    settings: Settings,
+    session: Any,
+    *,
+    role_name: str | None = None,
+    members: MemberClients | None = None,
+) -> OrgWork:
+    """The consumer's graph: scans, probes and region reads, each in its member account
+    through the member role (credentials kept per account, see MemberClients)."""
+    from costguard.adapters.assume import AccountAccessError, MemberClients
+    from costguard.adapters.member import MemberProbe, MemberRegions
+    from costguard.services.fanout import OrgWork, ProbeWork, RegionsWork
+
+    hub, ledger, book, store = _hub(settings, session)
+    role = role_name or os.environ.get(MEMBER_ROLE_ENV) or OrgRoles.MEMBER_READ
+    enter = members or MemberClients(session, role)
+    errors = (AccountAccessError,)
+    return OrgWork(
+        _slice_work(settings, hub, ledger, book, enter),
+        store,
+        ProbeWork(store, lambda s: MemberProbe(enter(s), studio=settings.sagemaker_studio), errors),
+        RegionsWork(store, lambda s: MemberRegions(enter(s)), errors),
+    )
+
+
+#: Member credentials kept by a warm consumer, per role name (see MemberClients).
+_MEMBERS: dict[str, MemberClients] = {}
+
+
+@logger.inject_lambda_context
+def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    import boto3
+
+    from costguard.adapters.assume import MemberClients
+    from costguard.handlers import events
+    from costguard.settings import Settings
+
+    settings = Settings.from_env(os.environ)
+    env = OrgEnvironment.from_env(os.environ)
+    session = boto3.Session()
+    members = _MEMBERS.setdefault(env.member_role, MemberClients(session, env.member_role))
+    work = build_org_work(settings, session, role_name=env.member_role, members=members)
+    return consume(event, work, events.CLOCK())
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _home_region(settings: Settings, session: Any) -> str:
+    """Where the hub runs (its queue's region when the URL does not say)."""
+    return str(session.region_name or os.environ.get("AWS_REGION") or settings.regions[0])
+
+
+def _queue_region(url: str, default: str) -> str:
+    """``https://sqs.<region>.amazonaws.com/<account>/<name>``: the queue's own region."""
+    match = re.match(r"https://sqs\.([a-z0-9-]+)\.", url)
+    return match.group(1) if match else default
 
 
 def plan_and_enqueue(
@@ -78,121 +484,13 @@ def plan_and_enqueue(
     deadline: timedelta,
     per_account_cap: int = 1,
 ) -> int:
-    """The fan-out: plan the time (once), then one message per slice (deduplicated)."""
+    """The fan-out of a fixed list of slices (no directory): plan the time (once), then
+    one scan message per slice (deduplicated)."""
+    from costguard.domain.directory import Work
+
     book.plan(tick, slices, tick + deadline)
-    items = [WorkItem(time=tick, account=s.account, region=s.region) for s in slices]
-    sent = 0
-    for start in range(0, len(items), SEND_BATCH):
-        batch = items[start : start + SEND_BATCH]
-        response = sqs.send_message_batch(
-            QueueUrl=queue_url,
-            Entries=[
-                {
-                    "Id": str(i),
-                    "MessageBody": item.model_dump_json(),
-                    "MessageGroupId": message_group(item.slice, per_account_cap),
-                    "MessageDeduplicationId": item.dedupe_id(),
-                }
-                for i, item in enumerate(batch)
-            ],
-        )
-        if response.get("Failed"):
-            raise RuntimeError(
-                f"SQS refused {len(response['Failed'])} work items: {response['Failed'][:3]}"
-            )
-        sent += len(batch)
-    return sent
-
-
-def consume(event: dict[str, Any], work: SliceWork, now: datetime) -> dict[str, Any]:
-    """Process an SQS batch: each record is one slice; a failed one is reported back alone
-    (``batchItemFailures``), retried by SQS and dead-lettered after the queue's
-    ``maxReceiveCount``. ``skip_group_on_error``: only the failed account's later
-    messages wait, never another account's."""
-    results: list[SliceResult] = []
-
-    def record_handler(record: SQSRecord) -> None:
-        item = WorkItem.model_validate_json(record.body)
-        result = work.run(item.time, item.slice, now)
-        results.append(result)
-        logger.info(
-            "slice done",
-            extra={
-                "account": item.account,
-                "region": item.region,
-                "time": item.time.isoformat(),
-                "ledger": result.ledger.value,
-                "newly_done": result.newly_done,
-                "resources": result.resources,
-                "aggregated": result.aggregated is not None,
-            },
-        )
-
-    processor = SqsFifoPartialProcessor(skip_group_on_error=True)
-    response: dict[str, Any] = dict(process_partial_response(event, record_handler, processor))
-    return response
-
-
-def build_slice_work(
-    settings: Settings, session: Any, *, role_name: str | None = None
-) -> SliceWork:
-    """The consumer's graph: the hub's ledger and catalog, each slice's clients assumed."""
-    from costguard.adapters.assume import AccountAccessError, member_clients
-    from costguard.adapters.aws import ClientFactory
-    from costguard.adapters.slices import DynamoDbSliceBook, InMemorySliceBook
-    from costguard.domain.org import slice_scope
-    from costguard.services.org import Aggregation, OrgSettings, SliceWork, alert_after
-    from costguard.wiring import (
-        BundledCatalog,
-        build_alert_service,
-        build_ledger,
-        build_scan_service,
-        catalog_reader,
-    )
-
-    hub = ClientFactory(session, account=settings.scope)
-    ledger = build_ledger(settings, hub)
-    book: SliceBook
-    if settings.table_name:
-        region = session.region_name or settings.regions[0]
-        book = DynamoDbSliceBook(hub.dynamodb(region), settings.table_name, settings.scope)
-    else:
-        book = InMemorySliceBook()
-    catalog, in_use = (catalog_reader(settings, hub) or BundledCatalog()).read()
-    role = role_name or os.environ.get(MEMBER_ROLE_ENV) or OrgRoles.MEMBER_READ
-
-    def scan_for(s: Slice) -> Any:
-        clients = member_clients(session, s, role)
-        slice_settings = settings.model_copy(
-            update={"scope": slice_scope(settings.scope, s), "regions": (s.region,)}
-        )
-        return build_scan_service(
-            slice_settings, clients, ledger=ledger, catalog=catalog, catalog_in_use=in_use
-        )
-
-    alerts = build_alert_service(settings, hub, ledger)
-    aggregation = Aggregation(
-        book,
-        ledger,
-        OrgSettings(
-            scope=settings.scope,
-            projects=settings.project_table(),
-            warning_pct=settings.warning_pct,
-        ),
-        after=alert_after(alerts) if alerts else None,
-    )
-    return SliceWork(book, scan_for, aggregation, (AccountAccessError,))
-
-
-@logger.inject_lambda_context
-def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    import boto3
-
-    from costguard.handlers import events
-    from costguard.settings import Settings
-
-    settings = Settings.from_env(os.environ)
-    return consume(event, build_slice_work(settings, boto3.Session()), events.CLOCK())
+    queue = SqsWorkQueue(sqs, queue_url, per_account_cap)
+    return queue.send([Work(tick, WorkKind.SCAN, s) for s in slices])
 
 
 def slices_of(accounts: Iterable[str], regions: Iterable[str]) -> list[Slice]:

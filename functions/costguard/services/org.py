@@ -44,7 +44,13 @@ from costguard.services.scan import ProjectReport, ScanReport, ScanService
 class SliceBook(Protocol):
     """The plans of scheduled times: which slices are expected, done, failing, aggregated."""
 
-    def plan(self, tick: datetime, slices: Iterable[Slice], deadline: datetime) -> bool: ...
+    def plan(
+        self,
+        tick: datetime,
+        slices: Iterable[Slice],
+        deadline: datetime,
+        carried: Iterable[Slice] = (),
+    ) -> bool: ...
     def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]: ...
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None: ...
     def get(self, tick: datetime) -> TickPlan | None: ...
@@ -69,6 +75,8 @@ class SliceResult:
     newly_done: bool
     resources: int
     aggregated: OrgReport | None = None
+    #: False when a source of the slice could not be read: "no resource" is then unknown.
+    complete: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +145,15 @@ class SliceWork:
             and self._aggregation is not None
         ):
             aggregated = self._aggregation.run(tick, now)
-        return SliceResult(s, tick, report.ledger, newly, report.resource_count, aggregated)
+        return SliceResult(
+            s,
+            tick,
+            report.ledger,
+            newly,
+            report.resource_count,
+            aggregated,
+            complete=not report.failed_sources,
+        )
 
 
 class UnplannedSliceError(ValueError):
@@ -184,7 +200,7 @@ class Aggregation:
         month = month_key(tick)
         with ThreadPoolExecutor(max_workers=max(1, self._s.read_workers)) as pool:
             per_slice = list(
-                pool.map(lambda s: (s, self._slice_figures(s, month)), sorted(plan.expected))
+                pool.map(lambda s: (s, self._slice_figures(s, month)), sorted(plan.rolled_up))
             )
         rollups = roll_up(per_slice)
         names = sorted({p for p in rollups if p is not None} | set(self._s.projects))
