@@ -246,3 +246,56 @@ def scan_permissions(
 
 def all_actions(permissions: Iterable[Permission]) -> set[str]:
     return {a for p in permissions for a in p.actions}
+
+
+# -- Organization mode ---------------------------------------------------------------------
+
+#: What the hub does in a member account beyond the scan: its ``regions`` work item lists
+#: the account's opted-in regions (the probe calls only List/Describe actions the scan has).
+ORG_MEMBER_READ_EXTRA = (
+    Permission(
+        ("ec2:DescribeRegions",),
+        "list the member account's opted-in regions for the hub; DescribeRegions has no "
+        "resource-level permissions",
+    ),
+)
+
+
+def member_read_permissions(
+    *, sagemaker_tags: str = "tagging-api", sagemaker_studio: bool = True
+) -> tuple[Permission, ...]:
+    """The member account's read role: the scan's reads, and the hub's region discovery."""
+    return (
+        *scan_permissions(sagemaker_tags=sagemaker_tags, sagemaker_studio=sagemaker_studio),
+        *ORG_MEMBER_READ_EXTRA,
+    )
+
+
+def org_discovery_permissions(org_id: str) -> tuple[Permission, ...]:
+    """The hub's fan-out with ``orgAccounts=discover``: the Organization's accounts, and
+    their opt-out tag. Run from the management account or a delegated administrator."""
+    return (
+        Permission(
+            ("organizations:ListAccounts",),
+            "list the Organization's accounts; ListAccounts has no resource-level permissions",
+        ),
+        Permission(
+            ("organizations:ListTagsForResource",),
+            "read the opt-out tag of the Organization's member accounts (their ARNs name the "
+            "management account, which the hub may not be: hence `*` before the org id)",
+            resources=(f"arn:{{partition}}:organizations::*:account/{org_id}/*",),
+        ),
+    )
+
+
+def hub_assume_permissions(member_role: str, org_id: str) -> tuple[Permission, ...]:
+    """The hub's scan consumers: the member read role, in the Organization's accounts only."""
+    return (
+        Permission(
+            ("sts:AssumeRole",),
+            "scan each member account through its read role, and only inside the "
+            "Organization (aws:ResourceOrgID): never a role of the same name elsewhere",
+            resources=(f"arn:{{partition}}:iam::*:role/{member_role}",),
+            conditions={"StringEquals": {"aws:ResourceOrgID": org_id}},
+        ),
+    )

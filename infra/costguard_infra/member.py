@@ -4,8 +4,8 @@ Deployed to an organizational unit as a CloudFormation StackSet (service-managed
 automatic deployment), so it holds no Lambda, no asset and no bootstrap check: the
 template is self-contained and a new account of the OU gets it on joining.
 
-- ``costguard-member-read``: what the scan reads (``costguard.iam.scan_permissions``),
-  nothing that changes anything.
+- ``costguard-member-read``: what the scan reads and the hub's region discovery
+  (``costguard.iam.member_read_permissions``), nothing that changes anything.
 - ``costguard-member-act``: what the guards may do (``costguard.actuators``), every
   mutating statement tag-conditioned exactly as in the single-account stack.
 
@@ -29,7 +29,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from costguard.actuators import actuator_permissions
-from costguard.iam import scan_permissions
+from costguard.iam import member_read_permissions
 from costguard.names import OrgRoles
 from costguard_infra.config import ConfigError
 from costguard_infra.guard_function import policy_statements
@@ -41,8 +41,9 @@ MEMBER_CONTEXT_KEYS = ("hubAccount", "orgId", "sagemakerTags", "sagemakerStudio"
 #: proves each one is needed: an unneeded acknowledgement would approve a future finding).
 MEMBER_ACKNOWLEDGEMENTS: dict[str, str] = {
     "AwsSolutions-IAM5[Resource::*]": (
-        "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, CloudWatch "
-        "GetMetricData and DescribeSpotPriceHistory support no resource-level permissions; "
+        "EC2 Describe* (DescribeRegions included), EKS ListClusters, SageMaker List*, "
+        "tag:GetResources, CloudWatch GetMetricData and DescribeSpotPriceHistory support no "
+        "resource-level permissions; "
         "every such statement is read-only (asserted by tests/infra/test_member_stack.py)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (
@@ -211,7 +212,7 @@ class CostGuardMemberStack(cdk.Stack):
             role_name=OrgRoles.MEMBER_READ,
             description="CostGuard hub: read-only inventory of this account",
             config=config,
-            permissions=scan_permissions(
+            permissions=member_read_permissions(
                 sagemaker_tags=config.sagemaker_tags, sagemaker_studio=config.sagemaker_studio
             ),
         )

@@ -1,7 +1,9 @@
 """Context -> stack -> Lambda environment -> Settings: every setting arrives, and unchanged.
 
 The stack is built once with every setting at a value other than its default, so a
-setting that the stack drops, or that a reader parses differently, shows up here.
+setting that the stack drops, or that a reader parses differently, shows up here. Every
+setting away from its default includes ``orgAccounts``: the stack is an Organization hub,
+whose consumer Lambda gets every variable the scan Lambda would, and the hub's.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Capture, Template
+from aws_cdk.assertions import Capture, Match, Template
 
 from costguard.config_spec import BY_NAME, CONTEXT_SETTINGS, ENV_SETTINGS, LOG_RETENTION_DAYS
 from costguard.names import Env
-from costguard.settings import ENV_VARS, Settings
+from costguard.settings import ENV_VARS, ORG_ENV_VARS, Settings
 from costguard_infra.config import CostGuardConfig
 
 pytestmark = pytest.mark.infra
@@ -64,6 +66,15 @@ NON_DEFAULT: dict[str, Any] = {
     "idleMaxRuntimeHours": "8",
     "idleGraceMinutes": "120",
     "idleAllAccelerators": "true",
+    "orgAccounts": "111111111111, 222222222222",
+    "orgId": "o-abc1234567",
+    "orgMemberRole": "team-reader",
+    "orgPerAccountConcurrency": "3",
+    "orgMaxConcurrency": "50",
+    "orgProbeHours": "12",
+    "orgSliceDeadlineMinutes": "5",
+    "orgOptOutTag": "team:opt-out",
+    "orgMaxReceives": "5",
 }
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
 
@@ -85,7 +96,9 @@ class Built:
     config: CostGuardConfig
     read: frozenset[str]
     template: Any
+    #: The hub consumer's variables (it gets all the scan's, and the Organization's).
     variables: dict[str, Any]
+    fanout_variables: dict[str, Any]
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +112,18 @@ def built() -> Built:
     app = cdk.App(context={"aws:cdk:bundling-stacks": []})
     stack = CostGuardStack(app, "CostGuard", config=recording)  # type: ignore[arg-type]
     template = Template.from_stack(stack)
-    env = Capture()
+    env, fanout = Capture(), Capture()
     template.has_resource_properties(
         "AWS::Lambda::Function",
-        {"Handler": "costguard.handlers.scan.handler", "Environment": {"Variables": env}},
+        {"Handler": "costguard.handlers.org.consumer_handler", "Environment": {"Variables": env}},
     )
-    return Built(config, frozenset(recording.read), template, env.as_object())
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Handler": "costguard.handlers.org.fanout_handler", "Environment": {"Variables": fanout}},
+    )
+    return Built(
+        config, frozenset(recording.read), template, env.as_object(), fanout.as_object()
+    )
 
 
 def test_every_setting_is_away_from_its_default_here(built: Built) -> None:
@@ -114,8 +133,11 @@ def test_every_setting_is_away_from_its_default_here(built: Built) -> None:
 
 
 def test_the_stack_sets_every_variable_the_settings_read_and_no_other(built: Built) -> None:
-    # COSTGUARD_GUARD binds a guard's own Lambda to its guard; the scan has none.
-    assert set(built.variables) == (set(ENV_VARS) - {"COSTGUARD_GUARD"}) | POWERTOOLS
+    # COSTGUARD_GUARD binds a guard's own Lambda to its guard; the hub's have none, and
+    # only the fan-out sends work items.
+    assert set(built.variables) == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL}) | POWERTOOLS
+    assert set(built.fanout_variables) == (set(ENV_VARS) - {Env.GUARD}) | POWERTOOLS
+    assert {Env.QUEUE_URL, Env.GUARD} | set(ORG_ENV_VARS) <= set(ENV_VARS)
 
 
 def test_the_lambda_reads_back_every_setting_the_context_gave(built: Built) -> None:
@@ -135,6 +157,18 @@ def test_the_lambda_reads_back_every_setting_the_context_gave(built: Built) -> N
         BY_NAME["sagemaker_tags"].default,
         BY_NAME["sagemaker_studio"].default,
     )
+    assert settings.org_accounts == ("111111111111", "222222222222")
+    assert (settings.org_id, settings.org_member_role) == ("o-abc1234567", "team-reader")
+
+
+def test_the_fanout_reads_back_the_same_settings_and_its_queue(built: Built) -> None:
+    environ = {k: v if isinstance(v, str) else f"<{k}>" for k, v in built.fanout_variables.items()}
+    settings = Settings.from_env(environ)
+    shared = [s.name for s in ENV_SETTINGS if s.context_key]
+    assert {n: getattr(settings, n) for n in shared} == {
+        n: getattr(built.config, n) for n in shared
+    }
+    assert settings.queue_url == f"<{Env.QUEUE_URL}>"  # a reference to the work queue
 
 
 def test_every_deploy_only_setting_is_read_by_the_stack(built: Built) -> None:
@@ -155,7 +189,18 @@ def test_each_deploy_only_setting_takes_effect(built: Built) -> None:
     t = built.template
     t.has_resource_properties(
         "AWS::Lambda::Function",
-        {"Handler": "costguard.handlers.scan.handler", "MemorySize": 2048, "Timeout": 300},
+        {
+            "Handler": "costguard.handlers.org.consumer_handler",
+            "MemorySize": 2048,
+            "Timeout": 300,
+        },
+    )
+    t.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 50}}
+    )
+    t.has_resource_properties(
+        "AWS::SQS::Queue",
+        {"VisibilityTimeout": 6 * 300, "RedrivePolicy": Match.object_like({"maxReceiveCount": 5})},
     )
     t.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
     t.has_resource_properties(

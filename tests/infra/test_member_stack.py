@@ -170,8 +170,16 @@ def test_trust_names_the_hub_role_arns_and_the_org_id(world: World) -> None:
 def test_read_role_can_change_nothing(world: World) -> None:
     statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
     actions = {a for s in statements for a in as_list(s["Action"])}
-    assert actions == all_actions(scan_permissions())
+    assert actions == all_actions(scan_permissions()) | {"ec2:DescribeRegions"}
     assert [a for a in actions if mutating(a)] == []
+
+
+def test_read_role_lets_the_hub_list_the_member_accounts_regions(world: World) -> None:
+    # The hub's `regions` work item runs DescribeRegions in the member account (hub: no).
+    statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
+    assert evaluate(statements, "ec2:DescribeRegions", "*").allowed
+    act = world.role_statements(_role(world, OrgRoles.MEMBER_ACT))
+    assert not evaluate(act, "ec2:DescribeRegions", "*").allowed
 
 
 def test_actuator_role_holds_the_guards_declarations_and_every_mutation_is_tag_conditioned(
