@@ -299,3 +299,10 @@ def hub_assume_permissions(member_role: str, org_id: str) -> tuple[Permission, .
             conditions={"StringEquals": {"aws:ResourceOrgID": org_id}},
         ),
     )
+
+
+def org_scoped_assume(actions: Iterable[str], conditions: Mapping[str, Any]) -> bool:
+    """The one mutating-looking grant on foreign resources that is no tag condition: the
+    hub's AssumeRole into member roles, limited to the Organization's accounts."""
+    org = dict(conditions).get("StringEquals", {}).get("aws:ResourceOrgID")
+    return set(actions) == {"sts:AssumeRole"} and isinstance(org, str) and org.startswith("o-")

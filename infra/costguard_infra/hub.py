@@ -170,6 +170,10 @@ class OrgHub(Construct):
             iam.PolicyStatement(actions=list(SEND_ACTIONS), resources=[self.queue.queue_arn])
         )
         grant_encrypted_queue_writes(self.queue, self.fanout.role)
+        # SQS moves a work item to the dead-letter queue when the consumers receive it once
+        # too often, in their receive: their role must be able to use the dead-letter
+        # queue's key, not only by way of another grant on the same key (the topic's).
+        grant_encrypted_queue_writes(self.dead_letters, self.consumer.role)
         # Both read and commit the ledger (slices, plans, aggregation) and publish alerts.
         for fn in (self.consumer, self.fanout):
             table.grant(fn.role, *LEDGER_ACTIONS)

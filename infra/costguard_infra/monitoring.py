@@ -59,9 +59,9 @@ class Monitoring(Construct):
                 f"CostGuard {name}: failed invocations in the dead-letter queue",
                 action,
             )
-        for construct_id, queue, description in dead_letter_queues:
+        for alarm_id, queue, description in dead_letter_queues:
             self._alarm(
-                construct_id,
+                alarm_id,
                 queue.metric_approximate_number_of_messages_visible(
                     period=five, statistic="Maximum"
                 ),

@@ -121,9 +121,7 @@ def built() -> Built:
         "AWS::Lambda::Function",
         {"Handler": "costguard.handlers.org.fanout_handler", "Environment": {"Variables": fanout}},
     )
-    return Built(
-        config, frozenset(recording.read), template, env.as_object(), fanout.as_object()
-    )
+    return Built(config, frozenset(recording.read), template, env.as_object(), fanout.as_object())
 
 
 def test_every_setting_is_away_from_its_default_here(built: Built) -> None:
