@@ -560,3 +560,21 @@ def test_cdk_synth_with_an_incomplete_org_context_exits_2_with_the_reason() -> N
     assert done.returncode == 2
     assert "costguard: invalid CostGuard context: `orgId` is required" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_make_synth_takes_context_as_the_cdk_cli_does() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("costguard_app", ROOT / "infra" / "app.py")
+    assert spec is not None and spec.loader is not None
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    argv = ["-c", "orgAccounts=discover", "--context", f"orgId={ORG_ID}", "--context=x=a=b"]
+    assert app.context_arguments(argv) == {
+        "orgAccounts": "discover",
+        "orgId": ORG_ID,
+        "x": "a=b",
+    }
+    for bad in (["-c", "orgAccounts"], ["--org"], ["-c"]):
+        with pytest.raises(ConfigError):
+            app.context_arguments(bad)
