@@ -244,36 +244,13 @@ def scan_permissions(
     )
 
 
-def all_actions(permissions: Iterable[Permission]) -> set[str]:
-    return {a for p in permissions for a in p.actions}
-
-
-# -- Organization mode ---------------------------------------------------------------------
-
-#: What the hub does in a member account beyond the scan: its ``regions`` work item lists
-#: the account's opted-in regions (the probe calls only List/Describe actions the scan has).
-ORG_MEMBER_READ_EXTRA = (
-    Permission(
-        ("ec2:DescribeRegions",),
-        "list the member account's opted-in regions for the hub; DescribeRegions has no "
-        "resource-level permissions",
-    ),
-)
-
-
-def member_read_permissions(
-    *, sagemaker_tags: str = "tagging-api", sagemaker_studio: bool = True
-) -> tuple[Permission, ...]:
-    """The member account's read role: the scan's reads, and the hub's region discovery."""
-    return (
-        *scan_permissions(sagemaker_tags=sagemaker_tags, sagemaker_studio=sagemaker_studio),
-        *ORG_MEMBER_READ_EXTRA,
-    )
+# -- Organization mode: the hub's own grants -------------------------------------------------
 
 
 def org_discovery_permissions(org_id: str) -> tuple[Permission, ...]:
-    """The hub's fan-out with ``orgAccounts=discover``: the Organization's accounts, and
-    their opt-out tag. Run from the management account or a delegated administrator."""
+    """The hub's fan-out with ``orgAccounts=discover``: the actions of :data:`ORG_DISCOVERY`
+    (what ``adapters/organizations.py`` calls), ``ListTagsForResource`` narrowed to the
+    Organization's accounts. Run from the management account or a delegated administrator."""
     return (
         Permission(
             ("organizations:ListAccounts",),
@@ -306,3 +283,53 @@ def org_scoped_assume(actions: Iterable[str], conditions: Mapping[str, Any]) -> 
     hub's AssumeRole into member roles, limited to the Organization's accounts."""
     org = dict(conditions).get("StringEquals", {}).get("aws:ResourceOrgID")
     return set(actions) == {"sts:AssumeRole"} and isinstance(org, str) and org.startswith("o-")
+
+
+def all_actions(permissions: Iterable[Permission]) -> set[str]:
+    return {a for p in permissions for a in p.actions}
+
+
+# -- organization mode -----------------------------------------------------------------------
+
+#: What the member-read role needs beyond the scan's permissions: the hub's ``regions``
+#: work item reads the account's opted-in regions (adapters/member.py). The probe calls
+#: only what the scan already holds (ec2:DescribeInstances/DescribeInstanceTypes, eks:ListClusters,
+#: sagemaker:ListNotebookInstances/ListEndpoints/ListTrainingJobs, and sagemaker:ListApps
+#: when Studio is scanned): see :data:`PROBE_ACTIONS`.
+ORG_MEMBER_EXTRA = (
+    Permission(
+        ("ec2:DescribeRegions",),
+        "read the account's opted-in regions for the hub's region discovery; "
+        "DescribeRegions has no resource-level permissions",
+    ),
+)
+#: The probe's calls (adapters/member.py), each one already a scan permission.
+PROBE_ACTIONS = (
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
+    "eks:ListClusters",
+    "sagemaker:ListNotebookInstances",
+    "sagemaker:ListEndpoints",
+    "sagemaker:ListTrainingJobs",
+)
+#: Only when SageMaker Studio is scanned.
+PROBE_STUDIO_ACTIONS = ("sagemaker:ListApps",)
+#: The fan-out's account discovery (adapters/organizations.py), only with orgAccounts=discover,
+#: from the management account or a delegated administrator. Neither action supports
+#: resource-level permissions narrower than the Organization's accounts.
+ORG_DISCOVERY = (
+    Permission(
+        ("organizations:ListAccounts", "organizations:ListTagsForResource"),
+        "list the Organization's accounts and read each one's costguard:opt-out tag",
+    ),
+)
+
+
+def member_read_permissions(
+    *, sagemaker_tags: str = "tagging-api", sagemaker_studio: bool = True
+) -> tuple[Permission, ...]:
+    """The member-read role: the scan's permissions plus :data:`ORG_MEMBER_EXTRA`."""
+    return (
+        *scan_permissions(sagemaker_tags=sagemaker_tags, sagemaker_studio=sagemaker_studio),
+        *ORG_MEMBER_EXTRA,
+    )

@@ -578,3 +578,31 @@ def test_make_synth_takes_context_as_the_cdk_cli_does() -> None:
     for bad in (["-c", "orgAccounts"], ["--org"], ["-c"]):
         with pytest.raises(ConfigError):
             app.context_arguments(bad)
+
+
+# -- the grants and the calls: one declaration each ----------------------------------------
+
+
+def test_discovery_grants_exactly_the_actions_the_organizations_adapter_declares() -> None:
+    from costguard.iam import ORG_DISCOVERY, all_actions, org_discovery_permissions
+
+    # The adapter declares its calls (ORG_DISCOVERY); the stack grants them, narrowed to
+    # the Organization's accounts where IAM allows.
+    assert all_actions(org_discovery_permissions(ORG_ID)) == all_actions(ORG_DISCOVERY)
+
+
+def test_hub_roles_are_granted_every_dynamodb_action_the_org_adapters_call() -> None:
+    import importlib
+
+    from tests.infra.test_permissions import ledger_iam_actions
+
+    checked = []
+    for name in ("slices", "directory"):  # the plans, and (when present) the directory
+        try:
+            module = importlib.import_module(f"costguard.adapters.{name}")
+        except ModuleNotFoundError:
+            continue
+        needed = ledger_iam_actions(module)
+        assert needed and needed <= set(LEDGER_ACTIONS), (name, needed - set(LEDGER_ACTIONS))
+        checked.append(name)
+    assert "slices" in checked
