@@ -4,8 +4,9 @@ Deployed to an organizational unit as a CloudFormation StackSet (service-managed
 automatic deployment), so it holds no Lambda, no asset and no bootstrap check: the
 template is self-contained and a new account of the OU gets it on joining.
 
-- ``costguard-member-read``: what the scan reads and the hub's region discovery
-  (``costguard.iam.member_read_permissions``), nothing that changes anything.
+- ``costguard-member-read``: what the scan reads (``costguard.iam.scan_permissions``) and
+  the account's opted-in regions (``ec2:DescribeRegions``, ``costguard.iam.ORG_MEMBER_EXTRA``),
+  nothing that changes anything.
 - ``costguard-member-act``: what the guards may do (``costguard.actuators``), every
   mutating statement tag-conditioned exactly as in the single-account stack.
 
@@ -212,6 +213,7 @@ class CostGuardMemberStack(cdk.Stack):
             role_name=OrgRoles.MEMBER_READ,
             description="CostGuard hub: read-only inventory of this account",
             config=config,
+            # The scan's permissions, plus ec2:DescribeRegions for the hub's region discovery.
             permissions=member_read_permissions(
                 sagemaker_tags=config.sagemaker_tags, sagemaker_studio=config.sagemaker_studio
             ),

@@ -479,6 +479,10 @@ def test_org_template_synthesizes_with_nag_and_passes_cfn_lint() -> None:
         ({"orgProbeHours": "169"}, "`orgProbeHours`"),
         ({"orgSliceDeadlineMinutes": "0"}, "`orgSliceDeadlineMinutes`"),
         ({"orgOptOutTag": ""}, "`orgOptOutTag` must be a tag key"),
+        (
+            {"orgAccounts": "discover", "orgId": ORG_ID, "costExplorer": "true"},
+            "`costExplorer` is not available with `orgAccounts` yet",
+        ),
     ],
 )
 def test_bad_org_context_is_a_clear_error(context: dict[str, str], message: str) -> None:
@@ -606,3 +610,15 @@ def test_hub_roles_are_granted_every_dynamodb_action_the_org_adapters_call() -> 
         assert needed and needed <= set(LEDGER_ACTIONS), (name, needed - set(LEDGER_ACTIONS))
         checked.append(name)
     assert "slices" in checked
+
+
+def test_the_fanout_is_granted_what_the_work_queue_adapter_declares() -> None:
+    import importlib
+
+    from costguard_infra.hub import SEND_ACTIONS
+
+    try:
+        work_queue = importlib.import_module("costguard.adapters.work_queue")
+    except ModuleNotFoundError:  # the Python side's adapter, once merged
+        return
+    assert tuple(work_queue.QUEUE_ACTIONS) == SEND_ACTIONS
