@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from costguard.actuators import actuator_permissions
-from costguard.iam import account_scoped_s3, all_actions, scan_permissions, tag_conditioned
+from costguard.iam import (
+    account_scoped_s3,
+    all_actions,
+    member_read_permissions,
+    tag_conditioned,
+)
 from costguard.names import OrgRoles
 from costguard_infra.config import ConfigError
 from costguard_infra.member import MEMBER_ACKNOWLEDGEMENTS, build_member_app
@@ -170,16 +175,9 @@ def test_trust_names_the_hub_role_arns_and_the_org_id(world: World) -> None:
 def test_read_role_can_change_nothing(world: World) -> None:
     statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
     actions = {a for s in statements for a in as_list(s["Action"])}
-    assert actions == all_actions(scan_permissions()) | {"ec2:DescribeRegions"}
+    assert actions == all_actions(member_read_permissions())
+    assert "ec2:DescribeRegions" in actions  # the hub's region discovery
     assert [a for a in actions if mutating(a)] == []
-
-
-def test_read_role_lets_the_hub_list_the_member_accounts_regions(world: World) -> None:
-    # The hub's `regions` work item runs DescribeRegions in the member account (hub: no).
-    statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
-    assert evaluate(statements, "ec2:DescribeRegions", "*").allowed
-    act = world.role_statements(_role(world, OrgRoles.MEMBER_ACT))
-    assert not evaluate(act, "ec2:DescribeRegions", "*").allowed
 
 
 def test_actuator_role_holds_the_guards_declarations_and_every_mutation_is_tag_conditioned(
@@ -227,6 +225,14 @@ def test_refuses_member_context_without_a_valid_hub_and_org(
 ) -> None:
     with pytest.raises(ConfigError, match=named):
         build_member_app(context, outdir=tempfile.mkdtemp(prefix="costguard-member-"))
+
+
+def test_read_role_lets_the_hub_list_the_member_accounts_regions(world: World) -> None:
+    # The hub's `regions` work item runs DescribeRegions in the member account (hub: no).
+    statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
+    assert evaluate(statements, "ec2:DescribeRegions", "*").allowed
+    act = world.role_statements(_role(world, OrgRoles.MEMBER_ACT))
+    assert not evaluate(act, "ec2:DescribeRegions", "*").allowed
 
 
 def test_read_role_covers_every_call_of_the_hubs_probe_and_regions_items(world: World) -> None:
