@@ -44,9 +44,10 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
-## Synthesize the CDK app (no AWS account needed) into cdk.out/, with cdk-nag.
+## Synthesize the CDK app (no AWS account needed) into cdk.out/, with cdk-nag; context as
+## the CDK CLI takes it: make synth CONTEXT="-c orgAccounts=discover -c orgId=o-abc1234567"
 synth: $(STAMP)
-	$(BIN)/python infra/app.py
+	$(BIN)/python infra/app.py $(CONTEXT)
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache

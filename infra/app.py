@@ -16,12 +16,36 @@ from costguard_infra.app_builder import build_app  # noqa: E402
 from costguard_infra.config import ConfigError  # noqa: E402
 
 
-def main() -> int:
+def context_arguments(argv: list[str]) -> dict[str, str]:
+    """``-c key=value`` / ``--context key=value`` pairs, as the CDK CLI reads them (strings)."""
+    pairs: dict[str, str] = {}
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-c", "--context"):
+            text = next(args, "")
+        elif arg.startswith("--context="):
+            text = arg.removeprefix("--context=")
+        else:
+            raise ConfigError(f"unknown argument {arg!r} (only -c key=value)")
+        key, equals, value = text.partition("=")
+        if not key or not equals:
+            raise ConfigError(f"-c takes key=value, got {text!r}")
+        pairs[key] = value
+    return pairs
+
+
+def main(argv: list[str] | None = None) -> int:
     # Under the CDK CLI, context and outdir come from its environment; run directly
-    # (`make synth`), read cdk.json's context and write ./cdk.out like the CLI would.
+    # (`make synth [CONTEXT="-c key=value ..."]`), read cdk.json's context and the -c
+    # pairs and write ./cdk.out like the CLI would.
     direct = "CDK_OUTDIR" not in os.environ
-    context = json.loads((ROOT / "cdk.json").read_text())["context"] if direct else None
     try:
+        context = None
+        if direct:
+            context = {
+                **json.loads((ROOT / "cdk.json").read_text())["context"],
+                **context_arguments(sys.argv[1:] if argv is None else argv),
+            }
         app, _stack = build_app(context, outdir=str(ROOT / "cdk.out") if direct else None)
     except ConfigError as exc:
         print(f"costguard: {exc}", file=sys.stderr)

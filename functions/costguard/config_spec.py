@@ -35,7 +35,7 @@ from pydantic_core import to_jsonable_python
 
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.tags import parse_budget, parse_owners, parse_project, parse_ttl
-from costguard.names import Env, Tags
+from costguard.names import Env, OrgRoles, Tags
 
 #: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
 REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
@@ -53,6 +53,13 @@ LOG_RETENTION_DAYS: Final = (
 #: fit CloudWatch's 7-day evaluation limit (`4 days` synthesized, then failed to deploy).
 MIN_RATE_MINUTES: Final = 5
 MAX_RATE_MINUTES: Final = 24 * 60
+#: An AWS account id; an AWS Organization id (``o-`` and 10 to 32 lower-case letters or digits).
+ACCOUNT_ID = re.compile(r"[0-9]{12}")
+ORG_ID = re.compile(r"o-[a-z0-9]{10,32}")
+#: IAM's rule for a role name.
+ROLE_NAME = re.compile(r"[A-Za-z0-9+=,.@_-]{1,64}")
+#: ``orgAccounts=discover``: the accounts come from ``organizations:ListAccounts``.
+ORG_DISCOVER: Final = "discover"
 #: AWS Lambda refuses a function whose variables (names, values and their encoding) exceed 4 KB.
 LAMBDA_ENVIRONMENT_BYTES: Final = 4096
 #: Kept for what the stack adds to the variables from context (table name, topic ARN, account,
@@ -231,6 +238,55 @@ def valid_retention(value: int) -> int:
     return value
 
 
+def valid_org_accounts(value: tuple[str, ...]) -> tuple[str, ...]:
+    """Nothing (one account), ``discover``, or 12-digit account ids, in order without repeats."""
+    if len(value) == 1 and value[0].strip().lower() == ORG_DISCOVER:
+        return (ORG_DISCOVER,)
+    ids = tuple(v.strip() for v in value)
+    bad = [v for v in ids if not ACCOUNT_ID.fullmatch(v)]
+    if bad:
+        raise ValueError(
+            f"must be `{ORG_DISCOVER}` alone or 12-digit AWS account ids (comma-separated), "
+            f"got {_shown(bad)}"
+        )
+    return tuple(dict.fromkeys(ids))
+
+
+def valid_org_id(value: str) -> str:
+    text = value.strip()
+    if text and not ORG_ID.fullmatch(text):
+        raise ValueError(
+            f"must be an AWS Organization id like o-abc1234567 (o- and 10 to 32 lower-case "
+            f"letters or digits), got {value!r}"
+        )
+    return text
+
+
+def valid_role_name(value: str) -> str:
+    if not ROLE_NAME.fullmatch(value):
+        raise ValueError(
+            f"must be an IAM role name (1 to 64 of A-Z a-z 0-9 + = , . @ _ -), got {value!r}"
+        )
+    return value
+
+
+def valid_tag_key(value: str) -> str:
+    if not 0 < len(value) <= 128:
+        raise ValueError(f"must be a tag key of 1 to 128 characters, got {value!r}")
+    return value
+
+
+def org_problem(accounts: tuple[str, ...], org_id: str, *, accounts_name: str) -> str | None:
+    """Why the Organization id is missing, if it is: the hub may assume member roles only
+    inside its Organization (``aws:ResourceOrgID``), so it must know which."""
+    if accounts and not org_id:
+        return (
+            f"is required when {accounts_name} is set (the hub assumes member roles only "
+            "inside the Organization)"
+        )
+    return None
+
+
 # -- the spec ---------------------------------------------------------------------------------
 
 
@@ -253,6 +309,8 @@ class SettingSpec:
     env_fallbacks: tuple[str, ...] = ()
     #: Accepted and validated but read by nothing yet: why it exists.
     reserved: str | None = None
+    #: Only the Organization hub's Lambdas get its variable (a single-account stack sets none).
+    org: bool = False
 
     def field(self, *, alias: bool = False, required: bool = False) -> Any:
         """The pydantic field: the spec's default, constraints, doc and (if asked) alias."""
@@ -315,7 +373,7 @@ class SettingSpec:
             return f"`{self.to_env(self.default)}`" if self.default else "none"
         if self.kind is Kind.JSON:
             return f"`{json.dumps(self.default)}`"
-        return f"`{self.default}`"
+        return f"`{self.default}`" if self.default != "" else "none"
 
 
 SETTINGS: Final[tuple[SettingSpec, ...]] = (
@@ -684,8 +742,110 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         None,
         int,
         600,
-        "Scan Lambda timeout (30–900 s).",
+        "Scan Lambda timeout (30–900 s); in Organization mode the queue consumer's, and the "
+        "work queue's visibility timeout is six times it.",
         constraints={"ge": 30, "le": 900},
+    ),
+    # -- Organization mode: the hub (none of it is deployed while `orgAccounts` is empty) --
+    SettingSpec(
+        "org_accounts",
+        "orgAccounts",
+        Env.ORG_ACCOUNTS,
+        tuple[str, ...],
+        (),
+        "Organization mode: `discover` (the Organization's ACTIVE accounts, from "
+        "`organizations:ListAccounts`) or comma-separated 12-digit account ids; none: one "
+        "account, no hub resources.",
+        kind=Kind.LIST,
+        check=valid_org_accounts,
+        org=True,
+    ),
+    SettingSpec(
+        "org_id",
+        "orgId",
+        Env.ORG_ID,
+        str,
+        "",
+        "The Organization's id (`o-…`), required with `orgAccounts`: the hub may assume "
+        "member roles only in its accounts (`aws:ResourceOrgID`).",
+        check=valid_org_id,
+        org=True,
+    ),
+    SettingSpec(
+        "org_member_role",
+        "orgMemberRole",
+        Env.MEMBER_ROLE,
+        str,
+        OrgRoles.MEMBER_READ,
+        "The role the hub's consumers assume in each member account (the member stack's).",
+        check=valid_role_name,
+        org=True,
+    ),
+    SettingSpec(
+        "org_per_account_concurrency",
+        "orgPerAccountConcurrency",
+        Env.PER_ACCOUNT_CONCURRENCY,
+        int,
+        2,
+        "At most this many of one account's regions are scanned at once (FIFO message groups "
+        "per account, 1–10): each account's API rate limits are its own.",
+        constraints={"ge": 1, "le": 10},
+        org=True,
+    ),
+    SettingSpec(
+        "org_max_concurrency",
+        "orgMaxConcurrency",
+        None,
+        int,
+        20,
+        "At most this many queue consumers run at once, all accounts together (the event "
+        "source's maximum concurrency, 2–1000).",
+        constraints={"ge": 2, "le": 1000},
+        org=True,
+    ),
+    SettingSpec(
+        "org_probe_hours",
+        "orgProbeHours",
+        Env.PROBE_HOURS,
+        int,
+        6,
+        "Account-regions with nothing to scan are skipped and re-probed this often (1–168 "
+        "hours): the longest a GPU in a new region can go unseen.",
+        constraints={"ge": 1, "le": 168},
+        org=True,
+    ),
+    SettingSpec(
+        "org_slice_deadline_minutes",
+        "orgSliceDeadlineMinutes",
+        Env.SLICE_DEADLINE_MINUTES,
+        int,
+        10,
+        "Each scheduled time is rolled up across accounts when every account-region is in or "
+        "this many minutes after it (1–120); a later one counts the next time.",
+        constraints={"ge": 1, "le": 120},
+        org=True,
+    ),
+    SettingSpec(
+        "org_opt_out_tag",
+        "orgOptOutTag",
+        Env.ORG_OPT_OUT_TAG,
+        str,
+        Tags.ORG_OPT_OUT,
+        "An account tagged with this key and the value `true` is left out (discovered "
+        "accounts only).",
+        check=valid_tag_key,
+        org=True,
+    ),
+    SettingSpec(
+        "org_max_receives",
+        "orgMaxReceives",
+        None,
+        int,
+        3,
+        "A work item that failed this many times moves to the dead-letter queue, which "
+        "alarms (1–100).",
+        constraints={"ge": 1, "le": 100},
+        org=True,
     ),
     # -- runtime-only: the stack (or the CLI) provides them --------------------------------
     SettingSpec(
@@ -722,6 +882,15 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         "Whether SageMaker Studio apps are listed.",
         kind=Kind.FLAG,
     ),
+    SettingSpec(
+        "queue_url",
+        None,
+        Env.QUEUE_URL,
+        str | None,
+        None,
+        "The Organization hub's FIFO work queue (the fan-out's only).",
+        org=True,
+    ),
 )
 
 BY_NAME: Final[Mapping[str, SettingSpec]] = {s.name: s for s in SETTINGS}
@@ -729,6 +898,10 @@ BY_NAME: Final[Mapping[str, SettingSpec]] = {s.name: s for s in SETTINGS}
 CONTEXT_SETTINGS: Final = tuple(s for s in SETTINGS if s.context_key)
 #: Read by :meth:`costguard.settings.Settings.from_env`.
 ENV_SETTINGS: Final = tuple(s for s in SETTINGS if s.env_var)
+#: Deployed from CDK context, to every Lambda with a variable, in both modes.
+SHARED_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if not s.org)
+#: Deployed from CDK context to the Organization hub's Lambdas only.
+ORG_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if s.org)
 
 
 class SpecModel(BaseModel):

@@ -244,6 +244,47 @@ def scan_permissions(
     )
 
 
+# -- Organization mode: the hub's own grants -------------------------------------------------
+
+
+def org_discovery_permissions(org_id: str) -> tuple[Permission, ...]:
+    """The hub's fan-out with ``orgAccounts=discover``: the actions of :data:`ORG_DISCOVERY`
+    (what ``adapters/organizations.py`` calls), ``ListTagsForResource`` narrowed to the
+    Organization's accounts. Run from the management account or a delegated administrator."""
+    return (
+        Permission(
+            ("organizations:ListAccounts",),
+            "list the Organization's accounts; ListAccounts has no resource-level permissions",
+        ),
+        Permission(
+            ("organizations:ListTagsForResource",),
+            "read the opt-out tag of the Organization's member accounts (their ARNs name the "
+            "management account, which the hub may not be: hence `*` before the org id)",
+            resources=(f"arn:{{partition}}:organizations::*:account/{org_id}/*",),
+        ),
+    )
+
+
+def hub_assume_permissions(member_role: str, org_id: str) -> tuple[Permission, ...]:
+    """The hub's scan consumers: the member read role, in the Organization's accounts only."""
+    return (
+        Permission(
+            ("sts:AssumeRole",),
+            "scan each member account through its read role, and only inside the "
+            "Organization (aws:ResourceOrgID): never a role of the same name elsewhere",
+            resources=(f"arn:{{partition}}:iam::*:role/{member_role}",),
+            conditions={"StringEquals": {"aws:ResourceOrgID": org_id}},
+        ),
+    )
+
+
+def org_scoped_assume(actions: Iterable[str], conditions: Mapping[str, Any]) -> bool:
+    """The one mutating-looking grant on foreign resources that is no tag condition: the
+    hub's AssumeRole into member roles, limited to the Organization's accounts."""
+    org = dict(conditions).get("StringEquals", {}).get("aws:ResourceOrgID")
+    return set(actions) == {"sts:AssumeRole"} and isinstance(org, str) and org.startswith("o-")
+
+
 def all_actions(permissions: Iterable[Permission]) -> set[str]:
     return {a for p in permissions for a in p.actions}
 

@@ -29,6 +29,8 @@ class Tags:
     #: Lets a stale-object sweep the breaker stopped go on: the UTC date (YYYY-MM-DD) the
     #: owner confirmed, on or after the trip.
     CONFIRM_DELETE: Final = "costguard:confirm-delete"
+    #: On an AWS account (Organizations): ``true`` keeps the hub out of it. Configurable.
+    ORG_OPT_OUT: Final = "costguard:opt-out"
     #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
     PROJECT_FALLBACKS: Final = ("Project", "project")
 
@@ -90,6 +92,16 @@ class Env:
     S3_BREAKER_PCT: Final = "COSTGUARD_S3_BREAKER_PCT"
     S3_BREAKER_MAX_GIB: Final = "COSTGUARD_S3_BREAKER_MAX_GIB"
     S3_BACKSTOP: Final = "COSTGUARD_S3_BACKSTOP"
+    #: Organization hub (set only on the hub's fan-out and consumer Lambdas).
+    ORG_ACCOUNTS: Final = "COSTGUARD_ORG_ACCOUNTS"
+    ORG_ID: Final = "COSTGUARD_ORG_ID"
+    MEMBER_ROLE: Final = "COSTGUARD_MEMBER_ROLE"
+    PER_ACCOUNT_CONCURRENCY: Final = "COSTGUARD_PER_ACCOUNT_CONCURRENCY"
+    PROBE_HOURS: Final = "COSTGUARD_PROBE_HOURS"
+    SLICE_DEADLINE_MINUTES: Final = "COSTGUARD_SLICE_DEADLINE_MINUTES"
+    ORG_OPT_OUT_TAG: Final = "COSTGUARD_ORG_OPT_OUT_TAG"
+    #: The hub's FIFO work queue (the fan-out's only).
+    QUEUE_URL: Final = "COSTGUARD_QUEUE_URL"
     SLACK_SECRET_NAME: Final = "COSTGUARD_SLACK_SECRET_NAME"  # noqa: S105 - a variable name
     METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
     SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
@@ -134,6 +146,9 @@ class Metrics:
     DIMENSION_SERVICE: Final = "service"
     SCAN_SERVICE: Final = "costguard-scan"
     REFRESH_SERVICE: Final = "costguard-price-refresh"
+    #: The Organization hub's Lambdas (Powertools' service name).
+    ORG_FANOUT_SERVICE: Final = "costguard-org-fanout"
+    ORG_CONSUMER_SERVICE: Final = "costguard-org-consumer"
 
 
 class Heartbeat:

@@ -20,6 +20,7 @@ from costguard.config_spec import (
     Kind,
     ProjectEntry,
     SpecModel,
+    org_problem,
     project_table,
     valid_thresholds,
 )
@@ -29,6 +30,7 @@ from costguard.domain.tags import TagKeys
 __all__ = [
     "ENV_VARS",
     "FIELD_ENV",
+    "ORG_ENV_VARS",
     "REGION",
     "ProjectEntry",
     "Settings",
@@ -40,6 +42,8 @@ __all__ = [
 
 #: Every environment variable :meth:`Settings.from_env` reads (the stack must set them all).
 ENV_VARS: tuple[str, ...] = tuple(s.env_var for s in ENV_SETTINGS if s.env_var)
+#: Those only an Organization hub's Lambdas get (unset: one account).
+ORG_ENV_VARS: tuple[str, ...] = tuple(s.env_var for s in ENV_SETTINGS if s.env_var and s.org)
 
 
 class SettingsError(ValueError):
@@ -136,6 +140,15 @@ class Settings(SpecModel):
     s3_breaker_pct: int = _field("s3_breaker_pct")
     s3_breaker_max_gib: int = _field("s3_breaker_max_gib")
     s3_backstop: bool = _field("s3_backstop")
+    #: Organization mode (the hub's fan-out and consumer Lambdas; unset elsewhere).
+    org_accounts: tuple[str, ...] = _field("org_accounts")
+    org_id: str = _field("org_id")
+    org_member_role: str = _field("org_member_role")
+    org_per_account_concurrency: int = _field("org_per_account_concurrency")
+    org_probe_hours: int = _field("org_probe_hours")
+    org_slice_deadline_minutes: int = _field("org_slice_deadline_minutes")
+    org_opt_out_tag: str = _field("org_opt_out_tag")
+    queue_url: str | None = _field("queue_url")
 
     @property
     def tag_keys(self) -> TagKeys:
@@ -178,4 +191,9 @@ class Settings(SpecModel):
             settings.project_table()  # names and owners held to the tag contract
         except ValueError as exc:
             raise SettingsError.of([one_line(f"{FIELD_ENV['projects']}: {exc}")]) from None
+        problem = org_problem(
+            settings.org_accounts, settings.org_id, accounts_name=FIELD_ENV["org_accounts"]
+        )
+        if problem:
+            raise SettingsError.of([f"{FIELD_ENV['org_id']}: {problem}"])
         return settings

@@ -10,6 +10,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from costguard_infra.config import CONTEXT_KEYS, ConfigError, CostGuardConfig
+from costguard_infra.hub import hub_acknowledgements
 from costguard_infra.stack import CostGuardStack
 
 #: Every cdk-nag finding CostGuard accepts, and why. Anything else fails the synth.
@@ -89,6 +90,27 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
 }
 
 
+#: Needed only for the single-account scan Lambda's role (its EKS and SageMaker reads): an
+#: Organization hub has no such role (its consumers read through the member roles), so
+#: these would match nothing there and are not applied.
+SCAN_ONLY_ACKNOWLEDGEMENTS = frozenset(
+    {
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:nodegroup/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:*]",
+    }
+)
+
+
+def acknowledgements_for(config: CostGuardConfig) -> dict[str, str]:
+    """The acknowledgements of this deployment: exactly the findings it raises
+    (tests/infra/test_nag.py and test_hub_stack.py prove it, in both modes)."""
+    if not config.org_mode:
+        return dict(ACKNOWLEDGEMENTS)
+    kept = {k: v for k, v in ACKNOWLEDGEMENTS.items() if k not in SCAN_ONLY_ACKNOWLEDGEMENTS}
+    return {**kept, **hub_acknowledgements(config)}
+
+
 #: Context keys that belong to CDK itself: feature flags and cached lookups are all
 #: namespaced with ":" (``@aws-cdk/core:...``, ``availability-zones:account=...``),
 #: which no CostGuard key is; these plain ones are CDK's too.
@@ -123,9 +145,10 @@ def build_app(
     context: dict[str, Any] | None = None,
     outdir: str | None = None,
     *,
-    acknowledgements: Mapping[str, str] = ACKNOWLEDGEMENTS,
+    acknowledgements: Mapping[str, str] | None = None,
 ) -> tuple[cdk.App, CostGuardStack]:
-    """The app with cdk-nag; ``acknowledgements`` is for the test that proves each is needed."""
+    """The app with cdk-nag; ``acknowledgements`` (default: :func:`acknowledgements_for`
+    the configuration) is for the test that proves each is needed."""
     app = cdk.App(context=context or {}, outdir=outdir)
     check_context_keys(app.node.get_all_context())
     raw = {key: app.node.try_get_context(key) for key in CONTEXT_KEYS}
@@ -141,6 +164,8 @@ def build_app(
     )
     cdk.Tags.of(stack).add("costguard:component", "costguard")
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    if acknowledgements is None:
+        acknowledgements = acknowledgements_for(config)
     for rule, reason in acknowledgements.items():
         cdk.Validations.of(stack).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
     return app, stack

@@ -14,15 +14,20 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError, model_validator
 
 from costguard.config_spec import (
     BY_NAME,
     CONTEXT_SETTINGS,
     LAMBDA_ENVIRONMENT_BYTES,
+    ORG_CONTEXT_SETTINGS,
+    ORG_DISCOVER,
+    SHARED_CONTEXT_SETTINGS,
     STACK_VARIABLES_BYTES,
     ProjectEntry,
+    SettingSpec,
     SpecModel,
+    org_problem,
     rate_minutes,
 )
 from costguard.settings import one_line
@@ -85,6 +90,39 @@ class CostGuardConfig(SpecModel):
     log_retention_days: int = _field("log_retention_days")
     scan_memory_mb: int = _field("scan_memory_mb")
     scan_timeout_seconds: int = _field("scan_timeout_seconds")
+    org_accounts: tuple[str, ...] = _field("org_accounts")
+    org_id: str = _field("org_id")
+    org_member_role: str = _field("org_member_role")
+    org_per_account_concurrency: int = _field("org_per_account_concurrency")
+    org_max_concurrency: int = _field("org_max_concurrency")
+    org_probe_hours: int = _field("org_probe_hours")
+    org_slice_deadline_minutes: int = _field("org_slice_deadline_minutes")
+    org_opt_out_tag: str = _field("org_opt_out_tag")
+    org_max_receives: int = _field("org_max_receives")
+
+    @model_validator(mode="after")
+    def _org_complete(self) -> CostGuardConfig:
+        problem = org_problem(self.org_accounts, self.org_id, accounts_name="`orgAccounts`")
+        if problem:
+            raise ValueError(f"`orgId` {problem}, got nothing")
+        if self.org_mode and self.cost_explorer:
+            # Each slice is scanned through the member read role, which grants no Cost
+            # Explorer: every scan would report a failing source instead of reconciling.
+            raise ValueError(
+                "`costExplorer` is not available with `orgAccounts` yet (the member roles "
+                "grant no Cost Explorer); leave it false"
+            )
+        return self
+
+    @property
+    def org_mode(self) -> bool:
+        """An Organization hub (``orgAccounts`` set), not a single-account deployment."""
+        return bool(self.org_accounts)
+
+    @property
+    def org_discover(self) -> bool:
+        """The hub lists the Organization's accounts (and may read their tags)."""
+        return self.org_accounts == (ORG_DISCOVER,)
 
     @property
     def price_refresh_minutes(self) -> int:
@@ -95,31 +133,43 @@ class CostGuardConfig(SpecModel):
         return rate_minutes(self.scan_rate)
 
     def environment(self) -> dict[str, str]:
-        """The scan Lambda's variables for every setting that has one and a context key.
+        """The scan Lambda's variables for every setting that has one and a context key,
+        except the Organization hub's (:meth:`org_environment`).
 
         The stack adds the runtime-only ones (table, topic, scope…); ``Settings.from_env``
         reads them all back to the same values (tests/infra/test_config.py).
         """
-        return {
-            s.env_var: s.to_env(getattr(self, s.name))
-            for s in CONTEXT_SETTINGS
-            if s.env_var is not None
-        }
+        return self._variables(SHARED_CONTEXT_SETTINGS)
+
+    def org_environment(self) -> dict[str, str]:
+        """The variables only the Organization hub's Lambdas get (on top of :meth:`environment`)."""
+        return self._variables(ORG_CONTEXT_SETTINGS)
+
+    def _variables(self, specs: tuple[SettingSpec, ...]) -> dict[str, str]:
+        return {s.env_var: s.to_env(getattr(self, s.name)) for s in specs if s.env_var is not None}
 
     def environment_problem(self) -> str | None:
-        """Why the scan Lambda's variables would not fit AWS Lambda's 4 KB, if they would not."""
+        """Why the largest Lambda environment (the scan's, or in Organization mode the hub
+        consumer's) would not fit AWS Lambda's 4 KB, if it would not."""
+        deployed = CONTEXT_SETTINGS if self.org_mode else SHARED_CONTEXT_SETTINGS
         sizes = {
             # As JSON: Lambda counts the encoding too (quotes, and the escapes in JSON values).
             s.context_key: len(json.dumps({s.env_var: s.to_env(getattr(self, s.name))}).encode())
-            for s in CONTEXT_SETTINGS
+            for s in deployed
             if s.env_var is not None and s.context_key is not None
         }
         room = LAMBDA_ENVIRONMENT_BYTES - STACK_VARIABLES_BYTES
         if sum(sizes.values()) <= room:
             return None
         largest = sorted(sizes, key=lambda k: -sizes[k])[:2]
+        which = "the hub consumer Lambda's" if self.org_mode else "the scan Lambda's"
+        hint = (
+            f" (with many accounts, use `-c orgAccounts={ORG_DISCOVER}` and opt accounts out by tag)"
+            if largest[0] == "orgAccounts"
+            else ""
+        )
         return (
-            f"`{largest[0]}` makes the scan Lambda's environment too large: the settings take "
+            f"`{largest[0]}` makes {which} environment too large{hint}: the settings take "
             f"{sum(sizes.values())} bytes, and AWS Lambda allows {LAMBDA_ENVIRONMENT_BYTES} "
             f"in all ({room} with what the stack adds); largest: "
             + ", ".join(f"`{k}` {sizes[k]} bytes" for k in largest)
@@ -143,9 +193,12 @@ def _problems(exc: ValidationError) -> list[str]:
     problems = []
     for err in exc.errors(include_url=False):
         loc = err["loc"]
-        head = _FIELD_KEY.get(str(loc[0]), str(loc[0])) if loc else "?"
-        where = f"`{head}`" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
         message = str(err["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        if not loc:  # a check across keys (the model's): its message names them
+            problems.append(one_line(message, 300))
+            continue
+        head = _FIELD_KEY.get(str(loc[0]), str(loc[0]))
+        where = f"`{head}`" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
         if err["type"] not in _OWN_MESSAGE and ", got " not in message:
             message += f", got {err.get('input')!r}"
         problems.append(one_line(f"{where} {message}", 300))

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from costguard.names import Figures as F
@@ -72,11 +74,14 @@ class Dashboard(Construct):
         construct_id: str,
         *,
         projects: Sequence[str],
-        scan_logs: logs.ILogGroup,
+        scan_logs: Sequence[logs.ILogGroup],
         action_logs: Sequence[logs.ILogGroup] = (),
         price_catalog_max_age_days: int = 30,
     ) -> None:
+        """``scan_logs``: where the figures are written (the scan's log group; in an
+        Organization hub the consumer's and the fan-out's, either of which aggregates)."""
         super().__init__(scope, construct_id)
+        figure_groups = [g.log_group_name for g in scan_logs]
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=cdk.Duration.days(7))
         self.dashboard.add_widgets(
             cw.TextWidget(
@@ -92,7 +97,7 @@ class Dashboard(Construct):
         self.dashboard.add_widgets(
             cw.LogQueryWidget(
                 title="All projects: forecast, budget, month-to-date, run-rate",
-                log_group_names=[scan_logs.log_group_name],
+                log_group_names=figure_groups,
                 query_string=all_projects_query(),
                 view=cw.LogQueryVisualizationType.TABLE,
                 width=24,
@@ -118,7 +123,7 @@ class Dashboard(Construct):
                     "Price catalog the scan uses (stored or bundled) and its age in days; "
                     f"WARNING when stale = 1 (older than {price_catalog_max_age_days} days)"
                 ),
-                log_group_names=[scan_logs.log_group_name],
+                log_group_names=figure_groups,
                 query_string=price_catalog_query(),
                 view=cw.LogQueryVisualizationType.TABLE,
                 width=12,
@@ -138,9 +143,46 @@ class Dashboard(Construct):
             self.dashboard.add_widgets(
                 cw.LogQueryWidget(
                     title=f"{project}: budget, month-to-date, forecast",
-                    log_group_names=[scan_logs.log_group_name],
+                    log_group_names=figure_groups,
                     query_string=project_query(project),
                     view=cw.LogQueryVisualizationType.LINE,
                     width=12,
                 )
             )
+
+    def add_org_widgets(
+        self, *, queue: sqs.IQueue, dead_letters: sqs.IQueue, consumer: lambda_.IFunction
+    ) -> None:
+        """The Organization hub: is the work keeping up, and is any of it failing."""
+        five = cdk.Duration.minutes(5)
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Hub work queue: waiting, in flight, dead-lettered",
+                left=[
+                    queue.metric_approximate_number_of_messages_visible(
+                        period=five, statistic="Maximum", label="waiting"
+                    ),
+                    queue.metric_approximate_number_of_messages_not_visible(
+                        period=five, statistic="Maximum", label="in flight"
+                    ),
+                    dead_letters.metric_approximate_number_of_messages_visible(
+                        period=five, statistic="Maximum", label="dead letters"
+                    ),
+                ],
+                width=12,
+            ),
+            cw.GraphWidget(
+                title="Hub: oldest work item (s) and consumers running",
+                left=[
+                    queue.metric_approximate_age_of_oldest_message(
+                        period=five, statistic="Maximum", label="oldest item (s)"
+                    )
+                ],
+                right=[
+                    consumer.metric(
+                        "ConcurrentExecutions", period=five, statistic="Maximum", label="consumers"
+                    )
+                ],
+                width=12,
+            ),
+        )

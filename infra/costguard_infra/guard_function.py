@@ -60,6 +60,7 @@ class GuardFunction(Construct):
         timeout: cdk.Duration | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         reserved_concurrency: int | None = None,
+        role_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -83,6 +84,8 @@ class GuardFunction(Construct):
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"CostGuard {construct_id}: least privilege, derived from costguard.iam",
+            # Named only where another account's trust policy names it (the hub's roles).
+            role_name=role_name,
         )
         for statement in policy_statements(permissions, stack):
             self.role.add_to_policy(statement)

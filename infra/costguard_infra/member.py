@@ -42,8 +42,9 @@ MEMBER_CONTEXT_KEYS = ("hubAccount", "orgId", "sagemakerTags", "sagemakerStudio"
 #: proves each one is needed: an unneeded acknowledgement would approve a future finding).
 MEMBER_ACKNOWLEDGEMENTS: dict[str, str] = {
     "AwsSolutions-IAM5[Resource::*]": (
-        "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, CloudWatch "
-        "GetMetricData and DescribeSpotPriceHistory support no resource-level permissions; "
+        "EC2 Describe* (DescribeRegions included), EKS ListClusters, SageMaker List*, "
+        "tag:GetResources, CloudWatch GetMetricData and DescribeSpotPriceHistory support no "
+        "resource-level permissions; "
         "every such statement is read-only (asserted by tests/infra/test_member_stack.py)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (

@@ -14,6 +14,9 @@ from constructs import Construct
 from costguard.names import Metrics
 
 if TYPE_CHECKING:
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_sqs as sqs
+
     from costguard_infra.guard_function import GuardFunction
 
 
@@ -26,7 +29,12 @@ class Monitoring(Construct):
         functions: Sequence[tuple[str, GuardFunction]],
         topic: sns.ITopic,
         scan_every_minutes: int,
+        fanout: lambda_.IFunction | None = None,
+        dead_letter_queues: Sequence[tuple[str, sqs.IQueue, str]] = (),
     ) -> None:
+        """``fanout``: an Organization hub, whose heartbeat is its fan-out's invocations
+        (there is no single-account scan then); ``dead_letter_queues``: more queues whose
+        messages mean failed work, as (construct id, queue, description)."""
         super().__init__(scope, construct_id)
         action = actions.SnsAction(topic)
         self.alarms: list[cw.Alarm] = []
@@ -51,19 +59,36 @@ class Monitoring(Construct):
                 f"CostGuard {name}: failed invocations in the dead-letter queue",
                 action,
             )
-        # No ScanCompleted for two intervals means nobody is watching the spend.
+        for alarm_id, queue, description in dead_letter_queues:
+            self._alarm(
+                alarm_id,
+                queue.metric_approximate_number_of_messages_visible(
+                    period=five, statistic="Maximum"
+                ),
+                description,
+                action,
+            )
+        # No ScanCompleted for two intervals means nobody is watching the spend; in an
+        # Organization hub, no fan-out (its failures have their own alarms).
         window = cdk.Duration.minutes(max(2 * scan_every_minutes, 10))
+        heartbeat: cw.IMetric = cw.Metric(
+            namespace=Metrics.NAMESPACE,
+            metric_name=Metrics.SCAN_COMPLETED,
+            dimensions_map={Metrics.DIMENSION_SERVICE: Metrics.SCAN_SERVICE},
+            period=window,
+            statistic="Sum",
+        )
+        if fanout is not None:
+            heartbeat = fanout.metric_invocations(period=window, statistic="Sum")
         missing = cw.Alarm(
             self,
-            "ScanMissing",
-            alarm_description="CostGuard: no scan completed in two scan intervals",
-            metric=cw.Metric(
-                namespace=Metrics.NAMESPACE,
-                metric_name=Metrics.SCAN_COMPLETED,
-                dimensions_map={Metrics.DIMENSION_SERVICE: Metrics.SCAN_SERVICE},
-                period=window,
-                statistic="Sum",
+            "ScanMissing" if fanout is None else "FanoutMissing",
+            alarm_description=(
+                "CostGuard: no scan completed in two scan intervals"
+                if fanout is None
+                else "CostGuard hub: the Organization fan-out did not run in two scan intervals"
             ),
+            metric=heartbeat,
             threshold=1,
             comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
             evaluation_periods=1,

@@ -30,6 +30,7 @@ from costguard_infra.alerts import Alerts
 from costguard_infra.bundling import lambda_code, powertools_layer
 from costguard_infra.dashboard import Dashboard
 from costguard_infra.guard_function import GuardFunction
+from costguard_infra.hub import OrgHub
 from costguard_infra.ledger import Ledger
 from costguard_infra.monitoring import Monitoring
 from costguard_infra.schedules import GuardSchedule
@@ -78,26 +79,49 @@ class CostGuardStack(cdk.Stack):
         )
         code = lambda_code(FUNCTIONS_DIR)
         layer = powertools_layer(self, "Powertools")
-        self.scan = GuardFunction(
-            self,
-            "Scan",
-            description="CostGuard scan: inventory, price, attribute, ledger, budgets",
-            handler="costguard.handlers.scan.handler",
-            code=code,
-            layer=layer,
-            key=self.key,
-            environment=self.scan_environment(),
-            permissions=scan_permissions(
-                cost_explorer=config.cost_explorer,
-                sagemaker_tags=SAGEMAKER_TAGS,
-                sagemaker_studio=SAGEMAKER_STUDIO,
-            ),
-            memory_mb=config.scan_memory_mb,
-            timeout=cdk.Duration.seconds(config.scan_timeout_seconds),
-            log_retention=_retention(config.log_retention_days),
-        )
-        self.ledger.table.grant(self.scan.role, *LEDGER_ACTIONS)
-        self.alerts.topic.grant_publish(self.scan.role)
+        # One account: the scan Lambda. An Organization: the hub's fan-out and consumers
+        # instead, which scan every account-region (the hub's own account too, through its
+        # member read role) and roll the projects up across accounts.
+        self.scan: GuardFunction | None = None
+        self.hub: OrgHub | None = None
+        #: The Lambdas that write the projects' figures (the dashboard reads their logs).
+        scanners: list[tuple[str, GuardFunction]]
+        if not config.org_mode:
+            self.scan = GuardFunction(
+                self,
+                "Scan",
+                description="CostGuard scan: inventory, price, attribute, ledger, budgets",
+                handler="costguard.handlers.scan.handler",
+                code=code,
+                layer=layer,
+                key=self.key,
+                environment=self.scan_environment(),
+                permissions=scan_permissions(
+                    cost_explorer=config.cost_explorer,
+                    sagemaker_tags=SAGEMAKER_TAGS,
+                    sagemaker_studio=SAGEMAKER_STUDIO,
+                ),
+                memory_mb=config.scan_memory_mb,
+                timeout=cdk.Duration.seconds(config.scan_timeout_seconds),
+                log_retention=_retention(config.log_retention_days),
+            )
+            self.ledger.table.grant(self.scan.role, *LEDGER_ACTIONS)
+            self.alerts.topic.grant_publish(self.scan.role)
+            scanners = [("Scan", self.scan)]
+        else:
+            self.hub = OrgHub(
+                self,
+                "OrgHub",
+                config=config,
+                code=code,
+                layer=layer,
+                key=self.key,
+                table=self.ledger.table,
+                topic=self.alerts.topic,
+                environment=self.scan_environment(),
+                log_retention=_retention(config.log_retention_days),
+            )
+            scanners = [("OrgFanout", self.hub.fanout), ("OrgConsumer", self.hub.consumer)]
         self.slack = GuardFunction(
             self,
             "SlackNotifier",
@@ -201,35 +225,55 @@ class CostGuardStack(cdk.Stack):
             key=self.key,
             description=f"CostGuard price refresh every {config.price_refresh_rate}",
         )
-        GuardSchedule(
-            self,
-            "ScanSchedule",
-            function=self.scan.function,
-            every_minutes=config.scan_rate_minutes,
-            dead_letter_queue=self.scan.dead_letter_queue,
-            key=self.key,
-            description=f"CostGuard scan every {config.scan_rate}",
-        )
+        if self.scan is not None:
+            GuardSchedule(
+                self,
+                "ScanSchedule",
+                function=self.scan.function,
+                every_minutes=config.scan_rate_minutes,
+                dead_letter_queue=self.scan.dead_letter_queue,
+                key=self.key,
+                description=f"CostGuard scan every {config.scan_rate}",
+            )
         Monitoring(
             self,
             "Monitoring",
             functions=[
-                ("Scan", self.scan),
+                *scanners,
                 ("SlackNotifier", self.slack),
                 ("PriceRefresh", self.refresh),
                 *((f"Guard{SPECS[n].construct_id}", f) for n, f in self.guards.items()),
             ],
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
+            fanout=self.hub.fanout.function if self.hub is not None else None,
+            dead_letter_queues=(
+                [
+                    (
+                        "OrgWorkDeadLetters",
+                        self.hub.dead_letters,
+                        "CostGuard hub: work items failed orgMaxReceives times (an account "
+                        "or region is not being scanned); see the dead-letter queue",
+                    )
+                ]
+                if self.hub is not None
+                else []
+            ),
         )
-        Dashboard(
+        dashboard = Dashboard(
             self,
             "Dashboard",
             projects=sorted(config.projects),
-            scan_logs=self.scan.log_group,
+            scan_logs=[fn.log_group for _name, fn in scanners],
             action_logs=[f.log_group for f in self.guards.values()],
             price_catalog_max_age_days=config.price_catalog_max_age_days,
         )
+        if self.hub is not None:
+            dashboard.add_org_widgets(
+                queue=self.hub.queue,
+                dead_letters=self.hub.dead_letters,
+                consumer=self.hub.consumer.function,
+            )
         self._notebook_heartbeat()
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
         cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.infra.synth import CONTEXT, Synthesized, synthesize
+from tests.infra.synth import CONTEXT, Synthesized, synthesize, synthesize_org
 
 __all__ = ["CONTEXT"]
 
@@ -26,3 +26,9 @@ def template(synthesized: Any) -> Any:
 def body() -> dict[str, Any]:
     """The synthesized template as plain JSON."""
     return synthesize().body
+
+
+@pytest.fixture(scope="session")
+def org_body() -> dict[str, Any]:
+    """The Organization hub's template (``orgAccounts=discover``) as plain JSON."""
+    return synthesize_org().body

@@ -29,6 +29,9 @@ CONTEXT: dict[str, Any] = {
     "alertEmails": ["oncall@example.com", "finops@example.com"],
     "projects": {"llm-pretraining": {"budget": 60000, "owners": ["alice@example.com"]}},
 }
+ORG_ID = "o-abc1234567"
+#: An Organization hub that discovers its accounts (the widest IAM of the hub).
+ORG_CONTEXT: dict[str, Any] = {**CONTEXT, "orgAccounts": "discover", "orgId": ORG_ID}
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,25 @@ def synthesize() -> Synthesized:
     return Synthesized(Template.from_stack(stack), stack, Path(assembly.directory))
 
 
-def nag_findings(acknowledgements: dict[str, str] | None = None) -> set[str]:
+@functools.cache
+def synthesize_org() -> Synthesized:
+    """The Organization hub (:data:`ORG_CONTEXT`) with cdk-nag on, code not bundled."""
+    from aws_cdk.assertions import Template
+
+    from costguard_infra.app_builder import build_app
+
+    with with_toy_guard():
+        app, stack = build_app(
+            {**ORG_CONTEXT, "aws:cdk:bundling-stacks": []},
+            outdir=str(_tempdir("costguard-org-")),
+        )
+        assembly = app.synth()  # runs cdk-nag: any unacknowledged finding raises here
+    return Synthesized(Template.from_stack(stack), stack, Path(assembly.directory))
+
+
+def nag_findings(
+    acknowledgements: dict[str, str] | None = None, context: dict[str, Any] | None = None
+) -> set[str]:
     """The cdk-nag rule ids the app raises with only ``acknowledgements`` in force.
 
     Synthesizes without bundling (the Lambda code does not change a finding) and
@@ -93,7 +114,7 @@ def nag_findings(acknowledgements: dict[str, str] | None = None) -> set[str]:
     outdir = _tempdir("costguard-nag-")
     with with_toy_guard():
         app, _stack = build_app(
-            {**CONTEXT, "aws:cdk:bundling-stacks": []},
+            {**(CONTEXT if context is None else context), "aws:cdk:bundling-stacks": []},
             outdir=str(outdir),
             acknowledgements=acknowledgements or {},
         )

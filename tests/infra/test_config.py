@@ -1,7 +1,9 @@
 """Context -> stack -> Lambda environment -> Settings: every setting arrives, and unchanged.
 
 The stack is built once with every setting at a value other than its default, so a
-setting that the stack drops, or that a reader parses differently, shows up here.
+setting that the stack drops, or that a reader parses differently, shows up here. Twice:
+as one account (the scan Lambda), and as an Organization hub (``orgAccounts``), whose
+Lambdas get every variable the scan Lambda would, and the hub's.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Capture, Template
+from aws_cdk.assertions import Capture, Match, Template
 
 from costguard.config_spec import BY_NAME, CONTEXT_SETTINGS, ENV_SETTINGS, LOG_RETENTION_DAYS
 from costguard.names import Env
-from costguard.settings import ENV_VARS, Settings
+from costguard.settings import ENV_VARS, ORG_ENV_VARS, Settings
 from costguard_infra.config import CostGuardConfig
 
 pytestmark = pytest.mark.infra
@@ -65,7 +67,24 @@ NON_DEFAULT: dict[str, Any] = {
     "idleGraceMinutes": "120",
     "idleAllAccelerators": "true",
 }
+#: The Organization hub's keys away from their defaults, with every other key of
+#: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members).
+ORG_NON_DEFAULT: dict[str, Any] = {
+    **{k: v for k, v in NON_DEFAULT.items() if k != "costExplorer"},
+    "orgAccounts": "111111111111, 222222222222",
+    "orgId": "o-abc1234567",
+    "orgMemberRole": "team-reader",
+    "orgPerAccountConcurrency": "3",
+    "orgMaxConcurrency": "50",
+    "orgProbeHours": "12",
+    "orgSliceDeadlineMinutes": "5",
+    "orgOptOutTag": "team:opt-out",
+    "orgMaxReceives": "5",
+}
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
+SCAN = "costguard.handlers.scan.handler"
+CONSUMER = "costguard.handlers.org.consumer_handler"
+FANOUT = "costguard.handlers.org.fanout_handler"
 
 
 class Recording:
@@ -85,49 +104,91 @@ class Built:
     config: CostGuardConfig
     read: frozenset[str]
     template: Any
-    variables: dict[str, Any]
+    #: Each Lambda's variables, by handler.
+    variables: dict[str, dict[str, Any]]
 
 
-@pytest.fixture(scope="module")
-def built() -> Built:
+def _build(context: dict[str, Any], handlers: tuple[str, ...]) -> Built:
     import aws_cdk as cdk
 
     from costguard_infra.stack import CostGuardStack
 
-    config = CostGuardConfig.from_context(NON_DEFAULT)
+    config = CostGuardConfig.from_context(context)
     recording = Recording(config)
     app = cdk.App(context={"aws:cdk:bundling-stacks": []})
     stack = CostGuardStack(app, "CostGuard", config=recording)  # type: ignore[arg-type]
     template = Template.from_stack(stack)
-    env = Capture()
-    template.has_resource_properties(
-        "AWS::Lambda::Function",
-        {"Handler": "costguard.handlers.scan.handler", "Environment": {"Variables": env}},
-    )
-    return Built(config, frozenset(recording.read), template, env.as_object())
+    variables = {}
+    for handler in handlers:
+        env = Capture()
+        template.has_resource_properties(
+            "AWS::Lambda::Function", {"Handler": handler, "Environment": {"Variables": env}}
+        )
+        variables[handler] = env.as_object()
+    return Built(config, frozenset(recording.read), template, variables)
 
 
-def test_every_setting_is_away_from_its_default_here(built: Built) -> None:
-    assert set(NON_DEFAULT) == {s.context_key for s in CONTEXT_SETTINGS}
-    same = [s.name for s in CONTEXT_SETTINGS if getattr(built.config, s.name) == s.default]
+@pytest.fixture(scope="module")
+def built() -> Built:
+    """One account: the scan Lambda gets every variable but the hub's."""
+    return _build(NON_DEFAULT, (SCAN,))
+
+
+@pytest.fixture(scope="module")
+def org_built() -> Built:
+    """An Organization hub: its consumer gets every variable the scan would, and the hub's."""
+    return _build(ORG_NON_DEFAULT, (CONSUMER, FANOUT))
+
+
+def test_every_setting_is_away_from_its_default_here(built: Built, org_built: Built) -> None:
+    assert set(NON_DEFAULT) | set(ORG_NON_DEFAULT) == {s.context_key for s in CONTEXT_SETTINGS}
+    assert not [s for s in CONTEXT_SETTINGS if s.org and s.context_key in NON_DEFAULT]
+    same = [
+        s.name for s in CONTEXT_SETTINGS if not s.org and getattr(built.config, s.name) == s.default
+    ]
     assert same == []
+    same_in_org = [
+        s.context_key
+        for s in CONTEXT_SETTINGS
+        if s.context_key in ORG_NON_DEFAULT and getattr(org_built.config, s.name) == s.default
+    ]
+    assert same_in_org == []
 
 
-def test_the_stack_sets_every_variable_the_settings_read_and_no_other(built: Built) -> None:
-    # COSTGUARD_GUARD binds a guard's own Lambda to its guard; the scan has none.
-    assert set(built.variables) == (set(ENV_VARS) - {"COSTGUARD_GUARD"}) | POWERTOOLS
+def test_the_stack_sets_every_variable_the_settings_read_and_no_other(
+    built: Built, org_built: Built
+) -> None:
+    # COSTGUARD_GUARD binds a guard's own Lambda to its guard; the scan and the hub's
+    # Lambdas have none; only the hub's get the Organization's, and only the fan-out
+    # sends work items.
+    assert (
+        set(built.variables[SCAN]) == (set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS)) | POWERTOOLS
+    )
+    assert (
+        set(org_built.variables[CONSUMER])
+        == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL}) | POWERTOOLS
+    )
+    assert set(org_built.variables[FANOUT]) == (set(ENV_VARS) - {Env.GUARD}) | POWERTOOLS
+    assert {Env.QUEUE_URL, Env.GUARD} | set(ORG_ENV_VARS) <= set(ENV_VARS)
 
 
-def test_the_lambda_reads_back_every_setting_the_context_gave(built: Built) -> None:
+def _read_back(built: Built, handler: str) -> Settings:
     # GIVEN the variables the stack wrote (CloudFormation references stand in as text)
-    environ = {k: v if isinstance(v, str) else f"<{k}>" for k, v in built.variables.items()}
+    variables = built.variables[handler]
+    environ = {k: v if isinstance(v, str) else f"<{k}>" for k, v in variables.items()}
     # WHEN the Lambda reads them
     settings = Settings.from_env(environ)
-    # THEN every setting with both a context key and a variable has the context's value
-    shared = [s.name for s in ENV_SETTINGS if s.context_key]
+    # THEN every setting it was given, with both a context key and a variable, has the
+    # context's value
+    shared = [s.name for s in ENV_SETTINGS if s.context_key and s.env_var in variables]
     assert {n: getattr(settings, n) for n in shared} == {
         n: getattr(built.config, n) for n in shared
     }
+    return settings
+
+
+def test_the_lambda_reads_back_every_setting_the_context_gave(built: Built) -> None:
+    settings = _read_back(built, SCAN)
     assert settings.project_tag_keys == ("Cost Center", "team,x")
     assert settings.warning_pct == Decimal("85.5")
     assert settings.budget_thresholds == (90, 110)
@@ -135,39 +196,60 @@ def test_the_lambda_reads_back_every_setting_the_context_gave(built: Built) -> N
         BY_NAME["sagemaker_tags"].default,
         BY_NAME["sagemaker_studio"].default,
     )
+    assert settings.cost_explorer is True
+    assert (settings.org_accounts, settings.org_id) == ((), "")  # one account
 
 
-def test_every_deploy_only_setting_is_read_by_the_stack(built: Built) -> None:
+def test_the_hub_lambdas_read_back_every_setting_the_context_gave(org_built: Built) -> None:
+    for handler in (CONSUMER, FANOUT):
+        settings = _read_back(org_built, handler)
+        assert settings.project_tag_keys == ("Cost Center", "team,x")
+        assert settings.org_accounts == ("111111111111", "222222222222")
+        assert (settings.org_id, settings.org_member_role) == ("o-abc1234567", "team-reader")
+        assert (settings.org_probe_hours, settings.org_slice_deadline_minutes) == (12, 5)
+        assert settings.org_opt_out_tag == "team:opt-out"
+    fanout = _read_back(org_built, FANOUT)
+    assert fanout.queue_url == f"<{Env.QUEUE_URL}>"  # a reference to the work queue
+
+
+def test_every_deploy_only_setting_is_read_by_the_stack(built: Built, org_built: Built) -> None:
     # ttlHours was accepted, documented as sweeping stale data, and read by nothing.
+    read = built.read | org_built.read
     unread = [
         s.context_key
         for s in CONTEXT_SETTINGS
-        if s.env_var is None and s.name not in built.read and not s.reserved
+        if s.env_var is None and s.name not in read and not s.reserved
     ]
     assert unread == []
-    reserved_but_read = [
-        s.context_key for s in CONTEXT_SETTINGS if s.reserved and s.name in built.read
-    ]
+    reserved_but_read = [s.context_key for s in CONTEXT_SETTINGS if s.reserved and s.name in read]
     assert reserved_but_read == [], "it is used now: drop `reserved` and say what it does"
 
 
-def test_each_deploy_only_setting_takes_effect(built: Built) -> None:
-    t = built.template
-    t.has_resource_properties(
-        "AWS::Lambda::Function",
-        {"Handler": "costguard.handlers.scan.handler", "MemorySize": 2048, "Timeout": 300},
+def test_each_deploy_only_setting_takes_effect(built: Built, org_built: Built) -> None:
+    for t, handler in ((built.template, SCAN), (org_built.template, CONSUMER)):
+        t.has_resource_properties(
+            "AWS::Lambda::Function", {"Handler": handler, "MemorySize": 2048, "Timeout": 300}
+        )
+        t.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
+        t.has_resource_properties(
+            "AWS::Scheduler::Schedule", {"ScheduleExpression": "rate(30 minutes)"}
+        )
+        t.has_resource_properties(
+            "AWS::Scheduler::Schedule", {"ScheduleExpression": "rate(3 days)"}
+        )
+        t.has_resource_properties("AWS::SecretsManager::Secret", {"Name": "team/slack-webhook"})
+        t.has_resource_properties(
+            "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"}
+        )
+        logs = t.find_resources("AWS::Logs::LogGroup")
+        assert {r["Properties"].get("RetentionInDays") for r in logs.values()} == {30}
+    org_built.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 50}}
     )
-    t.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
-    t.has_resource_properties(
-        "AWS::Scheduler::Schedule", {"ScheduleExpression": "rate(30 minutes)"}
+    org_built.template.has_resource_properties(
+        "AWS::SQS::Queue",
+        {"VisibilityTimeout": 6 * 300, "RedrivePolicy": Match.object_like({"maxReceiveCount": 5})},
     )
-    t.has_resource_properties("AWS::Scheduler::Schedule", {"ScheduleExpression": "rate(3 days)"})
-    t.has_resource_properties("AWS::SecretsManager::Secret", {"Name": "team/slack-webhook"})
-    t.has_resource_properties(
-        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"}
-    )
-    logs = t.find_resources("AWS::Logs::LogGroup")
-    assert {r["Properties"].get("RetentionInDays") for r in logs.values()} == {30}
 
 
 def test_the_log_retention_choices_are_the_ones_the_stack_can_map() -> None:

@@ -3,7 +3,8 @@
 Every template is resolved into one concrete account (``iam_model.World``) and its
 identity, resource and key policies are evaluated together for each request the
 deployed system will make: alarms publishing, Lambda and the scheduler writing dead
-letters, SNS redriving, the notifier reading its secret.
+letters, SNS redriving, the notifier reading its secret. Each check runs on both
+templates: one account, and an Organization hub (its work queue, fan-out and consumers).
 """
 
 from __future__ import annotations
@@ -35,8 +36,15 @@ QUEUE_KEY_ACTIONS = ("kms:GenerateDataKey", "kms:Decrypt")
 
 
 @pytest.fixture(scope="module")
-def world(body: dict[str, Any]) -> World:
+def single_world(body: dict[str, Any]) -> World:
     return World(body)
+
+
+@pytest.fixture(scope="module", params=["single-account", "organization-hub"])
+def world(request: pytest.FixtureRequest, single_world: World) -> World:
+    if request.param == "single-account":
+        return single_world
+    return World(request.getfixturevalue("org_body"))
 
 
 def _via(service: str) -> dict[str, str]:
@@ -110,6 +118,22 @@ def test_only_this_accounts_alarms_may_publish_to_the_topic(world: World) -> Non
 # -- 3. encrypted queues are writable ------------------------------------------------------
 
 
+def _redrivers(world: World, queue: str) -> set[str]:
+    """Roles whose receives make SQS move messages into ``queue`` (a source queue's
+    dead-letter queue): every role that may receive from such a source queue."""
+    arn = world.arn(queue)
+    roles: set[str] = set()
+    for source, props in world.resources("AWS::SQS::Queue").items():
+        redrive = world.resolve(props["Properties"].get("RedrivePolicy", {}))
+        if redrive.get("deadLetterTargetArn") == arn:
+            roles |= {
+                role
+                for role in world.resources("AWS::IAM::Role")
+                if role_may(world, role, "sqs:ReceiveMessage", world.arn(source), TLS)
+            }
+    return roles
+
+
 def _writers(world: World, queue: str) -> tuple[set[str], dict[str, dict[str, str]]]:
     """Roles and service principals that write to the queue, with each service's context."""
     arn = world.arn(queue)
@@ -153,7 +177,15 @@ def test_every_writer_of_an_encrypted_queue_can_send_and_use_the_queues_key(
     for queue, key_arn in encrypted.items():
         arn = world.arn(queue)
         roles, services = _writers(world, queue)
-        assert roles or services, f"{queue}: nobody writes to it"
+        redrivers = _redrivers(world, queue)
+        assert roles or services or redrivers, f"{queue}: nobody writes to it"
+        # SQS moves dead letters in the receive of the source queue's consumers.
+        problems += [
+            f"{role} receives from {queue}'s source but may not {action} its key"
+            for role in sorted(redrivers)
+            for action in QUEUE_KEY_ACTIONS
+            if not role_may(world, role, action, key_arn, _via("sqs"))
+        ]
         for role in sorted(roles):
             if not role_may(world, role, "sqs:SendMessage", arn, TLS):
                 problems.append(f"{role} may not send to {queue}")
@@ -230,8 +262,9 @@ def test_the_notifier_reads_its_secret_and_nothing_else(world: World) -> None:
 
 
 def test_the_scan_role_may_call_exactly_the_ledger_actions_on_the_table_and_use_its_key(
-    world: World,
+    single_world: World,
 ) -> None:
+    world = single_world
     (table,) = world.resources("AWS::DynamoDB::Table")
     (scan,) = [
         f
@@ -278,12 +311,14 @@ def test_every_mutating_statement_names_costguards_own_resources_or_is_tag_condi
         foreign = [r for r in as_list(statement["Resource"]) if r not in own]
         # Put/Update/Delete/Stop/Terminate/Publish on anything CostGuard did not create
         # must be limited by a tag condition (moto cannot check conditions: this does).
-        from costguard.iam import account_scoped_s3
+        from costguard.iam import account_scoped_s3, org_scoped_assume
 
+        conditions = statement.get("Condition", {})
         assert (
             not foreign
             or _tag_condition(statement)
-            or account_scoped_s3(writes, statement.get("Condition", {}))
+            or account_scoped_s3(writes, conditions)
+            or org_scoped_assume(writes, conditions)
         ), (role, writes, foreign)
     assert checked >= 4  # ledger, topic, logs, queues at least
 

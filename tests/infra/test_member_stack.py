@@ -225,3 +225,19 @@ def test_refuses_member_context_without_a_valid_hub_and_org(
 ) -> None:
     with pytest.raises(ConfigError, match=named):
         build_member_app(context, outdir=tempfile.mkdtemp(prefix="costguard-member-"))
+
+
+def test_read_role_lets_the_hub_list_the_member_accounts_regions(world: World) -> None:
+    # The hub's `regions` work item runs DescribeRegions in the member account (hub: no).
+    statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
+    assert evaluate(statements, "ec2:DescribeRegions", "*").allowed
+    act = world.role_statements(_role(world, OrgRoles.MEMBER_ACT))
+    assert not evaluate(act, "ec2:DescribeRegions", "*").allowed
+
+
+def test_read_role_covers_every_call_of_the_hubs_probe_and_regions_items(world: World) -> None:
+    from costguard.iam import ORG_MEMBER_EXTRA, PROBE_ACTIONS, PROBE_STUDIO_ACTIONS
+
+    statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
+    for action in (*PROBE_ACTIONS, *PROBE_STUDIO_ACTIONS, *all_actions(ORG_MEMBER_EXTRA)):
+        assert evaluate(statements, action, "*").allowed, action  # none is resource-level

@@ -11,7 +11,7 @@ import pytest
 
 from costguard.iam import CATALOG_PARTITION, CATALOG_STORE_ACTIONS
 from costguard.names import Env, Figures, Metrics
-from costguard.settings import ENV_VARS
+from costguard.settings import ENV_VARS, ORG_ENV_VARS
 from tests.infra.iam_model import World, as_list, role_may
 
 pytestmark = pytest.mark.infra
@@ -43,7 +43,9 @@ def test_the_refresh_lambda_runs_weekly_with_the_scheduled_time_and_a_dlq(
     assert "DeadLetterConfig" in fn
     variables = fn["Environment"]["Variables"]
     # Every variable Settings reads is set (the refresh reads the regions, table and hold %).
-    assert set(ENV_VARS) - {Env.GUARD} <= set(variables)  # it is no guard's Lambda
+    # It is no guard's Lambda, and not the Organization hub's.
+    assert set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS) <= set(variables)
+    assert not set(ORG_ENV_VARS) & set(variables)
     assert variables[Env.SERVICE_NAME] == Metrics.REFRESH_SERVICE
     assert variables[Env.PRICE_CHANGE_HOLD_PCT] == "50"
     template.has_resource_properties(

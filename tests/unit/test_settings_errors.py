@@ -81,7 +81,8 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
     from costguard.names import Env
     from costguard.settings import ENV_VARS, Settings
 
-    base = {Env.REGIONS: "us-east-1"}
+    # An Organization id in the base: COSTGUARD_ORG_ACCOUNTS is refused without one.
+    base = {Env.REGIONS: "us-east-1", Env.ORG_ID: "o-abc1234567"}
     non_default = {
         Env.REGIONS: "eu-west-1",
         Env.TABLE_NAME: "ledger",
@@ -119,6 +120,14 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.TTL_HOURS: "24",
         Env.EBS_SNAPSHOT_BEFORE_DELETE: "false",
         Env.EBS_SNAPSHOT_TTL: "7d",
+        Env.ORG_ACCOUNTS: "discover",
+        Env.ORG_ID: "o-zzzzzzzzzz",
+        Env.MEMBER_ROLE: "team-reader",
+        Env.PER_ACCOUNT_CONCURRENCY: "3",
+        Env.PROBE_HOURS: "12",
+        Env.SLICE_DEADLINE_MINUTES: "5",
+        Env.ORG_OPT_OUT_TAG: "team:opt-out",
+        Env.QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/work.fifo",
     }
     default = Settings.from_env(base)
     unread = [
