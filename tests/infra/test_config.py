@@ -64,6 +64,7 @@ NON_DEFAULT: dict[str, Any] = {
     "idleMaxRuntimeHours": "8",
     "idleGraceMinutes": "120",
     "idleAllAccelerators": "true",
+    "idleGpuDiscovery": "list",
 }
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
 
