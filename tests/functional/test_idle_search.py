@@ -408,3 +408,50 @@ def test_an_all_idle_pass_over_1000_notebooks_takes_at_most_10_calls() -> None:
     assert ec2.calls == Counter({"describe_instances": 1})
     assert cw_calls(cw) == Counter({"GetMetricData": 8})
     assert sum(ec2.calls.values()) + len(cw.calls) <= 10
+
+
+# -- GPU counts without DescribeInstanceTypes -----------------------------------------------
+
+
+def test_the_accelerator_table_agrees_with_describe_instance_types(aws: Any) -> None:
+    # moto's instance types are AWS's own DescribeInstanceTypes answers: for every type
+    # both know, the idle guard's count and maker of GPUs must be what EC2 says
+    from costguard.adapters.notebooks import _listed
+    from costguard.domain.accelerators import BY_INSTANCE
+
+    ec2 = aws.client("ec2", region_name=REGION)
+    described = InstanceTypeCache().resolve(ec2, REGION, sorted(BY_INSTANCE))
+    compared = 0
+    for itype, info in described.items():
+        if not hasattr(info, "count"):
+            continue  # retired: EC2 no longer describes it
+        listed = _listed(itype)
+        assert listed is not None
+        assert (listed.kind, listed.manufacturer, listed.count) == (
+            info.kind,  # type: ignore[union-attr]
+            info.manufacturer,  # type: ignore[union-attr]
+            info.count,  # type: ignore[union-attr]
+        ), itype
+        compared += 1
+    assert compared >= 40
+
+
+def test_only_types_the_table_lacks_are_asked_of_ec2_in_one_batched_call(aws: Any) -> None:
+    at = NOW - timedelta(hours=3)
+    for itype in ("g5.xlarge", "p4d.24xlarge", "m5.large", "c5.xlarge", "trn1.2xlarge"):
+        launch(aws, notebook_tags(), itype, at=at)
+    clients = ClientFactory(aws, account=ACCOUNT)
+    asked: list[list[str]] = []
+    aws.events.register(
+        "provide-client-params.ec2.DescribeInstanceTypes",
+        lambda params, **_: asked.append(sorted(params["InstanceTypes"])),
+    )
+    source = NotebookCandidateSource(
+        clients, PerResourceTags(clients), types=InstanceTypeCache(), sagemaker=False
+    )
+    found = {n.instance_type: n for n in source.ec2_notebooks(REGION)}
+    assert asked == [["c5.xlarge", "m5.large"]]
+    assert found["p4d.24xlarge"].gpu_count == 8 and found["g5.xlarge"].gpu_count == 1
+    assert found["m5.large"].gpu_count == 0
+    assert found["trn1.2xlarge"].gpu_count == 0
+    assert found["trn1.2xlarge"].accelerator == "AWS Trainium"
