@@ -51,6 +51,57 @@ def _invalid(message: str) -> ClientError:
     return ClientError({"Error": {"Code": "ValidationError", "Message": message}}, "GetMetricData")
 
 
+@dataclass(frozen=True)
+class Search:
+    """A parsed ``SEARCH`` of the subset: exact terms, all required."""
+
+    terms: tuple[tuple[str, str], ...]
+    period: timedelta
+
+    def matches(self, namespace: str, name: str, dimensions: Mapping[str, str]) -> bool:
+        return all(
+            namespace == value
+            if term == "Namespace"
+            else name == value
+            if term == "MetricName"
+            else dimensions.get(term) == value
+            for term, value in self.terms
+        )
+
+
+def parse_search(expression: str) -> Search:
+    """The SEARCH subset CostGuard emits, or a ``ValidationError``."""
+    match = _SEARCH.fullmatch(expression)
+    if match is None:
+        raise _invalid(f"not the SEARCH subset the fake evaluates: {expression!r}")
+    if match["stat"] != "Maximum":
+        raise _invalid("the fake answers Maximum only")
+    text = match["query"]
+    if len(text) > MAX_SEARCH_CHARS:
+        raise _invalid("the search expression query is over 1024 characters")
+    terms: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text.rstrip()):
+        term = _TERM.match(text, pos)
+        if term is None:
+            raise _invalid(f"not the SEARCH subset the fake evaluates: {text!r}")
+        terms.append((term["name"], _UNESCAPE.sub(r"\1", term["value"])))
+        pos = term.end()
+    return Search(tuple(terms), timedelta(seconds=int(match["period"])))
+
+
+def render_label(template: str, namespace: str, name: str, dimensions: Mapping[str, str]) -> str:
+    """A dynamic label (``${PROP('Dim.index')}``) for one series; a missing dimension is empty."""
+
+    def prop(m: re.Match[str]) -> str:
+        wanted = m["prop"]
+        if wanted.startswith("Dim."):
+            return dimensions.get(wanted.removeprefix("Dim."), "")
+        return {"MetricName": name, "Namespace": namespace}.get(wanted, "")
+
+    return _PROP.sub(prop, template) if template else name
+
+
 @dataclass
 class _Stored:
     namespace: str
@@ -189,25 +240,9 @@ class FakeCloudWatch:
             stored = self._metrics.get(key) or _Stored(m["Namespace"], m["MetricName"], ())
             label = query.get("Label") or m["MetricName"]
             return [(rid, label, stored, timedelta(seconds=int(stat["Period"])))]
-        match = _SEARCH.fullmatch(query.get("Expression", ""))
-        if match is None:
-            raise _invalid(f"not the SEARCH subset the fake evaluates: {query.get('Expression')!r}")
-        if match["stat"] != "Maximum":
-            raise _invalid("the fake answers Maximum only")
-        text = match["query"]
-        if len(text) > MAX_SEARCH_CHARS:
-            raise _invalid("the search expression query is over 1024 characters")
-        terms: list[tuple[str, str]] = []
-        pos = 0
-        while pos < len(text.rstrip()):
-            term = _TERM.match(text, pos)
-            if term is None:
-                raise _invalid(f"not the SEARCH subset the fake evaluates: {text!r}")
-            terms.append((term["name"], _UNESCAPE.sub(r"\1", term["value"])))
-            pos = term.end()
-        period = timedelta(seconds=int(match["period"]))
+        search = parse_search(query.get("Expression", ""))
         found = []
-        dimension_terms = [t for t in terms if t[0] not in {"Namespace", "MetricName"}]
+        dimension_terms = [t for t in search.terms if t[0] not in {"Namespace", "MetricName"}]
         candidates = (
             self._by_dimension.get(dimension_terms[0], [])
             if dimension_terms
@@ -215,28 +250,12 @@ class FakeCloudWatch:
         )
         for stored in sorted(candidates, key=lambda s: (s.name, s.dimensions)):
             dims = dict(stored.dimensions)
-            if all(
-                stored.namespace == value
-                if name == "Namespace"
-                else stored.name == value
-                if name == "MetricName"
-                else dims.get(name) == value
-                for name, value in terms
-            ) and any(end - SEARCH_FINDS <= t <= end for t in stored.points):
-                found.append((rid, self._label(query.get("Label", ""), stored), stored, period))
+            if search.matches(stored.namespace, stored.name, dims) and any(
+                end - SEARCH_FINDS <= t <= end for t in stored.points
+            ):
+                label = render_label(query.get("Label", ""), stored.namespace, stored.name, dims)
+                found.append((rid, label, stored, search.period))
         return found
-
-    @staticmethod
-    def _label(template: str, stored: _Stored) -> str:
-        dims = dict(stored.dimensions)
-
-        def prop(m: re.Match[str]) -> str:
-            name = m["prop"]
-            if name.startswith("Dim."):
-                return dims.get(name.removeprefix("Dim."), "")
-            return {"MetricName": stored.name, "Namespace": stored.namespace}.get(name, "")
-
-        return _PROP.sub(prop, template) if template else stored.name
 
     @staticmethod
     def _result(
