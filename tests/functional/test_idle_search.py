@@ -455,3 +455,31 @@ def test_only_types_the_table_lacks_are_asked_of_ec2_in_one_batched_call(aws: An
     assert found["m5.large"].gpu_count == 0
     assert found["trn1.2xlarge"].gpu_count == 0
     assert found["trn1.2xlarge"].accelerator == "AWS Trainium"
+
+
+def test_a_late_deadline_run_searches_the_whole_time_since_the_warning(aws: Any) -> None:
+    # GIVEN two notebooks warned 6 hours ago (deadline 5 hours ago, a late run): one used
+    # its GPU once since, 3 hours ago; the other idle all along
+    cw = FakeCloudWatch()
+    warned = {Tags.ACTION_AFTER: (NOW - timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    at = NOW - timedelta(hours=10)
+    (used,) = launch(aws, notebook_tags(**warned), at=at)
+    (idle,) = launch(aws, notebook_tags(**warned), at=at)
+    for iid in (used, idle):
+        publish(cw, iid, start=NOW - timedelta(hours=9), end=NOW + HOUR)
+    cw.put(
+        AgentGpu.NAMESPACE,
+        AgentGpu.UTILIZATION,
+        gpu_dims(used, 0),
+        [(NOW - timedelta(hours=3), 80.0)],
+    )
+    # WHEN the guard runs
+    by_id = {d.target.id: d for d in policy(aws, cw).decide(NOW)}
+    # THEN both were searched over the 7 hours from the window before the warning, in one
+    # call: the activity since the warning keeps one running, the other is stopped
+    assert by_id[used].evidence["verdict"] == "busy" and "80.0%" in by_id[used].reason
+    assert by_id[idle].action is Action.STOP_INSTANCE
+    assert by_id[idle].evidence["window_minutes"] == str(7 * 60)
+    first = next(p for n, p in cw.calls if n == "GetMetricData")
+    assert first["StartTime"] == NOW - timedelta(hours=7)
+    assert [q["Id"][0] for q in first["MetricDataQueries"]] == ["s", "s"]

@@ -255,3 +255,21 @@ def test_a_value_that_cannot_be_searched_is_refused(value: str) -> None:
     from costguard.adapters.cloudwatch import search_expression
 
     assert search_expression(search(value)) is None
+
+
+@pytest.mark.parametrize("value", ['i-"q"', "a\\b(c)", "ünï cødé", "i-0123456789abcdef0"])
+def test_the_fake_cloudwatch_reads_each_emitted_search_back_to_its_value(value: str) -> None:
+    # The fake that stands in for SEARCH parses by the documented escapes: what the reader
+    # writes, it reads back exactly (else the SEARCH tests would test nothing)
+    from costguard.adapters.cloudwatch import search_expression
+    from tests.support.fake_cloudwatch import parse_search
+
+    expression = search_expression(search(value))
+    assert expression is not None
+    parsed = parse_search(expression)
+    assert parsed.terms == (
+        ("Namespace", AgentGpu.NAMESPACE),
+        ("MetricName", AgentGpu.UTILIZATION),
+        (AgentGpu.INSTANCE, value),
+    )
+    assert parsed.period == STEP
