@@ -15,7 +15,7 @@ discovery is tested here. The fake is honest where the guard's correctness depen
   what is tested. It finds series with a datapoint in the two weeks before ``EndTime``, as
   CloudWatch's search does, and labels each by the dynamic label ``${PROP('Dim.name')}``
   (a missing dimension renders empty).
-- **Pages:** at most ``page_datapoints`` values a page (100,800 by default, GetMetricData's);
+- **Pages:** ListMetrics lists 500 metrics a page; GetMetricData at most ``page_datapoints`` values a page (100,800 by default, GetMetricData's);
   a series cut by a page boundary is ``PartialData`` and continues on the next page.
 - **Faults:** :meth:`fail` marks a series ``InternalError`` with its last values missing.
 
@@ -36,6 +36,7 @@ MAX_QUERIES = 500
 MAX_METRICS = 500
 MAX_DATAPOINTS = 100_800
 MAX_SEARCH_CHARS = 1024
+LIST_PAGE = 500
 SEARCH_FINDS = timedelta(days=14)
 
 _SEARCH = re.compile(r"SEARCH\('(?P<query>.*)', '(?P<stat>[A-Za-z0-9.]+)', (?P<period>\d+)\)", re.S)
@@ -168,20 +169,25 @@ class FakeCloudWatch:
         return _Paginator(self, operation)
 
     def list_metrics(self, **params: Any) -> dict[str, Any]:
+        """500 metrics a page, as AWS lists them (``RecentlyActive`` is not evaluated: the
+        fake has no clock; every stored metric is recent)."""
         self.calls.append(("ListMetrics", params))
         assert set(params) <= {"Namespace", "MetricName", "RecentlyActive", "NextToken"}
-        return {
-            "Metrics": [
-                {
-                    "Namespace": m.namespace,
-                    "MetricName": m.name,
-                    "Dimensions": [{"Name": n, "Value": v} for n, v in m.dimensions],
-                }
-                for m in self._metrics.values()
-                if m.namespace == params.get("Namespace", m.namespace)
-                and m.name == params.get("MetricName", m.name)
-            ]
-        }
+        listed = [
+            {
+                "Namespace": m.namespace,
+                "MetricName": m.name,
+                "Dimensions": [{"Name": n, "Value": v} for n, v in m.dimensions],
+            }
+            for m in self._metrics.values()
+            if m.namespace == params.get("Namespace", m.namespace)
+            and m.name == params.get("MetricName", m.name)
+        ]
+        start = int(params.get("NextToken", 0))
+        page: dict[str, Any] = {"Metrics": listed[start : start + LIST_PAGE]}
+        if start + LIST_PAGE < len(listed):
+            page["NextToken"] = str(start + LIST_PAGE)
+        return page
 
     def get_metric_data(self, **params: Any) -> dict[str, Any]:
         self.calls.append(("GetMetricData", params))
