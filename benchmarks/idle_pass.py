@@ -1,11 +1,16 @@
 """One idle-notebook pass over N EC2 notebook candidates on moto: API calls and the
-CloudWatch bill (``GetMetricData`` is $0.01 per 1,000 metrics requested).
+CloudWatch bill (``GetMetricData`` is $0.01 per 1,000 metrics read; a ``SEARCH`` is billed
+for each series it returns).
 
 moto's ``get_metric_data`` scans every stored datapoint for every query and period
 (O(queries x datapoints)); for 1,000 instances that takes minutes, so this benchmark
 swaps in an indexed version with the same answers (per-period Maximum of the series
-whose namespace, name and dimensions match). Every call still goes through botocore
-to moto and is counted at ``before-call``.
+whose namespace, name and dimensions match). moto evaluates no ``SEARCH``: the swapped-in
+version also evaluates the subset the guard emits, as tests/support/fake_cloudwatch.py
+does (exact terms, dynamic labels), and counts the series each call reads, which must
+stay within GetMetricData's 500. Every call still goes through botocore to moto and is
+counted at ``provide-client-params``. Both GPU discoveries are measured: ``search`` (the
+default) and ``list`` (``ListMetrics`` first, for back-ends without SEARCH).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from typing import Any
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 USD_PER_1000_METRICS = Decimal("0.01")
 RUNS_PER_MONTH_AT_60_MIN = 730  # 8,760 h a year / 12
+#: Series read by each GetMetricData call of the current measurement (what AWS bills).
+_READ_PER_CALL: list[int] = []
 
 
 def _fast_get_metric_data(
@@ -29,35 +36,58 @@ def _fast_get_metric_data(
     end_time: datetime,
     scan_by: str = "TimestampAscending",
 ) -> list[dict[str, Any]]:
+    from tests.support.fake_cloudwatch import parse_search, render_label
+
     index: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Any]] = defaultdict(list)
+    by_dimension: dict[tuple[str, str], set[tuple[str, str, tuple[tuple[str, str], ...]]]] = (
+        defaultdict(set)
+    )
     for md in self.get_all_metrics():
         dims = tuple(sorted((d.name, d.value) for d in md.dimensions))
         index[(md.namespace, md.name, dims)].append(md)
-    out = []
-    for q in queries:
-        stat = q["MetricStat"]
-        m = stat["Metric"]
-        dims = tuple(sorted((d["Name"], d["Value"]) for d in m.get("Dimensions", [])))
-        period = timedelta(seconds=int(stat["Period"]))
+        for pair in dims:
+            by_dimension[pair].add((md.namespace, md.name, dims))
+
+    def series(
+        qid: str, label: str, key: tuple[str, str, tuple[tuple[str, str], ...]], period: timedelta
+    ) -> dict[str, Any]:
         buckets: dict[datetime, float] = {}
-        for md in index.get((m["Namespace"], m["MetricName"], dims), []):
+        for md in index.get(key, []):
             if start_time <= md.timestamp < end_time:
                 b = start_time + period * ((md.timestamp - start_time) // period)
                 buckets[b] = max(buckets.get(b, float("-inf")), float(md.value))
         ts = sorted(buckets)
-        out.append(
-            {
-                "id": q["Id"],
-                "label": q["Id"],
-                "values": [buckets[t] for t in ts],
-                "timestamps": ts,
-                "status_code": "Complete",
-            }
-        )
+        return {
+            "id": qid,
+            "label": label,
+            "values": [buckets[t] for t in ts],
+            "timestamps": ts,
+            "status_code": "Complete",
+        }
+
+    out = []
+    read = 0
+    for q in queries:
+        if "Expression" in q:
+            search = parse_search(q["Expression"])
+            named = [t for t in search.terms if t[0] not in {"Namespace", "MetricName"}]
+            for key in sorted(by_dimension.get(named[0], set()) if named else index):
+                if search.matches(key[0], key[1], dict(key[2])):
+                    label = render_label(q.get("Label", ""), key[0], key[1], dict(key[2]))
+                    out.append(series(q["Id"], label, key, search.period))
+                    read += 1
+            continue
+        stat = q["MetricStat"]
+        m = stat["Metric"]
+        dims = tuple(sorted((d["Name"], d["Value"]) for d in m.get("Dimensions", [])))
+        period = timedelta(seconds=int(stat["Period"]))
+        out.append(series(q["Id"], q["Id"], (m["Namespace"], m["MetricName"], dims), period))
+        read += 1
+    _READ_PER_CALL.append(read)
     return out
 
 
-def measure(n: int = 1000, idle_share: float = 1.0) -> dict[str, Any]:
+def measure(n: int = 1000, idle_share: float = 1.0, discovery: str = "search") -> dict[str, Any]:
     os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(k, "testing")
@@ -72,6 +102,7 @@ def measure(n: int = 1000, idle_share: float = 1.0) -> dict[str, Any]:
     from costguard.adapters.ec2 import InstanceTypeCache
     from costguard.adapters.notebooks import NotebookCandidateSource
     from costguard.adapters.sagemaker import PerResourceTags
+    from costguard.domain.idle import GpuDiscovery
     from costguard.services.idle import IdlePolicy, IdleSettings, counts
     from tests.support.idle_fleet import launch, notebook_tags, publish_ec2
 
@@ -108,24 +139,32 @@ def measure(n: int = 1000, idle_share: float = 1.0) -> dict[str, Any]:
                 ),
                 CloudWatchMetrics(clients.cloudwatch),
                 load_catalog(),
-                IdleSettings(regions=("us-east-1",), account="123456789012"),
+                IdleSettings(
+                    regions=("us-east-1",),
+                    account="123456789012",
+                    gpu_discovery=GpuDiscovery(discovery),
+                ),
             )
+            _READ_PER_CALL.clear()
             started = time.perf_counter()
             decisions = policy.decide(NOW)
             seconds = time.perf_counter() - started
     finally:
         CloudWatchBackend.get_metric_data = original  # type: ignore[method-assign]
         cw_models.are_dimensions_same = same
-    metrics = sum(queries)
+    metrics = sum(_READ_PER_CALL)
+    assert max(_READ_PER_CALL, default=0) <= 500, _READ_PER_CALL
     per_month = Decimal(metrics) * RUNS_PER_MONTH_AT_60_MIN * USD_PER_1000_METRICS / 1000
     return {
         "candidates": n,
         "idle_share": idle_share,
+        "gpu_discovery": discovery,
         "verdicts": counts(decisions),
         "api_calls": sum(calls.values()),
         "calls": dict(calls),
         "get_metric_data_queries_per_call": queries,
-        "metrics_requested": metrics,
+        "get_metric_data_metrics_per_call": list(_READ_PER_CALL),
+        "metrics_read": metrics,
         "cloudwatch_usd_per_month_if_every_pass_were_like_this": float(
             per_month.quantize(Decimal("0.01"))
         ),
@@ -140,6 +179,9 @@ def steady_state_bill(n: int = 1000, gpus: int = 1) -> dict[str, Any]:
     is read in full when first seen (GPU + CPU + NetworkIn + NetworkOut), not at all while
     warned, and once more at its deadline (one read over the grace period and window),
     then stopped: about 2 x (gpus + 3) metrics per idle episode, whatever the grace.
+    The same with either GPU discovery: a SEARCH is billed for each series it returns,
+    which are the series ListMetrics would list and a MetricStat read (ListMetrics itself
+    is an API request, $0.01 per 1,000 beyond the free million: nothing at 2 a pass).
     """
     busy_per_pass = n * gpus
     month_busy = busy_per_pass * RUNS_PER_MONTH_AT_60_MIN
@@ -168,6 +210,8 @@ if __name__ == "__main__":
             {
                 "all_idle": measure(1000, 1.0),
                 "all_busy": measure(1000, 0.0),
+                "all_idle_list": measure(1000, 1.0, "list"),
+                "all_busy_list": measure(1000, 0.0, "list"),
                 "bill": steady_state_bill(),
             },
             indent=2,

@@ -22,6 +22,10 @@ def main() -> None:
         "handler_import": import_time.measure(),
         "guard_bill": [guard_bill.measure(100, 5), guard_bill.measure(1000, 20)],
         "idle_pass": [idle_pass.measure(1000, 0.0), idle_pass.measure(1000, 1.0)],
+        "idle_pass_list": [
+            idle_pass.measure(1000, 0.0, "list"),
+            idle_pass.measure(1000, 1.0, "list"),
+        ],
         "idle_bill": idle_pass.steady_state_bill(1000),
     }
     out = Path(__file__).with_name("results.json")

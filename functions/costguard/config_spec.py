@@ -679,6 +679,16 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         kind=Kind.FLAG,
     ),
     SettingSpec(
+        "idle_gpu_discovery",
+        "idleGpuDiscovery",
+        Env.IDLE_GPU_DISCOVERY,
+        Literal["search", "list"],
+        "search",
+        "How the idle guard finds the CloudWatch agent's GPU series: `search` (a `SEARCH` "
+        "expression per instance, in the metric reads themselves) or `list` (`ListMetrics` "
+        "first: for CloudWatch emulators that do not evaluate `SEARCH`, such as moto).",
+    ),
+    SettingSpec(
         "alert_emails",
         "alertEmails",
         None,

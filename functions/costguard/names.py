@@ -86,6 +86,7 @@ class Env:
     IDLE_MAX_RUNTIME_HOURS: Final = "COSTGUARD_IDLE_MAX_RUNTIME_HOURS"
     IDLE_GRACE_MINUTES: Final = "COSTGUARD_IDLE_GRACE_MINUTES"
     IDLE_ALL_ACCELERATORS: Final = "COSTGUARD_IDLE_ALL_ACCELERATORS"
+    IDLE_GPU_DISCOVERY: Final = "COSTGUARD_IDLE_GPU_DISCOVERY"
     S3_SWEEP_PREFIXES: Final = "COSTGUARD_S3_SWEEP_PREFIXES"
     S3_KEEP_PREFIX: Final = "COSTGUARD_S3_KEEP_PREFIX"
     S3_PURGE_NONCURRENT: Final = "COSTGUARD_S3_PURGE_NONCURRENT"
@@ -166,6 +167,19 @@ class Heartbeat:
     #: The busiest GPU's utilization in percent (absent on an instance without a GPU).
     GPU_UTILIZATION: Final = "GPUUtilization"
     PERIOD_SECONDS: Final = 300
+
+
+class AgentGpu:
+    """The CloudWatch agent's NVIDIA GPU metric the idle guard reads on EC2 notebooks.
+
+    The agent adds ``index``, ``name`` and ``host``; ``InstanceId`` only when its
+    ``append_dimensions`` asks for it, which the guard needs to find an instance's series.
+    """
+
+    NAMESPACE: Final = "CWAgent"
+    UTILIZATION: Final = "nvidia_smi_utilization_gpu"
+    INSTANCE: Final = "InstanceId"
+    INDEX: Final = "index"
 
 
 class OrgRoles:

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
         GpuSeries,
         MetricQuery,
         NotebookInstance,
-        Series,
+        Readings,
+        SeriesSearch,
     )
     from costguard.domain.models import Resource
     from costguard.domain.pricing import PriceCatalog, SpotKey
@@ -367,16 +368,23 @@ class PriceSource(Protocol):
 
 
 class MetricReader(Protocol):
-    """Batched CloudWatch reads: calls grow with the queries / 500, never one per resource."""
+    """Batched CloudWatch reads: calls grow with the metrics / 500, never one per resource."""
 
-    def maxima(self, region: str, queries: Sequence[MetricQuery]) -> Mapping[str, Series]:
-        """Each query's period maxima in its range, by ``query.key`` (empty when none)."""
+    def read(
+        self,
+        region: str,
+        queries: Sequence[MetricQuery],
+        searches: Sequence[SeriesSearch] = (),
+    ) -> Readings:
+        """Each query's period maxima in its range (empty when none), and each search's
+        series found, by name (none found: an empty mapping), in shared calls."""
         ...
 
     def gpu_series(
         self, region: str, instance_ids: Collection[str]
     ) -> Mapping[str, tuple[GpuSeries, ...]]:
-        """The agent's GPU series of each instance (absent: none reported)."""
+        """The agent's GPU series of each instance, listed (absent: none reported); for
+        ``GpuDiscovery.LIST``."""
         ...
 
 

@@ -130,6 +130,7 @@ class Settings(SpecModel):
     idle_max_runtime_hours: int = _field("idle_max_runtime_hours")
     idle_grace_minutes: int = _field("idle_grace_minutes")
     idle_all_accelerators: bool = _field("idle_all_accelerators")
+    idle_gpu_discovery: Literal["search", "list"] = _field("idle_gpu_discovery")
     #: Stale data: the default time to live, and how EBS volumes are backed up first.
     ttl_hours: int = _field("ttl_hours")
     ebs_snapshot_before_delete: bool = _field("ebs_snapshot_before_delete")

@@ -30,7 +30,7 @@ from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, Ta
 from costguard.adapters.sns import SnsNotifier
 from costguard.domain.alerts import AnomalyPolicy
 from costguard.domain.catalog_merge import BUNDLED, CatalogInUse
-from costguard.domain.idle import MB, IdleThresholds
+from costguard.domain.idle import MB, GpuDiscovery, IdleThresholds
 from costguard.domain.pricing import PriceCatalog
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.cost_explorer import CostExplorerService
@@ -234,6 +234,7 @@ def idle_settings(settings: Settings, account: str) -> IdleSettings:
         ),
         grace=timedelta(minutes=settings.idle_grace_minutes),
         tag_keys=settings.tag_keys,
+        gpu_discovery=GpuDiscovery(settings.idle_gpu_discovery),
     )
 
 

@@ -19,6 +19,7 @@ from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
+from costguard.domain.idle import GpuDiscovery
 from costguard.handlers.act import actions
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
@@ -114,7 +115,13 @@ def run_idle_chapter(
         NotebookCandidateSource(clients, PerResourceTags(clients), sagemaker=False),
         CloudWatchMetrics(clients.cloudwatch),
         load_catalog(),
-        IdleSettings(regions=(region,), account=DEMO_ACCOUNT, grace=GRACE),
+        IdleSettings(
+            regions=(region,),
+            account=DEMO_ACCOUNT,
+            grace=GRACE,
+            # The embedded AWS (moto) does not evaluate SEARCH: list the GPU series first.
+            gpu_discovery=GpuDiscovery.LIST,
+        ),
     )
     executor = Executor(
         [Ec2InstanceActuator(clients)],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, ValidationError, model_validator
 
@@ -83,6 +83,7 @@ class CostGuardConfig(SpecModel):
     idle_max_runtime_hours: int = _field("idle_max_runtime_hours")
     idle_grace_minutes: int = _field("idle_grace_minutes")
     idle_all_accelerators: bool = _field("idle_all_accelerators")
+    idle_gpu_discovery: Literal["search", "list"] = _field("idle_gpu_discovery")
     alert_emails: tuple[str, ...] = _field("alert_emails")
     slack_webhook_secret_name: str = _field("slack_webhook_secret_name")
     project_tag_keys: tuple[str, ...] = _field("project_tag_keys")

@@ -11,6 +11,7 @@ from costguard.adapters.cloudwatch import CloudWatchMetrics
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Action
+from costguard.domain.idle import GpuDiscovery
 from costguard.names import Heartbeat, Tags
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.idle_fleet import REGION, points, put
@@ -52,7 +53,11 @@ def test_a_notebook_whose_heartbeat_went_silent_is_unknown_not_idle(aws: Any) ->
         NotebookCandidateSource(clients, PerResourceTags(clients)),
         CloudWatchMetrics(clients.cloudwatch),
         load_catalog(),
-        IdleSettings(regions=(REGION,), account=ACCOUNT),
+        IdleSettings(
+            regions=(REGION,),
+            account=ACCOUNT,
+            gpu_discovery=GpuDiscovery.LIST,  # moto does not evaluate SEARCH
+        ),
     )
     # WHEN the idle guard judges it
     decisions = [d for d in policy.decide(NOW) if d.target.id == "train-nb"]

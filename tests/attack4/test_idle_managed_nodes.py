@@ -12,6 +12,7 @@ from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
+from costguard.domain.idle import GpuDiscovery
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
@@ -47,7 +48,12 @@ def test_all_accelerators_never_stops_an_eks_node_group_instance(aws: Any) -> No
         ),
         CloudWatchMetrics(clients.cloudwatch),
         load_catalog(),
-        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=timedelta(hours=1)),
+        IdleSettings(
+            regions=(REGION,),
+            account=ACCOUNT,
+            grace=timedelta(hours=1),
+            gpu_discovery=GpuDiscovery.LIST,  # moto does not evaluate SEARCH
+        ),
     )
     ledger, sent = InMemoryLedger(), []
     executor = Executor(

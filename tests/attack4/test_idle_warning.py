@@ -18,6 +18,7 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Step
+from costguard.domain.idle import GpuDiscovery
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.idle_fleet import REGION, gpu_dims, launch, notebook_tags, publish_ec2, put
@@ -42,7 +43,12 @@ def _guard(session: Any) -> tuple[IdlePolicy, Ec2InstanceActuator]:
         NotebookCandidateSource(clients, PerResourceTags(clients), sagemaker=False),
         CloudWatchMetrics(clients.cloudwatch),
         load_catalog(),
-        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE),
+        IdleSettings(
+            regions=(REGION,),
+            account=ACCOUNT,
+            grace=GRACE,
+            gpu_discovery=GpuDiscovery.LIST,  # moto does not evaluate SEARCH
+        ),
     )
     return policy, Ec2InstanceActuator(clients)
 

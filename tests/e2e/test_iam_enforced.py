@@ -763,6 +763,8 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
 
     monkeypatch.setitem(MOTO_OVERRIDES, Env.DRY_RUN, "false")
     monkeypatch.setitem(MOTO_OVERRIDES, Env.REGIONS, REGION)
+    # moto does not evaluate SEARCH: the guard lists the GPU series first (ListMetrics)
+    monkeypatch.setitem(MOTO_OVERRIDES, Env.IDLE_GPU_DISCOVERY, "list")
     # a cold Lambda: the instance-type cache of an earlier test would hide a missing grant
     monkeypatch.setattr(wiring, "_INSTANCE_TYPES", InstanceTypeCache())
     launched = NOW - timedelta(hours=5)
@@ -771,6 +773,9 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     start, end = NOW - timedelta(hours=4), NOW + timedelta(hours=2)
     publish_ec2(deployment.session, idle, start, end)
     publish_ec2(deployment.session, busy, start, end, gpu=(75.0,))
+    # (and a busy CPU notebook: its type is not in the accelerator table, so EC2 is asked)
+    (cpu,) = launch(deployment.session, notebook_tags(), "m5.large", at=launched)
+    publish_ec2(deployment.session, cpu, start, end, gpu=(), cpu=80.0)
     # (and the seeded fleet's SageMaker notebook instances, InService without a heartbeat)
     notebooks = sorted(
         n["NotebookInstanceName"]

@@ -17,13 +17,16 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Action, Step
-from costguard.domain.idle import MetricQuery
+from costguard.domain.idle import GpuDiscovery, MetricQuery
 from costguard.names import Heartbeat, Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.idle_fleet import REGION, launch, notebook_tags, points, publish_ec2, put
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+#: moto does not evaluate SEARCH: the guard finds GPU series with ListMetrics here
+#: (tests/functional/test_idle_search.py runs the SEARCH path on a fake CloudWatch).
+LIST = GpuDiscovery.LIST
 GRACE = timedelta(hours=1)
 ACCOUNT = "123456789012"
 
@@ -57,7 +60,7 @@ def guard(session: Any, *, studio: Any = None) -> tuple[IdlePolicy, list[Any]]:
         NotebookCandidateSource(clients, PerResourceTags(clients), sagemaker=False),
         CloudWatchMetrics(clients.cloudwatch),
         load_catalog(),
-        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE),
+        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE, gpu_discovery=LIST),
         studio=studio,
     )
     return policy, [Ec2InstanceActuator(clients)]
@@ -412,7 +415,7 @@ def test_the_fallback_stops_only_notebooks_silent_for_the_whole_maximum_runtime(
         NotebookCandidateSource(clients, PerResourceTags(clients)),
         CloudWatchMetrics(clients.cloudwatch),
         load_catalog(),
-        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE),
+        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE, gpu_discovery=LIST),
     )
     calls = Calls(aws)
     # WHEN the guard judges them

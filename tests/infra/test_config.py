@@ -66,6 +66,7 @@ NON_DEFAULT: dict[str, Any] = {
     "idleMaxRuntimeHours": "8",
     "idleGraceMinutes": "120",
     "idleAllAccelerators": "true",
+    "idleGpuDiscovery": "list",
 }
 #: The Organization hub's keys away from their defaults, with every other key of
 #: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members).

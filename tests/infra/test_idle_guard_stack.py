@@ -66,6 +66,7 @@ def test_the_idle_guard_reads_its_thresholds_from_its_environment(template: Any)
     assert variables[Env.IDLE_MINUTES] == "60"
     assert variables[Env.IDLE_GPU_PCT] == "5"
     assert variables[Env.IDLE_GRACE_MINUTES] == "60"
+    assert variables[Env.IDLE_GPU_DISCOVERY] == "search"
 
 
 def test_the_idle_rate_setting_sets_the_cadence() -> None:

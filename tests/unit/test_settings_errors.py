@@ -117,6 +117,7 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.IDLE_MAX_RUNTIME_HOURS: "8",
         Env.IDLE_GRACE_MINUTES: "120",
         Env.IDLE_ALL_ACCELERATORS: "true",
+        Env.IDLE_GPU_DISCOVERY: "list",
         Env.TTL_HOURS: "24",
         Env.EBS_SNAPSHOT_BEFORE_DELETE: "false",
         Env.EBS_SNAPSHOT_TTL: "7d",

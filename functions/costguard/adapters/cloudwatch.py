@@ -1,38 +1,69 @@
 """CloudWatch metrics for the idle-notebook guard: one batched reader, never a call per resource.
 
-- ``GetMetricData`` takes at most 500 queries and returns at most 100,800 datapoints per
-  call; :class:`CloudWatchMetrics` packs queries into calls under both limits and follows
-  ``NextToken`` (botocore's paginator). It is billed per metric requested ($0.01 per
-  1,000), not per datapoint or call, so a query asks for a whole window at once.
+- ``GetMetricData`` takes at most 500 queries, reads at most 500 different metrics and
+  returns at most 100,800 datapoints per call; :class:`CloudWatchMetrics` packs queries
+  into calls under all three and follows ``NextToken`` (botocore's paginator). It is
+  billed per metric read ($0.01 per 1,000), not per datapoint or call, so a query asks
+  for a whole window at once.
 - The CloudWatch agent's NVIDIA metrics (``CWAgent`` ``nvidia_smi_utilization_gpu``) carry
   dimensions we cannot predict (``host``, ``index``, ``name``, and whatever
-  ``append_dimensions`` adds), and a MetricStat needs the exact set. ``SEARCH()`` would
-  find them, but is billed per metric it returns as well and cannot be tested here (moto
-  does not evaluate it). So ``ListMetrics`` is read once per region, paginated (500
-  metrics a page, for the whole fleet, not per instance), filtered to the candidates on
-  our side, and each series is read by MetricStat. Series of one GPU (its ``index``)
-  under different dimension sets (a new ``host`` after a restart) are merged.
+  ``append_dimensions`` adds), and a MetricStat needs the exact set. Two ways to find them
+  (``GpuDiscovery``):
+
+  - **search** (the default): one ``SEARCH`` expression per instance, matching its
+    ``InstanceId`` whatever the other dimensions, inside the same ``GetMetricData`` calls
+    as the other reads. Each series found is billed as a metric read, exactly as the
+    MetricStat that would read it, so nothing is paid for finding them; calls are packed by
+    the series each search is *expected* to find (the instance's GPUs) under the 500-metric
+    limit. Each series comes back labelled with its ``index`` (a dynamic label), and series
+    of one index under several dimension sets (a new ``host``) are merged. A call that
+    still exceeds the limit (CloudWatch answers ``MaxMetricsExceeded`` and reads what it
+    can) is read again in halves, so nothing is judged on a truncated answer.
+  - **list**: ``ListMetrics`` once per region, paginated (500 metrics a page, for the
+    whole fleet, not per instance), filtered to the candidates on our side, then each
+    series read by MetricStat. For back-ends that do not evaluate ``SEARCH`` (moto).
+
+- A result CloudWatch marks ``InternalError`` or ``Forbidden`` is dropped: a series it could
+  not read in full is missing data, and missing data is never idle.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from costguard.adapters.aws import reading
-from costguard.domain.idle import GpuSeries, MetricQuery, Series
+from costguard.domain.idle import (
+    UNLABELLED,
+    GpuSeries,
+    MetricQuery,
+    Readings,
+    Series,
+    SeriesSearch,
+    merge_max,
+)
 from costguard.iam import Permission
+from costguard.names import AgentGpu
 
 #: GetMetricData limits per call.
 MAX_QUERIES_PER_CALL = 500
+MAX_METRICS_PER_CALL = 500
 MAX_DATAPOINTS_PER_CALL = 100_800
+#: A SEARCH expression's query string may be at most this long.
+MAX_SEARCH_CHARS = 1024
+#: The top-level message of a call that matched more metrics than it may read.
+TOO_MANY_METRICS = "MaxMetricsExceeded"
+#: Result statuses whose values are not the whole series.
+FAILED = frozenset({"InternalError", "Forbidden"})
 
-GPU_NAMESPACE = "CWAgent"
-GPU_METRIC = "nvidia_smi_utilization_gpu"
-INSTANCE_DIMENSION = "InstanceId"
-GPU_INDEX_DIMENSION = "index"
+GPU_NAMESPACE = AgentGpu.NAMESPACE
+GPU_METRIC = AgentGpu.UTILIZATION
+INSTANCE_DIMENSION = AgentGpu.INSTANCE
+GPU_INDEX_DIMENSION = AgentGpu.INDEX
 #: Only series with data in the last 3 hours (longer windows than that fall back to
 #: everything ListMetrics keeps, two weeks).
 RECENTLY_ACTIVE_HOURS = 3
@@ -40,27 +71,112 @@ RECENTLY_ACTIVE_HOURS = 3
 PERMISSIONS = (
     Permission(
         ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics"),
-        "read notebook utilization (CPU, network, the agent's GPU metrics, CostGuard's "
-        "heartbeat) in batches; CloudWatch metric reads have no resource-level permissions",
+        "read notebook utilization (CPU, network, the agent's GPU metrics found by SEARCH or "
+        "ListMetrics, CostGuard's heartbeat) in batches; CloudWatch metric reads have no "
+        "resource-level permissions",
     ),
 )
 
 Dimensions = tuple[tuple[str, str], ...]
+_NAME = re.compile(r"[A-Za-z0-9_]+")
+#: An exact-match search term escapes these with a backslash.
+_ESCAPED = re.compile(r'(["\\()])')
 
 
-def _batches(queries: Sequence[MetricQuery]) -> Iterator[list[MetricQuery]]:
-    """Calls under both limits: 500 queries, and 100,800 datapoints, per call."""
-    batch: list[MetricQuery] = []
-    points = 0
-    for q in queries:
-        expected = q.periods + 1  # an unaligned edge can add a period
+def _exact(value: str) -> str | None:
+    """``"value"`` as an exact-match search term; None if it cannot be written in one
+    (a single quote would end the SEARCH string, control characters are no value's)."""
+    if "'" in value or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return None
+    return '"' + _ESCAPED.sub(r"\\\1", value) + '"'
+
+
+def search_expression(s: SeriesSearch) -> str | None:
+    """``SEARCH('Namespace="…" MetricName="…" InstanceId="…"', 'Maximum', period)``.
+
+    No metric schema (``{namespace, dims…}``): a schema matches only series with exactly
+    those dimensions, and the agent's depend on its ``append_dimensions``. Every term is an
+    exact match, so ``i-1`` does not find ``i-10``. None when a term cannot be written.
+    """
+    terms = [("Namespace", s.namespace), ("MetricName", s.metric), *s.match]
+    parts = []
+    for name, value in terms:
+        exact = _exact(value)
+        if exact is None or not _NAME.fullmatch(name):
+            return None
+        parts.append(f"{name}={exact}")
+    query = " ".join(parts)
+    if len(query) > MAX_SEARCH_CHARS:
+        return None
+    return f"SEARCH('{query}', 'Maximum', {int(s.period.total_seconds())})"
+
+
+def search_label(s: SeriesSearch) -> str:
+    """A dynamic label: each series found is labelled with its ``label_dimension`` value."""
+    return f"${{PROP('Dim.{s.label_dimension}')}}"
+
+
+def _name_of(label: str) -> str:
+    """A searched series' name from its label (``?`` if the dimension was not rendered)."""
+    label = label.strip()
+    return UNLABELLED if not label or "${" in label else label
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """One MetricDataQuery: a MetricStat, or a SEARCH that may find several series."""
+
+    id: str
+    item: MetricQuery | SeriesSearch
+    expression: str | None = None
+
+    @property
+    def metrics(self) -> int:
+        return max(1, self.item.expected) if isinstance(self.item, SeriesSearch) else 1
+
+    @property
+    def datapoints(self) -> int:
+        return self.metrics * (self.item.periods + 1)  # an unaligned edge can add a period
+
+    def request(self) -> dict[str, Any]:
+        q = self.item
+        if isinstance(q, SeriesSearch):
+            return {
+                "Id": self.id,
+                "Expression": self.expression,
+                "Label": search_label(q),
+                "ReturnData": True,
+            }
+        return {
+            "Id": self.id,
+            "MetricStat": {
+                "Metric": {
+                    "Namespace": q.namespace,
+                    "MetricName": q.metric,
+                    "Dimensions": [{"Name": n, "Value": v} for n, v in q.dimensions],
+                },
+                "Period": int(q.period.total_seconds()),
+                "Stat": "Maximum",
+            },
+            "ReturnData": True,
+        }
+
+
+def _batches(reads: Sequence[_Read]) -> Iterator[list[_Read]]:
+    """Calls under every limit: 500 queries, 500 metrics and 100,800 datapoints per call."""
+    batch: list[_Read] = []
+    metrics = points = 0
+    for r in reads:
         if batch and (
-            len(batch) == MAX_QUERIES_PER_CALL or points + expected > MAX_DATAPOINTS_PER_CALL
+            len(batch) == MAX_QUERIES_PER_CALL
+            or metrics + r.metrics > MAX_METRICS_PER_CALL
+            or points + r.datapoints > MAX_DATAPOINTS_PER_CALL
         ):
             yield batch
-            batch, points = [], 0
-        batch.append(q)
-        points += expected
+            batch, metrics, points = [], 0, 0
+        batch.append(r)
+        metrics += r.metrics
+        points += r.datapoints
     if batch:
         yield batch
 
@@ -75,59 +191,97 @@ class CloudWatchMetrics:
         self._client_for = client_for
 
     def maxima(self, region: str, queries: Sequence[MetricQuery]) -> dict[str, Series]:
-        """Each query's series (its period maxima, oldest first), by ``query.key``.
+        """Each query's series (its period maxima, oldest first), by ``query.key``."""
+        return dict(self.read(region, queries).series)
 
-        A query with no datapoints is an empty series, never absent.
-        """
+    def read(
+        self,
+        region: str,
+        queries: Sequence[MetricQuery],
+        searches: Sequence[SeriesSearch] = (),
+    ) -> Readings:
+        """Queries and searches in shared calls; a query with no datapoints is an empty
+        series, a search that found nothing an empty mapping, never absent."""
+        series: dict[str, Series] = {q.key: Series() for q in queries}
+        found: dict[str, dict[str, Series]] = {s.key: {} for s in searches}
+        # Reads of one time range share calls: GetMetricData takes one range per call.
+        by_range: dict[tuple[datetime, datetime], list[MetricQuery | SeriesSearch]] = defaultdict(
+            list
+        )
+        items: list[MetricQuery | SeriesSearch] = [*queries, *searches]
+        for item in items:
+            by_range[(item.start, item.end)].append(item)
+        if not by_range:
+            return Readings(series, found)
         client = self._client_for(region)
-        out: dict[str, Series] = {q.key: Series() for q in queries}
-        # Queries of one time range share calls: GetMetricData takes one range per call.
-        by_range: dict[tuple[datetime, datetime], list[MetricQuery]] = defaultdict(list)
-        for q in queries:
-            by_range[(q.start, q.end)].append(q)
         for (start, end), group in by_range.items():
-            for batch in _batches(group):
-                ids = {f"q{i}": q for i, q in enumerate(batch)}
-                points: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
-                with reading("cloudwatch", region, "GetMetricData"):
-                    pages = client.get_paginator("get_metric_data").paginate(
-                        MetricDataQueries=[
-                            {
-                                "Id": qid,
-                                "MetricStat": {
-                                    "Metric": {
-                                        "Namespace": q.namespace,
-                                        "MetricName": q.metric,
-                                        "Dimensions": [
-                                            {"Name": n, "Value": v} for n, v in q.dimensions
-                                        ],
-                                    },
-                                    "Period": int(q.period.total_seconds()),
-                                    "Stat": "Maximum",
-                                },
-                                "ReturnData": True,
-                            }
-                            for qid, q in ids.items()
-                        ],
-                        StartTime=start,
-                        EndTime=end,
-                        ScanBy="TimestampAscending",
+            reads: list[_Read] = []
+            for n, item in enumerate(group):
+                if isinstance(item, SeriesSearch):
+                    expression = search_expression(item)
+                    if expression is None:
+                        continue  # cannot be searched: nothing found, so unknown
+                    reads.append(_Read(f"s{n}", item, expression))
+                else:
+                    reads.append(_Read(f"q{n}", item))
+            for batch in _batches(reads):
+                self._call(client, region, start, end, batch, series, found)
+        return Readings(series, found)
+
+    def _call(
+        self,
+        client: Any,
+        region: str,
+        start: datetime,
+        end: datetime,
+        batch: list[_Read],
+        series: dict[str, Series],
+        found: dict[str, dict[str, Series]],
+    ) -> None:
+        by_id = {r.id: r for r in batch}
+        points: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
+        named: dict[tuple[str, str], list[tuple[datetime, float]]] = defaultdict(list)
+        failed: set[str] = set()
+        truncated = False
+        with reading("cloudwatch", region, "GetMetricData"):
+            pages = client.get_paginator("get_metric_data").paginate(
+                MetricDataQueries=[r.request() for r in batch],
+                StartTime=start,
+                EndTime=end,
+                ScanBy="TimestampAscending",
+            )
+            for page in pages:
+                truncated |= any(
+                    m.get("Code") == TOO_MANY_METRICS for m in page.get("Messages", [])
+                )
+                for result in page.get("MetricDataResults", []):
+                    rid = str(result.get("Id", ""))
+                    if result.get("StatusCode") in FAILED:
+                        failed.add(rid)
+                    got = list(
+                        zip(result.get("Timestamps", []), result.get("Values", []), strict=False)
                     )
-                    for page in pages:
-                        for result in page.get("MetricDataResults", []):
-                            points[str(result["Id"])].extend(
-                                zip(
-                                    result.get("Timestamps", []),
-                                    result.get("Values", []),
-                                    strict=False,
-                                )
-                            )
-                for qid, q in ids.items():
-                    merged = sorted(points.get(qid, []))
-                    out[q.key] = Series(
-                        tuple(float(v) for _, v in merged), tuple(t for t, _ in merged)
-                    )
-        return out
+                    if rid in by_id and isinstance(by_id[rid].item, SeriesSearch):
+                        named[(rid, _name_of(str(result.get("Label", ""))))].extend(got)
+                    else:
+                        points[rid].extend(got)
+        if truncated and len(batch) > 1:
+            # More series than expected (stale dimension sets stay searchable for two
+            # weeks): read each half again rather than judge on what fitted.
+            middle = len(batch) // 2
+            self._call(client, region, start, end, batch[:middle], series, found)
+            self._call(client, region, start, end, batch[middle:], series, found)
+            return
+        for rid, pts in points.items():
+            r = by_id.get(rid)
+            if r is not None and rid not in failed:
+                series[r.item.key] = merge_max(pts)
+        if truncated:
+            return  # one search found over 500 series: not the whole answer, so none
+        for (rid, name), pts in named.items():
+            if rid in failed or (not pts and name == UNLABELLED):
+                continue  # a placeholder for "nothing found" is not a series
+            found[by_id[rid].item.key][name] = merge_max(pts)
 
     def gpu_series(
         self, region: str, instance_ids: Collection[str]
@@ -155,7 +309,7 @@ class CloudWatchMetrics:
                     instance = named.get(INSTANCE_DIMENSION)
                     if instance not in wanted:
                         continue
-                    index = named.get(GPU_INDEX_DIMENSION, "?")
+                    index = named.get(GPU_INDEX_DIMENSION, UNLABELLED)
                     found[instance][index].append(dims)
         return {
             instance: tuple(

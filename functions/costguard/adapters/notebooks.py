@@ -1,8 +1,11 @@
 """The idle-notebook guard's candidates: running EC2 notebooks and InService notebook instances.
 
 EC2: one paginated ``DescribeInstances`` (1,000 a page) filtered on ``costguard:role=notebook``
-(or on nothing, when every accelerator instance is in the guard's scope), and the
-instance types' GPUs from the shared, batched :class:`InstanceTypeCache`.
+(or on nothing, when every accelerator instance is in the guard's scope). Each type's GPUs
+come from CostGuard's accelerator table (:mod:`costguard.domain.accelerators`) without a
+call; only types the table does not list (CPU types, new families) are asked of EC2,
+through the shared, batched :class:`InstanceTypeCache` (100 types a call, once per Lambda
+instance). A type missing from the table is never guessed to have no GPU.
 SageMaker: ``ListNotebookInstances`` (InService), their tags through the scan's
 :class:`TagReader` (one tagging-API pass, or ``ListTags`` per notebook where that API is
 missing).
@@ -15,9 +18,20 @@ from collections.abc import Sequence
 from costguard.adapters.aws import ClientFor, reading, tags_of
 from costguard.adapters.ec2 import InstanceTypeCache
 from costguard.adapters.sagemaker import TagReader
+from costguard.domain.accelerators import accelerator_of_type
 from costguard.domain.idle import NOTEBOOK_ROLE, Ec2Notebook, NotebookInstance
 from costguard.domain.models import Accelerator, AcceleratorKind
 from costguard.names import Tags
+
+
+def _listed(instance_type: str) -> Accelerator | None:
+    """The accelerator of a type CostGuard's table lists, as DescribeInstanceTypes would
+    report it (kind, maker, count); None: not listed, so EC2 is asked."""
+    known = accelerator_of_type(instance_type)
+    if known is None or instance_type.startswith("ml."):
+        return None
+    spec, count = known
+    return Accelerator(spec.kind, spec.name, count, manufacturer=spec.manufacturer)
 
 
 class NotebookCandidateSource:
@@ -49,9 +63,12 @@ class NotebookCandidateSource:
             instances = [
                 i for p in pages for r in p.get("Reservations", []) for i in r.get("Instances", [])
             ]
-        accel = self._types.resolve(
-            ec2, region, sorted({str(i["InstanceType"]) for i in instances})
-        )
+        types = sorted({str(i["InstanceType"]) for i in instances})
+        listed = {t: _listed(t) for t in types}
+        accel: dict[str, Accelerator | object | None] = {
+            **self._types.resolve(ec2, region, [t for t in types if listed[t] is None]),
+            **{t: info for t, info in listed.items() if info is not None},
+        }
         found: list[Ec2Notebook] = []
         for inst in instances:
             tags = tags_of(inst.get("Tags"))

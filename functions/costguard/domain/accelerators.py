@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from costguard.domain.models import AcceleratorKind
+
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorSpec:
@@ -26,6 +28,10 @@ class AcceleratorSpec:
     instances: tuple[tuple[str, int], ...]
     #: A figure that rests on a secondary source rather than the maker's datasheet.
     caveat: str = ""
+    #: What DescribeInstanceTypes calls it (``GpuInfo`` or ``NeuronInfo``) and who makes it:
+    #: the idle guard reads GPU utilization from NVIDIA's tools only.
+    kind: AcceleratorKind = AcceleratorKind.GPU
+    manufacturer: str = "NVIDIA"
 
 
 _NV_A100 = (
@@ -171,6 +177,8 @@ ACCELERATORS: tuple[AcceleratorSpec, ...] = (
         "AWS Neuron docs, Trainium architecture: 190 FP16/BF16 TFLOPS and 32 GiB per chip; "
         "trn1.32xlarge and trn1n.32xlarge carry 16 chips",
         (("trn1.2xlarge", 1), ("trn1.32xlarge", 16), ("trn1n.32xlarge", 16)),
+        kind=AcceleratorKind.TRAINIUM,
+        manufacturer="AWS",
     ),
     AcceleratorSpec(
         "trainium2",
@@ -180,6 +188,8 @@ ACCELERATORS: tuple[AcceleratorSpec, ...] = (
         "AWS Neuron docs, Trainium2 architecture: 667 BF16/FP16 TFLOPS dense per chip; "
         "96 GiB HBM per chip; trn2.48xlarge carries 16 chips",
         (("trn2.3xlarge", 1), ("trn2.48xlarge", 16)),
+        kind=AcceleratorKind.TRAINIUM,
+        manufacturer="AWS",
     ),
     AcceleratorSpec(
         "inferentia2",
@@ -189,6 +199,8 @@ ACCELERATORS: tuple[AcceleratorSpec, ...] = (
         "AWS Neuron docs, Inferentia2 architecture: 190 FP16/BF16 TFLOPS and 32 GiB per chip",
         (("inf2.xlarge", 1), ("inf2.8xlarge", 1), ("inf2.24xlarge", 6), ("inf2.48xlarge", 12)),
         caveat="Inferentia2 is an inference accelerator: few training stacks run on it",
+        kind=AcceleratorKind.INFERENTIA,
+        manufacturer="AWS",
     ),
 )
 

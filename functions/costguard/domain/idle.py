@@ -31,7 +31,7 @@ Rules (the README's "Idle notebooks" section states them for users):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -126,6 +126,59 @@ class Series:
 EMPTY = Series()
 
 
+class GpuDiscovery(StrEnum):
+    """How the agent's GPU series are found (``idleGpuDiscovery``).
+
+    ``SEARCH``: one CloudWatch ``SEARCH`` expression per instance finds and reads its GPU
+    series in the ``GetMetricData`` calls themselves (no ``ListMetrics``); each is billed
+    as a metric read. ``LIST``: ``ListMetrics`` pages for the region first, then one
+    ``MetricStat`` per series: for CloudWatch back-ends that do not evaluate ``SEARCH``
+    (moto), where a search finds nothing and every GPU instance would stay unknown.
+    """
+
+    SEARCH = "search"
+    LIST = "list"
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesSearch:
+    """Every series of one metric whose dimensions include ``match``, found and read at once.
+
+    Each series found is named by its ``label_dimension`` value (a GPU's ``index``); series
+    of one name under other dimension sets (a new ``host``) are merged, and a series
+    without that dimension is named ``?``. ``expected`` is how many series it should find
+    (the instance's GPUs): a call reads at most 500 metrics, so calls are packed by it.
+    """
+
+    key: str
+    namespace: str
+    metric: str
+    match: tuple[tuple[str, str], ...]
+    label_dimension: str
+    start: datetime
+    end: datetime
+    period: timedelta
+    expected: int = 1
+
+    @property
+    def periods(self) -> int:
+        return max(1, math.ceil((self.end - self.start) / self.period))
+
+
+#: The name of a searched series that lacks the label dimension.
+UNLABELLED = "?"
+
+
+def merge_max(points: Iterable[tuple[datetime, float]]) -> Series:
+    """One series from datapoints of several (one GPU under two hosts): the maximum per
+    timestamp, oldest first."""
+    best: dict[datetime, float] = {}
+    for t, v in points:
+        best[t] = max(v, best.get(t, v))
+    ordered = sorted(best.items())
+    return Series(tuple(v for _, v in ordered), tuple(t for t, _ in ordered))
+
+
 @dataclass(frozen=True, slots=True)
 class MetricQuery:
     """One metric series to read: its Maximum per ``period`` from ``start`` to ``end``."""
@@ -141,6 +194,14 @@ class MetricQuery:
     @property
     def periods(self) -> int:
         return max(1, math.ceil((self.end - self.start) / self.period))
+
+
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """One batched read: each query's series by key, each search's series by key and name."""
+
+    series: Mapping[str, Series] = field(default_factory=dict)
+    found: Mapping[str, Mapping[str, Series]] = field(default_factory=dict)
 
 
 def period_for(window: timedelta) -> timedelta:

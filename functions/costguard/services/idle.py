@@ -17,9 +17,10 @@ What one pass reads, cheapest first (GetMetricData is billed per metric requeste
    warning whose deadline passed more than ``MAX_LATE`` ago is withdrawn instead (the
    owner is warned afresh), and one from before the current launch or InService is
    void (``Decision.session_start``: the executor warns about the new session).
-2. **Round 1:** the GPU series of GPU instances (``ListMetrics`` pages for the region,
-   then one MetricStat per GPU series), CPU and network of CPU-only instances, and the
-   ``JupyterActivity`` heartbeat of notebook instances.
+2. **Round 1:** the GPU series of GPU instances (by default one ``SEARCH`` per instance,
+   which finds and reads them in the same calls; with ``GpuDiscovery.LIST``, ``ListMetrics``
+   pages for the region, then one MetricStat per GPU series), CPU and network of CPU-only
+   instances, and the ``JupyterActivity`` heartbeat of notebook instances.
 3. **Round 2, only where round 1 looked idle:** CPU and network of GPU instances whose
    every GPU was idle; the heartbeat's ``GPUUtilization`` of inactive notebooks; and, for
    a notebook with no heartbeat in its window that the maximum-runtime fallback would
@@ -41,12 +42,14 @@ from costguard.domain.idle import (
     EMPTY,
     NOTEBOOK_ROLE,
     Ec2Notebook,
+    GpuDiscovery,
     GpuSeries,
     IdleThresholds,
     Judgement,
     MetricQuery,
     NotebookInstance,
     Series,
+    SeriesSearch,
     Verdict,
     aligned_window,
     judge_ec2,
@@ -54,6 +57,7 @@ from costguard.domain.idle import (
     judge_heartbeat,
     judge_studio,
     managed_by,
+    merge_max,
     window_of,
 )
 from costguard.domain.models import ResourceKind, resource_key
@@ -61,7 +65,7 @@ from costguard.domain.money import ZERO
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.studio import StudioApp
 from costguard.domain.tags import TagKeys, read_tags
-from costguard.names import Heartbeat, Tags
+from costguard.names import AgentGpu, Heartbeat, Tags
 from costguard.ports import MetricReader, NotebookCandidates, StudioApps
 
 EC2_NAMESPACE = "AWS/EC2"
@@ -84,6 +88,8 @@ class IdleSettings:
     #: How long the owner is warned before the stop.
     grace: timedelta = timedelta(minutes=60)
     tag_keys: TagKeys = field(default_factory=TagKeys)
+    #: How GPU series are found: SEARCH in the reads themselves, or ListMetrics first.
+    gpu_discovery: GpuDiscovery = GpuDiscovery.SEARCH
 
 
 @dataclass
@@ -97,7 +103,11 @@ class _Candidate:
     price_note: str
     ec2: Ec2Notebook | None = None
     notebook: NotebookInstance | None = None
+    #: Its GPUs as listed (``GpuDiscovery.LIST``), each read under every dimension set.
     gpus: tuple[GpuSeries, ...] = ()
+    #: Its GPUs as searched (``GpuDiscovery.SEARCH``): index -> merged series; None if
+    #: not searched.
+    found: Mapping[str, Series] | None = None
     series: dict[str, Series] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     #: When its current session began (launch, InService): older warnings are void.
@@ -240,21 +250,29 @@ class IdlePolicy:
     def _read_and_judge(
         self, region: str, cands: list[_Candidate], now: datetime
     ) -> list[Decision]:
-        gpu_ids = [c.ec2.id for c in cands if c.ec2 is not None and c.ec2.gpu_count != 0]
-        gpus = self._metrics.gpu_series(region, gpu_ids) if gpu_ids else {}
+        listing = self._s.gpu_discovery is GpuDiscovery.LIST
+        gpu_ids = [
+            c.ec2.id
+            for c in cands
+            if c.ec2 is not None and c.ec2.gpu_count != 0 and c.ec2.accelerator is None
+        ]
+        gpus = self._metrics.gpu_series(region, gpu_ids) if listing and gpu_ids else {}
         round1: list[MetricQuery] = []
+        searches: list[SeriesSearch] = []
         for c in cands:
             if c.ec2 is not None:
-                c.gpus = tuple(gpus.get(c.ec2.id, ()))
                 if c.ec2.accelerator is not None:
                     continue  # nothing to read: judged unknown below
                 if c.ec2.gpu_count == 0:
                     round1.extend(self._ec2_host_queries(c, now))
-                else:
+                elif listing:
+                    c.gpus = tuple(gpus.get(c.ec2.id, ()))
                     round1.extend(self._gpu_queries(c, now))
+                else:
+                    searches.append(self._gpu_search(c, now))
             elif c.notebook is not None:
                 round1.append(self._heartbeat_query(c, Heartbeat.JUPYTER_ACTIVITY, now))
-        self._read(region, round1, cands)
+        self._read(region, round1, cands, searches)
         round2: list[MetricQuery] = []
         for c in cands:
             first = self._judge(c, now, final=False)
@@ -280,14 +298,23 @@ class IdlePolicy:
             decisions.append(self._decision(c, j.verdict, now, j.reason, j.evidence))
         return decisions
 
-    def _read(self, region: str, queries: list[MetricQuery], cands: list[_Candidate]) -> None:
-        if not queries:
+    def _read(
+        self,
+        region: str,
+        queries: list[MetricQuery],
+        cands: list[_Candidate],
+        searches: list[SeriesSearch] | None = None,
+    ) -> None:
+        if not queries and not searches:
             return
-        results = self._metrics.maxima(region, queries)
+        readings = self._metrics.read(region, queries, searches or ())
         owner = {id(c): c for c in cands}
         for q in queries:
             cid, _, name = q.key.partition("|")
-            owner[int(cid)].series[name] = results.get(q.key, Series())
+            owner[int(cid)].series[name] = readings.series.get(q.key, Series())
+        for s in searches or ():
+            cid, _, _ = s.key.partition("|")
+            owner[int(cid)].found = dict(readings.found.get(s.key, {}))
 
     def _query(
         self,
@@ -303,10 +330,27 @@ class IdlePolicy:
 
     def _gpu_queries(self, c: _Candidate, now: datetime) -> list[MetricQuery]:
         return [
-            self._query(c, f"gpu{g.index}#{n}", "CWAgent", "nvidia_smi_utilization_gpu", dims, now)
+            self._query(c, f"gpu{g.index}#{n}", AgentGpu.NAMESPACE, AgentGpu.UTILIZATION, dims, now)
             for g in c.gpus
             for n, dims in enumerate(g.dimension_sets)
         ]
+
+    def _gpu_search(self, c: _Candidate, now: datetime) -> SeriesSearch:
+        """Every GPU series of the instance, found by its InstanceId, named by its index."""
+        assert c.ec2 is not None
+        start, end, period = aligned_window(now, c.window)
+        return SeriesSearch(
+            f"{id(c)}|gpus",
+            AgentGpu.NAMESPACE,
+            AgentGpu.UTILIZATION,
+            ((AgentGpu.INSTANCE, c.ec2.id),),
+            AgentGpu.INDEX,
+            start,
+            end,
+            period,
+            # A type EC2 does not know: one series at least; the call's answer tells.
+            expected=c.ec2.gpu_count or 1,
+        )
 
     def _ec2_host_queries(self, c: _Candidate, now: datetime) -> list[MetricQuery]:
         assert c.ec2 is not None
@@ -343,9 +387,10 @@ class IdlePolicy:
                     "accelerators; never judged idle",
                     {"accelerator": c.ec2.accelerator},
                 )
+            reported = self._gpus(c)
             # A type DescribeInstanceTypes does not know: as many GPUs as report, at least one.
-            expected = c.ec2.gpu_count if c.ec2.gpu_count is not None else max(1, len(c.gpus))
-            gpus = [_merged(c.series, g) for g in c.gpus] if expected else []
+            expected = c.ec2.gpu_count if c.ec2.gpu_count is not None else max(1, len(reported))
+            gpus = reported if expected else []
             host = [c.series.get(m) for m in ("CPUUtilization", "NetworkIn", "NetworkOut")]
             cpu, net_in, net_out = host
             if cpu is None or net_in is None or net_out is None:
@@ -383,6 +428,13 @@ class IdlePolicy:
             # Round one asks "would the fallback stop it?"; the final verdict needs the read.
             history=c.series.get(HISTORY) if final else Series(),
         )
+
+    @staticmethod
+    def _gpus(c: _Candidate) -> list[Series]:
+        """Each GPU's series, in index order: as searched, or merged over its listed sets."""
+        if c.found is not None:
+            return [c.found[index] for index in sorted(c.found)]
+        return [_merged(c.series, g) for g in c.gpus]
 
     # -- building decisions ------------------------------------------------------------
 
@@ -510,14 +562,13 @@ class IdlePolicy:
 
 
 def _merged(series: Mapping[str, Series], gpu: GpuSeries) -> Series:
-    """One GPU's datapoints under all its dimension sets: the maximum per timestamp."""
-    best: dict[datetime, float] = {}
-    for n in range(len(gpu.dimension_sets)):
-        s = series.get(f"gpu{gpu.index}#{n}", Series())
-        for t, v in zip(s.timestamps, s.values, strict=False):
-            best[t] = max(v, best.get(t, v))
-    ordered = sorted(best.items())
-    return Series(tuple(v for _, v in ordered), tuple(t for t, _ in ordered))
+    """One listed GPU's datapoints under all its dimension sets: the maximum per timestamp."""
+    return merge_max(
+        (t, v)
+        for n in range(len(gpu.dimension_sets))
+        for s in (series.get(f"gpu{gpu.index}#{n}", Series()),)
+        for t, v in zip(s.timestamps, s.values, strict=False)
+    )
 
 
 def counts(decisions: Iterable[Decision]) -> dict[str, int]:
