@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -11,38 +11,14 @@ import pytest
 from botocore.stub import Stubber
 
 from costguard.adapters.aws import ClientFactory
-from costguard.adapters.cloudwatch import (
-    ENDPOINT_GPU_METRIC,
-    ENDPOINT_NAMESPACE,
-    EndpointGpuMetrics,
-)
+from costguard.adapters.cloudwatch import EndpointGpuMetrics
 from costguard.domain.advice import EndpointVariant, endpoint_window
 from costguard.iam import all_actions, scan_permissions
 from costguard.ports import SourceError
 from tests.conftest import NOW
+from tests.support.endpoints import put_gpu
 
 START, END = endpoint_window(NOW)
-
-
-def put_gpu(cw: Any, endpoint: str, variant: str, points: list[tuple[datetime, float]]) -> None:
-    """GPUUtilization as a SageMaker endpoint publishes it (dimensions in this order:
-    moto 5.2.5 compares dimension lists by a broken sort, so the query uses the same)."""
-    cw.put_metric_data(
-        Namespace=ENDPOINT_NAMESPACE,
-        MetricData=[
-            {
-                "MetricName": ENDPOINT_GPU_METRIC,
-                "Dimensions": [
-                    {"Name": "EndpointName", "Value": endpoint},
-                    {"Name": "VariantName", "Value": variant},
-                ],
-                "Timestamp": at,
-                "Value": value,
-                "Unit": "Percent",
-            }
-            for at, value in points
-        ],
-    )
 
 
 def variant(endpoint: str, name: str = "primary") -> EndpointVariant:

@@ -607,9 +607,6 @@ def advice_digest(
     top = kept[0]
     who = project if project is not None else "Resources with no project"
     whose = project if project is not None else "resources with no project"
-    counts: dict[str, int] = {}
-    for a in kept:
-        counts[a.code.value] = counts.get(a.code.value, 0) + 1
     lines = tuple(
         clip(
             f"${cents(a.usd_per_month_saving):,}/month · {a.code.value} · {a.resource}: {a.why}",
@@ -624,11 +621,7 @@ def advice_digest(
             f"and {len(rest):,} more piece(s) of advice, about ${cents(more):,}/month together; "
             "run `costguard scan --json` for all of them",
         )
-    facts = {
-        "saving_per_month": f"${cents(total):,}",
-        "pieces_of_advice": str(len(kept)),
-        **{code: str(n) for code, n in sorted(counts.items())},
-    }
+    facts = {"saving_per_month": f"${cents(total):,}", "pieces_of_advice": str(len(kept))}
     if min_usd_per_month > 0:
         facts["listed_from"] = f"${cents(min_usd_per_month):,}/month"
     return Alert(
