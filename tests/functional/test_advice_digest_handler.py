@@ -97,13 +97,18 @@ def test_the_scan_sends_the_days_advice_once_and_again_the_next_day(
     assert tomorrow["alert_id"] == "advice-digest/2026-11-21/p/serving"
 
 
-def test_switched_off_no_digest_is_sent(
-    deployed: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [(Env.ADVICE_ALERTS, "false"), (Env.ADVICE_MIN_MONTHLY_USD, "1000000")],
+)
+def test_switched_off_or_under_the_minimum_no_digest_is_sent(
+    deployed: tuple[Any, str], monkeypatch: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
     session, queue = deployed
-    monkeypatch.setenv(Env.ADVICE_ALERTS, "false")
-    scan_at(NOW, monkeypatch)
+    monkeypatch.setenv(variable, value)
+    summary = scan_at(NOW, monkeypatch)
     assert advice_received(session, queue) == []
+    assert summary["ledger"] == "applied"
 
 
 def test_a_five_thousand_piece_digest_is_one_message_the_subscriber_receives(aws: Any) -> None:

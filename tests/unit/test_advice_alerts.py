@@ -370,3 +370,17 @@ def test_on_demand_training_and_endpoints_of_one_project_share_its_digest() -> N
         "spot-with-checkpointing",
     ]
     assert replace(serving, details=()).facts["pieces_of_advice"] == "2"
+
+
+def test_a_late_run_of_yesterdays_scan_does_not_make_today_claim_again() -> None:
+    # GIVEN today's digests are sent
+    world = World()
+    world.ledger = CountingLedger()
+    today = DAY1 + timedelta(days=1)
+    assert len(world.cycle(today)) == 2
+    # WHEN yesterday's scan runs late (a retry from its dead-letter queue, say)
+    world.cycle(DAY1)
+    # THEN today's next scans still skip today's sent digests, without a claim
+    world.cycle(today + timedelta(minutes=15))
+    todays = [k for k in world.ledger.claims if k.startswith("advice/2026-11-21/")]
+    assert len(todays) == 2

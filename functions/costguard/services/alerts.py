@@ -623,6 +623,8 @@ class AlertService:
 
     def _mark_advice(self, day: str, keys: Sequence[str]) -> None:
         def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            if str(doc.get("day", "")) > day:
+                return None  # a late retry of yesterday's scan: today's record stays
             known = list(doc.get("keys", ())) if doc.get("day") == day else []
             new = [k for k in dict.fromkeys(keys) if k not in set(known)]
             room = max(ADVICE_STATE_MAX_KEYS - len(known), 0)
