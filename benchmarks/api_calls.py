@@ -1,6 +1,9 @@
 """AWS API calls per scan, by operation, for 100- and 1,000-instance fleets (moto server).
 
-Calls must grow with pages, not with resources: compare the two fleets.
+Calls must grow with pages, not with resources: compare the two fleets. With
+``endpoints``, that many idle A100 SageMaker endpoints are seeded in us-east-1 as well:
+their GPU utilization is one ``GetMetricData`` per 500 endpoints (SageMaker's own
+Describe calls are per endpoint, as its API has no batch read).
 """
 
 from __future__ import annotations
@@ -36,7 +39,51 @@ def seed(session: Any, n: int) -> None:
         ec2.run_instances(ImageId="ami-12345678", InstanceType="m5.large", MinCount=50, MaxCount=50)
 
 
-def measure(n: int) -> dict[str, Any]:
+def seed_endpoints(session: Any, n: int, now: datetime) -> None:
+    """``n`` ml.p4d.24xlarge endpoints, three days old, at 8 (of 800) GPUUtilization."""
+    from datetime import timedelta
+
+    from costguard_demo.fleet import backdate_sagemaker
+    from costguard_demo.server import moto_backend
+
+    sm = session.client("sagemaker", region_name="us-east-1")
+    cw = session.client("cloudwatch", region_name="us-east-1")
+    role = "arn:aws:iam::123456789012:role/sagemaker"
+    sm.create_model(ModelName="m", ExecutionRoleArn=role, PrimaryContainer={"Image": "x:1"})
+    backend = moto_backend("sagemaker", "us-east-1")
+    for i in range(n):
+        name = f"ep-{i}"
+        sm.create_endpoint_config(
+            EndpointConfigName=name,
+            ProductionVariants=[
+                {
+                    "VariantName": "primary",
+                    "ModelName": "m",
+                    "InitialInstanceCount": 1,
+                    "InstanceType": "ml.g4dn.xlarge",  # moto refuses ml.p4d here
+                }
+            ],
+        )
+        sm.create_endpoint(EndpointName=name, EndpointConfigName=name)
+        backend.endpoint_configs[name].production_variants[0]["InstanceType"] = "ml.p4d.24xlarge"
+        cw.put_metric_data(
+            Namespace="/aws/sagemaker/Endpoints",
+            MetricData=[
+                {
+                    "MetricName": "GPUUtilization",
+                    "Dimensions": [
+                        {"Name": "EndpointName", "Value": name},
+                        {"Name": "VariantName", "Value": "primary"},
+                    ],
+                    "Timestamp": now - timedelta(hours=3),
+                    "Value": 8.0,
+                }
+            ],
+        )
+    backdate_sagemaker("us-east-1", {}, {f"ep-{i}": now - timedelta(days=3) for i in range(n)})
+
+
+def measure(n: int, endpoints: int = 0) -> dict[str, Any]:
     import boto3
 
     from costguard.adapters.ec2 import InstanceTypeCache
@@ -44,9 +91,11 @@ def measure(n: int) -> dict[str, Any]:
     from costguard.wiring import CallCounter, build_scan_service, clients_for
     from costguard_demo.server import embedded_aws
 
+    now = datetime.now(UTC)
     with embedded_aws():
         session = boto3.Session()
         seed(session, n)
+        seed_endpoints(session, endpoints, now)
         counter = CallCounter()
         counter.attach(session)
         settings = Settings(
@@ -62,12 +111,16 @@ def measure(n: int) -> dict[str, Any]:
             instance_types=InstanceTypeCache(),
         )
         started = time.perf_counter()
-        report = service.run(datetime.now(UTC))
+        report = service.run(now)
         elapsed = time.perf_counter() - started
     calls = dict(sorted(counter.snapshot().items()))
     return {
         "accelerator_instances": n,
+        "idle_a100_endpoints": endpoints,
         "resources_found": report.resource_count,
+        "oversized_endpoint_advice": sum(
+            a.code.value == "oversized-endpoint" for a in report.advice
+        ),
         "api_calls_total": sum(calls.values()),
         "api_calls": calls,
         "scan_seconds_on_moto": round(elapsed, 2),
@@ -77,3 +130,5 @@ def measure(n: int) -> dict[str, Any]:
 if __name__ == "__main__":
     for size in (100, 1000):
         print(measure(size))
+    for endpoints in (10, 600):
+        print(measure(100, endpoints))

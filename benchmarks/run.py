@@ -18,7 +18,12 @@ def main() -> None:
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
         "engine_100k": engine.measure(100_000),
-        "api_calls": [api_calls.measure(100), api_calls.measure(1000)],
+        "api_calls": [
+            api_calls.measure(100),
+            api_calls.measure(1000),
+            api_calls.measure(100, endpoints=10),
+            api_calls.measure(100, endpoints=600),
+        ],
         "handler_import": import_time.measure(),
         "guard_bill": [guard_bill.measure(100, 5), guard_bill.measure(1000, 20)],
         "idle_pass": [idle_pass.measure(1000, 0.0), idle_pass.measure(1000, 1.0)],

@@ -560,6 +560,27 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         constraints={"ge": 1, "le": 1000},
     ),
     SettingSpec(
+        "advice_alerts",
+        "adviceAlerts",
+        Env.ADVICE_ALERTS,
+        bool,
+        True,
+        "Send the scan's advice (spot with checkpointing, oversized endpoints, pending "
+        "capacity) as one `info` `advice-digest` alert per project per UTC day, from "
+        "`digestHourUtc`.",
+        kind=Kind.FLAG,
+    ),
+    SettingSpec(
+        "advice_min_monthly_usd",
+        "adviceMinMonthlyUsd",
+        Env.ADVICE_MIN_MONTHLY_USD,
+        Decimal,
+        Decimal(50),
+        "Advice that saves less than this many USD a month is left out of the advice digest, "
+        "not of the scan report (0–1,000,000).",
+        constraints={"ge": 0, "le": 1_000_000},
+    ),
+    SettingSpec(
         "cost_explorer",
         "costExplorer",
         Env.COST_EXPLORER,

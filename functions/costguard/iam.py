@@ -90,6 +90,13 @@ SAGEMAKER_TAGS_PER_RESOURCE = (
         resources=("arn:{partition}:sagemaker:*:{account}:*",),
     ),
 )
+ENDPOINT_METRICS = (
+    Permission(
+        ("cloudwatch:GetMetricData",),
+        "read SageMaker endpoints' GPU utilization in batches (up to 500 a call), for the "
+        "oversized-endpoint advice; CloudWatch metric reads have no resource-level permissions",
+    ),
+)
 COST_EXPLORER = (
     Permission(
         ("ce:GetCostAndUsage", "ce:GetAnomalies"),
@@ -240,6 +247,7 @@ def scan_permissions(
         *SAGEMAKER_INVENTORY,
         *tags,
         *(SAGEMAKER_STUDIO if sagemaker_studio else ()),
+        *ENDPOINT_METRICS,
         *(COST_EXPLORER if cost_explorer else ()),
     )
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from costguard.domain.advice import EndpointVariant
     from costguard.domain.alerts import Alert
     from costguard.domain.catalog_merge import CatalogInUse
     from costguard.domain.decisions import ApplyResult, Decision, NotYet, Observed, Target
@@ -385,6 +386,18 @@ class MetricReader(Protocol):
     ) -> Mapping[str, tuple[GpuSeries, ...]]:
         """The agent's GPU series of each instance, listed (absent: none reported); for
         ``GpuDiscovery.LIST``."""
+        ...
+
+
+class EndpointMetrics(Protocol):
+    """SageMaker endpoint GPU utilization for the scan's advice: one batched pass a region."""
+
+    def gpu_utilization(
+        self, region: str, variants: Sequence[EndpointVariant], start: datetime, end: datetime
+    ) -> Mapping[str, Decimal]:
+        """By ``variant.key``: ``GPUUtilization`` averaged over ``[start, end)`` as CloudWatch
+        reports it (summed over each instance's GPUs). A variant without data is absent:
+        its utilization is unknown, never 0. Raises :class:`SourceError`."""
         ...
 
 

@@ -223,6 +223,8 @@ class MachineAlert(BaseModel):
     why: str | None = None
     owners: tuple[str, ...] = ()
     facts: dict[str, str | int | float | None] = Field(default_factory=dict)
+    #: The lines a digest lists (findings, advice): shown in Slack as in e-mail.
+    details: tuple[str, ...] = ()
     next_steps: tuple[str, ...] = ()
     resources: tuple[MachineResource, ...] = ()
     #: Present when SNS's size made the publisher list fewer than all of them.
@@ -358,6 +360,9 @@ SLACK_MAX_CONTEXT_ELEMENTS = 10
 SLACK_MAX_RESOURCES = 8
 SLACK_MAX_OWNERS = 10
 SLACK_MAX_FACTS = 6
+#: A digest's lines take at most this many sections (3,000 characters each), then "+N more".
+SLACK_MAX_DETAIL_SECTIONS = 3
+SLACK_MAX_DETAIL_LINE = 700
 
 _ELLIPSIS = "…"
 #: Joiners and variation selectors belong with the character before them.
@@ -477,6 +482,35 @@ def _resource_lines(resources: Sequence[MachineResource], total: int) -> str:
     return _joined_within(lines, "\n", SLACK_MAX_SECTION_TEXT, "\n…and {n} more", total)
 
 
+def _detail_sections(details: Sequence[str]) -> list[dict[str, Any]]:
+    """A digest's lines as up to :data:`SLACK_MAX_DETAIL_SECTIONS` sections, whole lines
+    each, then the count of lines that did not fit."""
+    lines = [f"• {_user(d, SLACK_MAX_DETAIL_LINE)}" for d in details]
+    sections: list[str] = []
+    current: list[str] = []
+    used = 0
+    shown = 0
+    reserve = slack_length("\n…and 100000 more line(s)")
+    for line in lines:
+        cost = slack_length(line) + (1 if current else 0)
+        last = len(sections) == SLACK_MAX_DETAIL_SECTIONS - 1
+        budget = SLACK_MAX_SECTION_TEXT - (reserve if last else 0)
+        if used + cost > budget:
+            if last or not current:
+                break
+            sections.append("\n".join(current))
+            current, used = [], 0
+            cost = slack_length(line)
+        current.append(line)
+        used += cost
+        shown += 1
+    if shown < len(lines):
+        current.append(f"…and {len(lines) - shown} more line(s)")
+    if current:
+        sections.append("\n".join(current))
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in sections]
+
+
 def _cap_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """At most 50 blocks; the last one (the context line with the alert id) always stays."""
     if len(blocks) <= SLACK_MAX_BLOCKS:
@@ -533,6 +567,8 @@ def slack_blocks(alert: MachineAlert) -> dict[str, Any]:
                 },
             }
         )
+    if alert.details:
+        blocks.extend(_detail_sections(alert.details))
     if alert.next_steps:
         steps = "\n".join(f"{i}. {_user(s, 500)}" for i, s in enumerate(alert.next_steps[:20], 1))
         blocks.append(

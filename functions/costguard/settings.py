@@ -119,6 +119,8 @@ class Settings(SpecModel):
     digest_hour_utc: int = _field("digest_hour_utc")
     #: Alert when a source (region/service) fails this many scans in a row.
     scan_failed_alert_after: int = _field("scan_failed_alert_after")
+    advice_alerts: bool = _field("advice_alerts")
+    advice_min_monthly_usd: Decimal = _field("advice_min_monthly_usd")
     #: Reconcile with Cost Explorer and forward its anomalies ($0.01 a request, 3 windows a day).
     cost_explorer: bool = _field("cost_explorer")
     price_change_hold_pct: Decimal = _field("price_change_hold_pct")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.catalog import rate_book, read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
-from costguard.adapters.cloudwatch import CloudWatchMetrics
+from costguard.adapters.cloudwatch import CloudWatchMetrics, EndpointGpuMetrics
 from costguard.adapters.cost_explorer import CostExplorer
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices, InstanceTypeCache
@@ -117,6 +117,8 @@ def build_alert_service(
             anomaly=policy,
             digest_hour_utc=settings.digest_hour_utc,
             scan_failed_after=settings.scan_failed_alert_after,
+            advice_alerts=settings.advice_alerts,
+            advice_min_usd_per_month=settings.advice_min_monthly_usd,
         ),
     )
 
@@ -217,6 +219,7 @@ def build_scan_service(
         progress=progress,
         api_calls=counter.snapshot if counter else None,
         catalog_in_use=catalog_in_use,
+        endpoint_metrics=EndpointGpuMetrics(clients.cloudwatch),
     )
 
 

@@ -71,6 +71,8 @@ class CostGuardConfig(SpecModel):
     anomaly_cooldown_minutes: int = _field("anomaly_cooldown_minutes")
     digest_hour_utc: int = _field("digest_hour_utc")
     scan_failed_alert_after: int = _field("scan_failed_alert_after")
+    advice_alerts: bool = _field("advice_alerts")
+    advice_min_monthly_usd: Decimal = _field("advice_min_monthly_usd")
     cost_explorer: bool = _field("cost_explorer")
     price_refresh_rate: str = _field("price_refresh_rate")
     price_change_hold_pct: Decimal = _field("price_change_hold_pct")

@@ -29,6 +29,7 @@ from costguard.names import Env
 from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
 from costguard_demo.server import embedded_aws, moto_backend
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
+from tests.support.endpoints import oversized_endpoint, put_gpu
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
 
@@ -319,6 +320,15 @@ def deployment(aws: str, body: dict[str, Any], slack: Any) -> Deployment:
     )
     # moto completes a training job at once; a running one is what the scan prices
     moto_backend("sagemaker", REGION).training_jobs["llm-sft"].training_job_status = "InProgress"
+    # An A100 endpoint a day old and mostly idle: the scan reads its GPU utilization from
+    # CloudWatch for the oversized-endpoint advice (and must be granted that read)
+    oversized_endpoint(deployed.session, "chat", "llm-serving", NOW - timedelta(days=2))
+    put_gpu(
+        deployed.session.client("cloudwatch", region_name=REGION),
+        "chat",
+        "primary",
+        [(NOW - timedelta(hours=h), 8.0) for h in range(1, 24)],
+    )
     return deployed
 
 
@@ -583,6 +593,7 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     assert summary["ledger"] == "applied"
     assert summary["resources"] > 10
     assert summary["alerts"], "the seeded fleet is over budget: alerts must go out"
+    assert "advice-digest" in {a["kind"] for a in summary["alerts"]}, "the idle A100 endpoint"
     assert {m["alert_id"] for m in _drain(deployment)} == {a["alert_id"] for a in summary["alerts"]}
     # AND every call it made is allowed by the synthesized policy, resource and key included
     used = check_calls(deployment, "scan", recorder.calls)

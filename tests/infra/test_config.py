@@ -44,6 +44,8 @@ NON_DEFAULT: dict[str, Any] = {
     "anomalyCooldownMinutes": "45",
     "digestHourUtc": "3",
     "scanFailedAlertAfter": "5",
+    "adviceAlerts": "false",
+    "adviceMinMonthlyUsd": "250",
     "costExplorer": "true",
     "alertEmails": "ops@example.com",
     "slackWebhookSecretName": "team/slack-webhook",

@@ -107,3 +107,22 @@ class InMemoryCatalogStore:
             self._versions[version] = (at, json.dumps(document, sort_keys=True))
             self._current = version
             return version
+
+
+@dataclass
+class StaticEndpointMetrics:
+    """Endpoint GPU utilization by variant key; records every read, can fail per region."""
+
+    by_key: Mapping[str, Decimal]
+    failing: Mapping[str, Exception] | None = None
+
+    def __post_init__(self) -> None:
+        self.reads: list[tuple[str, tuple[Any, ...], datetime, datetime]] = []
+
+    def gpu_utilization(
+        self, region: str, variants: Sequence[Any], start: datetime, end: datetime
+    ) -> Mapping[str, Decimal]:
+        self.reads.append((region, tuple(variants), start, end))
+        if self.failing and region in self.failing:
+            raise self.failing[region]
+        return {v.key: self.by_key[v.key] for v in variants if v.key in self.by_key}

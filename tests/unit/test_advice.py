@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D
 
-from costguard.domain.advice import AdviceCode, advise
+import pytest
+
+from costguard.domain.advice import (
+    AdviceCode,
+    EndpointVariant,
+    advise,
+    endpoint_variants,
+    endpoint_window,
+)
 from costguard.domain.estimate import IterationPlan, spot_saving_usd
 from costguard.domain.models import Accelerator, AcceleratorKind, Lifecycle, Resource, ResourceKind
-from costguard.domain.pricing import PricedResource
+from costguard.domain.pricing import PriceCatalog, PricedResource
 from costguard.domain.spot import hourly_rate
 from tests.support.catalog import fixture_catalog
 
@@ -78,18 +87,141 @@ def test_no_spot_advice_for_an_on_demand_instance_of_a_retired_type() -> None:
     ]
 
 
-def test_oversized_endpoint_gets_a_cheaper_type_only_with_utilization() -> None:
-    endpoint = Resource(
-        "ep", ResourceKind.SAGEMAKER_ENDPOINT, "us-east-1", instance_type="ml.p4d.24xlarge"
+def _endpoint(
+    itype: str = "ml.p4d.24xlarge",
+    rate: str = "25.251",
+    count: int = 1,
+    region: str = "us-east-1",
+    days: float = 3,
+) -> PricedResource:
+    r = Resource(
+        "chat/primary",
+        ResourceKind.SAGEMAKER_ENDPOINT,
+        region,
+        instance_type=itype,
+        count=count,
+        launched_at=NOW - timedelta(days=days),
+        name="chat",
     )
-    priced = PricedResource(endpoint, D("25.251"), "sagemaker on-demand")
+    return PricedResource(r, D(rate) * count, "sagemaker on-demand")
+
+
+def _with_targets(**changes: object) -> PriceCatalog:
+    """The fixture catalog with the bundled rates of the three smaller endpoint types."""
+    catalog = fixture_catalog()
+    rates = {
+        **catalog.sagemaker["us-east-1"],
+        "ml.g6.xlarge": D("1.127"),
+        "ml.g5.xlarge": D("1.408"),
+        "ml.inf2.xlarge": D("0.99"),
+    }
+    return replace(catalog, sagemaker={**catalog.sagemaker, "us-east-1": rates}, **changes)
+
+
+def test_oversized_endpoint_gets_a_cheaper_type_only_with_utilization() -> None:
+    priced = _endpoint()
+    key = priced.resource.key
+    # GIVEN no utilization figure THEN no advice: never a guess
     assert advise([priced], [], fixture_catalog(), NOW) == ()
-    (advice,) = advise([priced], [], fixture_catalog(), NOW, {endpoint.key: D(8)})
-    # fixture: ml.g5.xlarge $1.408/h is the only smaller type priced: (25.251 - 1.408) · 730
+    # GIVEN GPUUtilization 8 (summed over 8 A100s: 1 % each)
+    (advice,) = advise([priced], [], fixture_catalog(), NOW, {key: D(8)})
+    # THEN one ml.g5.xlarge (the fixture's only smaller type) carries it: (25.251 - 1.408) · 730
     assert advice.code is AdviceCode.OVERSIZED_ENDPOINT
     assert advice.usd_per_month_saving == (D("25.251") - D("1.408")) * 730
-    assert "ml.g5.xlarge" in advice.why and "assuming" in advice.why
-    assert advise([priced], [], fixture_catalog(), NOW, {endpoint.key: D(55)}) == ()
+    assert round(advice.usd_per_month_saving, 2) == D("17405.39")
+    assert "1 x ml.g5.xlarge" in advice.why and "assuming" in advice.why
+    # GIVEN 440 summed (55 % per GPU) THEN busy enough: no advice
+    assert advise([priced], [], fixture_catalog(), NOW, {key: D(440)}) == ()
+
+
+def test_a_multi_gpu_endpoint_is_judged_per_gpu_not_on_the_sum() -> None:
+    # GIVEN a p4d endpoint (8 A100s) reporting 55: CloudWatch sums the GPUs (0-800 %),
+    # so each GPU is 6.9 % busy
+    priced = _endpoint()
+    key = priced.resource.key
+    # WHEN advised THEN it is oversized (55 read as one GPU's % would have hidden it)
+    (advice,) = advise([priced], [], fixture_catalog(), NOW, {key: D(55)})
+    assert advice.code is AdviceCode.OVERSIZED_ENDPOINT
+    assert "at 7 % GPU utilization per GPU" in advice.why
+    # AND the threshold is per GPU: 159.2 summed is 19.9 % each (advised), 160 is 20 % (not)
+    assert advise([priced], [], fixture_catalog(), NOW, {key: D("159.2")})
+    assert advise([priced], [], fixture_catalog(), NOW, {key: D(160)}) == ()
+
+
+def test_the_smaller_type_is_sized_for_the_busy_gpu_time() -> None:
+    # GIVEN a p4d endpoint at 64 summed: 8 % of 8 A100s = 0.64 A100s of busy time
+    priced = _endpoint()
+    (advice,) = advise([priced], [], fixture_catalog(), NOW, {priced.resource.key: D(64)})
+    # THEN an A10G (70 dense TFLOPS against the A100's 312, run at most 50 % busy) takes
+    # 70/312/2 = 0.1122 A100s, so ceil(0.64 / 0.1122) = ceil(5.7) = 6 of them:
+    # (25.251 - 6 x 1.408) x 730 = 16.803 x 730
+    assert "6 x ml.g5.xlarge" in advice.why
+    assert advice.usd_per_month_saving == D("16.803") * 730
+    assert round(advice.usd_per_month_saving, 2) == D("12266.19")
+
+
+def test_the_cheapest_smaller_type_that_carries_the_load_is_proposed() -> None:
+    # GIVEN a p5.48xlarge endpoint ($63.296/h, 8 H100s) at 80 summed: 0.8 H100s busy,
+    # and the L4, A10G and Inferentia2 single-device types all offered
+    priced = _endpoint("ml.p5.48xlarge", "63.296")
+    (advice,) = advise([priced], [], _with_targets(), NOW, {priced.resource.key: D(80)})
+    # THEN by hand, each sized to 50 % busy against the H100's 989 TFLOPS:
+    #   L4   121 -> ceil(0.8 / 0.06117) = 14 x 1.127 = 15.778
+    #   A10G  70 -> ceil(0.8 / 0.03539) = 23 x 1.408 = 32.384
+    #   Inf2 190 -> ceil(0.8 / 0.09606) =  9 x 0.99  =  8.91   <- cheapest
+    assert "9 x ml.inf2.xlarge" in advice.why and "Neuron" in advice.why
+    assert advice.usd_per_month_saving == (D("63.296") - D("8.91")) * 730
+    assert round(advice.usd_per_month_saving, 2) == D("39701.78")
+
+
+def test_a_retired_or_unoffered_type_is_never_proposed() -> None:
+    priced = _endpoint("ml.p5.48xlarge", "63.296")
+    key = priced.resource.key
+    # GIVEN the Inferentia2 family retired in the catalog
+    retired = _with_targets(retired={**fixture_catalog().retired, "ml.inf2": "retired (test)"})
+    (advice,) = advise([priced], [], retired, NOW, {key: D(80)})
+    # THEN the next cheapest, 14 x ml.g6.xlarge, is proposed: (63.296 - 15.778) x 730
+    assert "ml.inf2" not in advice.why and "14 x ml.g6.xlarge" in advice.why
+    assert advice.usd_per_month_saving == (D("63.296") - D("15.778")) * 730
+    # GIVEN none of the three offered in the region THEN no advice, rather than a dead type
+    gone = _with_targets(not_offered={"us-east-1": frozenset({"g6", "g5", "inf2"})})
+    assert advise([priced], [], gone, NOW, {key: D(80)}) == ()
+
+
+def test_the_proposal_keeps_the_variants_instance_count() -> None:
+    # GIVEN two p4d instances behind one variant, idle (0): availability needs two
+    priced = _endpoint(count=2)
+    (advice,) = advise([priced], [], fixture_catalog(), NOW, {priced.resource.key: D(0)})
+    # THEN two smaller instances are proposed: (2 x 25.251 - 2 x 1.408) x 730
+    assert "2 x ml.g5.xlarge" in advice.why
+    assert advice.usd_per_month_saving == (D("50.502") - D("2.816")) * 730
+
+
+@pytest.mark.parametrize("reported", [D(-1), D(801), D("NaN"), D("Infinity")])
+def test_an_impossible_utilization_gives_no_advice(reported: D) -> None:
+    # GIVEN a figure no 8-GPU instance can report THEN no advice (not a guess)
+    priced = _endpoint()
+    assert advise([priced], [], fixture_catalog(), NOW, {priced.resource.key: reported}) == ()
+
+
+def test_endpoints_not_on_h100_a100_class_accelerators_get_no_endpoint_advice() -> None:
+    # GIVEN an idle g5 endpoint (A10G) and an idle p3 one (V100)
+    for itype, rate in (("ml.g5.2xlarge", "1.515"), ("ml.p3.2xlarge", "3.825")):
+        priced = _endpoint(itype, rate)
+        assert advise([priced], [], fixture_catalog(), NOW, {priced.resource.key: D(0)}) == ()
+
+
+def test_only_oversizable_endpoints_that_ran_the_whole_window_are_read() -> None:
+    start, end = endpoint_window(datetime(2026, 11, 20, 12, 34, 56, tzinfo=UTC))
+    # THEN the window is the 24 h to the last whole hour
+    assert (start, end) == (datetime(2026, 11, 19, 12, tzinfo=UTC), NOW)
+    old = _endpoint(days=2).resource
+    young = replace(_endpoint().resource, id="new/v1", launched_at=start + timedelta(seconds=1))
+    small = _endpoint("ml.g5.2xlarge", "1.515").resource
+    instance = _instance(72).resource
+    assert endpoint_variants([old, young, small, instance], start) == [
+        EndpointVariant(old.key, "chat", "primary")
+    ]
 
 
 def test_pending_capacity_is_money_per_month_once_granted() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import Alert, AlertKind, cost_anomaly_alert
-from costguard.domain.models import Resource, ResourceKind
+from costguard.domain.models import Accelerator, AcceleratorKind, Resource, ResourceKind
 from costguard.ports import AccessDeniedError, Inventory
 from costguard.services.alerts import AlertDeliveryError, AlertService, AlertSettings
 from costguard.services.scan import ScanReport, ScanService, ScanSettings
@@ -19,6 +20,7 @@ from tests.support.catalog import fixture_catalog
 from tests.support.fakes import RecordingNotifier, StaticInventory, StaticSpotPrices
 
 T0 = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)
+A100 = Accelerator(AcceleratorKind.GPU, "A100", 8, 327680, "NVIDIA")
 STEP = timedelta(minutes=15)
 
 
@@ -557,6 +559,8 @@ def test_every_kind_of_alert_is_claimed_before_and_confirmed_after_its_publish()
         gpu("i-b", "g5.12xlarge", budget=None),
         gpu("i-big", "p4d.24xlarge", project="big", budget="1000", hours=40),
         gpu("i-x", "g5.xlarge", project=None, budget=None),
+        # an on-demand A100 box running for days: spot advice, in the daily advice digest
+        replace(gpu("i-od", "p4d.24xlarge", budget=None, hours=72), accelerator=A100),
     ]
     for n in range(8):
         guard.cycle(T0 + STEP * n)

@@ -101,6 +101,8 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.DIGEST_HOUR_UTC: "3",
         Env.COST_EXPLORER: "true",
         Env.SCAN_FAILED_ALERT_AFTER: "5",
+        Env.ADVICE_ALERTS: "false",
+        Env.ADVICE_MIN_MONTHLY_USD: "500",
         Env.S3_SWEEP_PREFIXES: "tmp/",
         Env.S3_KEEP_PREFIX: "pinned/",
         Env.S3_PURGE_NONCURRENT: "true",

@@ -114,6 +114,8 @@ def test_the_services_defaults_are_the_spec_defaults() -> None:
     assert alerts.thresholds == default["budget_thresholds"]
     assert alerts.digest_hour_utc == default["digest_hour_utc"]
     assert alerts.scan_failed_after == default["scan_failed_alert_after"]
+    assert alerts.advice_alerts == default["advice_alerts"]
+    assert alerts.advice_min_usd_per_month == default["advice_min_monthly_usd"]
     assert anomaly.min_ratio == default["anomaly_min_ratio"]
     assert anomaly.min_delta_usd_per_hour == default["anomaly_min_usd_per_hour"]
     assert anomaly.cooldown == timedelta(minutes=default["anomaly_cooldown_minutes"])

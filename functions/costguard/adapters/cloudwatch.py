@@ -1,4 +1,5 @@
-"""CloudWatch metrics for the idle-notebook guard: one batched reader, never a call per resource.
+"""CloudWatch metrics for the idle-notebook guard and the scan's endpoint advice: batched
+readers, never a call per resource.
 
 - ``GetMetricData`` takes at most 500 queries, reads at most 500 different metrics and
   returns at most 100,800 datapoints per call; :class:`CloudWatchMetrics` packs queries
@@ -25,6 +26,9 @@
 
 - A result CloudWatch marks ``InternalError`` or ``Forbidden`` is dropped: a series it could
   not read in full is missing data, and missing data is never idle.
+- SageMaker endpoints publish ``GPUUtilization`` under ``/aws/sagemaker/Endpoints`` with
+  exactly ``EndpointName`` and ``VariantName``, so :class:`EndpointGpuMetrics` needs no
+  ``ListMetrics``: one MetricStat a variant, the window's ``Average`` in one period.
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from costguard.adapters.aws import reading
+from costguard.domain.advice import EndpointVariant
 from costguard.domain.idle import (
     UNLABELLED,
     GpuSeries,
@@ -46,7 +52,7 @@ from costguard.domain.idle import (
     SeriesSearch,
     merge_max,
 )
-from costguard.iam import Permission
+from costguard.iam import ENDPOINT_METRICS, Permission
 from costguard.names import AgentGpu
 
 #: GetMetricData limits per call.
@@ -64,6 +70,8 @@ GPU_NAMESPACE = AgentGpu.NAMESPACE
 GPU_METRIC = AgentGpu.UTILIZATION
 INSTANCE_DIMENSION = AgentGpu.INSTANCE
 GPU_INDEX_DIMENSION = AgentGpu.INDEX
+ENDPOINT_NAMESPACE = "/aws/sagemaker/Endpoints"
+ENDPOINT_GPU_METRIC = "GPUUtilization"
 #: Only series with data in the last 3 hours (longer windows than that fall back to
 #: everything ListMetrics keeps, two weeks).
 RECENTLY_ACTIVE_HOURS = 3
@@ -317,3 +325,79 @@ class CloudWatchMetrics:
             )
             for instance, gpus in found.items()
         }
+
+
+class EndpointGpuMetrics:
+    """SageMaker endpoint variants' ``GPUUtilization``, 500 variants a call.
+
+    CloudWatch reports it summed over an instance's GPUs (0-100 x GPUs); the ``Average``
+    statistic is the mean over the variant's instances and the window. Normalising per GPU
+    is the domain's (:func:`costguard.domain.advice.per_gpu_utilization`).
+    """
+
+    permissions = ENDPOINT_METRICS
+
+    def __init__(self, client_for: Any) -> None:
+        #: ``region -> CloudWatch client`` (``ClientFactory.cloudwatch``).
+        self._client_for = client_for
+
+    def gpu_utilization(
+        self, region: str, variants: Sequence[EndpointVariant], start: datetime, end: datetime
+    ) -> dict[str, Decimal]:
+        period = int((end - start).total_seconds())
+        if period <= 0 or period % 60:
+            raise ValueError(f"the window must be whole minutes, got {start} to {end}")
+        unique = list({v.key: v for v in variants}.values())
+        if not unique:
+            return {}
+        client = self._client_for(region)
+        found: dict[str, Decimal] = {}
+        for first in range(0, len(unique), MAX_QUERIES_PER_CALL):
+            batch = {f"e{i}": v for i, v in enumerate(unique[first : first + MAX_QUERIES_PER_CALL])}
+            values: dict[str, list[float]] = defaultdict(list)
+            failed: set[str] = set()
+            with reading("cloudwatch", region, "GetMetricData"):
+                pages = client.get_paginator("get_metric_data").paginate(
+                    MetricDataQueries=[
+                        {
+                            "Id": qid,
+                            "MetricStat": {
+                                "Metric": {
+                                    "Namespace": ENDPOINT_NAMESPACE,
+                                    "MetricName": ENDPOINT_GPU_METRIC,
+                                    "Dimensions": [
+                                        {"Name": "EndpointName", "Value": v.endpoint},
+                                        {"Name": "VariantName", "Value": v.variant},
+                                    ],
+                                },
+                                "Period": period,
+                                "Stat": "Average",
+                            },
+                            "ReturnData": True,
+                        }
+                        for qid, v in batch.items()
+                    ],
+                    StartTime=start,
+                    EndTime=end,
+                    ScanBy="TimestampAscending",
+                )
+                for page in pages:
+                    for result in page.get("MetricDataResults", []):
+                        if result.get("StatusCode") in FAILED:
+                            failed.add(str(result["Id"]))
+                        values[str(result["Id"])].extend(result.get("Values", []))
+            for qid, v in batch.items():
+                if qid in failed:
+                    continue  # a partial series is missing data: no advice on it
+                average = _mean(values.get(qid, []))
+                if average is not None:
+                    found[v.key] = average
+        return found
+
+
+def _mean(values: Sequence[float]) -> Decimal | None:
+    """The mean of a window's datapoints (one, for an aligned window); None without any."""
+    numbers = [n for n in (Decimal(str(v)) for v in values) if n.is_finite()]
+    if not numbers:
+        return None
+    return sum(numbers, Decimal(0)) / len(numbers)

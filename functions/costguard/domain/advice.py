@@ -6,13 +6,14 @@ that says what the figure assumes. Pure: the scan passes what it priced and ``no
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 
-from costguard.domain.accelerators import accelerator_of_type
+from costguard.domain.accelerators import AcceleratorSpec, accelerator_of_type
 from costguard.domain.calendar import hours_between, require_utc
 from costguard.domain.estimate import (
     DEFAULT_CHECKPOINT_HOURS,
@@ -28,11 +29,20 @@ from costguard.domain.pricing import PriceCatalog, PricedResource
 #: An on-demand accelerator instance younger than this gets no spot advice: a short job
 #: is over before a change could pay.
 MIN_HOURS_RUNNING = Decimal(24)
-#: Below this GPU utilization an H100/A100-class endpoint is oversized.
+#: Below this GPU utilization (per GPU, averaged over :data:`ENDPOINT_GPU_WINDOW`) an
+#: H100/A100-class endpoint is oversized.
 LOW_GPU_UTILIZATION = Decimal(20)
-_OVERSIZED = frozenset({"a100-40gb", "a100-80gb", "h100", "h200", "b200"})
-#: Single-device endpoint types to propose instead, cheapest offered first.
+#: The accelerators oversized-endpoint advice acts on: only their endpoints are read.
+OVERSIZED_ACCELERATORS = frozenset({"a100-40gb", "a100-80gb", "h100", "h200", "b200"})
+#: Single-device endpoint types to propose instead (L4, A10G, Inferentia2 class); the
+#: cheapest that carries the load is proposed, if the catalog offers it in the region.
 _SMALLER_ENDPOINTS = ("ml.g6.xlarge", "ml.g5.xlarge", "ml.inf2.xlarge")
+#: A proposed endpoint is sized to be at most this busy on the window's average: a day's
+#: average hides the busy hours, so the smaller devices keep room for twice the average.
+TARGET_MAX_BUSY = Decimal("0.5")
+#: The window an endpoint's GPU utilization is averaged over (one CloudWatch period):
+#: a whole day, so a quiet night alone never makes an endpoint look oversized.
+ENDPOINT_GPU_WINDOW = timedelta(hours=24)
 
 
 class AdviceCode(StrEnum):
@@ -57,6 +67,70 @@ class Advice:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class EndpointVariant:
+    """One endpoint variant whose GPU utilization the scan reads (CloudWatch's dimensions)."""
+
+    key: str
+    endpoint: str
+    variant: str
+
+
+def endpoint_window(now: datetime) -> tuple[datetime, datetime]:
+    """``(start, end)``: the :data:`ENDPOINT_GPU_WINDOW` ending at the last whole hour.
+
+    Aligned, so every scan of one hour reads the same figure (CloudWatch answers aligned
+    ranges exactly), and one period covers the window.
+    """
+    end = require_utc(now).replace(minute=0, second=0, microsecond=0)
+    return end - ENDPOINT_GPU_WINDOW, end
+
+
+def oversizable(r: Resource) -> tuple[AcceleratorSpec, int] | None:
+    """The accelerator (and devices per instance) of an endpoint the oversized-endpoint
+    advice can act on, or None."""
+    if r.kind is not ResourceKind.SAGEMAKER_ENDPOINT or not r.instance_type:
+        return None
+    carried = accelerator_of_type(r.instance_type)
+    if carried is None or carried[0].key not in OVERSIZED_ACCELERATORS:
+        return None
+    return carried
+
+
+def endpoint_variants(resources: Iterable[Resource], start: datetime) -> list[EndpointVariant]:
+    """The endpoint variants whose GPU utilization to read for a window from ``start``.
+
+    Only those on an accelerator the advice acts on, and only those that existed for the
+    whole window: a younger endpoint's average is not a day's, and no advice beats a
+    guess.
+    """
+    out = []
+    for r in resources:
+        endpoint, _, variant = r.id.partition("/")
+        if (
+            oversizable(r) is None
+            or not endpoint
+            or not variant
+            or r.launched_at is None
+            or require_utc(r.launched_at) > start
+        ):
+            continue
+        out.append(EndpointVariant(r.key, endpoint, variant))
+    return out
+
+
+def per_gpu_utilization(instance_type: str, reported: Decimal) -> Decimal | None:
+    """CloudWatch's endpoint ``GPUUtilization`` (summed over an instance's GPUs, 0-100 x n)
+    as the utilization of one GPU (0-100); None when it cannot be one (out of range)."""
+    carried = accelerator_of_type(instance_type)
+    if carried is None or carried[1] <= 0:
+        return None
+    devices = carried[1]
+    if not reported.is_finite() or reported < 0 or reported > 100 * devices:
+        return None
+    return reported / devices
+
+
 def advise(
     priced: Iterable[PricedResource],
     pending: Sequence[tuple[Resource, int]],
@@ -66,8 +140,10 @@ def advise(
 ) -> tuple[Advice, ...]:
     """All advice for one scan, largest saving first.
 
-    ``gpu_utilization`` (resource key -> average GPU utilization %, over the window the
-    caller read) feeds the oversized-endpoint advice; without it that advice is not given.
+    ``gpu_utilization`` (resource key -> the endpoint variant's ``GPUUtilization`` as
+    CloudWatch reports it, summed over each instance's GPUs and averaged over
+    :data:`ENDPOINT_GPU_WINDOW`) feeds the oversized-endpoint advice; an endpoint without
+    a figure gets none.
     """
     now = require_utc(now)
     found: list[Advice] = []
@@ -132,32 +208,51 @@ def _spot_advice(item: PricedResource, catalog: PriceCatalog, now: datetime) -> 
     )
 
 
-def _endpoint_advice(item: PricedResource, catalog: PriceCatalog, util: Decimal) -> Advice | None:
+def _endpoint_advice(
+    item: PricedResource, catalog: PriceCatalog, reported: Decimal
+) -> Advice | None:
+    """A smaller endpoint type sized for the load, when the GPUs are mostly idle.
+
+    The load is the busy GPU time (per-GPU utilization x GPUs x instances), scaled by the
+    devices' dense FP16 peaks; the proposal keeps at least the variant's instance count
+    (for availability) and runs each device at most :data:`TARGET_MAX_BUSY` busy.
+    """
     r, rate = item.resource, item.usd_per_hour
-    if r.kind is not ResourceKind.SAGEMAKER_ENDPOINT or rate is None or not r.instance_type:
+    carried = oversizable(r)
+    if carried is None or rate is None or rate <= 0 or not r.instance_type or r.count <= 0:
         return None
-    carried = accelerator_of_type(r.instance_type)
-    if carried is None or carried[0].key not in _OVERSIZED or util >= LOW_GPU_UTILIZATION:
+    source, devices = carried
+    util = per_gpu_utilization(r.instance_type, reported)
+    if util is None or util >= LOW_GPU_UTILIZATION:
         return None
+    busy = util / 100 * devices * r.count  # in devices of the endpoint's accelerator
     offered = set(catalog.offered_types(r.region, "sagemaker"))
-    options = [
-        (price * r.count, t)
-        for t in _SMALLER_ENDPOINTS
-        if t in offered and (price := catalog.sagemaker_rate(r.region, t)) is not None
-    ]
+    options: list[tuple[Decimal, str, int, AcceleratorSpec]] = []
+    for t in _SMALLER_ENDPOINTS:
+        price = catalog.sagemaker_rate(r.region, t) if t in offered else None
+        offer = accelerator_of_type(t)
+        if price is None or offer is None:
+            continue
+        spec, per_instance = offer
+        capacity = spec.peak_tflops * per_instance / source.peak_tflops * TARGET_MAX_BUSY
+        needed = max(r.count, math.ceil(busy / capacity))
+        options.append((price * needed, t, needed, spec))
     if not options:
         return None
-    cheaper, target = min(options)
+    cheaper, target, needed, spec = min(options, key=lambda o: (o[0], o[1]))
     saving = (rate - cheaper) * HOURS_PER_PRICING_MONTH
     if saving <= 0:
         return None
+    neuron = "; Inferentia2 needs a Neuron-compiled model" if spec.key == "inferentia2" else ""
     return Advice(
         AdviceCode.OVERSIZED_ENDPOINT,
         r.key,
         saving,
-        f"{r.instance_type} endpoint at {util:.0f} % GPU utilization; {r.count} x {target} would "
-        f"save about ${cents(saving):,}/month, assuming the model fits one 24-32 GB device "
-        "and its traffic fits the smaller device's throughput",
+        f"{r.count} x {r.instance_type} at {util:.0f} % GPU utilization per GPU over "
+        f"{ENDPOINT_GPU_WINDOW.total_seconds() / 3600:.0f} h; {needed} x {target} ({spec.name}) "
+        f"would save about ${cents(saving):,}/month, assuming the model fits one "
+        f"{spec.memory_gb:.0f} GB device and its load scales with dense FP16 peak (sized to "
+        f"stay under {TARGET_MAX_BUSY * 100:.0f} % busy){neuron}",
     )
 
 

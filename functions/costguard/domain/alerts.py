@@ -23,6 +23,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from costguard.domain.advice import Advice
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO, cents, per_hour
@@ -49,6 +50,7 @@ class AlertKind(StrEnum):
     SCAN_RECOVERED = "scan-recovered"
     ACTION_WARNING = "action-warning"
     ACTION_TAKEN = "action-taken"
+    ADVICE_DIGEST = "advice-digest"
 
 
 class AlertSeverity(StrEnum):
@@ -553,6 +555,99 @@ def findings_digest(findings: Sequence[Finding], now: datetime, hour_utc: int = 
         facts={code: str(n) for code, n in sorted(counts.items())},
         details=lines,
         dedupe=(f"digest/{day}",),
+    )
+
+
+# -- advice: money a different choice would save ---------------------------------------
+
+#: An advice line keeps its whole ``why`` (what the saving assumes), up to this length.
+MAX_ADVICE_LINE_CHARS = 600
+#: The advice digest lists this many pieces (the largest savings) and counts the rest.
+MAX_ADVICE_LINES = MAX_DIGEST_LINES
+
+
+def advice_key(project: str | None, now: datetime) -> str:
+    """The claim that sends one project's advice once per UTC day.
+
+    Projects and "no project" are told apart by the segment before the name, so no
+    project name can take another's key.
+    """
+    day = require_utc(now).date().isoformat()
+    return f"advice/{day}/unattributed" if project is None else f"advice/{day}/p/{project}"
+
+
+def advice_digest(
+    project: str | None,
+    advice: Sequence[Advice],
+    now: datetime,
+    *,
+    min_usd_per_month: Decimal = ZERO,
+    owners: Sequence[str] = (),
+) -> Alert | None:
+    """One project's advice of the day, as an ``info`` alert (the lowest severity): what
+    would save at least ``min_usd_per_month`` a month each, largest first, each with what
+    its saving assumes. None when nothing is worth saying.
+
+    However many pieces there are, the alert lists :data:`MAX_ADVICE_LINES` and counts
+    the rest with their total: one message carries any fleet.
+    """
+    now = require_utc(now)
+    kept = sorted(
+        (
+            a
+            for a in advice
+            if a.usd_per_month_saving > 0 and a.usd_per_month_saving >= min_usd_per_month
+        ),
+        key=lambda a: (-a.usd_per_month_saving, a.resource, a.code.value),
+    )
+    if not kept:
+        return None
+    day = now.date().isoformat()
+    total = sum((a.usd_per_month_saving for a in kept), ZERO)
+    top = kept[0]
+    who = project if project is not None else "Resources with no project"
+    whose = project if project is not None else "resources with no project"
+    lines = tuple(
+        clip(
+            f"${cents(a.usd_per_month_saving):,}/month · {a.code.value} · {a.resource}: {a.why}",
+            MAX_ADVICE_LINE_CHARS,
+        )
+        for a in kept[:MAX_ADVICE_LINES]
+    )
+    rest = kept[MAX_ADVICE_LINES:]
+    if rest:
+        more = sum((a.usd_per_month_saving for a in rest), ZERO)
+        lines += (
+            f"and {len(rest):,} more piece(s) of advice, about ${cents(more):,}/month together; "
+            "run `costguard scan --json` for all of them",
+        )
+    facts = {"saving_per_month": f"${cents(total):,}", "pieces_of_advice": str(len(kept))}
+    if min_usd_per_month > 0:
+        facts["listed_from"] = f"${cents(min_usd_per_month):,}/month"
+    return Alert(
+        alert_id=f"{AlertKind.ADVICE_DIGEST}/{day}/"
+        + ("unattributed" if project is None else f"p/{project}"),
+        kind=AlertKind.ADVICE_DIGEST,
+        project=project,
+        severity=AlertSeverity.INFO,
+        title=f"{who}: {len(kept)} change(s) would save about ${cents(total):,}/month",
+        summary=(
+            f"CostGuard's advice of {day} for {whose}: "
+            f"{len(kept)} change(s) that would save about ${cents(total):,} a month together. "
+            f"The largest, {top.code.value} on {top.resource}, saves about "
+            f"${cents(top.usd_per_month_saving):,}/month."
+        ),
+        at=now,
+        why="advice from today's scan; each line says what its saving assumes, at list prices",
+        next_steps=(
+            "Check each line's assumption before changing anything: advice is an estimate, "
+            "not an action CostGuard takes.",
+            "Fewer messages: raise adviceMinMonthlyUsd, or turn them off with adviceAlerts=false.",
+        ),
+        owners=_owners(owners),
+        facts=facts,
+        details=lines,
+        dedupe=(advice_key(project, now),),
     )
 
 

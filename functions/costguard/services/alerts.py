@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,12 +29,14 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
+from costguard.domain.advice import Advice
 from costguard.domain.alerts import (
     Alert,
     AlertResource,
     AnomalyPolicy,
     FailureEpisode,
     ProjectNumbers,
+    advice_digest,
     anomaly_alert,
     baseline_rate,
     budget_alerts,
@@ -62,6 +65,10 @@ from costguard.services.scan import ProjectReport, ScanReport
 ANOMALY_STATE = "burn-rate-anomalies"
 SCAN_FAILURE_STATE = "scan-failures"
 DIGEST_STATE = "findings-digest"
+ADVICE_STATE = "advice-digest"
+#: The advice state remembers at most this many sent digests a day (hashes of their keys);
+#: past it, the claims alone keep each digest to one a day, at one write a scan each.
+ADVICE_STATE_MAX_KEYS = 2000
 #: A claim whose holder crashed before publishing is claimable again after this.
 CLAIM_LEASE = timedelta(minutes=10)
 #: Compare-and-set attempts on a state document before giving up (a failure is reported).
@@ -78,6 +85,10 @@ class AlertSettings:
     cause_lookback: timedelta = timedelta(hours=6)
     #: A source that fails this many scans in a row is alerted (once per episode).
     scan_failed_after: int = 3
+    #: The scan's advice, as one ``info`` digest per project per UTC day (from the digest hour).
+    advice_alerts: bool = True
+    #: Advice saving less than this a month is left out of the digest (not of the report).
+    advice_min_usd_per_month: Decimal = Decimal(50)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +141,12 @@ def alert_resource(a: AttributedResource) -> AlertResource:
     return AlertResource(
         r.key, r.kind.value, r.region, r.instance_type, a.priced.usd_per_hour, a.owner
     )
+
+
+def _digest_of(key: str) -> str:
+    """A short, fixed-size stand-in for a claim key in a state document (a project name
+    may be 1 KB of UTF-8; thousands of them must fit one item)."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def _billable(p: ProjectReport) -> tuple[AlertResource, ...]:
@@ -196,6 +213,7 @@ class AlertService:
         self._guarded(out, "unattributed", lambda: self._unattributed(report, now, out))
         self._guarded(out, "scan-failures", lambda: self._scan_failures(report, now, out))
         self._guarded(out, "findings-digest", lambda: self._digest(report, now, out))
+        self._guarded(out, "advice-digest", lambda: self._advice(report, now, out))
         return out.freeze()
 
     @staticmethod
@@ -542,6 +560,79 @@ class AlertService:
         digest = findings_digest(list(found.values()), now, self._s.digest_hour_utc)
         if digest is not None and self._send(digest, out):
             self._best_effort(out, digest, partial(self._mark_digest, today.isoformat()))
+
+    # -- the daily advice ----------------------------------------------------------------
+
+    def _advice(self, report: ScanReport, now: datetime, out: _Outcome) -> None:
+        """Once a day per project, from the digest hour: the scan's advice that saves at
+        least the configured minimum, in one ``info`` alert per project.
+
+        The claim on ``advice/<day>/<project>`` is what sends each digest once, whatever
+        the retries and concurrent scans; the state document only spares the scans after
+        it one claim per project each.
+        """
+        if not self._s.advice_alerts or not report.advice:
+            return
+        if now.astimezone(UTC).hour < self._s.digest_hour_utc:
+            return
+        day = now.astimezone(UTC).date().isoformat()
+        owner_of: dict[str, str | None] = {}
+        owners: dict[str | None, tuple[str, ...]] = {None: ()}
+        for p in (*report.projects, report.unattributed):
+            owners[p.project] = p.owners
+            for a in p.resources:
+                owner_of[a.priced.resource.key] = p.project
+        grouped: dict[str | None, list[Advice]] = {}
+        for advice in report.advice:
+            grouped.setdefault(owner_of.get(advice.resource), []).append(advice)
+        candidates = [
+            alert
+            for project, found in sorted(
+                grouped.items(), key=lambda kv: (kv[0] is None, kv[0] or "")
+            )
+            if (
+                alert := advice_digest(
+                    project,
+                    found,
+                    now,
+                    min_usd_per_month=self._s.advice_min_usd_per_month,
+                    owners=owners.get(project, ()),
+                )
+            )
+            is not None
+        ]
+        if not candidates:
+            return
+        state, _ = self._ledger.get_state(self._s.scope, ADVICE_STATE)
+        done = set(state.get("keys", ())) if state.get("day") == day else set()
+        settled: list[str] = []
+        for alert in candidates:
+            key = _digest_of(alert.dedupe[0])
+            if key in done:
+                continue
+            before = len(out.failed)
+            published = self._send(alert, out)
+            if len(out.failed) > before:
+                continue  # retried by the next scan (or after the lease)
+            # Not published and no failure: another scan holds the claim. Only a digest
+            # it *sent* is settled; one it is still sending may yet be released.
+            if published or self._ledger.status("alert", alert.dedupe[0]) == "sent":
+                settled.append(key)
+        if settled:
+            self._best_effort(out, candidates[0], partial(self._mark_advice, day, settled))
+
+    def _mark_advice(self, day: str, keys: Sequence[str]) -> None:
+        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
+            if str(doc.get("day", "")) > day:
+                return None  # a late retry of yesterday's scan: today's record stays
+            known = list(doc.get("keys", ())) if doc.get("day") == day else []
+            new = [k for k in dict.fromkeys(keys) if k not in set(known)]
+            room = max(ADVICE_STATE_MAX_KEYS - len(known), 0)
+            if not new[:room] and doc.get("day") == day:
+                return None
+            return {"day": day, "keys": known + new[:room]}
+
+        self._update_state(ADVICE_STATE, change)
 
     def _mark_digest(self, day: str) -> None:
         self._update_state(

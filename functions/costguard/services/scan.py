@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costguard.domain.advice import Advice, advise
+from costguard.domain.advice import Advice, advise, endpoint_variants, endpoint_window
 from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.catalog_merge import CatalogInUse, catalog_findings
@@ -32,6 +32,7 @@ from costguard.domain.tags import TagKeys
 from costguard.ports import (
     CatalogSource,
     CommitOutcome,
+    EndpointMetrics,
     InventorySource,
     Ledger,
     ProjectMonth,
@@ -128,8 +129,11 @@ class ScanService:
         progress: Progress | None = None,
         api_calls: Callable[[], Mapping[str, int]] | None = None,
         catalog_in_use: CatalogInUse | None = None,
+        endpoint_metrics: EndpointMetrics | None = None,
     ) -> None:
         self._sources = sources
+        #: None: no endpoint utilization is read, and no oversized-endpoint advice given.
+        self._endpoint_metrics = endpoint_metrics
         self._spot = spot_prices
         self._catalog = catalog if isinstance(catalog, PriceCatalog) else None
         self._ledger = ledger
@@ -169,7 +173,14 @@ class ScanService:
                     Severity.INFO,
                 )
             )
-        advice = advise(priced, [(p.nodegroup, p.pending) for p in pending], self._catalog, now)
+        utilization = self._endpoint_utilization(resources, now, findings)
+        advice = advise(
+            priced,
+            [(p.nodegroup, p.pending) for p in pending],
+            self._catalog,
+            now,
+            utilization,
+        )
         attribution = attribute(priced, s.tag_keys, s.projects)
         findings.extend(attribution.findings)
 
@@ -242,6 +253,37 @@ class ScanService:
             catalog=self._in_use,
             advice=advice,
         )
+
+    def _endpoint_utilization(
+        self, resources: Sequence[Resource], now: datetime, findings: list[Finding]
+    ) -> dict[str, Decimal]:
+        """The GPU utilization of the endpoints oversized-endpoint advice can act on: one
+        batched read a region, and none at all when no endpoint qualifies. A region that
+        cannot be read is a finding and gets no such advice: no figure, no guess."""
+        if self._endpoint_metrics is None:
+            return {}
+        start, end = endpoint_window(now)
+        by_region: dict[str, list[Resource]] = defaultdict(list)
+        for r in resources:
+            by_region[r.region].append(r)
+        found: dict[str, Decimal] = {}
+        for region in sorted(by_region):
+            variants = endpoint_variants(by_region[region], start)
+            if not variants:
+                continue
+            try:
+                found.update(self._endpoint_metrics.gpu_utilization(region, variants, start, end))
+            except SourceError as exc:
+                findings.append(
+                    Finding(
+                        FindingCode.SCAN_FAILED,
+                        f"{region}/sagemaker-endpoint-metrics",
+                        f"{exc.operation} failed with {exc.code}; SageMaker endpoints' GPU "
+                        f"utilization in {region} is unknown, so none is advised a smaller type",
+                        Severity.WARNING,
+                    )
+                )
+        return found
 
     def _savings(self, month: str, now: datetime) -> dict[str | None, Savings]:
         """Savings per project from this month's audit trail (actions acted, not dry-run)."""
