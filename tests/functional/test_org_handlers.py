@@ -101,24 +101,31 @@ def test_single_account_mode_has_no_fan_out(hub_env: tuple[Any, str], monkeypatc
         org.fanout_handler({"time": T0.isoformat()}, Context())
 
 
+REGION = {"COSTGUARD_REGIONS": "us-east-1"}
+
+
 def test_reads_the_contract_s_variables_with_their_defaults() -> None:
-    env = OrgEnvironment.from_env({ORG_ACCOUNTS_ENV: " Discover "})
+    env = OrgEnvironment.from_env(
+        {ORG_ACCOUNTS_ENV: " Discover ", ORG_ID_ENV: "o-abc1234567", **REGION}
+    )
     assert env.discover and env.org_mode and env.accounts is None
     assert env.member_role == "costguard-member-read" and env.per_account_cap == 2
     assert env.probe_interval == timedelta(hours=6) and env.deadline == timedelta(minutes=10)
     assert env.opt_out_tag == "costguard:opt-out"
-    assert not OrgEnvironment.from_env({}).org_mode
+    assert not OrgEnvironment.from_env(REGION).org_mode
     custom = OrgEnvironment.from_env(
         {
             ORG_ACCOUNTS_ENV: f"{A}, {B},{A}",
-            PROBE_HOURS_ENV: "1.5",
+            ORG_ID_ENV: "o-abc1234567",
+            PROBE_HOURS_ENV: "2",
             PER_ACCOUNT_CAP_ENV: "3",
             SLICE_DEADLINE_ENV: "20",
             MEMBER_ROLE_ENV: "custom-read",
             OPT_OUT_TAG_ENV: "finops:skip",
+            **REGION,
         }
     )
-    assert custom.accounts == (A, B) and custom.probe_interval == timedelta(minutes=90)
+    assert custom.accounts == (A, B) and custom.probe_interval == timedelta(hours=2)
     assert custom.per_account_cap == 3 and custom.deadline == timedelta(minutes=20)
     assert custom.member_role == "custom-read" and custom.opt_out_tag == "finops:skip"
     assert set(ORG_ENV_VARS) == {
@@ -143,6 +150,7 @@ def test_names_every_wrong_variable_at_once() -> None:
                 PER_ACCOUNT_CAP_ENV: "0",
                 SLICE_DEADLINE_ENV: "-5",
                 MEMBER_ROLE_ENV: "bad role/name",
+                **REGION,
             }
         )
     message = str(caught.value)

@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -91,9 +91,6 @@ ORG_ENV_VARS = (
     QUEUE_URL_ENV,
 )
 
-_ROLE_NAME = re.compile(r"[\w+=,.@-]{1,64}")
-_ORG_ID = re.compile(r"o-[a-z0-9]{10,32}")
-
 
 class OrgConfigError(ValueError):
     """An organization-mode variable is wrong; the message names it."""
@@ -128,65 +125,33 @@ class OrgEnvironment(BaseModel):
         return timedelta(minutes=self.slice_deadline_minutes)
 
     @classmethod
+    def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> OrgEnvironment:
+        """The organization settings as :class:`~costguard.settings.Settings` read and
+        checked them (one reader, the spec's ranges), plus the queue the stack names."""
+        accounts = settings.org_accounts
+        discover = accounts == (DISCOVER,)
+        return cls(
+            accounts=None if discover or not accounts else accounts,
+            discover=discover,
+            org_id=settings.org_id or None,
+            member_role=settings.org_member_role,
+            per_account_cap=settings.org_per_account_concurrency,
+            probe_hours=Decimal(settings.org_probe_hours),
+            slice_deadline_minutes=settings.org_slice_deadline_minutes,
+            opt_out_tag=settings.org_opt_out_tag,
+            queue_url=environ.get(QUEUE_URL_ENV, "").strip() or None,
+        )
+
+    @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> OrgEnvironment:
         """Every problem at once, each naming its variable; empty means the default."""
-        problems: list[str] = []
-        values: dict[str, Any] = {}
+        from costguard.settings import Settings, SettingsError
 
-        def text(name: str) -> str:
-            return environ.get(name, "").strip()
-
-        raw_accounts = text(ORG_ACCOUNTS_ENV)
-        if raw_accounts.lower() == DISCOVER:
-            values["discover"] = True
-        elif raw_accounts:
-            try:
-                values["accounts"] = tuple(parse_accounts(raw_accounts))
-            except ValueError as exc:
-                problems.append(f"{ORG_ACCOUNTS_ENV}: {exc} (or set it to 'discover')")
-        if org_id := text(ORG_ID_ENV):
-            if _ORG_ID.fullmatch(org_id):
-                values["org_id"] = org_id
-            else:
-                problems.append(f"{ORG_ID_ENV}: must look like o-abc1234567, got {org_id[:40]!r}")
-        if role := text(MEMBER_ROLE_ENV):
-            if _ROLE_NAME.fullmatch(role):
-                values["member_role"] = role
-            else:
-                problems.append(f"{MEMBER_ROLE_ENV}: not an IAM role name: {role[:70]!r}")
-        for name, field, low, high in (
-            (PER_ACCOUNT_CAP_ENV, "per_account_cap", 1, 10),
-            (SLICE_DEADLINE_ENV, "slice_deadline_minutes", 1, 170),
-        ):
-            if raw := text(name):
-                if raw.isdigit() and low <= int(raw) <= high:
-                    values[field] = int(raw)
-                else:
-                    problems.append(
-                        f"{name}: must be a whole number from {low} to {high}, got {raw[:20]!r}"
-                    )
-        if raw := text(PROBE_HOURS_ENV):
-            try:
-                hours = Decimal(raw)
-            except InvalidOperation:
-                hours = Decimal(-1)
-            # At least one scan interval apart, at most a week (a GPU week unseen).
-            if hours.is_finite() and Decimal("0.25") <= hours <= 168:
-                values["probe_hours"] = hours
-            else:
-                problems.append(
-                    f"{PROBE_HOURS_ENV}: must be hours from 0.25 to 168, got {raw[:20]!r}"
-                )
-        if tag := text(OPT_OUT_TAG_ENV):
-            if len(tag) <= 128:
-                values["opt_out_tag"] = tag
-            else:
-                problems.append(f"{OPT_OUT_TAG_ENV}: a tag key has at most 128 characters")
-        if url := text(QUEUE_URL_ENV):
-            values["queue_url"] = url
-        if problems:
-            raise OrgConfigError("invalid organization settings: " + "; ".join(problems))
-        return cls(**values)
+        try:
+            settings = Settings.from_env(environ)
+        except SettingsError as exc:
+            raise OrgConfigError(str(exc)) from exc
+        return cls.from_settings(settings, environ)
 
 
 # -- the fan-out ------------------------------------------------------------------------------
@@ -272,7 +237,7 @@ def fanout_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         logger.error("fan-out refused: implausible event time", extra={"reason": str(exc)})
         return {"refused": str(exc), "sent": 0}
     settings = Settings.from_env(os.environ)
-    env = OrgEnvironment.from_env(os.environ)
+    env = OrgEnvironment.from_settings(settings, os.environ)
     summary = build_fanout(settings, env, boto3.Session()).tick(tick)
     out = summary.as_dict()
     logger.info("tick enqueued", extra=out)
@@ -454,7 +419,7 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
     from costguard.settings import Settings
 
     settings = Settings.from_env(os.environ)
-    env = OrgEnvironment.from_env(os.environ)
+    env = OrgEnvironment.from_settings(settings, os.environ)
     session = boto3.Session()
     members = _MEMBERS.setdefault(env.member_role, MemberClients(session, env.member_role))
     work = build_org_work(settings, session, role_name=env.member_role, members=members)
