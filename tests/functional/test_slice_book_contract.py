@@ -74,15 +74,63 @@ def test_failures_count_attempts_and_keep_the_last_error(book: Any) -> None:
     assert (failure.code, failure.attempts, len(failure.message)) == ("AccessDenied", 2, 300)
 
 
+LEASE = timedelta(minutes=15)
+
+
 def test_aggregation_is_claimed_once_and_due_only_after_the_deadline(book: Any) -> None:
     book.plan(T0, [A], T0 + timedelta(minutes=10))
     assert book.due(T0 - timedelta(hours=1), T0 + timedelta(minutes=9)) == []
     (due,) = book.due(T0 - timedelta(hours=1), T0 + timedelta(minutes=10))
     assert due.tick == T0
-    assert book.claim_aggregation(T0, T0 + timedelta(minutes=10))
-    assert not book.claim_aggregation(T0, T0 + timedelta(minutes=11))
+    assert book.claim_aggregation(T0, T0 + timedelta(minutes=10), LEASE)
+    assert not book.claim_aggregation(T0, T0 + timedelta(minutes=11), LEASE)
+    book.confirm_aggregation(T0, T0 + timedelta(minutes=12))
+    assert book.get(T0).aggregated_at == T0 + timedelta(minutes=12)
     assert book.due(T0 - timedelta(hours=1), T0 + timedelta(hours=1)) == []
-    assert not book.claim_aggregation(T0 + timedelta(minutes=1), T0)  # no plan
+    # a confirmed time is never claimable again, whatever the lease
+    assert not book.claim_aggregation(T0, T0 + timedelta(days=1), LEASE)
+    assert not book.claim_aggregation(T0 + timedelta(minutes=1), T0, LEASE)  # no plan
+
+
+def test_a_claimed_but_unconfirmed_aggregation_is_due_and_claimable_after_its_lease(
+    book: Any,
+) -> None:
+    # GIVEN a time claimed at its deadline by a holder that then crashed (never confirmed)
+    book.plan(T0, [A], T0 + timedelta(minutes=10))
+    held_at = T0 + timedelta(minutes=10)
+    assert book.claim_aggregation(T0, held_at, LEASE)
+    assert book.get(T0).aggregated_at is None
+    # THEN the sweep still lists it, but nobody takes it while the lease runs
+    (due,) = book.due(T0 - timedelta(hours=1), held_at + timedelta(minutes=5))
+    assert due.tick == T0 and due.aggregation_expires == held_at + LEASE
+    assert not book.claim_aggregation(T0, held_at + LEASE - timedelta(seconds=1), LEASE)
+    # AND once it has run out, one caller takes it over
+    assert book.claim_aggregation(T0, held_at + LEASE, LEASE)
+    assert not book.claim_aggregation(T0, held_at + LEASE, LEASE)
+    # AND the crashed holder, back late, cannot free the claim of the run that took over
+    book.release_aggregation(T0, held_at)
+    assert not book.claim_aggregation(T0, held_at + LEASE + timedelta(minutes=1), LEASE)
+    # AND the holder's own release makes it claimable at once
+    book.release_aggregation(T0, held_at + LEASE)
+    assert book.get(T0).aggregation_expires is None
+    assert book.claim_aggregation(T0, held_at + LEASE + timedelta(minutes=1), LEASE)
+
+
+def test_racing_sweeps_claim_an_aggregation_once(book: Any) -> None:
+    book.plan(T0, [A], T0 + timedelta(minutes=10))
+    start = threading.Barrier(6)
+    wins: list[bool] = []
+
+    def claim() -> None:
+        start.wait()
+        wins.append(book.claim_aggregation(T0, T0 + timedelta(minutes=10), LEASE))
+
+    threads = [threading.Thread(target=claim) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(wins) == [False] * 5 + [True]
 
 
 def test_a_plan_carries_the_empty_slices_it_rolls_up_without_awaiting_them(book: Any) -> None:

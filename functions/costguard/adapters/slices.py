@@ -9,7 +9,11 @@ pk                             sk                  what
 A slice is marked done with **one** conditional ``UpdateItem`` (``ADD`` to a string set
 unless it holds it already): a duplicate message, a retry after a crash, or a second
 consumer racing the first mark it once, and only the call that added it is told so.
-Aggregation is claimed with a conditional ``SET`` of ``aggregated_at``: once per time.
+Aggregation is a two-phase claim, like an alert's: a conditional ``SET`` of
+``aggregating_at`` with a lease (``aggregation_expires``) claims it; ``aggregated_at`` is
+set only once the work is done; a holder that fails gives the claim back (fenced by its
+claim time), and one that crashed loses it when the lease runs out, so the deadline
+sweep aggregates the time all the same.
 An item holds 800 slice keys in about 20 KB, far under DynamoDB's 400 KB.
 """
 
@@ -144,21 +148,66 @@ class DynamoDbSliceBook:
         plans = [_plan(item) for page in pages for item in page.get("Items", [])]
         return [p for p in plans if p.aggregated_at is None and p.deadline <= now]
 
-    def claim_aggregation(self, tick: datetime, now: datetime) -> bool:
+    def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
         try:
             self._ddb.update_item(
                 TableName=self._table,
                 Key=self._key(tick),
-                UpdateExpression="SET #agg = :now",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#agg)",
-                ExpressionAttributeNames={"#agg": "aggregated_at"},
-                ExpressionAttributeValues={":now": {"S": stamp(now)}},
+                UpdateExpression="SET #claimed = :now, #expires = :expires",
+                ConditionExpression=(
+                    "attribute_exists(pk) AND attribute_not_exists(#agg) "
+                    "AND (attribute_not_exists(#expires) OR #expires <= :now)"
+                ),
+                ExpressionAttributeNames={
+                    "#agg": "aggregated_at",
+                    "#claimed": "aggregating_at",
+                    "#expires": "aggregation_expires",
+                },
+                ExpressionAttributeValues={
+                    ":now": {"S": stamp(now)},
+                    ":expires": {"S": stamp(now + lease)},
+                },
             )
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
+
+    def confirm_aggregation(self, tick: datetime, now: datetime) -> None:
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._key(tick),
+                UpdateExpression="SET #agg = if_not_exists(#agg, :now) REMOVE #expires",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeNames={
+                    "#agg": "aggregated_at",
+                    "#expires": "aggregation_expires",
+                },
+                ExpressionAttributeValues={":now": {"S": stamp(now)}},
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise  # the plan expired meanwhile: nothing is left to mark
+
+    def release_aggregation(self, tick: datetime, claimed_at: datetime) -> None:
+        try:
+            self._ddb.update_item(
+                TableName=self._table,
+                Key=self._key(tick),
+                UpdateExpression="REMOVE #claimed, #expires",
+                ConditionExpression="attribute_not_exists(#agg) AND #claimed = :claimed",
+                ExpressionAttributeNames={
+                    "#agg": "aggregated_at",
+                    "#claimed": "aggregating_at",
+                    "#expires": "aggregation_expires",
+                },
+                ExpressionAttributeValues={":claimed": {"S": stamp(claimed_at)}},
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise  # not ours any more (the lease ran out and another run took it)
 
 
 def _plan(item: dict[str, Any]) -> TickPlan:
@@ -170,6 +219,7 @@ def _plan(item: dict[str, Any]) -> TickPlan:
         for k, v in item.get("errors", {}).get("M", {}).items()
     }
     aggregated = item.get("aggregated_at", {}).get("S")
+    expires = item.get("aggregation_expires", {}).get("S")
     return TickPlan(
         tick=parse_stamp(item["sk"]["S"]),
         expected=frozenset(Slice.parse(k) for k in item["expected"]["SS"]),
@@ -177,6 +227,7 @@ def _plan(item: dict[str, Any]) -> TickPlan:
         done=frozenset(Slice.parse(k) for k in item.get("done", {}).get("SS", [])),
         failures=failures,
         aggregated_at=parse_stamp(aggregated) if aggregated else None,
+        aggregation_expires=parse_stamp(expires) if expires and not aggregated else None,
         carried=frozenset(Slice.parse(k) for k in item.get("carried", {}).get("SS", [])),
     )
 
@@ -186,6 +237,8 @@ class InMemorySliceBook:
 
     def __init__(self) -> None:
         self._plans: dict[datetime, TickPlan] = {}
+        #: The claim time of each held aggregation (the fence of its release).
+        self._holders: dict[datetime, datetime] = {}
         self._lock = threading.Lock()
 
     def plan(
@@ -235,10 +288,30 @@ class InMemorySliceBook:
                 if since <= t <= now and p.aggregated_at is None and p.deadline <= now
             ]
 
-    def claim_aggregation(self, tick: datetime, now: datetime) -> bool:
+    def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
         with self._lock:
             plan = self._plans.get(tick)
             if plan is None or plan.aggregated_at is not None:
                 return False
-            self._plans[tick] = replace(plan, aggregated_at=now)
+            if plan.aggregation_expires is not None and now < plan.aggregation_expires:
+                return False  # held, and its lease is running
+            self._plans[tick] = replace(plan, aggregation_expires=now + lease)
+            self._holders[tick] = now
             return True
+
+    def confirm_aggregation(self, tick: datetime, now: datetime) -> None:
+        with self._lock:
+            plan = self._plans.get(tick)
+            if plan is None or plan.aggregated_at is not None:
+                return
+            self._plans[tick] = replace(plan, aggregated_at=now, aggregation_expires=None)
+
+    def release_aggregation(self, tick: datetime, claimed_at: datetime) -> None:
+        with self._lock:
+            plan = self._plans.get(tick)
+            if plan is None or plan.aggregated_at is not None:
+                return
+            if self._holders.get(tick) != claimed_at:
+                return  # not ours any more (the lease ran out and another run took it)
+            del self._holders[tick]
+            self._plans[tick] = replace(plan, aggregation_expires=None)

@@ -79,7 +79,11 @@ class TickPlan:
     deadline: datetime
     done: frozenset[Slice] = frozenset()
     failures: Mapping[Slice, SliceFailure] = field(default_factory=dict)
+    #: When the aggregation is done (set only after its reads, findings and alerts).
     aggregated_at: datetime | None = None
+    #: While an aggregation holds the time (claimed, not done): when its lease runs out
+    #: and the deadline sweep may take it over (its holder crashed or was throttled).
+    aggregation_expires: datetime | None = None
     #: Slices not scanned at this time (empty now) whose spend earlier this month the
     #: aggregation still rolls up: a GPU that stopped does not take its month-to-date
     #: out of the project's total. Never awaited: they are not ``expected``.

@@ -52,6 +52,7 @@ from costguard.services.org import (
     MAX_SLICE_AGE,
     MAX_SLICE_LEAD,
     Aggregation,
+    AggregationError,
     OrgReport,
     SliceBook,
     SliceResult,
@@ -249,6 +250,9 @@ class Fanout:
         if self._aggregation is not None:
             try:
                 aggregated = self._aggregation.sweep(tick, self._s.sweep_lookback)
+            except AggregationError as exc:
+                aggregated = list(exc.reports)
+                failures.append(f"aggregation: {exc}")
             except Exception as exc:
                 failures.append(f"aggregation: {type(exc).__name__}: {exc}")
         summary = TickSummary(

@@ -8,13 +8,16 @@
   aggregates.
 - :class:`Aggregation` rolls every slice's month totals and run-rates up per project,
   across accounts, and runs the budget alerts on the result, once per scheduled time
-  (claimed in the plan): when the last slice comes in, or at the deadline, whichever
-  is first. Slices still missing then are reported (a finding and an alert naming the
+  (a two-phase claim in the plan: claimed with a lease, marked done only after the
+  reads, findings and alerts; a failure gives the claim back and a crash loses it when
+  the lease runs out, so the deadline sweep aggregates the time all the same): when the
+  last slice comes in, or at the deadline, whichever is first. Slices still missing then are reported (a finding and an alert naming the
   account); when they come in later their spend is in the next aggregation, never twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,8 +57,23 @@ class SliceBook(Protocol):
     def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]: ...
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None: ...
     def get(self, tick: datetime) -> TickPlan | None: ...
-    def due(self, since: datetime, now: datetime) -> list[TickPlan]: ...
-    def claim_aggregation(self, tick: datetime, now: datetime) -> bool: ...
+    def due(self, since: datetime, now: datetime) -> list[TickPlan]:
+        """Plans of times in [since, now] whose deadline passed and that are not done
+        (a held aggregation is listed too: its claim refuses until its lease runs out)."""
+        ...
+
+    def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
+        """Phase one: True for the one caller that may aggregate ``tick`` now (not done,
+        and not held by a claim whose lease is still running)."""
+        ...
+
+    def confirm_aggregation(self, tick: datetime, now: datetime) -> None:
+        """Phase two: the time is aggregated; it is never claimable again."""
+        ...
+
+    def release_aggregation(self, tick: datetime, claimed_at: datetime) -> None:
+        """The aggregation failed: claimable again at once; fenced by the claim's time."""
+        ...
 
 
 class SliceAccessError(Protocol):
@@ -137,9 +155,11 @@ class SliceWork:
             raise
         newly, plan = self._book.mark_done(tick, s)
         aggregated = None
+        # Not only the call that completed the plan: a retry of it (its aggregation
+        # failed after the claim, which was given back) aggregates too. The claim keeps
+        # it to one at a time, and a duplicate finds the time held or done.
         if (
-            newly
-            and plan is not None
+            plan is not None
             and plan.complete
             and plan.aggregated_at is None
             and self._aggregation is not None
@@ -163,6 +183,26 @@ class UnplannedSliceError(ValueError):
 #: The same bounds as a scheduled scan's event time (handlers/events.py).
 MAX_SLICE_AGE = timedelta(hours=3)
 MAX_SLICE_LEAD = timedelta(minutes=5)
+#: How long an aggregation's claim holds before another run may take it over: a Lambda
+#: runs at most 15 minutes, so a holder still at work is never overtaken, and one that
+#: crashed delays its time by at most this (plus one fan-out tick for the sweep).
+AGGREGATION_LEASE = timedelta(minutes=15)
+
+
+class AggregationError(RuntimeError):
+    """Some due times could not be aggregated (each is retried by the next sweep);
+    ``reports`` holds those that were."""
+
+    def __init__(
+        self, reports: tuple[OrgReport, ...], failures: tuple[tuple[datetime, Exception], ...]
+    ) -> None:
+        shown = "; ".join(
+            f"{tick.isoformat()}: {type(exc).__name__}: {exc}" for tick, exc in failures[:5]
+        )
+        more = f"; and {len(failures) - 5} more" if len(failures) > 5 else ""
+        super().__init__(f"{len(failures)} time(s) not aggregated: {shown}{more}")
+        self.reports = reports
+        self.failures = failures
 
 
 class Aggregation:
@@ -183,20 +223,55 @@ class Aggregation:
         self._after = after
 
     def sweep(self, now: datetime, lookback: timedelta) -> list[OrgReport]:
-        """Aggregate every time whose deadline has passed and that nobody aggregated."""
+        """Aggregate every time whose deadline has passed and that is not done, including
+        one whose aggregation failed or crashed after its claim (once the lease is out).
+
+        Every due time is attempted; if any failed, :class:`AggregationError` is raised
+        afterwards (with the reports of those that went through), so a failure is seen
+        and retried by the next sweep, and blocks no other time.
+        """
         now = require_utc(now)
-        return [
-            r
-            for plan in self._book.due(now - lookback, now)
-            if (r := self.run(plan.tick, now)) is not None
-        ]
+        reports: list[OrgReport] = []
+        failures: list[tuple[datetime, Exception]] = []
+        for plan in self._book.due(now - lookback, now):
+            try:
+                report = self.run(plan.tick, now)
+            except Exception as exc:
+                failures.append((plan.tick, exc))
+                continue
+            if report is not None:
+                reports.append(report)
+        if failures:
+            raise AggregationError(tuple(reports), tuple(failures)) from failures[0][1]
+        return reports
 
     def run(self, tick: datetime, now: datetime) -> OrgReport | None:
-        """None when another call aggregated this time already (or nothing was planned)."""
-        if not self._book.claim_aggregation(tick, now):
+        """None when this time is aggregated already, or being aggregated by another call
+        whose lease is running (or nothing was planned).
+
+        Claimed before the work and marked done only after it: an exception on the way (a
+        throttled ledger read, an alert that could not be published) gives the claim back
+        and is raised, and a crash leaves it to run out after :data:`AGGREGATION_LEASE`;
+        either way the time is aggregated later, never lost. Everything it writes is
+        idempotent (findings per day, alerts through their claims), so a second attempt
+        adds nothing twice.
+        """
+        now = require_utc(now)
+        if not self._book.claim_aggregation(tick, now, AGGREGATION_LEASE):
             return None
+        try:
+            report = self._aggregate(tick, now)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the lease frees it anyway
+                self._book.release_aggregation(tick, now)
+            raise
+        self._book.confirm_aggregation(tick, now)
+        return report
+
+    def _aggregate(self, tick: datetime, now: datetime) -> OrgReport:
         plan = self._book.get(tick)
-        assert plan is not None  # the claim above needs the plan
+        if plan is None:  # expired between the claim and this read
+            raise LookupError(f"the plan of {tick.isoformat()} is gone")
         month = month_key(tick)
         with ThreadPoolExecutor(max_workers=max(1, self._s.read_workers)) as pool:
             per_slice = list(
