@@ -107,3 +107,31 @@ def test_one_time_that_cannot_be_aggregated_does_not_stop_the_sweep_of_the_other
     assert [r.tick for r in failed.value.reports] == [t1]
     assert [tick for tick, _exc in failed.value.failures] == [T0]
     assert [r.tick for r in aggregation.sweep(t1 + DEADLINE + DEADLINE, LOOKBACK)] == [T0]
+
+
+def test_a_failing_account_is_alerted_again_the_next_utc_day_and_a_new_one_at_once() -> None:
+    # GIVEN B failing every tick across UTC midnight, and C starting to fail at 00:15
+    book, ledger = InMemorySliceBook(), InMemoryLedger()
+    notifier = RecordingNotifier([])
+    alerts = AlertService(ledger, notifier, AlertSettings(scope=HUB))
+    aggregation = Aggregation(book, ledger, OrgSettings(scope=HUB), after=alert_after(alerts))
+    c = Slice("333333333333", "eu-west-1")
+    findings = 0
+    for n in range(4):  # 23:45, 00:00, 00:15, 00:30
+        tick = T0 + timedelta(minutes=15 * n)
+        failing = [B, c] if n >= 2 else [B]
+        book.plan(tick, [A, *failing], tick + DEADLINE)
+        book.mark_done(tick, A)
+        for s in failing:
+            book.mark_failed(tick, s, "AccessDenied", "no role")
+        (report,) = aggregation.sweep(tick + DEADLINE, LOOKBACK)
+        findings += len(report.findings)
+    # THEN one alert on the 31st (B), one on the 1st (B again), one when C first failed
+    sent = [a.facts["accounts"] for a in notifier.published if a.kind is AlertKind.SCAN_FAILED]
+    assert sent == [
+        B.account,
+        B.account,
+        f"{B.account}, {c.account}",
+    ]
+    # AND the findings stay one per missing slice per tick
+    assert findings == 1 + 1 + 2 + 2

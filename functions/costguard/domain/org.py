@@ -129,9 +129,12 @@ def missing_slice_findings(plan: TickPlan) -> list[Finding]:
 
 
 def missing_slices_alert(plan: TickPlan, now: datetime) -> Alert | None:
-    """One alert a scheduled time for the accounts that are missing from it, each named.
+    """One alert for the accounts missing from a scheduled time, each named.
 
-    Deduplicated per (time, account, region): a re-run of the aggregation sends nothing new.
+    Deduplicated per account per UTC day (of the scheduled time), as the fan-out's
+    unreachable-account alert: an account that fails every tick (its member role deleted)
+    is alerted once a day, not 96 times; the finding stays per time. An alert goes out
+    when at least one of its accounts was not alerted that day (it still names all).
     """
     missing = plan.missing
     if not missing:
@@ -177,7 +180,7 @@ def missing_slices_alert(plan: TickPlan, now: datetime) -> Alert | None:
         ),
         facts={"accounts": ", ".join(accounts[:10]), "scheduled_time": utc_label(plan.tick)},
         details=tuple(lines),
-        dedupe=tuple(f"missing-slice/{utc_stamp(plan.tick)}/{s.key}" for s in missing),
+        dedupe=tuple(f"missing-slice/{require_utc(plan.tick):%Y%m%d}/{a}" for a in accounts),
     )
 
 
