@@ -255,3 +255,38 @@ def test_a_region_where_every_probe_call_is_refused_is_reported_not_read_as_empt
     lost = sim.tick(T0 + 2 * TICK).summary.unreachable
     assert [(u.account, u.region) for u in lost] == [(A, "us-west-2")]
     assert "every probe call was refused" in lost[0].failure
+
+
+def test_a_probe_with_one_refused_call_is_unknown_and_a_hit_elsewhere_still_counts() -> None:
+    # GIVEN A's us-west-2 refusing ec2:DescribeInstances (an outdated member role) with
+    # nothing else there, and B's us-west-2 refusing it too but running an endpoint
+    from costguard.domain.directory import ProbeAnswer
+
+    world = OrgWorld([A, B], list(REGIONS))
+    real = world.prober_for
+
+    class Ec2Refused:
+        def __init__(self, s: Slice) -> None:
+            self._s = s
+
+        def probe(self, region: str) -> ProbeAnswer:
+            if region != "us-west-2":
+                return real(self._s).probe(region)
+            found = ("sagemaker-endpoint:chat",) if self._s.account == B else ()
+            return ProbeAnswer(found, ("ec2:DescribeInstances",))
+
+    world.prober_for = Ec2Refused  # type: ignore[assignment, method-assign]
+    sim = OrgSimulation(world)
+    sim.tick(T0)
+    # WHEN the regions are probed
+    probes = sim.tick(T0 + TICK)
+    # THEN A's us-west-2 is neither empty nor a failed item, and the next tick names it
+    assert probes.failures == ()
+    d = directory_of(sim)
+    assert d.slices[Slice(A, "us-west-2")].state is SliceState.UNPROBED
+    # AND B's endpoint makes its region active: a refusal elsewhere does not hide a hit
+    assert d.slices[Slice(B, "us-west-2")].state is SliceState.ACTIVE
+    nxt = sim.tick(T0 + 2 * TICK)
+    assert [(u.account, u.region) for u in nxt.summary.unreachable] == [(A, "us-west-2")]
+    assert "ec2:DescribeInstances" in nxt.summary.unreachable[0].failure
+    assert Slice(B, "us-west-2") in {w.slice for w in nxt.items if w.kind is WorkKind.SCAN}

@@ -63,7 +63,7 @@ def test_a_region_that_refuses_every_call_is_blind_not_empty() -> None:
 
 def test_a_service_that_refuses_is_named_and_the_rest_still_answer() -> None:
     answer = MemberProbe(Clients(Empty(), Raising("AccessDeniedException"))).probe("eu-west-1")  # type: ignore[arg-type]
-    assert answer.found == () and not answer.blind
+    assert answer.found == () and not answer.blind and answer.unknown
     assert answer.denied == (
         "eks:ListClusters",
         "sagemaker:ListNotebookInstances",

@@ -18,10 +18,11 @@ price?", with at most five small calls, stopping at the first hit:
 
 Each is a call the scan already makes, so the member role needs nothing new for it
 (:data:`costguard.iam.PROBE_ACTIONS`). A service that refuses the role (a service
-control policy denying a region, say) counts as "nothing seen there" and is named in
-the answer; when every call is refused the answer is *blind*, which the consumer reports
-rather than reading as empty. Throttling and other errors fail the probe, which the
-queue retries.
+control policy, an outdated member role) is named in the answer and the other calls
+still run: a hit elsewhere makes the slice active; otherwise the answer is *unknown*
+(:attr:`~costguard.domain.directory.ProbeAnswer.unknown`; *blind* when every call was
+refused), which the consumer reports rather than reading as empty. Throttling and other
+errors fail the probe, which the queue retries.
 """
 
 from __future__ import annotations

@@ -97,6 +97,12 @@ class ProbeAnswer:
     #: Every call was refused: nothing could be seen, which is not "empty".
     blind: bool = False
 
+    @property
+    def unknown(self) -> bool:
+        """Nothing found, but a call was refused: what it would have read is unknown, so
+        the slice is not empty (a GPU behind a refused DescribeInstances is not $0)."""
+        return not self.found and bool(self.denied)
+
 
 @dataclass(frozen=True, slots=True)
 class SliceStatus:

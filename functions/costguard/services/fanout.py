@@ -340,11 +340,19 @@ class ProbeWork:
             why = _failure(exc)
             self._store.update_slice(s, lambda st: after_probe_failure(st, tick, why))
             raise
-        if answer.blind:
-            # Nothing could be read (a service control policy, an outdated member role):
-            # recorded as a failure, which the fan-out reports, and not retried now (it
-            # would be refused again); the next window tries again.
-            why = f"AccessDenied: every probe call was refused ({', '.join(answer.denied)})"
+        if answer.unknown:
+            # A call was refused and nothing else was found (a service control policy, an
+            # outdated member role without ec2:DescribeInstances): not "empty", since what
+            # the refused call reads is unknown. Recorded as a failure, which the fan-out
+            # reports by account and region; the state stays as it was (an active slice
+            # is still scanned); not retried now (it would be refused again): the next
+            # window tries again.
+            why = (
+                f"AccessDenied: every probe call was refused ({', '.join(answer.denied)})"
+                if answer.blind
+                else f"AccessDenied: probe call(s) refused ({', '.join(answer.denied)}); "
+                "what they read is unknown, so the region is not taken as empty"
+            )
             self._store.update_slice(s, lambda st: after_probe_failure(st, tick, why))
             return ProbeOutcome(s, tick, answer, None)
         new = self._store.update_slice(s, lambda st: after_probe(st, tick, bool(answer.found)))
