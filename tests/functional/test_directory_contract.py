@@ -55,7 +55,9 @@ def test_an_empty_directory_loads_empty(store: Any) -> None:
 
 def test_loads_what_was_written(store: Any) -> None:
     # GIVEN a listing, an account's regions and two slice states
-    listing = AccountListing((A, B), T0, "discover", ("444444444444",), (), {B: "yes"})
+    listing = AccountListing(
+        (A, B), T0, "discover", ("444444444444",), (), {B: "yes"}, {A: "Throttling: é"}
+    )
     store.save_listing(listing)
     store.update_regions(A, lambda e: after_regions(e, T0, ["us-east-1", "eu-west-1"]))
     store.update_slice(S, lambda st: after_probe(st, T0, True))

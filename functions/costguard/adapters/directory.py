@@ -136,6 +136,11 @@ class DynamoDbDirectory:
                     "inactive": _ids(listing.inactive),
                     # at most 100 odd opt-out values are kept (each cut to 64 characters)
                     "unclear": {"M": {k: {"S": v} for k, v in list(listing.unclear.items())[:100]}},
+                    # the accounts whose tags could not be read, with why (at most 100; each
+                    # is already in accounts or opted_out, so this is only for reporting)
+                    "untagged": {
+                        "M": {k: {"S": v} for k, v in sorted(listing.untagged.items())[:100]}
+                    },
                 },
                 ConditionExpression="attribute_not_exists(pk) OR refreshed_at < :at",
                 ExpressionAttributeValues={":at": {"S": stamp(listing.refreshed_at)}},
@@ -214,6 +219,7 @@ def _listing(item: Mapping[str, Any]) -> AccountListing:
         opted_out=_read_ids(item, "opted_out"),
         inactive=_read_ids(item, "inactive"),
         unclear={k: str(v["S"]) for k, v in item.get("unclear", {}).get("M", {}).items()},
+        untagged={k: str(v["S"]) for k, v in item.get("untagged", {}).get("M", {}).items()},
     )
 
 

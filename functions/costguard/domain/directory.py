@@ -63,6 +63,17 @@ class DiscoveryError(Exception):
         self.code = code
         self.detail = message
 
+    @property
+    def throttled(self) -> bool:
+        """Organizations' rate limit (about one call a second): worth another try."""
+        return self.code in THROTTLED_CODES
+
+
+#: Error codes that mean "too fast", not "no": a call refused with one is tried again.
+THROTTLED_CODES = frozenset(
+    {"TooManyRequestsException", "ThrottlingException", "Throttling", "RequestLimitExceeded"}
+)
+
 
 class SliceState(StrEnum):
     UNPROBED = "unprobed"
@@ -149,6 +160,11 @@ class AccountListing:
     inactive: tuple[str, ...] = ()
     #: Not skipped, but carrying an opt-out tag whose value is neither true nor false.
     unclear: Mapping[str, str] = field(default_factory=dict)
+    #: ACTIVE accounts whose tags could not be read (account -> why): each keeps the
+    #: previous listing's decision (an opted-out account stays out), and a new one is
+    #: guarded, since a scan is read-only and missing data is not $0. Reported, and read
+    #: again at the next refresh.
+    untagged: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,22 +200,37 @@ def select_accounts(
     tags: Mapping[str, Mapping[str, str]],
     opt_out_tag: str,
     now: datetime,
+    *,
+    unreadable: Mapping[str, str] | None = None,
+    previous: AccountListing | None = None,
 ) -> AccountListing:
     """The accounts to guard: ACTIVE ones whose opt-out tag is not ``true``.
 
     ``listed`` is (account id, state) as ListAccounts returned them; ``tags`` holds the
     tags of the ACTIVE ones. The tag key is matched without regard to case, so that
     ``CostGuard:Opt-Out`` is obeyed too; any matching key set to true opts out.
+
+    ``unreadable`` names the ACTIVE accounts whose tags could not be read (and why). One
+    such account never fails the listing: it keeps its decision of the ``previous``
+    listing (opted out stays out: the user's known intent), and an account not opted out
+    before, or new, is guarded (a scan is read-only, and an unguarded account's GPUs
+    would be missing from the budgets); either way it is in :attr:`AccountListing.untagged`.
     """
     accounts: list[str] = []
     opted_out: list[str] = []
     inactive: list[str] = []
     unclear: dict[str, str] = {}
+    untagged: dict[str, str] = {}
+    was_out = frozenset(previous.opted_out) if previous is not None else frozenset()
     wanted = opt_out_tag.strip().casefold()
     for account, state in dict.fromkeys(listed):
         Slice(account, "us-east-1")  # a 12-digit id, or ValueError
         if state != ACTIVE_ACCOUNT:
             inactive.append(account)
+            continue
+        if unreadable and account in unreadable:
+            untagged[account] = unreadable[account][:FAILURE_CHARS]
+            (opted_out if account in was_out else accounts).append(account)
             continue
         values = [v for k, v in (tags.get(account) or {}).items() if k.strip().casefold() == wanted]
         readings = [opt_out_value(v) for v in values]
@@ -217,6 +248,7 @@ def select_accounts(
         tuple(sorted(set(opted_out))),
         tuple(sorted(set(inactive))),
         unclear,
+        untagged,
     )
 
 
@@ -473,6 +505,31 @@ def unreachable_findings(items: Sequence[Unreachable]) -> list[Finding]:
         )
         for u in items
     ]
+
+
+def untagged_findings(listing: AccountListing) -> list[Finding]:
+    """One finding per account whose tags (and so its opt-out) could not be read."""
+    out = []
+    for account, why in sorted(listing.untagged.items()):
+        decision = (
+            "left out, as the previous listing had it opted out"
+            if account in listing.opted_out
+            else "guarded (read-only) until its tags can be read"
+        )
+        out.append(
+            Finding(
+                FindingCode.SCAN_FAILED,
+                f"account/{account}/tags",
+                clip(
+                    f"account {account}: its tags (and so its opt-out) could not be read at "
+                    f"{utc_label(listing.refreshed_at)} ({why}); {decision}. They are read "
+                    "again at the next daily listing",
+                    MAX_LINE_CHARS,
+                ),
+                Severity.WARNING,
+            )
+        )
+    return out
 
 
 def unreachable_alert(items: Sequence[Unreachable], now: datetime) -> Alert | None:

@@ -15,6 +15,7 @@ Wired from ports only: the benchmark and the tests run both over fakes
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 from costguard.domain.calendar import require_utc
 from costguard.domain.directory import (
+    ACTIVE_ACCOUNT,
     AccountListing,
     AccountRegions,
     Directory,
@@ -45,7 +47,9 @@ from costguard.domain.directory import (
     unreachable,
     unreachable_alert,
     unreachable_findings,
+    untagged_findings,
 )
+from costguard.domain.findings import Finding
 from costguard.domain.org import Slice
 from costguard.ports import FindingStore, SourceError
 from costguard.services.org import (
@@ -124,6 +128,9 @@ class FanoutSettings:
     opt_out_tag: str = "costguard:opt-out"
     #: How far back the sweep looks for times to aggregate.
     sweep_lookback: timedelta = timedelta(hours=6)
+    #: The first pause before an account's throttled ListTagsForResource is tried again
+    #: (doubled each time, :data:`TAG_ATTEMPTS` tries in all, after the SDK's own retries).
+    tag_backoff_s: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +147,8 @@ class TickSummary:
     aggregated: tuple[OrgReport, ...] = ()
     alerts: tuple[str, ...] = ()
     failures: tuple[str, ...] = ()
+    #: Guarded accounts whose tags could not be read at the last listing (reported).
+    untagged: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The fan-out Lambda's JSON answer."""
@@ -162,7 +171,12 @@ class TickSummary:
             "aggregated": [r.tick.isoformat() for r in self.aggregated],
             "alerts": list(self.alerts),
             "failures": list(self.failures),
+            "untagged_accounts": list(self.untagged),
         }
+
+
+#: Tries of one account's tags while Organizations throttles (about 1 call a second).
+TAG_ATTEMPTS = 3
 
 
 class FanoutError(RuntimeError):
@@ -184,6 +198,7 @@ class Fanout:
         findings: FindingStore | None = None,
         alerts: AlertSink | None = None,
         log: Callable[[str, Mapping[str, Any]], None] = lambda _m, _x: None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if settings.accounts is None and source is None:
             raise ValueError("discovering accounts needs an AccountSource")
@@ -196,6 +211,7 @@ class Fanout:
         self._findings = findings
         self._alerts = alerts
         self._log = log
+        self._sleep = sleep
 
     def listing(self, directory: Directory, tick: datetime) -> tuple[AccountListing, bool]:
         """The accounts of this tick, and whether they were listed afresh.
@@ -209,16 +225,54 @@ class Fanout:
         if not listing_due(stored, tick):
             assert stored is not None
             return stored, False
-        fresh = self.discover(tick)
+        fresh = self.discover(tick, stored)
         self._store.save_listing(fresh)
         return fresh, True
 
-    def discover(self, now: datetime) -> AccountListing:
-        """ListAccounts, then the tags of the ACTIVE accounts only."""
+    def discover(self, now: datetime, previous: AccountListing | None = None) -> AccountListing:
+        """ListAccounts, then the tags of the ACTIVE accounts only.
+
+        A failing ListAccounts fails the listing (the stored one is kept). One account's
+        tags that cannot be read (throttled after the SDK's and our retries, or denied)
+        fail nothing: that account keeps its ``previous`` decision (see
+        :func:`~costguard.domain.directory.select_accounts`) and is reported.
+        """
         assert self._source is not None
         listed = self._source.accounts()
-        tags = {a: self._source.tags(a) for a, state in listed if state == "ACTIVE"}
-        return select_accounts(listed, tags, self._s.opt_out_tag, now)
+        tags: dict[str, Mapping[str, str]] = {}
+        unreadable: dict[str, str] = {}
+        for account, state in listed:
+            if state != ACTIVE_ACCOUNT or account in tags or account in unreadable:
+                continue
+            try:
+                tags[account] = self._tags(account)
+            except DiscoveryError as exc:
+                unreadable[account] = str(exc)
+        if unreadable:
+            self._log(
+                "account tags could not be read; those accounts keep their last decision",
+                {"accounts": sorted(unreadable)[:20], "count": len(unreadable)},
+            )
+        return select_accounts(
+            listed,
+            tags,
+            self._s.opt_out_tag,
+            now,
+            unreadable=unreadable,
+            previous=previous,
+        )
+
+    def _tags(self, account: str) -> Mapping[str, str]:
+        """One account's tags, tried again with backoff while Organizations throttles."""
+        assert self._source is not None
+        for attempt in range(TAG_ATTEMPTS):
+            try:
+                return self._source.tags(account)
+            except DiscoveryError as exc:
+                if not exc.throttled or attempt == TAG_ATTEMPTS - 1:
+                    raise
+                self._sleep(self._s.tag_backoff_s * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def tick(self, tick: datetime) -> TickSummary:
         tick = require_utc(tick)
@@ -242,8 +296,9 @@ class Fanout:
                 "accounts cannot be entered",
                 {"accounts": sorted({u.account for u in lost}), "count": len(lost)},
             )
+        if lost or listing.untagged:
             try:
-                alerts += self._report(lost, tick)
+                alerts += self._report(lost, tick, untagged_findings(listing))
             except Exception as exc:
                 failures.append(f"report: {type(exc).__name__}: {exc}")
         aggregated: list[OrgReport] = []
@@ -268,6 +323,7 @@ class Fanout:
             tuple(aggregated),
             tuple(alerts) + tuple(a for r in aggregated for a in r.alerts),
             tuple(failures),
+            tuple(sorted(listing.untagged)),
         )
         if failures:
             # The work is enqueued; the schedule's retry re-plans nothing and SQS
@@ -275,9 +331,13 @@ class Fanout:
             raise FanoutError("; ".join(failures))
         return summary
 
-    def _report(self, lost: Sequence[Unreachable], tick: datetime) -> list[str]:
+    def _report(
+        self, lost: Sequence[Unreachable], tick: datetime, also: Sequence[Finding] = ()
+    ) -> list[str]:
         if self._findings is not None:
-            self._findings.record_findings(self._s.scope, tick, unreachable_findings(lost))
+            self._findings.record_findings(
+                self._s.scope, tick, [*unreachable_findings(lost), *also]
+            )
         alert = unreachable_alert(lost, tick)
         if self._alerts is None or alert is None:
             return []
