@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from costguard.domain.directory import (
     SliceState,
     SliceStatus,
     TickPolicy,
+    WorkKind,
     after_probe,
     after_probe_failure,
     after_regions,
@@ -192,23 +194,40 @@ def test_active_slices_are_never_probed_and_unprobed_ones_at_once() -> None:
     assert probe_due(SliceStatus(S), T0, SIX_HOURS)
 
 
-def test_an_account_s_regions_are_read_at_once_then_daily_or_after_a_failure_per_window() -> None:
-    assert regions_due(None, T0, SIX_HOURS)
+def test_an_account_s_regions_are_read_at_once_then_per_interval_or_after_a_failure() -> None:
+    assert regions_due(None, T0, SIX_HOURS, SIX_HOURS)
     read = after_regions(AccountRegions(A), T0, ["us-east-1"])
     assert read is not None
     reads, tick = [T0], T0
     while tick < T0 + timedelta(days=4):
         tick += TICK
-        if regions_due(read, tick, SIX_HOURS):
+        if regions_due(read, tick, SIX_HOURS, SIX_HOURS):
             reads.append(tick)
             read = after_regions(read, tick, ["us-east-1"])
             assert read is not None
-    # once per day window: 4 or 5 reads in 4 days, never more than a day (+ a tick) apart
-    assert 4 <= len(reads) <= 5
-    assert max(b - a for a, b in itertools.pairwise(reads)) <= timedelta(days=1) + TICK
+    # once per 6 h window: 16 or 17 reads in 4 days, never more than 6 h (+ a tick) apart
+    assert 16 <= len(reads) <= 17
+    assert max(b - a for a, b in itertools.pairwise(reads)) <= SIX_HOURS + TICK
     failed = AccountRegions(A, failed_at=T0, failure="AccessDenied: no role")
-    assert not regions_due(failed, T0 + TICK, SIX_HOURS)
-    assert regions_due(failed, T0 + SIX_HOURS + TICK, SIX_HOURS)
+    assert not regions_due(failed, T0 + TICK, SIX_HOURS, SIX_HOURS)
+    assert regions_due(failed, T0 + SIX_HOURS + TICK, SIX_HOURS, SIX_HOURS)
+
+
+def test_a_region_enabled_after_a_read_is_probed_within_the_interval_and_two_ticks() -> None:
+    # GIVEN account A read at T0 with one region, which then enables eu-south-2
+    policy = TickPolicy(SIX_HOURS, "us-east-1")
+    d = Directory(regions={A: AccountRegions(A, ("us-east-1",), T0)})
+    tick = T0
+    while not any(w.kind is WorkKind.REGIONS for w in plan_tick(d, [A], tick, policy).items()):
+        tick += TICK
+    # WHEN the next read sees it
+    entry = after_regions(d.regions[A], tick, ["us-east-1", "eu-south-2"])
+    assert entry is not None
+    d = replace(d, regions={A: entry})
+    # THEN the next tick probes it: within one interval and two ticks of the last read
+    nxt = plan_tick(d, [A], tick + TICK, policy)
+    assert Slice(A, "eu-south-2") in nxt.probes
+    assert tick + TICK - T0 <= SIX_HOURS + 2 * TICK
 
 
 # -- one tick ------------------------------------------------------------------------------

@@ -49,8 +49,6 @@ from costguard.domain.org import Slice
 ACTIVE_ACCOUNT = "ACTIVE"
 #: How long a discovered account list is trusted before ListAccounts runs again.
 LISTING_MAX_AGE = timedelta(days=1)
-#: How often an account's opted-in regions are read again (DescribeRegions).
-REGIONS_MAX_AGE = timedelta(days=1)
 #: Failure messages are kept to this length.
 FAILURE_CHARS = 300
 
@@ -285,12 +283,10 @@ def probe_due(status: SliceStatus, tick: datetime, interval: timedelta) -> bool:
 
 
 def regions_due(
-    entry: AccountRegions | None,
-    tick: datetime,
-    retry: timedelta,
-    refresh: timedelta = REGIONS_MAX_AGE,
+    entry: AccountRegions | None, tick: datetime, retry: timedelta, refresh: timedelta
 ) -> bool:
-    """Never read: now. Read: once a day. Last read failed: once per ``retry`` window."""
+    """Never read: now. Read: once per ``refresh`` window. Last read failed: once per
+    ``retry`` window (each window phased per account, so reads spread over the ticks)."""
     if entry is None:
         return True
     key = f"regions/{entry.account}"
@@ -436,7 +432,10 @@ def plan_tick(
     known = 0
     for account in dict.fromkeys(accounts):
         entry = directory.regions.get(account)
-        if regions_due(entry, tick, policy.probe_interval):
+        # An account's regions are read once per probe interval (one DescribeRegions), so
+        # a region enabled after the last read is read within one interval (plus a tick)
+        # and, new, probed at the next tick: found as soon as a GPU in an empty one.
+        if regions_due(entry, tick, policy.probe_interval, policy.probe_interval):
             regions.append(Slice(account, policy.home_region))
         for region in entry.regions if entry else ():
             if policy.allow is not None and region not in policy.allow:
