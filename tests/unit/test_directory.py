@@ -16,6 +16,7 @@ from costguard.domain.directory import (
     SliceStatus,
     TickPolicy,
     WorkKind,
+    after_departure,
     after_probe,
     after_probe_failure,
     after_regions,
@@ -296,3 +297,32 @@ def test_accounts_that_cannot_be_entered_are_named_once_a_day() -> None:
     assert alert is not None and A in alert.summary and B in alert.summary
     assert set(alert.dedupe) == {f"unreachable/20261120/{A}", f"unreachable/20261120/{B}"}
     assert unreachable(directory, [B])[0].account == B  # A is no longer listed
+
+
+def test_a_region_that_leaves_the_allow_list_or_is_disabled_keeps_its_month_in_the_roll_up() -> (
+    None
+):
+    # GIVEN A active in us-east-1 and eu-south-2; eu-south-2 then disabled by the account,
+    # and us-east-1 left out of the configured regions
+    east, south = Slice(A, "us-east-1"), Slice(A, "eu-south-2")
+    d = Directory(
+        regions={A: AccountRegions(A, ("us-east-1", "us-west-2"), T0)},
+        slices={
+            east: SliceStatus(east, SliceState.ACTIVE, as_of=T0 - timedelta(days=40)),
+            south: SliceStatus(south, SliceState.ACTIVE, as_of=T0 - timedelta(days=3)),
+        },
+    )
+    allow = TickPolicy(SIX_HOURS, "us-east-1", frozenset({"us-west-2"}))
+    # WHEN a tick is planned
+    work = plan_tick(d, [A], T0, allow)
+    # THEN neither is scanned, both are carried, out of scope, and to be marked
+    assert work.scans == ()
+    assert set(work.carried) == {east, south} == set(work.out_of_scope) == set(work.departed)
+    # AND once marked, the carry ends with the month
+    marked = {s: after_departure(d.slices[s], T0) for s in (east, south)}
+    assert all(m is not None and m.active_until == T0 for m in marked.values())
+    d = replace(d, slices={s: m for s, m in marked.items() if m is not None})
+    assert set(plan_tick(d, [A], T0 + TICK, allow).carried) == {east, south}
+    assert plan_tick(d, [A], datetime(2026, 12, 1, tzinfo=UTC), allow).carried == ()
+    # AND a late or repeated mark changes nothing
+    assert after_departure(d.slices[east], T0 + TICK) is None

@@ -300,3 +300,73 @@ def test_a_probe_with_one_refused_call_is_unknown_and_a_hit_elsewhere_still_coun
     assert [(u.account, u.region) for u in nxt.summary.unreachable] == [(A, "us-west-2")]
     assert "ec2:DescribeInstances" in nxt.summary.unreachable[0].failure
     assert Slice(B, "us-west-2") in {w.slice for w in nxt.items if w.kind is WorkKind.SCAN}
+
+
+def test_a_suspended_account_is_carried_to_the_month_end_and_probed_if_it_returns() -> None:
+    # GIVEN GPUs in A's and B's us-east-1, settled
+    from costguard.domain.directory import TickPolicy, plan_tick
+
+    world = OrgWorld([A, B], list(REGIONS), holding={Slice(A, "us-east-1"), Slice(B, "us-east-1")})
+    sim = OrgSimulation(world)
+    _settle(sim)
+    sb = Slice(B, "us-east-1")
+    # WHEN B is suspended, and the next daily listing sees it
+    world.suspended.add(B)
+    refresh = T0 + timedelta(days=1)
+    stats = sim.tick(refresh)
+    # THEN B is no longer scanned, but its slice is carried in the tick's plan
+    assert stats.summary.listing_refreshed and stats.summary.accounts == 1
+    assert sb not in {w.slice for w in stats.items}
+    assert sb in stats.summary.work.carried and stats.summary.work.departed == (sb,)
+    plan = sim.book.get(refresh)
+    assert plan is not None and sb in plan.carried and sb not in plan.expected
+    assert stats.summary.as_dict()["not_scanned"] == [B]
+    # AND it is marked, so that the carry ends with the month
+    status = directory_of(sim).slices[sb]
+    assert status.state is SliceState.UNPROBED and status.active_until == refresh
+    policy = TickPolicy(timedelta(hours=6), "us-east-1")
+    last = plan_tick(directory_of(sim), [A], datetime(2026, 11, 30, 23, 45, tzinfo=UTC), policy)
+    first = plan_tick(directory_of(sim), [A], datetime(2026, 12, 1, tzinfo=UTC), policy)
+    assert sb in last.carried and sb not in first.carried and first.out_of_scope == ()
+    again = sim.tick(refresh + TICK)
+    assert sb in again.summary.work.carried and again.summary.work.departed == ()
+    # WHEN B is reactivated and listed again THEN it is probed at once, then scanned
+    world.suspended.discard(B)
+    back = sim.tick(refresh + timedelta(days=1))
+    assert sb in {w.slice for w in back.items if w.kind is WorkKind.PROBE}
+    scanned = sim.tick(refresh + timedelta(days=1) + TICK)
+    assert sb in {w.slice for w in scanned.items if w.kind is WorkKind.SCAN}
+
+
+def test_an_account_no_longer_listed_is_reported_as_not_scanned_by_a_finding() -> None:
+    # GIVEN a hub configured for A alone, whose directory still holds B's active slice
+    from collections import Counter
+
+    from costguard.adapters.directory import InMemoryDirectory
+    from costguard.adapters.memory import InMemoryLedger
+    from costguard.adapters.slices import InMemorySliceBook
+    from costguard.domain.directory import AccountRegions, TickPolicy, after_probe
+    from costguard.domain.findings import FindingCode
+    from costguard.services.fanout import Fanout, FanoutSettings
+    from tests.support.org_fakes import RecordingQueue
+
+    store = InMemoryDirectory()
+    for account in (A, B):
+        store.update_regions(account, lambda e: AccountRegions(e.account, REGIONS, T0))
+    sb = Slice(B, "eu-west-1")
+    store.update_slice(sb, lambda st: after_probe(st, T0, True))
+    ledger = InMemoryLedger()
+    fanout = Fanout(
+        store,
+        InMemorySliceBook(),
+        RecordingQueue(Counter()),
+        FanoutSettings(A, TickPolicy(timedelta(hours=6), "us-east-1"), timedelta(minutes=10), (A,)),
+        findings=ledger,
+    )
+    # WHEN the hub ticks
+    summary = fanout.tick(T0 + TICK)
+    # THEN B's slice is carried and B is named as no longer scanned, once a day
+    assert sb in summary.work.carried
+    (finding,) = [f for f in ledger.findings(A, "2026-11-20") if f.code is FindingCode.NOT_SCANNED]
+    assert finding.resource == f"account/{B}" and "eu-west-1" in finding.message
+    assert "still counted" in finding.message

@@ -359,6 +359,24 @@ def after_scan(
     )
 
 
+def after_departure(status: SliceStatus, at: datetime) -> SliceStatus | None:
+    """An active slice out of scope at scheduled time ``at`` (its account unlisted, its
+    region disabled or not allowed): carried from ``at`` to the month's end, and
+    unprobed, so that if it comes back it is probed at once rather than trusted."""
+    at = require_utc(at)
+    if status.state is not SliceState.ACTIVE or (status.as_of is not None and at < status.as_of):
+        return None
+    return replace(
+        status,
+        state=SliceState.UNPROBED,
+        as_of=at,
+        checked_at=None,
+        failed_at=None,
+        failure="",
+        active_until=at,
+    )
+
+
 def after_regions(
     entry: AccountRegions, at: datetime, regions: Iterable[str]
 ) -> AccountRegions | None:
@@ -410,6 +428,13 @@ class TickWork:
     carried: tuple[Slice, ...] = ()
     #: Account-regions in scope (scanned, probed or waiting for their window).
     known: int = 0
+    #: Carried slices that are out of scope (their account is not listed any more:
+    #: suspended, closed, opted out; or their region is disabled or not allowed): no
+    #: longer scanned, reported as such, their month-to-date still rolled up.
+    out_of_scope: tuple[Slice, ...] = ()
+    #: Of those, the ones still stored active: the fan-out marks them (:func:`after_departure`)
+    #: so that their carry ends with the month, and a return starts with a probe.
+    departed: tuple[Slice, ...] = ()
 
     def items(self) -> list[Work]:
         return [
@@ -422,13 +447,20 @@ class TickWork:
 def plan_tick(
     directory: Directory, accounts: Sequence[str], tick: datetime, policy: TickPolicy
 ) -> TickWork:
-    """Everything this tick must enqueue, from the directory alone (no AWS call)."""
+    """Everything this tick must enqueue, from the directory alone (no AWS call).
+
+    A slice that leaves the scope (its account is no longer listed, its region no longer
+    enabled or allowed) takes nothing out of the month's roll-up: AWS still bills what it
+    ran. It is carried until the month ends (from when it was last active), as a slice
+    that went empty is, and reported as no longer scanned.
+    """
     tick = require_utc(tick)
     month = month_key(tick)
     scans: list[Slice] = []
     probes: list[Slice] = []
     regions: list[Slice] = []
     carried: list[Slice] = []
+    in_scope: set[Slice] = set()
     known = 0
     for account in dict.fromkeys(accounts):
         entry = directory.regions.get(account)
@@ -442,6 +474,7 @@ def plan_tick(
                 continue
             status = directory.status(Slice(account, region))
             known += 1
+            in_scope.add(status.slice)
             if status.state is SliceState.ACTIVE:
                 scans.append(status.slice)
                 continue
@@ -449,7 +482,26 @@ def plan_tick(
                 probes.append(status.slice)
             if status.active_until is not None and month_key(status.active_until) == month:
                 carried.append(status.slice)
-    return TickWork(tick, tuple(scans), tuple(probes), tuple(regions), tuple(carried), known)
+    out_of_scope: list[Slice] = []
+    departed: list[Slice] = []
+    for s, status in sorted(directory.slices.items()):
+        if s in in_scope:
+            continue
+        if status.state is SliceState.ACTIVE:
+            departed.append(s)  # active until this tick: its month is this one
+        elif status.active_until is None or month_key(status.active_until) != month:
+            continue
+        out_of_scope.append(s)
+    return TickWork(
+        tick,
+        tuple(scans),
+        tuple(probes),
+        tuple(regions),
+        tuple(carried) + tuple(out_of_scope),
+        known,
+        tuple(out_of_scope),
+        tuple(departed),
+    )
 
 
 # -- accounts that cannot be entered -------------------------------------------------------
@@ -503,6 +555,28 @@ def unreachable_findings(items: Sequence[Unreachable]) -> list[Finding]:
             Severity.ERROR,
         )
         for u in items
+    ]
+
+
+def not_scanned_findings(work: TickWork) -> list[Finding]:
+    """One finding per account with slices out of scope, whose month is still counted."""
+    by_account: dict[str, list[str]] = {}
+    for s in work.out_of_scope:
+        by_account.setdefault(s.account, []).append(s.region)
+    return [
+        Finding(
+            FindingCode.NOT_SCANNED,
+            f"account/{account}",
+            clip(
+                f"account {account} is no longer scanned in {', '.join(regions[:5])}"
+                f"{', ...' if len(regions) > 5 else ''} (the account is suspended, closed, "
+                "opted out or no longer listed, or the region is disabled or not allowed); "
+                "its spend there earlier this month is still counted until the month ends",
+                MAX_LINE_CHARS,
+            ),
+            Severity.WARNING,
+        )
+        for account, regions in sorted(by_account.items())
     ]
 
 

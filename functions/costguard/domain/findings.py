@@ -29,6 +29,10 @@ class FindingCode(StrEnum):
     PENDING_CAPACITY = "pending-capacity"
     UNATTRIBUTED = "unattributed"
     SCAN_FAILED = "scan-failed"
+    #: An account-region of an Organization that is no longer scanned (the account was
+    #: suspended, closed, opted out or unlisted; the region disabled or not allowed) whose
+    #: spend earlier this month is still counted until the month ends.
+    NOT_SCANNED = "not-scanned"
     LEDGER_CONTENDED = "ledger-contended"
     CONFIG = "config"
     #: The price catalog in use is stale, invalid, or holds a refreshed rate for review.

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Protocol
 
 from costguard.domain.calendar import require_utc
@@ -36,12 +37,14 @@ from costguard.domain.directory import (
     Unreachable,
     Work,
     WorkKind,
+    after_departure,
     after_probe,
     after_probe_failure,
     after_regions,
     after_regions_failure,
     after_scan,
     listing_due,
+    not_scanned_findings,
     plan_tick,
     select_accounts,
     unreachable,
@@ -160,6 +163,7 @@ class TickSummary:
             "probes": len(self.work.probes),
             "regions": len(self.work.regions),
             "carried": len(self.work.carried),
+            "not_scanned": sorted({s.account for s in self.work.out_of_scope}),
             "planned": self.planned,
             "sent": self.sent,
             "listing_refreshed": self.listing_refreshed,
@@ -296,9 +300,25 @@ class Fanout:
                 "accounts cannot be entered",
                 {"accounts": sorted({u.account for u in lost}), "count": len(lost)},
             )
-        if lost or listing.untagged:
+        for s in work.departed:
+            # Out of scope while still active: marked so that its carry ends with the
+            # month (this tick already carries it; a failed mark is tried next tick).
             try:
-                alerts += self._report(lost, tick, untagged_findings(listing))
+                self._store.update_slice(s, partial(_departure, at=tick))
+            except Exception as exc:
+                failures.append(f"departure of {s.key}: {type(exc).__name__}: {exc}")
+        if work.out_of_scope:
+            self._log(
+                "account-regions no longer scanned; their month-to-date is still counted",
+                {
+                    "slices": [s.key for s in work.out_of_scope[:20]],
+                    "count": len(work.out_of_scope),
+                },
+            )
+        also = [*untagged_findings(listing), *not_scanned_findings(work)]
+        if lost or also:
+            try:
+                alerts += self._report(lost, tick, also)
             except Exception as exc:
                 failures.append(f"report: {type(exc).__name__}: {exc}")
         aggregated: list[OrgReport] = []
@@ -344,6 +364,10 @@ class Fanout:
         run = self._alerts.attempt_delivery([alert])
         run.raise_if_failed()
         return [a.alert_id for a in run.sent]
+
+
+def _departure(status: SliceStatus, *, at: datetime) -> SliceStatus | None:
+    return after_departure(status, at)
 
 
 # -- the consumer ---------------------------------------------------------------------------
