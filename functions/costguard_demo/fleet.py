@@ -99,6 +99,10 @@ def backdate_sagemaker(
     for name, when in endpoints.items():
         ep = backend.endpoints[name]
         ep.creation_time = ep.last_modified_time = when.replace(tzinfo=None).isoformat()
+        # its configuration too: in place since then (oversized-endpoint advice reads it)
+        config = backend.endpoint_configs.get(ep.endpoint_config_name)
+        if config is not None:
+            config.creation_time = when.replace(tzinfo=None).isoformat()
 
 
 def seed_fleet(session: Any, start: datetime) -> Fleet:

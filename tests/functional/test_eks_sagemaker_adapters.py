@@ -100,6 +100,11 @@ def test_notebooks_and_endpoint_variants_with_per_resource_tags(aws: Any) -> Non
         3,
         "serving",
     )
+    # its configuration dates from the later of its last update and its config's creation
+    detail = sm.describe_endpoint(EndpointName="ep")
+    config = sm.describe_endpoint_config(EndpointConfigName="c")
+    assert ep.launched_at == detail["CreationTime"]
+    assert ep.config_since == max(detail["LastModifiedTime"], config["CreationTime"])
 
 
 def test_studio_apps_are_priced_units_and_tagged_through_their_space(aws: Any) -> None:

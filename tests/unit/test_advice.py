@@ -101,6 +101,7 @@ def _endpoint(
         instance_type=itype,
         count=count,
         launched_at=NOW - timedelta(days=days),
+        config_since=NOW - timedelta(days=days),
         name="chat",
     )
     return PricedResource(r, D(rate) * count, "sagemaker on-demand")
@@ -221,6 +222,20 @@ def test_only_oversizable_endpoints_that_ran_the_whole_window_are_read() -> None
     instance = _instance(72).resource
     assert endpoint_variants([old, young, small, instance], start) == [
         EndpointVariant(old.key, "chat", "primary")
+    ]
+
+
+def test_an_endpoint_whose_configuration_is_newer_than_the_window_or_unknown_is_not_read() -> None:
+    start, _end = endpoint_window(NOW)
+    old = _endpoint(days=30).resource
+    # GIVEN the same month-old endpoint, its current configuration in place since the
+    # window's start, since a second after it (UpdateEndpoint), or since when unknown
+    since_start = replace(old, id="a/v", config_since=start)
+    updated = replace(old, id="b/v", config_since=start + timedelta(seconds=1))
+    unknown = replace(old, id="c/v", config_since=None)
+    # THEN only the first is read: a mixed or unknown window gets no advice
+    assert endpoint_variants([since_start, updated, unknown], start) == [
+        EndpointVariant(since_start.key, "a", "v")
     ]
 
 

@@ -187,6 +187,7 @@ def endpoint(name: str, project: str | None) -> Resource:
         region="us-east-1",
         instance_type="ml.p4d.24xlarge",
         launched_at=DAY1 - timedelta(days=3),
+        config_since=DAY1 - timedelta(days=3),
         name=name,
         tags={"costguard:project": project} if project else {},
     )

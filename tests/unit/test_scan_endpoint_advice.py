@@ -31,6 +31,7 @@ def endpoint(
         region=region,
         instance_type=itype,
         launched_at=NOW - timedelta(days=days),
+        config_since=NOW - timedelta(days=days),
         name=name,
         tags={"costguard:project": "serving"},
     )

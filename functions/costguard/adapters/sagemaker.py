@@ -194,6 +194,12 @@ class SageMakerInventory:
                 v["VariantName"]: v.get("InstanceType")
                 for v in config.get("ProductionVariants", [])
             }
+            # UpdateEndpoint to a new config keeps the endpoint and its variant names but
+            # may change the instance type: the current configuration dates from the later
+            # of the endpoint's last update and the config's creation (either missing:
+            # unknown, and the endpoint gets no utilization advice).
+            modified, created = detail.get("LastModifiedTime"), config.get("CreationTime")
+            config_since = max(modified, created) if modified and created else None
             for variant in detail.get("ProductionVariants", []):
                 itype = types.get(variant["VariantName"])
                 if not itype:
@@ -213,6 +219,7 @@ class SageMakerInventory:
                             # An update (capacity, weights, a new config) is not a restart:
                             # the endpoint has billed since it was created.
                             launched_at=ep.get("CreationTime"),
+                            config_since=config_since,
                             state="InService",
                             name=ep["EndpointName"],
                         ),

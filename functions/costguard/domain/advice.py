@@ -100,9 +100,12 @@ def oversizable(r: Resource) -> tuple[AcceleratorSpec, int] | None:
 def endpoint_variants(resources: Iterable[Resource], start: datetime) -> list[EndpointVariant]:
     """The endpoint variants whose GPU utilization to read for a window from ``start``.
 
-    Only those on an accelerator the advice acts on, and only those that existed for the
-    whole window: a younger endpoint's average is not a day's, and no advice beats a
-    guess.
+    Only those on an accelerator the advice acts on, and only those whose current
+    configuration was in place for the whole window: a younger endpoint's average is not
+    a day's, and an endpoint moved to another instance type within the window (same
+    endpoint, same variant name) reports an average that mixes both types, which says
+    nothing about either. A configuration date that is missing is doubt: no read, no
+    advice, which beats a guess.
     """
     out = []
     for r in resources:
@@ -113,6 +116,8 @@ def endpoint_variants(resources: Iterable[Resource], start: datetime) -> list[En
             or not variant
             or r.launched_at is None
             or require_utc(r.launched_at) > start
+            or r.config_since is None
+            or require_utc(r.config_since) > start
         ):
             continue
         out.append(EndpointVariant(r.key, endpoint, variant))

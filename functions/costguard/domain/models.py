@@ -63,6 +63,11 @@ class Resource:
     lifecycle: Lifecycle = Lifecycle.ON_DEMAND
     availability_zone: str | None = None
     launched_at: datetime | None = None
+    #: SageMaker endpoints: since when the current configuration (instance type and
+    #: count) has been in place: the later of the endpoint's last update and its endpoint
+    #: config's creation. None when unknown. ``launched_at`` stays the creation: an
+    #: update is not a restart, and the endpoint has billed since it was created.
+    config_since: datetime | None = None
     state: str = ""
     name: str | None = None
     accelerator: Accelerator | None = None
