@@ -163,7 +163,7 @@ class TickSummary:
             "probes": len(self.work.probes),
             "regions": len(self.work.regions),
             "carried": len(self.work.carried),
-            "not_scanned": sorted({s.account for s in self.work.out_of_scope}),
+            "not_scanned": sorted({s.account for s in self.work.out_of_scope})[:100],
             "planned": self.planned,
             "sent": self.sent,
             "listing_refreshed": self.listing_refreshed,
