@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
@@ -117,11 +117,19 @@ def discover_accounts(
         config=RETRY_CONFIG,
     )
     source = OrganizationAccounts(client)
+
+    def read_tags(account: str) -> tuple[str, Mapping[str, str] | None, str]:
+        # One account's unreadable tags never stop the others (select_accounts decides it).
+        try:
+            return account, source.tags(account), ""
+        except DiscoveryError as exc:
+            return account, None, str(exc)
+
     try:
         listed = source.accounts()
-        active = [a for a, state in listed if state == ACTIVE_ACCOUNT]
+        active = list(dict.fromkeys(a for a, state in listed if state == ACTIVE_ACCOUNT))
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(active) or 1))) as pool:
-            tags = dict(zip(active, pool.map(source.tags, active), strict=True))
+            read = list(pool.map(read_tags, active))
     except DiscoveryError as exc:
         raise CommandError(
             f"--org could not list the Organization's accounts ({exc}). Run it with the "
@@ -129,7 +137,14 @@ def discover_accounts(
             "the accounts with --accounts.",
             EXIT_AWS,
         ) from None
-    listing = select_accounts(listed, tags, opt_out_tag, now)
+    tags = {a: t for a, t, _why in read if t is not None}
+    unreadable = {a: why for a, t, why in read if t is None}
+    listing = select_accounts(listed, tags, opt_out_tag, now, unreadable=unreadable)
+    for account, why in unreadable.items():
+        progress(
+            f"{account}: its tags could not be read ({why[:200]}): scanned, since an "
+            "unreadable opt-out tag is not an opt-out"
+        )
     skipped = []
     if listing.opted_out:
         skipped.append(f"{len(listing.opted_out)} opted out ({', '.join(listing.opted_out[:5])})")

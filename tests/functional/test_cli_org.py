@@ -84,3 +84,38 @@ def test_says_where_to_run_it_when_the_organization_cannot_be_listed(
 
 def test_org_and_accounts_are_mutually_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["scan", "--org", "--accounts", "111111111111", "--region", "us-east-1"]) == 2
+
+
+def test_one_account_s_unreadable_tags_do_not_stop_the_others_being_scanned(
+    session: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an Organization where reading ml1's tags is throttled on every try
+    from botocore.exceptions import ClientError
+
+    _management, (ml0, ml1, _ml2) = _organization(session)
+    _launch(session, ml0, "us-east-1", "llm", T0)
+    real_client = session.client
+
+    def refuse(params: dict[str, Any], **_: Any) -> None:
+        if params.get("ResourceId") == ml1:
+            raise ClientError(
+                {"Error": {"Code": "TooManyRequestsException", "Message": "Rate exceeded"}},
+                "ListTagsForResource",
+            )
+
+    def client(name: str, *args: Any, **kwargs: Any) -> Any:
+        made = real_client(name, *args, **kwargs)
+        if name == "organizations":
+            made.meta.events.register(
+                "provide-client-params.organizations.ListTagsForResource", refuse
+            )
+        return made
+
+    monkeypatch.setattr(session, "client", client)
+    # WHEN the Organization is scanned
+    code = cli.main(["scan", "--org", "--region", "us-east-1", "--json"])
+    out, err = capsys.readouterr()
+    # THEN every account is scanned (an unreadable opt-out tag is not an opt-out), and ml1 is named
+    assert code == 0, err
+    assert {ml0, ml1} <= set(json.loads(out)["accounts"])
+    assert ml1 in err and "tags could not be read" in err
