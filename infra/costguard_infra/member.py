@@ -30,13 +30,14 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from costguard.actuators import actuator_permissions
+from costguard.config_spec import valid_role_name
 from costguard.iam import member_read_permissions
 from costguard.names import OrgRoles
 from costguard_infra.config import ConfigError
 from costguard_infra.guard_function import policy_statements
 
 #: Context keys of the member app (``-c hubAccount=111111111111 -c orgId=o-abc123``).
-MEMBER_CONTEXT_KEYS = ("hubAccount", "orgId", "sagemakerTags", "sagemakerStudio")
+MEMBER_CONTEXT_KEYS = ("hubAccount", "orgId", "orgMemberRole", "sagemakerTags", "sagemakerStudio")
 
 #: cdk-nag findings the member stack accepts, and why (tests/infra/test_member_stack.py
 #: proves each one is needed: an unneeded acknowledgement would approve a future finding).
@@ -100,6 +101,8 @@ class MemberConfig(BaseModel):
 
     hub_account: str
     org_id: str
+    #: The read role's name: the hub's ``orgMemberRole`` (the same ``-c`` value on both).
+    member_role: str = OrgRoles.MEMBER_READ
     sagemaker_tags: str = "tagging-api"
     sagemaker_studio: bool = True
 
@@ -118,6 +121,15 @@ class MemberConfig(BaseModel):
         if not re.fullmatch(r"o-[a-z0-9]{10,32}", text):
             raise ValueError(f"orgId must look like o-abc1234567 (10-32 characters), not {value!r}")
         return text
+
+    @field_validator("member_role", mode="before")
+    @classmethod
+    def _role(cls, value: Any) -> str:
+        text = str(value).strip()
+        try:
+            return valid_role_name(text)
+        except ValueError as exc:
+            raise ValueError(f"orgMemberRole {exc}") from None
 
     @field_validator("sagemaker_tags", mode="before")
     @classmethod
@@ -141,6 +153,7 @@ class MemberConfig(BaseModel):
         names = {
             "hubAccount": "hub_account",
             "orgId": "org_id",
+            "orgMemberRole": "member_role",
             "sagemakerTags": "sagemaker_tags",
             "sagemakerStudio": "sagemaker_studio",
         }
@@ -210,7 +223,7 @@ class CostGuardMemberStack(cdk.Stack):
         self.read = HubTrustedRole(
             self,
             "Read",
-            role_name=OrgRoles.MEMBER_READ,
+            role_name=config.member_role,
             description="CostGuard hub: read-only inventory of this account",
             config=config,
             # The scan's permissions, plus ec2:DescribeRegions for the hub's region discovery.

@@ -241,3 +241,16 @@ def test_read_role_covers_every_call_of_the_hubs_probe_and_regions_items(world: 
     statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
     for action in (*PROBE_ACTIONS, *PROBE_STUDIO_ACTIONS, *all_actions(ORG_MEMBER_EXTRA)):
         assert evaluate(statements, action, "*").allowed, action  # none is resource-level
+
+
+@pytest.mark.infra
+def test_refuses_a_member_role_name_iam_would_refuse() -> None:
+    # GIVEN a member role name with a space and a slash WHEN the member app is built
+    # THEN a clear configuration error names the key (no half-built template)
+    from costguard_infra.config import ConfigError
+    from costguard_infra.member import build_member_app
+
+    with pytest.raises(ConfigError, match="orgMemberRole"):
+        build_member_app(
+            {"hubAccount": "111111111111", "orgId": "o-abc1234567", "orgMemberRole": "bad role/x"}
+        )

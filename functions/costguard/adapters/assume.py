@@ -45,6 +45,19 @@ def partition_of(region: str) -> str:
     return "aws"
 
 
+def sts_region(base: Any, s: Slice) -> str:
+    """Where the hub calls STS: its own region, or, without one, a region of the member's
+    partition that no account can disable."""
+    home = getattr(base, "region_name", None)
+    if home:
+        return str(home)
+    if s.region.startswith("us-gov-"):
+        return "us-gov-west-1"
+    if s.region.startswith("cn-"):
+        return "cn-north-1"
+    return "us-east-1"
+
+
 def member_clients(
     base: Any, s: Slice, role_name: str, *, session_name: str = "costguard-hub"
 ) -> ClientFactory:
@@ -56,7 +69,10 @@ def member_clients(
 
     arn = f"arn:{partition_of(s.region)}:iam::{s.account}:role/{role_name}"
     try:
-        sts = base.client("sts", region_name=s.region, config=RETRY_CONFIG)
+        # STS in the hub's own region (enabled for the hub: its Lambdas run there), never
+        # the member's: STS refuses the hub's credentials in a region the hub account has
+        # not enabled, and members may enable opt-in regions the hub did not.
+        sts = base.client("sts", region_name=sts_region(base, s), config=RETRY_CONFIG)
         creds = sts.assume_role(RoleArn=arn, RoleSessionName=session_name)["Credentials"]
     except ClientError as exc:
         error = exc.response.get("Error", {})

@@ -24,7 +24,11 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
 from pydantic import BaseModel, ConfigDict
 
 from costguard.adapters.work_queue import SEND_BATCH, SqsWorkQueue, WorkItem, message_group
@@ -250,8 +254,13 @@ def fanout_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
 def consume(event: dict[str, Any], work: OrgWork | SliceWork, now: datetime) -> dict[str, Any]:
     """Process an SQS batch: each record is one work item; a failed one is reported back
     alone (``batchItemFailures``), retried by SQS and dead-lettered after the queue's
-    ``maxReceiveCount``. ``skip_group_on_error``: only the failed account's later
-    messages wait, never another account's."""
+    ``maxReceiveCount``.
+
+    Every record is run, whatever failed before it in the batch: the FIFO message groups
+    cap each account's concurrency, they carry no order (each item is independent and
+    exactly-once on its own). A FIFO processor that skips the rest of a failed group would
+    hand back items it never ran, and each such delivery counts as a receive: one failing
+    region would take its group's healthy regions to the dead-letter queue untried."""
     from costguard.services.fanout import OrgWork
 
     router = work if isinstance(work, OrgWork) else OrgWork(work)
@@ -275,7 +284,7 @@ def consume(event: dict[str, Any], work: OrgWork | SliceWork, now: datetime) -> 
             raise
         logger.info("work item done", extra=_outcome_log(outcome))
 
-    processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    processor = BatchProcessor(event_type=EventType.SQS)
     response: dict[str, Any] = dict(process_partial_response(event, record_handler, processor))
     return response
 
