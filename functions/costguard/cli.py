@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 DEFAULT_PRICE_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 #: The demo simulates 15 minutes a cycle: 1,000 cycles is ten days of history.
 MAX_DEMO_CYCLES = 1000
+DEFAULT_DEMO_CYCLES = 6
 
 #: Codes with which AWS rejects the credentials themselves, not a permission.
 CREDENTIAL_CODES = frozenset(
@@ -639,9 +640,13 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.org:
+        from costguard_demo.org import DEFAULT_TICKS, run_org_demo
+
+        return run_org_demo(as_json=args.json, ticks=args.cycles or DEFAULT_TICKS)
     from costguard_demo.run import run_demo
 
-    return run_demo(as_json=args.json, cycles=args.cycles)
+    return run_demo(as_json=args.json, cycles=args.cycles or DEFAULT_DEMO_CYCLES)
 
 
 # -- prices refresh ------------------------------------------------------------------------
@@ -1119,8 +1124,19 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--cycles",
         type=demo_cycles,
-        default=6,
-        help=f"scan cycles, 15 simulated minutes apart (1 to {MAX_DEMO_CYCLES}, default 6)",
+        default=None,
+        help=(
+            f"scan cycles, 15 simulated minutes apart (1 to {MAX_DEMO_CYCLES}, default "
+            f"{DEFAULT_DEMO_CYCLES}; with --org: scheduled ticks, at least 3, default 4)"
+        ),
+    )
+    demo.add_argument(
+        "--org",
+        action="store_true",
+        help=(
+            "the Organization hub: 3 member accounts x 2 regions, one without its member "
+            "role (fan-out, SQS FIFO work queue, consumer, aggregation)"
+        ),
     )
     demo.set_defaults(func=cmd_demo)
 
