@@ -1043,6 +1043,7 @@ def _ticks(
                 "project": f.project,
                 "name": f.name,
                 "state": "stopped" if f.stopped else "running",
+                "launched_at": (start - f.age).isoformat(),
             }
             for f in fleet
         ],
