@@ -140,9 +140,12 @@ def trust_admits(
         principal = st.get("Principal")
         named = _as_list(principal.get("AWS")) if isinstance(principal, dict) else [principal]
         partition = caller_arn.split(":")[1]
-        if not {"*", caller_account, f"arn:{partition}:iam::{caller_account}:root", principal_arn} & set(
-            named
-        ):
+        if not {
+            "*",
+            caller_account,
+            f"arn:{partition}:iam::{caller_account}:root",
+            principal_arn,
+        } & set(named):
             continue
         if all(
             _condition_holds(op, key, values, context)
@@ -200,15 +203,14 @@ def checked_assume_role(org_of: Mapping[str, str]) -> Iterator[list[str]]:
             )
         return original(self)
 
-    # moto warns that STS's model has no AccessDenied shape; AWS answers it all the same.
-    filters = list(warnings.filters)
-    warnings.filterwarnings("ignore", message=r"Exception\(STSClientError\) with code AccessDenied")
     TokenResponse.assume_role = assume_role  # type: ignore[method-assign]
     try:
-        yield refused
+        with warnings.catch_warnings():
+            # moto warns that STS's model has no AccessDenied shape; AWS answers it anyway.
+            warnings.filterwarnings("ignore", message=r"Exception\(STSClientError\)")
+            yield refused
     finally:
         TokenResponse.assume_role = original  # type: ignore[method-assign]
-        warnings.filters[:] = filters
 
 
 # -- the Organization and its accounts -----------------------------------------------------
@@ -834,7 +836,7 @@ def run_org_demo(*, as_json: bool = False, ticks: int = DEFAULT_TICKS) -> int:
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
     try:
         document = _run(say, ticks)
-    except Exception as exc:  # noqa: BLE001 - the demo's verdict: anything unexpected is exit 1
+    except Exception as exc:
         print(f"costguard demo --org: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -897,8 +899,8 @@ def _ticks(
     url: str,
     refused: Sequence[str],
 ) -> dict[str, Any]:
-    from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.adapters.directory import DynamoDbDirectory
+    from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.domain.calendar import month_key
     from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work
     from costguard.handlers.slack_notifier import process as notify_slack
@@ -912,9 +914,7 @@ def _ticks(
     consumer_session = lambda_session(HUB, OrgRoles.HUB_SCAN)
     fanout = build_fanout(settings, env, fanout_session)
     # One consumer graph for the whole run: a warm Lambda keeps its member credentials.
-    recording = RecordingWork(
-        build_org_work(settings, consumer_session, role_name=env.member_role)
-    )
+    recording = RecordingWork(build_org_work(settings, consumer_session, role_name=env.member_role))
     router = recording
     webhook = slack.webhook()
     delivered: list[dict[str, Any]] = []
@@ -977,20 +977,21 @@ def _ticks(
     replay_outcomes = recording.outcomes[first:]
     alerts_out()
     slices_after = _slice_rows(org, directory, ledger, month, resources)
+    outcomes_seen: list[str] = sorted({o.scan.ledger.value for o in replay_outcomes if o.scan})
     replay = {
         "tick": ticks,
         "planned": replay_summary.planned,
         "sent": replay_summary.sent,
         "received_from_queue": replay_delivery.received,
         "redelivered": redelivered,
-        "ledger": sorted({o.scan.ledger.value for o in replay_outcomes if o.scan}),
+        "ledger": outcomes_seen,
         "newly_done": sum(1 for o in replay_outcomes if o.scan and o.scan.newly_done),
         "spend_changed": slices_after != slices_before,
     }
     say(
         f"re-ran tick {ticks} (a retried fan-out): planned again: {replay['planned']}; "
         f"{replay_summary.sent} sends, {replay_delivery.received} delivered; then "
-        f"{redelivered} of its scans redelivered: ledger {', '.join(replay['ledger']) or '-'}, "
+        f"{redelivered} of its scans redelivered: ledger {', '.join(outcomes_seen) or '-'}, "
         f"spend changed: {replay['spend_changed']}"
     )
 
@@ -1122,10 +1123,8 @@ def org_table(doc: Mapping[str, Any]) -> str:
         "Accounts:",
     ]
     for a in doc["accounts"]:
-        what = (
-            a.get("skipped")
-            or ("guarded" if a["guarded"] else "not listed")
-            + ("" if a["member_role"] else ", member role MISSING")
+        what = a.get("skipped") or ("guarded" if a["guarded"] else "not listed") + (
+            "" if a["member_role"] else ", member role MISSING"
         )
         lines.append(f"  {a['account']}  {a['name']:<12} {what}")
     lines += ["", "Work items per tick:"]

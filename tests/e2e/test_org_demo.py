@@ -88,7 +88,10 @@ def test_empty_regions_are_probed_and_never_scanned(demo: dict[str, Any]) -> Non
     second = demo["ticks"][1]
     assert second["work"] == {"regions": 0, "probe": 4, "scan": 0}
     scanned = {
-        (i["account"], i["region"]) for t in demo["ticks"] for i in t["items"] if i["kind"] == "scan"
+        (i["account"], i["region"])
+        for t in demo["ticks"]
+        for i in t["items"]
+        if i["kind"] == "scan"
     }
     assert scanned == active
     # from tick 3 on, every tick scans the active slices, and each of those ticks is
