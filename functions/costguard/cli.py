@@ -641,9 +641,15 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.org:
-        from costguard_demo.org import DEFAULT_TICKS, run_org_demo
+        from costguard_demo.org import DEFAULT_TICKS, MAX_TICKS, MIN_TICKS, run_org_demo
 
-        return run_org_demo(as_json=args.json, ticks=args.cycles or DEFAULT_TICKS)
+        ticks = args.cycles or DEFAULT_TICKS
+        if not MIN_TICKS <= ticks <= MAX_TICKS:
+            # Regions, then probes, then scans: fewer ticks would not reach a scan.
+            raise CommandError(
+                f"--cycles with --org: from {MIN_TICKS} to {MAX_TICKS} scheduled times, got {ticks}"
+            )
+        return run_org_demo(as_json=args.json, ticks=ticks)
     from costguard_demo.run import run_demo
 
     return run_demo(as_json=args.json, cycles=args.cycles or DEFAULT_DEMO_CYCLES)

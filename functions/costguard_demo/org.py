@@ -61,6 +61,8 @@ HOME = "us-east-1"
 REGIONS = ("us-east-1", "us-west-2")
 INTERVAL = timedelta(minutes=15)
 DEFAULT_TICKS = 4
+#: Regions, probes, scans: the story needs three times; a day of them is plenty.
+MIN_TICKS, MAX_TICKS = 3, 96
 TABLE = "costguard-hub-ledger"
 WORK_QUEUE = "costguard-work.fifo"
 DEAD_LETTERS = "costguard-work-dead-letters.fifo"
@@ -82,11 +84,10 @@ SEED = 20261120
 #: The member accounts: (name, whether the member stack reached it).
 MEMBERS = (("ml-research", True), ("ml-vision", True), ("sandbox", False))
 
-#: The central project table (``COSTGUARD_PROJECTS_JSON``): budgets across accounts.
-PROJECTS = {
-    "llm": {"budget": 25000, "owners": ["alice@example.com"]},
-    "vision": {"budget": 1500, "owners": ["U024BE7LH"]},
-}
+#: The central project table (``COSTGUARD_PROJECTS_JSON``): llm's budget is set here;
+#: vision's is tagged on its notebooks (``costguard:budget``) in the ml-vision account.
+PROJECTS = {"llm": {"budget": 25000, "owners": ["alice@example.com"]}}
+VISION_BUDGET_TAG = "50"
 
 
 class OrgDemoError(RuntimeError):
@@ -353,6 +354,7 @@ class Launch:
     name: str
     age: timedelta
     stopped: bool = False
+    budget: str | None = None
 
 
 def fleet_of(org: Organization) -> list[Launch]:
@@ -365,8 +367,24 @@ def fleet_of(org: Organization) -> list[Launch]:
         Launch(research, "us-east-1", "g5.2xlarge", "llm", "llm-eval", 5 * day),
         # A CPU box: the probe judges types as the scan does, so us-west-2 stays empty.
         Launch(research, "us-west-2", "m5.large", "llm", "bastion", 9 * day),
-        Launch(vision, "us-west-2", "g6.xlarge", "vision", "vision-notebook-1", 3 * day),
-        Launch(vision, "us-west-2", "g6.xlarge", "vision", "vision-notebook-2", day),
+        Launch(
+            vision,
+            "us-west-2",
+            "g6.xlarge",
+            "vision",
+            "vision-notebook-1",
+            3 * day,
+            budget=VISION_BUDGET_TAG,
+        ),
+        Launch(
+            vision,
+            "us-west-2",
+            "g6.xlarge",
+            "vision",
+            "vision-notebook-2",
+            day,
+            budget=VISION_BUDGET_TAG,
+        ),
         Launch(vision, "us-west-2", "g5.12xlarge", "llm", "llm-finetune", timedelta(hours=20)),
         Launch(vision, "us-east-1", "g5.xlarge", "vision", "vision-old", 12 * day, stopped=True),
         Launch(sandbox, "us-east-1", "p5.48xlarge", None, "someones-experiment", 2 * day),
@@ -388,6 +406,8 @@ def seed_fleet(session: Any, org: Organization, start: datetime) -> list[Launch]
         tags = [{"Key": "Name", "Value": launch.name}]
         if launch.project:
             tags.append({"Key": Tags.PROJECT, "Value": launch.project})
+        if launch.budget:
+            tags.append({"Key": Tags.BUDGET, "Value": launch.budget})
         instance = ec2.run_instances(
             ImageId="ami-12345678",
             InstanceType=launch.instance_type,
@@ -742,6 +762,7 @@ def _project_rows(report: OrgReport) -> list[dict[str, Any]]:
                 "month_to_date_usd": _num(p.month_to_date_usd),
                 "forecast_month_usd": _num(p.forecast_month_usd),
                 "budget_usd": _num(p.budget_usd) if p.budget_usd is not None else None,
+                "budget_source": p.budget_source,
                 "status": p.status.value,
             }
         )
@@ -755,6 +776,7 @@ def _project_rows(report: OrgReport) -> list[dict[str, Any]]:
                 "month_to_date_usd": _num(unattributed.month_to_date_usd),
                 "forecast_month_usd": None,
                 "budget_usd": None,
+                "budget_source": "none",
                 "status": "unattributed",
             }
         )
@@ -829,7 +851,7 @@ def run_org_demo(*, as_json: bool = False, ticks: int = DEFAULT_TICKS) -> int:
         if not as_json:
             print(message, file=sys.stderr, flush=True)
 
-    ticks = max(3, ticks)
+    ticks = min(max(MIN_TICKS, ticks), MAX_TICKS)
     saved = {k: os.environ.get(k) for k in ("POWERTOOLS_LOG_LEVEL", "POWERTOOLS_METRICS_DISABLED")}
     # The consumer logs each failed item as a warning: the demo reports them itself.
     os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"
@@ -1123,8 +1145,9 @@ def org_table(doc: Mapping[str, Any]) -> str:
         "Accounts:",
     ]
     for a in doc["accounts"]:
-        what = a.get("skipped") or ("guarded" if a["guarded"] else "not listed") + (
-            "" if a["member_role"] else ", member role MISSING"
+        what = a.get("skipped") or (
+            ("listed" if a["guarded"] else "not listed")
+            + ("" if a["member_role"] else "; member role MISSING: cannot be entered")
         )
         lines.append(f"  {a['account']}  {a['name']:<12} {what}")
     lines += ["", "Work items per tick:"]
@@ -1158,11 +1181,20 @@ def org_table(doc: Mapping[str, Any]) -> str:
     )
     for p in doc["projects"]:
         accounts = ", ".join(names.get(a, a) for a in p["accounts"]) or "-"
+        source = {"tag": " (tag)", "config": " (table)"}.get(p["budget_source"], "")
         lines.append(
             f"  {p['project'] or '(unattributed)':<14} {accounts:<27} {p['usd_per_hour']:>8,.2f} "
             f"{_money(p['month_to_date_usd']):>14} {_money(p['forecast_month_usd']):>12} "
-            f"{_money(p['budget_usd']):>10}  {p['status']}"
+            f"{_money(p['budget_usd']):>10}  {p['status']}{source}"
         )
+        key = p["project"] or "(unattributed)"
+        parts = [
+            f"{s['name']} {s['region']} {_money(s['projects'][key]['month_to_date_usd'])}"
+            for s in doc["slices"]
+            if key in (s["projects"] or {})
+        ]
+        if len(parts) > 1:
+            lines.append(f"  {'':<14} = {' + '.join(parts)}")
     lines += ["", f"Findings ({len(doc['findings'])}):"]
     for f in doc["findings"]:
         lines.append(f"  [{f['severity']}] {f['code']} {f['resource']}: {f['message'][:110]}")

@@ -144,3 +144,20 @@ def test_re_running_a_tick_adds_nothing(demo: dict[str, Any]) -> None:
 def test_the_demo_is_quick(demo: dict[str, Any]) -> None:
     print(f"costguard demo --org: {demo['_elapsed']:.1f} s wall ({demo['wall_seconds']} s inside)")
     assert demo["_elapsed"] < 60
+
+
+def test_a_budget_tagged_in_a_member_account_drives_the_rolled_up_budget_alerts(
+    demo: dict[str, Any],
+) -> None:
+    # GIVEN vision's budget tagged (50 USD) on its notebooks in ml-vision, none in the table
+    vision = next(p for p in demo["projects"] if p["project"] == "vision")
+    # THEN the roll-up carries it, two g6.xlarge notebooks are over it, and the budget
+    # alerts went out through the topic to the subscriber and Slack
+    assert (vision["budget_usd"], vision["budget_source"], vision["status"]) == (
+        50.0,
+        "tag",
+        "over",
+    )
+    # (on the 1st of a month little is spent yet, but the forecast is over all the same)
+    kinds = {(a["kind"], a["project"]) for a in demo["alerts"]}
+    assert ("budget-forecast", "vision") in kinds
