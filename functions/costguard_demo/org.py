@@ -1107,18 +1107,25 @@ def _redeliver(
 
 
 def verdict(doc: Mapping[str, Any]) -> list[str]:
-    """What must hold for the demo to have behaved as designed (else exit 1)."""
+    """What must hold for the demo to have behaved as designed (else exit 1): every account
+    without its member role named in a finding and an alert, no work item of an account
+    with its role dead-lettered, a tick aggregated, a re-run adding nothing, every alert
+    in Slack."""
     problems = []
-    sandbox = next(a["account"] for a in doc["accounts"] if a["name"] == "sandbox")
-    if doc["ticks"][0]["accounts"] != len(MEMBERS):
-        problems.append(f"{doc['ticks'][0]['accounts']} accounts listed, not {len(MEMBERS)}")
-    if not any(sandbox in f["resource"] for f in doc["findings"]):
-        problems.append("no finding names the account without a member role")
-    if not any(sandbox in (a.get("summary") or "") + (a.get("title") or "") for a in doc["alerts"]):
-        problems.append("no alert names the account without a member role")
-    unexpected = [d for d in doc["dead_letters"] if d["account"] != sandbox]
+    members = [a for a in doc["accounts"] if a["name"] != "management"]
+    if doc["ticks"][0]["accounts"] != len(members):
+        problems.append(f"{doc['ticks'][0]['accounts']} accounts listed, not {len(members)}")
+    for a in members:
+        if a["member_role"]:
+            continue
+        if not any(a["account"] in f["resource"] for f in doc["findings"]):
+            problems.append(f"no finding names {a['account']}, which has no member role")
+        if not any(a["account"] in (x.get("title") or "") for x in doc["alerts"]):
+            problems.append(f"no alert names {a['account']}, which has no member role")
+    entered = {a["account"] for a in members if a["member_role"]}
+    unexpected = [d for d in doc["dead_letters"] if d["account"] in entered]
     if unexpected:
-        problems.append(f"work items of reachable accounts were dead-lettered: {unexpected}")
+        problems.append(f"work items of accounts with their role were dead-lettered: {unexpected}")
     if not doc["projects"]:
         problems.append("no tick was aggregated")
     if doc["replay"]["spend_changed"] or doc["replay"]["newly_done"]:

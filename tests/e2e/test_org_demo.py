@@ -161,3 +161,34 @@ def test_a_budget_tagged_in_a_member_account_drives_the_rolled_up_budget_alerts(
     # (on the 1st of a month little is spent yet, but the forecast is over all the same)
     kinds = {(a["kind"], a["project"]) for a in demo["alerts"]}
     assert ("budget-forecast", "vision") in kinds
+
+
+def test_exits_1_when_an_account_that_has_its_role_cannot_be_entered(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a run in which ml-vision's member role, which the demo means to deploy, is
+    # never created (the StackSet failed there too)
+    from costguard_demo import org
+
+    deploy = org.deploy_member_role
+
+    def flaky(admin: Any, hub: str, org_id: str) -> None:
+        if admin.client("sts").get_caller_identity()["Account"] != vision[0]:
+            deploy(admin, hub, org_id)
+
+    vision: list[str] = []
+    create = org.create_organization
+
+    def remember(session: Any) -> Any:
+        made = create(session)
+        vision.append(next(a.id for a in made.members if a.name == "ml-vision"))
+        return made
+
+    monkeypatch.setattr(org, "deploy_member_role", flaky)
+    monkeypatch.setattr(org, "create_organization", remember)
+    # WHEN the demo runs (in this process)
+    code = org.run_org_demo(as_json=True)
+    # THEN it says so and exits 1: an unexpected failure is not part of the story
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "work items of accounts with their role were dead-lettered" in err and vision[0] in err
