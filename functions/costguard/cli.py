@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 DEFAULT_PRICE_REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 #: The demo simulates 15 minutes a cycle: 1,000 cycles is ten days of history.
 MAX_DEMO_CYCLES = 1000
-DEFAULT_DEMO_CYCLES = 6
 
 #: Codes with which AWS rejects the credentials themselves, not a permission.
 CREDENTIAL_CODES = frozenset(
@@ -640,19 +639,15 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    if args.org:
-        from costguard_demo.org import DEFAULT_TICKS, MAX_TICKS, MIN_TICKS, run_org_demo
+    from costguard_demo.run import ORG_TICKS, run_demo
 
-        ticks = args.cycles or DEFAULT_TICKS
-        if not MIN_TICKS <= ticks <= MAX_TICKS:
-            # Regions, then probes, then scans: fewer ticks would not reach a scan.
-            raise CommandError(
-                f"--cycles with --org: from {MIN_TICKS} to {MAX_TICKS} scheduled times, got {ticks}"
-            )
-        return run_org_demo(as_json=args.json, ticks=ticks)
-    from costguard_demo.run import run_demo
-
-    return run_demo(as_json=args.json, cycles=args.cycles or DEFAULT_DEMO_CYCLES)
+    if args.org and args.cycles is not None and args.cycles not in ORG_TICKS:
+        # Regions, then probes, then scans: fewer times would not reach a scan.
+        raise CommandError(
+            f"--cycles with --org: from {ORG_TICKS.start} to {ORG_TICKS.stop - 1} scheduled "
+            f"times, got {args.cycles}"
+        )
+    return run_demo(as_json=args.json, cycles=args.cycles, org=args.org)
 
 
 # -- prices refresh ------------------------------------------------------------------------
@@ -1132,8 +1127,8 @@ def parser() -> argparse.ArgumentParser:
         type=demo_cycles,
         default=None,
         help=(
-            f"scan cycles, 15 simulated minutes apart (1 to {MAX_DEMO_CYCLES}, default "
-            f"{DEFAULT_DEMO_CYCLES}; with --org: scheduled ticks, at least 3, default 4)"
+            f"scan cycles, 15 simulated minutes apart (1 to {MAX_DEMO_CYCLES}, default 6; "
+            "with --org: the hub's scheduled times, 3 to 96, default 4)"
         ),
     )
     demo.add_argument(

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.domain.money import ZERO, cents, rate
 from costguard.names import Env, OrgRoles, Tags
 from costguard.services.fanout import OrgWork, WorkOutcome
+from costguard_demo.run import ORG_TICKS
 from costguard_demo.server import DEMO_ACCOUNT
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ REGIONS = ("us-east-1", "us-west-2")
 INTERVAL = timedelta(minutes=15)
 DEFAULT_TICKS = 4
 #: Regions, probes, scans: the story needs three times; a day of them is plenty.
-MIN_TICKS, MAX_TICKS = 3, 96
+MIN_TICKS, MAX_TICKS = ORG_TICKS.start, ORG_TICKS.stop - 1
 TABLE = "costguard-hub-ledger"
 WORK_QUEUE = "costguard-work.fifo"
 DEAD_LETTERS = "costguard-work-dead-letters.fifo"
