@@ -44,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from costguard.config_spec import BY_NAME
 from costguard.domain.money import ZERO, cents, rate
 from costguard.names import Env, OrgRoles, Tags
 from costguard.services.fanout import OrgWork, WorkOutcome
@@ -68,7 +69,7 @@ TABLE = "costguard-hub-ledger"
 WORK_QUEUE = "costguard-work.fifo"
 DEAD_LETTERS = "costguard-work-dead-letters.fifo"
 #: The stack's default ``orgMaxReceives``: a work item is received this often, then parked.
-MAX_RECEIVES = 3
+MAX_RECEIVES: int = BY_NAME["org_max_receives"].default
 #: The stack sets six times the consumer's timeout (an hour); the demo waits one second
 #: for a failed item to come back, or it would take three hours to dead-letter one.
 VISIBILITY_SECONDS = 1
@@ -938,7 +939,6 @@ def _ticks(
     fanout = build_fanout(settings, env, fanout_session)
     # One consumer graph for the whole run: a warm Lambda keeps its member credentials.
     recording = RecordingWork(build_org_work(settings, consumer_session, role_name=env.member_role))
-    router = recording
     webhook = slack.webhook()
     delivered: list[dict[str, Any]] = []
     tick_docs: list[dict[str, Any]] = []
@@ -956,7 +956,7 @@ def _ticks(
         now = start + INTERVAL * n
         summary = fanout.tick(now)
         first = len(recording.outcomes)
-        delivery = deliver(consumer_session, hub, router, now + CONSUMER_DELAY)
+        delivery = deliver(consumer_session, hub, recording, now + CONSUMER_DELAY)
         outcomes = recording.outcomes[first:]
         for o in outcomes:
             if o.scan is not None:
@@ -995,8 +995,10 @@ def _ticks(
     # -- exactly once: the last time again (a retried fan-out), and its scans redelivered
     replay_summary = fanout.tick(last)
     first = len(recording.outcomes)
-    replay_delivery = deliver(consumer_session, hub, router, last + CONSUMER_DELAY)
-    redelivered = _redeliver(consumer_session, hub, router, kept, last + CONSUMER_DELAY)
+    replay_delivery = deliver(consumer_session, hub, recording, last + CONSUMER_DELAY)
+    redelivered = _redeliver(
+        consumer_session, hub, recording, kept, last + CONSUMER_DELAY, env.per_account_cap
+    )
     replay_outcomes = recording.outcomes[first:]
     alerts_out()
     slices_after = _slice_rows(org, directory, ledger, month, resources)
@@ -1085,23 +1087,26 @@ def _ticks(
 
 
 def _redeliver(
-    session: Any, hub: Hub, work: OrgWork, bodies: Sequence[Mapping[str, Any]], now: datetime
+    session: Any,
+    hub: Hub,
+    work: OrgWork,
+    bodies: Sequence[Mapping[str, Any]],
+    now: datetime,
+    per_account_cap: int,
 ) -> int:
     """SQS delivers at least once: the same scans again, as new messages (another dedupe
-    id, as after the five-minute window), straight to the consumer."""
+    id, as after the five-minute window), to the consumer as before."""
+    from costguard.adapters.work_queue import WorkItem, message_group
+
     if not bodies:
         return 0
-    from costguard.adapters.work_queue import message_group
-
     sqs = session.client("sqs", region_name=HOME)
-    from costguard.adapters.work_queue import WorkItem
-
     for n, body in enumerate(bodies):
         item = WorkItem.model_validate(body)
         sqs.send_message(
             QueueUrl=hub.queue_url,
             MessageBody=json.dumps(body),
-            MessageGroupId=message_group(item.slice, 2),
+            MessageGroupId=message_group(item.slice, per_account_cap),
             MessageDeduplicationId=f"{item.dedupe_id()}/again-{n}",
         )
     return deliver(session, hub, work, now).received
