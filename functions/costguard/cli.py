@@ -639,9 +639,15 @@ def cmd_actions(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from costguard_demo.run import run_demo
+    from costguard_demo.run import ORG_TICKS, run_demo
 
-    return run_demo(as_json=args.json, cycles=args.cycles)
+    if args.org and args.cycles is not None and args.cycles not in ORG_TICKS:
+        # Regions, then probes, then scans: fewer times would not reach a scan.
+        raise CommandError(
+            f"--cycles with --org: from {ORG_TICKS.start} to {ORG_TICKS.stop - 1} scheduled "
+            f"times, got {args.cycles}"
+        )
+    return run_demo(as_json=args.json, cycles=args.cycles, org=args.org)
 
 
 # -- prices refresh ------------------------------------------------------------------------
@@ -1119,8 +1125,19 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--cycles",
         type=demo_cycles,
-        default=6,
-        help=f"scan cycles, 15 simulated minutes apart (1 to {MAX_DEMO_CYCLES}, default 6)",
+        default=None,
+        help=(
+            f"scan cycles, 15 simulated minutes apart (1 to {MAX_DEMO_CYCLES}, default 6; "
+            "with --org: the hub's scheduled times, 3 to 96, default 4)"
+        ),
+    )
+    demo.add_argument(
+        "--org",
+        action="store_true",
+        help=(
+            "the Organization hub: 3 member accounts x 2 regions, one without its member "
+            "role (fan-out, SQS FIFO work queue, consumer, aggregation)"
+        ),
     )
     demo.set_defaults(func=cmd_demo)
 

@@ -102,7 +102,21 @@ def demo_window(now: datetime, cycles: int) -> tuple[datetime, datetime]:
     return start, end
 
 
-def run_demo(*, as_json: bool = False, cycles: int = 6) -> int:
+#: ``--cycles`` with ``--org``: the scheduled times of the Organization demo (regions, then
+#: probes, then scans: three at least; a day of them at most).
+ORG_TICKS = range(3, 97)
+DEFAULT_CYCLES = 6
+
+
+def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = False) -> int:
+    """The single-account demo, or with ``org`` the Organization hub's
+    (:mod:`costguard_demo.org`); ``cycles`` None: each one's default."""
+    if org:
+        from costguard_demo.org import DEFAULT_TICKS, run_org_demo
+
+        return run_org_demo(as_json=as_json, ticks=cycles or DEFAULT_TICKS)
+    if cycles is None:
+        cycles = DEFAULT_CYCLES
     import boto3
 
     from costguard.domain.findings import FindingCode

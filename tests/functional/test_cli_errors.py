@@ -94,6 +94,8 @@ def ledger(aws: Any) -> str:
         (["alerts", "--table", "ledger\n", "--region", "us-east-1"], "not a DynamoDB table name"),
         (["demo", "--cycles", "0"], "--cycles"),
         (["demo", "--cycles", "-3"], "--cycles"),
+        (["demo", "--org", "--cycles", "2"], "from 3 to 96"),
+        (["demo", "--org", "--cycles", "97"], "from 3 to 96"),
     ],
 )
 def test_rejects_bad_arguments_with_one_line_and_exit_2(

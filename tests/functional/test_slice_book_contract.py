@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -141,3 +142,17 @@ def test_a_plan_carries_the_empty_slices_it_rolls_up_without_awaiting_them(book:
     assert plan.carried == {B} and plan.rolled_up == {A, B}
     _newly, plan = book.mark_done(T0, A)
     assert plan.complete
+
+
+def test_a_done_slice_keeps_the_budgets_its_scan_found_tagged_once(book: Any) -> None:
+    # GIVEN a plan of A and B
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    # WHEN A is done with the budgets tagged on its projects, then redelivered with others,
+    # and B is done without any
+    budgets = {"vision": Decimal("50"), "llm-é 漢": Decimal("12000.5"), "big": Decimal("1E+6")}
+    newly, plan = book.mark_done(T0, A, budgets)
+    assert newly and plan.tag_budgets == {A: budgets}
+    assert book.mark_done(T0, A, {"vision": Decimal("1")}) == (False, plan)
+    _newly, plan = book.mark_done(T0, B, {})
+    # THEN the plan holds A's first budgets only (exactly, in any unit), and B's none
+    assert book.get(T0).tag_budgets == {A: budgets} == plan.tag_budgets

@@ -254,3 +254,43 @@ def test_refuses_a_member_role_name_iam_would_refuse() -> None:
         build_member_app(
             {"hubAccount": "111111111111", "orgId": "o-abc1234567", "orgMemberRole": "bad role/x"}
         )
+
+
+# -- the demo's embedded STS judges this trust policy as the IAM model does ----------------------
+
+
+@pytest.mark.parametrize(
+    ("caller", "org"),
+    [
+        (HUB_SCAN, ORG),
+        (HUB_ACT, ORG),
+        (f"arn:aws:iam::{HUB}:role/some-other-role", ORG),
+        (f"arn:aws:iam::333333333333:role/{OrgRoles.HUB_SCAN}", ORG),
+        (HUB_SCAN, "o-zzzzzzzzzz"),
+        (HUB_SCAN, None),
+    ],
+)
+def test_the_org_demo_writes_this_trust_policy_and_judges_it_as_iam_does(
+    world: World, caller: str, org: str | None
+) -> None:
+    from costguard_demo.org import member_trust_policy, trust_admits
+
+    # GIVEN the trust policy `costguard demo --org` puts on its member roles
+    role = _role(world, OrgRoles.MEMBER_READ)
+    synthesized = world.resolve(world.props(role)["AssumeRolePolicyDocument"])
+    demo = member_trust_policy(HUB, ORG)
+
+    def canonical(policy: dict[str, Any]) -> list[Any]:
+        out = []
+        for st in as_list(policy["Statement"]):
+            arns = sorted(as_list(st["Condition"]["ArnEquals"]["aws:PrincipalArn"]))
+            out.append((st["Effect"], st["Action"], st["Principal"], arns, st["Condition"]))
+            st["Condition"]["ArnEquals"]["aws:PrincipalArn"] = arns
+        return out
+
+    # THEN it is the member stack's, and its STS stand-in admits exactly whom IAM admits
+    assert canonical(demo) == canonical(synthesized)
+    account = caller.split(":")[4]
+    session = caller.replace(":iam:", ":sts:").replace(":role/", ":assumed-role/") + "/s"
+    orgs = {account: org} if org else {}
+    assert trust_admits(demo, session, account, orgs) is _may_assume(world, role, caller, org)

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from costguard.adapters.directory import InMemoryDirectory
 from costguard.adapters.slices import InMemorySliceBook
@@ -66,6 +67,8 @@ class FakeReport:
     resource_count: int
     failed_sources: frozenset[tuple[str, str]] = frozenset()
     ledger: CommitOutcome = CommitOutcome.APPLIED
+    #: The scan's project reports (none: no tagged budget for the roll-up).
+    projects: tuple[Any, ...] = ()
 
 
 @dataclass

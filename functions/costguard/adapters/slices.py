@@ -3,7 +3,8 @@
 =============================  ==================  =================================================
 pk                             sk                  what
 =============================  ==================  =================================================
-``ORG#<scope>#TICKS``          ``<time>``          expected and done slices, failures, aggregated
+``ORG#<scope>#TICKS``          ``<time>``          expected and done slices, failures, aggregated,
+                                                   and each done slice's tagged budgets
 =============================  ==================  =================================================
 
 A slice is marked done with **one** conditional ``UpdateItem`` (``ADD`` to a string set
@@ -20,9 +21,10 @@ An item holds 800 slice keys in about 20 KB, far under DynamoDB's 400 KB.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 PLAN_TTL = timedelta(days=3)
 #: A failure message kept in the plan is cut to this length.
 FAILURE_CHARS = 300
+#: The attribute holding one done slice's tagged budgets: ``budgets/<account>/<region>``.
+BUDGETS_PREFIX = "budgets/"
 
 
 def _code(exc: ClientError) -> str:
@@ -83,15 +87,28 @@ class DynamoDbSliceBook:
             raise
         return True
 
-    def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]:
+    def mark_done(
+        self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
+    ) -> tuple[bool, TickPlan | None]:
+        names = {"#done": "done"}
+        values: dict[str, Any] = {":slice": {"SS": [s.key]}, ":key": {"S": s.key}}
+        update = "ADD #done :slice"
+        if tag_budgets:
+            # One attribute per slice, written with "done" in the same conditional update
+            # (once): no map that a plan written before this attribute existed would lack.
+            names["#budgets"] = f"{BUDGETS_PREFIX}{s.key}"
+            values[":budgets"] = {
+                "M": {p: {"N": format(amount, "f")} for p, amount in sorted(tag_budgets.items())}
+            }
+            update += " SET #budgets = :budgets"
         try:
             response = self._ddb.update_item(
                 TableName=self._table,
                 Key=self._key(tick),
-                UpdateExpression="ADD #done :slice",
+                UpdateExpression=update,
                 ConditionExpression="attribute_exists(pk) AND NOT contains(#done, :key)",
-                ExpressionAttributeNames={"#done": "done"},
-                ExpressionAttributeValues={":slice": {"SS": [s.key]}, ":key": {"S": s.key}},
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
                 ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
@@ -229,6 +246,13 @@ def _plan(item: dict[str, Any]) -> TickPlan:
         aggregated_at=parse_stamp(aggregated) if aggregated else None,
         aggregation_expires=parse_stamp(expires) if expires and not aggregated else None,
         carried=frozenset(Slice.parse(k) for k in item.get("carried", {}).get("SS", [])),
+        tag_budgets={
+            Slice.parse(k.removeprefix(BUDGETS_PREFIX)): {
+                p: Decimal(v["N"]) for p, v in value.get("M", {}).items()
+            }
+            for k, value in item.items()
+            if k.startswith(BUDGETS_PREFIX)
+        },
     )
 
 
@@ -257,12 +281,17 @@ class InMemorySliceBook:
             )
             return True
 
-    def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]:
+    def mark_done(
+        self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
+    ) -> tuple[bool, TickPlan | None]:
         with self._lock:
             plan = self._plans.get(tick)
             if plan is None or s in plan.done:
                 return False, plan
-            plan = self._plans[tick] = replace(plan, done=plan.done | {s})
+            budgets = dict(plan.tag_budgets)
+            if tag_budgets:
+                budgets[s] = dict(tag_budgets)
+            plan = self._plans[tick] = replace(plan, done=plan.done | {s}, tag_budgets=budgets)
             return True, plan
 
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:

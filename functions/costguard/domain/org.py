@@ -88,6 +88,10 @@ class TickPlan:
     #: aggregation still rolls up: a GPU that stopped does not take its month-to-date
     #: out of the project's total. Never awaited: they are not ``expected``.
     carried: frozenset[Slice] = frozenset()
+    #: The budgets each done slice found tagged on its projects' resources (the lowest
+    #: per project in that slice), written with "done": the roll-up settles them as one
+    #: account's scan does (see :func:`settle_tag_budgets`).
+    tag_budgets: Mapping[Slice, Mapping[str, Decimal]] = field(default_factory=dict)
 
     @property
     def rolled_up(self) -> frozenset[Slice]:
@@ -211,3 +215,41 @@ def roll_up(
                 r.accounts | {s.account},
             )
     return out
+
+
+def settle_tag_budgets(
+    plan: TickPlan, configured: Iterable[str]
+) -> tuple[dict[str, Decimal], list[Finding]]:
+    """Each project's budget from the tags its slices saw, as one account's scan settles
+    them (domain/attribution.py): the lowest applies, and disagreement is a finding naming
+    the slices. Projects with a budget in the central table are left out: the table wins.
+    """
+    skip = set(configured)
+    seen: dict[str, dict[Decimal, list[str]]] = {}
+    for s, budgets in sorted(plan.tag_budgets.items()):
+        for project, amount in budgets.items():
+            if project not in skip:
+                seen.setdefault(project, {}).setdefault(amount, []).append(s.key)
+    settled: dict[str, Decimal] = {}
+    findings: list[Finding] = []
+    for project, amounts in sorted(seen.items()):
+        lowest = min(amounts)
+        settled[project] = lowest
+        if len(amounts) > 1:
+            detail = "; ".join(
+                f"{amount} in {', '.join(keys[:5])}"
+                + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+                for amount, keys in sorted(amounts.items())
+            )
+            findings.append(
+                Finding(
+                    FindingCode.BUDGET_CONFLICT,
+                    f"project/{project}",
+                    clip(
+                        f"project {project!r} carries {len(amounts)} different budgets across "
+                        f"accounts ({detail}); the lowest, {lowest} USD, applies",
+                        MAX_LINE_CHARS,
+                    ),
+                )
+            )
+    return settled, findings

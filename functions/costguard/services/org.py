@@ -36,6 +36,7 @@ from costguard.domain.org import (
     missing_slice_findings,
     missing_slices_alert,
     roll_up,
+    settle_tag_budgets,
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
@@ -54,7 +55,13 @@ class SliceBook(Protocol):
         deadline: datetime,
         carried: Iterable[Slice] = (),
     ) -> bool: ...
-    def mark_done(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]: ...
+    def mark_done(
+        self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
+    ) -> tuple[bool, TickPlan | None]:
+        """Add ``s`` to the time's done slices (and, with it, the budgets its scan found
+        tagged); True only for the call that added it."""
+        ...
+
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None: ...
     def get(self, tick: datetime) -> TickPlan | None: ...
     def due(self, since: datetime, now: datetime) -> list[TickPlan]:
@@ -153,7 +160,7 @@ class SliceWork:
         except self._access_errors as exc:
             self._book.mark_failed(tick, s, str(getattr(exc, "code", type(exc).__name__)), str(exc))
             raise
-        newly, plan = self._book.mark_done(tick, s)
+        newly, plan = self._book.mark_done(tick, s, tagged_budgets(report))
         aggregated = None
         # Not only the call that completed the plan: a retry of it (its aggregation
         # failed after the claim, which was given back) aggregates too. The claim keeps
@@ -174,6 +181,16 @@ class SliceWork:
             aggregated,
             complete=not report.failed_sources,
         )
+
+
+def tagged_budgets(report: ScanReport) -> dict[str, Decimal]:
+    """The budgets a slice's scan settled from its resources' tags (not the table's): the
+    aggregation settles them across slices as one account's scan does."""
+    return {
+        p.project: p.budget_usd
+        for p in report.projects
+        if p.project is not None and p.budget_source == "tag" and p.budget_usd is not None
+    }
 
 
 class UnplannedSliceError(ValueError):
@@ -279,8 +296,12 @@ class Aggregation:
             )
         rollups = roll_up(per_slice)
         names = sorted({p for p in rollups if p is not None} | set(self._s.projects))
-        reports = tuple(self._project(name, rollups.get(name), tick) for name in names)
-        findings = missing_slice_findings(plan)
+        configured = {p for p, c in self._s.projects.items() if c.budget is not None}
+        tagged, conflicts = settle_tag_budgets(plan, configured)
+        reports = tuple(
+            self._project(name, rollups.get(name), tick, tagged.get(name)) for name in names
+        )
+        findings = missing_slice_findings(plan) + conflicts
         incomplete = frozenset(
             p for p, r in rollups.items() if r.accounts & {s.account for s in plan.missing}
         )
@@ -326,16 +347,23 @@ class Aggregation:
         return out
 
     def _project(
-        self, name: str | None, rollup: ProjectRollup | None, now: datetime
+        self,
+        name: str | None,
+        rollup: ProjectRollup | None,
+        now: datetime,
+        tagged: Decimal | None = None,
     ) -> ProjectReport:
         config = self._s.projects.get(name) if name is not None else None
         budget = config.budget if config else None
+        source = "config" if budget is not None else "tag" if tagged is not None else "none"
+        if budget is None:
+            budget = tagged
         r = rollup or ProjectRollup(name)
         forecast = forecast_month_end(r.month_to_date_usd, r.run_rate_usd_per_hour, now)
         return ProjectReport(
             project=name,
             budget_usd=budget,
-            budget_source="config" if budget is not None else "none",
+            budget_source=source,
             run_rate_usd_per_hour=r.run_rate_usd_per_hour,
             month_to_date_usd=r.month_to_date_usd,
             estimated_usd=r.estimated_usd,
