@@ -48,6 +48,7 @@ class _Report:
     resource_count: int = 1
     failed_sources: frozenset[tuple[str, str]] = frozenset()
     ledger: CommitOutcome = CommitOutcome.APPLIED
+    projects: tuple[Any, ...] = ()
 
 
 class _Scan:
