@@ -8,8 +8,8 @@ up to ten by Lambda's event source) and a share of a consumer invocation. Lambda
 event source also long-polls an idle queue, which SQS bills.
 
 Every per-item figure is an input. The defaults are what ``benchmarks/org_scale.py``
-measured on moto (calls, DynamoDB units, log bytes) plus its stated latency per AWS call
-(seconds); ``make bench`` passes the fresh measurements in. Prices are us-east-1 list
+measured on moto in 2026-11 (calls, DynamoDB units, log bytes, our code's seconds) plus its
+stated latency per AWS call (seconds); ``make bench`` passes the fresh measurements in. Prices are us-east-1 list
 prices (``guard_bill.PRICES``); free tiers are left out, so the figures are upper bounds.
 
 DynamoDB: each scan marks its slice done in the tick's plan, one item holding every
@@ -63,22 +63,23 @@ class HubLoad:
     probe_hours: int = BY_NAME["org_probe_hours"].default
     #: Seconds of consumer time per work item: our code's time measured on moto plus a
     #: stated latency per AWS call (org_scale.LATENCY), credentials assumed cold.
-    seconds_per_scan: float = 2.3
-    seconds_per_probe: float = 1.1
-    seconds_per_regions: float = 0.4
+    seconds_per_scan: float = 1.8
+    seconds_per_probe: float = 1.13
+    seconds_per_regions: float = 0.47
     #: Each invocation: building the consumer's graph, and a share of cold starts
     #: (Lambda bills the init phase too).
-    seconds_per_invocation: float = 0.6
+    seconds_per_invocation: float = 0.38
     #: The fan-out: plan, send, sweep.
-    fanout_seconds: float = 1.5
+    fanout_seconds: float = 0.27
     memory_gb: float = BY_NAME["scan_memory_mb"].default / 1024
-    #: Items per consumer invocation (FIFO groups in flight can leave batches short).
-    items_per_invocation: float = BATCH
+    #: Items per consumer invocation (FIFO groups in flight leave batches short: the
+    #: schedule model's mean in the steady state).
+    items_per_invocation: float = 6.65
     #: One structured log line per work item (measured), Lambda's own lines per
     #: invocation (stated), the fan-out's summary per tick (measured).
-    log_bytes_per_item: int = 320
+    log_bytes_per_item: int = 311
     log_bytes_per_invocation: int = 400
-    log_bytes_per_tick: int = 700
+    log_bytes_per_tick: int = 683
     #: DynamoDB units per work item, the plan's mark apart (measured).
     write_units_per_scan: float = 6.0
     read_units_per_scan: float = 9.0
@@ -88,16 +89,16 @@ class HubLoad:
     read_units_per_regions: float = 1.0
     #: The fan-out reads the whole directory every tick (one Query): its bytes per
     #: account-region (measured); any other units of a tick on top.
-    directory_bytes_per_account_region: float = 160.0
+    directory_bytes_per_account_region: float = 210.0
     write_units_per_tick: float = 0.0
     read_units_per_tick: float = 0.0
     #: The aggregation reads each rolled-up slice's ledger (measured), in the consumer of
     #: the slice that completes the plan.
     read_units_per_rolled_up_slice: float = 8.0
-    aggregation_seconds_per_rolled_up_slice: float = 0.02
+    aggregation_seconds_per_rolled_up_slice: float = 0.014
     #: The plan item: bytes without slices, bytes per slice key in one set (measured).
-    plan_base_bytes: int = 120
-    plan_bytes_per_slice: float = 27.0
+    plan_base_bytes: int = 129
+    plan_bytes_per_slice: float = 23.25
     #: Plans the fan-out's sweep reads each tick (its 6-hour look-back).
     plans_swept: int = 25
 

@@ -50,6 +50,7 @@ def test_a_lambda_request_is_billed_per_invocation_not_per_work_item() -> None:
         seconds_per_probe=0.0,
         seconds_per_regions=0.0,
         memory_gb=0.0,
+        items_per_invocation=10,
     )
     month = hub_month(load)
     # THEN 10,027 invocations a tick: 2,918.4 ticks x 10,027 x $0.20 / 1M = $5.85
@@ -63,7 +64,7 @@ def test_a_lambda_request_is_billed_per_invocation_not_per_work_item() -> None:
 def test_sqs_requests_are_the_sends_receives_deletes_and_idle_long_polls() -> None:
     # GIVEN 10 accounts x 4 regions, a quarter active: 10 scans, 30/24 probes and 10/96
     # regions items a tick (11.35 items: 2 sends, 2 invocations each receiving and deleting)
-    month = hub_month(HubLoad(accounts=10, active_fraction=0.25))
+    month = hub_month(HubLoad(accounts=10, active_fraction=0.25, items_per_invocation=10))
     # THEN 6 requests x 2,918.4 ticks + 5 pollers x 2,626,560 s / 20 s = 674,150 requests
     assert month["sqs_requests_per_month"] == 674_150
     usd = month["usd_per_month"]

@@ -16,6 +16,7 @@ from benchmarks.org_scale import (
     SizedMeter,
     StandInSqs,
     aws_seconds,
+    fanout_seconds,
     least_squares,
     split_calls,
     tick_wall,
@@ -143,3 +144,15 @@ def test_units_are_attributed_by_the_items_partition_key() -> None:
     assert SizedMeter.kind("SCOPE#123456789012/222222222222/us-east-1") == "ledger"
     delta = {"write:plan": 3, "write:ledger": 6, "read:ledger": 8, "read:directory": 1}
     assert units_of(delta) == {"write_units": 9, "read_units": 9}
+
+
+def test_a_fan_out_with_the_sqs_stand_in_gets_each_real_sends_client_time_back() -> None:
+    # GIVEN a fan-out measured at 0.05 s of ours with 12 sends to the stand-in, and a real
+    # SendMessageBatch measured at 2 ms of ours
+    fan = {
+        "seconds_ours": 0.05,
+        "calls": {"dynamodb.Query": 2, "sqs.SendMessageBatch": 12, "dynamodb.PutItem": 1},
+    }
+    member = {"send_batch": {"seconds_ours_per_call": 0.002}}
+    # THEN 0.05 + 12 x 0.002 + 15 hub calls x 0.01 s
+    assert fanout_seconds(fan, member) == pytest.approx(0.224)
