@@ -56,6 +56,10 @@ def _size(value: Any) -> int:
             return len(str(inner).encode())
         if kind == "B":
             return len(inner) if isinstance(inner, bytes | bytearray) else len(str(inner))
+        if kind in {"SS", "NS"}:  # sets: the sum of their members (the plans' slice sets)
+            return sum(len(str(v).encode()) for v in inner)
+        if kind == "BS":
+            return sum(len(v) if isinstance(v, bytes | bytearray) else len(str(v)) for v in inner)
         if kind == "M":
             return 3 + sum(len(k.encode()) + _size(v) for k, v in inner.items())
         if kind == "L":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import api_calls, engine, guard_bill, idle_pass, import_time
+from benchmarks import api_calls, engine, guard_bill, idle_pass, import_time, org_scale
 
 
 def main() -> None:
@@ -32,6 +32,8 @@ def main() -> None:
             idle_pass.measure(1000, 1.0, "list"),
         ],
         "idle_bill": idle_pass.steady_state_bill(1000),
+        # Organization mode: 200 accounts x 4 regions, 10 % holding accelerators.
+        "org_scale": org_scale.measure(),
     }
     out = Path(__file__).with_name("results.json")
     out.write_text(json.dumps(results, indent=2) + "\n")
