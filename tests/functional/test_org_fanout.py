@@ -448,3 +448,30 @@ def test_the_probe_and_regions_call_only_what_the_member_role_grants(hub: Any) -
     # AND every call is granted to the member-read role; the probe needs nothing new
     assert called <= all_actions(member_read_permissions(sagemaker_studio=False))
     assert set(PROBE_ACTIONS) <= all_actions(scan_permissions())
+
+
+def test_instance_types_are_read_once_per_region_not_once_per_probe(
+    hub: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.adapters.ec2 import InstanceTypeCache
+
+    # GIVEN two member accounts with the same CPU type in us-east-1 (not in the accelerator
+    # table, so EC2 is asked what it is)
+    for account in (A, B):
+        _member_session(hub, account, "us-east-1").client("ec2").run_instances(
+            ImageId="ami-12345678", MinCount=1, MaxCount=1, InstanceType="m5.large"
+        )
+    fetched: list[tuple[str, tuple[str, ...]]] = []
+    real = InstanceTypeCache._fetch
+
+    def spy(self: InstanceTypeCache, ec2: Any, region: str, batch: list[str]) -> None:
+        fetched.append((region, tuple(batch)))
+        real(self, ec2, region, batch)
+
+    monkeypatch.setattr(InstanceTypeCache, "_fetch", spy)
+    work = build_org_work(_settings(), hub)
+    # WHEN both regions are probed by one consumer
+    for account in (A, B):
+        work.run(Work(T0, WorkKind.PROBE, Slice(account, "us-east-1")), T0)
+    # THEN the type was described once: instance types are the same in every account
+    assert fetched == [("us-east-1", ("m5.large",))]

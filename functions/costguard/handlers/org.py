@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from costguard.adapters.assume import MemberClients
     from costguard.adapters.aws import ClientFactory
+    from costguard.adapters.ec2 import InstanceTypeCache
     from costguard.ports import Ledger
     from costguard.services.fanout import Fanout, OrgWork, WorkOutcome
     from costguard.services.org import Aggregation, SliceBook, SliceWork
@@ -396,27 +397,40 @@ def build_org_work(
     *,
     role_name: str | None = None,
     members: MemberClients | None = None,
+    types: InstanceTypeCache | None = None,
 ) -> OrgWork:
     """The consumer's graph: scans, probes and region reads, each in its member account
-    through the member role (credentials kept per account, see MemberClients)."""
+    through the member role (credentials kept per account, see MemberClients).
+
+    Every probe shares one instance-type cache (``types``; a warm consumer passes its own):
+    a type is the same in every account of a region, so it is described once, not once
+    per account."""
     from costguard.adapters.assume import AccountAccessError, MemberClients
+    from costguard.adapters.ec2 import InstanceTypeCache
     from costguard.adapters.member import MemberProbe, MemberRegions
     from costguard.services.fanout import OrgWork, ProbeWork, RegionsWork
 
     hub, ledger, book, store = _hub(settings, session)
     role = role_name or os.environ.get(MEMBER_ROLE_ENV) or OrgRoles.MEMBER_READ
     enter = members or MemberClients(session, role)
+    shared = types if types is not None else InstanceTypeCache()
     errors = (AccountAccessError,)
     return OrgWork(
         _slice_work(settings, hub, ledger, book, enter),
         store,
-        ProbeWork(store, lambda s: MemberProbe(enter(s), studio=settings.sagemaker_studio), errors),
+        ProbeWork(
+            store,
+            lambda s: MemberProbe(enter(s), studio=settings.sagemaker_studio, types=shared),
+            errors,
+        ),
         RegionsWork(store, lambda s: MemberRegions(enter(s)), errors),
     )
 
 
 #: Member credentials kept by a warm consumer, per role name (see MemberClients).
 _MEMBERS: dict[str, MemberClients] = {}
+#: Instance types described by a warm consumer (the same in every account of a region).
+_TYPES: dict[str, InstanceTypeCache] = {}
 
 
 @logger.inject_lambda_context
@@ -424,6 +438,7 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
     import boto3
 
     from costguard.adapters.assume import MemberClients
+    from costguard.adapters.ec2 import InstanceTypeCache
     from costguard.handlers import events
     from costguard.settings import Settings
 
@@ -431,7 +446,10 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
     env = OrgEnvironment.from_settings(settings, os.environ)
     session = boto3.Session()
     members = _MEMBERS.setdefault(env.member_role, MemberClients(session, env.member_role))
-    work = build_org_work(settings, session, role_name=env.member_role, members=members)
+    types = _TYPES.setdefault("", InstanceTypeCache())
+    work = build_org_work(
+        settings, session, role_name=env.member_role, members=members, types=types
+    )
     return consume(event, work, events.CLOCK())
 
 
