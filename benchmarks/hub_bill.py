@@ -12,10 +12,10 @@ measured on moto in 2026-11 (calls, DynamoDB units, log bytes, our code's second
 stated latency per AWS call (seconds); ``make bench`` passes the fresh measurements in. Prices are us-east-1 list
 prices (``guard_bill.PRICES``); free tiers are left out, so the figures are upper bounds.
 
-DynamoDB: each scan marks its slice done in the tick's plan, one item holding every
-active slice's key twice (expected, done). An update is billed on the larger of the item
-before and after it (1 KB a write unit), so the plan's writes grow with the square of the
-active slices (:func:`plan_write_units`); everything else grows linearly.
+DynamoDB: each scan marks its slice done in an item of its own in the tick's partition
+(a conditional put, under 1 KB) and counts it down in a small counter item (``ADD -1``):
+constant units per slice (:func:`plan_write_units`), never the plan item, which holds
+the expected keys once and is written once a tick. Everything grows linearly.
 """
 
 from __future__ import annotations
@@ -99,6 +99,10 @@ class HubLoad:
     #: The plan item: bytes without slices, bytes per slice key in one set (measured).
     plan_base_bytes: int = 129
     plan_bytes_per_slice: float = 23.25
+    #: One slice's done item (key, time to live, a tagged budget or two), and the
+    #: counter item: each under 1 KB, so a mark is two write units whatever the plan.
+    done_item_bytes: int = 128
+    write_units_per_mark: float = 2.0
     #: Plans the fan-out's sweep reads each tick (its 6-hour look-back).
     plans_swept: int = 25
 
@@ -120,12 +124,10 @@ def plan_bytes(slices: float, done: float, load: HubLoad) -> float:
 
 
 def plan_write_units(slices: int, load: HubLoad) -> int:
-    """Write units of marking ``slices`` done in a plan expecting them: the i-th mark is
-    billed on the plan after it (expected + i done keys), rounded up per KB."""
-    return sum(
-        max(1, math.ceil(plan_bytes(slices, i, load) / WRITE_UNIT_BYTES))
-        for i in range(1, slices + 1)
-    )
+    """Write units of marking ``slices`` done: each mark puts the slice's own done item and
+    decrements the counter item, both small, so the units are constant per slice (the
+    plan item, which grows with the slices, is not written by a mark)."""
+    return math.ceil(slices * load.write_units_per_mark)
 
 
 def dynamodb_units(load: HubLoad) -> dict[str, float]:
@@ -133,12 +135,16 @@ def dynamodb_units(load: HubLoad) -> dict[str, float]:
     items = per_tick(load)
     scans = items["scan"]
     slices = load.accounts * load.regions_per_account
-    # The fan-out puts the plan (expected keys), each scan marks its key done in it, the
-    # next fan-outs' sweep reads the plans of its look-back (done, so full).
-    plan_put = math.ceil(plan_bytes(scans, 0, load) / WRITE_UNIT_BYTES) if scans else 0
+    # The fan-out puts the plan (expected keys) and its counter in one transaction (twice
+    # the units), each scan marks its slice done (its own item and the counter); the next
+    # fan-outs' sweep reads the plan items of its look-back, and the completing consumer
+    # and the aggregation each read the time's done items once.
+    head = math.ceil(plan_bytes(scans, 0, load) / WRITE_UNIT_BYTES)
+    plan_put = 2 * (head + 1) if scans else 0
     plan_marks = plan_write_units(round(scans), load)
-    full_plan = plan_bytes(scans, scans, load)
-    sweep = math.ceil(load.plans_swept * full_plan / READ_UNIT_BYTES) if scans else 1
+    full_plan = plan_bytes(scans, 0, load) + scans * load.done_item_bytes
+    sweep = math.ceil(load.plans_swept * plan_bytes(scans, 0, load) / READ_UNIT_BYTES)
+    sweep = sweep + 2 * math.ceil(scans * load.done_item_bytes / READ_UNIT_BYTES) if scans else 1
     directory = math.ceil(load.directory_bytes_per_account_region * slices / READ_UNIT_BYTES)
     return {
         "write_units": scans * load.write_units_per_scan

@@ -229,7 +229,7 @@ class SizedMeter(CapacityMeter):
 
     @staticmethod
     def kind(pk: str) -> str:
-        if pk.endswith("#TICKS"):
+        if pk.endswith("#TICKS") or "#TICK#" in pk:  # the plan, its counter and done items
             return "plan"
         if pk.endswith("#DIR"):
             return "directory"
@@ -1590,13 +1590,12 @@ def bottlenecks(
     base = load.plan_base_bytes
     item = LIMITS["dynamodb_item_bytes"]
     scan_s = seconds["scan"]
-    # 1. The plan item: expected + done keys in one item.
-    plan_done_limit = int((item - base) // (2 * per_key))
+    # 1. The plan item holds the expected keys once and is written once a tick; a mark
+    # writes the slice's own done item and the small counter item (1 WCU each).
     plan_put_limit = int((item - base) // per_key)
-    # Hot key: marks per second x the plan's size in KB, against a partition's 1,000 WCU/s.
+    # Hot key: every mark decrements the one counter item (1 WCU), against 1,000 WCU/s.
     marks_per_s = MAX_CONCURRENCY / scan_s
-    hot_kb = LIMITS["dynamodb_partition_write_units_per_s"] / marks_per_s
-    hot_slices = int((hot_kb * 1024 - base) // (2 * per_key))
+    counter_wcu_per_s = marks_per_s * 1
 
     def plan_usd(slices: int) -> float:
         from dataclasses import replace
@@ -1632,19 +1631,21 @@ def bottlenecks(
     return {
         "plan_item_400kb": {
             "bytes_per_slice_key": per_key,
-            "active_slices_when_marks_fail": plan_done_limit,
+            "write_units_per_mark": load.write_units_per_mark,
+            "active_slices_when_marks_fail": None,
             "active_slices_when_the_plan_put_fails": plan_put_limit,
             "checked_on_moto": stress.get("plan_put_on_moto"),
             "plan_write_usd_per_month": {n: plan_usd(n) for n in (80, 400, 800, 2000, 5000)},
             "hot_key": {
                 "marks_per_second": round(marks_per_s, 1),
-                "plan_kb_at_1000_wcu_per_s": round(hot_kb, 1),
-                "active_slices": hot_slices,
+                "counter_write_units_per_s": round(counter_wcu_per_s, 1),
+                "limit_write_units_per_s": LIMITS["dynamodb_partition_write_units_per_s"],
+                "active_slices": None,
             },
             "next_step": (
-                "mark each slice done in an item of its own (conditional put, 1 WCU) and "
-                "count the remaining ones in a small counter item (ADD -1, 1 WCU): constant "
-                "units per slice, no 400 KB item, no hot key"
+                "marks are constant (a done item and the counter, 2 WCU); the plan item "
+                "still holds the expected keys once: page them over several items beyond "
+                f"~{plan_put_limit:,} active slices"
             ),
         },
         "fanout_timeout": {

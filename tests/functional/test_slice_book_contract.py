@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from costguard.adapters.dynamodb import stamp
 from costguard.adapters.slices import DynamoDbSliceBook, InMemorySliceBook
 from costguard.domain.org import Slice
 from tests.support.atomic import AtomicCalls
@@ -65,6 +66,48 @@ def test_a_slice_is_marked_done_once_even_by_racing_consumers(book: Any) -> None
 def test_a_slice_without_plan_is_not_done(book: Any) -> None:
     assert book.mark_done(T0, A) == (False, None)
     book.mark_failed(T0, A, "AccessDenied", "x")  # no plan: nothing to record, no error
+    assert book.remaining(T0) is None and book.get(T0) is None
+
+
+def test_racing_duplicates_count_each_slice_down_once_and_never_below_zero(book: Any) -> None:
+    # GIVEN a plan of 6 slices, each delivered 4 times to consumers released together
+    slices = [Slice(f"{444444444440 + i}", "us-east-1") for i in range(6)]
+    book.plan(T0, slices, T0 + timedelta(minutes=10))
+    start = threading.Barrier(24)
+    results: list[tuple[Slice, bool, Any]] = []
+    lock = threading.Lock()
+
+    def mark(s: Slice) -> None:
+        start.wait()
+        newly, plan = book.mark_done(T0, s, {"p": Decimal("1")})
+        with lock:
+            results.append((s, newly, plan))
+
+    threads = [threading.Thread(target=mark, args=(s,)) for s in slices for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # THEN each slice is newly done exactly once, the counter stops at 0 (not below)
+    assert sorted(s.key for s, newly, _ in results if newly) == sorted(s.key for s in slices)
+    assert book.remaining(T0) == 0
+    # AND at least the call that completed it got the complete plan; no call an incomplete one
+    plans = [plan for _, _, plan in results if plan is not None]
+    assert plans and all(p.complete and p.done == set(slices) for p in plans)
+    # AND a late duplicate changes nothing
+    assert book.mark_done(T0, slices[0])[0] is False and book.remaining(T0) == 0
+
+
+def test_a_slice_that_was_not_planned_never_completes_a_plan_early(book: Any) -> None:
+    # GIVEN a plan of A and B, and a stray message for C (not planned at this time)
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    c = Slice("444444444444", "us-west-2")
+    book.mark_done(T0, c)
+    # WHEN A is done: the plan still misses B, whatever a counter says
+    assert book.mark_done(T0, A) == (True, None)
+    # THEN B completes it
+    newly, plan = book.mark_done(T0, B)
+    assert newly and plan.complete and plan.missing == ()
 
 
 def test_failures_count_attempts_and_keep_the_last_error(book: Any) -> None:
@@ -151,8 +194,159 @@ def test_a_done_slice_keeps_the_budgets_its_scan_found_tagged_once(book: Any) ->
     # and B is done without any
     budgets = {"vision": Decimal("50"), "llm-é 漢": Decimal("12000.5"), "big": Decimal("1E+6")}
     newly, plan = book.mark_done(T0, A, budgets)
-    assert newly and plan.tag_budgets == {A: budgets}
-    assert book.mark_done(T0, A, {"vision": Decimal("1")}) == (False, plan)
+    assert newly and plan is None  # B is still missing: no plan to aggregate
+    assert book.get(T0).tag_budgets == {A: budgets}
+    assert book.mark_done(T0, A, {"vision": Decimal("1")}) == (False, None)
     _newly, plan = book.mark_done(T0, B, {})
     # THEN the plan holds A's first budgets only (exactly, in any unit), and B's none
     assert book.get(T0).tag_budgets == {A: budgets} == plan.tag_budgets
+    # AND a redelivery after completion is told the (complete) plan, not "newly"
+    assert book.mark_done(T0, B, {"vision": Decimal("2")}) == (False, plan)
+
+
+class _BilledWrites:
+    """A DynamoDB client that bills each write as DynamoDB does: on the larger of the
+    target item before and after (read aside, unbilled), per started KB; and keeps the
+    size of each write's response (what the caller parses)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.units: list[int] = []
+        self.response_bytes: list[int] = []
+        self.metering = True
+
+    def _size(self, table: str, key: dict[str, Any]) -> int:
+        from benchmarks.guard_bill import _size
+
+        item = self._client.get_item(TableName=table, Key=key).get("Item")
+        return _size(item) if item else 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name not in {"put_item", "update_item"} or not self.metering:
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            import json
+            import math
+
+            key = kwargs.get("Key") or {k: kwargs["Item"][k] for k in ("pk", "sk")}
+            before = self._size(kwargs["TableName"], key)
+            try:
+                response = attr(**kwargs)
+            finally:
+                after = self._size(kwargs["TableName"], key)
+                self.units.append(max(1, math.ceil(max(before, after) / 1024)))
+            self.response_bytes.append(len(json.dumps(response.get("Attributes", {}))))
+            return response
+
+        return call
+
+
+def test_marking_a_slice_done_costs_the_same_in_a_plan_of_2000_slices() -> None:
+    # GIVEN a plan of 2,000 account-regions on DynamoDB (moto), each with a tagged budget
+    import boto3
+    from moto import mock_aws
+
+    from costguard_demo.run import create_ledger_table
+
+    slices = [Slice(f"{100_000_000_000 + i:012d}", "ap-southeast-2") for i in range(2000)]
+    with mock_aws():
+        session = boto3.Session()
+        create_ledger_table(session, "ledger", "us-east-1")
+        billed = _BilledWrites(session.client("dynamodb", region_name="us-east-1"))
+        book = DynamoDbSliceBook(billed, "ledger", "111111111111")
+        assert book.plan(T0, slices, T0 + timedelta(minutes=10))
+        # WHEN every slice is marked done (every 40th metered, the last one too)
+        per_mark: list[tuple[int, int]] = []
+        for i, s in enumerate(slices):
+            billed.metering = i % 40 == 0 or i == len(slices) - 1
+            billed.units.clear()
+            billed.response_bytes.clear()
+            newly, plan = book.mark_done(T0, s, {"vision": Decimal("50")})
+            assert newly
+            if billed.metering:
+                per_mark.append((sum(billed.units), max(billed.response_bytes)))
+        # THEN each mark cost the same small write units (a 1 KB put and a 1 KB counter
+        # update), the first as the last, and none came back with the plan
+        assert len(per_mark) == 51 and {units for units, _ in per_mark} == {2}
+        assert max(size for _, size in per_mark) < 100
+        # AND the last one completed it, with every slice and its budget read back
+        assert plan is not None and plan.complete and len(plan.done) == 2000
+        assert len(plan.tag_budgets) == 2000 and book.remaining(T0) == 0
+
+
+class _CrashOnCounter:
+    """A client that dies once between a slice's done put and the counter's decrement."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.crash = False
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name != "update_item":
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            if self.crash and kwargs["Key"]["sk"]["S"] == "remaining":
+                self.crash = False
+                raise TimeoutError("the consumer was killed")
+            return attr(**kwargs)
+
+        return call
+
+
+@pytest.fixture
+def ddb() -> Iterator[Any]:
+    import boto3
+    from moto import mock_aws
+
+    from costguard_demo.run import create_ledger_table
+
+    with mock_aws():
+        session = boto3.Session()
+        create_ledger_table(session, "ledger", "us-east-1")
+        yield session.client("dynamodb", region_name="us-east-1")
+
+
+def test_a_crash_between_done_and_the_count_is_aggregated_at_the_deadline(ddb: Any) -> None:
+    # GIVEN a plan of A and B; A is done, and B's consumer dies after B's done put
+    client = _CrashOnCounter(ddb)
+    book = DynamoDbSliceBook(client, "ledger", "111111111111")
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    book.mark_done(T0, A)
+    client.crash = True
+    with pytest.raises(TimeoutError):
+        book.mark_done(T0, B, {"vision": Decimal("7")})
+    # WHEN its message comes back: a duplicate, and the counter never reaches 0
+    assert book.mark_done(T0, B) == (False, None)
+    assert book.remaining(T0) == 1
+    # THEN the deadline sweep lists the time, read in full: B is done, nothing is missing
+    (due,) = book.due(T0 - timedelta(hours=1), T0 + timedelta(minutes=10))
+    assert due.complete and due.done == {A, B} and due.tag_budgets == {B: {"vision": 7}}
+    assert book.get(T0) == due
+
+
+def test_a_plan_of_the_previous_layout_still_reads_and_completes(ddb: Any) -> None:
+    # GIVEN a plan written before the done items: A done in its string set, with budgets
+    ddb.put_item(
+        TableName="ledger",
+        Item={
+            "pk": {"S": "ORG#111111111111#TICKS"},
+            "sk": {"S": stamp(T0)},
+            "expected": {"SS": [A.key, B.key]},
+            "deadline": {"S": stamp(T0 + timedelta(minutes=10))},
+            "errors": {"M": {}},
+            "attempts": {"M": {}},
+            "done": {"SS": [A.key]},
+            f"budgets/{A.key}": {"M": {"vision": {"N": "50"}}},
+        },
+    )
+    book = DynamoDbSliceBook(ddb, "ledger", "111111111111")
+    # WHEN A comes again (with other budgets), then B
+    assert book.mark_done(T0, A, {"vision": Decimal("1")}) == (False, None)
+    newly, plan = book.mark_done(T0, B, {"llm": Decimal("3")})
+    # THEN B completes it, with both slices' budgets
+    assert newly and plan.complete and plan.done == {A, B}
+    assert plan.tag_budgets == {A: {"vision": 50}, B: {"llm": 3}}

@@ -72,20 +72,13 @@ def test_sqs_requests_are_the_sends_receives_deletes_and_idle_long_polls() -> No
     assert usd["sqs_requests"] == pytest.approx(0.34)
 
 
-def test_each_mark_in_the_plan_is_billed_on_the_plan_after_it() -> None:
-    # GIVEN a plan of 5 slices, 24 bytes without them and 250 bytes a slice key (one set)
+def test_each_mark_costs_the_same_units_whatever_the_plans_size() -> None:
+    # GIVEN plans of 5, 80 and 2,000 slices, a slice key of 250 bytes
     load = HubLoad(plan_base_bytes=24, plan_bytes_per_slice=250.0)
-    # THEN the i-th mark is billed on 24 + 250 x (5 + i) bytes:
-    # 1,524 / 1,774 / 2,024 bytes -> 2 units each; 2,274 / 2,524 -> 3 units each
-    assert plan_write_units(5, load) == 2 + 2 + 2 + 3 + 3
+    # THEN each mark is its done item and the counter: two units, whatever the plan
+    assert plan_write_units(5, load) == 5 * 2
     assert plan_write_units(0, load) == 0
-
-
-def test_the_plans_writes_grow_with_the_square_of_the_active_slices() -> None:
-    # GIVEN the measured plan: 129 bytes, 23.25 bytes a slice key
-    load = HubLoad(plan_base_bytes=129, plan_bytes_per_slice=23.25)
-    # THEN ten times the active slices cost far more than ten times the units (~81x)
-    assert plan_write_units(800, load) > 50 * plan_write_units(80, load)
+    assert plan_write_units(2000, load) == 25 * plan_write_units(80, load)
 
 
 def test_a_ticks_dynamodb_units_by_hand() -> None:
@@ -103,13 +96,15 @@ def test_a_ticks_dynamodb_units_by_hand() -> None:
         plans_swept=25,
     )
     units = dynamodb_units(load)
-    # THEN the plan's put (1,100 B: 2 units) and marks (1,200..2,000 B: 2 units x 9, 2,100 B: 3)
-    assert units["plan_write_units"] == 2 + 9 * 2 + 3
-    # writes: 10 x 6 + 23 + 1.25 x 1 + 10/96 x 1
-    assert units["write_units"] == pytest.approx(60 + 23 + 1.25 + 10 / 96)
+    # THEN the plan's put with its counter in a transaction (1,100 B: 2 units, the counter
+    # 1, twice) and the marks (a done item and the counter: 2 units x 10)
+    assert units["plan_write_units"] == 2 * (2 + 1) + 10 * 2
+    # writes: 10 x 6 + 26 + 1.25 x 1 + 10/96 x 1
+    assert units["write_units"] == pytest.approx(60 + 26 + 1.25 + 10 / 96)
     # reads: 10 x 9 + 1.25 + 10/96 + directory ceil(4,000/4,096) = 1
-    # + sweep ceil(25 x 2,100 / 4,096) = 13 + aggregation 10 x 8
-    assert units["read_units"] == pytest.approx(90 + 1.25 + 10 / 96 + 1 + 13 + 80)
+    # + sweep ceil(25 x 1,100 / 4,096) = 7 and the done items read twice
+    # (2 x ceil(10 x 128 / 4,096) = 2) + aggregation 10 x 8
+    assert units["read_units"] == pytest.approx(90 + 1.25 + 10 / 96 + 1 + 7 + 2 + 80)
 
 
 def test_the_stack_adds_every_alarm_the_key_the_secret_and_the_guards() -> None:

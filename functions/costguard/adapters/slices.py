@@ -1,21 +1,42 @@
 """The plans of an Organization's scheduled scans, on the ledger table (and in memory).
 
-=============================  ==================  =================================================
-pk                             sk                  what
-=============================  ==================  =================================================
-``ORG#<scope>#TICKS``          ``<time>``          expected and done slices, failures, aggregated,
-                                                   and each done slice's tagged budgets
-=============================  ==================  =================================================
+==============================  ==================  ============================================
+pk                              sk                  what
+==============================  ==================  ============================================
+``ORG#<scope>#TICKS``           ``<time>``          the plan: expected and carried slices,
+                                                    deadline, failures, aggregation claim
+``ORG#<scope>#TICK#<time>``     ``remaining``       how many expected slices are not done yet
+``ORG#<scope>#TICK#<time>``     ``done#<slice>``    one done slice, with its tagged budgets
+==============================  ==================  ============================================
 
-A slice is marked done with **one** conditional ``UpdateItem`` (``ADD`` to a string set
-unless it holds it already): a duplicate message, a retry after a crash, or a second
-consumer racing the first mark it once, and only the call that added it is told so.
+Marking a slice done costs the same whatever the number of slices: a conditional
+``PutItem`` of the slice's own item (``attribute_not_exists``: a duplicate message, a
+retry after a crash or a second consumer racing the first is refused, and only the call
+that wrote it is told so), then, only when that put went through, ``ADD remaining -1`` on
+the small counter item (``remaining > 0``, ``UPDATED_NEW``: the counter alone comes back).
+The call that brings it to 0 reads the plan in full (one ``GetItem`` and a paginated
+``Query`` of the time's partition) and, if every expected slice is done, returns it so
+that it may aggregate. Neither write touches the plan item, whose size grows with the
+slices: an ``UpdateItem`` is billed on the larger of the item before and after, so a
+mark on it cost units in proportion to the plan (the square of the slices per time) and
+made it a hot key; and no item grows with the marks, so no 400 KB limit.
+
+A crash between the put and the decrement leaves the counter above 0 for good: the
+deadline sweep (:meth:`DynamoDbSliceBook.due`) aggregates the time all the same, from
+the done items it reads. "Complete" is always decided on those items against the plan's
+expected slices, never on the counter alone: a slice that was not planned cannot
+complete a plan early.
+
 Aggregation is a two-phase claim, like an alert's: a conditional ``SET`` of
 ``aggregating_at`` with a lease (``aggregation_expires``) claims it; ``aggregated_at`` is
 set only once the work is done; a holder that fails gives the claim back (fenced by its
 claim time), and one that crashed loses it when the lease runs out, so the deadline
-sweep aggregates the time all the same.
-An item holds 800 slice keys in about 20 KB, far under DynamoDB's 400 KB.
+sweep aggregates the time all the same. A failure is kept on the plan item (rare, and
+billed on its size): a plan of 2,000 slices is about 50 KB, under DynamoDB's 400 KB.
+
+Plans written before the done items existed (a string set ``done`` and ``budgets/<slice>``
+attributes on the plan item, no counter) still read and complete: their marks find no
+counter and decide on a full read.
 """
 
 from __future__ import annotations
@@ -41,6 +62,9 @@ PLAN_TTL = timedelta(days=3)
 FAILURE_CHARS = 300
 #: The attribute holding one done slice's tagged budgets: ``budgets/<account>/<region>``.
 BUDGETS_PREFIX = "budgets/"
+#: The sort keys of a time's partition: its counter, and one item per done slice.
+REMAINING = "remaining"
+DONE_PREFIX = "done#"
 
 
 def _code(exc: ClientError) -> str:
@@ -52,9 +76,23 @@ class DynamoDbSliceBook:
         self._ddb = client
         self._table = table_name
         self._pk = f"ORG#{scope}#TICKS"
+        self._tick_prefix = f"ORG#{scope}#TICK#"
 
     def _key(self, tick: datetime) -> dict[str, Any]:
         return {"pk": {"S": self._pk}, "sk": {"S": stamp(tick)}}
+
+    def _tick_pk(self, tick: datetime) -> dict[str, str]:
+        return {"S": f"{self._tick_prefix}{stamp(tick)}"}
+
+    def _counter_key(self, tick: datetime) -> dict[str, Any]:
+        return {"pk": self._tick_pk(tick), "sk": {"S": REMAINING}}
+
+    def _done_key(self, tick: datetime, s: Slice) -> dict[str, Any]:
+        return {"pk": self._tick_pk(tick), "sk": {"S": f"{DONE_PREFIX}{s.key}"}}
+
+    @staticmethod
+    def _ttl(tick: datetime) -> dict[str, str]:
+        return {"N": str(int((tick + PLAN_TTL).timestamp()))}
 
     def plan(
         self,
@@ -67,22 +105,43 @@ class DynamoDbSliceBook:
         if not keys:
             return False
         also = sorted({s.key for s in carried} - set(keys))
+        # The plan and its counter in one transaction: a counter without a plan, or a plan
+        # whose marks could never count down, is never seen.
         try:
-            self._ddb.put_item(
-                TableName=self._table,
-                Item={
-                    **self._key(tick),
-                    "expected": {"SS": keys},
-                    **({"carried": {"SS": also}} if also else {}),
-                    "deadline": {"S": stamp(deadline)},
-                    "errors": {"M": {}},
-                    "attempts": {"M": {}},
-                    "ttl": {"N": str(int((tick + PLAN_TTL).timestamp()))},
-                },
-                ConditionExpression="attribute_not_exists(pk)",
+            self._ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": {
+                                **self._key(tick),
+                                "expected": {"SS": keys},
+                                **({"carried": {"SS": also}} if also else {}),
+                                "deadline": {"S": stamp(deadline)},
+                                "errors": {"M": {}},
+                                "attempts": {"M": {}},
+                                "ttl": self._ttl(tick),
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": {
+                                **self._counter_key(tick),
+                                REMAINING: {"N": str(len(keys))},
+                                "ttl": self._ttl(tick),
+                            },
+                        }
+                    },
+                ]
             )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
+            if _code(exc) == "TransactionCanceledException" and any(
+                r.get("Code") == "ConditionalCheckFailed"
+                for r in exc.response.get("CancellationReasons", [])
+            ):
                 return False  # planned already: a retried fan-out changes nothing
             raise
         return True
@@ -90,32 +149,62 @@ class DynamoDbSliceBook:
     def mark_done(
         self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
     ) -> tuple[bool, TickPlan | None]:
-        names = {"#done": "done"}
-        values: dict[str, Any] = {":slice": {"SS": [s.key]}, ":key": {"S": s.key}}
-        update = "ADD #done :slice"
+        item: dict[str, Any] = {**self._done_key(tick, s), "ttl": self._ttl(tick)}
         if tag_budgets:
-            # One attribute per slice, written with "done" in the same conditional update
-            # (once): no map that a plan written before this attribute existed would lack.
-            names["#budgets"] = f"{BUDGETS_PREFIX}{s.key}"
-            values[":budgets"] = {
+            item["budgets"] = {
                 "M": {p: {"N": format(amount, "f")} for p, amount in sorted(tag_budgets.items())}
             }
-            update += " SET #budgets = :budgets"
+        try:
+            self._ddb.put_item(
+                TableName=self._table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False, self._if_complete(tick)  # done already: a duplicate or a retry
         try:
             response = self._ddb.update_item(
                 TableName=self._table,
-                Key=self._key(tick),
-                UpdateExpression=update,
-                ConditionExpression="attribute_exists(pk) AND NOT contains(#done, :key)",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
+                Key=self._counter_key(tick),
+                UpdateExpression="ADD #left :minus_one",
+                ConditionExpression="#left > :zero",
+                ExpressionAttributeNames={"#left": REMAINING},
+                ExpressionAttributeValues={":minus_one": {"N": "-1"}, ":zero": {"N": "0"}},
+                ReturnValues="UPDATED_NEW",
             )
         except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False, self.get(tick)
-            raise
-        return True, _plan(response["Attributes"])
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise  # the done item stays: a retry is a duplicate, the deadline sweeps
+            return self._uncounted(tick, s)
+        if int(response["Attributes"][REMAINING]["N"]) > 0:
+            return True, None
+        return True, self._complete(self.get(tick))
+
+    def _if_complete(self, tick: datetime) -> TickPlan | None:
+        """The plan in full if the counter says it may be complete (or there is none)."""
+        counter = self._ddb.get_item(
+            TableName=self._table, Key=self._counter_key(tick), ConsistentRead=True
+        ).get("Item")
+        if counter is not None and int(counter[REMAINING]["N"]) > 0:
+            return None
+        return self._complete(self.get(tick))
+
+    def _uncounted(self, tick: datetime, s: Slice) -> tuple[bool, TickPlan | None]:
+        """A done item written, but no counter to count it down: no plan, a plan of the
+        previous layout, or a counter at 0 already (a slice not planned brought it there)."""
+        read = self._read(tick)
+        if read is None:
+            # Left to its time to live (no DeleteItem in the hub's grants): a plan is made
+            # before its messages are sent, so none is made at this time afterwards.
+            return False, None
+        plan, legacy_done = read
+        return s not in legacy_done, self._complete(plan)
+
+    @staticmethod
+    def _complete(plan: TickPlan | None) -> TickPlan | None:
+        return plan if plan is not None and plan.complete else None
 
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:
         try:
@@ -145,13 +234,50 @@ class DynamoDbSliceBook:
                 raise  # no plan (expired): nothing to report the failure against
 
     def get(self, tick: datetime) -> TickPlan | None:
+        read = self._read(tick)
+        return read[0] if read else None
+
+    def remaining(self, tick: datetime) -> int | None:
+        """The counter: expected slices not counted down yet (None: no counter)."""
+        counter = self._ddb.get_item(
+            TableName=self._table, Key=self._counter_key(tick), ConsistentRead=True
+        ).get("Item")
+        return int(counter[REMAINING]["N"]) if counter else None
+
+    def _read(self, tick: datetime) -> tuple[TickPlan, frozenset[Slice]] | None:
+        """The plan in full, and the slices done in its own string set (previous layout)."""
         item = self._ddb.get_item(
             TableName=self._table, Key=self._key(tick), ConsistentRead=True
         ).get("Item")
-        return _plan(item) if item else None
+        if not item:
+            return None
+        plan = _plan(item)
+        return self._with_done_items(plan), plan.done
+
+    def _with_done_items(self, plan: TickPlan) -> TickPlan:
+        pages = self._ddb.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :done)",
+            ExpressionAttributeValues={
+                ":pk": self._tick_pk(plan.tick),
+                ":done": {"S": DONE_PREFIX},
+            },
+            ConsistentRead=True,
+        )
+        legacy_done = plan.done  # done in the previous layout: its first budgets stand
+        done = set(legacy_done)
+        budgets = dict(plan.tag_budgets)
+        for page in pages:
+            for item in page.get("Items", []):
+                s = Slice.parse(item["sk"]["S"].removeprefix(DONE_PREFIX))
+                done.add(s)
+                if "budgets" in item and s not in legacy_done:
+                    budgets[s] = {p: Decimal(v["N"]) for p, v in item["budgets"]["M"].items()}
+        return replace(plan, done=frozenset(done), tag_budgets=budgets)
 
     def due(self, since: datetime, now: datetime) -> list[TickPlan]:
-        """Plans of times in [since, now] not aggregated yet whose deadline has passed."""
+        """Plans of times in [since, now] not aggregated yet whose deadline has passed
+        (only those are read in full)."""
         pages = self._ddb.get_paginator("query").paginate(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :since AND :now",
@@ -163,7 +289,9 @@ class DynamoDbSliceBook:
             ConsistentRead=True,
         )
         plans = [_plan(item) for page in pages for item in page.get("Items", [])]
-        return [p for p in plans if p.aggregated_at is None and p.deadline <= now]
+        return [
+            self._with_done_items(p) for p in plans if p.aggregated_at is None and p.deadline <= now
+        ]
 
     def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
         try:
@@ -286,13 +414,20 @@ class InMemorySliceBook:
     ) -> tuple[bool, TickPlan | None]:
         with self._lock:
             plan = self._plans.get(tick)
-            if plan is None or s in plan.done:
-                return False, plan
-            budgets = dict(plan.tag_budgets)
-            if tag_budgets:
-                budgets[s] = dict(tag_budgets)
-            plan = self._plans[tick] = replace(plan, done=plan.done | {s}, tag_budgets=budgets)
-            return True, plan
+            if plan is None:
+                return False, None
+            newly = s not in plan.done
+            if newly:
+                budgets = dict(plan.tag_budgets)
+                if tag_budgets:
+                    budgets[s] = dict(tag_budgets)
+                plan = self._plans[tick] = replace(plan, done=plan.done | {s}, tag_budgets=budgets)
+            return newly, plan if plan.complete else None
+
+    def remaining(self, tick: datetime) -> int | None:
+        with self._lock:
+            plan = self._plans.get(tick)
+            return len(plan.expected - plan.done) if plan else None
 
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:
         with self._lock:

@@ -3,8 +3,8 @@
 - :class:`SliceWork` (the queue consumer's use case) scans one account-region into its own
   ledger scope (:func:`costguard.domain.org.slice_scope`) with the single-account
   :class:`~costguard.services.scan.ScanService`, then marks the slice done in the plan.
-  The ledger's watermark compare-and-set makes the slice exactly-once; the plan's
-  conditional set-add makes "done" exactly-once; the one call that completes the plan
+  The ledger's watermark compare-and-set makes the slice exactly-once; the slice's
+  conditional "done" put makes "done" exactly-once; the one call that completes the plan
   aggregates.
 - :class:`Aggregation` rolls every slice's month totals and run-rates up per project,
   across accounts, and runs the budget alerts on the result, once per scheduled time
@@ -59,7 +59,11 @@ class SliceBook(Protocol):
         self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
     ) -> tuple[bool, TickPlan | None]:
         """Add ``s`` to the time's done slices (and, with it, the budgets its scan found
-        tagged); True only for the call that added it."""
+        tagged); True only for the call that added it.
+
+        The plan comes back (read in full) only when every expected slice is done, so
+        that the caller may aggregate; None while some are missing, or when nothing is
+        planned. A mark costs the same whatever the plan's size."""
         ...
 
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None: ...
