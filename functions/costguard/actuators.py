@@ -23,28 +23,29 @@ from costguard.iam import SAGEMAKER_TAGS_TAGGING_API, Permission
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
-    from costguard.services.guard import Guard
+    from costguard.services.guard import Guard, GuardContext
     from costguard.settings import Settings
 
 
-def _build_idle(settings: Settings, clients: ClientFactory) -> Guard:
+def _build_idle(settings: Settings, clients: ClientFactory, context: GuardContext) -> Guard:
     # Imported when a guard is built, not when the stack reads the declarations.
     from costguard.wiring import build_idle_guard  # noqa: PLC0415
 
-    return build_idle_guard(settings, clients)
+    return build_idle_guard(settings, clients, context)
 
 
-def _build_stale_volumes(settings: Settings, clients: ClientFactory) -> Guard:
+def _build_stale_volumes(
+    settings: Settings, clients: ClientFactory, context: GuardContext
+) -> Guard:
     """Unattached EBS volumes past their TTL (snapshotted first), and expired snapshots."""
     # Imported when a guard is built, not when the stack reads the declarations.
     from costguard.adapters.ebs import EbsInventory  # noqa: PLC0415
     from costguard.domain.stale_volumes import VolumeRules  # noqa: PLC0415
     from costguard.services.guard import Guard  # noqa: PLC0415
     from costguard.services.stale_volumes import StaleVolumePolicy  # noqa: PLC0415
-    from costguard.wiring import build_ledger, catalog_in_use  # noqa: PLC0415
 
-    catalog = catalog_in_use(settings, clients)
-    ledger = build_ledger(settings, clients)
+    catalog = context.catalog
+    ledger = context.ledger
     policy = StaleVolumePolicy(
         EbsInventory(clients),
         ledger,

@@ -34,7 +34,7 @@ from costguard.domain.idle import MB, GpuDiscovery, IdleThresholds
 from costguard.domain.pricing import PriceCatalog
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.cost_explorer import CostExplorerService
-from costguard.services.guard import Guard
+from costguard.services.guard import Guard, GuardContext
 from costguard.services.idle import IdlePolicy, IdleSettings
 from costguard.services.scan import Progress, ScanService, ScanSettings
 
@@ -241,7 +241,17 @@ def idle_settings(settings: Settings, account: str) -> IdleSettings:
     )
 
 
-def build_idle_guard(settings: Settings, clients: ClientFactory) -> Guard:
+def guard_context(settings: Settings, clients: ClientFactory) -> GuardContext:
+    """A guard's ledger, notifier and catalog, in the account of ``clients`` (the one
+    CostGuard runs in: the hub's, in an Organization)."""
+    return GuardContext(
+        build_ledger(settings, clients),
+        build_notifier(settings, clients),
+        catalog_in_use(settings, clients),
+    )
+
+
+def build_idle_guard(settings: Settings, clients: ClientFactory, context: GuardContext) -> Guard:
     """The idle-notebook guard: its policy on batched CloudWatch reads, and its actuators.
 
     SageMaker notebook instances and Studio apps are judged only where the guard has an
@@ -272,7 +282,7 @@ def build_idle_guard(settings: Settings, clients: ClientFactory) -> Guard:
     policy = IdlePolicy(
         candidates,
         CloudWatchMetrics(clients.cloudwatch),
-        catalog_in_use(settings, clients),
+        context.catalog,
         idle_settings(settings, clients.account),
         studio=StudioInventory(clients) if settings.sagemaker_studio else None,
     )

@@ -54,7 +54,7 @@ def settings(dry_run: bool) -> Any:
 
 def toy_guard(session: Any) -> dict[str, Any]:
     return {
-        "toy": lambda _settings, clients: Guard(
+        "toy": lambda _settings, clients, _context: Guard(
             "toy", ToyPolicy(session), [Ec2InstanceActuator(clients)]
         )
     }

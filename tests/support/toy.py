@@ -63,7 +63,7 @@ class ToyPolicy:
         return toy_policy(self.session, now)
 
 
-def _build_toy(_settings: Any, clients: Any) -> Any:
+def _build_toy(_settings: Any, clients: Any, _context: Any) -> Any:
     from costguard.adapters.ec2_actuator import Ec2InstanceActuator
     from costguard.services.guard import Guard
 

@@ -31,7 +31,7 @@ from costguard.services.sweep import BucketRef, SweepService
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
-    from costguard.services.guard import Guard
+    from costguard.services.guard import Guard, GuardContext
     from costguard.settings import Settings
 
 #: The boto3 S3 client. Typed ``Any`` because the mypy_boto3_s3 stubs are not installed
@@ -529,14 +529,13 @@ def bucket_lister(
     return listing
 
 
-def build_stale_objects(settings: Settings, clients: ClientFactory) -> Guard:
+def build_stale_objects(settings: Settings, clients: ClientFactory, context: GuardContext) -> Guard:
     """The stale-object guard: its policy (survey, decisions) and its bucket actuator."""
     from costguard.adapters.catalog import load_catalog  # noqa: PLC0415 - at run time only
     from costguard.services.guard import Guard  # noqa: PLC0415
     from costguard.services.sweep import SweepSettings  # noqa: PLC0415
-    from costguard.wiring import build_ledger, build_notifier  # noqa: PLC0415 - a cycle
 
-    ledger = build_ledger(settings, clients)
+    ledger = context.ledger
     home = settings.regions[0]
     regions: dict[str, str] = {}
     listing = bucket_lister(lambda r: clients("s3", r), home)
@@ -566,7 +565,7 @@ def build_stale_objects(settings: Settings, clients: ClientFactory) -> Guard:
         store,
         ledger,
         ledger,
-        build_notifier(settings, clients),
+        context.notifier,
         SweepSettings(settings.scope, rate(home), dry_run=settings.dry_run),
     )
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from costguard.ports import Budget
     from costguard.services.executor import ExecutionReport
-    from costguard.services.guard import GuardFactory
+    from costguard.services.guard import Guard, GuardFactory
     from costguard.settings import Settings
 
 logger = Logger(service="costguard-act")
@@ -49,8 +49,9 @@ def process(
     budget: Budget | None = None,
 ) -> ExecutionReport:
     from costguard.actuators import SPECS
-    from costguard.services.executor import Executor, ExecutorSettings
-    from costguard.wiring import build_ledger, build_notifier, clients_for
+    from costguard.services.executor import ExecutorSettings
+    from costguard.services.guard import run_guard
+    from costguard.wiring import clients_for, guard_context
 
     parsed = parse_event(ActEvent, event)
     wall = clock or events.CLOCK()
@@ -71,25 +72,32 @@ def process(
         known = ", ".join(sorted(registry)) or "none yet"
         raise ValueError(f"unknown guard {name!r} (known: {known})")
     clients = clients_for(settings, session)
-    guard = factory(settings, clients)
-    if guard.bind_budget is not None and budget is not None:
-        guard.bind_budget(budget)
-    executor = Executor(
-        guard.actuators,
-        build_ledger(settings, clients),
-        build_notifier(settings, clients),
+    context = guard_context(settings, clients)
+    guard = factory(settings, clients, context)
+    report = run_guard(
+        guard,
+        context,
         ExecutorSettings(
-            scope=settings.scope,
-            dry_run=settings.dry_run,
-            tag_keys=settings.tag_keys,
-            opt_in_tags=guard.opt_in_tags,
+            scope=settings.scope, dry_run=settings.dry_run, tag_keys=settings.tag_keys
         ),
+        now,
+        budget,
     )
-    report = executor.run(guard.policy.decide(now), now)
+    log_run(guard, report)
+    if report.failures:
+        raise ActionsFailedError(failed_message(report))
+    return report
+
+
+def log_run(guard: Guard, report: ExecutionReport, **where: str) -> None:
+    """One log line per finding and per action (the dashboard's), and the run's counts;
+    ``where`` adds keys to each (the member account, in an Organization)."""
     # What the policy found wrong (a malformed idle-minutes tag, a notebook without the
     # heartbeat, Studio without idle shutdown): one log line each, for the dashboard.
     for finding in guard.findings():
-        logger.warning("guard finding", extra={"guard": guard.name, "finding": finding.as_dict()})
+        logger.warning(
+            "guard finding", extra={"guard": guard.name, "finding": finding.as_dict(), **where}
+        )
     for o in report.outcomes:
         t = o.decision.target
         logger.info(
@@ -105,15 +113,16 @@ def process(
                 "dry_run": report.dry_run,
                 "detail": o.detail,
                 "error": o.error,
+                **where,
             },
         )
-    logger.info("guard run complete", extra={"guard": guard.name, "counts": report.counts})
-    if report.failures:
-        raise ActionsFailedError(
-            f"{len(report.failures)} of {len(report.outcomes)} actions failed: "
-            + "; ".join(f"{o.decision.target.key}: {o.error}" for o in report.failures[:10])
-        )
-    return report
+    logger.info("guard run complete", extra={"guard": guard.name, "counts": report.counts, **where})
+
+
+def failed_message(report: ExecutionReport) -> str:
+    return f"{len(report.failures)} of {len(report.outcomes)} actions failed: " + "; ".join(
+        f"{o.decision.target.key}: {o.error}" for o in report.failures[:10]
+    )
 
 
 class LambdaBudget:

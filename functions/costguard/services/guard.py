@@ -8,16 +8,19 @@ handler and the role are shared.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from costguard.domain.decisions import Decision
 from costguard.domain.findings import Finding
 from costguard.ports import Actuator, Budget
+from costguard.services.executor import ExecutionReport, Executor, ExecutorSettings
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
+    from costguard.domain.pricing import PriceCatalog
+    from costguard.ports import Ledger, Notifier
     from costguard.settings import Settings
 
 
@@ -42,5 +45,44 @@ class Guard:
     findings: Callable[[], Sequence[Finding]] = lambda: ()
 
 
-#: Builds a guard from settings and typed clients; the actuator Lambda's registry holds these.
-GuardFactory = Callable[["Settings", "ClientFactory"], Guard]
+@dataclass(frozen=True, slots=True)
+class GuardContext:
+    """What a guard keeps where CostGuard runs, not where it acts.
+
+    In one account both are the same account. In an Organization the guard acts in a
+    member account through its clients, while the claims, audit trail and sweep state
+    stay in the hub's ledger, warnings go to the hub's topic, and savings are counted at
+    the hub's catalog: a factory must never build these from the clients it acts with.
+    """
+
+    ledger: Ledger
+    notifier: Notifier | None
+    #: The prices savings are counted at (the stored catalog when deployed).
+    catalog: PriceCatalog
+
+
+#: Builds a guard from settings, the clients it reads and acts with, and the context it
+#: records in; the actuator Lambda's registry holds these.
+GuardFactory = Callable[["Settings", "ClientFactory", GuardContext], Guard]
+
+
+def run_guard(
+    guard: Guard,
+    context: GuardContext,
+    settings: ExecutorSettings,
+    now: datetime,
+    budget: Budget | None = None,
+) -> ExecutionReport:
+    """The guard's decisions through the one executor: warn, act, dry-run, audit, tell.
+
+    ``settings`` names the scope the claims and audit trail are kept under; the guard's
+    own opt-in tags are added here, so that no caller can forget them."""
+    if guard.bind_budget is not None and budget is not None:
+        guard.bind_budget(budget)
+    executor = Executor(
+        guard.actuators,
+        context.ledger,
+        context.notifier,
+        replace(settings, opt_in_tags=guard.opt_in_tags),
+    )
+    return executor.run(guard.policy.decide(now), now)
