@@ -18,6 +18,7 @@ from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.s3 import S3BucketActuator, build_stale_objects
 from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator, StudioAppActuator
 from costguard.adapters.studio import STUDIO_READS
+from costguard.domain.org_act import Reach
 from costguard.guards import DeclaresPermissions, GuardSpec
 from costguard.iam import SAGEMAKER_TAGS_TAGGING_API, Permission
 
@@ -112,6 +113,7 @@ STALE_VOLUMES = GuardSpec(
         cast("DeclaresPermissions", EbsSnapshotActuator),
     ),
     reads=EBS_READS,
+    reach=Reach.DATA,
     # An attach-and-detach shorter than this is invisible to the unattached clock.
     every_minutes=30,
 )
@@ -122,6 +124,7 @@ STALE_OBJECTS = GuardSpec(
     description="deletes objects older than their bucket's costguard:ttl, to the hour",
     build=build_stale_objects,
     actuators=(S3BucketActuator,),
+    reach=Reach.DATA,
     # Hourly: "48h" is kept to the hour. The run stops itself well before its timeout and
     # resumes next hour; the timeout stays under the executor's 15-minute claim lease,
     # so two runs never sweep one bucket at once even when one starts late.

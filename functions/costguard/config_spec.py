@@ -922,6 +922,16 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         "The Organization hub's FIFO work queue (the fan-out's only).",
         org=True,
     ),
+    SettingSpec(
+        "act_queue_url",
+        None,
+        Env.ACT_QUEUE_URL,
+        str | None,
+        None,
+        "The Organization hub's FIFO guard queue: one guard in one member account per "
+        "message (the fan-out's only).",
+        org=True,
+    ),
 )
 
 BY_NAME: Final[Mapping[str, SettingSpec]] = {s.name: s for s in SETTINGS}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from costguard.domain.org_act import Reach
 from costguard.iam import Permission
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ class GuardSpec:
     memory_mb: int = 512
     #: The deployment setting (a CostGuardConfig field) that overrides ``every_minutes``.
     rate_setting: str | None = None
+    #: In an Organization, which of a member account's regions it acts in: where compute
+    #: was found, or (data guards) every allowed region.
+    reach: Reach = Reach.COMPUTE
 
     def permissions(self) -> tuple[Permission, ...]:
         """The guard role's permissions: its reads, then each actuator's, once each."""

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from costguard.names import OrgRoles
+
 #: Verbs that only read. Everything else counts as mutating in the policy tests.
 READ_ONLY_PREFIXES = ("Describe", "List", "Get", "BatchGet", "Query", "Scan")
 
@@ -281,6 +283,20 @@ def hub_assume_permissions(member_role: str, org_id: str) -> tuple[Permission, .
             "scan each member account through its read role, and only inside the "
             "Organization (aws:ResourceOrgID): never a role of the same name elsewhere",
             resources=(f"arn:{{partition}}:iam::*:role/{member_role}",),
+            conditions={"StringEquals": {"aws:ResourceOrgID": org_id}},
+        ),
+    )
+
+
+def hub_act_permissions(org_id: str) -> tuple[Permission, ...]:
+    """The hub's guard consumers: the member act role (fixed name), in the Organization's
+    accounts only. What they may do there is the act role's own, tag-conditioned policy."""
+    return (
+        Permission(
+            ("sts:AssumeRole",),
+            "act in each member account through its tag-conditioned act role, and only "
+            "inside the Organization (aws:ResourceOrgID): never a role of the same name elsewhere",
+            resources=(f"arn:{{partition}}:iam::*:role/{OrgRoles.MEMBER_ACT}",),
             conditions={"StringEquals": {"aws:ResourceOrgID": org_id}},
         ),
     )

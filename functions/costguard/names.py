@@ -105,6 +105,8 @@ class Env:
     ORG_OPT_OUT_TAG: Final = "COSTGUARD_ORG_OPT_OUT_TAG"
     #: The hub's FIFO work queue (the fan-out's only).
     QUEUE_URL: Final = "COSTGUARD_QUEUE_URL"
+    #: The Organization hub's guard queue (one guard in one member account per message).
+    ACT_QUEUE_URL: Final = "COSTGUARD_ACT_QUEUE_URL"
     SLACK_SECRET_NAME: Final = "COSTGUARD_SLACK_SECRET_NAME"  # noqa: S105 - a variable name
     METRICS_NAMESPACE: Final = "POWERTOOLS_METRICS_NAMESPACE"
     SERVICE_NAME: Final = "POWERTOOLS_SERVICE_NAME"
@@ -152,6 +154,7 @@ class Metrics:
     #: The Organization hub's Lambdas (Powertools' service name).
     ORG_FANOUT_SERVICE: Final = "costguard-org-fanout"
     ORG_CONSUMER_SERVICE: Final = "costguard-org-consumer"
+    ORG_ACT_SERVICE: Final = "costguard-org-act"
 
 
 class Heartbeat:

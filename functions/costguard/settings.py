@@ -152,6 +152,7 @@ class Settings(SpecModel):
     org_slice_deadline_minutes: int = _field("org_slice_deadline_minutes")
     org_opt_out_tag: str = _field("org_opt_out_tag")
     queue_url: str | None = _field("queue_url")
+    act_queue_url: str | None = _field("act_queue_url")
 
     @property
     def tag_keys(self) -> TagKeys:

@@ -106,9 +106,12 @@ class MemberClients:
         *,
         ttl_seconds: float = 45 * 60,
         clock: Callable[[], float] = time.monotonic,
+        session_name: str = "costguard-hub",
     ) -> None:
         self._base = base
         self._role = role_name
+        #: CloudTrail shows it in the member account: who acted (the hub's guards or scans).
+        self._session_name = session_name
         self._ttl = ttl_seconds
         self._clock = clock
         self._cache: dict[str, tuple[float, ClientFactory]] = {}
@@ -120,7 +123,7 @@ class MemberClients:
             hit = self._cache.get(s.account)
             if hit is not None and now - hit[0] < self._ttl:
                 return hit[1]
-        clients = member_clients(self._base, s, self._role)
+        clients = member_clients(self._base, s, self._role, session_name=self._session_name)
         with self._lock:
             self._cache[s.account] = (now, clients)
         return clients

@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from costguard.domain.calendar import require_utc
 from costguard.domain.directory import Work, WorkKind
 from costguard.domain.org import Slice
+from costguard.domain.org_act import GuardRun
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
@@ -112,3 +113,64 @@ class SqsWorkQueue:
                 )
             sent += len(batch)
         return sent
+
+
+# -- the guards' queue -----------------------------------------------------------------------
+
+
+class GuardItem(BaseModel):
+    """One act-queue message: ``guard`` in ``account`` over ``regions``, planned at ``time``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    time: datetime
+    guard: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9-]*$")
+    account: str
+    regions: tuple[str, ...] = Field(min_length=1, max_length=64)
+
+    @field_validator("time")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        return require_utc(value)
+
+    def run(self) -> GuardRun:
+        return GuardRun(self.time, self.guard, self.account, self.regions)
+
+    @classmethod
+    def of(cls, run: GuardRun) -> GuardItem:
+        return cls(time=run.tick, guard=run.guard, account=run.account, regions=run.regions)
+
+    def dedupe_id(self) -> str:
+        return f"{self.time:%Y%m%dT%H%M%SZ}/{self.account}/act/{self.guard}"
+
+
+class SqsGuardQueue:
+    """:class:`costguard.services.org_act.GuardQueue` on the act FIFO queue.
+
+    One message group per account: one guard runs in an account at a time (its API rate
+    limits, and no two guards racing over one resource), whatever the consumers'
+    concurrency; the executor's claims make even an overlap safe."""
+
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
+        self._sqs = client
+        self._url = queue_url
+
+    def send(self, runs: Sequence[GuardRun]) -> int:
+        messages = [GuardItem.of(r) for r in runs]
+        for start in range(0, len(messages), SEND_BATCH):
+            batch = messages[start : start + SEND_BATCH]
+            entries: list[SendMessageBatchRequestEntryTypeDef] = [
+                {
+                    "Id": str(i),
+                    "MessageBody": m.model_dump_json(),
+                    "MessageGroupId": m.account,
+                    "MessageDeduplicationId": m.dedupe_id(),
+                }
+                for i, m in enumerate(batch)
+            ]
+            response = self._sqs.send_message_batch(QueueUrl=self._url, Entries=entries)
+            if response.get("Failed"):
+                raise WorkQueueError(
+                    f"SQS refused {len(response['Failed'])} guard runs: {response['Failed'][:3]}"
+                )
+        return len(messages)

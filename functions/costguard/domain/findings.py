@@ -29,6 +29,8 @@ class FindingCode(StrEnum):
     PENDING_CAPACITY = "pending-capacity"
     UNATTRIBUTED = "unattributed"
     SCAN_FAILED = "scan-failed"
+    #: A guard could not enter a member account (its act role is missing or denied).
+    ACT_FAILED = "act-failed"
     #: An account-region of an Organization that is no longer scanned (the account was
     #: suspended, closed, opted out or unlisted; the region disabled or not allowed) whose
     #: spend earlier this month is still counted until the month ends.

@@ -235,6 +235,12 @@ def fanout_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     from costguard.handlers.events import EventTimeError, scheduled_now
     from costguard.settings import Settings
 
+    if isinstance(event, dict) and event.get("guard"):
+        # A guard's schedule (Organization mode has no per-guard Lambdas): one run of
+        # that guard per member account, on the act queue.
+        from costguard.handlers.org_act import guard_fanout
+
+        return guard_fanout(event, Settings.from_env(os.environ), boto3.Session())
     try:
         tick = scheduled_now(FanoutEvent, event, events.CLOCK())
     except EventTimeError as exc:

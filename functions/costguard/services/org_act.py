@@ -1,0 +1,200 @@
+"""Guards across an Organization: plan one run per member account, act through its role.
+
+- :class:`GuardFanout` (the hub's fan-out, invoked by a guard's schedule) plans the
+  guard's runs from the directory the scan ticks keep (:func:`plan_guard_runs`, no AWS
+  call) and sends one message per account to the act queue.
+- :class:`GuardWork` (the act consumer) carries one run out: it enters the account
+  through the member act role, builds the guard there (its reads and actuators in the
+  member account; its claims, audit trail and warnings in the hub), and runs it through
+  the one executor, in the account's own ledger scope (:func:`guard_scope`). Dry-run,
+  warn-then-act, grace periods, exemptions, claims and the audit trail are the
+  single-account ones: nothing here decides or acts on its own.
+
+A run is idempotent (the executor's claims), so a duplicate or redelivered message acts
+on nothing twice. An account that cannot be entered is a finding and an alert naming it
+(once a day), and the run fails, so that the queue retries it and dead-letters it after
+its last attempt; other accounts are not affected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from costguard.domain.calendar import require_utc
+from costguard.domain.org_act import (
+    GuardRun,
+    Reach,
+    act_unreachable_alert,
+    act_unreachable_finding,
+    guard_scope,
+    plan_guard_runs,
+)
+from costguard.ports import Budget, FindingStore
+from costguard.services.executor import ExecutionReport, ExecutorSettings
+from costguard.services.guard import Guard, GuardContext, run_guard
+
+if TYPE_CHECKING:
+    from costguard.services.fanout import AlertSink, DirectoryStore
+
+
+class GuardQueue(Protocol):
+    def send(self, runs: Sequence[GuardRun]) -> int:
+        """Enqueue each run (deduplicated by time, account and guard); how many were sent."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class GuardFanoutSettings:
+    #: What each guard guards (its name -> :class:`Reach`): an unknown guard is refused.
+    reaches: Mapping[str, Reach]
+    #: The configured accounts; None: the listing the scan ticks discovered.
+    accounts: tuple[str, ...] | None = None
+    #: The deployment's region allow-list (None: every region an account enabled).
+    allow: frozenset[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GuardFanoutSummary:
+    tick: datetime
+    guard: str
+    accounts: int
+    runs: tuple[GuardRun, ...]
+    sent: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tick": self.tick.isoformat(),
+            "guard": self.guard,
+            "accounts": self.accounts,
+            "runs": len(self.runs),
+            "account_regions": sum(len(r.regions) for r in self.runs),
+            "sent": self.sent,
+        }
+
+
+class UnknownGuardError(ValueError):
+    """A schedule or message names a guard this version does not ship."""
+
+
+class GuardFanout:
+    """One scheduled time of one guard, across the Organization."""
+
+    def __init__(
+        self, store: DirectoryStore, queue: GuardQueue, settings: GuardFanoutSettings
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._s = settings
+
+    def tick(self, guard: str, tick: datetime) -> GuardFanoutSummary:
+        tick = require_utc(tick)
+        reach = self._s.reaches.get(guard)
+        if reach is None:
+            known = ", ".join(sorted(self._s.reaches)) or "none"
+            raise UnknownGuardError(f"unknown guard {guard!r} (known: {known})")
+        directory = self._store.load()
+        if self._s.accounts is not None:
+            accounts: Sequence[str] = self._s.accounts
+        else:
+            # The scan ticks list the Organization (at most daily); a guard never does.
+            # Before the first listing there is nothing to guard yet.
+            accounts = directory.listing.accounts if directory.listing else ()
+        runs = plan_guard_runs(directory, accounts, tick, guard, reach, self._s.allow)
+        sent = self._queue.send(runs)
+        return GuardFanoutSummary(tick, guard, len(accounts), tuple(runs), sent)
+
+
+# -- one run ---------------------------------------------------------------------------------
+
+
+class AccessError(Protocol):
+    """What entering a member account raises when it cannot (no role, denied, throttled)."""
+
+    account: str
+    code: str
+    detail: str
+
+
+#: Builds the guard for a run: its settings narrowed to the run's account scope and
+#: regions, its reads and actuators on ``clients`` (the member account's), its records in
+#: the context (the hub's).
+BuildGuard = Callable[[GuardRun, Any, GuardContext], Guard]
+#: The member account's clients, through its act role (raises an access error).
+EnterAccount = Callable[[GuardRun], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class GuardRunOutcome:
+    run: GuardRun
+    #: None when the run was refused as too old (see :data:`MAX_RUN_AGE`).
+    report: ExecutionReport | None
+    guard: Guard | None = None
+    scope: str = ""
+
+
+#: A run is worth nothing once a newer one of the same guard has been planned: a
+#: message this late (a backlog after an outage, a redrive days later) is dropped, and
+#: the next scheduled run judges the account afresh.
+MAX_RUN_AGE = timedelta(hours=3)
+MAX_RUN_LEAD = timedelta(minutes=5)
+
+
+class GuardWork:
+    """One guard in one member account, through the one executor."""
+
+    def __init__(
+        self,
+        enter: EnterAccount,
+        build: BuildGuard,
+        context: GuardContext,
+        executor: ExecutorSettings,
+        access_errors: tuple[type[Exception], ...],
+        *,
+        findings: FindingStore | None = None,
+        alerts: AlertSink | None = None,
+    ) -> None:
+        self._enter = enter
+        self._build = build
+        self._context = context
+        self._executor = executor
+        self._access_errors = access_errors
+        self._findings = findings
+        self._alerts = alerts
+
+    def run(self, run: GuardRun, now: datetime, budget: Budget | None = None) -> GuardRunOutcome:
+        """Acts in the present (``now``), whatever the run's planned time.
+
+        Raises when the account cannot be entered (after recording and alerting), so the
+        queue retries and dead-letters it; a failed action is the caller's to raise
+        (the report holds it), after the run's other actions went through.
+        """
+        now = require_utc(now)
+        if not (now - MAX_RUN_AGE <= run.tick <= now + MAX_RUN_LEAD):
+            return GuardRunOutcome(run, None)
+        try:
+            clients = self._enter(run)
+        except self._access_errors as exc:
+            self._report_unreachable(run, exc, now)
+            raise
+        scope = guard_scope(self._executor.scope, run.account)
+        guard = self._build(run, clients, self._context)
+        report = run_guard(guard, self._context, replace(self._executor, scope=scope), now, budget)
+        return GuardRunOutcome(run, report, guard, scope)
+
+    def _report_unreachable(self, run: GuardRun, exc: Exception, now: datetime) -> None:
+        code = str(getattr(exc, "code", type(exc).__name__))
+        detail = str(getattr(exc, "detail", exc))
+        # Best effort: the run fails and is retried whatever happens here, and a
+        # reporting failure must not hide the access error.
+        try:
+            if self._findings is not None:
+                self._findings.record_findings(
+                    self._executor.scope, now, [act_unreachable_finding(run, code, detail)]
+                )
+            if self._alerts is not None:
+                self._alerts.attempt_delivery([act_unreachable_alert(run, code, detail, now)])
+        except Exception as report_exc:  # the access error is what is raised
+            exc.add_note(f"reporting it failed too: {type(report_exc).__name__}: {report_exc}")
