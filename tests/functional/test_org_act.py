@@ -43,6 +43,7 @@ def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     create_ledger_table(aws, "ledger", REGION)
     sqs = aws.client("sqs", region_name=REGION)
     act = sqs.create_queue(QueueName="act.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    work = sqs.create_queue(QueueName="work.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     sns = aws.client("sns", region_name=REGION)
     topic = sns.create_topic(Name="alerts")["TopicArn"]
     inbox = sqs.create_queue(QueueName="inbox")["QueueUrl"]
@@ -58,6 +59,7 @@ def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         Env.ORG_ACCOUNTS: f"{A},{B},{C}",
         Env.ORG_ID: "o-abc1234567",
         Env.ACT_QUEUE_URL: act,
+        Env.QUEUE_URL: work,
         Env.TOPIC_ARN: topic,
         Env.DRY_RUN: "false",
     }
@@ -329,3 +331,19 @@ def test_a_run_planned_too_long_ago_is_dropped_without_entering_the_account(
     work = org_act.build_guard_work(Settings.from_env(os.environ), session)
     out = org_act.consume({"Records": records}, work, T0 + 24 * H)
     assert out == {"batchItemFailures": []} and assumed == []
+
+
+def test_with_org_regions_enabled_every_region_an_account_enabled_is_guarded(
+    hub: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.handlers import org
+
+    monkeypatch.setenv(Env.ORG_REGIONS, "enabled")
+    _clock(monkeypatch, T0)
+    org.fanout_handler({"time": T0.isoformat(), "guard": "stale-volumes"}, Context())
+    bodies = [json.loads(m["Body"]) for m in _drain(hub["session"], hub["act"])]
+    # THEN eu-west-1, enabled in every account but not in `regions`, is guarded too
+    assert {tuple(b["regions"]) for b in bodies} == {("eu-west-1", REGION, "us-west-2")}
+    # AND the scan ticks' plan takes the same regions (probes of the unprobed ones)
+    tick = org.fanout_handler({"time": T0.isoformat()}, Context())
+    assert tick["account_regions"] == 9

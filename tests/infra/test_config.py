@@ -82,6 +82,7 @@ ORG_NON_DEFAULT: dict[str, Any] = {
     "orgProbeHours": "12",
     "orgSliceDeadlineMinutes": "5",
     "orgOptOutTag": "team:opt-out",
+    "orgRegions": "enabled",
     "orgMaxReceives": "5",
 }
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
@@ -169,7 +170,7 @@ def test_the_stack_sets_every_variable_the_settings_read_and_no_other(
     )
     assert (
         set(org_built.variables[CONSUMER])
-        == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL}) | POWERTOOLS
+        == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL, Env.ACT_QUEUE_URL}) | POWERTOOLS
     )
     assert set(org_built.variables[FANOUT]) == (set(ENV_VARS) - {Env.GUARD}) | POWERTOOLS
     assert {Env.QUEUE_URL, Env.GUARD} | set(ORG_ENV_VARS) <= set(ENV_VARS)

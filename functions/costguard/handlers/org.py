@@ -35,7 +35,7 @@ from costguard.adapters.work_queue import SEND_BATCH, SqsWorkQueue, WorkItem, me
 from costguard.domain.directory import WorkKind
 from costguard.domain.org import Slice
 from costguard.handlers.events import ScheduledEvent
-from costguard.names import OrgRoles
+from costguard.names import Env, OrgRoles
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -94,6 +94,8 @@ ORG_ENV_VARS = (
     SLICE_DEADLINE_ENV,
     OPT_OUT_TAG_ENV,
     QUEUE_URL_ENV,
+    Env.ACT_QUEUE_URL,
+    Env.ORG_REGIONS,
 )
 
 
@@ -213,7 +215,7 @@ def build_fanout(
         FanoutSettings(
             scope=settings.scope,
             policy=TickPolicy(
-                env.probe_interval, regions_read_from(home), frozenset(settings.regions)
+                env.probe_interval, regions_read_from(home), allowed_regions(settings)
             ),
             deadline=env.deadline,
             accounts=None if env.discover else env.accounts,
@@ -460,6 +462,12 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def allowed_regions(settings: Settings) -> frozenset[str] | None:
+    """The allow-list an account's enabled regions are intersected with: ``regions``, or
+    None (every region the account enabled) with ``orgRegions=enabled``."""
+    return None if settings.org_regions == "enabled" else frozenset(settings.regions)
 
 
 def _home_region(settings: Settings, session: Any) -> str:

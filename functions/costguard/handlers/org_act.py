@@ -62,7 +62,13 @@ def build_guard_fanout(
 ) -> GuardFanout:
     from costguard.adapters.aws import RETRY_CONFIG
     from costguard.adapters.work_queue import SqsGuardQueue
-    from costguard.handlers.org import OrgConfigError, _home_region, _hub, _queue_region
+    from costguard.handlers.org import (
+        OrgConfigError,
+        _home_region,
+        _hub,
+        _queue_region,
+        allowed_regions,
+    )
     from costguard.services.org_act import GuardFanout, GuardFanoutSettings
 
     url = (settings.act_queue_url or "").strip()
@@ -79,7 +85,7 @@ def build_guard_fanout(
         GuardFanoutSettings(
             reaches=reaches(),
             accounts=None if env.discover else env.accounts,
-            allow=frozenset(settings.regions),
+            allow=allowed_regions(settings),
         ),
     )
 
