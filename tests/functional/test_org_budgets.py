@@ -100,3 +100,28 @@ def test_the_central_table_wins_over_budgets_tagged_in_member_accounts(hub: Any)
     (vision,) = [p for p in report.projects if p.project == "vision"]
     assert (vision.budget_usd, vision.budget_source) == (Decimal(5000), "config")
     assert not [f for f in report.findings if f.code is FindingCode.BUDGET_CONFLICT]
+
+
+def test_owners_tagged_in_member_accounts_are_the_rolled_up_project_s_owners(
+    hub: Any,
+) -> None:
+    # GIVEN project vision's GPUs in two accounts, each tagged with an owner, and no
+    # owners in the central table
+    _gpu(hub, EAST, **{Tags.PROJECT: "vision", Tags.OWNER: "ana@example.com"})
+    _gpu(hub, WEST, **{Tags.PROJECT: "vision", Tags.OWNER: "bo@example.com"})
+    # WHEN the time is aggregated
+    report = _aggregate(hub, _settings({}))
+    # THEN the roll-up's owners are both, as one account's scan would union them, so
+    # the budget alerts reach the people of both accounts
+    (vision,) = [p for p in report.projects if p.project == "vision"]
+    assert set(vision.owners) == {"ana@example.com", "bo@example.com"}
+
+
+def test_the_central_table_s_owners_win_over_owners_tagged_in_member_accounts(
+    hub: Any,
+) -> None:
+    _gpu(hub, EAST, **{Tags.PROJECT: "vision", Tags.OWNER: "ana@example.com"})
+    _gpu(hub, WEST, **{Tags.PROJECT: "vision"})
+    report = _aggregate(hub, _settings({"vision": {"owners": ["lead@example.com"]}}))
+    (vision,) = [p for p in report.projects if p.project == "vision"]
+    assert vision.owners == ("lead@example.com",)

@@ -187,6 +187,36 @@ def test_a_plan_carries_the_empty_slices_it_rolls_up_without_awaiting_them(book:
     assert plan.complete
 
 
+def test_a_done_slice_keeps_the_owners_its_scan_found_tagged_once_and_bounded(
+    book: Any,
+) -> None:
+    from costguard.domain.org import MAX_OWNERS
+
+    # GIVEN a plan of A and B
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    # WHEN A is done with its projects' owners (odd Unicode, blanks, repeats, too many,
+    # one absurdly long), then redelivered with others
+    many = [f"p{i}@example.com" for i in range(MAX_OWNERS + 5)]
+    owners = {
+        "vision": ["ana@example.com", " ", "ana@example.com", "ñandú@例え.jp"],
+        "llm": many,
+        "empty": ["", "  "],
+        "long": ["x" * 1000],
+    }
+    book.mark_done(T0, A, None, owners)
+    book.mark_done(T0, A, None, {"vision": ["mallory@example.com"]})
+    _newly, plan = book.mark_done(T0, B)
+    # THEN the plan holds A's first owners only, blanks and repeats dropped, bounded
+    assert plan.tag_owners == {
+        A: {
+            "vision": ("ana@example.com", "ñandú@例え.jp"),
+            "llm": tuple(many[:MAX_OWNERS]),
+            "long": ("x" * 254,),
+        }
+    }
+    assert book.get(T0).tag_owners == plan.tag_owners
+
+
 def test_a_done_slice_keeps_the_budgets_its_scan_found_tagged_once(book: Any) -> None:
     # GIVEN a plan of A and B
     book.plan(T0, [A, B], T0 + timedelta(minutes=10))

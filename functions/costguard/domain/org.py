@@ -92,6 +92,9 @@ class TickPlan:
     #: per project in that slice), written with "done": the roll-up settles them as one
     #: account's scan does (see :func:`settle_tag_budgets`).
     tag_budgets: Mapping[Slice, Mapping[str, Decimal]] = field(default_factory=dict)
+    #: The owners each done slice found tagged on its projects' resources, written with
+    #: "done": the roll-up unions them (see :func:`settle_tag_owners`).
+    tag_owners: Mapping[Slice, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
     @property
     def rolled_up(self) -> frozenset[Slice]:
@@ -215,6 +218,34 @@ def roll_up(
                 r.accounts | {s.account},
             )
     return out
+
+
+#: Owners kept per project and slice, and rolled up per project: an alert names a few
+#: people, not a directory (the rest still see it on the topic's other subscriptions).
+MAX_OWNERS = 20
+
+
+def bounded_owners(owners: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, ...]]:
+    """At most :data:`MAX_OWNERS` per project, each clipped to an e-mail's 254 characters,
+    empties dropped: what a done item carries, whatever a tag held."""
+    out: dict[str, tuple[str, ...]] = {}
+    for project, names in owners.items():
+        kept = tuple(dict.fromkeys(o.strip()[:254] for o in names if o.strip()))[:MAX_OWNERS]
+        if kept:
+            out[project] = kept
+    return out
+
+
+def settle_tag_owners(plan: TickPlan) -> dict[str, tuple[str, ...]]:
+    """Each project's owners as its slices saw them tagged, across accounts: the union,
+    in account-region order, at most :data:`MAX_OWNERS` (the central table's owners,
+    where set, win over these in the caller, as in one account)."""
+    merged: dict[str, list[str]] = {}
+    for _s, owners in sorted(plan.tag_owners.items()):
+        for project, names in owners.items():
+            kept = merged.setdefault(project, [])
+            kept.extend(o for o in names if o not in kept and len(kept) < MAX_OWNERS)
+    return {p: tuple(o) for p, o in merged.items() if o}
 
 
 def settle_tag_budgets(

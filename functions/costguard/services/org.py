@@ -37,6 +37,7 @@ from costguard.domain.org import (
     missing_slices_alert,
     roll_up,
     settle_tag_budgets,
+    settle_tag_owners,
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
@@ -56,10 +57,14 @@ class SliceBook(Protocol):
         carried: Iterable[Slice] = (),
     ) -> bool: ...
     def mark_done(
-        self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
+        self,
+        tick: datetime,
+        s: Slice,
+        tag_budgets: Mapping[str, Decimal] | None = None,
+        tag_owners: Mapping[str, Sequence[str]] | None = None,
     ) -> tuple[bool, TickPlan | None]:
-        """Add ``s`` to the time's done slices (and, with it, the budgets its scan found
-        tagged); True only for the call that added it.
+        """Add ``s`` to the time's done slices (and, with it, the budgets and owners its
+        scan found tagged); True only for the call that added it.
 
         The plan comes back (read in full) only when every expected slice is done, so
         that the caller may aggregate; None while some are missing, or when nothing is
@@ -164,7 +169,7 @@ class SliceWork:
         except self._access_errors as exc:
             self._book.mark_failed(tick, s, str(getattr(exc, "code", type(exc).__name__)), str(exc))
             raise
-        newly, plan = self._book.mark_done(tick, s, tagged_budgets(report))
+        newly, plan = self._book.mark_done(tick, s, tagged_budgets(report), tagged_owners(report))
         aggregated = None
         # Not only the call that completed the plan: a retry of it (its aggregation
         # failed after the claim, which was given back) aggregates too. The claim keeps
@@ -195,6 +200,12 @@ def tagged_budgets(report: ScanReport) -> dict[str, Decimal]:
         for p in report.projects
         if p.project is not None and p.budget_source == "tag" and p.budget_usd is not None
     }
+
+
+def tagged_owners(report: ScanReport) -> dict[str, tuple[str, ...]]:
+    """The owners a slice's scan found for its projects (tagged, or the table's): the
+    aggregation unions them across accounts, and the table's still win there."""
+    return {p.project: p.owners for p in report.projects if p.project is not None and p.owners}
 
 
 class UnplannedSliceError(ValueError):
@@ -302,8 +313,10 @@ class Aggregation:
         names = sorted({p for p in rollups if p is not None} | set(self._s.projects))
         configured = {p for p, c in self._s.projects.items() if c.budget is not None}
         tagged, conflicts = settle_tag_budgets(plan, configured)
+        owners = settle_tag_owners(plan)
         reports = tuple(
-            self._project(name, rollups.get(name), tick, tagged.get(name)) for name in names
+            self._project(name, rollups.get(name), tick, tagged.get(name), owners.get(name, ()))
+            for name in names
         )
         findings = missing_slice_findings(plan) + conflicts
         incomplete = frozenset(
@@ -356,6 +369,7 @@ class Aggregation:
         rollup: ProjectRollup | None,
         now: datetime,
         tagged: Decimal | None = None,
+        tagged_owners: tuple[str, ...] = (),
     ) -> ProjectReport:
         config = self._s.projects.get(name) if name is not None else None
         budget = config.budget if config else None
@@ -373,7 +387,9 @@ class Aggregation:
             estimated_usd=r.estimated_usd,
             forecast_month_usd=forecast,
             status=budget_status(budget, forecast, self._s.warning_pct),
-            owners=config.owners if config else (),
+            # The central table's owners win, as in one account; else those tagged on the
+            # project's resources in any member account.
+            owners=config.owners if config and config.owners else tagged_owners,
             resources=(),
             unpriced=0,
         )
