@@ -347,3 +347,46 @@ def test_with_org_regions_enabled_every_region_an_account_enabled_is_guarded(
     # AND the scan ticks' plan takes the same regions (probes of the unprobed ones)
     tick = org.fanout_handler({"time": T0.isoformat()}, Context())
     assert tick["account_regions"] == 9
+
+
+@pytest.mark.parametrize(
+    "regions",
+    [["eu-west-1"], ["../../etc"], ["us-east-1\u200b"]],
+    ids=["not-allowed", "path", "invisible"],
+)
+def test_a_message_naming_no_allowed_region_fails_and_acts_nowhere(
+    hub: dict[str, Any], monkeypatch: pytest.MonkeyPatch, regions: list[str]
+) -> None:
+    import os
+
+    from costguard.handlers import org_act
+    from costguard.settings import Settings
+
+    # GIVEN a stale project volume in A's eu-west-1 (enabled, but not in `regions`)
+    ec2 = _member_session(hub["session"], A, "eu-west-1").client("ec2")
+    volume = ec2.create_volume(AvailabilityZone="eu-west-1a", Size=10, VolumeType="gp3")
+    ec2.create_tags(Resources=[volume["VolumeId"]], Tags=[{"Key": Tags.PROJECT, "Value": "x"}])
+    body = json.dumps(
+        {"time": T0.isoformat(), "guard": "stale-volumes", "account": A, "regions": regions}
+    )
+    record = {
+        "messageId": "m1",
+        "receiptHandle": "r1",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": A},
+        "messageAttributes": {},
+        "md5OfBody": "x",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:act.fifo",
+        "awsRegion": REGION,
+    }
+    work = org_act.build_guard_work(Settings.from_env(os.environ), hub["session"])
+    # WHEN a message names only a region outside the deployment's, or not a region at all
+    # THEN it fails (a batch of one fails whole: SQS retries it, then dead-letters it)
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    with pytest.raises(BatchProcessingError, match="All records failed"):
+        org_act.consume({"Records": [record]}, work, T0 + timedelta(minutes=1))
+    # AND nothing was tagged or deleted
+    (found,) = ec2.describe_volumes()["Volumes"]
+    assert {t["Key"] for t in found.get("Tags", [])} == {Tags.PROJECT}

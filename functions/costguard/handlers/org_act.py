@@ -45,6 +45,10 @@ logger = Logger(service="costguard-org-act")
 ACT_SESSION = "costguard-hub-act"
 
 
+class RegionNotAllowedError(ValueError):
+    """A guard run names only regions outside the deployment's allow-list."""
+
+
 class GuardFanoutEvent(ScheduledEvent):
     """A guard's schedule, sent to the hub's fan-out: ``{"time": ..., "guard": name}``."""
 
@@ -122,6 +126,7 @@ def build_guard_work(
     from costguard.adapters.aws import ClientFactory
     from costguard.domain.org import Slice
     from costguard.domain.org_act import GuardRun, guard_scope
+    from costguard.handlers.org import allowed_regions
     from costguard.services.executor import ExecutorSettings
     from costguard.services.guard import Guard, GuardContext
     from costguard.services.org_act import GuardWork, UnknownGuardError
@@ -129,14 +134,23 @@ def build_guard_work(
 
     hub = ClientFactory(session, account=settings.scope)
     context = guard_context(settings, hub)
+    allow = allowed_regions(settings)
     enter = members or MemberClients(session, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
 
     def build(run: GuardRun, clients: ClientFactory, ctx: GuardContext) -> Guard:
         spec = SPECS.get(run.guard)
         if spec is None:
             raise UnknownGuardError(f"unknown guard {run.guard!r} (known: {', '.join(SPECS)})")
+        # Only the fan-out sends here, but a message is still input: a region outside the
+        # deployment's allow-list is never acted in, whatever the message says.
+        regions = tuple(r for r in run.regions if allow is None or r in allow)
+        if not regions:
+            raise RegionNotAllowedError(
+                f"guard run of {run.guard} in {run.account} names no allowed region "
+                f"({', '.join(run.regions)[:200]}); nothing was done"
+            )
         narrowed = settings.model_copy(
-            update={"scope": guard_scope(settings.scope, run.account), "regions": run.regions}
+            update={"scope": guard_scope(settings.scope, run.account), "regions": regions}
         )
         return spec.build(narrowed, clients, ctx)
 
