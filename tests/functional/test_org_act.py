@@ -232,6 +232,11 @@ def test_the_stale_volume_guard_warns_then_acts_in_the_member_account_only(
     trail = [e for m in months for e in ledger.audit_trail(f"{HUB}/{A}", m)]
     assert any(stale in e.resource and e.outcome == "acted" for e in trail)
     assert [e for m in months for e in ledger.audit_trail(HUB, m)] == []
+    # AND the roll-up's savings find A's action through the hub's acted-accounts index
+    from costguard.services.org_act import OrgSavings
+
+    saved = OrgSavings(ledger, ledger, HUB)(months[-1], T0 + 51 * H)
+    assert saved["llm"].actions == 1 and saved["llm"].usd_per_hour > 0
 
 
 def test_dry_run_reports_what_it_would_do_in_member_accounts_and_changes_nothing(

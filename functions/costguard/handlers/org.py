@@ -350,6 +350,7 @@ def _aggregation(
     settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook
 ) -> Aggregation:
     from costguard.services.org import Aggregation, OrgSettings, alert_after
+    from costguard.services.org_act import OrgSavings
     from costguard.wiring import build_alert_service
 
     alerts = build_alert_service(settings, hub, ledger)
@@ -362,6 +363,8 @@ def _aggregation(
             warning_pct=settings.warning_pct,
         ),
         after=alert_after(alerts) if alerts else None,
+        # What the guards saved in member accounts, from their audit trails in this ledger.
+        savings=OrgSavings(ledger, ledger, settings.scope),
     )
 
 

@@ -164,6 +164,7 @@ def build_guard_work(
         (AccountAccessError,),
         findings=context.ledger,
         alerts=build_alert_service(settings, hub, context.ledger),
+        state=context.ledger,
     )
 
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.decisions import Savings
 from costguard.domain.findings import Finding
 from costguard.domain.money import ZERO
 from costguard.domain.org import (
@@ -247,7 +248,9 @@ class Aggregation:
         settings: OrgSettings,
         *,
         after: AfterAggregation | None = None,
+        savings: SavingsSource | None = None,
     ) -> None:
+        self._savings = savings
         self._book = book
         self._ledger = ledger
         self._s = settings
@@ -314,9 +317,13 @@ class Aggregation:
         configured = {p for p, c in self._s.projects.items() if c.budget is not None}
         tagged, conflicts = settle_tag_budgets(plan, configured)
         owners = settle_tag_owners(plan)
+        saved = self._savings(month, tick) if self._savings is not None else {}
         reports = tuple(
-            self._project(name, rollups.get(name), tick, tagged.get(name), owners.get(name, ()))
-            for name in names
+            replace(r, savings=saved[r.project]) if r.project in saved else r
+            for r in (
+                self._project(name, rollups.get(name), tick, tagged.get(name), owners.get(name, ()))
+                for name in names
+            )
         )
         findings = missing_slice_findings(plan) + conflicts
         incomplete = frozenset(
@@ -394,6 +401,9 @@ class Aggregation:
             unpriced=0,
         )
 
+
+#: What the guards saved this month per project, across accounts (month, now).
+SavingsSource = Callable[[str, datetime], Mapping[str | None, Savings]]
 
 AfterAggregation = Callable[[ScanReport, Sequence[Finding], TickPlan, datetime], tuple[str, ...]]
 
