@@ -372,7 +372,7 @@ def _slice_work(
     settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook, members: Any
 ) -> SliceWork:
     from costguard.adapters.assume import AccountAccessError
-    from costguard.domain.org import slice_scope
+    from costguard.domain.org import in_digest_window, slice_scope
     from costguard.services.org import SliceWork
     from costguard.wiring import BundledCatalog, build_scan_service, catalog_reader
 
@@ -386,8 +386,19 @@ def _slice_work(
             slice_settings, members(s), ledger=ledger, catalog=catalog, catalog_in_use=in_use
         )
 
+    def keeps_advice(tick: datetime) -> bool:
+        # The slices of the digest hour's times keep their advice, so that the roll-up
+        # sends each project's daily advice digest across accounts, as one account does.
+        return settings.advice_alerts and in_digest_window(
+            tick, settings.digest_hour_utc, timedelta(hours=1)
+        )
+
     return SliceWork(
-        book, scan_for, _aggregation(settings, hub, ledger, book), (AccountAccessError,)
+        book,
+        scan_for,
+        _aggregation(settings, hub, ledger, book),
+        (AccountAccessError,),
+        keeps_advice=keeps_advice,
     )
 
 

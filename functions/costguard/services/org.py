@@ -31,6 +31,7 @@ from costguard.domain.decisions import Savings
 from costguard.domain.findings import Finding
 from costguard.domain.money import ZERO
 from costguard.domain.org import (
+    ProjectAdvice,
     ProjectRollup,
     Slice,
     TickPlan,
@@ -63,9 +64,11 @@ class SliceBook(Protocol):
         s: Slice,
         tag_budgets: Mapping[str, Decimal] | None = None,
         tag_owners: Mapping[str, Sequence[str]] | None = None,
+        advice: Sequence[ProjectAdvice] = (),
     ) -> tuple[bool, TickPlan | None]:
         """Add ``s`` to the time's done slices (and, with it, the budgets and owners its
-        scan found tagged); True only for the call that added it.
+        scan found tagged, and its advice on the digest hour's times); True only for the
+        call that added it.
 
         The plan comes back (read in full) only when every expected slice is done, so
         that the caller may aggregate; None while some are missing, or when nothing is
@@ -146,7 +149,11 @@ class SliceWork:
         scan_for: ScanFor,
         aggregation: Aggregation | None,
         access_errors: tuple[type[Exception], ...],
+        *,
+        keeps_advice: Callable[[datetime], bool] = lambda _tick: False,
     ) -> None:
+        #: Whether a slice of this time keeps its advice for the roll-up's daily digest.
+        self._keeps_advice = keeps_advice
         self._book = book
         self._scan_for = scan_for
         self._aggregation = aggregation
@@ -170,7 +177,13 @@ class SliceWork:
         except self._access_errors as exc:
             self._book.mark_failed(tick, s, str(getattr(exc, "code", type(exc).__name__)), str(exc))
             raise
-        newly, plan = self._book.mark_done(tick, s, tagged_budgets(report), tagged_owners(report))
+        newly, plan = self._book.mark_done(
+            tick,
+            s,
+            tagged_budgets(report),
+            tagged_owners(report),
+            project_advice(report) if self._keeps_advice(tick) else (),
+        )
         aggregated = None
         # Not only the call that completed the plan: a retry of it (its aggregation
         # failed after the claim, which was given back) aggregates too. The claim keeps
@@ -201,6 +214,17 @@ def tagged_budgets(report: ScanReport) -> dict[str, Decimal]:
         for p in report.projects
         if p.project is not None and p.budget_source == "tag" and p.budget_usd is not None
     }
+
+
+def project_advice(report: ScanReport) -> list[ProjectAdvice]:
+    """The slice's advice, each piece with the project of the resource it is about (the
+    roll-up has no resources to look it up in)."""
+    project_of = {
+        a.priced.resource.key: p.project
+        for p in (*report.projects, report.unattributed)
+        for a in p.resources
+    }
+    return [ProjectAdvice(project_of.get(a.resource), a) for a in report.advice]
 
 
 def tagged_owners(report: ScanReport) -> dict[str, tuple[str, ...]]:
@@ -343,6 +367,10 @@ class Aggregation:
             duration_s=0.0,
             api_calls={},
             incomplete_projects=incomplete,
+            advice=tuple(a.advice for pieces in plan.advice.values() for a in pieces),
+            advice_projects={
+                a.advice.resource: a.project for pieces in plan.advice.values() for a in pieces
+            },
         )
         self._ledger.record_findings(self._s.scope, tick, findings)
         alerts = self._after(report, findings, plan, now) if self._after else ()
