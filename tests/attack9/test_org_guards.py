@@ -484,6 +484,10 @@ def test_the_stale_object_sweep_runs_in_the_member_account_on_the_lambdas_time_b
     assert _keys(_member(hub, B), "b-kept") == {"tmp/old"}
     # AND the sweep in the member account ran on the consumer's time budget
     assert budget.asked > 0
+    # AND a dry run left no warning tag on A's bucket
+    if dry_run:
+        tagging = _member(hub, A).client("s3").get_bucket_tagging(Bucket="a-scratch")["TagSet"]
+        assert Tags.ACTION_AFTER not in {t["Key"] for t in tagging}
 
 
 def test_same_named_notebooks_in_two_accounts_are_each_warned_and_stopped_once(
