@@ -8,6 +8,7 @@ one write only when the clock changed. Everything after that is the executor's.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -54,25 +55,35 @@ class StaleVolumePolicy:
     #: What the last ``decide`` found wrong (malformed tags, unreadable regions).
     findings: list[Finding] = field(default_factory=list)
 
+    #: Regions read at once: a run's time is mostly the per-region calls' latency.
+    max_workers: int = 8
+
     def decide(self, now: datetime) -> Sequence[Decision]:
-        self.findings = []
-        decisions: list[Decision] = []
-        for region in self.regions:
-            decisions.extend(self._region(region, now))
+        # The regions are independent (their own clocks, listings and decisions): read
+        # at once, kept in the configured order.
+        regions = list(dict.fromkeys(self.regions))
+        with ThreadPoolExecutor(max_workers=max(1, min(self.max_workers, len(regions)))) as pool:
+            done = list(pool.map(lambda r: self._region(r, now), regions))
+        self.findings = [f for _decisions, found in done for f in found]
+        decisions = [d for made, _found in done for d in made]
         if self.findings and self.findings_store is not None:
             self.findings_store.record_findings(self.scope, now, self.findings)
         return decisions
 
-    def _region(self, region: str, now: datetime) -> list[Decision]:
+    def _region(self, region: str, now: datetime) -> tuple[list[Decision], list[Finding]]:
+        findings: list[Finding] = []
+        return self._judge_region(region, now, findings), findings
+
+    def _judge_region(self, region: str, now: datetime, findings: list[Finding]) -> list[Decision]:
         try:
             volumes = self.source.volumes(region)
         except SourceError as exc:
             # No listing, no clock change and no decision: a failed read never deletes.
-            self.findings.append(Finding(FindingCode.SCAN_FAILED, f"{region}/ebs", str(exc)))
+            findings.append(Finding(FindingCode.SCAN_FAILED, f"{region}/ebs", str(exc)))
             volumes = None
         decisions: list[Decision] = []
         if volumes is not None:
-            clock = self._tick(region, volumes, now)
+            clock = self._tick(region, volumes, now, findings)
             judged = judge_volumes(
                 volumes,
                 clock,
@@ -82,19 +93,19 @@ class StaleVolumePolicy:
                 self.snapshot_prices.get(region),
             )
             decisions.extend(judged.decisions)
-            self.findings.extend(judged.findings)
+            findings.extend(judged.findings)
         try:
             snapshots = self.source.snapshots(region)
         except SourceError as exc:
-            self.findings.append(
-                Finding(FindingCode.SCAN_FAILED, f"{region}/ebs-snapshots", str(exc))
-            )
+            findings.append(Finding(FindingCode.SCAN_FAILED, f"{region}/ebs-snapshots", str(exc)))
             return decisions
         judged = judge_snapshots(snapshots, now, self.rules, self.snapshot_prices)
-        self.findings.extend(judged.findings)
+        findings.extend(judged.findings)
         return decisions + list(judged.decisions)
 
-    def _tick(self, region: str, volumes: Sequence[VolumeView], now: datetime) -> dict[str, int]:
+    def _tick(
+        self, region: str, volumes: Sequence[VolumeView], now: datetime, findings: list[Finding]
+    ) -> dict[str, int]:
         """Advance the region's clock in the ledger; the clock to judge by.
 
         Two overlapping runs: the loser re-reads and merges (later first-seen wins). If
@@ -111,7 +122,7 @@ class StaleVolumePolicy:
                 return clock
             if self.state.put_state(self.scope, name, {"volumes": clock}, version):
                 return clock
-        self.findings.append(
+        findings.append(
             Finding(
                 FindingCode.LEDGER_CONTENDED,
                 f"{region}/ebs",
