@@ -323,21 +323,21 @@ def guard_cost(
 GUARD_COSTS: tuple[GuardCost, ...] = (
     guard_cost(
         "idle-notebooks",
-        (0.351, 0, 1, 0, 0, 0, 290),
-        (0.622, 4, 0, 0, 0, 0, 0),
-        (1.387, 8, 0, 6, 4, 2, 1088),
+        (0.357, 0, 1, 0, 0, 0, 290),
+        (0.619, 4, 0, 0, 0, 0, 0),
+        (1.284, 8, 0, 6, 4, 2, 1088),
     ),
     guard_cost(
         "stale-volumes",
-        (0.317, 0, 1, 0, 0, 0, 289),
-        (0.476, 3, 0, 1, 0, 1, 0),
-        (0.086, 0, 0, 1, 1, 0, 0),
+        (0.3, 0, 1, 0, 0, 0, 289),
+        (0.482, 3, 0, 1, 0, 1, 0),
+        (0.0, 0, 0, 1, 1, 0, 0),
     ),
     guard_cost(
         "stale-objects",
-        (0.391, 1, 1, 1, 0, 1, 289),
+        (0.407, 1, 1, 1, 0, 1, 289),
         (0.0, 0, 0, 0, 0, 0, 0),
-        (1.067, 6, 0, 12, 7, 4, 546),
+        (1.066, 6, 0, 12, 7, 4, 546),
     ),
 )
 
@@ -350,17 +350,17 @@ class ActLoad:
     #: The act consumer's memory: the largest guard's (the contract), in GB.
     memory_gb: float = max(spec.memory_mb for spec in SPECS.values()) / 1024
     #: Each invocation builds the consumer's graph (warm container; measured).
-    build_seconds: float = 0.062
+    build_seconds: float = 0.061
     #: A new container: the runtime's init, the handler's imports and the first graph
     #: (the price catalog's read). Every guard tick is assumed to start its containers
     #: cold (its schedule is 30 or 60 minutes apart): an upper bound.
-    cold_start_seconds: float = 1.73
+    cold_start_seconds: float = 0.83
     #: The event source's cap on consumers (orgMaxConcurrency): a tick's containers.
     max_concurrency: int = BY_NAME["org_max_concurrency"].default
     #: The fan-out's answer to a guard's schedule: seconds (AWS estimate) without the
     #: directory and per account-region of it (its read and the plan), per send of ten.
-    fanout_seconds_base: float = 0.081
-    fanout_seconds_per_account_region: float = 0.000079
+    fanout_seconds_base: float = 0.09
+    fanout_seconds_per_account_region: float = 8.9e-05
     fanout_seconds_per_send: float = 0.011
     fanout_log_bytes: int = 275
     #: Lambda's START, END and REPORT lines per invocation (stated).

@@ -735,7 +735,8 @@ def guard_line(samples: Sequence[RunSample], guard: str) -> dict[str, Any]:
     base, per_region = {}, {}
     for k in hub_bill.RUN_FIGURES:
         a, b = least_squares(rows, [s.figures()[k] for s in empty])
-        base[k], per_region[k] = round(a, 4) + 0.0, round(b, 4) + 0.0
+        # A cost does not fall with regions: a slope under zero is the seconds' noise.
+        base[k], per_region[k] = round(a, 4) + 0.0, round(max(0.0, b), 4)
     holding = _group(samples, guard, "holding")
     later = _group(samples, guard, "holding_next")
     at = holding[0].regions
