@@ -16,22 +16,25 @@ DynamoDB: each scan marks its slice done in an item of its own in the tick's par
 (a conditional put, under 1 KB) and counts it down in a small counter item (``ADD -1``):
 constant units per slice (:func:`plan_write_units`), never the plan item, which holds
 the expected keys once and is written once a tick. Everything grows linearly.
+
+Guards (:class:`ActLoad`, :func:`act_month`): in Organization mode there are no per-guard
+Lambdas. Each guard's schedule invokes the fan-out, which sends one act message per
+member account the guard runs in; the act consumer (batch size 1) runs the guard there.
+A run's figures are a line in its regions (``base + per_region x regions``) plus what an
+account holding things adds, measured by ``benchmarks/org_guards.py``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 
-from benchmarks.guard_bill import (
-    ALARMS,
-    GUARD_INVOCATIONS,
-    GUARD_MEMORY_GB,
-    GUARD_SECONDS_UPPER_BOUND,
-    PRICES,
-)
+from benchmarks.guard_bill import ALARMS, GUARD_MEMORY_GB, GUARD_SECONDS_UPPER_BOUND, PRICES
+from costguard.actuators import SPECS
 from costguard.config_spec import BY_NAME, rate_minutes
+from costguard.domain.org_act import Reach
 
 #: SQS FIFO requests (each up to 10 messages and 64 KiB) and the month used throughout.
 SQS_FIFO_REQUEST = 0.50 / 1_000_000
@@ -45,6 +48,16 @@ DATA_KEY_REUSE_SECONDS = 300
 #: the work queue's dead letters and the fan-out heartbeat, minus the single-account
 #: scan's three and its ScanCompleted heartbeat (23 in the synthesized org template).
 ALARMS_ADDED = 3 + 3 + 1 + 1 - 4
+#: The act path's alarms: the act consumer's errors, throttles and own dead letters (every
+#: CostGuard Lambda has the three) and the act queue's dead letters; and the alarms of the
+#: three per-guard Lambdas (three each) that Organization mode no longer deploys.
+ACT_ALARMS = 3 + 1
+GUARD_LAMBDA_ALARMS = 3 * 3
+#: The Organization-mode template's alarms: 19 + 4 + 4 - 9 = 18.
+ORG_ALARMS = ALARMS + ALARMS_ADDED + ACT_ALARMS - GUARD_LAMBDA_ALARMS
+#: The price refresh (weekly) keeps its own Lambda in both modes: its invocations a month,
+#: priced as single-account mode prices the guards (an upper bound of 5 s at 512 MB).
+REFRESH_INVOCATIONS = 4
 BATCH = 10
 #: X-Ray traces (the Lambdas trace actively): $5 per million recorded.
 XRAY_TRACE = 5.0 / 1_000_000
@@ -237,24 +250,287 @@ def hub_month(load: HubLoad | None = None) -> dict[str, object]:
     }
 
 
-def stack_month(load: HubLoad | None = None, *, alarms: int | None = None) -> dict[str, object]:
-    """The whole Organization-mode stack's month: the hub's items plus what every CostGuard
-    stack pays (all its alarms, its key, the Slack secret, the guards' own Lambdas as an
-    upper bound). Not included: the idle pass's CloudWatch reads (benchmarks/idle_pass.py)
-    and the dashboard (free up to three per account). No custom metric: in Organization
-    mode the single-account scan, which publishes the two, is not deployed.
+#: A guard run's figures: seconds on AWS (our time, a stated latency per call, one
+#: AssumeRole), AWS calls in the member account, to STS and to the hub (DynamoDB, SNS),
+#: DynamoDB units, and the log bytes the run writes.
+RUN_FIGURES = (
+    "seconds",
+    "member_calls",
+    "sts_calls",
+    "hub_calls",
+    "write_units",
+    "read_units",
+    "log_bytes",
+)
 
-    ``alarms``: the alarms of the synthesized template (default: single-account + added).
+
+@dataclass(frozen=True)
+class GuardCost:
+    """One guard's run in one member account, measured (``benchmarks/org_guards.py``).
+
+    A run over ``r`` regions of an account holding nothing costs ``base + per_region x r``
+    of each of :data:`RUN_FIGURES`; an account holding a handful of what the guard guards
+    adds ``holding``. ``compute``: the guard runs only in accounts with an active region,
+    over those regions; otherwise in every account, over every allowed region.
+    """
+
+    name: str
+    every_minutes: int
+    compute: bool
+    base: Mapping[str, float]
+    per_region: Mapping[str, float]
+    holding: Mapping[str, float]
+
+    def run(self, regions: float, holding_share: float) -> dict[str, float]:
+        """A run's figures over ``regions``, in an account holding things with the given
+        probability (the holding delta is added in that proportion)."""
+        return {
+            k: self.base.get(k, 0.0)
+            + self.per_region.get(k, 0.0) * regions
+            + self.holding.get(k, 0.0) * holding_share
+            for k in RUN_FIGURES
+        }
+
+
+def schedule_minutes(name: str) -> int:
+    """A shipped guard's default schedule (its rate setting's default, or its own)."""
+    spec = SPECS[name]
+    if spec.rate_setting:
+        return rate_minutes(BY_NAME[spec.rate_setting].default)
+    return spec.every_minutes
+
+
+def guard_cost(
+    name: str,
+    base: tuple[float, ...],
+    per_region: tuple[float, ...],
+    holding: tuple[float, ...],
+) -> GuardCost:
+    """A shipped guard's figures (in :data:`RUN_FIGURES` order), on its default schedule."""
+    return GuardCost(
+        name,
+        schedule_minutes(name),
+        SPECS[name].reach is Reach.COMPUTE,
+        dict(zip(RUN_FIGURES, base, strict=True)),
+        dict(zip(RUN_FIGURES, per_region, strict=True)),
+        dict(zip(RUN_FIGURES, holding, strict=True)),
+    )
+
+
+#: Measured on moto (2026-11, ``benchmarks/org_guards.py``); ``make bench`` passes the
+#: fresh measurements in. Order: seconds, member, sts and hub calls, write and read
+#: units, log bytes.
+GUARD_COSTS: tuple[GuardCost, ...] = (
+    guard_cost(
+        "idle-notebooks",
+        (0.357, 0, 1, 0, 0, 0, 290),
+        (0.619, 4, 0, 0, 0, 0, 0),
+        (1.284, 8, 0, 6, 4, 2, 1088),
+    ),
+    guard_cost(
+        "stale-volumes",
+        (0.3, 0, 1, 0, 0, 0, 289),
+        (0.482, 3, 0, 1, 0, 1, 0),
+        (0.0, 0, 0, 1, 1, 0, 0),
+    ),
+    guard_cost(
+        "stale-objects",
+        (0.407, 1, 1, 1, 0, 1, 289),
+        (0.0, 0, 0, 0, 0, 0, 0),
+        (1.066, 6, 0, 12, 7, 4, 546),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class ActLoad:
+    """The act path's inputs (see :func:`act_month`)."""
+
+    guards: tuple[GuardCost, ...] = GUARD_COSTS
+    #: The act consumer's memory: the largest guard's (the contract), in GB.
+    memory_gb: float = max(spec.memory_mb for spec in SPECS.values()) / 1024
+    #: Each invocation builds the consumer's graph (warm container; measured).
+    build_seconds: float = 0.061
+    #: A new container: the runtime's init, the handler's imports and the first graph
+    #: (the price catalog's read). Every guard tick is assumed to start its containers
+    #: cold (its schedule is 30 or 60 minutes apart): an upper bound.
+    cold_start_seconds: float = 0.83
+    #: The event source's cap on consumers (orgMaxConcurrency): a tick's containers.
+    max_concurrency: int = BY_NAME["org_max_concurrency"].default
+    #: The fan-out's answer to a guard's schedule: seconds (AWS estimate) without the
+    #: directory and per account-region of it (its read and the plan), per send of ten.
+    fanout_seconds_base: float = 0.09
+    fanout_seconds_per_account_region: float = 8.9e-05
+    fanout_seconds_per_send: float = 0.011
+    fanout_log_bytes: int = 275
+    #: Lambda's START, END and REPORT lines per invocation (stated).
+    platform_log_bytes: int = 400
+    #: Share of the accounts without compute that hold data for the data guards (the
+    #: accounts with compute are assumed to hold some).
+    data_only_holding_share: float = 0.0
+    #: Read units of a new container's first graph: the stored price catalog (one
+    #: strongly consistent GetItem; the packaged catalog's size as its stand-in).
+    catalog_read_units: int = 7
+    #: X-Ray's default rule for Lambda (not configurable): the first request each second
+    #: and 5 % of the others. False: every invocation traced (an upper bound).
+    xray_sampling: bool = True
+
+
+#: X-Ray's default sampling rule: a reservoir of one trace a second, then 5 %.
+XRAY_RESERVOIR_PER_SECOND = 1
+XRAY_FIXED_RATE = 0.05
+
+
+def traced(invocations: float, seconds: float) -> float:
+    """Traces X-Ray records of ``invocations`` spread over ``seconds`` (default rule)."""
+    first = min(invocations, max(1.0, math.ceil(seconds)) * XRAY_RESERVOIR_PER_SECOND)
+    return first + XRAY_FIXED_RATE * (invocations - first)
+
+
+def compute_accounts(load: HubLoad) -> float:
+    """Accounts with at least one active region: the active account-regions spread one per
+    account (the layout of ``org_scale``'s world: the most runs for the active share),
+    capped at every account. Independent regions would give fewer:
+    ``accounts x (1 - (1 - active_fraction) ** regions_per_account)``."""
+    active = load.accounts * load.regions_per_account * load.active_fraction
+    return min(float(load.accounts), active)
+
+
+def guard_runs(load: HubLoad, guard: GuardCost, act: ActLoad) -> dict[str, float]:
+    """One scheduled time of ``guard``: its runs (messages, invocations), the regions of
+    each run, and the share of runs in accounts holding what it guards."""
+    with_compute = compute_accounts(load)
+    if guard.compute:
+        runs = with_compute
+        regions = (
+            load.accounts * load.regions_per_account * load.active_fraction / runs if runs else 0
+        )
+        holding = 1.0
+    else:
+        runs = float(load.accounts)
+        regions = float(load.regions_per_account)
+        others = load.accounts - with_compute
+        holding = (with_compute + others * act.data_only_holding_share) / runs if runs else 0
+    return {"runs": runs, "regions_per_run": regions, "holding_share": holding}
+
+
+def act_month(load: HubLoad | None = None, act: ActLoad | None = None) -> dict[str, object]:
+    """The act path's monthly line items in USD (guards across the Organization), and the
+    runs behind them. Upper bounds, as :func:`hub_month`: no free tier, cold credentials
+    (an AssumeRole per run), cold containers at every guard tick; X-Ray at its default
+    sampling (the act path's invocations come in bursts, one per run)."""
+    load = load or HubLoad()
+    act = act or ActLoad()
+    gb_second = PRICES["lambda_gb_second_arm64"]
+    slices = load.accounts * load.regions_per_account
+    directory_reads = math.ceil(load.directory_bytes_per_account_region * slices / READ_UNIT_BYTES)
+    lines: dict[str, float] = {
+        "act_consumer_lambda": 0.0,
+        "act_fanout_lambda": 0.0,
+        "act_sqs_requests": IDLE_POLLERS * SECONDS_PER_MONTH / LONG_POLL_SECONDS * SQS_FIFO_REQUEST,
+        "act_kms_requests": (1 + IDLE_POLLERS)
+        * SECONDS_PER_MONTH
+        / DATA_KEY_REUSE_SECONDS
+        * PRICES["kms_request"],
+        "act_dynamodb_writes": 0.0,
+        "act_dynamodb_reads": 0.0,
+        "act_logs": 0.0,
+        "act_xray_traces": 0.0,
+    }
+    log_price = PRICES["logs_ingest_gb"] + PRICES["logs_store_gb_month"] * 3
+    by_guard: dict[str, dict[str, float]] = {}
+    for guard in act.guards:
+        ticks = SECONDS_PER_MONTH / (guard.every_minutes * 60)
+        plan = guard_runs(load, guard, act)
+        runs = plan["runs"]
+        run = guard.run(plan["regions_per_run"], plan["holding_share"])
+        containers = min(runs, act.max_concurrency)
+        seconds = runs * (run["seconds"] + act.build_seconds) + containers * act.cold_start_seconds
+        # The tick's runs take this long at the concurrency cap (its traces' spread).
+        burst = seconds / containers if containers else 0.0
+        traces = traced(runs, burst) if act.xray_sampling else runs
+        sends = math.ceil(runs / BATCH) if runs else 0
+        fanout = (
+            act.fanout_seconds_base
+            + act.fanout_seconds_per_account_region * slices
+            + act.fanout_seconds_per_send * sends
+        )
+        usd = {
+            "act_consumer_lambda": ticks
+            * (seconds * act.memory_gb * gb_second + runs * PRICES["lambda_request"]),
+            "act_fanout_lambda": ticks
+            * (fanout * load.memory_gb * gb_second + PRICES["lambda_request"]),
+            # Sent ten at a time; each message received and deleted alone (batch size 1).
+            "act_sqs_requests": ticks * (sends + 2 * runs) * SQS_FIFO_REQUEST,
+            # Each new container decrypts its environment once.
+            "act_kms_requests": ticks * containers * PRICES["kms_request"],
+            "act_dynamodb_writes": ticks
+            * runs
+            * run["write_units"]
+            * PRICES["dynamodb_write_unit"],
+            "act_dynamodb_reads": ticks
+            * (runs * run["read_units"] + directory_reads + containers * act.catalog_read_units)
+            * PRICES["dynamodb_read_unit"],
+            "act_logs": ticks
+            * (
+                runs * (run["log_bytes"] + act.platform_log_bytes)
+                + act.fanout_log_bytes
+                + act.platform_log_bytes
+            )
+            / 1e9
+            * log_price,
+            "act_xray_traces": ticks * (traces + 1) * XRAY_TRACE,
+        }
+        for k, v in usd.items():
+            lines[k] += v
+        by_guard[guard.name] = {
+            "runs_per_tick": round(runs, 2),
+            "regions_per_run": round(plan["regions_per_run"], 2),
+            "holding_share": round(plan["holding_share"], 3),
+            "ticks_per_month": round(ticks, 1),
+            "invocations_per_month": round(ticks * runs),
+            "seconds_per_run": round(run["seconds"] + act.build_seconds, 3),
+            "calls_per_run": round(run["member_calls"] + run["sts_calls"] + run["hub_calls"], 2),
+            "calls_per_month": round(
+                ticks * runs * (run["member_calls"] + run["sts_calls"] + run["hub_calls"])
+            ),
+            "gb_seconds_per_month": round(ticks * seconds * act.memory_gb),
+            "burst_seconds": round(burst, 1),
+            "traces_per_tick": round(traces, 1),
+            "usd_per_month": _cents(sum(usd.values())),
+        }
+    return {
+        "guards": by_guard,
+        "invocations_per_month": sum(g["invocations_per_month"] for g in by_guard.values()),
+        "usd_per_month": {k: _cents(v) for k, v in lines.items()},
+        "usd_per_month_total": round(sum(lines.values()), 2),
+    }
+
+
+def stack_month(
+    load: HubLoad | None = None, *, alarms: int | None = None, act: ActLoad | None = None
+) -> dict[str, object]:
+    """The whole Organization-mode stack's month: the hub's items, the guards' act path
+    (:func:`act_month`: there are no per-guard Lambdas in Organization mode), plus what
+    every CostGuard stack pays (all its alarms, its key, the Slack secret, the weekly price
+    refresh). Not included: the idle guard's CloudWatch reads (benchmarks/idle_pass.py),
+    which the member accounts pay, and the dashboard (free up to three per account). No
+    custom metric: in Organization mode the single-account scan, which publishes the two,
+    is not deployed.
+
+    ``alarms``: the alarms of the synthesized template (default: :data:`ORG_ALARMS`).
     """
     hub = hub_month(load)
+    guards = act_month(load, act)
     lines = dict(hub["usd_per_month"])  # type: ignore[arg-type]
-    total_alarms = alarms if alarms is not None else ALARMS + ALARMS_ADDED
+    lines |= guards["usd_per_month"]  # type: ignore[arg-type]
+    total_alarms = alarms if alarms is not None else ORG_ALARMS
     lines.pop("alarms")
     fixed = {
         "alarms": total_alarms * PRICES["alarm_month"],
         "kms_key": PRICES["kms_key_month"],
         "secrets_manager": PRICES["secret_month"],
-        "guard_lambdas_upper_bound": GUARD_INVOCATIONS
+        "price_refresh_lambda": REFRESH_INVOCATIONS
         * (
             GUARD_SECONDS_UPPER_BOUND * GUARD_MEMORY_GB * PRICES["lambda_gb_second_arm64"]
             + PRICES["lambda_request"]
@@ -266,6 +542,7 @@ def stack_month(load: HubLoad | None = None, *, alarms: int | None = None) -> di
         "usd_per_month_total": round(sum(lines.values()), 2),
         "alarms": total_alarms,
         "hub": hub,
+        "act": guards,
     }
 
 

@@ -7,14 +7,24 @@ import platform
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import api_calls, engine, guard_bill, idle_pass, import_time, org_scale
+from benchmarks import (
+    api_calls,
+    engine,
+    guard_bill,
+    hub_bill,
+    idle_pass,
+    import_time,
+    org_guards,
+    org_scale,
+)
 
 
 def main() -> None:
-    results = {
+    results: dict[str, Any] = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
         "engine_100k": engine.measure(100_000),
@@ -35,6 +45,9 @@ def main() -> None:
         # Organization mode: 200 accounts x 4 regions, 10 % holding accelerators.
         "org_scale": org_scale.measure(),
     }
+    # The guards across that Organization (the act path), on the hub's load measured there.
+    load = results["org_scale"]["bill"]["default_200_accounts"]["hub"]["load"]
+    results["org_guards"] = org_guards.measure(hub_bill.HubLoad(**load))
     out = Path(__file__).with_name("results.json")
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
