@@ -902,6 +902,38 @@ def test_more_accounts_than_a_lambda_environment_holds_say_use_discover() -> Non
     assert len(config.org_accounts) == 100 and config.org_accounts[0] == "000000000001"
 
 
+def test_what_the_stack_adds_to_each_hub_lambdas_variables_fits_the_room_kept_for_it(
+    org_body: dict[str, Any],
+) -> None:
+    # The context's settings may take all of Lambda's 4 KB but STACK_VARIABLES_BYTES
+    # (CostGuardConfig.environment_problem): what the stack adds, the two queue URLs of
+    # the fan-out included, must fit the rest, with physical names as long as
+    # CloudFormation makes them in a long region.
+    from costguard.config_spec import STACK_VARIABLES_BYTES
+
+    config = CostGuardConfig.from_context({k: v for k, v in ORG_CONTEXT.items() if ":" not in k})
+    from_context = {**config.environment(), **config.org_environment()}
+    region = "ap-southeast-2"
+    long: dict[str, dict[str, str]] = {}
+    for logical, resource in org_body["Resources"].items():
+        name = f"CostGuard-{logical[:36]}-ABCDEFGHIJKLM"
+        if resource["Type"] == "AWS::SQS::Queue":
+            url = f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}.fifo"
+            long[logical] = {"Ref": url, "QueueUrl": url}
+        elif resource["Type"] in ("AWS::DynamoDB::Table", "AWS::Lambda::Function"):
+            long[logical] = {"Ref": name}
+        elif resource["Type"] == "AWS::SNS::Topic":
+            arn = f"arn:aws-us-gov:sns:{region}:{ACCOUNT}:{name}"
+            long[logical] = {"Ref": arn, "TopicArn": arn}
+    world = World(org_body, region=region, physical=long)
+    for handler in (CONSUMER_HANDLER, FANOUT_HANDLER, ACT_HANDLER):
+        variables = world.resolve(
+            world.props(_function(world, handler))["Environment"]["Variables"]
+        )
+        added = {k: v for k, v in variables.items() if k not in from_context}
+        assert len(json.dumps(added).encode()) <= STACK_VARIABLES_BYTES, (handler, added)
+
+
 def test_org_accounts_are_read_as_the_lambda_reads_them() -> None:
     config = CostGuardConfig.from_context({"orgAccounts": " Discover ", "orgId": f" {ORG_ID}\n"})
     assert (config.org_accounts, config.org_id, config.org_discover) == (
