@@ -114,6 +114,7 @@ STALE_VOLUMES = GuardSpec(
     ),
     reads=EBS_READS,
     reach=Reach.DATA,
+    records_findings=True,
     # An attach-and-detach shorter than this is invisible to the unattached clock.
     every_minutes=30,
 )
@@ -125,6 +126,7 @@ STALE_OBJECTS = GuardSpec(
     build=build_stale_objects,
     actuators=(S3BucketActuator,),
     reach=Reach.DATA,
+    records_findings=True,
     # Hourly: "48h" is kept to the hour. The run stops itself well before its timeout and
     # resumes next hour; the timeout stays under the executor's 15-minute claim lease,
     # so two runs never sweep one bucket at once even when one starts late.
@@ -152,4 +154,13 @@ def actuator_permissions() -> tuple[Permission, ...]:
     seen: list[Permission] = []
     for spec in SPECS.values():
         seen.extend(p for p in spec.permissions() if p not in seen)
+    return tuple(seen)
+
+
+def guard_ledger_actions() -> tuple[str, ...]:
+    """What a role that runs every guard (the Organization hub's act consumer) may do on
+    the ledger table."""
+    seen: list[str] = []
+    for spec in SPECS.values():
+        seen.extend(a for a in spec.ledger_actions() if a not in seen)
     return tuple(seen)

@@ -868,6 +868,17 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         org=True,
     ),
     SettingSpec(
+        "org_regions",
+        "orgRegions",
+        Env.ORG_REGIONS,
+        Literal["listed", "enabled"],
+        "listed",
+        "Which regions of each account are guarded: `listed` (those each account enabled, "
+        "within `regions`) or `enabled` (every region each account enabled, whatever "
+        "`regions` says: a GPU in a region nobody listed is still found).",
+        org=True,
+    ),
+    SettingSpec(
         "org_max_receives",
         "orgMaxReceives",
         None,

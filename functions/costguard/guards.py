@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from costguard.domain.org_act import Reach
-from costguard.iam import Permission
+from costguard.iam import EXECUTOR_LEDGER_ACTIONS, FINDINGS_LEDGER_ACTIONS, Permission
 
 if TYPE_CHECKING:
     from costguard.services.guard import GuardFactory
@@ -47,6 +47,13 @@ class GuardSpec:
     #: In an Organization, which of a member account's regions it acts in: where compute
     #: was found, or (data guards) every allowed region.
     reach: Reach = Reach.COMPUTE
+    #: Its policy records findings in the ledger (not only in its log).
+    records_findings: bool = False
+
+    def ledger_actions(self) -> tuple[str, ...]:
+        """What its role may do on the ledger table: the executor's, and the findings'
+        when its policy records them."""
+        return EXECUTOR_LEDGER_ACTIONS + (FINDINGS_LEDGER_ACTIONS if self.records_findings else ())
 
     def permissions(self) -> tuple[Permission, ...]:
         """The guard role's permissions: its reads, then each actuator's, once each."""

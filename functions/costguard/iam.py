@@ -195,6 +195,9 @@ def warning_tag_permissions(
 #: What the executor's ledger calls need (claims, their status, warnings, the audit trail):
 #: the actuator role gets these on the ledger table, not the scan's wider set.
 EXECUTOR_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+#: What a guard that records findings (a malformed tag, an unreadable region) adds: the
+#: ledger keeps a day's findings once each (a query of the day's, then a batch write).
+FINDINGS_LEDGER_ACTIONS = ("dynamodb:Query", "dynamodb:BatchWriteItem")
 
 
 #: A resource being created has no tags yet: it qualifies by the project tag it must be

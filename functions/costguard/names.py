@@ -103,6 +103,7 @@ class Env:
     PROBE_HOURS: Final = "COSTGUARD_PROBE_HOURS"
     SLICE_DEADLINE_MINUTES: Final = "COSTGUARD_SLICE_DEADLINE_MINUTES"
     ORG_OPT_OUT_TAG: Final = "COSTGUARD_ORG_OPT_OUT_TAG"
+    ORG_REGIONS: Final = "COSTGUARD_ORG_REGIONS"
     #: The hub's FIFO work queue (the fan-out's only).
     QUEUE_URL: Final = "COSTGUARD_QUEUE_URL"
     #: The Organization hub's guard queue (one guard in one member account per message).

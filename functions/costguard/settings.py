@@ -151,6 +151,7 @@ class Settings(SpecModel):
     org_probe_hours: int = _field("org_probe_hours")
     org_slice_deadline_minutes: int = _field("org_slice_deadline_minutes")
     org_opt_out_tag: str = _field("org_opt_out_tag")
+    org_regions: Literal["listed", "enabled"] = _field("org_regions")
     queue_url: str | None = _field("queue_url")
     act_queue_url: str | None = _field("act_queue_url")
 

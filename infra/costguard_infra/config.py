@@ -102,6 +102,7 @@ class CostGuardConfig(SpecModel):
     org_probe_hours: int = _field("org_probe_hours")
     org_slice_deadline_minutes: int = _field("org_slice_deadline_minutes")
     org_opt_out_tag: str = _field("org_opt_out_tag")
+    org_regions: Literal["listed", "enabled"] = _field("org_regions")
     org_max_receives: int = _field("org_max_receives")
 
     @model_validator(mode="after")

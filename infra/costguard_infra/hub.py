@@ -34,9 +34,9 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from costguard.actuators import SPECS
+from costguard.actuators import SPECS, guard_ledger_actions
 from costguard.iam import (
-    EXECUTOR_LEDGER_ACTIONS,
+    FINDINGS_LEDGER_ACTIONS,
     LEDGER_ACTIONS,
     hub_act_permissions,
     hub_assume_permissions,
@@ -77,11 +77,15 @@ ACT_BATCH_SIZE = 1
 #: Under the executor's 15-minute claim lease (``services.executor.ACTION_LEASE``), as the
 #: single-account stale-objects guard: a run never outlives the claims it took.
 ACT_TIMEOUT_MINUTES = 10
-#: The act consumer records an account it cannot enter as a finding (the day's findings
-#: are read, then the new ones batch-written), and so do the stale-data guards; the
-#: executor's claims, warnings and audit trail are ``EXECUTOR_LEDGER_ACTIONS``.
-FINDING_LEDGER_ACTIONS = ("dynamodb:Query", "dynamodb:BatchWriteItem")
-ACT_LEDGER_ACTIONS = (*EXECUTOR_LEDGER_ACTIONS, *FINDING_LEDGER_ACTIONS)
+
+
+def act_ledger_actions() -> tuple[str, ...]:
+    """What the act consumer may do on the ledger table: what any guard it runs may do
+    (``guard_ledger_actions``), and the findings' actions, which it needs itself to
+    record an account it cannot enter, whatever guards ship."""
+    actions = list(guard_ledger_actions())
+    actions += [a for a in FINDINGS_LEDGER_ACTIONS if a not in actions]
+    return tuple(actions)
 
 
 def hub_acknowledgements(config: CostGuardConfig) -> dict[str, str]:
@@ -227,7 +231,7 @@ class OrgHub(Construct):
             topic.grant_publish(fn.role)
         # The guards' claims, warnings, audit trail, sweep state and findings are kept in
         # the hub's ledger (under each account's scope); their warnings go to its topic.
-        table.grant(self.act_consumer.role, *ACT_LEDGER_ACTIONS)
+        table.grant(self.act_consumer.role, *act_ledger_actions())
         topic.grant_publish(self.act_consumer.role)
         # The scan ticks' schedule alone in its group: the guards' schedules invoke the
         # fan-out too, so its invocations no longer tell that the scan is running; the

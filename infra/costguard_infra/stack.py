@@ -19,7 +19,6 @@ from costguard.domain.alerts import AlertKind
 from costguard.iam import (
     CATALOG_PARTITION,
     CATALOG_STORE_ACTIONS,
-    EXECUTOR_LEDGER_ACTIONS,
     LEDGER_ACTIONS,
     refresh_permissions,
     scan_permissions,
@@ -195,7 +194,7 @@ class CostGuardStack(cdk.Stack):
                 timeout=cdk.Duration.minutes(spec.timeout_minutes),
                 log_retention=_retention(config.log_retention_days),
             )
-            self.ledger.table.grant(fn.role, *EXECUTOR_LEDGER_ACTIONS)
+            self.ledger.table.grant(fn.role, *spec.ledger_actions())
             self.alerts.topic.grant_publish(fn.role)
             GuardSchedule(
                 self,

@@ -237,6 +237,7 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
         "slack": _function(probe, "slack_notifier.handler"),
         "act": _function(probe, "act.handler", guard="toy"),
         "idle": _function(probe, "act.handler", guard="idle-notebooks"),
+        "volumes": _function(probe, "act.handler", guard="stale-volumes"),
     }
     roles = {probe.function_role(f) for f in functions.values()}
     for role in roles:
@@ -364,7 +365,7 @@ def run_as(
 
         monkeypatch.setattr(events, "CLOCK", lambda: NOW)  # the schedule's time is recent
         handler = scan.handler
-    elif function in ("act", "idle"):
+    elif function in ("act", "idle", "volumes"):
         from costguard.handlers import act, events
 
         when = datetime.fromisoformat(event["time"])
@@ -830,3 +831,37 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     assert {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"} <= used
     unused = unused_grants(deployment, "idle", used)
     assert not unused, f"granted but never called: {sorted(unused)}"
+
+
+def test_the_stale_volume_guard_records_its_findings_with_only_its_role(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an unattached project volume whose costguard:ttl is malformed, IAM enforced
+    from costguard.names import Tags
+
+    monkeypatch.setitem(MOTO_OVERRIDES, Env.REGIONS, REGION)
+    ec2 = deployment.session.client("ec2", region_name=REGION)
+    tags = [{"Key": Tags.PROJECT, "Value": "vision"}, {"Key": Tags.TTL, "Value": "forever-ish"}]
+    ec2.create_volume(
+        AvailabilityZone=f"{REGION}a",
+        Size=10,
+        VolumeType="gp3",
+        TagSpecifications=[{"ResourceType": "volume", "Tags": tags}],
+    )
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN the schedule invokes the stale-volume guard with its own role
+    out = run_as(
+        deployment,
+        "volumes",
+        {"time": NOW.isoformat(), "guard": "stale-volumes"},
+        monkeypatch,
+        recorder,
+    )
+    # THEN the run completes, leaving the volume alone, and the malformed tag is a finding
+    # the role could record (the ledger's findings are a query and a batch write)
+    assert out["counts"] == {}
+    refused = [c for c in recorder.calls if c.status == 403]
+    assert not refused, [(c.service, c.operation) for c in refused]
+    used = check_calls(deployment, "volumes", recorder.calls)
+    assert {"dynamodb:Query", "dynamodb:BatchWriteItem"} <= used

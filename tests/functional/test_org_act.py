@@ -43,6 +43,7 @@ def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     create_ledger_table(aws, "ledger", REGION)
     sqs = aws.client("sqs", region_name=REGION)
     act = sqs.create_queue(QueueName="act.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    work = sqs.create_queue(QueueName="work.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     sns = aws.client("sns", region_name=REGION)
     topic = sns.create_topic(Name="alerts")["TopicArn"]
     inbox = sqs.create_queue(QueueName="inbox")["QueueUrl"]
@@ -58,6 +59,7 @@ def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         Env.ORG_ACCOUNTS: f"{A},{B},{C}",
         Env.ORG_ID: "o-abc1234567",
         Env.ACT_QUEUE_URL: act,
+        Env.QUEUE_URL: work,
         Env.TOPIC_ARN: topic,
         Env.DRY_RUN: "false",
     }
@@ -230,6 +232,11 @@ def test_the_stale_volume_guard_warns_then_acts_in_the_member_account_only(
     trail = [e for m in months for e in ledger.audit_trail(f"{HUB}/{A}", m)]
     assert any(stale in e.resource and e.outcome == "acted" for e in trail)
     assert [e for m in months for e in ledger.audit_trail(HUB, m)] == []
+    # AND the roll-up's savings find A's action through the hub's acted-accounts index
+    from costguard.services.org_act import OrgSavings
+
+    saved = OrgSavings(ledger, ledger, HUB)(months[-1], T0 + 51 * H)
+    assert saved["llm"].actions == 1 and saved["llm"].usd_per_hour > 0
 
 
 def test_dry_run_reports_what_it_would_do_in_member_accounts_and_changes_nothing(
@@ -329,3 +336,62 @@ def test_a_run_planned_too_long_ago_is_dropped_without_entering_the_account(
     work = org_act.build_guard_work(Settings.from_env(os.environ), session)
     out = org_act.consume({"Records": records}, work, T0 + 24 * H)
     assert out == {"batchItemFailures": []} and assumed == []
+
+
+def test_with_org_regions_enabled_every_region_an_account_enabled_is_guarded(
+    hub: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from costguard.handlers import org
+
+    monkeypatch.setenv(Env.ORG_REGIONS, "enabled")
+    _clock(monkeypatch, T0)
+    org.fanout_handler({"time": T0.isoformat(), "guard": "stale-volumes"}, Context())
+    bodies = [json.loads(m["Body"]) for m in _drain(hub["session"], hub["act"])]
+    # THEN eu-west-1, enabled in every account but not in `regions`, is guarded too
+    assert {tuple(b["regions"]) for b in bodies} == {("eu-west-1", REGION, "us-west-2")}
+    # AND the scan ticks' plan takes the same regions (probes of the unprobed ones)
+    tick = org.fanout_handler({"time": T0.isoformat()}, Context())
+    assert tick["account_regions"] == 9
+
+
+@pytest.mark.parametrize(
+    "regions",
+    [["eu-west-1"], ["../../etc"], ["us-east-1\u200b"]],
+    ids=["not-allowed", "path", "invisible"],
+)
+def test_a_message_naming_no_allowed_region_fails_and_acts_nowhere(
+    hub: dict[str, Any], monkeypatch: pytest.MonkeyPatch, regions: list[str]
+) -> None:
+    import os
+
+    from costguard.handlers import org_act
+    from costguard.settings import Settings
+
+    # GIVEN a stale project volume in A's eu-west-1 (enabled, but not in `regions`)
+    ec2 = _member_session(hub["session"], A, "eu-west-1").client("ec2")
+    volume = ec2.create_volume(AvailabilityZone="eu-west-1a", Size=10, VolumeType="gp3")
+    ec2.create_tags(Resources=[volume["VolumeId"]], Tags=[{"Key": Tags.PROJECT, "Value": "x"}])
+    body = json.dumps(
+        {"time": T0.isoformat(), "guard": "stale-volumes", "account": A, "regions": regions}
+    )
+    record = {
+        "messageId": "m1",
+        "receiptHandle": "r1",
+        "body": body,
+        "attributes": {"ApproximateReceiveCount": "1", "MessageGroupId": A},
+        "messageAttributes": {},
+        "md5OfBody": "x",
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:act.fifo",
+        "awsRegion": REGION,
+    }
+    work = org_act.build_guard_work(Settings.from_env(os.environ), hub["session"])
+    # WHEN a message names only a region outside the deployment's, or not a region at all
+    # THEN it fails (a batch of one fails whole: SQS retries it, then dead-letters it)
+    from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+    with pytest.raises(BatchProcessingError, match="All records failed"):
+        org_act.consume({"Records": [record]}, work, T0 + timedelta(minutes=1))
+    # AND nothing was tagged or deleted
+    (found,) = ec2.describe_volumes()["Volumes"]
+    assert {t["Key"] for t in found.get("Tags", [])} == {Tags.PROJECT}

@@ -100,3 +100,69 @@ def test_the_central_table_wins_over_budgets_tagged_in_member_accounts(hub: Any)
     (vision,) = [p for p in report.projects if p.project == "vision"]
     assert (vision.budget_usd, vision.budget_source) == (Decimal(5000), "config")
     assert not [f for f in report.findings if f.code is FindingCode.BUDGET_CONFLICT]
+
+
+def test_owners_tagged_in_member_accounts_are_the_rolled_up_project_s_owners(
+    hub: Any,
+) -> None:
+    # GIVEN project vision's GPUs in two accounts, each tagged with an owner, and no
+    # owners in the central table
+    _gpu(hub, EAST, **{Tags.PROJECT: "vision", Tags.OWNER: "ana@example.com"})
+    _gpu(hub, WEST, **{Tags.PROJECT: "vision", Tags.OWNER: "bo@example.com"})
+    # WHEN the time is aggregated
+    report = _aggregate(hub, _settings({}))
+    # THEN the roll-up's owners are both, as one account's scan would union them, so
+    # the budget alerts reach the people of both accounts
+    (vision,) = [p for p in report.projects if p.project == "vision"]
+    assert set(vision.owners) == {"ana@example.com", "bo@example.com"}
+
+
+def test_the_central_table_s_owners_win_over_owners_tagged_in_member_accounts(
+    hub: Any,
+) -> None:
+    _gpu(hub, EAST, **{Tags.PROJECT: "vision", Tags.OWNER: "ana@example.com"})
+    _gpu(hub, WEST, **{Tags.PROJECT: "vision"})
+    report = _aggregate(hub, _settings({"vision": {"owners": ["lead@example.com"]}}))
+    (vision,) = [p for p in report.projects if p.project == "vision"]
+    assert vision.owners == ("lead@example.com",)
+
+
+def test_the_roll_up_sends_one_advice_digest_per_project_across_accounts(hub: Any) -> None:
+    import json
+
+    from moto.ec2.models import ec2_backends
+
+    # GIVEN project llm's on-demand GPUs running for three days in two accounts (spot with
+    # checkpointing would save money on each), and the digest hour is the scheduled time's
+    sqs = hub.client("sqs", region_name="us-east-1")
+    sns = hub.client("sns", region_name="us-east-1")
+    topic = sns.create_topic(Name="alerts")["TopicArn"]
+    inbox = sqs.create_queue(QueueName="inbox")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn["QueueArn"])
+    for s in (EAST, WEST):
+        _gpu(hub, s, **{Tags.PROJECT: "llm"})
+        for r in ec2_backends[s.account][s.region].reservations.values():
+            for i in r.instances:
+                i.launch_time = (T0 - timedelta(days=3)).replace(tzinfo=None)
+    settings = _settings({}).model_copy(
+        update={
+            "topic_arn": topic,
+            "digest_hour_utc": T0.hour,
+            "advice_min_monthly_usd": Decimal(1),
+        }
+    )
+    # WHEN the two slices of T0 come in and the last one aggregates the time
+    report = _aggregate(hub, settings)
+    # THEN one advice digest is sent for llm, naming both accounts' instances
+    digests = [a for a in report.alerts if a.startswith("advice-digest")]
+    assert len(digests) == 1, report.alerts
+    bodies = []
+    while got := sqs.receive_message(QueueUrl=inbox, MaxNumberOfMessages=10).get("Messages"):
+        bodies += [json.loads(json.loads(m["Body"])["Message"]) for m in got]
+        for m in got:
+            sqs.delete_message(QueueUrl=inbox, ReceiptHandle=m["ReceiptHandle"])
+    (digest,) = [b for b in bodies if b["kind"] == "advice-digest"]
+    assert digest["project"] == "llm"
+    text = json.dumps(digest)
+    assert A in text and B in text

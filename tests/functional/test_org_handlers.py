@@ -137,6 +137,8 @@ def test_reads_the_contract_s_variables_with_their_defaults() -> None:
         SLICE_DEADLINE_ENV,
         OPT_OUT_TAG_ENV,
         QUEUE_URL_ENV,
+        Env.ACT_QUEUE_URL,
+        Env.ORG_REGIONS,
     }
 
 

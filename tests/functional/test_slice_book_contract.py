@@ -187,6 +187,64 @@ def test_a_plan_carries_the_empty_slices_it_rolls_up_without_awaiting_them(book:
     assert plan.complete
 
 
+def test_a_done_slice_keeps_the_owners_its_scan_found_tagged_once_and_bounded(
+    book: Any,
+) -> None:
+    from costguard.domain.org import MAX_OWNERS
+
+    # GIVEN a plan of A and B
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    # WHEN A is done with its projects' owners (odd Unicode, blanks, repeats, too many,
+    # one absurdly long), then redelivered with others
+    many = [f"p{i}@example.com" for i in range(MAX_OWNERS + 5)]
+    owners = {
+        "vision": ["ana@example.com", " ", "ana@example.com", "ñandú@例え.jp"],
+        "llm": many,
+        "empty": ["", "  "],
+        "long": ["x" * 1000],
+    }
+    book.mark_done(T0, A, None, owners)
+    book.mark_done(T0, A, None, {"vision": ["mallory@example.com"]})
+    _newly, plan = book.mark_done(T0, B)
+    # THEN the plan holds A's first owners only, blanks and repeats dropped, bounded
+    assert plan.tag_owners == {
+        A: {
+            "vision": ("ana@example.com", "ñandú@例え.jp"),
+            "llm": tuple(many[:MAX_OWNERS]),
+            "long": ("x" * 254,),
+        }
+    }
+    assert book.get(T0).tag_owners == plan.tag_owners
+
+
+def test_a_done_slice_keeps_its_advice_bounded_per_project(book: Any) -> None:
+    from costguard.domain.advice import Advice, AdviceCode
+    from costguard.domain.org import MAX_ADVICE_PER_PROJECT, MAX_WHY_CHARS, ProjectAdvice
+
+    def piece(project: str | None, n: int, why: str = "spot") -> ProjectAdvice:
+        return ProjectAdvice(
+            project,
+            Advice(AdviceCode.SPOT_WITH_CHECKPOINTING, f"r-{n}", Decimal(n) / 3, why),
+        )
+
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    # WHEN A is done with 30 pieces for llm, one unattributed, one with a huge explanation
+    pieces = [piece("llm", n) for n in range(1, 31)]
+    pieces += [piece(None, 7, "é 漢"), piece("cv", 2, "x" * 5000)]
+    book.mark_done(T0, A, None, None, pieces)
+    _newly, plan = book.mark_done(T0, B)
+    # THEN the plan holds the 25 largest of llm, exactly, and the others, clipped
+    kept = plan.advice[A]
+    llm = [a for a in kept if a.project == "llm"]
+    assert len(llm) == MAX_ADVICE_PER_PROJECT
+    assert [a.advice.resource for a in llm][:2] == ["r-30", "r-29"]
+    assert llm[0].advice.usd_per_month_saving == Decimal(30) / 3
+    assert [a for a in kept if a.project is None] == [piece(None, 7, "é 漢")]
+    (cv,) = [a for a in kept if a.project == "cv"]
+    assert len(cv.advice.why) == MAX_WHY_CHARS
+    assert B not in plan.advice and book.get(T0).advice == plan.advice
+
+
 def test_a_done_slice_keeps_the_budgets_its_scan_found_tagged_once(book: Any) -> None:
     # GIVEN a plan of A and B
     book.plan(T0, [A, B], T0 + timedelta(minutes=10))

@@ -82,6 +82,7 @@ ORG_NON_DEFAULT: dict[str, Any] = {
     "orgProbeHours": "12",
     "orgSliceDeadlineMinutes": "5",
     "orgOptOutTag": "team:opt-out",
+    "orgRegions": "enabled",
     "orgMaxReceives": "5",
 }
 POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}

@@ -135,14 +135,18 @@ def test_single_account_template_is_unchanged_by_org_settings_without_accounts(
 ) -> None:
     # GIVEN every Organization setting away from its default, but no accounts
     others = {
-        s.context_key: v
-        for s, v in zip(
-            ORG_CONTEXT_SETTINGS,
-            ["", ORG_ID, "team-reader", "3", "50", "12", "5", "team:opt-out", "5"],
-            strict=True,
-        )
+        "orgAccounts": "",
+        "orgId": ORG_ID,
+        "orgMemberRole": "team-reader",
+        "orgPerAccountConcurrency": "3",
+        "orgMaxConcurrency": "50",
+        "orgProbeHours": "12",
+        "orgSliceDeadlineMinutes": "5",
+        "orgOptOutTag": "team:opt-out",
+        "orgRegions": "enabled",
+        "orgMaxReceives": "5",
     }
-    assert others["orgAccounts"] == ""
+    assert set(others) == {s.context_key for s in ORG_CONTEXT_SETTINGS}  # every one of them
     # WHEN synthesized THEN the template is the default single-account one, resource by resource
     assert _without_code(_synth_body({**CONTEXT, **others})) == _without_code(body)
 
@@ -597,7 +601,7 @@ def test_act_consumer_may_assume_the_member_act_role_in_the_org_only_and_never_t
 def test_act_consumer_commits_the_guards_records_and_publishes_and_reads_nothing_in_the_hub(
     org: World,
 ) -> None:
-    from costguard_infra.hub import ACT_LEDGER_ACTIONS
+    from costguard.iam import EXECUTOR_LEDGER_ACTIONS, FINDINGS_LEDGER_ACTIONS
 
     role = org.function_role(_function(org, ACT_HANDLER))
     (table,) = org.resources("AWS::DynamoDB::Table")
@@ -616,7 +620,7 @@ def test_act_consumer_commits_the_guards_records_and_publishes_and_reads_nothing
         for a in as_list(s["Action"])
         if a.startswith("dynamodb:")
     }
-    assert granted == set(ACT_LEDGER_ACTIONS)
+    assert granted == {*EXECUTOR_LEDGER_ACTIONS, *FINDINGS_LEDGER_ACTIONS}
     key = org.key_arn_of(org.resolve(org.props(table)["SSESpecification"]["KMSMasterKeyId"]))
     assert role_may(org, role, "kms:Decrypt", key, _via("dynamodb"))
     topic_arn = org.physical[topic]["TopicArn"]

@@ -119,3 +119,19 @@ def test_the_unreachable_alert_is_claimed_once_per_account_and_day_whatever_the_
     )
     assert one.dedupe == two.dedupe != next_day.dedupe
     assert C in one.title and "costguard-member-act" in " ".join(one.next_steps)
+
+
+@pytest.mark.parametrize(
+    ("tick", "inside"),
+    [
+        ("2026-11-20T08:59:59+00:00", False),
+        ("2026-11-20T09:00:00+00:00", True),
+        ("2026-11-20T09:45:00+00:00", True),
+        ("2026-11-20T10:00:00+00:00", False),
+        ("2026-11-21T09:15:00+00:00", True),
+    ],
+)
+def test_only_the_digest_hour_s_times_keep_advice(tick: str, inside: bool) -> None:
+    from costguard.domain.org import in_digest_window
+
+    assert in_digest_window(datetime.fromisoformat(tick), 9, timedelta(minutes=15)) is inside

@@ -42,7 +42,7 @@ counter and decide on a full read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -51,7 +51,15 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from costguard.adapters.dynamodb import parse_stamp, stamp
-from costguard.domain.org import Slice, SliceFailure, TickPlan
+from costguard.domain.advice import Advice, AdviceCode
+from costguard.domain.org import (
+    ProjectAdvice,
+    Slice,
+    SliceFailure,
+    TickPlan,
+    bounded_advice,
+    bounded_owners,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -147,12 +155,24 @@ class DynamoDbSliceBook:
         return True
 
     def mark_done(
-        self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
+        self,
+        tick: datetime,
+        s: Slice,
+        tag_budgets: Mapping[str, Decimal] | None = None,
+        tag_owners: Mapping[str, Sequence[str]] | None = None,
+        advice: Sequence[ProjectAdvice] = (),
     ) -> tuple[bool, TickPlan | None]:
         item: dict[str, Any] = {**self._done_key(tick, s), "ttl": self._ttl(tick)}
+        if kept := bounded_advice(advice):
+            item["advice"] = {"L": [_advice_item(a) for a in kept]}
         if tag_budgets:
             item["budgets"] = {
                 "M": {p: {"N": format(amount, "f")} for p, amount in sorted(tag_budgets.items())}
+            }
+        owners = bounded_owners(tag_owners or {})
+        if owners:
+            item["owners"] = {
+                "M": {p: {"L": [{"S": o} for o in names]} for p, names in sorted(owners.items())}
             }
         try:
             self._ddb.put_item(
@@ -267,13 +287,27 @@ class DynamoDbSliceBook:
         legacy_done = plan.done  # done in the previous layout: its first budgets stand
         done = set(legacy_done)
         budgets = dict(plan.tag_budgets)
+        owners: dict[Slice, dict[str, tuple[str, ...]]] = {}
+        advice: dict[Slice, tuple[ProjectAdvice, ...]] = {}
         for page in pages:
             for item in page.get("Items", []):
                 s = Slice.parse(item["sk"]["S"].removeprefix(DONE_PREFIX))
                 done.add(s)
                 if "budgets" in item and s not in legacy_done:
                     budgets[s] = {p: Decimal(v["N"]) for p, v in item["budgets"]["M"].items()}
-        return replace(plan, done=frozenset(done), tag_budgets=budgets)
+                if "owners" in item:
+                    owners[s] = {
+                        p: tuple(o["S"] for o in v["L"]) for p, v in item["owners"]["M"].items()
+                    }
+                if "advice" in item:
+                    advice[s] = tuple(_advice_of(a["M"]) for a in item["advice"]["L"])
+        return replace(
+            plan,
+            done=frozenset(done),
+            tag_budgets=budgets,
+            tag_owners=owners,
+            advice=advice,
+        )
 
     def due(self, since: datetime, now: datetime) -> list[TickPlan]:
         """Plans of times in [since, now] not aggregated yet whose deadline has passed
@@ -410,7 +444,12 @@ class InMemorySliceBook:
             return True
 
     def mark_done(
-        self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
+        self,
+        tick: datetime,
+        s: Slice,
+        tag_budgets: Mapping[str, Decimal] | None = None,
+        tag_owners: Mapping[str, Sequence[str]] | None = None,
+        advice: Sequence[ProjectAdvice] = (),
     ) -> tuple[bool, TickPlan | None]:
         with self._lock:
             plan = self._plans.get(tick)
@@ -421,7 +460,19 @@ class InMemorySliceBook:
                 budgets = dict(plan.tag_budgets)
                 if tag_budgets:
                     budgets[s] = dict(tag_budgets)
-                plan = self._plans[tick] = replace(plan, done=plan.done | {s}, tag_budgets=budgets)
+                owners = dict(plan.tag_owners)
+                if bounded := bounded_owners(tag_owners or {}):
+                    owners[s] = bounded
+                kept = dict(plan.advice)
+                if pieces := bounded_advice(advice):
+                    kept[s] = pieces
+                plan = self._plans[tick] = replace(
+                    plan,
+                    done=plan.done | {s},
+                    tag_budgets=budgets,
+                    tag_owners=owners,
+                    advice=kept,
+                )
             return newly, plan if plan.complete else None
 
     def remaining(self, tick: datetime) -> int | None:
@@ -479,3 +530,27 @@ class InMemorySliceBook:
                 return  # not ours any more (the lease ran out and another run took it)
             del self._holders[tick]
             self._plans[tick] = replace(plan, aggregation_expires=None)
+
+
+def _advice_item(a: ProjectAdvice) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "code": {"S": a.advice.code.value},
+        "resource": {"S": a.advice.resource},
+        "usd": {"N": format(a.advice.usd_per_month_saving, "f")},
+        "why": {"S": a.advice.why or "-"},
+    }
+    if a.project is not None:
+        out["project"] = {"S": a.project}
+    return {"M": out}
+
+
+def _advice_of(m: Mapping[str, Any]) -> ProjectAdvice:
+    return ProjectAdvice(
+        m["project"]["S"] if "project" in m else None,
+        Advice(
+            AdviceCode(m["code"]["S"]),
+            m["resource"]["S"],
+            Decimal(m["usd"]["N"]),
+            m["why"]["S"],
+        ),
+    )

@@ -133,6 +133,13 @@ class GuardItem(BaseModel):
     def _utc(cls, value: datetime) -> datetime:
         return require_utc(value)
 
+    @field_validator("regions")
+    @classmethod
+    def _regions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from costguard.config_spec import valid_regions  # noqa: PLC0415 - the spec's check
+
+        return valid_regions(value)
+
     def run(self) -> GuardRun:
         return GuardRun(self.time, self.guard, self.account, self.regions)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from decimal import Decimal
 
+from costguard.domain.advice import Advice
 from costguard.domain.alerts import (
     MAX_LINE_CHARS,
     Alert,
@@ -92,6 +93,12 @@ class TickPlan:
     #: per project in that slice), written with "done": the roll-up settles them as one
     #: account's scan does (see :func:`settle_tag_budgets`).
     tag_budgets: Mapping[Slice, Mapping[str, Decimal]] = field(default_factory=dict)
+    #: The owners each done slice found tagged on its projects' resources, written with
+    #: "done": the roll-up unions them (see :func:`settle_tag_owners`).
+    tag_owners: Mapping[Slice, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    #: The advice each done slice's scan gave (with the project of its resource), kept only
+    #: on the times of the digest hour: the roll-up's daily advice digest.
+    advice: Mapping[Slice, tuple[ProjectAdvice, ...]] = field(default_factory=dict)
 
     @property
     def rolled_up(self) -> frozenset[Slice]:
@@ -215,6 +222,75 @@ def roll_up(
                 r.accounts | {s.account},
             )
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectAdvice:
+    """One piece of a slice's advice and the project of the resource it is about."""
+
+    project: str | None
+    advice: Advice
+
+
+#: Advice kept per project and slice (the digest lists the 25 largest of a project).
+MAX_ADVICE_PER_PROJECT = 25
+#: A piece's explanation as kept (a done item stays small).
+MAX_WHY_CHARS = 300
+
+
+def bounded_advice(pieces: Iterable[ProjectAdvice]) -> tuple[ProjectAdvice, ...]:
+    """At most :data:`MAX_ADVICE_PER_PROJECT` per project (the largest savings), each
+    explanation clipped: what a done item carries."""
+    grouped: dict[str | None, list[ProjectAdvice]] = {}
+    for piece in pieces:
+        grouped.setdefault(piece.project, []).append(piece)
+    kept: list[ProjectAdvice] = []
+    for project in sorted(grouped, key=lambda p: (p is None, p or "")):
+        best = sorted(
+            grouped[project], key=lambda a: (-a.advice.usd_per_month_saving, a.advice.resource)
+        )
+        kept.extend(
+            ProjectAdvice(a.project, replace(a.advice, why=a.advice.why[:MAX_WHY_CHARS]))
+            for a in best[:MAX_ADVICE_PER_PROJECT]
+        )
+    return tuple(kept)
+
+
+def in_digest_window(tick: datetime, digest_hour_utc: int, period: timedelta) -> bool:
+    """Whether ``tick`` is one of the first scheduled times at or after the day's digest
+    hour (within an hour, or one scan period when that is longer): the times whose
+    slices keep their advice for the roll-up's daily digest."""
+    tick = require_utc(tick)
+    start = tick.replace(hour=digest_hour_utc, minute=0, second=0, microsecond=0)
+    return start <= tick < start + max(period, timedelta(hours=1))
+
+
+#: Owners kept per project and slice, and rolled up per project: an alert names a few
+#: people, not a directory (the rest still see it on the topic's other subscriptions).
+MAX_OWNERS = 20
+
+
+def bounded_owners(owners: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, ...]]:
+    """At most :data:`MAX_OWNERS` per project, each clipped to an e-mail's 254 characters,
+    empties dropped: what a done item carries, whatever a tag held."""
+    out: dict[str, tuple[str, ...]] = {}
+    for project, names in owners.items():
+        kept = tuple(dict.fromkeys(o.strip()[:254] for o in names if o.strip()))[:MAX_OWNERS]
+        if kept:
+            out[project] = kept
+    return out
+
+
+def settle_tag_owners(plan: TickPlan) -> dict[str, tuple[str, ...]]:
+    """Each project's owners as its slices saw them tagged, across accounts: the union,
+    in account-region order, at most :data:`MAX_OWNERS` (the central table's owners,
+    where set, win over these in the caller, as in one account)."""
+    merged: dict[str, list[str]] = {}
+    for _s, owners in sorted(plan.tag_owners.items()):
+        for project, names in owners.items():
+            kept = merged.setdefault(project, [])
+            kept.extend(o for o in names if o not in kept and len(kept) < MAX_OWNERS)
+    return {p: tuple(o) for p, o in merged.items() if o}
 
 
 def settle_tag_budgets(

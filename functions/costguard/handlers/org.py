@@ -35,7 +35,7 @@ from costguard.adapters.work_queue import SEND_BATCH, SqsWorkQueue, WorkItem, me
 from costguard.domain.directory import WorkKind
 from costguard.domain.org import Slice
 from costguard.handlers.events import ScheduledEvent
-from costguard.names import OrgRoles
+from costguard.names import Env, OrgRoles
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -94,6 +94,8 @@ ORG_ENV_VARS = (
     SLICE_DEADLINE_ENV,
     OPT_OUT_TAG_ENV,
     QUEUE_URL_ENV,
+    Env.ACT_QUEUE_URL,
+    Env.ORG_REGIONS,
 )
 
 
@@ -213,7 +215,7 @@ def build_fanout(
         FanoutSettings(
             scope=settings.scope,
             policy=TickPolicy(
-                env.probe_interval, regions_read_from(home), frozenset(settings.regions)
+                env.probe_interval, regions_read_from(home), allowed_regions(settings)
             ),
             deadline=env.deadline,
             accounts=None if env.discover else env.accounts,
@@ -348,6 +350,7 @@ def _aggregation(
     settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook
 ) -> Aggregation:
     from costguard.services.org import Aggregation, OrgSettings, alert_after
+    from costguard.services.org_act import OrgSavings
     from costguard.wiring import build_alert_service
 
     alerts = build_alert_service(settings, hub, ledger)
@@ -360,6 +363,8 @@ def _aggregation(
             warning_pct=settings.warning_pct,
         ),
         after=alert_after(alerts) if alerts else None,
+        # What the guards saved in member accounts, from their audit trails in this ledger.
+        savings=OrgSavings(ledger, ledger, settings.scope),
     )
 
 
@@ -367,7 +372,7 @@ def _slice_work(
     settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook, members: Any
 ) -> SliceWork:
     from costguard.adapters.assume import AccountAccessError
-    from costguard.domain.org import slice_scope
+    from costguard.domain.org import in_digest_window, slice_scope
     from costguard.services.org import SliceWork
     from costguard.wiring import BundledCatalog, build_scan_service, catalog_reader
 
@@ -381,8 +386,19 @@ def _slice_work(
             slice_settings, members(s), ledger=ledger, catalog=catalog, catalog_in_use=in_use
         )
 
+    def keeps_advice(tick: datetime) -> bool:
+        # The slices of the digest hour's times keep their advice, so that the roll-up
+        # sends each project's daily advice digest across accounts, as one account does.
+        return settings.advice_alerts and in_digest_window(
+            tick, settings.digest_hour_utc, timedelta(hours=1)
+        )
+
     return SliceWork(
-        book, scan_for, _aggregation(settings, hub, ledger, book), (AccountAccessError,)
+        book,
+        scan_for,
+        _aggregation(settings, hub, ledger, book),
+        (AccountAccessError,),
+        keeps_advice=keeps_advice,
     )
 
 
@@ -460,6 +476,12 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def allowed_regions(settings: Settings) -> frozenset[str] | None:
+    """The allow-list an account's enabled regions are intersected with: ``regions``, or
+    None (every region the account enabled) with ``orgRegions=enabled``."""
+    return None if settings.org_regions == "enabled" else frozenset(settings.regions)
 
 
 def _home_region(settings: Settings, session: Any) -> str:

@@ -45,6 +45,10 @@ logger = Logger(service="costguard-org-act")
 ACT_SESSION = "costguard-hub-act"
 
 
+class RegionNotAllowedError(ValueError):
+    """A guard run names only regions outside the deployment's allow-list."""
+
+
 class GuardFanoutEvent(ScheduledEvent):
     """A guard's schedule, sent to the hub's fan-out: ``{"time": ..., "guard": name}``."""
 
@@ -62,7 +66,13 @@ def build_guard_fanout(
 ) -> GuardFanout:
     from costguard.adapters.aws import RETRY_CONFIG
     from costguard.adapters.work_queue import SqsGuardQueue
-    from costguard.handlers.org import OrgConfigError, _home_region, _hub, _queue_region
+    from costguard.handlers.org import (
+        OrgConfigError,
+        _home_region,
+        _hub,
+        _queue_region,
+        allowed_regions,
+    )
     from costguard.services.org_act import GuardFanout, GuardFanoutSettings
 
     url = (settings.act_queue_url or "").strip()
@@ -79,7 +89,7 @@ def build_guard_fanout(
         GuardFanoutSettings(
             reaches=reaches(),
             accounts=None if env.discover else env.accounts,
-            allow=frozenset(settings.regions),
+            allow=allowed_regions(settings),
         ),
     )
 
@@ -116,6 +126,7 @@ def build_guard_work(
     from costguard.adapters.aws import ClientFactory
     from costguard.domain.org import Slice
     from costguard.domain.org_act import GuardRun, guard_scope
+    from costguard.handlers.org import allowed_regions
     from costguard.services.executor import ExecutorSettings
     from costguard.services.guard import Guard, GuardContext
     from costguard.services.org_act import GuardWork, UnknownGuardError
@@ -123,14 +134,23 @@ def build_guard_work(
 
     hub = ClientFactory(session, account=settings.scope)
     context = guard_context(settings, hub)
+    allow = allowed_regions(settings)
     enter = members or MemberClients(session, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
 
     def build(run: GuardRun, clients: ClientFactory, ctx: GuardContext) -> Guard:
         spec = SPECS.get(run.guard)
         if spec is None:
             raise UnknownGuardError(f"unknown guard {run.guard!r} (known: {', '.join(SPECS)})")
+        # Only the fan-out sends here, but a message is still input: a region outside the
+        # deployment's allow-list is never acted in, whatever the message says.
+        regions = tuple(r for r in run.regions if allow is None or r in allow)
+        if not regions:
+            raise RegionNotAllowedError(
+                f"guard run of {run.guard} in {run.account} names no allowed region "
+                f"({', '.join(run.regions)[:200]}); nothing was done"
+            )
         narrowed = settings.model_copy(
-            update={"scope": guard_scope(settings.scope, run.account), "regions": run.regions}
+            update={"scope": guard_scope(settings.scope, run.account), "regions": regions}
         )
         return spec.build(narrowed, clients, ctx)
 
@@ -144,6 +164,7 @@ def build_guard_work(
         (AccountAccessError,),
         findings=context.ledger,
         alerts=build_alert_service(settings, hub, context.ledger),
+        state=context.ledger,
     )
 
 

@@ -582,6 +582,8 @@ class AlertService:
             owners[p.project] = p.owners
             for a in p.resources:
                 owner_of[a.priced.resource.key] = p.project
+        for resource, project in report.advice_projects.items():
+            owner_of.setdefault(resource, project)
         grouped: dict[str | None, list[Advice]] = {}
         for advice in report.advice:
             grouped.setdefault(owner_of.get(advice.resource), []).append(advice)

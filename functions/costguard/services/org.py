@@ -20,16 +20,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
 
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.decisions import Savings
 from costguard.domain.findings import Finding
 from costguard.domain.money import ZERO
 from costguard.domain.org import (
+    ProjectAdvice,
     ProjectRollup,
     Slice,
     TickPlan,
@@ -37,6 +39,7 @@ from costguard.domain.org import (
     missing_slices_alert,
     roll_up,
     settle_tag_budgets,
+    settle_tag_owners,
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
@@ -56,10 +59,16 @@ class SliceBook(Protocol):
         carried: Iterable[Slice] = (),
     ) -> bool: ...
     def mark_done(
-        self, tick: datetime, s: Slice, tag_budgets: Mapping[str, Decimal] | None = None
+        self,
+        tick: datetime,
+        s: Slice,
+        tag_budgets: Mapping[str, Decimal] | None = None,
+        tag_owners: Mapping[str, Sequence[str]] | None = None,
+        advice: Sequence[ProjectAdvice] = (),
     ) -> tuple[bool, TickPlan | None]:
-        """Add ``s`` to the time's done slices (and, with it, the budgets its scan found
-        tagged); True only for the call that added it.
+        """Add ``s`` to the time's done slices (and, with it, the budgets and owners its
+        scan found tagged, and its advice on the digest hour's times); True only for the
+        call that added it.
 
         The plan comes back (read in full) only when every expected slice is done, so
         that the caller may aggregate; None while some are missing, or when nothing is
@@ -140,7 +149,11 @@ class SliceWork:
         scan_for: ScanFor,
         aggregation: Aggregation | None,
         access_errors: tuple[type[Exception], ...],
+        *,
+        keeps_advice: Callable[[datetime], bool] = lambda _tick: False,
     ) -> None:
+        #: Whether a slice of this time keeps its advice for the roll-up's daily digest.
+        self._keeps_advice = keeps_advice
         self._book = book
         self._scan_for = scan_for
         self._aggregation = aggregation
@@ -164,7 +177,13 @@ class SliceWork:
         except self._access_errors as exc:
             self._book.mark_failed(tick, s, str(getattr(exc, "code", type(exc).__name__)), str(exc))
             raise
-        newly, plan = self._book.mark_done(tick, s, tagged_budgets(report))
+        newly, plan = self._book.mark_done(
+            tick,
+            s,
+            tagged_budgets(report),
+            tagged_owners(report),
+            project_advice(report) if self._keeps_advice(tick) else (),
+        )
         aggregated = None
         # Not only the call that completed the plan: a retry of it (its aggregation
         # failed after the claim, which was given back) aggregates too. The claim keeps
@@ -195,6 +214,23 @@ def tagged_budgets(report: ScanReport) -> dict[str, Decimal]:
         for p in report.projects
         if p.project is not None and p.budget_source == "tag" and p.budget_usd is not None
     }
+
+
+def project_advice(report: ScanReport) -> list[ProjectAdvice]:
+    """The slice's advice, each piece with the project of the resource it is about (the
+    roll-up has no resources to look it up in)."""
+    project_of = {
+        a.priced.resource.key: p.project
+        for p in (*report.projects, report.unattributed)
+        for a in p.resources
+    }
+    return [ProjectAdvice(project_of.get(a.resource), a) for a in report.advice]
+
+
+def tagged_owners(report: ScanReport) -> dict[str, tuple[str, ...]]:
+    """The owners a slice's scan found for its projects (tagged, or the table's): the
+    aggregation unions them across accounts, and the table's still win there."""
+    return {p.project: p.owners for p in report.projects if p.project is not None and p.owners}
 
 
 class UnplannedSliceError(ValueError):
@@ -236,7 +272,9 @@ class Aggregation:
         settings: OrgSettings,
         *,
         after: AfterAggregation | None = None,
+        savings: SavingsSource | None = None,
     ) -> None:
+        self._savings = savings
         self._book = book
         self._ledger = ledger
         self._s = settings
@@ -302,8 +340,14 @@ class Aggregation:
         names = sorted({p for p in rollups if p is not None} | set(self._s.projects))
         configured = {p for p, c in self._s.projects.items() if c.budget is not None}
         tagged, conflicts = settle_tag_budgets(plan, configured)
+        owners = settle_tag_owners(plan)
+        saved = self._savings(month, tick) if self._savings is not None else {}
         reports = tuple(
-            self._project(name, rollups.get(name), tick, tagged.get(name)) for name in names
+            replace(r, savings=saved[r.project]) if r.project in saved else r
+            for r in (
+                self._project(name, rollups.get(name), tick, tagged.get(name), owners.get(name, ()))
+                for name in names
+            )
         )
         findings = missing_slice_findings(plan) + conflicts
         incomplete = frozenset(
@@ -323,6 +367,10 @@ class Aggregation:
             duration_s=0.0,
             api_calls={},
             incomplete_projects=incomplete,
+            advice=tuple(a.advice for pieces in plan.advice.values() for a in pieces),
+            advice_projects={
+                a.advice.resource: a.project for pieces in plan.advice.values() for a in pieces
+            },
         )
         self._ledger.record_findings(self._s.scope, tick, findings)
         alerts = self._after(report, findings, plan, now) if self._after else ()
@@ -356,6 +404,7 @@ class Aggregation:
         rollup: ProjectRollup | None,
         now: datetime,
         tagged: Decimal | None = None,
+        tagged_owners: tuple[str, ...] = (),
     ) -> ProjectReport:
         config = self._s.projects.get(name) if name is not None else None
         budget = config.budget if config else None
@@ -373,11 +422,16 @@ class Aggregation:
             estimated_usd=r.estimated_usd,
             forecast_month_usd=forecast,
             status=budget_status(budget, forecast, self._s.warning_pct),
-            owners=config.owners if config else (),
+            # The central table's owners win, as in one account; else those tagged on the
+            # project's resources in any member account.
+            owners=config.owners if config and config.owners else tagged_owners,
             resources=(),
             unpriced=0,
         )
 
+
+#: What the guards saved this month per project, across accounts (month, now).
+SavingsSource = Callable[[str, datetime], Mapping[str | None, Savings]]
 
 AfterAggregation = Callable[[ScanReport, Sequence[Finding], TickPlan, datetime], tuple[str, ...]]
 

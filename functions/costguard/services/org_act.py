@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
-from costguard.domain.calendar import require_utc
+from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.decisions import Savings, Step, savings_this_month
 from costguard.domain.org_act import (
     GuardRun,
     Reach,
@@ -32,7 +34,7 @@ from costguard.domain.org_act import (
     guard_scope,
     plan_guard_runs,
 )
-from costguard.ports import Budget, FindingStore
+from costguard.ports import AuditLog, Budget, FindingStore, StateStore
 from costguard.services.executor import ExecutionReport, ExecutorSettings
 from costguard.services.guard import Guard, GuardContext, run_guard
 
@@ -155,7 +157,9 @@ class GuardWork:
         *,
         findings: FindingStore | None = None,
         alerts: AlertSink | None = None,
+        state: StateStore | None = None,
     ) -> None:
+        self._state = state
         self._enter = enter
         self._build = build
         self._context = context
@@ -182,6 +186,9 @@ class GuardWork:
         scope = guard_scope(self._executor.scope, run.account)
         guard = self._build(run, clients, self._context)
         report = run_guard(guard, self._context, replace(self._executor, scope=scope), now, budget)
+        if self._state is not None and any(o.step is Step.ACTED for o in report.outcomes):
+            # The roll-up's savings read the audit trails of the accounts that acted.
+            note_acted(self._state, self._executor.scope, month_key(now), run.account)
         return GuardRunOutcome(run, report, guard, scope)
 
     def _report_unreachable(self, run: GuardRun, exc: Exception, now: datetime) -> None:
@@ -198,3 +205,57 @@ class GuardWork:
                 self._alerts.attempt_delivery([act_unreachable_alert(run, code, detail, now)])
         except Exception as report_exc:  # the access error is what is raised
             exc.add_note(f"reporting it failed too: {type(report_exc).__name__}: {report_exc}")
+
+
+# -- what the guards saved, across accounts -------------------------------------------------
+
+#: The hub's index of the member accounts whose guards acted in a month (state name).
+ACTED_ACCOUNTS = "org-acted-accounts"
+#: Optimistic writes of the index before giving up (each retry re-reads it).
+NOTE_ATTEMPTS = 8
+
+
+class IndexContendedError(RuntimeError):
+    """The acted-accounts index kept changing under the writer (raised, so the run is
+    retried; its actions are claimed and done, so the retry only writes the index)."""
+
+
+def note_acted(state: StateStore, scope: str, month: str, account: str) -> None:
+    """Add ``account`` to the month's acted-accounts index (idempotent, safe under
+    concurrent writers: compare-and-set on the item's version)."""
+    name = f"{ACTED_ACCOUNTS}/{month}"
+    for _ in range(NOTE_ATTEMPTS):
+        value, version = state.get_state(scope, name)
+        accounts = [str(a) for a in value.get("accounts", [])]
+        if account in accounts:
+            return
+        if state.put_state(scope, name, {"accounts": sorted({*accounts, account})}, version):
+            return
+    raise IndexContendedError(f"{name}: {NOTE_ATTEMPTS} concurrent writes in a row")
+
+
+class OrgSavings:
+    """Per project, what the guards saved this month in every member account that acted:
+    the single-account figure (:func:`savings_this_month`, from the audit trail), read
+    from each such account's scope. One read for the index, one query per account that
+    acted this month (not per account guarded)."""
+
+    def __init__(self, state: StateStore, audit: AuditLog, scope: str) -> None:
+        self._state = state
+        self._audit = audit
+        self._scope = scope
+
+    def __call__(self, month: str, now: datetime) -> dict[str | None, Savings]:
+        value, _version = self._state.get_state(self._scope, f"{ACTED_ACCOUNTS}/{month}")
+        acted = [
+            (
+                e.details.get("project"),
+                e.at,
+                Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
+                e.resource,
+            )
+            for account in value.get("accounts", [])
+            for e in self._audit.audit_trail(guard_scope(self._scope, str(account)), month)
+            if e.outcome == Step.ACTED.value
+        ]
+        return savings_this_month(acted, now)

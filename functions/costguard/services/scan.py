@@ -109,6 +109,9 @@ class ScanReport:
     catalog: CatalogInUse | None = None
     #: Money a different choice would save (spot, smaller endpoints, pending capacity).
     advice: tuple[Advice, ...] = ()
+    #: The project of each advised resource, where ``projects`` holds no resources to
+    #: look it up in (an Organization's roll-up).
+    advice_projects: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def resource_count(self) -> int:
