@@ -144,3 +144,18 @@ def test_the_store_calls_only_what_the_ledger_grant_holds() -> None:
     needed = ledger_iam_actions(directory)
     assert needed == set(DIRECTORY_ACTIONS)
     assert set(DIRECTORY_ACTIONS) <= set(LEDGER_ACTIONS)
+
+
+def test_the_listing_alone_reads_as_the_whole_directory_does(store: Any) -> None:
+    from costguard.domain.directory import AccountListing
+
+    assert store.listing() is None
+    listing = AccountListing(
+        ("222222222222", "333333333333"),
+        datetime(2026, 11, 20, 12, 0, tzinfo=UTC),
+        "discover",
+        untagged={"333333333333": "TooManyRequestsException: slow down"},
+    )
+    store.save_listing(listing)
+    assert store.listing() == store.load().listing
+    assert store.listing().untagged == {"333333333333": "TooManyRequestsException: slow down"}

@@ -178,8 +178,12 @@ def test_a_guard_schedule_plans_one_run_per_account_where_the_guard_can_act(
     # AND the compute guard runs only where compute was found (A's us-east-1)
     assert compute["runs"] == 1
     assert [json.loads(m["Body"])["regions"] for m in compute_messages] == [[REGION]]
-    # AND each account is its own message group (one guard at a time in an account)
-    assert {m["Attributes"]["MessageGroupId"] for m in data_messages} == {A, B, C}
+    # AND each account and guard is its own message group (one run of a guard at a time
+    # in an account, and a failing guard never holds another guard's runs)
+    assert {m["Attributes"]["MessageGroupId"] for m in data_messages} == {
+        f"{a}#stale-volumes" for a in (A, B, C)
+    }
+    assert {m["Attributes"]["MessageGroupId"] for m in compute_messages} == {f"{A}#idle-notebooks"}
 
 
 def test_an_unknown_guard_is_refused_before_anything_is_sent(

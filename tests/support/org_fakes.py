@@ -191,6 +191,10 @@ class CountingDirectory:
         self._calls["dynamodb.Query"] += math.ceil(items / DIRECTORY_ITEMS_PER_PAGE)
         return d
 
+    def listing(self) -> AccountListing | None:
+        self._calls["dynamodb.GetItem"] += 1
+        return self._inner.listing()
+
     def save_listing(self, listing: AccountListing) -> None:
         self._calls["dynamodb.PutItem"] += 1
         self._inner.save_listing(listing)

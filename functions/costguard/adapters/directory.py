@@ -119,6 +119,15 @@ class DynamoDbDirectory:
                     slices[status.slice] = status
         return Directory(listing, regions, slices)
 
+    def listing(self) -> AccountListing | None:
+        """The stored account listing alone (one item read, not the whole directory)."""
+        item = self._ddb.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": self._pk}, "sk": {"S": "ACCOUNTS"}},
+            ConsistentRead=True,
+        ).get("Item")
+        return _listing(item) if item else None
+
     # -- writes -----------------------------------------------------------------------------
 
     def save_listing(self, listing: AccountListing) -> None:
@@ -279,6 +288,10 @@ class InMemoryDirectory:
     def load(self) -> Directory:
         with self._lock:
             return Directory(self._listing, dict(self._regions), dict(self._slices))
+
+    def listing(self) -> AccountListing | None:
+        with self._lock:
+            return self._listing
 
     def save_listing(self, listing: AccountListing) -> None:
         with self._lock:

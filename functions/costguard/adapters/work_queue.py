@@ -154,9 +154,11 @@ class GuardItem(BaseModel):
 class SqsGuardQueue:
     """:class:`costguard.services.org_act.GuardQueue` on the act FIFO queue.
 
-    One message group per account: one guard runs in an account at a time (its API rate
-    limits, and no two guards racing over one resource), whatever the consumers'
-    concurrency; the executor's claims make even an overlap safe."""
+    One message group per account and guard: one run of a guard in an account at a time,
+    and at most one per guard (three) in an account whatever the consumers' concurrency
+    (its API rate limits). Not one group per account: FIFO holds a group's later messages
+    while one is retried, so a run failing on one resource would hold the account's other
+    guards for hours. The executor's claims make any overlap safe."""
 
     def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._sqs = client
@@ -170,7 +172,7 @@ class SqsGuardQueue:
                 {
                     "Id": str(i),
                     "MessageBody": m.model_dump_json(),
-                    "MessageGroupId": m.account,
+                    "MessageGroupId": f"{m.account}#{m.guard}",
                     "MessageDeduplicationId": m.dedupe_id(),
                 }
                 for i, m in enumerate(batch)

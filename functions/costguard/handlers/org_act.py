@@ -126,15 +126,28 @@ def build_guard_work(
     from costguard.adapters.aws import ClientFactory
     from costguard.domain.org import Slice
     from costguard.domain.org_act import GuardRun, guard_scope
-    from costguard.handlers.org import allowed_regions
+    from costguard.handlers.org import OrgEnvironment, _hub, allowed_regions
     from costguard.services.executor import ExecutorSettings
     from costguard.services.guard import Guard, GuardContext
-    from costguard.services.org_act import GuardWork, UnknownGuardError
+    from costguard.services.org_act import GuardWork, UnknownGuardError, guarded_accounts
     from costguard.wiring import build_alert_service, guard_context
 
     hub = ClientFactory(session, account=settings.scope)
     context = guard_context(settings, hub)
     allow = allowed_regions(settings)
+    env = OrgEnvironment.from_settings(settings, os.environ)
+    _hub_clients, _ledger, _book, store = _hub(settings, session)
+    listed: list[frozenset[str]] = []
+
+    def guarded(account: str) -> bool:
+        # The accounts the deployment guards now: the configured list, or the stored
+        # listing (read once per invocation, and only when a run asks).
+        if not env.discover:
+            return account in (env.accounts or ())
+        if not listed:
+            listed.append(frozenset(guarded_accounts(store.listing())))
+        return account in listed[0]
+
     enter = members or MemberClients(session, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
 
     def build(run: GuardRun, clients: ClientFactory, ctx: GuardContext) -> Guard:
@@ -165,6 +178,8 @@ def build_guard_work(
         findings=context.ledger,
         alerts=build_alert_service(settings, hub, context.ledger),
         state=context.ledger,
+        known=frozenset(SPECS),
+        guarded=guarded,
     )
 
 
@@ -195,7 +210,7 @@ def consume(
             )
             raise
         if outcome.report is None or outcome.guard is None:
-            logger.warning("guard run dropped: planned too long ago", extra={**where})
+            logger.warning("guard run dropped", extra={**where, "why": outcome.dropped})
             return
         log_run(outcome.guard, outcome.report, **where, scope=outcome.scope)
         if outcome.report.failures:

@@ -30,10 +30,11 @@ What one pass reads, cheapest first (GetMetricData is billed per metric requeste
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import TypeVar
 
 from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import Action, Decision, Target, action_after, deadline_tag
@@ -66,7 +67,9 @@ from costguard.domain.pricing import PriceCatalog
 from costguard.domain.studio import StudioApp
 from costguard.domain.tags import TagKeys, read_tags
 from costguard.names import AgentGpu, Heartbeat, Tags
-from costguard.ports import MetricReader, NotebookCandidates, StudioApps
+from costguard.ports import MetricReader, NotebookCandidates, SourceError, StudioApps
+
+T = TypeVar("T")
 
 EC2_NAMESPACE = "AWS/EC2"
 #: A warning whose deadline passed this long ago without a run is withdrawn rather than
@@ -144,26 +147,48 @@ class IdlePolicy:
             decisions.extend(self._region(region, now))
         return decisions
 
+    def _readable(self, region: str, what: str, read: Callable[[], list[T]]) -> list[T]:
+        """One source of a region, or nothing when it cannot be read (a service control
+        policy refusing the region, throttling): reported, never judged, and the other
+        sources and regions go on. Nothing unread is acted on."""
+        try:
+            return read()
+        except SourceError as exc:
+            self.findings.append(Finding(FindingCode.SCAN_FAILED, f"{region}/{what}", str(exc)))
+            return []
+
     def _region(self, region: str, now: datetime) -> list[Decision]:
         decisions: list[Decision] = []
         to_read: list[_Candidate] = []
-        for ec2 in self._candidates.ec2_notebooks(region):
+        ec2_notebooks = self._readable(
+            region, "ec2-notebooks", lambda: list(self._candidates.ec2_notebooks(region))
+        )
+        for ec2 in ec2_notebooks:
             c = self._ec2_candidate(ec2)
             group = managed_by(ec2.tags)
             if group is not None:
                 decisions.append(self._managed(c, group, now))
                 continue
             decisions.extend(self._select(c, ec2.launched_at, now, to_read))
-        for nb in self._candidates.notebook_instances(region):
+        for nb in self._readable(
+            region, "notebook-instances", lambda: list(self._candidates.notebook_instances(region))
+        ):
             c = self._notebook_candidate(nb)
             decisions.extend(self._select(c, nb.in_service_since, now, to_read))
-        if self._studio is not None:
-            self.findings.extend(self._studio.idle_shutdown_gaps(region))
-            for app in self._studio.apps(region):
+        if (studio := self._studio) is not None:
+            self.findings.extend(
+                self._readable(region, "studio", lambda: list(studio.idle_shutdown_gaps(region)))
+            )
+            for app in self._readable(region, "studio-apps", lambda: list(studio.apps(region))):
                 if app.app_type in STUDIO_APP_TYPES and app.status == "InService":
                     decisions.append(self._studio_decision(app, now))
         if to_read:
-            decisions.extend(self._read_and_judge(region, to_read, now))
+            # Metrics that cannot be read judge nothing: unknown is never idle.
+            decisions.extend(
+                self._readable(
+                    region, "metrics", lambda: self._read_and_judge(region, to_read, now)
+                )
+            )
         return decisions
 
     def _managed(self, c: _Candidate, group: str, now: datetime) -> Decision:

@@ -18,7 +18,7 @@ its last attempt; other accounts are not affected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.decisions import Savings, Step, savings_this_month
+from costguard.domain.directory import THROTTLED_CODES
+from costguard.domain.findings import Finding
 from costguard.domain.org_act import (
     GuardRun,
     Reach,
@@ -39,6 +41,7 @@ from costguard.services.executor import ExecutionReport, ExecutorSettings
 from costguard.services.guard import Guard, GuardContext, run_guard
 
 if TYPE_CHECKING:
+    from costguard.domain.directory import AccountListing
     from costguard.services.fanout import AlertSink, DirectoryStore
 
 
@@ -77,6 +80,16 @@ class GuardFanoutSummary:
         }
 
 
+def guarded_accounts(listing: AccountListing | None) -> tuple[str, ...]:
+    """The listed accounts a guard may act in: not those whose tags could not be read at
+    the last listing. A scan is read-only, so it guards such an account (missing data is
+    not $0); an action is not, and an opt-out tag nobody could read may say "leave us
+    alone". They are acted in again once their tags are read."""
+    if listing is None:
+        return ()
+    return tuple(a for a in listing.accounts if a not in listing.untagged)
+
+
 class UnknownGuardError(ValueError):
     """A schedule or message names a guard this version does not ship."""
 
@@ -103,7 +116,7 @@ class GuardFanout:
         else:
             # The scan ticks list the Organization (at most daily); a guard never does.
             # Before the first listing there is nothing to guard yet.
-            accounts = directory.listing.accounts if directory.listing else ()
+            accounts = guarded_accounts(directory.listing)
         runs = plan_guard_runs(directory, accounts, tick, guard, reach, self._s.allow)
         sent = self._queue.send(runs)
         return GuardFanoutSummary(tick, guard, len(accounts), tuple(runs), sent)
@@ -131,10 +144,11 @@ EnterAccount = Callable[[GuardRun], Any]
 @dataclass(frozen=True, slots=True)
 class GuardRunOutcome:
     run: GuardRun
-    #: None when the run was refused as too old (see :data:`MAX_RUN_AGE`).
+    #: None when the run was dropped (``dropped`` says why).
     report: ExecutionReport | None
     guard: Guard | None = None
     scope: str = ""
+    dropped: str = ""
 
 
 #: A run is worth nothing once a newer one of the same guard has been planned: a
@@ -158,7 +172,13 @@ class GuardWork:
         findings: FindingStore | None = None,
         alerts: AlertSink | None = None,
         state: StateStore | None = None,
+        known: Collection[str] | None = None,
+        guarded: Callable[[str], bool] = lambda _account: True,
     ) -> None:
+        #: The guards this version ships (None: whatever ``build`` accepts).
+        self._known = known
+        #: Whether the deployment guards an account now (listed, not opted out).
+        self._guarded = guarded
         self._state = state
         self._enter = enter
         self._build = build
@@ -176,8 +196,16 @@ class GuardWork:
         (the report holds it), after the run's other actions went through.
         """
         now = require_utc(now)
+        if self._known is not None and run.guard not in self._known:
+            # Refused before the account is entered (no STS call, no CloudTrail entry).
+            known = ", ".join(sorted(self._known))
+            raise UnknownGuardError(f"unknown guard {run.guard!r} (known: {known})")
         if not (now - MAX_RUN_AGE <= run.tick <= now + MAX_RUN_LEAD):
-            return GuardRunOutcome(run, None)
+            return GuardRunOutcome(run, None, dropped="planned more than 3 hours ago")
+        if not self._guarded(run.account):
+            # Taken off the list, opted out or gone since the message was sent: acting
+            # there now would act against the deployment's own scope.
+            return GuardRunOutcome(run, None, dropped="the account is not guarded now")
         try:
             clients = self._enter(run)
         except self._access_errors as exc:
@@ -186,14 +214,34 @@ class GuardWork:
         scope = guard_scope(self._executor.scope, run.account)
         guard = self._build(run, clients, self._context)
         report = run_guard(guard, self._context, replace(self._executor, scope=scope), now, budget)
+        self._report_findings(run, guard, now)
         if self._state is not None and any(o.step is Step.ACTED for o in report.outcomes):
             # The roll-up's savings read the audit trails of the accounts that acted.
             note_acted(self._state, self._executor.scope, month_key(now), run.account)
         return GuardRunOutcome(run, report, guard, scope)
 
+    def _report_findings(self, run: GuardRun, guard: Guard, now: datetime) -> None:
+        """The guard's findings (a region it could not read, a malformed tag) in the
+        hub's scope too, naming the account: the daily digest reads the hub's."""
+        found = [
+            Finding(
+                f.code,
+                f"{run.account}/{f.resource}",
+                f"account {run.account}, {run.guard}: {f.message}",
+                f.severity,
+            )
+            for f in guard.findings()
+        ]
+        if found and self._findings is not None:
+            self._findings.record_findings(self._executor.scope, now, found)
+
     def _report_unreachable(self, run: GuardRun, exc: Exception, now: datetime) -> None:
         code = str(getattr(exc, "code", type(exc).__name__))
         detail = str(getattr(exc, "detail", exc))
+        if code in THROTTLED_CODES:
+            # "Too fast", not "no": the queue's retry will most likely get through, and
+            # a run failing every attempt still reaches the dead-letter queue's alarm.
+            return
         # Best effort: the run fails and is retried whatever happens here, and a
         # reporting failure must not hide the access error.
         try:
