@@ -408,6 +408,13 @@ def test_the_act_consumer_acts_in_a_member_account_with_only_the_two_stacks_gran
     from tests.support.toy import TOY, toy_spec
 
     monkeypatch.setitem(SPECS, "toy", toy_spec())
+    # (the hub discovers its accounts: both are in the listing the scan ticks stored)
+    from costguard.adapters.directory import DynamoDbDirectory
+    from costguard.domain.directory import AccountListing
+
+    DynamoDbDirectory(
+        hub.session.client("dynamodb", region_name=REGION), "costguard-ledger", HUB
+    ).save_listing(AccountListing((MEMBER, NO_ROLE), NOW - timedelta(days=1), "discovered"))
     idle, busy = _launch(hub.member, "idle"), _launch(hub.member, "idle")
     recorder = Recorder()
     recorder.install(monkeypatch)
