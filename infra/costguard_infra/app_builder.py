@@ -102,12 +102,31 @@ SCAN_ONLY_ACKNOWLEDGEMENTS = frozenset(
 )
 
 
+#: Needed only for the single-account guard Lambdas' roles (their tag-conditioned
+#: actions): an Organization hub has no guard Lambda (its act consumer acts through the
+#: member act role, whose own stack acknowledges these), so they are not applied there.
+GUARD_ONLY_ACKNOWLEDGEMENTS = frozenset(
+    {
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:notebook-instance/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:app/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:space/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:domain/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:volume/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*::snapshot/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::*/*]",
+    }
+)
+
+
 def acknowledgements_for(config: CostGuardConfig) -> dict[str, str]:
     """The acknowledgements of this deployment: exactly the findings it raises
     (tests/infra/test_nag.py and test_hub_stack.py prove it, in both modes)."""
     if not config.org_mode:
         return dict(ACKNOWLEDGEMENTS)
-    kept = {k: v for k, v in ACKNOWLEDGEMENTS.items() if k not in SCAN_ONLY_ACKNOWLEDGEMENTS}
+    dropped = SCAN_ONLY_ACKNOWLEDGEMENTS | GUARD_ONLY_ACKNOWLEDGEMENTS
+    kept = {k: v for k, v in ACKNOWLEDGEMENTS.items() if k not in dropped}
     return {**kept, **hub_acknowledgements(config)}
 
 

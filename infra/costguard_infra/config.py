@@ -30,6 +30,7 @@ from costguard.config_spec import (
     org_problem,
     rate_minutes,
 )
+from costguard.names import OrgRoles
 from costguard.settings import one_line
 
 #: Every context key CostGuard reads (the app reads only these from CDK's context).
@@ -109,6 +110,13 @@ class CostGuardConfig(SpecModel):
         problem = org_problem(self.org_accounts, self.org_id, accounts_name="`orgAccounts`")
         if problem:
             raise ValueError(f"`orgId` {problem}, got nothing")
+        if self.org_member_role.casefold() == OrgRoles.MEMBER_ACT.casefold():
+            # The scan consumers would be granted the guards' role: they could act.
+            raise ValueError(
+                f"`orgMemberRole` must not be `{OrgRoles.MEMBER_ACT}`, the guards' act role "
+                "(the read role is a separate, read-only role), got "
+                f"`{self.org_member_role}`"
+            )
         if self.org_mode and self.cost_explorer:
             # Each slice is scanned through the member read role, which grants no Cost
             # Explorer: every scan would report a failing source instead of reconciling.

@@ -186,3 +186,44 @@ class Dashboard(Construct):
                 width=12,
             ),
         )
+
+    def add_act_widgets(
+        self, *, queue: sqs.IQueue, dead_letters: sqs.IQueue, consumer: lambda_.IFunction
+    ) -> None:
+        """The Organization hub's guards: are the guard runs keeping up, is any failing."""
+        five = cdk.Duration.minutes(5)
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Hub guard runs (act queue): waiting, in flight, dead-lettered",
+                left=[
+                    queue.metric_approximate_number_of_messages_visible(
+                        period=five, statistic="Maximum", label="waiting"
+                    ),
+                    queue.metric_approximate_number_of_messages_not_visible(
+                        period=five, statistic="Maximum", label="in flight"
+                    ),
+                    dead_letters.metric_approximate_number_of_messages_visible(
+                        period=five, statistic="Maximum", label="dead letters"
+                    ),
+                ],
+                width=12,
+            ),
+            cw.GraphWidget(
+                title="Hub guards: oldest guard run (s), act consumers running, Lambda errors",
+                left=[
+                    queue.metric_approximate_age_of_oldest_message(
+                        period=five, statistic="Maximum", label="oldest run (s)"
+                    )
+                ],
+                right=[
+                    consumer.metric(
+                        "ConcurrentExecutions",
+                        period=five,
+                        statistic="Maximum",
+                        label="act consumers",
+                    ),
+                    consumer.metric_errors(period=five, statistic="Sum", label="errors"),
+                ],
+                width=12,
+            ),
+        )

@@ -127,9 +127,16 @@ class MemberConfig(BaseModel):
     def _role(cls, value: Any) -> str:
         text = str(value).strip()
         try:
-            return valid_role_name(text)
+            valid_role_name(text)
         except ValueError as exc:
             raise ValueError(f"orgMemberRole {exc}") from None
+        if text.casefold() == OrgRoles.MEMBER_ACT.casefold():
+            # IAM role names are unique regardless of case: the two roles would collide.
+            raise ValueError(
+                f"orgMemberRole must not be {OrgRoles.MEMBER_ACT}, the act role's name, "
+                f"got {value!r}"
+            )
+        return text
 
     @field_validator("sagemaker_tags", mode="before")
     @classmethod

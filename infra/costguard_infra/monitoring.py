@@ -14,7 +14,7 @@ from constructs import Construct
 from costguard.names import Metrics
 
 if TYPE_CHECKING:
-    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_scheduler as scheduler
     from aws_cdk import aws_sqs as sqs
 
     from costguard_infra.guard_function import GuardFunction
@@ -29,11 +29,13 @@ class Monitoring(Construct):
         functions: Sequence[tuple[str, GuardFunction]],
         topic: sns.ITopic,
         scan_every_minutes: int,
-        fanout: lambda_.IFunction | None = None,
+        scan_schedules: scheduler.IScheduleGroup | None = None,
         dead_letter_queues: Sequence[tuple[str, sqs.IQueue, str]] = (),
     ) -> None:
-        """``fanout``: an Organization hub, whose heartbeat is its fan-out's invocations
-        (there is no single-account scan then); ``dead_letter_queues``: more queues whose
+        """``scan_schedules``: an Organization hub, whose heartbeat is the invocation
+        attempts of its scan fan-out's schedule group (there is no single-account scan
+        then, and the guards' schedules invoke the fan-out too, so the fan-out's own
+        invocations would hide a stopped scan); ``dead_letter_queues``: more queues whose
         messages mean failed work, as (construct id, queue, description)."""
         super().__init__(scope, construct_id)
         action = actions.SnsAction(topic)
@@ -69,7 +71,8 @@ class Monitoring(Construct):
                 action,
             )
         # No ScanCompleted for two intervals means nobody is watching the spend; in an
-        # Organization hub, no fan-out (its failures have their own alarms).
+        # Organization hub, no scan tick sent to the fan-out (the fan-out's failures and
+        # the schedule's dead letters have their own alarms).
         window = cdk.Duration.minutes(max(2 * scan_every_minutes, 10))
         heartbeat: cw.IMetric = cw.Metric(
             namespace=Metrics.NAMESPACE,
@@ -78,15 +81,16 @@ class Monitoring(Construct):
             period=window,
             statistic="Sum",
         )
-        if fanout is not None:
-            heartbeat = fanout.metric_invocations(period=window, statistic="Sum")
+        if scan_schedules is not None:
+            heartbeat = scan_schedules.metric_attempts(period=window, statistic="Sum")
         missing = cw.Alarm(
             self,
-            "ScanMissing" if fanout is None else "FanoutMissing",
+            "ScanMissing" if scan_schedules is None else "FanoutMissing",
             alarm_description=(
                 "CostGuard: no scan completed in two scan intervals"
-                if fanout is None
-                else "CostGuard hub: the Organization fan-out did not run in two scan intervals"
+                if scan_schedules is None
+                else "CostGuard hub: the Organization scan fan-out was not invoked in two "
+                "scan intervals"
             ),
             metric=heartbeat,
             threshold=1,

@@ -28,9 +28,19 @@ class GuardSchedule(Construct):
         key: kms.IKey,
         description: str,
         payload: Mapping[str, str] | None = None,
+        group: scheduler.IScheduleGroup | None = None,
     ) -> None:
+        """``group``: a schedule group of its own (None: the account's default group)."""
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
+        group_arn = (
+            group.schedule_group_arn
+            if group is not None
+            else (
+                f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}"
+                ":schedule-group/default"
+            )
+        )
         # Our own role rather than the target's shared one, so that it can be granted
         # the dead-letter queue's key (the target grants invoke and SendMessage only).
         self.role = iam.Role(
@@ -42,10 +52,7 @@ class GuardSchedule(Construct):
                 conditions={
                     "StringEquals": {
                         "aws:SourceAccount": stack.account,
-                        "aws:SourceArn": (
-                            f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}"
-                            ":schedule-group/default"
-                        ),
+                        "aws:SourceArn": group_arn,
                     }
                 },
             ),
@@ -71,6 +78,7 @@ class GuardSchedule(Construct):
             description=description,
             schedule=scheduler.ScheduleExpression.rate(cdk.Duration.minutes(every_minutes)),
             key=key,
+            schedule_group=group,
             target=targets.LambdaInvoke(
                 function,
                 # The scheduled time, not the Lambda's clock, is "now": a retried

@@ -148,11 +148,34 @@ class CostGuardStack(cdk.Stack):
                 },
             )
         )
-        # One actuator Lambda per guard: its own role, built only from that guard's
-        # declarations (its reads, and its actuators' tag-conditioned mutations), never
-        # the scan's, and a schedule that invokes it by name.
+        # One account: one actuator Lambda per guard, its own role built only from that
+        # guard's declarations (its reads, and its actuators' tag-conditioned mutations),
+        # never the scan's, and a schedule that invokes it by name. An Organization: no
+        # guard Lambda in the hub; each guard's schedule (same rate, same name) invokes
+        # the fan-out, which sends one run per member account to the hub's act consumer,
+        # which acts through each account's member act role (the hub's own account too,
+        # when it is listed).
         self.guards: dict[str, GuardFunction] = {}
         for spec in SPECS.values():
+            every = (
+                rate_minutes(getattr(config, spec.rate_setting))
+                if spec.rate_setting
+                else spec.every_minutes
+            )
+            if self.hub is not None:
+                GuardSchedule(
+                    self,
+                    f"Guard{spec.construct_id}Schedule",
+                    function=self.hub.fanout.function,
+                    every_minutes=every,
+                    dead_letter_queue=self.hub.fanout.dead_letter_queue,
+                    key=self.key,
+                    description=(
+                        f"CostGuard {spec.name} in every member account every {every} minutes"
+                    ),
+                    payload={"guard": spec.name},
+                )
+                continue
             fn = GuardFunction(
                 self,
                 f"Guard{spec.construct_id}",
@@ -173,11 +196,6 @@ class CostGuardStack(cdk.Stack):
             )
             self.ledger.table.grant(fn.role, *spec.ledger_actions())
             self.alerts.topic.grant_publish(fn.role)
-            every = (
-                rate_minutes(getattr(config, spec.rate_setting))
-                if spec.rate_setting
-                else spec.every_minutes
-            )
             GuardSchedule(
                 self,
                 f"Guard{spec.construct_id}Schedule",
@@ -234,6 +252,11 @@ class CostGuardStack(cdk.Stack):
                 key=self.key,
                 description=f"CostGuard scan every {config.scan_rate}",
             )
+        guard_lambdas = [(f"Guard{SPECS[n].construct_id}", f) for n, f in self.guards.items()]
+        #: The Lambdas that act (the dashboard reads their savings from their logs).
+        actors: list[tuple[str, GuardFunction]] = (
+            [("OrgActConsumer", self.hub.act_consumer)] if self.hub is not None else []
+        )
         Monitoring(
             self,
             "Monitoring",
@@ -241,11 +264,12 @@ class CostGuardStack(cdk.Stack):
                 *scanners,
                 ("SlackNotifier", self.slack),
                 ("PriceRefresh", self.refresh),
-                *((f"Guard{SPECS[n].construct_id}", f) for n, f in self.guards.items()),
+                *guard_lambdas,
+                *actors,
             ],
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
-            fanout=self.hub.fanout.function if self.hub is not None else None,
+            scan_schedules=self.hub.scan_schedules if self.hub is not None else None,
             dead_letter_queues=(
                 [
                     (
@@ -253,7 +277,13 @@ class CostGuardStack(cdk.Stack):
                         self.hub.dead_letters,
                         "CostGuard hub: work items failed orgMaxReceives times (an account "
                         "or region is not being scanned); see the dead-letter queue",
-                    )
+                    ),
+                    (
+                        "OrgActDeadLetters",
+                        self.hub.act_dead_letters,
+                        "CostGuard hub: guard runs failed orgMaxReceives times (a guard did "
+                        "not act in a member account); see the act dead-letter queue",
+                    ),
                 ]
                 if self.hub is not None
                 else []
@@ -264,7 +294,7 @@ class CostGuardStack(cdk.Stack):
             "Dashboard",
             projects=sorted(config.projects),
             scan_logs=[fn.log_group for _name, fn in scanners],
-            action_logs=[f.log_group for f in self.guards.values()],
+            action_logs=[fn.log_group for _name, fn in (*guard_lambdas, *actors)],
             price_catalog_max_age_days=config.price_catalog_max_age_days,
         )
         if self.hub is not None:
@@ -272,6 +302,11 @@ class CostGuardStack(cdk.Stack):
                 queue=self.hub.queue,
                 dead_letters=self.hub.dead_letters,
                 consumer=self.hub.consumer.function,
+            )
+            dashboard.add_act_widgets(
+                queue=self.hub.act_queue,
+                dead_letters=self.hub.act_dead_letters,
+                consumer=self.hub.act_consumer.function,
             )
         self._notebook_heartbeat()
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)

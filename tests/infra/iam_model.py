@@ -122,6 +122,9 @@ class World:
             return {"Ref": f"arn:{p}:iam::{a}:policy/{name}"}
         if kind == "AWS::CloudWatch::Alarm":
             return {"Ref": name, "Arn": f"arn:{p}:cloudwatch:{r}:{a}:alarm:{name}"}
+        if kind == "AWS::Scheduler::ScheduleGroup":
+            group = props.get("Name", name)
+            return {"Ref": group, "Arn": f"arn:{p}:scheduler:{r}:{a}:schedule-group/{group}"}
         if kind == "AWS::Scheduler::Schedule":
             return {"Ref": name, "Arn": f"arn:{p}:scheduler:{r}:{a}:schedule/default/{name}"}
         return {"Ref": name}

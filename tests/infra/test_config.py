@@ -89,6 +89,7 @@ POWERTOOLS = {Env.SERVICE_NAME, Env.METRICS_NAMESPACE}
 SCAN = "costguard.handlers.scan.handler"
 CONSUMER = "costguard.handlers.org.consumer_handler"
 FANOUT = "costguard.handlers.org.fanout_handler"
+ACT = "costguard.handlers.org_act.handler"
 
 
 class Recording:
@@ -140,8 +141,8 @@ def built() -> Built:
 
 @pytest.fixture(scope="module")
 def org_built() -> Built:
-    """An Organization hub: its consumer gets every variable the scan would, and the hub's."""
-    return _build(ORG_NON_DEFAULT, (CONSUMER, FANOUT))
+    """An Organization hub: its consumers get every variable the scan would, and the hub's."""
+    return _build(ORG_NON_DEFAULT, (CONSUMER, FANOUT, ACT))
 
 
 def test_every_setting_is_away_from_its_default_here(built: Built, org_built: Built) -> None:
@@ -163,17 +164,18 @@ def test_the_stack_sets_every_variable_the_settings_read_and_no_other(
     built: Built, org_built: Built
 ) -> None:
     # COSTGUARD_GUARD binds a guard's own Lambda to its guard; the scan and the hub's
-    # Lambdas have none; only the hub's get the Organization's, and only the fan-out
-    # sends work items.
+    # Lambdas have none (the act consumer's messages name the guard); only the hub's get
+    # the Organization's, and only the fan-out sends work items and guard runs.
     assert (
         set(built.variables[SCAN]) == (set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS)) | POWERTOOLS
     )
-    assert (
-        set(org_built.variables[CONSUMER])
-        == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL, Env.ACT_QUEUE_URL}) | POWERTOOLS
-    )
+    for consumer in (CONSUMER, ACT):
+        assert (
+            set(org_built.variables[consumer])
+            == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL, Env.ACT_QUEUE_URL}) | POWERTOOLS
+        ), consumer
     assert set(org_built.variables[FANOUT]) == (set(ENV_VARS) - {Env.GUARD}) | POWERTOOLS
-    assert {Env.QUEUE_URL, Env.GUARD} | set(ORG_ENV_VARS) <= set(ENV_VARS)
+    assert {Env.QUEUE_URL, Env.ACT_QUEUE_URL, Env.GUARD} | set(ORG_ENV_VARS) <= set(ENV_VARS)
 
 
 def _read_back(built: Built, handler: str) -> Settings:
@@ -205,7 +207,7 @@ def test_the_lambda_reads_back_every_setting_the_context_gave(built: Built) -> N
 
 
 def test_the_hub_lambdas_read_back_every_setting_the_context_gave(org_built: Built) -> None:
-    for handler in (CONSUMER, FANOUT):
+    for handler in (CONSUMER, FANOUT, ACT):
         settings = _read_back(org_built, handler)
         assert settings.project_tag_keys == ("Cost Center", "team,x")
         assert settings.org_accounts == ("111111111111", "222222222222")
@@ -214,6 +216,11 @@ def test_the_hub_lambdas_read_back_every_setting_the_context_gave(org_built: Bui
         assert settings.org_opt_out_tag == "team:opt-out"
     fanout = _read_back(org_built, FANOUT)
     assert fanout.queue_url == f"<{Env.QUEUE_URL}>"  # a reference to the work queue
+    assert fanout.act_queue_url == f"<{Env.ACT_QUEUE_URL}>"  # ... and to the act queue
+    # The guards' settings reach the act consumer, which builds every guard
+    act = _read_back(org_built, ACT)
+    assert (act.dry_run, act.ttl_hours, act.idle_gpu_pct) == (False, 24, Decimal(3))
+    assert act.act_queue_url is None and act.queue_url is None
 
 
 def test_every_deploy_only_setting_is_read_by_the_stack(built: Built, org_built: Built) -> None:
@@ -250,9 +257,27 @@ def test_each_deploy_only_setting_takes_effect(built: Built, org_built: Built) -
     org_built.template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping", {"ScalingConfig": {"MaximumConcurrency": 50}}
     )
+    # Both consumers: the scan's and the act consumer's (one guard run per invocation).
+    org_built.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"BatchSize": 1, "ScalingConfig": {"MaximumConcurrency": 50}},
+    )
+    # idleRate reaches the idle guard's schedule, which invokes the fan-out by its name.
+    target = Capture()
+    org_built.template.has_resource_properties(
+        "AWS::Scheduler::Schedule",
+        {"ScheduleExpression": "rate(2 hours)", "Target": target},
+    )
+    assert json.loads(target.as_object()["Input"])["guard"] == "idle-notebooks"
+    assert target.as_object()["Arn"]["Fn::GetAtt"][0].startswith("OrgHubFanout")
     org_built.template.has_resource_properties(
         "AWS::SQS::Queue",
         {"VisibilityTimeout": 6 * 300, "RedrivePolicy": Match.object_like({"maxReceiveCount": 5})},
+    )
+    # The act queue's visibility follows the act consumer's fixed timeout, not scanTimeoutSeconds.
+    org_built.template.has_resource_properties(
+        "AWS::SQS::Queue",
+        {"VisibilityTimeout": 6 * 600, "RedrivePolicy": Match.object_like({"maxReceiveCount": 5})},
     )
 
 

@@ -24,7 +24,12 @@ from costguard.names import Env, Metrics, OrgRoles
 from costguard.settings import ORG_ENV_VARS, Settings, SettingsError
 from costguard_infra.app_builder import ACKNOWLEDGEMENTS, acknowledgements_for, build_app
 from costguard_infra.config import ConfigError, CostGuardConfig
-from costguard_infra.hub import CONSUMER_HANDLER, FANOUT_HANDLER, VISIBILITY_PER_TIMEOUT
+from costguard_infra.hub import (
+    ACT_HANDLER,
+    CONSUMER_HANDLER,
+    FANOUT_HANDLER,
+    VISIBILITY_PER_TIMEOUT,
+)
 from tests.infra.iam_model import ACCOUNT, REGION, Principal, World, as_list, evaluate, role_may
 from tests.infra.synth import CONTEXT, ORG_CONTEXT, ORG_ID, ROOT, nag_findings, synthesize_org
 
@@ -32,6 +37,12 @@ pytestmark = pytest.mark.infra
 
 MEMBER = "222222222222"
 TLS = {"aws:SecureTransport": "true"}
+
+
+def _via(service: str) -> dict[str, str]:
+    return {"kms:ViaService": f"{service}.{REGION}.amazonaws.com", "kms:CallerAccount": ACCOUNT}
+
+
 #: An Organization hub with a configured list and a member role of its own name.
 LIST_CONTEXT = {
     **CONTEXT,
@@ -88,14 +99,27 @@ def _function(world: World, handler: str) -> str:
     return logical
 
 
-def _queues(world: World) -> tuple[str, str]:
-    """The work queue and its dead-letter queue."""
+def _mapping(world: World, handler: str) -> dict[str, Any]:
+    """The event source mapping that feeds the function of ``handler``."""
+    function = _function(world, handler)
+    (mapping,) = [
+        m["Properties"]
+        for m in world.resources("AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": function}
+    ]
+    return mapping
+
+
+def _queues(world: World, handler: str = CONSUMER_HANDLER) -> tuple[str, str]:
+    """The queue the function of ``handler`` consumes (by default the scan consumer's work
+    queue; ACT_HANDLER: the act queue) and its dead-letter queue."""
     fifo = {
         k: q
         for k, q in world.resources("AWS::SQS::Queue").items()
         if q["Properties"].get("FifoQueue")
     }
-    (work,) = [k for k, q in fifo.items() if "RedrivePolicy" in q["Properties"]]
+    work = world.logical_for(world.resolve(_mapping(world, handler)["EventSourceArn"]))
+    assert work is not None and work in fifo
     dead = world.logical_for(
         world.resolve(fifo[work]["Properties"]["RedrivePolicy"])["deadLetterTargetArn"]
     )
@@ -111,14 +135,18 @@ def test_single_account_template_is_unchanged_by_org_settings_without_accounts(
 ) -> None:
     # GIVEN every Organization setting away from its default, but no accounts
     others = {
-        s.context_key: v
-        for s, v in zip(
-            ORG_CONTEXT_SETTINGS,
-            ["", ORG_ID, "team-reader", "3", "50", "12", "5", "team:opt-out", "5"],
-            strict=True,
-        )
+        "orgAccounts": "",
+        "orgId": ORG_ID,
+        "orgMemberRole": "team-reader",
+        "orgPerAccountConcurrency": "3",
+        "orgMaxConcurrency": "50",
+        "orgProbeHours": "12",
+        "orgSliceDeadlineMinutes": "5",
+        "orgOptOutTag": "team:opt-out",
+        "orgRegions": "enabled",
+        "orgMaxReceives": "5",
     }
-    assert others["orgAccounts"] == ""
+    assert set(others) == {s.context_key for s in ORG_CONTEXT_SETTINGS}  # every one of them
     # WHEN synthesized THEN the template is the default single-account one, resource by resource
     assert _without_code(_synth_body({**CONTEXT, **others})) == _without_code(body)
 
@@ -146,9 +174,25 @@ def test_single_account_stack_holds_no_hub_resource(body: dict[str, Any]) -> Non
 def test_switching_to_org_mode_keeps_every_other_resources_logical_id(
     body: dict[str, Any], org_body: dict[str, Any]
 ) -> None:
+    from costguard.actuators import SPECS
+    from tests.support.toy import toy_spec
+
     # The ledger, its key and the alert topic survive a switch either way (no replacement).
     single, hub = set(body["Resources"]), set(org_body["Resources"])
-    assert {k for k in single - hub if not k.startswith(("Scan", "MonitoringScan"))} == set()
+    # Only the scan's and the guards' Lambdas (and their alarms) go; each guard's schedule
+    # stays, and is updated in place to invoke the fan-out.
+    guards = tuple(f"Guard{spec.construct_id}" for spec in (*SPECS.values(), toy_spec()))
+    schedules = tuple(f"{g}Schedule" for g in guards)
+    gone = single - hub
+    assert {
+        k
+        for k in gone
+        if not k.startswith(
+            ("Scan", "MonitoringScan", *guards, *(f"Monitoring{g}" for g in guards))
+        )
+    } == set()
+    assert not [k for k in gone if k.startswith(schedules)]
+    assert {k for k in single & hub if k.startswith(schedules)}
     added = hub - single
     assert added and all(
         k.startswith(("OrgHub", "MonitoringOrg", "MonitoringFanout")) for k in added
@@ -158,29 +202,47 @@ def test_switching_to_org_mode_keeps_every_other_resources_logical_id(
 # -- the work queue ------------------------------------------------------------------------
 
 
+CONSUMERS = pytest.mark.parametrize(
+    "consumer", [CONSUMER_HANDLER, ACT_HANDLER], ids=["work-queue", "act-queue"]
+)
+
+
+@CONSUMERS
 def test_work_queue_is_fifo_encrypted_without_content_dedup_and_redrives_to_a_fifo_dlq(
-    org: World,
+    org: World, consumer: str
 ) -> None:
-    work, dead = _queues(org)
+    work, dead = _queues(org, consumer)
     props, dlq = org.props(work), org.props(dead)
-    # The producer's MessageDeduplicationId (time/account/region) decides, not the body.
+    # The producer's MessageDeduplicationId (time/account/region, or time/account/guard)
+    # decides, not the body.
     assert not props.get("ContentBasedDeduplication")
     assert props["RedrivePolicy"]["maxReceiveCount"] == 3
-    assert dlq["FifoQueue"] is True
+    assert props["FifoQueue"] is True and dlq["FifoQueue"] is True
+    (key,) = org.resources("AWS::KMS::Key")
     for queue in (props, dlq):
-        assert org.key_arn_of(org.resolve(queue["KmsMasterKeyId"]))
-    assert dlq["MessageRetentionPeriod"] > props["MessageRetentionPeriod"]  # dead letters outlive
+        assert org.key_arn_of(org.resolve(queue["KmsMasterKeyId"])) == org.arn(key)
+    # A day for the work, a fortnight for the dead letters (kept for inspection, redrive).
+    assert (props["MessageRetentionPeriod"], dlq["MessageRetentionPeriod"]) == (
+        86400,
+        14 * 86400,
+    )
 
 
-def test_work_queue_visibility_is_six_times_the_consumer_timeout(org: World) -> None:
-    work, _dead = _queues(org)
-    timeout = org.props(_function(org, CONSUMER_HANDLER))["Timeout"]
-    assert org.props(work)["VisibilityTimeout"] >= VISIBILITY_PER_TIMEOUT * timeout == 6 * 600
+def test_the_two_queues_and_their_dead_letters_are_four_distinct_queues(org: World) -> None:
+    assert len({*_queues(org), *_queues(org, ACT_HANDLER)}) == 4
 
 
+@CONSUMERS
+def test_work_queue_visibility_is_six_times_the_consumer_timeout(org: World, consumer: str) -> None:
+    work, _dead = _queues(org, consumer)
+    timeout = org.props(_function(org, consumer))["Timeout"]
+    assert org.props(work)["VisibilityTimeout"] == VISIBILITY_PER_TIMEOUT * timeout == 6 * 600
+
+
+@CONSUMERS
 @pytest.mark.parametrize("which", [0, 1])
-def test_work_queues_refuse_plain_http(org: World, which: int) -> None:
-    queue = _queues(org)[which]
+def test_work_queues_refuse_plain_http(org: World, which: int, consumer: str) -> None:
+    queue = _queues(org, consumer)[which]
     arn = org.arn(queue)
     fanout = org.function_role(_function(org, FANOUT_HANDLER))
     statements = org.resource_policies(arn)
@@ -195,11 +257,9 @@ def test_work_queues_refuse_plain_http(org: World, which: int) -> None:
 def test_consumer_reads_the_queue_in_batches_reporting_item_failures_under_a_concurrency_cap(
     org_template: Any, org: World
 ) -> None:
-    (mapping,) = org.resources("AWS::Lambda::EventSourceMapping").values()
-    props = mapping["Properties"]
+    props = _mapping(org, CONSUMER_HANDLER)
     work, _dead = _queues(org)
     assert org.resolve(props["EventSourceArn"]) == org.arn(work)
-    assert props["FunctionName"] == {"Ref": _function(org, CONSUMER_HANDLER)}
     assert props["BatchSize"] == 10
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["ScalingConfig"] == {"MaximumConcurrency": 20}
@@ -233,10 +293,12 @@ def test_hub_lambdas_get_the_scan_settings_and_the_organizations(org: World) -> 
         assert {k: variables[k] for k in expected} == expected
         assert variables[Env.SCOPE] == {"Ref": "AWS::AccountId"}
         assert Env.TABLE_NAME in variables and Env.TOPIC_ARN in variables
-    # Only the fan-out sends work, to the work queue.
-    assert Env.QUEUE_URL not in consumer
+    # Only the fan-out sends work, to the work queue, and guard runs, to the act queue.
+    assert Env.QUEUE_URL not in consumer and Env.ACT_QUEUE_URL not in consumer
     work, _dead = _queues(org)
+    act, _act_dead = _queues(org, ACT_HANDLER)
     assert fanout[Env.QUEUE_URL] == {"Ref": work}
+    assert fanout[Env.ACT_QUEUE_URL] == {"Ref": act}
     assert consumer[Env.SERVICE_NAME] == Metrics.ORG_CONSUMER_SERVICE
     assert fanout[Env.SERVICE_NAME] == Metrics.ORG_FANOUT_SERVICE
     # AND the Lambdas read every one back
@@ -253,7 +315,11 @@ def test_fanout_runs_on_the_scan_schedule_and_the_single_account_scan_does_not(
         org.resolve(s["Properties"]) for s in org.resources("AWS::Scheduler::Schedule").values()
     ]
     fanout_arn = org.arn(_function(org, FANOUT_HANDLER))
-    (mine,) = [s for s in schedules if s["Target"]["Arn"] == fanout_arn]
+    (mine,) = [
+        s
+        for s in schedules
+        if s["Target"]["Arn"] == fanout_arn and "guard" not in json.loads(s["Target"]["Input"])
+    ]
     assert mine["ScheduleExpression"] == "rate(15 minutes)"
     assert json.loads(mine["Target"]["Input"]) == {"time": "<aws.scheduler.scheduled-time>"}
     assert mine["Target"]["DeadLetterConfig"]["Arn"]
@@ -282,9 +348,17 @@ def test_consumer_role_is_named_for_the_member_trust_and_may_assume_member_roles
     assert "arn:aws-cn:" not in json.dumps(org.role_statements(role))
 
 
-def test_only_the_consumer_may_assume_any_role(org: World) -> None:
-    consumer = org.function_role(_function(org, CONSUMER_HANDLER))
-    member = f"arn:aws:iam::{MEMBER}:role/{OrgRoles.MEMBER_READ}"
+@pytest.mark.parametrize(
+    ("member_role", "handler"),
+    [(OrgRoles.MEMBER_READ, CONSUMER_HANDLER), (OrgRoles.MEMBER_ACT, ACT_HANDLER)],
+    ids=["read", "act"],
+)
+def test_only_one_consumer_may_assume_each_member_role(
+    org: World, member_role: str, handler: str
+) -> None:
+    consumer = org.function_role(_function(org, handler))
+    member = f"arn:aws:iam::{MEMBER}:role/{member_role}"
+    assert role_may(org, consumer, "sts:AssumeRole", member, {"aws:ResourceOrgID": ORG_ID})
     for role in org.resources("AWS::IAM::Role"):
         if role != consumer:
             assert not role_may(
@@ -377,11 +451,266 @@ def test_a_configured_account_list_needs_no_organizations_permission_and_uses_it
     assert variables[Env.ORG_ACCOUNTS] == f"111111111111,{MEMBER}"
 
 
+# -- the guards: their schedules, the act queue and the act consumer ----------------------------
+
+
+def _guard_schedules(world: World) -> dict[str, dict[str, Any]]:
+    """Each guard's schedule (its resolved properties), by the guard its input names."""
+    found: dict[str, dict[str, Any]] = {}
+    for schedule in world.resources("AWS::Scheduler::Schedule").values():
+        props = world.resolve(schedule["Properties"])
+        payload = json.loads(props["Target"]["Input"])
+        if "guard" in payload:
+            assert payload["guard"] not in found, "one schedule per guard"
+            found[payload["guard"]] = props
+    return found
+
+
+def test_org_mode_deploys_no_guard_lambda_and_no_function_bound_to_a_guard(org: World) -> None:
+    handlers = {f["Properties"]["Handler"] for f in org.resources("AWS::Lambda::Function").values()}
+    assert "costguard.handlers.act.handler" not in handlers
+    for fn in org.resources("AWS::Lambda::Function").values():
+        assert Env.GUARD not in fn["Properties"]["Environment"]["Variables"]
+    roles = [org.props(r).get("RoleName") for r in org.resources("AWS::IAM::Role")]
+    assert roles.count(OrgRoles.HUB_ACT) == 1 and roles.count(OrgRoles.HUB_SCAN) == 1
+
+
+def test_each_guard_schedule_invokes_the_fanout_with_its_name_and_the_scheduled_time_at_its_rate(
+    body: dict[str, Any], org: World
+) -> None:
+    from costguard.actuators import SPECS
+
+    single, hub = _guard_schedules(World(body)), _guard_schedules(org)
+    # Every guard, the shipped ones and the test-only toy (tests/infra/synth.py).
+    assert set(hub) == set(single) == {*SPECS, "toy"}
+    fanout_arn = org.arn(_function(org, FANOUT_HANDLER))
+    fanout_dlq = org.resolve(org.props(_function(org, FANOUT_HANDLER))["DeadLetterConfig"])
+    for guard, props in hub.items():
+        target = props["Target"]
+        assert target["Arn"] == fanout_arn, guard
+        assert json.loads(target["Input"]) == {
+            "time": "<aws.scheduler.scheduled-time>",
+            "guard": guard,
+        }
+        # ... at the rate the same guard runs at in one account, and with its retries
+        assert props["ScheduleExpression"] == single[guard]["ScheduleExpression"], guard
+        assert target["RetryPolicy"] == single[guard]["Target"]["RetryPolicy"]
+        assert props["State"] == "ENABLED" and props["KmsKeyArn"]
+        # ... and what the scheduler cannot deliver goes to the fan-out's dead-letter queue
+        assert target["DeadLetterConfig"]["Arn"] == fanout_dlq["TargetArn"]
+
+
+def test_each_guard_schedule_role_may_invoke_the_fanout_and_no_other_function(
+    org: World,
+) -> None:
+    fanout_arn = org.arn(_function(org, FANOUT_HANDLER))
+    others = [
+        org.arn(f) for f in org.resources("AWS::Lambda::Function") if org.arn(f) != fanout_arn
+    ]
+    for guard, props in _guard_schedules(org).items():
+        role = org.role_by_arn(props["Target"]["RoleArn"])
+        assert role_may(org, role, "lambda:InvokeFunction", fanout_arn), guard
+        for other in others:
+            assert not role_may(org, role, "lambda:InvokeFunction", other), (guard, other)
+        for action in ("sqs:SendMessage", "sqs:ReceiveMessage"):
+            for handler in (CONSUMER_HANDLER, ACT_HANDLER):
+                work, _dead = _queues(org, handler)
+                assert not role_may(org, role, action, org.arn(work), TLS), (guard, action)
+
+
+def test_guard_schedules_are_not_in_the_scan_ticks_group_and_keep_the_default_trust(
+    org: World,
+) -> None:
+    scan = _scan_tick_schedule(org)
+    default = f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule-group/default"
+    for guard, props in _guard_schedules(org).items():
+        assert props.get("GroupName", "default") == "default" != scan["GroupName"], guard
+        role = org.role_by_arn(props["Target"]["RoleArn"])
+        (trust,) = org.resolve(org.props(role)["AssumeRolePolicyDocument"]["Statement"])
+        assert trust["Condition"]["StringEquals"]["aws:SourceArn"] == default
+    # The scan tick's role is assumable by the scheduler for its own group only.
+    role = org.role_by_arn(scan["Target"]["RoleArn"])
+    (trust,) = org.resolve(org.props(role)["AssumeRolePolicyDocument"]["Statement"])
+    (group,) = org.resources("AWS::Scheduler::ScheduleGroup")
+    assert trust["Condition"]["StringEquals"]["aws:SourceArn"] == org.arn(group)
+    assert org.props(group)["Name"] == scan["GroupName"]
+
+
+def test_act_consumer_takes_one_guard_run_per_invocation_reporting_failures_under_the_cap(
+    org: World,
+) -> None:
+    props = _mapping(org, ACT_HANDLER)
+    act, _dead = _queues(org, ACT_HANDLER)
+    assert org.resolve(props["EventSourceArn"]) == org.arn(act)
+    assert props["BatchSize"] == 1
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["ScalingConfig"] == {"MaximumConcurrency": 20}
+
+
+def test_act_consumer_is_the_named_act_lambda_with_the_hub_environment(org: World) -> None:
+    from costguard.actuators import SPECS
+    from costguard.services.executor import ACTION_LEASE
+    from tests.support.toy import toy_spec
+
+    logical = _function(org, ACT_HANDLER)
+    fn = org.props(logical)
+    assert org.props(org.function_role(logical))["RoleName"] == OrgRoles.HUB_ACT
+    # Ten minutes: under the executor's claim lease, so a run never outlives its claims.
+    assert fn["Timeout"] == 600 < ACTION_LEASE.total_seconds()
+    # Whichever guard a message names runs here: the most memory any guard asks for.
+    assert fn["MemorySize"] == max(s.memory_mb for s in (*SPECS.values(), toy_spec()))
+    assert fn["Runtime"] == "python3.13" and fn["Architectures"] == ["arm64"]
+    assert fn["TracingConfig"] == {"Mode": "Active"}
+    assert fn["LoggingConfig"]["LogFormat"] == "JSON"
+    assert fn["KmsKeyArn"] and fn["Layers"] and fn["DeadLetterConfig"]
+    group = org.logical_for(org.resolve(fn["LoggingConfig"]["LogGroup"]))
+    assert group is not None and org.props(group)["RetentionInDays"] == 90
+    # The scan consumer's environment (the hub's), under its own service name.
+    act = fn["Environment"]["Variables"]
+    scan = org.props(_function(org, CONSUMER_HANDLER))["Environment"]["Variables"]
+    assert act[Env.SERVICE_NAME] == Metrics.ORG_ACT_SERVICE
+    assert {k: v for k, v in act.items() if k != Env.SERVICE_NAME} == {
+        k: v for k, v in scan.items() if k != Env.SERVICE_NAME
+    }
+    assert act[Env.DRY_RUN] == "true"  # the deployment's, as in one account
+
+
+def test_act_consumer_may_assume_the_member_act_role_in_the_org_only_and_never_the_read_role(
+    org: World, list_body: dict[str, Any]
+) -> None:
+    role = org.function_role(_function(org, ACT_HANDLER))
+    act = f"arn:aws:iam::{MEMBER}:role/{OrgRoles.MEMBER_ACT}"
+    in_org = {"aws:ResourceOrgID": ORG_ID}
+    assert role_may(org, role, "sts:AssumeRole", act, in_org)
+    assert not role_may(org, role, "sts:AssumeRole", act, {"aws:ResourceOrgID": "o-zzzzzzzzzz"})
+    assert not role_may(org, role, "sts:AssumeRole", act, {})
+    for other in (OrgRoles.MEMBER_READ, "team-reader", "costguard-member-act-x", "admin"):
+        member = f"arn:aws:iam::{MEMBER}:role/{other}"
+        assert not role_may(org, role, "sts:AssumeRole", member, in_org), other
+    # ... with a member read role of another name too, and the scan consumer never acts
+    world = World(list_body)
+    listed = world.function_role(_function(world, ACT_HANDLER))
+    scan = world.function_role(_function(world, CONSUMER_HANDLER))
+    reader = f"arn:aws:iam::{MEMBER}:role/team-reader"
+    assert role_may(world, listed, "sts:AssumeRole", act, in_org)
+    assert not role_may(world, listed, "sts:AssumeRole", reader, in_org)
+    assert not role_may(world, scan, "sts:AssumeRole", act, in_org)
+    assert "arn:aws-cn:" not in json.dumps(org.role_statements(role))
+
+
+def test_act_consumer_commits_the_guards_records_and_publishes_and_reads_nothing_in_the_hub(
+    org: World,
+) -> None:
+    from costguard.iam import EXECUTOR_LEDGER_ACTIONS, FINDINGS_LEDGER_ACTIONS
+
+    role = org.function_role(_function(org, ACT_HANDLER))
+    (table,) = org.resources("AWS::DynamoDB::Table")
+    (topic,) = org.resources("AWS::SNS::Topic")
+    table_arn = org.arn(table)
+    # Claims, warnings and the audit trail (the executor's), and findings (read the day,
+    # write what is new), on the ledger table only
+    for action in ("GetItem", "PutItem", "UpdateItem", "Query", "BatchWriteItem"):
+        assert role_may(org, role, f"dynamodb:{action}", table_arn), action
+        assert not role_may(org, role, f"dynamodb:{action}", table_arn + "-other"), action
+    for action in ("DeleteItem", "Scan", "DeleteTable"):
+        assert not role_may(org, role, f"dynamodb:{action}", table_arn), action
+    granted = {
+        a
+        for s in org.role_statements(role)
+        for a in as_list(s["Action"])
+        if a.startswith("dynamodb:")
+    }
+    assert granted == {*EXECUTOR_LEDGER_ACTIONS, *FINDINGS_LEDGER_ACTIONS}
+    key = org.key_arn_of(org.resolve(org.props(table)["SSESpecification"]["KMSMasterKeyId"]))
+    assert role_may(org, role, "kms:Decrypt", key, _via("dynamodb"))
+    topic_arn = org.physical[topic]["TopicArn"]
+    assert role_may(org, role, "sns:Publish", topic_arn)
+    for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+        assert role_may(org, role, action, key, _via("sns"))
+    # Nothing of anyone's in the hub account itself: that goes through its member act role.
+    actions = {a for s in org.role_statements(role) for a in as_list(s["Action"])}
+    assert not {
+        a
+        for a in actions
+        if a.split(":")[0]
+        in {"ec2", "eks", "sagemaker", "tag", "ce", "s3", "cloudwatch"}
+        | {"organizations", "lambda"}
+    }
+
+
+def test_act_consumer_receives_only_guard_runs_and_can_dead_letter_them_with_the_dlq_key(
+    org: World,
+) -> None:
+    role = org.function_role(_function(org, ACT_HANDLER))
+    act, act_dead = _queues(org, ACT_HANDLER)
+    work, work_dead = _queues(org)
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert role_may(org, role, action, org.arn(act), TLS), action
+        assert not role_may(org, role, action, org.arn(work), TLS), action
+    for queue in (act, act_dead, work, work_dead):
+        assert not role_may(org, role, "sqs:SendMessage", org.arn(queue), TLS), queue
+        assert not role_may(org, role, "sqs:PurgeQueue", org.arn(queue), TLS), queue
+    # SQS moves a run that failed orgMaxReceives times in the consumer's receive: the
+    # consumer must be able to use the act dead-letter queue's key for it
+    dead_key = org.key_arn_of(org.resolve(org.props(act_dead)["KmsMasterKeyId"]))
+    for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+        assert role_may(org, role, action, dead_key, _via("sqs")), action
+    # ... and the scan consumer may not receive guard runs
+    scan = org.function_role(_function(org, CONSUMER_HANDLER))
+    assert not role_may(org, scan, "sqs:ReceiveMessage", org.arn(act), TLS)
+
+
+def test_fanout_may_send_guard_runs_to_the_act_queue_with_its_key_and_gains_nothing_else(
+    org: World, body: dict[str, Any]
+) -> None:
+    fanout = org.function_role(_function(org, FANOUT_HANDLER))
+    act, _act_dead = _queues(org, ACT_HANDLER)
+    work, _work_dead = _queues(org)
+    key = org.key_arn_of(org.resolve(org.props(act)["KmsMasterKeyId"]))
+    assert role_may(org, fanout, "sqs:SendMessage", org.arn(act), TLS)
+    for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+        assert role_may(org, fanout, action, key, _via("sqs"))
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:PurgeQueue"):
+        assert not role_may(org, fanout, action, org.arn(act), TLS), action
+    # It sends to the two queues and (as Lambda, its failed events) its dead-letter queue
+    # only: not to the dead letters, not to any other queue of the stack
+    own_dlq = org.logical_for(
+        org.resolve(org.props(_function(org, FANOUT_HANDLER))["DeadLetterConfig"]["TargetArn"])
+    )
+    may_send = {
+        q
+        for q in org.resources("AWS::SQS::Queue")
+        if role_may(org, fanout, "sqs:SendMessage", org.arn(q), TLS)
+    }
+    assert may_send == {work, act, own_dlq}
+    # It invokes no function (the schedules invoke it), and enters no account
+    for fn in org.resources("AWS::Lambda::Function"):
+        assert not role_may(org, fanout, "lambda:InvokeFunction", org.arn(fn)), fn
+    for member_role in (OrgRoles.MEMBER_ACT, OrgRoles.MEMBER_READ):
+        member = f"arn:aws:iam::{MEMBER}:role/{member_role}"
+        assert not role_may(org, fanout, "sts:AssumeRole", member, {"aws:ResourceOrgID": ORG_ID})
+
+
+def test_the_act_queue_the_dlq_and_the_act_role_are_outputs(org: World) -> None:
+    act, act_dead = _queues(org, ACT_HANDLER)
+    role = org.function_role(_function(org, ACT_HANDLER))
+    outputs = {k: v["Value"] for k, v in org.template["Outputs"].items()}
+
+    def output(name: str) -> Any:
+        (value,) = [v for k, v in outputs.items() if re.fullmatch(f"OrgHub{name}[0-9A-F]{{8}}", k)]
+        return value
+
+    assert output("ActQueueUrl") == {"Ref": act}
+    assert output("ActDeadLetterQueueUrl") == {"Ref": act_dead}
+    assert output("HubActRoleArn") == {"Fn::GetAtt": [role, "Arn"]}
+
+
 # -- alarms and dashboard ----------------------------------------------------------------------
 
 
-def test_a_dead_lettered_work_item_and_a_missing_fanout_alarm_the_topic(org: World) -> None:
-    _work, dead = _queues(org)
+@CONSUMERS
+def test_a_dead_lettered_work_item_or_guard_run_alarms_the_topic(org: World, consumer: str) -> None:
+    _work, dead = _queues(org, consumer)
     alarms = [
         org.resolve(a["Properties"]) for a in org.resources("AWS::CloudWatch::Alarm").values()
     ]
@@ -396,12 +725,47 @@ def test_a_dead_lettered_work_item_and_a_missing_fanout_alarm_the_topic(org: Wor
     ]
     assert (on_dlq["Threshold"], on_dlq["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert on_dlq["AlarmActions"] == [topic_arn]
-    fanout_name = org.physical[_function(org, FANOUT_HANDLER)]["Ref"]
+
+
+def _scan_tick_schedule(world: World) -> dict[str, Any]:
+    fanout_arn = world.arn(_function(world, FANOUT_HANDLER))
+    (scan,) = [
+        props
+        for props in (
+            world.resolve(s["Properties"])
+            for s in world.resources("AWS::Scheduler::Schedule").values()
+        )
+        if props["Target"]["Arn"] == fanout_arn
+        and "guard" not in json.loads(props["Target"]["Input"])
+    ]
+    return scan
+
+
+def test_a_missing_scan_tick_alarms_the_topic_whatever_the_guards_schedules_do(
+    org: World,
+) -> None:
+    alarms = [
+        org.resolve(a["Properties"]) for a in org.resources("AWS::CloudWatch::Alarm").values()
+    ]
+    (topic,) = org.resources("AWS::SNS::Topic")
+    topic_arn = org.physical[topic]["TopicArn"]
+    # The guards' schedules invoke the fan-out too (hourly, half-hourly): its invocations
+    # would hide a scan schedule that stopped. The heartbeat is the scan tick's schedule
+    # group, which holds that schedule and no other.
+    scan = _scan_tick_schedule(org)
+    group = scan["GroupName"]
+    in_group = [
+        s
+        for s in org.resources("AWS::Scheduler::Schedule").values()
+        if org.resolve(s["Properties"]).get("GroupName") == group
+    ]
+    assert len(in_group) == 1
     (missing,) = [
         a
         for a in alarms
-        if a.get("MetricName") == "Invocations"
-        and {"Name": "FunctionName", "Value": fanout_name} in a.get("Dimensions", [])
+        if a.get("Namespace") == "AWS/Scheduler"
+        and a.get("MetricName") == "InvocationAttemptCount"
+        and a.get("Dimensions") == [{"Name": "ScheduleGroup", "Value": group}]
     ]
     assert missing["TreatMissingData"] == "breaching"
     assert missing["ComparisonOperator"] == "LessThanThreshold" and missing["Threshold"] == 1
@@ -419,6 +783,38 @@ def test_dashboard_reads_the_figures_from_the_hub_lambdas_and_shows_the_queue(or
         assert group in text
     work, dead = _queues(org)
     assert org.physical[work]["QueueName"] in text and org.physical[dead]["QueueName"] in text
+
+
+def _widgets(world: World) -> list[dict[str, Any]]:
+    (dashboard,) = world.resources("AWS::CloudWatch::Dashboard").values()
+    body = json.loads(world.resolve(dashboard["Properties"]["DashboardBody"]))
+    widgets: list[dict[str, Any]] = body["widgets"]
+    return widgets
+
+
+def test_dashboard_counts_the_guards_savings_from_the_act_consumer_and_shows_the_act_queue(
+    org: World,
+) -> None:
+    from costguard_infra.dashboard import savings_query
+
+    act_group = org.resolve(org.props(_function(org, ACT_HANDLER))["LoggingConfig"]["LogGroup"])
+    # The act consumer logs each run's actions (handlers.act.log_run): the savings widget
+    # reads them there, the only Lambda that acts in Organization mode.
+    (savings,) = [
+        w
+        for w in _widgets(org)
+        if w["type"] == "log" and savings_query() in w["properties"]["query"]
+    ]
+    assert f"SOURCE '{act_group}'" in savings["properties"]["query"]
+    act, act_dead = _queues(org, ACT_HANDLER)
+    act_consumer = org.physical[_function(org, ACT_HANDLER)]["Ref"]
+    graphs = json.dumps([w for w in _widgets(org) if w["type"] == "metric"])
+    for shown in (
+        org.physical[act]["QueueName"],
+        org.physical[act_dead]["QueueName"],
+        act_consumer,
+    ):
+        assert shown in graphs, shown
 
 
 # -- cdk-nag: zero unacknowledged findings, no acknowledgement without a finding ---------------
@@ -472,6 +868,13 @@ def test_org_template_synthesizes_with_nag_and_passes_cfn_lint() -> None:
         ),
         ({"orgMemberRole": "reader role"}, "`orgMemberRole` must be an IAM role name"),
         ({"orgMemberRole": "r" * 65}, "`orgMemberRole` must be an IAM role name"),
+        # The scan consumers would be granted the guards' role (and IAM role names are
+        # unique whatever their case: the member stack could not hold both).
+        (
+            {"orgAccounts": "discover", "orgId": ORG_ID, "orgMemberRole": OrgRoles.MEMBER_ACT},
+            f"`orgMemberRole` must not be `{OrgRoles.MEMBER_ACT}`",
+        ),
+        ({"orgMemberRole": "Costguard-Member-Act"}, "`orgMemberRole` must not be"),
         ({"orgMaxConcurrency": "1"}, "`orgMaxConcurrency`"),
         ({"orgMaxConcurrency": "1001"}, "`orgMaxConcurrency`"),
         ({"orgPerAccountConcurrency": "0"}, "`orgPerAccountConcurrency`"),
@@ -501,6 +904,38 @@ def test_more_accounts_than_a_lambda_environment_holds_say_use_discover() -> Non
     fits = ",".join(f"{n:012d}" for n in range(1, 101))
     config = CostGuardConfig.from_context({"orgAccounts": f"{fits},000000000001", "orgId": ORG_ID})
     assert len(config.org_accounts) == 100 and config.org_accounts[0] == "000000000001"
+
+
+def test_what_the_stack_adds_to_each_hub_lambdas_variables_fits_the_room_kept_for_it(
+    org_body: dict[str, Any],
+) -> None:
+    # The context's settings may take all of Lambda's 4 KB but STACK_VARIABLES_BYTES
+    # (CostGuardConfig.environment_problem): what the stack adds, the two queue URLs of
+    # the fan-out included, must fit the rest, with physical names as long as
+    # CloudFormation makes them in a long region.
+    from costguard.config_spec import STACK_VARIABLES_BYTES
+
+    config = CostGuardConfig.from_context({k: v for k, v in ORG_CONTEXT.items() if ":" not in k})
+    from_context = {**config.environment(), **config.org_environment()}
+    region = "ap-southeast-2"
+    long: dict[str, dict[str, str]] = {}
+    for logical, resource in org_body["Resources"].items():
+        name = f"CostGuard-{logical[:36]}-ABCDEFGHIJKLM"
+        if resource["Type"] == "AWS::SQS::Queue":
+            url = f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{name}.fifo"
+            long[logical] = {"Ref": url, "QueueUrl": url}
+        elif resource["Type"] in ("AWS::DynamoDB::Table", "AWS::Lambda::Function"):
+            long[logical] = {"Ref": name}
+        elif resource["Type"] == "AWS::SNS::Topic":
+            arn = f"arn:aws-us-gov:sns:{region}:{ACCOUNT}:{name}"
+            long[logical] = {"Ref": arn, "TopicArn": arn}
+    world = World(org_body, region=region, physical=long)
+    for handler in (CONSUMER_HANDLER, FANOUT_HANDLER, ACT_HANDLER):
+        variables = world.resolve(
+            world.props(_function(world, handler))["Environment"]["Variables"]
+        )
+        added = {k: v for k, v in variables.items() if k not in from_context}
+        assert len(json.dumps(added).encode()) <= STACK_VARIABLES_BYTES, (handler, added)
 
 
 def test_org_accounts_are_read_as_the_lambda_reads_them() -> None:

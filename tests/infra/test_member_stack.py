@@ -256,6 +256,20 @@ def test_refuses_a_member_role_name_iam_would_refuse() -> None:
         )
 
 
+@pytest.mark.infra
+@pytest.mark.parametrize("name", [OrgRoles.MEMBER_ACT, "CostGuard-Member-ACT"])
+def test_refuses_the_act_roles_name_for_the_read_role(name: str) -> None:
+    # GIVEN the read role named like the act role (IAM role names are unique whatever their
+    # case) WHEN the member app is built THEN a clear error, not two colliding roles
+    from costguard_infra.config import ConfigError
+    from costguard_infra.member import build_member_app
+
+    with pytest.raises(ConfigError, match=f"orgMemberRole must not be {OrgRoles.MEMBER_ACT}"):
+        build_member_app(
+            {"hubAccount": "111111111111", "orgId": "o-abc1234567", "orgMemberRole": name}
+        )
+
+
 # -- the demo's embedded STS judges this trust policy as the IAM model does ----------------------
 
 
