@@ -131,6 +131,8 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.SLICE_DEADLINE_MINUTES: "5",
         Env.ORG_OPT_OUT_TAG: "team:opt-out",
         Env.QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/work.fifo",
+        Env.ACT_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/act.fifo",
+        Env.ORG_REGIONS: "enabled",
     }
     default = Settings.from_env(base)
     unread = [

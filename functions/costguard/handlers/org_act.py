@@ -216,7 +216,10 @@ def consume(
         if outcome.report.failures:
             raise ActionsFailedError(f"account {item.account}: {failed_message(outcome.report)}")
 
-    processor = BatchProcessor(event_type=EventType.SQS)
+    # A failed run is reported back (and retried by SQS, then dead-lettered, which
+    # alarms), not raised: with one run per invocation every failure would otherwise be
+    # a failed invocation, and the Errors alarm would fire on each retried throttle.
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     return dict(process_partial_response(event, record_handler, processor))
 
 
