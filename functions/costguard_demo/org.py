@@ -500,15 +500,24 @@ def fleet_of(org: Organization) -> list[Launch]:
     ]
 
 
-def seed_fleet(session: Any, org: Organization, start: datetime) -> list[Launch]:
-    """Launch the fleet through each account's admin role; back-date the launch times."""
-    from moto.backends import get_backend
-
-    fleet = fleet_of(org)
+def admin_sessions(session: Any, org: Organization) -> dict[str, Any]:
+    """Each member account's ``OrganizationAccountAccessRole`` session (what an operator
+    uses to deploy there), and the management account's own."""
     admins = {
         a.id: _assume(session, f"arn:aws:iam::{a.id}:role/{ADMIN_ROLE}", "costguard-demo-seed")
         for a in org.members
     }
+    return admins | {org.management: session}
+
+
+def seed_fleet(
+    session: Any, org: Organization, start: datetime, admins: Mapping[str, Any] | None = None
+) -> list[Launch]:
+    """Launch the fleet through each account's admin role; back-date the launch times."""
+    from moto.backends import get_backend
+
+    fleet = fleet_of(org)
+    admins = admins or admin_sessions(session, org)
     ec2_backends: Any = get_backend("ec2")
     for launch in fleet:
         ec2 = admins[launch.account].client("ec2", region_name=launch.region)
@@ -750,6 +759,7 @@ def drain_queue(
     *,
     batch_size: int,
     limit_seconds: float = DRAIN_LIMIT_SECONDS,
+    sqs: Any = None,
 ) -> Delivery:
     """Hand a queue to its consumer until it is empty, as Lambda's event source does.
 
@@ -760,7 +770,7 @@ def drain_queue(
     """
     from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-    sqs = session.client("sqs", region_name=HOME)
+    sqs = sqs or session.client("sqs", region_name=HOME)
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
@@ -1058,7 +1068,9 @@ def _run(say: Callable[[str], None], ticks: int, dry_run: bool) -> dict[str, Any
         org = create_organization(management)
         org_of = {a.id: org.id for a in org.members} | {org.management: org.id}
         with checked_assume_role(org_of) as refused:
-            fleet = seed_fleet(management, org, start)
+            # One session per account for the whole run (each loads its service models once).
+            admins = admin_sessions(management, org)
+            fleet = seed_fleet(management, org, start, admins)
             hub = create_hub(management, org.id)
             say(
                 f"Organization {org.id}: management {org.management} (runs the hub; tagged "
@@ -1069,7 +1081,7 @@ def _run(say: Callable[[str], None], ticks: int, dry_run: bool) -> dict[str, Any
                 n = sum(1 for f in fleet if f.account == a.id)
                 say(f"  {a.id} {a.name:<12} {role}; {n} instances seeded")
             return _ticks(
-                say, org, hub, fleet, start, ticks, slack, sns_event, url, refused, dry_run
+                say, org, hub, fleet, start, ticks, slack, sns_event, url, refused, dry_run, admins
             )
 
 
@@ -1085,6 +1097,7 @@ def _ticks(
     url: str,
     refused: Sequence[str],
     dry_run: bool,
+    admins: Mapping[str, Any],
 ) -> dict[str, Any]:
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.adapters.dynamodb import DynamoDbLedger
@@ -1110,8 +1123,10 @@ def _ticks(
     dead_letters: list[dict[str, Any]] = []
     kept: list[dict[str, Any]] = []
 
+    inbox = consumer_session.client("sqs", region_name=HOME)
+
     def alerts_out() -> list[dict[str, Any]]:
-        new = drain(consumer_session, hub.inbox_url, HOME)
+        new = drain(consumer_session, hub.inbox_url, HOME, inbox)
         for message in new:
             delivered.append(message)
             notify_slack(sns_event(json.dumps(message)), webhook)
@@ -1188,7 +1203,7 @@ def _ticks(
     # -- the guards: their schedules at simulated times, through the act queue
     from costguard_demo.org_guards import run_guard_chapter
 
-    guards = run_guard_chapter(say, org, hub, environ, start, alerts_out)
+    guards = run_guard_chapter(say, org, hub, environ, start, alerts_out, admins)
 
     findings = []
     days = sorted({(start + INTERVAL * n).strftime("%Y-%m-%d") for n in range(ticks)})

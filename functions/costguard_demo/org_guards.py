@@ -128,10 +128,9 @@ def _volume(
     return vid
 
 
-def seed_targets(
-    org: Organization, admins: Mapping[str, Any], management: Any, day: datetime
-) -> list[Seeded]:
-    """The volumes and notebooks the guards find (see the module's docstring)."""
+def seed_targets(org: Organization, sessions: Mapping[str, Any], day: datetime) -> list[Seeded]:
+    """The volumes and notebooks the guards find (see the module's docstring), created
+    through each account's ``sessions`` (its administrator's)."""
     from costguard_demo.idle import launch_notebook, publish_metrics
 
     by_name = {a.name: a.id for a in org.members}
@@ -144,7 +143,7 @@ def seed_targets(
             "us-west-2",
             "volume",
             _volume(
-                admins[research],
+                sessions[research],
                 research,
                 "us-west-2",
                 "llm-scratch-checkpoints",
@@ -162,7 +161,7 @@ def seed_targets(
             "us-west-2",
             "volume",
             _volume(
-                admins[research],
+                sessions[research],
                 research,
                 "us-west-2",
                 "llm-golden-dataset",
@@ -179,7 +178,7 @@ def seed_targets(
             vision,
             "us-east-1",
             "volume",
-            _volume(admins[vision], vision, "us-east-1", "someones-scratch", 200, created),
+            _volume(sessions[vision], vision, "us-east-1", "someones-scratch", 200, created),
             "someones-scratch",
             "200 GiB gp3, unattached, no project tag",
             "kept",
@@ -189,7 +188,7 @@ def seed_targets(
             "us-east-1",
             "volume",
             _volume(
-                management,
+                sessions[org.management],
                 org.management,
                 "us-east-1",
                 "hub-scratch",
@@ -208,8 +207,8 @@ def seed_targets(
         ("vision-idle-notebook", 0.0, "stopped"),
         ("vision-busy-notebook", 92.0, "running"),
     ):
-        iid = launch_notebook(admins[vision], "us-west-2", label, launched, vision)
-        publish_metrics(admins[vision], "us-west-2", iid, launched, day + METRICS_UNTIL, gpu=gpu)
+        iid = launch_notebook(sessions[vision], "us-west-2", label, launched, vision)
+        publish_metrics(sessions[vision], "us-west-2", iid, launched, day + METRICS_UNTIL, gpu=gpu)
         out.append(
             Seeded(
                 vision,
@@ -383,41 +382,27 @@ def run_guard_chapter(
     environ: Mapping[str, str],
     scan_start: datetime,
     alerts_out: Callable[[], list[dict[str, Any]]],
+    sessions: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Seed, then run :data:`SCHEDULE` through the fan-out, the act queue and the act
     consumer; returns the ``guards`` part of the demo's ``--json``."""
-    import boto3
-
     from costguard.handlers.org import OrgEnvironment
     from costguard.handlers.org_act import GuardFanoutEvent, build_guard_fanout, build_guard_work
     from costguard.handlers.org_act import consume as act_consume
     from costguard.names import OrgRoles
     from costguard.settings import Settings
-    from costguard_demo.org import (
-        ADMIN_ROLE,
-        FANOUT_ROLE,
-        HOME,
-        HUB,
-        _assume,
-        drain_queue,
-        lambda_session,
-    )
+    from costguard_demo.org import FANOUT_ROLE, HOME, HUB, drain_queue, lambda_session
 
     settings = Settings.from_env(environ)
     env = OrgEnvironment.from_settings(settings, environ)
-    management = boto3.Session(region_name=HOME)
-    admins = {
-        a.id: _assume(management, f"arn:aws:iam::{a.id}:role/{ADMIN_ROLE}", "costguard-demo-seed")
-        for a in org.members
-    }
-    sessions = {**admins, org.management: management}
     names = {a.id: a.name for a in org.members} | {org.management: "management"}
     day = first_day(scan_start)
-    seeded = seed_targets(org, admins, management, day)
+    seeded = seed_targets(org, sessions, day)
     labels = {s.id: s.label for s in seeded}
     inspector = Inspector(sessions, seeded)
     fanout = build_guard_fanout(settings, env, lambda_session(HUB, FANOUT_ROLE))
     act_session = lambda_session(HUB, OrgRoles.HUB_ACT)
+    act_sqs = act_session.client("sqs", region_name=HOME)
     # One consumer graph for the whole run: a warm Lambda keeps its member credentials.
     work = RecordingGuardWork(build_guard_work(settings, act_session))
     mode = "dryRun=true: nothing is changed" if settings.dry_run else "dryRun=false: they act"
@@ -431,13 +416,16 @@ def run_guard_chapter(
 
     ticks: list[dict[str, Any]] = []
     dead_letters: list[dict[str, Any]] = []
+    # Nothing changes them between two times but the guards: each time's "after" is the
+    # next one's "before".
+    states = [inspector.state()]
 
     def tick(t: Time, *, replay: bool) -> dict[str, Any]:
         at = day + t.offset
         now = at + CONSUMER_DELAY
         # What the schedule sends (validated as the fan-out parses it).
         event = GuardFanoutEvent.model_validate({"guard": t.guard, "time": at.isoformat()})
-        before = inspector.state()
+        before = states[-1]
         summary = fanout.tick(event.guard, at)
         first = len(work.runs)
         delivery = drain_queue(
@@ -446,10 +434,12 @@ def run_guard_chapter(
             hub.act_dead_letters_url,
             lambda e: act_consume(e, work, now),
             batch_size=1,  # the act event source's: one guard run an invocation
+            sqs=act_sqs,
         )
         dead_letters.extend(delivery.dead_lettered)
         alerts = alerts_out()
         after = inspector.state()
+        states.append(after)
         doc = {
             "time": at.isoformat(),
             "guard": t.guard,
@@ -480,7 +470,7 @@ def run_guard_chapter(
         if t.replay:
             ticks.append(tick(t, replay=True))
 
-    final = inspector.state()
+    final = states[-1]
     resources = [
         {
             "account": s.account,
