@@ -1307,35 +1307,43 @@ def _not_entered(
     findings: Sequence[Mapping[str, Any]],
     alerts: Sequence[Mapping[str, Any]],
 ) -> list[dict[str, Any]]:
-    """The listed accounts no guard ran in, why, and where they are named.
+    """The listed accounts no guard could enter, why, and the findings and alerts that
+    name them.
 
-    The guards' fan-out plans a run only in an account whose regions were read: one whose
-    member roles are missing (the StackSet never reached it) is never sent to the act queue
-    (it would only fail and dead-letter every run); the scan tick that failed to read its
-    regions names it in a finding and a daily alert. An account whose regions were read
-    and whose act role then refuses is the act consumer's to name (``act-failed``)."""
+    - No run planned: the guards' fan-out plans runs only in an account whose regions were
+      read. One without the member stack (the StackSet never reached it) is never sent to
+      the act queue, where it would only fail and dead-letter every run; the scan tick that
+      could not read its regions names it (``scan-failed``, and an alert once a day).
+    - Its act role refused: runs were planned (its regions were read) and the act consumer
+      could not enter it; the consumer names it (``act-failed``, and an alert once a day)."""
     listed = directory.listing.accounts if directory.listing else ()
-    ran = {p["account"] for t in guards["ticks"] for p in t["planned"]}
-    named = [
-        f"{f['code']} {f['resource']}"
-        for f in guards.get("findings", [])
-        if "account/" in f["resource"]
-    ]
+    planned = {p["account"] for t in guards["ticks"] for p in t["planned"]}
+    runs = [r for t in guards["ticks"] for r in t["runs"]]
+    every = [*findings, *guards.get("findings", [])]
     out = []
     for a in org.members:
-        if a.id not in listed or a.id in ran:
+        if a.id not in listed:
             continue
-        entry = directory.regions.get(a.id)
+        mine = [r for r in runs if r["account"] == a.id]
+        refused = [r for r in mine if (r["error"] or "").startswith("AccountAccessError")]
+        if a.id not in planned:
+            entry = directory.regions.get(a.id)
+            why = "no guard run planned: its regions were never read" + (
+                f" ({_short_failure(entry.failure)})" if entry and entry.failure else ""
+            )
+        elif mine and len(refused) == len(mine):
+            error = str(refused[0]["error"]).split(": ", 2)[-1]
+            why = f"every guard run refused: {_short_failure(error)}"
+        else:
+            continue
         out.append(
             {
                 "account": a.id,
                 "name": a.name,
-                "why": "no guard run planned: its regions were never read"
-                + (f" ({_short_failure(entry.failure)})" if entry and entry.failure else ""),
-                "findings": [
-                    f"{f['code']} {f['resource']}" for f in findings if a.id in f["resource"]
-                ]
-                + [n for n in named if a.id in n],
+                "why": why,
+                "findings": sorted(
+                    {f"{f['code']} {f['resource']}" for f in every if a.id in f["resource"]}
+                ),
                 "alerts": [x["title"] for x in alerts if a.id in (x.get("title") or "")],
             }
         )

@@ -62,7 +62,7 @@ class Time:
     offset: timedelta
     guard: str
     label: str
-    #: Run the same time again at once (EventBridge and SQS deliver at least once).
+    #: Deliver this time's runs a second time at once (SQS delivers at least once).
     replay: bool = False
 
 
@@ -352,6 +352,7 @@ def _run_json(w: Watched, names: Mapping[str, str], labels: Mapping[str, str]) -
     judged = [
         {
             "id": d.target.id,
+            "region": d.target.region,
             "label": labels.get(d.target.id, d.target.name or d.target.id),
             "action": d.action.value,
             "reason": d.reason,
@@ -386,6 +387,7 @@ def run_guard_chapter(
 ) -> dict[str, Any]:
     """Seed, then run :data:`SCHEDULE` through the fan-out, the act queue and the act
     consumer; returns the ``guards`` part of the demo's ``--json``."""
+    from costguard.adapters.work_queue import GuardItem
     from costguard.handlers.org import OrgEnvironment
     from costguard.handlers.org_act import GuardFanoutEvent, build_guard_fanout, build_guard_work
     from costguard.handlers.org_act import consume as act_consume
@@ -420,13 +422,33 @@ def run_guard_chapter(
     # next one's "before".
     states = [inspector.state()]
 
-    def tick(t: Time, *, replay: bool) -> dict[str, Any]:
+    def tick(t: Time, again: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+        """The guard's schedule at ``t`` (the fan-out, then the act consumer); with
+        ``again``, no fan-out: those act-queue messages delivered a second time."""
         at = day + t.offset
         now = at + CONSUMER_DELAY
-        # What the schedule sends (validated as the fan-out parses it).
-        event = GuardFanoutEvent.model_validate({"guard": t.guard, "time": at.isoformat()})
         before = states[-1]
-        summary = fanout.tick(event.guard, at)
+        if again:
+            # Once each, however often a failing one was received.
+            items = list(
+                {i.dedupe_id(): i for i in (GuardItem.model_validate(b) for b in again)}.values()
+            )
+            for item in items:
+                # SQS delivers at least once: the same runs, as new messages (another
+                # deduplication id, as after the five-minute window).
+                act_sqs.send_message(
+                    QueueUrl=hub.act_queue_url,
+                    MessageBody=item.model_dump_json(),
+                    MessageGroupId=item.account,
+                    MessageDeduplicationId=f"{item.dedupe_id()}/again",
+                )
+            runs = [item.run() for item in items]
+            accounts, sent = len({r.account for r in runs}), len(runs)
+        else:
+            # What the schedule sends (validated as the fan-out parses it).
+            event = GuardFanoutEvent.model_validate({"guard": t.guard, "time": at.isoformat()})
+            summary = fanout.tick(event.guard, at)
+            runs, accounts, sent = list(summary.runs), summary.accounts, summary.sent
         first = len(work.runs)
         delivery = drain_queue(
             act_session,
@@ -444,31 +466,34 @@ def run_guard_chapter(
             "time": at.isoformat(),
             "guard": t.guard,
             "label": t.label,
-            "replay": replay,
-            "accounts": summary.accounts,
+            "replay": bool(again),
+            "accounts": accounts,
             "planned": [
                 {
                     "account": r.account,
                     "name": names.get(r.account, r.account),
                     "regions": list(r.regions),
                 }
-                for r in summary.runs
+                for r in runs
             ],
-            "sent": summary.sent,
+            "sent": sent,
             "delivery": delivery.as_dict(),
             "runs": [_run_json(w, names, labels) for w in work.runs[first:]],
             "alerts": [
                 {k: a.get(k) for k in ("kind", "project", "severity", "title")} for a in alerts
             ],
             "changed": sorted(k for k in after if after[k] != before[k]),
+            "_bodies": delivery.bodies,
         }
-        _say_tick(say, doc, replay=replay)
+        _say_tick(say, doc, replay=bool(again))
         return doc
 
     for t in SCHEDULE:
-        ticks.append(tick(t, replay=False))
+        ticks.append(tick(t))
         if t.replay:
-            ticks.append(tick(t, replay=True))
+            ticks.append(tick(t, again=ticks[-1]["_bodies"]))
+    for doc in ticks:
+        del doc["_bodies"]
 
     final = states[-1]
     resources = [
@@ -590,7 +615,8 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
         "",
         "Guards in member accounts (each schedule -> the hub's fan-out -> FIFO act queue -> act "
         f"consumer, through costguard-member-act), {mode}.",
-        f"Simulated {g['first_time'][:16].replace('T', ' ')} .. {_when(g['last_time'])} UTC, "
+        f"Simulated {g['first_time'][:16].replace('T', ' ')} .. "
+        f"{g['last_time'][:16].replace('T', ' ')} UTC, "
         "days before the "
         "scans (moto stamps snapshots with the real clock):",
     ]
@@ -599,8 +625,8 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
         if t["replay"]:
             steps = sorted({o["step"] for r in t["runs"] for o in r["outcomes"]}) or ["nothing"]
             lines.append(
-                f"  {_when(t['time'])}  {t['guard']:<15} again (the schedule retried, its runs "
-                "delivered twice): "
+                f"  {_when(t['time'])}  {t['guard']:<15} again (its runs delivered a second "
+                "time): "
                 f"{', '.join(steps)}; changed {', '.join(t['changed']) or 'nothing'}, "
                 f"{len(t['alerts'])} alerts"
             )
@@ -614,7 +640,7 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
                 key = (t["guard"], j["id"])
                 if j["id"] in seeded and j["id"] not in acted_on and key not in shown:
                     shown.add(key)
-                    lines.append(f"      {r['name']} {j['label']}: {j['reason']}")
+                    lines.append(f"      {r['name']} {j['region']} {j['label']}: {j['reason']}")
             for o in r["outcomes"]:
                 shown.add((t["guard"], o["id"]))
                 money = (
@@ -694,13 +720,16 @@ def guard_problems(doc: Mapping[str, Any]) -> list[str]:
                 f"not {expected}"
             )
     runs = [r for t in g["ticks"] for r in t["runs"]]
+    failed: dict[str, list[str]] = {}
     for r in runs:
-        if r["error"] or any(o["step"] == Step.FAILED.value for o in r["outcomes"]):
-            problems.append(
-                f"a {r['guard']} run in {r['name']} failed: {r['error'] or r['outcomes']}"
-            )
+        errors = [o["error"] for o in r["outcomes"] if o["error"]]
+        if r["error"] or errors:
+            failed.setdefault(r["name"], []).append(str(r["error"] or errors[0]))
+    for name, errors in failed.items():
+        problems.append(f"{len(errors)} guard runs in {name} failed, first: {errors[0][:200]}")
     if g["dead_letters"]:
-        problems.append(f"guard runs were dead-lettered: {g['dead_letters']}")
+        parked = sorted({f"{d['guard']} {d['account']}" for d in g["dead_letters"]})
+        problems.append(f"{len(g['dead_letters'])} guard runs were dead-lettered: {parked}")
     if not g["dry_run"]:
         # Warned first: every action follows a warning of the same resource, at an earlier time.
         for t in g["ticks"]:

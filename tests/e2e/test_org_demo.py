@@ -421,3 +421,53 @@ def _drop_step(g: dict[str, Any], step: str) -> None:
     for t in g["ticks"]:
         for r in t["runs"]:
             r["outcomes"] = [o for o in r["outcomes"] if o["step"] != step]
+
+
+def test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_guarded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN ml-vision's member stack at an older version: its read role, no act role (so its
+    # regions are read and the guards plan runs there), and only the stale-volume guard's
+    # first two times (two UTC days; the second one's runs delivered twice)
+    from costguard_demo import org, org_guards
+
+    deploy = org.deploy_member_role
+    create = org.create_organization
+    vision: list[str] = []
+
+    def remember(session: Any) -> Any:
+        made = create(session)
+        vision.append(next(a.id for a in made.members if a.name == "ml-vision"))
+        return made
+
+    def old_stack(admin: Any, hub: str, org_id: str) -> None:
+        deploy(admin, hub, org_id)
+        if admin.client("sts").get_caller_identity()["Account"] == vision[0]:
+            iam = admin.client("iam")
+            iam.delete_role_policy(RoleName="costguard-member-act", PolicyName="costguard")
+            iam.delete_role(RoleName="costguard-member-act")
+
+    monkeypatch.setattr(org, "create_organization", remember)
+    monkeypatch.setattr(org, "deploy_member_role", old_stack)
+    monkeypatch.setattr(org_guards, "SCHEDULE", org_guards.SCHEDULE[:2])
+    # WHEN the demo runs
+    code = org.run_org_demo(as_json=True, ticks=3)
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    g, account = doc["guards"], vision[0]
+    # THEN it exits 1 (not part of the story), saying why
+    assert code == 1 and "guard runs were dead-lettered" in out.err
+    # AND the act consumer was refused costguard-member-act there, each run retried and
+    # parked in the act queue's dead letters, alone
+    assert f"arn:aws:iam::{account}:role/costguard-member-act" in doc["assume_role_refused"]
+    assert [(d["account"], d["receives"]) for d in g["dead_letters"]] == [(account, 3)] * 3
+    # AND it is named in a finding each day and an alert once a day, whatever the retries
+    days = [f["day"] for f in g["findings"] if f["resource"] == f"account/{account}"]
+    assert len(days) == 2 and days[0] < days[1]
+    title = f"CostGuard cannot act in account {account}"
+    assert [a["title"] for a in doc["alerts"]].count(title) == 2
+    [named] = [n for n in g["not_entered"] if n["account"] == account]
+    assert "costguard-member-act" in named["why"]
+    assert f"act-failed account/{account}" in named["findings"] and named["alerts"] == [title] * 2
+    # AND ml-research was guarded all the same: its volume's owner was warned
+    assert [s for _t, _g, s in _steps(doc, "llm-scratch-checkpoints")] == ["warned"]
