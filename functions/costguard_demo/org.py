@@ -5,8 +5,9 @@ backend per account, reached through assumed-role credentials):
 
 1. The management account (which also runs the hub, and opts itself out with the tag
    ``costguard:opt-out=true``) creates an Organization and three member accounts. Two get
-   the member stack's ``costguard-member-read`` role (trusting the hub's consumer role, in
-   the Organization); the third, ``sandbox``, does not: the StackSet never reached it.
+   the member stack's roles, ``costguard-member-read`` and ``costguard-member-act``
+   (trusting the hub's two consumer roles, in the Organization); the third, ``sandbox``,
+   does not: the StackSet never reached it.
 2. Each member account gets a small GPU fleet through ``OrganizationAccountAccessRole``;
    project ``llm`` runs in two accounts, so its roll-up is visible.
 3. The hub's resources are created as the stack builds them: the ledger table, the alert
@@ -20,10 +21,17 @@ backend per account, reached through assumed-role credentials):
    reports as failed are not deleted, come back after the visibility timeout, and after
    the last receive SQS (moto) moves them to the dead-letter queue.
 5. Then the last time is run again, and its messages redelivered: nothing is added.
+6. The guards act (:mod:`costguard_demo.org_guards`): the stale-volume and idle-notebook
+   guards' schedules, at simulated times on the three days before the scans, through the
+   guard fan-out, the FIFO act queue and the act consumer (role ``costguard-hub-act``,
+   entering each account through the member stack's ``costguard-member-act``); the
+   deployment's ``dryRun`` is off, as ``costguard demo``'s guards act.
 
 moto's STS lets anyone assume any role, even one that does not exist. AWS refuses, and
 the demo is about that refusal, so :func:`checked_assume_role` makes the embedded STS
-check, as AWS does, that the role exists and that its trust policy admits the caller.
+check, as AWS does, that the role exists, that its trust policy admits the caller, and
+that the caller's own policies allow it (the member roles trust both hub roles: only
+the hub roles' own policies keep the scan role out of the act role, and the other way).
 
 Exit 0 when the story ran as designed (the sandbox account failing is part of it), 1 on
 anything unexpected.
