@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from costguard.names import Tags
-from costguard_demo.server import moto_backend
+from costguard_demo.server import DEMO_ACCOUNT, moto_backend
 
 PRIMARY = "us-east-1"
 SECONDARY = "us-west-2"
@@ -78,9 +78,11 @@ def _run(
     return [i["InstanceId"] for i in ec2.run_instances(**args)["Instances"]]
 
 
-def backdate_instances(region: str, launched: Mapping[str, datetime]) -> None:
+def backdate_instances(
+    region: str, launched: Mapping[str, datetime], account: str = DEMO_ACCOUNT
+) -> None:
     """Set LaunchTime (and the root volume's CreateTime) on moto's backend objects."""
-    backend = moto_backend("ec2", region)
+    backend = moto_backend("ec2", region, account)
     for instance_id, when in launched.items():
         naive = when.replace(tzinfo=None)
         instance = backend.get_instance(instance_id)

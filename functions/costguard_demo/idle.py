@@ -39,7 +39,15 @@ class _Told:
         return alert.alert_id  # type: ignore[no-any-return]
 
 
-def _notebook(session: Any, region: str, name: str, at: datetime, **extra: str) -> str:
+def launch_notebook(
+    session: Any,
+    region: str,
+    name: str,
+    at: datetime,
+    account: str = DEMO_ACCOUNT,
+    **extra: str,
+) -> str:
+    """An EC2 notebook (``costguard:role=notebook``, project vision), launched at ``at``."""
     tags = {
         Tags.PROJECT: "vision",
         Tags.ROLE: "notebook",
@@ -62,13 +70,15 @@ def _notebook(session: Any, region: str, name: str, at: datetime, **extra: str) 
             ],
         )["Instances"][0]["InstanceId"]
     )
-    backdate_instances(region, {iid: at})
+    backdate_instances(region, {iid: at}, account)
     return iid
 
 
-def _publish(
+def publish_metrics(
     session: Any, region: str, iid: str, start: datetime, end: datetime, gpu: float
 ) -> None:
+    """Five-minute GPU (CloudWatch agent), CPU and network points from ``start`` to ``end``:
+    ``gpu`` percent busy; CPU and network low either way."""
     cw = session.client("cloudwatch", region_name=region)
     series = [
         (
@@ -102,13 +112,13 @@ def run_idle_chapter(
 ) -> list[dict[str, Any]]:
     """Warn an idle GPU notebook, stop it after the grace period; returns the actions."""
     launched = now - timedelta(hours=3)
-    idle = _notebook(session, region, "idle-gpu-notebook", launched)
-    busy = _notebook(session, region, "busy-gpu-notebook", launched)
-    _notebook(session, region, "exempt-notebook", launched, **{Tags.EXEMPT: "true"})
-    _notebook(session, region, "no-metrics-notebook", launched)
+    idle = launch_notebook(session, region, "idle-gpu-notebook", launched)
+    busy = launch_notebook(session, region, "busy-gpu-notebook", launched)
+    launch_notebook(session, region, "exempt-notebook", launched, **{Tags.EXEMPT: "true"})
+    launch_notebook(session, region, "no-metrics-notebook", launched)
     start, end = now - timedelta(hours=2), now + GRACE + timedelta(minutes=30)
-    _publish(session, region, idle, start, end, gpu=0.0)
-    _publish(session, region, busy, start, end, gpu=92.0)
+    publish_metrics(session, region, idle, start, end, gpu=0.0)
+    publish_metrics(session, region, busy, start, end, gpu=92.0)
 
     clients = ClientFactory(session, account=DEMO_ACCOUNT)
     policy = IdlePolicy(

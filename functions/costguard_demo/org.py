@@ -5,8 +5,9 @@ backend per account, reached through assumed-role credentials):
 
 1. The management account (which also runs the hub, and opts itself out with the tag
    ``costguard:opt-out=true``) creates an Organization and three member accounts. Two get
-   the member stack's ``costguard-member-read`` role (trusting the hub's consumer role, in
-   the Organization); the third, ``sandbox``, does not: the StackSet never reached it.
+   the member stack's roles, ``costguard-member-read`` and ``costguard-member-act``
+   (trusting the hub's two consumer roles, in the Organization); the third, ``sandbox``,
+   does not: the StackSet never reached it.
 2. Each member account gets a small GPU fleet through ``OrganizationAccountAccessRole``;
    project ``llm`` runs in two accounts, so its roll-up is visible.
 3. The hub's resources are created as the stack builds them: the ledger table, the alert
@@ -20,10 +21,17 @@ backend per account, reached through assumed-role credentials):
    reports as failed are not deleted, come back after the visibility timeout, and after
    the last receive SQS (moto) moves them to the dead-letter queue.
 5. Then the last time is run again, and its messages redelivered: nothing is added.
+6. The guards act (:mod:`costguard_demo.org_guards`): the stale-volume and idle-notebook
+   guards' schedules, at simulated times on the three days before the scans, through the
+   guard fan-out, the FIFO act queue and the act consumer (role ``costguard-hub-act``,
+   entering each account through the member stack's ``costguard-member-act``); the
+   deployment's ``dryRun`` is off, as ``costguard demo``'s guards act.
 
 moto's STS lets anyone assume any role, even one that does not exist. AWS refuses, and
 the demo is about that refusal, so :func:`checked_assume_role` makes the embedded STS
-check, as AWS does, that the role exists and that its trust policy admits the caller.
+check, as AWS does, that the role exists, that its trust policy admits the caller, and
+that the caller's own policies allow it (the member roles trust both hub roles: only
+the hub roles' own policies keep the scan role out of the act role, and the other way).
 
 Exit 0 when the story ran as designed (the sandbox account failing is part of it), 1 on
 anything unexpected.
@@ -37,7 +45,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -54,6 +62,7 @@ from costguard_demo.server import DEMO_ACCOUNT
 if TYPE_CHECKING:
     from costguard.domain.directory import Directory, Work
     from costguard.domain.org import Slice
+    from costguard.iam import Permission
     from costguard.services.fanout import TickSummary
     from costguard.services.org import OrgReport
 
@@ -68,6 +77,8 @@ MIN_TICKS, MAX_TICKS = ORG_TICKS.start, ORG_TICKS.stop - 1
 TABLE = "costguard-hub-ledger"
 WORK_QUEUE = "costguard-work.fifo"
 DEAD_LETTERS = "costguard-work-dead-letters.fifo"
+ACT_QUEUE = "costguard-act.fifo"
+ACT_DEAD_LETTERS = "costguard-act-dead-letters.fifo"
 #: The stack's default ``orgMaxReceives``: a work item is received this often, then parked.
 MAX_RECEIVES: int = BY_NAME["org_max_receives"].default
 #: The stack sets six times the consumer's timeout (an hour); the demo waits one second
@@ -171,11 +182,73 @@ def _condition_holds(op: str, key: str, values: Any, context: Mapping[str, str])
     return False
 
 
+def _matches(patterns: Any, value: str, *, case: bool = True) -> bool:
+    if case:
+        return any(fnmatch.fnmatchcase(value, str(p)) for p in _as_list(patterns))
+    return any(fnmatch.fnmatchcase(value.lower(), str(p).lower()) for p in _as_list(patterns))
+
+
+def identity_allows(
+    documents: Sequence[str | Mapping[str, Any]],
+    role_arn: str,
+    context: Mapping[str, str],
+) -> bool:
+    """Whether the caller's own policies (``documents``) allow ``sts:AssumeRole`` on
+    ``role_arn``: AWS wants this *and* the role's trust for a role in another account.
+
+    An Allow whose action and resource match (wildcards as IAM reads them) and whose
+    conditions hold (:func:`_condition_holds`: ``aws:ResourceOrgID``, ``aws:ResourceAccount``
+    and the principal keys), and no Deny that matches. ``NotAction``/``NotResource`` and
+    conditions it cannot judge count as not matching an Allow: the stand-in refuses what
+    it cannot judge (and a Deny it cannot judge is not applied, as it could not refuse it).
+    """
+    allowed = False
+    for document in documents:
+        policy = json.loads(document) if isinstance(document, str) else dict(document)
+        for st in _as_list(policy.get("Statement")):
+            if not (
+                _matches(st.get("Action"), "sts:AssumeRole", case=False)
+                and _matches(st.get("Resource"), role_arn)
+            ):
+                continue
+            holds = all(
+                _condition_holds(op, key, values, context)
+                for op, block in (st.get("Condition") or {}).items()
+                for key, values in block.items()
+            )
+            if not holds:
+                continue
+            if st.get("Effect") == "Deny":
+                return False
+            if st.get("Effect") == "Allow":
+                allowed = True
+    return allowed
+
+
+def _caller_policies(iam: Any, caller_arn: str) -> list[str] | None:
+    """The identity policies of an assumed-role caller's role (inline and managed); None
+    for any other caller (the demo's own administrator, who may do anything)."""
+    if ":assumed-role/" not in caller_arn:
+        return None
+    name = caller_arn.split(":assumed-role/", 1)[1].split("/", maxsplit=1)[0]
+    role = next((r for r in iam.get_roles() if r.name == name), None)
+    if role is None:
+        return []
+    documents = [str(d) for d in role.policies.values()]
+    for managed in role.managed_policies.values():
+        version = next((v for v in managed.versions if v.is_default_version), None)
+        if version is not None:
+            documents.append(str(version.document))
+    return documents
+
+
 @contextmanager
 def checked_assume_role(org_of: Mapping[str, str]) -> Iterator[list[str]]:
     """While open, the embedded STS refuses ``AssumeRole`` as AWS would: ``AccessDenied``
-    when the role does not exist or its trust policy does not admit the caller. Yields the
-    refusals (for the report)."""
+    when the role does not exist, when its trust policy does not admit the caller, or when
+    the caller is a role whose own policies do not allow ``sts:AssumeRole`` on it (so the
+    hub's scan role cannot enter a member's act role, though the act role trusts both hub
+    roles). Yields the refusals (for the report)."""
     from moto.iam.models import iam_backends
     from moto.sts.exceptions import STSClientError
     from moto.sts.responses import TokenResponse
@@ -195,8 +268,21 @@ def checked_assume_role(org_of: Mapping[str, str]) -> Iterator[list[str]]:
             for candidate in iam_backends[account][parts[1]].get_roles():
                 if candidate.arn == role_arn:
                     role = candidate
-        if role is None or not trust_admits(
-            role.assume_role_policy_document, caller_arn, caller_account, org_of
+        partition = caller_arn.split(":")[1] if caller_arn.count(":") >= 5 else "aws"
+        own = _caller_policies(iam_backends[caller_account][partition], caller_arn)
+        context = {
+            "aws:resourceorgid": org_of.get(account, ""),
+            "aws:resourceaccount": account,
+            "aws:principalarn": _principal_arn(caller_arn),
+            "aws:principalorgid": org_of.get(caller_account, ""),
+            "aws:principalaccount": caller_account,
+        }
+        if (
+            role is None
+            or not trust_admits(
+                role.assume_role_policy_document, caller_arn, caller_account, org_of
+            )
+            or (own is not None and not identity_allows(own, role_arn, context))
         ):
             refused.append(role_arn)
             raise STSClientError(
@@ -319,29 +405,58 @@ def member_trust_policy(hub: str, org_id: str) -> dict[str, Any]:
     }
 
 
+def policy_document(permissions: Iterable[Permission], account: str) -> dict[str, Any]:
+    """An identity policy from CostGuard's declarations, as the stacks write it
+    (``costguard_infra.guard_function.policy_statements``): partition and account filled in."""
+    statements = []
+    for p in permissions:
+        statement: dict[str, Any] = {
+            "Effect": "Allow",
+            "Action": list(p.actions),
+            "Resource": [
+                r.replace("{partition}", "aws").replace("{account}", account) for r in p.resources
+            ],
+        }
+        if p.conditions:
+            statement["Condition"] = {k: dict(v) for k, v in p.conditions.items()}
+        statements.append(statement)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _put_role(iam: Any, name: str, trust: Mapping[str, Any], description: str) -> None:
+    iam.create_role(
+        RoleName=name, AssumeRolePolicyDocument=json.dumps(trust), Description=description
+    )
+
+
 def deploy_member_role(admin: Any, hub: str, org_id: str) -> None:
-    """The member stack's read role, with the scan's read-only permissions."""
+    """The member stack (infra/costguard_infra/member.py): its read role, with the scan's
+    read-only permissions, and its act role, with the guards' tag-conditioned ones; both
+    trusting the hub's two roles from inside the Organization."""
+    from costguard.actuators import actuator_permissions
     from costguard.iam import member_read_permissions
 
     iam = admin.client("iam", region_name=HOME)
-    iam.create_role(
-        RoleName=OrgRoles.MEMBER_READ,
-        AssumeRolePolicyDocument=json.dumps(member_trust_policy(hub, org_id)),
-        Description="CostGuard member read role (member stack)",
-    )
-    actions = sorted(
-        {a for p in member_read_permissions(sagemaker_studio=False) for a in p.actions}
-    )
-    iam.put_role_policy(
-        RoleName=OrgRoles.MEMBER_READ,
-        PolicyName="costguard-read",
-        PolicyDocument=json.dumps(
-            {
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
-            }
+    account = admin.client("sts", region_name=HOME).get_caller_identity()["Account"]
+    trust = member_trust_policy(hub, org_id)
+    for name, description, permissions in (
+        (
+            OrgRoles.MEMBER_READ,
+            "CostGuard member read role (member stack)",
+            member_read_permissions(sagemaker_studio=False),
         ),
-    )
+        (
+            OrgRoles.MEMBER_ACT,
+            "CostGuard member act role (member stack)",
+            actuator_permissions(),
+        ),
+    ):
+        _put_role(iam, name, trust, description)
+        iam.put_role_policy(
+            RoleName=name,
+            PolicyName="costguard",
+            PolicyDocument=json.dumps(policy_document(permissions, account)),
+        )
 
 
 # -- the fleet ------------------------------------------------------------------------------
@@ -393,15 +508,24 @@ def fleet_of(org: Organization) -> list[Launch]:
     ]
 
 
-def seed_fleet(session: Any, org: Organization, start: datetime) -> list[Launch]:
-    """Launch the fleet through each account's admin role; back-date the launch times."""
-    from moto.backends import get_backend
-
-    fleet = fleet_of(org)
+def admin_sessions(session: Any, org: Organization) -> dict[str, Any]:
+    """Each member account's ``OrganizationAccountAccessRole`` session (what an operator
+    uses to deploy there), and the management account's own."""
     admins = {
         a.id: _assume(session, f"arn:aws:iam::{a.id}:role/{ADMIN_ROLE}", "costguard-demo-seed")
         for a in org.members
     }
+    return admins | {org.management: session}
+
+
+def seed_fleet(
+    session: Any, org: Organization, start: datetime, admins: Mapping[str, Any] | None = None
+) -> list[Launch]:
+    """Launch the fleet through each account's admin role; back-date the launch times."""
+    from moto.backends import get_backend
+
+    fleet = fleet_of(org)
+    admins = admins or admin_sessions(session, org)
     ec2_backends: Any = get_backend("ec2")
     for launch in fleet:
         ec2 = admins[launch.account].client("ec2", region_name=launch.region)
@@ -440,25 +564,22 @@ class Hub:
     dead_letters_url: str
     topic_arn: str
     inbox_url: str
+    #: The guards' FIFO act queue and its dead letters (one guard in one account a message).
+    act_queue_url: str = ""
+    act_dead_letters_url: str = ""
 
 
-def create_hub(session: Any) -> Hub:
-    """The hub's table, topic (and a subscriber), work queue and dead letters, and the two
-    Lambda roles, as the stack (infra/costguard_infra/hub.py) builds them."""
-    from costguard_demo.run import create_alert_channels, create_ledger_table
-
-    create_ledger_table(session, TABLE, HOME)
-    topic, inbox = create_alert_channels(session, HOME)
-    sqs = session.client("sqs", region_name=HOME)
-    dead = sqs.create_queue(QueueName=DEAD_LETTERS, Attributes={"FifoQueue": "true"})["QueueUrl"]
+def _fifo_queue(sqs: Any, name: str, dead_letters: str) -> tuple[str, str]:
+    """A FIFO queue and its FIFO dead-letter queue, as the hub stack builds both pairs."""
+    dead = sqs.create_queue(QueueName=dead_letters, Attributes={"FifoQueue": "true"})["QueueUrl"]
     dead_arn = sqs.get_queue_attributes(QueueUrl=dead, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
     url = sqs.create_queue(
-        QueueName=WORK_QUEUE,
+        QueueName=name,
         Attributes={
             "FifoQueue": "true",
-            # The producer sets MessageDeduplicationId (time/account/region).
+            # The producer sets MessageDeduplicationId (time/account/region, or guard).
             "ContentBasedDeduplication": "false",
             "VisibilityTimeout": str(VISIBILITY_SECONDS),
             "RedrivePolicy": json.dumps(
@@ -466,26 +587,53 @@ def create_hub(session: Any) -> Hub:
             ),
         },
     )["QueueUrl"]
+    return url, dead
+
+
+def create_hub(session: Any, org_id: str) -> Hub:
+    """The hub's table, topic (and a subscriber), work and act queues with their dead
+    letters, and the three Lambda roles with what they may assume, as the stack
+    (infra/costguard_infra/hub.py) builds them: the scan consumer the member read role
+    only, the act consumer the member act role only, both inside the Organization."""
+    from costguard.iam import hub_act_permissions, hub_assume_permissions
+    from costguard_demo.run import create_alert_channels, create_ledger_table
+
+    create_ledger_table(session, TABLE, HOME)
+    topic, inbox = create_alert_channels(session, HOME)
+    sqs = session.client("sqs", region_name=HOME)
+    url, dead = _fifo_queue(sqs, WORK_QUEUE, DEAD_LETTERS)
+    act, act_dead = _fifo_queue(sqs, ACT_QUEUE, ACT_DEAD_LETTERS)
     iam = session.client("iam", region_name=HOME)
-    lambda_trust = json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "lambda.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                }
-            ],
-        }
-    )
-    for role in (OrgRoles.HUB_SCAN, FANOUT_ROLE):
-        iam.create_role(RoleName=role, AssumeRolePolicyDocument=lambda_trust)
-    return Hub(url, dead, topic, inbox)
+    lambda_trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "lambda.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    for role, permissions in (
+        (OrgRoles.HUB_SCAN, hub_assume_permissions(OrgRoles.MEMBER_READ, org_id)),
+        (OrgRoles.HUB_ACT, hub_act_permissions(org_id)),
+        (FANOUT_ROLE, ()),
+    ):
+        _put_role(iam, role, lambda_trust, f"CostGuard hub: {role}")
+        if permissions:
+            iam.put_role_policy(
+                RoleName=role,
+                PolicyName="costguard-assume",
+                PolicyDocument=json.dumps(policy_document(permissions, HUB)),
+            )
+    return Hub(url, dead, topic, inbox, act, act_dead)
 
 
-def hub_environment(org: Organization, hub: Hub) -> dict[str, str]:
-    """What the stack sets on the fan-out and the consumer (org_environment and the rest)."""
+def hub_environment(org: Organization, hub: Hub, *, dry_run: bool = False) -> dict[str, str]:
+    """What the stack sets on the fan-out and the consumers (org_environment and the rest).
+
+    ``dry_run``: the deployment's ``dryRun``. The demo deploys with it off, as ``costguard
+    demo``'s guards act (the scan never acts either way)."""
     from costguard.handlers.org import (
         MEMBER_ROLE_ENV,
         ORG_ACCOUNTS_ENV,
@@ -499,16 +647,20 @@ def hub_environment(org: Organization, hub: Hub) -> dict[str, str]:
         Env.REGIONS: ",".join(REGIONS),
         Env.TABLE_NAME: TABLE,
         Env.SCOPE: HUB,
-        Env.DRY_RUN: "true",
+        Env.DRY_RUN: "true" if dry_run else "false",
         Env.SAGEMAKER_TAGS: "per-resource",
         Env.SAGEMAKER_STUDIO: "false",
         Env.DIGEST_HOUR_UTC: "0",
         Env.PROJECTS_JSON: json.dumps(PROJECTS),
+        # The embedded CloudWatch (moto) does not evaluate SEARCH: the idle guard lists the
+        # GPU series first (the setting exists for emulators like it).
+        Env.IDLE_GPU_DISCOVERY: "list",
         ORG_ACCOUNTS_ENV: "discover",
         ORG_ID_ENV: org.id,
         MEMBER_ROLE_ENV: OrgRoles.MEMBER_READ,
         PER_ACCOUNT_CAP_ENV: "2",
         QUEUE_URL_ENV: hub.queue_url,
+        Env.ACT_QUEUE_URL: hub.act_queue_url,
     }
 
 
@@ -594,45 +746,66 @@ def deliver(
     *,
     limit_seconds: float = DRAIN_LIMIT_SECONDS,
 ) -> Delivery:
-    """Hand the work queue to the consumer until it is empty, as Lambda's event source does.
+    """Hand the work queue to the scan consumer until it is empty (batches of ten)."""
+    from costguard.handlers.org import consume
 
-    Batches of up to ten records; the records the consumer reports in ``batchItemFailures``
-    (all of them when it raises) are left in the queue, visible again after the visibility
-    timeout; the rest are deleted. SQS itself moves a record received ``maxReceiveCount``
-    times to the dead-letter queue on the next receive.
+    return drain_queue(
+        session,
+        hub.queue_url,
+        hub.dead_letters_url,
+        lambda event: consume(event, work, now),
+        batch_size=10,
+        limit_seconds=limit_seconds,
+    )
+
+
+def drain_queue(
+    session: Any,
+    queue_url: str,
+    dead_letters_url: str,
+    handle: Callable[[dict[str, Any]], Mapping[str, Any]],
+    *,
+    batch_size: int,
+    limit_seconds: float = DRAIN_LIMIT_SECONDS,
+    sqs: Any = None,
+) -> Delivery:
+    """Hand a queue to its consumer until it is empty, as Lambda's event source does.
+
+    Batches of up to ``batch_size`` records; the records the consumer reports in
+    ``batchItemFailures`` (all of them when it raises) are left in the queue, visible again
+    after the visibility timeout; the rest are deleted. SQS itself moves a record received
+    ``maxReceiveCount`` times to the dead-letter queue on the next receive.
     """
     from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
-    from costguard.handlers.org import consume
-
-    sqs = session.client("sqs", region_name=HOME)
-    queue_arn = sqs.get_queue_attributes(QueueUrl=hub.queue_url, AttributeNames=["QueueArn"])[
+    sqs = sqs or session.client("sqs", region_name=HOME)
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
-    parked_before = _depth(sqs, hub.dead_letters_url)
+    parked_before = _depth(sqs, dead_letters_url)
     out = Delivery()
     #: Records that failed, by message id: (body, the receive count of their last failure).
     failing: dict[str, tuple[dict[str, Any], int]] = {}
     deadline = time.monotonic() + limit_seconds
     while True:
         got = sqs.receive_message(
-            QueueUrl=hub.queue_url,
-            MaxNumberOfMessages=10,
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=batch_size,
             MessageSystemAttributeNames=["All"],
             WaitTimeSeconds=0,
         ).get("Messages", [])
         if not got:
-            if _depth(sqs, hub.queue_url) == 0:
+            if _depth(sqs, queue_url) == 0:
                 break
             if time.monotonic() > deadline:
-                raise OrgDemoError(f"the work queue did not drain in {limit_seconds:.0f} s")
+                raise OrgDemoError(f"{queue_url} did not drain in {limit_seconds:.0f} s")
             time.sleep(0.2)  # failed records come back after the visibility timeout
             continue
         out.batches += 1
         out.received += len(got)
         out.bodies += [json.loads(m["Body"]) for m in got]
         try:
-            answer = consume({"Records": [_record(m, queue_arn) for m in got]}, work, now)
+            answer = handle({"Records": [_record(m, queue_arn) for m in got]})
             failed = {f["itemIdentifier"] for f in answer.get("batchItemFailures", [])}
         except BatchProcessingError:
             failed = {m["MessageId"] for m in got}  # the whole batch failed: all come back
@@ -647,7 +820,7 @@ def deliver(
         out.done += len(finished)
         if finished:
             sqs.delete_message_batch(
-                QueueUrl=hub.queue_url,
+                QueueUrl=queue_url,
                 Entries=[
                     {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]}
                     for n, m in enumerate(finished)
@@ -655,7 +828,7 @@ def deliver(
             )
     # The queue is empty: what failed last and was never deleted, SQS moved (moto does).
     out.dead_lettered = [body | {"receives": count} for body, count in failing.values()]
-    parked = _depth(sqs, hub.dead_letters_url) - parked_before
+    parked = _depth(sqs, dead_letters_url) - parked_before
     if parked != len(out.dead_lettered):
         raise OrgDemoError(
             f"{len(out.dead_lettered)} work items failed their last receive, but the "
@@ -845,8 +1018,13 @@ def _window(now: datetime, ticks: int) -> datetime:
     return start
 
 
-def run_org_demo(*, as_json: bool = False, ticks: int = DEFAULT_TICKS) -> int:
-    """Run the story; print the table (or ``--json``); 0 when it ran as designed."""
+def run_org_demo(
+    *, as_json: bool = False, ticks: int = DEFAULT_TICKS, dry_run: bool = False
+) -> int:
+    """Run the story; print the table (or ``--json``); 0 when it ran as designed.
+
+    ``dry_run``: the deployment's ``dryRun`` (off, as ``costguard demo``'s guards act; on,
+    the guards report what they would do and what it would save, and change nothing)."""
     started = time.monotonic()
 
     def say(message: str) -> None:
@@ -859,7 +1037,7 @@ def run_org_demo(*, as_json: bool = False, ticks: int = DEFAULT_TICKS) -> int:
     os.environ["POWERTOOLS_LOG_LEVEL"] = "ERROR"
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
     try:
-        document = _run(say, ticks)
+        document = _run(say, ticks, dry_run)
     except Exception as exc:
         print(f"costguard demo --org: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -881,7 +1059,7 @@ def run_org_demo(*, as_json: bool = False, ticks: int = DEFAULT_TICKS) -> int:
     return 1 if problems else 0
 
 
-def _run(say: Callable[[str], None], ticks: int) -> dict[str, Any]:
+def _run(say: Callable[[str], None], ticks: int, dry_run: bool) -> dict[str, Any]:
     import urllib.request
 
     import boto3
@@ -898,17 +1076,21 @@ def _run(say: Callable[[str], None], ticks: int) -> dict[str, Any]:
         org = create_organization(management)
         org_of = {a.id: org.id for a in org.members} | {org.management: org.id}
         with checked_assume_role(org_of) as refused:
-            fleet = seed_fleet(management, org, start)
-            hub = create_hub(management)
+            # One session per account for the whole run (each loads its service models once).
+            admins = admin_sessions(management, org)
+            fleet = seed_fleet(management, org, start, admins)
+            hub = create_hub(management, org.id)
             say(
                 f"Organization {org.id}: management {org.management} (runs the hub; tagged "
                 "costguard:opt-out=true)"
             )
             for a in org.members:
-                role = "member role deployed" if a.member_role else "NO member role"
+                role = "member roles deployed" if a.member_role else "NO member roles"
                 n = sum(1 for f in fleet if f.account == a.id)
                 say(f"  {a.id} {a.name:<12} {role}; {n} instances seeded")
-            return _ticks(say, org, hub, fleet, start, ticks, slack, sns_event, url, refused)
+            return _ticks(
+                say, org, hub, fleet, start, ticks, slack, sns_event, url, refused, dry_run, admins
+            )
 
 
 def _ticks(
@@ -922,6 +1104,8 @@ def _ticks(
     sns_event: Callable[..., dict[str, Any]],
     url: str,
     refused: Sequence[str],
+    dry_run: bool,
+    admins: Mapping[str, Any],
 ) -> dict[str, Any]:
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.adapters.dynamodb import DynamoDbLedger
@@ -931,7 +1115,7 @@ def _ticks(
     from costguard.settings import Settings
     from costguard_demo.run import drain
 
-    environ = hub_environment(org, hub)
+    environ = hub_environment(org, hub, dry_run=dry_run)
     settings = Settings.from_env(environ)
     env = OrgEnvironment.from_settings(settings, environ)
     fanout_session = lambda_session(HUB, FANOUT_ROLE)
@@ -947,10 +1131,14 @@ def _ticks(
     dead_letters: list[dict[str, Any]] = []
     kept: list[dict[str, Any]] = []
 
-    def alerts_out() -> None:
-        for message in drain(consumer_session, hub.inbox_url, HOME):
+    inbox = consumer_session.client("sqs", region_name=HOME)
+
+    def alerts_out() -> list[dict[str, Any]]:
+        new = drain(consumer_session, hub.inbox_url, HOME, inbox)
+        for message in new:
             delivered.append(message)
             notify_slack(sns_event(json.dumps(message)), webhook)
+        return new
 
     for n in range(ticks):
         now = start + INTERVAL * n
@@ -1020,6 +1208,11 @@ def _ticks(
         f"spend changed: {replay['spend_changed']}"
     )
 
+    # -- the guards: their schedules at simulated times, through the act queue
+    from costguard_demo.org_guards import run_guard_chapter
+
+    guards = run_guard_chapter(say, org, hub, environ, start, alerts_out, admins)
+
     findings = []
     days = sorted({(start + INTERVAL * n).strftime("%Y-%m-%d") for n in range(ticks)})
     for day in days:
@@ -1031,6 +1224,8 @@ def _ticks(
         {k: m.get(k) for k in ("alert_id", "kind", "project", "severity", "title", "summary")}
         for m in delivered
     ]
+    guards["findings"] = _guard_findings(ledger, org, guards)
+    guards["not_entered"] = _not_entered(org, directory, guards, findings, alerts)
     return {
         "endpoint": url,
         "organization": {
@@ -1083,7 +1278,84 @@ def _ticks(
         "dead_letters": dead_letters,
         "assume_role_refused": sorted(set(refused)),
         "replay": replay,
+        "guards": guards,
     }
+
+
+def _guard_findings(
+    ledger: Any, org: Organization, guards: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The findings of the guards' days: the hub's (an account the act consumer could not
+    enter) and each member account's own scope (what a guard's policy found wrong)."""
+    from costguard.domain.org_act import guard_scope
+
+    days = sorted({t["time"][:10] for t in guards["ticks"]})
+    scopes = [HUB, *(guard_scope(HUB, a.id) for a in org.members)]
+    out: list[dict[str, Any]] = []
+    for scope in scopes:
+        for day in days:
+            for f in ledger.findings(scope, day):
+                row = {"scope": scope, "day": day, **f.as_dict()}
+                if row not in out:
+                    out.append(row)
+    return out
+
+
+def _short_failure(failure: str) -> str:
+    """``AccessDenied on arn:...:role/costguard-member-read`` from STS's long message."""
+    code = failure.split(":", 1)[0]
+    _, found, resource = failure.partition("on resource: ")
+    return f"{code} on {resource.strip()}" if found else failure[:160]
+
+
+def _not_entered(
+    org: Organization,
+    directory: Directory,
+    guards: Mapping[str, Any],
+    findings: Sequence[Mapping[str, Any]],
+    alerts: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """The listed accounts no guard could enter, why, and the findings and alerts that
+    name them.
+
+    - No run planned: the guards' fan-out plans runs only in an account whose regions were
+      read. One without the member stack (the StackSet never reached it) is never sent to
+      the act queue, where it would only fail and dead-letter every run; the scan tick that
+      could not read its regions names it (``scan-failed``, and an alert once a day).
+    - Its act role refused: runs were planned (its regions were read) and the act consumer
+      could not enter it; the consumer names it (``act-failed``, and an alert once a day)."""
+    listed = directory.listing.accounts if directory.listing else ()
+    planned = {p["account"] for t in guards["ticks"] for p in t["planned"]}
+    runs = [r for t in guards["ticks"] for r in t["runs"]]
+    every = [*findings, *guards.get("findings", [])]
+    out = []
+    for a in org.members:
+        if a.id not in listed:
+            continue
+        mine = [r for r in runs if r["account"] == a.id]
+        refused = [r for r in mine if (r["error"] or "").startswith("AccountAccessError")]
+        if a.id not in planned:
+            entry = directory.regions.get(a.id)
+            why = "no guard run planned: its regions were never read" + (
+                f" ({_short_failure(entry.failure)})" if entry and entry.failure else ""
+            )
+        elif mine and len(refused) == len(mine):
+            error = str(refused[0]["error"]).split(": ", 2)[-1]
+            why = f"every guard run refused: {_short_failure(error)}"
+        else:
+            continue
+        out.append(
+            {
+                "account": a.id,
+                "name": a.name,
+                "why": why,
+                "findings": sorted(
+                    {f"{f['code']} {f['resource']}" for f in every if a.id in f["resource"]}
+                ),
+                "alerts": [x["title"] for x in alerts if a.id in (x.get("title") or "")],
+            }
+        )
+    return out
 
 
 def _redeliver(
@@ -1138,6 +1410,10 @@ def verdict(doc: Mapping[str, Any]) -> list[str]:
         problems.append("re-running a tick changed the ledger")
     if doc["alerts_delivered"]["sqs"] != doc["alerts_delivered"]["slack"]:
         problems.append("some alerts did not reach Slack")
+    if "guards" in doc:
+        from costguard_demo.org_guards import guard_problems
+
+        problems += guard_problems(doc)
     return problems
 
 
@@ -1233,6 +1509,10 @@ def org_table(doc: Mapping[str, Any]) -> str:
         f"  and {r['redelivered']} of its scans delivered once more: ledger "
         f"{', '.join(r['ledger']) or '-'}, {r['newly_done']} newly done, spend changed: "
         f"{r['spend_changed']}",
-        f"Wall time: {doc.get('wall_seconds', 0)} s",
     ]
+    if "guards" in doc:
+        from costguard_demo.org_guards import guard_lines
+
+        lines += guard_lines(doc)
+    lines += ["", f"Wall time: {doc.get('wall_seconds', 0)} s"]
     return "\n".join(lines)

@@ -71,8 +71,8 @@ def create_alert_channels(session: Any, region: str) -> tuple[str, str]:
     return topic, url
 
 
-def drain(session: Any, url: str, region: str) -> list[dict[str, Any]]:
-    sqs = session.client("sqs", region_name=region)
+def drain(session: Any, url: str, region: str, sqs: Any = None) -> list[dict[str, Any]]:
+    sqs = sqs or session.client("sqs", region_name=region)
     found: list[dict[str, Any]] = []
     while True:
         messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(

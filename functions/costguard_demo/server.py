@@ -80,8 +80,8 @@ def backdate_object(bucket: str, key: str, when: datetime) -> None:
     obj.last_modified = when.astimezone(UTC).replace(tzinfo=None)  # moto keeps naive UTC
 
 
-def moto_backend(service: str, region: str) -> Any:
-    """moto's in-memory backend for a service and region (for back-dating only)."""
+def moto_backend(service: str, region: str, account: str = DEMO_ACCOUNT) -> Any:
+    """moto's in-memory backend for a service, region and account (for back-dating only)."""
     from moto.backends import get_backend
 
-    return get_backend(service)[DEMO_ACCOUNT][region]  # type: ignore[call-overload]
+    return get_backend(service)[account][region]  # type: ignore[call-overload]

@@ -3,11 +3,12 @@ hub's fan-out and consumer over a FIFO work queue, one account without its membe
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -196,3 +197,277 @@ def test_exits_1_when_an_account_that_has_its_role_cannot_be_entered(
     err = capsys.readouterr().err
     assert code == 1
     assert "work items of accounts with their role were dead-lettered" in err and vision[0] in err
+
+
+# -- the guards, acting in member accounts through the act queue -----------------------------------
+
+
+def _resource(demo: dict[str, Any], label: str) -> dict[str, Any]:
+    return next(r for r in demo["guards"]["resources"] if r["label"] == label)
+
+
+def _steps(demo: dict[str, Any], label: str) -> list[tuple[str, str, str]]:
+    """(time, guard, step) of every executor outcome on the seeded resource ``label``."""
+    return [
+        (t["time"], t["guard"], o["step"])
+        for t in demo["guards"]["ticks"]
+        if not t["replay"]
+        for r in t["runs"]
+        for o in r["outcomes"]
+        if o["label"] == label
+    ]
+
+
+def test_the_member_volume_is_warned_then_snapshotted_then_deleted(demo: dict[str, Any]) -> None:
+    # GIVEN an unattached project volume in ml-research us-west-2, a region without compute
+    ids = _ids(demo)
+    volume = _resource(demo, "llm-scratch-checkpoints")
+    assert (volume["account"], volume["region"]) == (ids["ml-research"], "us-west-2")
+    g = demo["guards"]
+    assert g["dry_run"] is False
+    # THEN the stale-volume guard, run at its scheduled times, warned its owner 24 h before
+    # the 48 h TTL, started a snapshot at the TTL, and deleted it once that had completed
+    first = datetime.fromisoformat(g["first_time"])
+    hours = [
+        (round((datetime.fromisoformat(at) - first).total_seconds() / 3600, 1), step)
+        for at, _guard, step in _steps(demo, "llm-scratch-checkpoints")
+    ]
+    assert hours == [(24.0, "warned"), (48.0, "waiting"), (48.5, "acted")]
+    outcomes = [
+        o
+        for t in g["ticks"]
+        if not t["replay"]
+        for r in t["runs"]
+        for o in r["outcomes"]
+        if o["label"] == "llm-scratch-checkpoints"
+    ]
+    assert "started" in outcomes[1]["detail"] and "completed" in outcomes[2]["detail"]
+    # AND the owner heard of it first through the hub's topic, and Slack, then of the delete
+    titles = [a["title"] for a in demo["alerts"] if "llm-scratch-checkpoints" in a["title"]]
+    assert titles == [
+        next(t for t in titles if t.startswith("CostGuard will delete")),
+        "CostGuard did delete ebs-volume llm-scratch-checkpoints",
+    ]
+    # AND it is gone from its account, its backup snapshot kept
+    assert volume["state"] == "deleted" and len(volume["snapshots"]) == 1
+
+
+def test_the_exempt_the_untagged_and_the_hubs_own_volumes_survive(demo: dict[str, Any]) -> None:
+    ids = _ids(demo)
+    for label in ("llm-golden-dataset", "someones-scratch", "hub-scratch"):
+        r = _resource(demo, label)
+        # never warned, never snapshotted, never deleted
+        assert (r["state"], r["snapshots"]) == ("available", []), label
+        assert "costguard:action-after" not in r["tags"], label
+        assert _steps(demo, label) == [], label
+    assert _resource(demo, "hub-scratch")["account"] == ids["management"]
+    # the hub's own (opted-out) account is never sent to the act queue
+    planned = {p["account"] for t in demo["guards"]["ticks"] for p in t["planned"]}
+    assert planned == {ids["ml-research"], ids["ml-vision"]}
+
+
+def test_the_idle_notebook_is_warned_then_stopped_and_the_busy_one_left_alone(
+    demo: dict[str, Any],
+) -> None:
+    ids = _ids(demo)
+    assert [s for _t, _g, s in _steps(demo, "vision-idle-notebook")] == ["warned", "acted"]
+    assert _resource(demo, "vision-idle-notebook")["state"] == "stopped"
+    assert _steps(demo, "vision-busy-notebook") == []
+    assert _resource(demo, "vision-busy-notebook")["state"] == "running"
+    # The compute guard runs where the scans found compute; the data guard everywhere allowed
+    ticks = demo["guards"]["ticks"]
+    idle = {
+        (p["account"], tuple(p["regions"]))
+        for t in ticks
+        if t["guard"] == "idle-notebooks"
+        for p in t["planned"]
+    }
+    assert idle == {(ids["ml-research"], ("us-east-1",)), (ids["ml-vision"], ("us-west-2",))}
+    stale = {
+        (p["account"], tuple(p["regions"]))
+        for t in ticks
+        if t["guard"] == "stale-volumes"
+        for p in t["planned"]
+    }
+    assert stale == {
+        (a, ("us-east-1", "us-west-2")) for a in (ids["ml-research"], ids["ml-vision"])
+    }
+
+
+def test_the_savings_are_the_catalog_rates_of_what_was_done(demo: dict[str, Any]) -> None:
+    # g5.xlarge in us-west-2 stopped; 500 GiB gp3 deleted, less its 500 GiB snapshot kept
+    catalog, _ = BundledCatalog().read()
+    notebook = catalog.ec2_on_demand("us-west-2", "g5.xlarge")
+    assert notebook is not None
+    volume = (
+        catalog.ebs_gb_month["us-west-2"]["gp3"] - catalog.ebs_snapshot_gb_month["us-west-2"]
+    ) * 500
+    ids = _ids(demo)
+    by_account = {a["account"]: a for a in demo["guards"]["accounts"]}
+    assert by_account[ids["ml-vision"]]["saved_usd_per_month"] == pytest.approx(
+        float(notebook * 730), abs=0.01
+    )
+    assert by_account[ids["ml-research"]]["saved_usd_per_month"] == pytest.approx(
+        float(volume), abs=0.01
+    )
+    assert demo["guards"]["savings"]["usd_per_month"] == pytest.approx(
+        float(notebook * 730 + volume), abs=0.01
+    )
+    assert (by_account[ids["ml-vision"]]["warned"], by_account[ids["ml-vision"]]["acted"]) == (1, 1)
+
+
+def test_the_account_without_its_member_stack_is_never_entered_by_a_guard_and_is_named(
+    demo: dict[str, Any],
+) -> None:
+    sandbox = _ids(demo)["sandbox"]
+    g = demo["guards"]
+    # GIVEN sandbox, where neither member role exists: its regions were never read
+    # THEN no guard run is planned there (it would only fail and dead-letter every time) ...
+    assert all(p["account"] != sandbox for t in g["ticks"] for p in t["planned"])
+    assert g["dead_letters"] == []
+    # ... the act consumer never tried its act role ...
+    assert demo["assume_role_refused"] == [f"arn:aws:iam::{sandbox}:role/costguard-member-read"]
+    # ... and the guards' report names it, with the finding and the daily alert that do
+    [named] = g["not_entered"]
+    assert named["account"] == sandbox and "costguard-member-read" in named["why"]
+    assert named["findings"] == [f"scan-failed account/{sandbox}"]
+    assert named["alerts"] == [f"CostGuard cannot enter account {sandbox}"]
+    # AND the other two accounts were guarded, every run done, none failed
+    assert {a["name"] for a in g["accounts"]} == {"ml-research", "ml-vision"}
+    assert all(a["failed"] == 0 for a in g["accounts"])
+    assert all(t["delivery"]["failed_receives"] == 0 for t in g["ticks"])
+
+
+def test_a_guard_tick_delivered_again_changes_nothing(demo: dict[str, Any]) -> None:
+    replays = [t for t in demo["guards"]["ticks"] if t["replay"]]
+    # the warning's time and the delete's time, each run (and delivered) a second time
+    assert [(t["guard"], t["label"]) for t in replays] == [
+        ("stale-volumes", "24 h before the TTL: the owner is warned"),
+        ("stale-volumes", "the snapshot completed: delete"),
+    ]
+    for t in replays:
+        assert t["sent"] == 2 and t["delivery"]["done"] == 2
+        assert t["changed"] == [] and t["alerts"] == []
+        steps = {o["step"] for r in t["runs"] for o in r["outcomes"]}
+        assert steps <= {"waiting"}  # warned already: waiting for the deadline, no 2nd warning
+
+
+def test_the_guards_times_fall_on_fixed_hours_of_the_three_days_before_the_scans(
+    demo: dict[str, Any],
+) -> None:
+    first_scan = datetime.fromisoformat(demo["ticks"][0]["time"])
+    times = [datetime.fromisoformat(t["time"]) for t in demo["guards"]["ticks"]]
+    assert len({t.date() for t in times}) == 3
+    assert max(times) < first_scan.replace(hour=0, minute=0) - timedelta(hours=14)
+    assert sorted({f"{t:%H:%M}" for t in times}) == ["08:00", "09:00", "09:30"]
+
+
+def test_with_dry_run_the_guards_say_what_they_would_do_and_save_and_change_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN the deployment's dryRun on (in this process, three scan ticks)
+    from costguard_demo import org
+
+    # WHEN the demo runs
+    code = org.run_org_demo(as_json=True, ticks=3, dry_run=True)
+    out = capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    doc = json.loads(out.out)
+    g = doc["guards"]
+    # THEN the guards reported what they would do, and what it would save ...
+    assert g["dry_run"] is True
+    steps = {o["step"] for t in g["ticks"] for r in t["runs"] for o in r["outcomes"]}
+    assert "would-warn" in steps and steps <= {"would-warn", "would-act"}
+    assert g["savings"]["usd_per_month"] == 0
+    assert g["savings"]["would_usd_per_month"] == pytest.approx(749.38, abs=0.01)
+    assert len(g["savings"]["would"]) == 2
+    # ... and changed nothing: no tag, no snapshot, no delete, no stop, nobody told
+    for r in g["resources"]:
+        assert r["state"] == ("running" if r["kind"] == "notebook" else "available"), r
+        assert r["snapshots"] == [] and "costguard:action-after" not in r["tags"], r
+    assert not [a for a in doc["alerts"] if a["kind"].startswith("action-")]
+
+
+@pytest.mark.parametrize(
+    ("spoil", "problem"),
+    [
+        (lambda g: _set(g, "llm-golden-dataset", state="deleted"), "llm-golden-dataset"),
+        (lambda g: _set(g, "hub-scratch", tags={"costguard:action-after": "x"}), "hub-scratch"),
+        (lambda g: _set(g, "vision-idle-notebook", state="running"), "vision-idle-notebook"),
+        (lambda g: _drop_step(g, "warned"), "without a warning first"),
+        (lambda g: g["ticks"][-1].update(changed=["vol-x"]), "delivered again changed"),
+        (lambda g: g["not_entered"].clear(), "not named in the guards' report"),
+        (lambda g: g["accounts"].pop(0), "no guard ran in"),
+    ],
+)
+def test_the_demo_exits_1_when_a_guard_misbehaves(
+    demo: dict[str, Any], spoil: Any, problem: str
+) -> None:
+    from costguard_demo.org import verdict
+
+    # GIVEN the demo's own report, which passes
+    assert verdict(demo) == []
+    # WHEN one thing in the guards' part is not as designed THEN the verdict says so (exit 1)
+    spoiled = copy.deepcopy(demo)
+    spoil(spoiled["guards"])
+    assert any(problem in p for p in verdict(spoiled)), verdict(spoiled)
+
+
+def _set(g: dict[str, Any], label: str, **values: Any) -> None:
+    next(r for r in g["resources"] if r["label"] == label).update(values)
+
+
+def _drop_step(g: dict[str, Any], step: str) -> None:
+    for t in g["ticks"]:
+        for r in t["runs"]:
+            r["outcomes"] = [o for o in r["outcomes"] if o["step"] != step]
+
+
+def test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_guarded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN ml-vision's member stack at an older version: its read role, no act role (so its
+    # regions are read and the guards plan runs there), and only the stale-volume guard's
+    # first two times (two UTC days; the second one's runs delivered twice)
+    from costguard_demo import org, org_guards
+
+    deploy = org.deploy_member_role
+    create = org.create_organization
+    vision: list[str] = []
+
+    def remember(session: Any) -> Any:
+        made = create(session)
+        vision.append(next(a.id for a in made.members if a.name == "ml-vision"))
+        return made
+
+    def old_stack(admin: Any, hub: str, org_id: str) -> None:
+        deploy(admin, hub, org_id)
+        if admin.client("sts").get_caller_identity()["Account"] == vision[0]:
+            iam = admin.client("iam")
+            iam.delete_role_policy(RoleName="costguard-member-act", PolicyName="costguard")
+            iam.delete_role(RoleName="costguard-member-act")
+
+    monkeypatch.setattr(org, "create_organization", remember)
+    monkeypatch.setattr(org, "deploy_member_role", old_stack)
+    monkeypatch.setattr(org_guards, "SCHEDULE", org_guards.SCHEDULE[:2])
+    # WHEN the demo runs
+    code = org.run_org_demo(as_json=True, ticks=3)
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    g, account = doc["guards"], vision[0]
+    # THEN it exits 1 (not part of the story), saying why
+    assert code == 1 and "guard runs were dead-lettered" in out.err
+    # AND the act consumer was refused costguard-member-act there, each run retried and
+    # parked in the act queue's dead letters, alone
+    assert f"arn:aws:iam::{account}:role/costguard-member-act" in doc["assume_role_refused"]
+    assert [(d["account"], d["receives"]) for d in g["dead_letters"]] == [(account, 3)] * 3
+    # AND it is named in a finding each day and an alert once a day, whatever the retries
+    days = [f["day"] for f in g["findings"] if f["resource"] == f"account/{account}"]
+    assert len(days) == 2 and days[0] < days[1]
+    title = f"CostGuard cannot act in account {account}"
+    assert [a["title"] for a in doc["alerts"]].count(title) == 2
+    [named] = [n for n in g["not_entered"] if n["account"] == account]
+    assert "costguard-member-act" in named["why"]
+    assert f"act-failed account/{account}" in named["findings"] and named["alerts"] == [title] * 2
+    # AND ml-research was guarded all the same: its volume's owner was warned
+    assert [s for _t, _g, s in _steps(doc, "llm-scratch-checkpoints")] == ["warned"]
