@@ -632,7 +632,8 @@ def unreachable_alert(items: Sequence[Unreachable], now: datetime) -> Alert | No
         summary=(
             f"Reading the regions of, or probing, {', '.join(accounts[:5])}"
             f"{', ...' if len(accounts) > 5 else ''} failed. GPUs there are not found, "
-            "priced or budgeted until it works; the other accounts are guarded."
+            "priced or budgeted, its idle notebooks are not stopped and its stale data is "
+            "not deleted, until it works; the other accounts are guarded."
         ),
         at=now,
         why="the member role is missing, denied, or its calls are throttled",
