@@ -46,8 +46,8 @@ def test_a_stop_whose_index_write_failed_is_counted_once_its_retry_succeeds(
         Tags=[{"Key": Tags.PROJECT, "Value": "llm"}, {"Key": Tags.OWNER, "Value": "a@x.io"}],
     )
     nb = get_backend("sagemaker")[A][REGION].notebook_instances["research"]
-    nb.creation_time = nb.last_modified_time = (now - 24 * H).replace(tzinfo=None).isoformat()
-    run = [("idle-notebooks", A, (REGION,))]
+    nb.creation_time = nb.last_modified_time = (now - 24 * H).replace(tzinfo=None).isoformat()  # type: ignore[assignment]
+    run: list[tuple[str, str, tuple[str, ...]]] = [("idle-notebooks", A, (REGION,))]
     assert _consume(hub, run, now) == {"batchItemFailures": []}
     # AND the run past the grace period stops it, but its write of the index fails
     real_note = org_act_service.note_acted
