@@ -395,7 +395,10 @@ class _Act:
             h0, m0 = self.hub_calls.snapshot(), self.member_calls.snapshot()
             u0, lap, cpu = self.meter.snapshot(), Lap(self.not_ours), CpuLap(self.cpu_not_ours)
             out = run(r, now, budget)
-            steps = sorted({o.step.value for o in out.report.outcomes}) if out.report else []
+            if out.report is None:
+                # A dropped run would be measured as free: refuse to measure it.
+                raise RuntimeError(f"{r.guard} in {r.account} was dropped: {out.dropped}")
+            steps = sorted({o.step.value for o in out.report.outcomes})
             seen.update(
                 cpu=cpu.ours(),
                 wall=lap.ours(),
@@ -501,7 +504,9 @@ def measure_runs(repeats: int = 3) -> dict[str, Any]:
         topic, _ = create_alert_channels(plain, "us-east-1")
         _warm_up(plain, (EMPTY, *fulls, BIG, OTHER))
         meter = SizedMeter(plain.client("dynamodb"), not_ours)
-        act = _Act(_settings(topic), not_ours, cpu_not_ours, meter)
+        # The act consumer acts only in the accounts the deployment guards now.
+        guarded = (EMPTY, *fulls, BIG, OTHER)
+        act = _Act(_settings(topic, org_accounts=guarded), not_ours, cpu_not_ours, meter)
         try:
             # A container's first invocation reads the price catalog: measured apart.
             cold = act.invoke("stale-objects", EMPTY, REGIONS[:1], T0, "first_in_container")

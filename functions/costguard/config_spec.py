@@ -393,7 +393,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
     SettingSpec(
         "scan_rate",
         "scanRate",
-        None,
+        Env.SCAN_RATE,
         str,
         "15 minutes",
         "How often the scan runs, from `5 minutes` to `1 day`.",

@@ -60,6 +60,8 @@ class Env:
     TABLE_NAME: Final = "COSTGUARD_TABLE_NAME"
     SCOPE: Final = "COSTGUARD_SCOPE"
     DRY_RUN: Final = "COSTGUARD_DRY_RUN"
+    #: The scan's (and the hub's ticks') schedule rate, e.g. ``15 minutes``.
+    SCAN_RATE: Final = "COSTGUARD_SCAN_RATE"
     WARNING_PCT: Final = "COSTGUARD_WARNING_PCT"
     PROJECT_TAG_KEYS: Final = "COSTGUARD_PROJECT_TAG_KEYS"
     PROJECTS_JSON: Final = "COSTGUARD_PROJECTS_JSON"

@@ -105,6 +105,7 @@ class Settings(SpecModel):
     table_name: str | None = _field("table_name")
     scope: str = _field("scope")
     dry_run: bool = _field("dry_run")
+    scan_rate: str = _field("scan_rate")
     warning_pct: Decimal = _field("warning_pct")
     project_tag_keys: tuple[str, ...] = _field("project_tag_keys")
     projects: dict[str, ProjectEntry] = _field("projects")

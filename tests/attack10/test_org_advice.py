@@ -77,6 +77,8 @@ def test_an_org_scan_every_few_hours_keeps_advice_on_some_time_of_each_day(
         Env.SCOPE: HUB,
         Env.ORG_ACCOUNTS: A,
         Env.ORG_ID: "o-abc1234567",
+        # (the stack gives every Lambda its scan rate)
+        Env.SCAN_RATE: rate,
     }.items():
         monkeypatch.setenv(key, value)
     settings = Settings.from_env(os.environ)

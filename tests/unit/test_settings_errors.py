@@ -133,6 +133,7 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/work.fifo",
         Env.ACT_QUEUE_URL: "https://sqs.us-east-1.amazonaws.com/123456789012/act.fifo",
         Env.ORG_REGIONS: "enabled",
+        Env.SCAN_RATE: "1 hour",
     }
     default = Settings.from_env(base)
     unread = [

@@ -158,7 +158,8 @@ def test_the_table_lists_every_context_key_with_its_default() -> None:
     for spec in CONTEXT_SETTINGS:
         assert f"| `{spec.context_key}` | {spec.shown_default()} |" in table
     assert "| `regions` | `us-east-1,us-west-2` | `COSTGUARD_REGIONS` |" in table
-    assert "| `scanRate` | `15 minutes` | deploy only |" in table
+    assert "| `scanRate` | `15 minutes` | `COSTGUARD_SCAN_RATE` |" in table
+    assert "| `orgMaxConcurrency` | `20` | deploy only |" in table
 
 
 # -- one reading of the string forms ----------------------------------------------------------

@@ -236,6 +236,9 @@ class ProjectAdvice:
 MAX_ADVICE_PER_PROJECT = 25
 #: A piece's explanation as kept (a done item stays small).
 MAX_WHY_CHARS = 300
+#: Advice kept per slice in all (the largest first): a done item stays far under
+#: DynamoDB's 400 KB however many projects a slice advises (200 x ~0.5 KB).
+MAX_ADVICE_PIECES = 200
 
 
 def bounded_advice(pieces: Iterable[ProjectAdvice]) -> tuple[ProjectAdvice, ...]:
@@ -253,6 +256,12 @@ def bounded_advice(pieces: Iterable[ProjectAdvice]) -> tuple[ProjectAdvice, ...]
             ProjectAdvice(a.project, replace(a.advice, why=a.advice.why[:MAX_WHY_CHARS]))
             for a in best[:MAX_ADVICE_PER_PROJECT]
         )
+    if len(kept) > MAX_ADVICE_PIECES:
+        largest = sorted(kept, key=lambda a: (-a.advice.usd_per_month_saving, a.advice.resource))[
+            :MAX_ADVICE_PIECES
+        ]
+        chosen = {id(a) for a in largest}
+        kept = [a for a in kept if id(a) in chosen]
     return tuple(kept)
 
 
@@ -268,16 +277,23 @@ def in_digest_window(tick: datetime, digest_hour_utc: int, period: timedelta) ->
 #: Owners kept per project and slice, and rolled up per project: an alert names a few
 #: people, not a directory (the rest still see it on the topic's other subscriptions).
 MAX_OWNERS = 20
+#: Owners kept per slice in all, across its projects (400 x 254 characters is ~100 KB:
+#: a done item stays far under DynamoDB's 400 KB however many projects a slice holds).
+MAX_OWNER_ENTRIES = 400
 
 
 def bounded_owners(owners: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, ...]]:
-    """At most :data:`MAX_OWNERS` per project, each clipped to an e-mail's 254 characters,
-    empties dropped: what a done item carries, whatever a tag held."""
+    """At most :data:`MAX_OWNERS` per project and :data:`MAX_OWNER_ENTRIES` in all (projects
+    in name order), each clipped to an e-mail's 254 characters, empties dropped: what a
+    done item carries, whatever the tags held."""
     out: dict[str, tuple[str, ...]] = {}
-    for project, names in owners.items():
-        kept = tuple(dict.fromkeys(o.strip()[:254] for o in names if o.strip()))[:MAX_OWNERS]
+    left = MAX_OWNER_ENTRIES
+    for project in sorted(owners):
+        kept = tuple(dict.fromkeys(o.strip()[:254] for o in owners[project] if o.strip()))
+        kept = kept[: min(MAX_OWNERS, left)]
         if kept:
             out[project] = kept
+            left -= len(kept)
     return out
 
 

@@ -372,6 +372,7 @@ def _slice_work(
     settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook, members: Any
 ) -> SliceWork:
     from costguard.adapters.assume import AccountAccessError
+    from costguard.config_spec import rate_minutes
     from costguard.domain.org import in_digest_window, slice_scope
     from costguard.services.org import SliceWork
     from costguard.wiring import BundledCatalog, build_scan_service, catalog_reader
@@ -390,7 +391,7 @@ def _slice_work(
         # The slices of the digest hour's times keep their advice, so that the roll-up
         # sends each project's daily advice digest across accounts, as one account does.
         return settings.advice_alerts and in_digest_window(
-            tick, settings.digest_hour_utc, timedelta(hours=1)
+            tick, settings.digest_hour_utc, timedelta(minutes=rate_minutes(settings.scan_rate))
         )
 
     return SliceWork(

@@ -72,6 +72,8 @@ def run_guard(
     settings: ExecutorSettings,
     now: datetime,
     budget: Budget | None = None,
+    *,
+    before: Callable[[Sequence[Decision]], None] | None = None,
 ) -> ExecutionReport:
     """The guard's decisions through the one executor: warn, act, dry-run, audit, tell.
 
@@ -85,4 +87,9 @@ def run_guard(
         context.notifier,
         replace(settings, opt_in_tags=guard.opt_in_tags),
     )
-    return executor.run(guard.policy.decide(now), now)
+    decisions = guard.policy.decide(now)
+    if before is not None:
+        # What must be true before anything is done (an Organization's savings index);
+        # raising here acts on nothing.
+        before(decisions)
+    return executor.run(decisions, now)

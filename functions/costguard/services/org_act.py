@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.domain.calendar import month_key, require_utc
-from costguard.domain.decisions import Savings, Step, savings_this_month
+from costguard.domain.decisions import Action, Decision, Savings, Step, savings_this_month
 from costguard.domain.directory import THROTTLED_CODES
 from costguard.domain.findings import Finding
 from costguard.domain.org_act import (
@@ -87,7 +87,11 @@ def guarded_accounts(listing: AccountListing | None) -> tuple[str, ...]:
     alone". They are acted in again once their tags are read."""
     if listing is None:
         return ()
-    return tuple(a for a in listing.accounts if a not in listing.untagged)
+    # Nor those whose opt-out value is not understood (`yes`, `1`, an invisible
+    # character): a malformed exemption is honoured as one, so is a malformed opt-out.
+    return tuple(
+        a for a in listing.accounts if a not in listing.untagged and a not in listing.unclear
+    )
 
 
 class UnknownGuardError(ValueError):
@@ -213,12 +217,30 @@ class GuardWork:
             raise
         scope = guard_scope(self._executor.scope, run.account)
         guard = self._build(run, clients, self._context)
-        report = run_guard(guard, self._context, replace(self._executor, scope=scope), now, budget)
+        report = run_guard(
+            guard,
+            self._context,
+            replace(self._executor, scope=scope),
+            now,
+            budget,
+            before=lambda decisions: self._note(run, decisions, now),
+        )
         self._report_findings(run, guard, now)
-        if self._state is not None and any(o.step is Step.ACTED for o in report.outcomes):
-            # The roll-up's savings read the audit trails of the accounts that acted.
-            note_acted(self._state, self._executor.scope, month_key(now), run.account)
         return GuardRunOutcome(run, report, guard, scope)
+
+    def _note(self, run: GuardRun, decisions: Sequence[Decision], now: datetime) -> None:
+        """Index the account for the roll-up's savings *before* anything is done: a note
+        written after the action could fail, and the retry then finds the resource stopped
+        (skipped, not acted) and would never write it. Only when this run may act (not
+        dry-run, some decision other than "leave it"): the index stays the accounts that
+        warned or acted this month, not every account guarded."""
+        if (
+            self._state is None
+            or self._executor.dry_run
+            or all(d.action is Action.NONE for d in decisions)
+        ):
+            return
+        note_acted(self._state, self._executor.scope, month_key(now), run.account)
 
     def _report_findings(self, run: GuardRun, guard: Guard, now: datetime) -> None:
         """The guard's findings (a region it could not read, a malformed tag) in the
@@ -264,8 +286,8 @@ NOTE_ATTEMPTS = 8
 
 
 class IndexContendedError(RuntimeError):
-    """The acted-accounts index kept changing under the writer (raised, so the run is
-    retried; its actions are claimed and done, so the retry only writes the index)."""
+    """The acted-accounts index kept changing under the writer (raised before the run
+    acts, so the retry writes it first and then acts)."""
 
 
 def note_acted(state: StateStore, scope: str, month: str, account: str) -> None:
