@@ -26,6 +26,7 @@ from benchmarks.hub_bill import (
 )
 from benchmarks.org_guards import (
     RunSample,
+    as_shipped,
     fanout_line,
     guard_line,
     plan_tick,
@@ -267,7 +268,13 @@ def test_reading_a_data_guards_regions_at_once_pays_their_latency_once() -> None
         _cost("stale-volumes", False, 30, seconds=0.3),
         per_region={**ZERO, "seconds": 0.48, "member_calls": 3, "hub_calls": 1},
     )
-    parallel = variants(_bare(cost), {})["data_guards_read_regions_in_parallel"].guards[0]
+    # WHEN modelled as shipped (the stale-volume guard reads its regions at once)
+    parallel = as_shipped(_bare(cost)).guards[0]
     # THEN 4 regions cost 0.3 + 0.46 + 4 x 0.02 s instead of 0.3 + 4 x 0.48
     four = parallel.run(4, 0.0)["seconds"]
     assert four == pytest.approx(0.3 + 0.46 + 4 * 0.02)
+    # AND a guard that reads its regions one after the other keeps paying each
+    other = replace(cost, name="stale-objects")
+    assert as_shipped(_bare(other)).guards[0].run(4, 0.0)["seconds"] == pytest.approx(
+        0.3 + 4 * 0.48
+    )
