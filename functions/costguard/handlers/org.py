@@ -17,10 +17,8 @@ discovered regions are intersected with.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -29,13 +27,30 @@ from aws_lambda_powertools.utilities.batch import (
     EventType,
     process_partial_response,
 )
-from pydantic import BaseModel, ConfigDict
 
 from costguard.adapters.work_queue import SEND_BATCH, SqsWorkQueue, WorkItem, message_group
 from costguard.domain.directory import WorkKind
 from costguard.domain.org import Slice
 from costguard.handlers.events import ScheduledEvent
-from costguard.names import Env, OrgRoles
+from costguard.handlers.hub import (
+    DISCOVER,
+    MEMBER_ROLE_ENV,
+    OPT_OUT_TAG_ENV,
+    ORG_ACCOUNTS_ENV,
+    ORG_ENV_VARS,
+    ORG_ID_ENV,
+    PER_ACCOUNT_CAP_ENV,
+    PROBE_HOURS_ENV,
+    QUEUE_URL_ENV,
+    SLICE_DEADLINE_ENV,
+    OrgConfigError,
+    OrgEnvironment,
+    allowed_regions,
+    home_region,
+    hub_parts,
+    queue_region,
+)
+from costguard.names import OrgRoles
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -50,9 +65,21 @@ if TYPE_CHECKING:
     from costguard.settings import Settings
 
 __all__ = [
+    "DISCOVER",
+    "MEMBER_ROLE_ENV",
+    "OPT_OUT_TAG_ENV",
+    "ORG_ACCOUNTS_ENV",
+    "ORG_ENV_VARS",
+    "ORG_ID_ENV",
+    "PER_ACCOUNT_CAP_ENV",
+    "PROBE_HOURS_ENV",
+    "QUEUE_URL_ENV",
     "SEND_BATCH",
+    "SLICE_DEADLINE_ENV",
+    "OrgConfigError",
     "OrgEnvironment",
     "WorkItem",
+    "allowed_regions",
     "build_fanout",
     "build_org_work",
     "build_slice_work",
@@ -66,100 +93,6 @@ __all__ = [
 ]
 
 logger = Logger(service="costguard-org")
-
-#: "" (single-account mode: no hub), "discover" (ListAccounts) or comma-separated ids.
-ORG_ACCOUNTS_ENV = "COSTGUARD_ORG_ACCOUNTS"
-#: o-xxxxxxxxxx: the Organization the hub's roles may assume member roles in.
-ORG_ID_ENV = "COSTGUARD_ORG_ID"
-#: The member role the consumers assume (read-only), overridable for a custom name.
-MEMBER_ROLE_ENV = "COSTGUARD_MEMBER_ROLE"
-#: At most this many of one account's items at once (its API rate limits are per account).
-PER_ACCOUNT_CAP_ENV = "COSTGUARD_PER_ACCOUNT_CONCURRENCY"
-#: Empty account-regions are re-probed once per this many hours.
-PROBE_HOURS_ENV = "COSTGUARD_PROBE_HOURS"
-#: A tick is aggregated this many minutes after it, with whatever slices came in.
-SLICE_DEADLINE_ENV = "COSTGUARD_SLICE_DEADLINE_MINUTES"
-#: The account tag whose value ``true`` leaves the account out.
-OPT_OUT_TAG_ENV = "COSTGUARD_ORG_OPT_OUT_TAG"
-#: The FIFO work queue (the fan-out's only).
-QUEUE_URL_ENV = "COSTGUARD_QUEUE_URL"
-DISCOVER = "discover"
-
-ORG_ENV_VARS = (
-    ORG_ACCOUNTS_ENV,
-    ORG_ID_ENV,
-    MEMBER_ROLE_ENV,
-    PER_ACCOUNT_CAP_ENV,
-    PROBE_HOURS_ENV,
-    SLICE_DEADLINE_ENV,
-    OPT_OUT_TAG_ENV,
-    QUEUE_URL_ENV,
-    Env.ACT_QUEUE_URL,
-    Env.ORG_REGIONS,
-)
-
-
-class OrgConfigError(ValueError):
-    """An organization-mode variable is wrong; the message names it."""
-
-
-class OrgEnvironment(BaseModel):
-    """The hub's organization settings, read once from the Lambda's environment."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    #: None: single-account mode; () never; ("discover",) is :attr:`discover`.
-    accounts: tuple[str, ...] | None = None
-    discover: bool = False
-    org_id: str | None = None
-    member_role: str = OrgRoles.MEMBER_READ
-    per_account_cap: int = 2
-    probe_hours: Decimal = Decimal(6)
-    slice_deadline_minutes: int = 10
-    opt_out_tag: str = "costguard:opt-out"
-    queue_url: str | None = None
-
-    @property
-    def org_mode(self) -> bool:
-        return self.discover or bool(self.accounts)
-
-    @property
-    def probe_interval(self) -> timedelta:
-        return timedelta(seconds=int(self.probe_hours * 3600))
-
-    @property
-    def deadline(self) -> timedelta:
-        return timedelta(minutes=self.slice_deadline_minutes)
-
-    @classmethod
-    def from_settings(cls, settings: Settings, environ: Mapping[str, str]) -> OrgEnvironment:
-        """The organization settings as :class:`~costguard.settings.Settings` read and
-        checked them (one reader, the spec's ranges), plus the queue the stack names."""
-        accounts = settings.org_accounts
-        discover = accounts == (DISCOVER,)
-        return cls(
-            accounts=None if discover or not accounts else accounts,
-            discover=discover,
-            org_id=settings.org_id or None,
-            member_role=settings.org_member_role,
-            per_account_cap=settings.org_per_account_concurrency,
-            probe_hours=Decimal(settings.org_probe_hours),
-            slice_deadline_minutes=settings.org_slice_deadline_minutes,
-            opt_out_tag=settings.org_opt_out_tag,
-            queue_url=environ.get(QUEUE_URL_ENV, "").strip() or None,
-        )
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> OrgEnvironment:
-        """Every problem at once, each naming its variable; empty means the default."""
-        from costguard.settings import Settings, SettingsError
-
-        try:
-            settings = Settings.from_env(environ)
-        except SettingsError as exc:
-            raise OrgConfigError(str(exc)) from exc
-        return cls.from_settings(settings, environ)
-
 
 # -- the fan-out ------------------------------------------------------------------------------
 
@@ -192,12 +125,12 @@ def build_fanout(
         )
     if not env.queue_url:
         raise OrgConfigError(f"{QUEUE_URL_ENV} is not set: the fan-out has nowhere to send")
-    hub, ledger, book, store = _hub(settings, session)
-    home = _home_region(settings, session)
+    hub, ledger, book, store = hub_parts(settings, session)
+    home = home_region(settings, session)
     queue = SqsWorkQueue(
         sqs
         or session.client(
-            "sqs", region_name=_queue_region(env.queue_url, home), config=RETRY_CONFIG
+            "sqs", region_name=queue_region(env.queue_url, home), config=RETRY_CONFIG
         ),
         env.queue_url,
         env.per_account_cap,
@@ -325,27 +258,6 @@ def _outcome_log(o: WorkOutcome) -> dict[str, Any]:
     return out
 
 
-def _hub(settings: Settings, session: Any) -> tuple[ClientFactory, Ledger, SliceBook, Any]:
-    """The hub's clients, ledger, plans and directory (on the table, or in memory)."""
-    from costguard.adapters.aws import ClientFactory
-    from costguard.adapters.directory import DynamoDbDirectory, InMemoryDirectory
-    from costguard.adapters.slices import DynamoDbSliceBook, InMemorySliceBook
-    from costguard.wiring import build_ledger
-
-    hub = ClientFactory(session, account=settings.scope)
-    ledger = build_ledger(settings, hub)
-    if settings.table_name:
-        region = session.region_name or settings.regions[0]
-        ddb = hub.dynamodb(region)
-        return (
-            hub,
-            ledger,
-            DynamoDbSliceBook(ddb, settings.table_name, settings.scope),
-            DynamoDbDirectory(ddb, settings.table_name, settings.scope),
-        )
-    return hub, ledger, InMemorySliceBook(), InMemoryDirectory()
-
-
 def _aggregation(
     settings: Settings, hub: ClientFactory, ledger: Ledger, book: SliceBook
 ) -> Aggregation:
@@ -409,7 +321,7 @@ def build_slice_work(
     """The scan consumer's graph alone (no directory): each slice's clients assumed."""
     from costguard.adapters.assume import MemberClients
 
-    hub, ledger, book, _store = _hub(settings, session)
+    hub, ledger, book, _store = hub_parts(settings, session)
     role = role_name or os.environ.get(MEMBER_ROLE_ENV) or OrgRoles.MEMBER_READ
     return _slice_work(settings, hub, ledger, book, MemberClients(session, role))
 
@@ -433,7 +345,7 @@ def build_org_work(
     from costguard.adapters.member import MemberProbe, MemberRegions
     from costguard.services.fanout import OrgWork, ProbeWork, RegionsWork
 
-    hub, ledger, book, store = _hub(settings, session)
+    hub, ledger, book, store = hub_parts(settings, session)
     role = role_name or os.environ.get(MEMBER_ROLE_ENV) or OrgRoles.MEMBER_READ
     enter = members or MemberClients(session, role)
     shared = types if types is not None else InstanceTypeCache()
@@ -477,23 +389,6 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def allowed_regions(settings: Settings) -> frozenset[str] | None:
-    """The allow-list an account's enabled regions are intersected with: ``regions``, or
-    None (every region the account enabled) with ``orgRegions=enabled``."""
-    return None if settings.org_regions == "enabled" else frozenset(settings.regions)
-
-
-def _home_region(settings: Settings, session: Any) -> str:
-    """Where the hub runs (its queue's region when the URL does not say)."""
-    return str(session.region_name or os.environ.get("AWS_REGION") or settings.regions[0])
-
-
-def _queue_region(url: str, default: str) -> str:
-    """``https://sqs.<region>.amazonaws.com/<account>/<name>``: the queue's own region."""
-    match = re.match(r"https://sqs\.([a-z0-9-]+)\.", url)
-    return match.group(1) if match else default
 
 
 def plan_and_enqueue(

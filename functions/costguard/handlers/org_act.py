@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from costguard.adapters.assume import MemberClients
-    from costguard.handlers.org import OrgEnvironment
+    from costguard.handlers.hub import OrgEnvironment
     from costguard.ports import Budget
     from costguard.services.org_act import GuardFanout, GuardWork
     from costguard.settings import Settings
@@ -66,12 +66,12 @@ def build_guard_fanout(
 ) -> GuardFanout:
     from costguard.adapters.aws import RETRY_CONFIG
     from costguard.adapters.work_queue import SqsGuardQueue
-    from costguard.handlers.org import (
+    from costguard.handlers.hub import (
         OrgConfigError,
-        _home_region,
-        _hub,
-        _queue_region,
         allowed_regions,
+        home_region,
+        hub_parts,
+        queue_region,
     )
     from costguard.services.org_act import GuardFanout, GuardFanoutSettings
 
@@ -80,9 +80,9 @@ def build_guard_fanout(
         raise OrgConfigError("single-account mode has no guard fan-out")
     if not url:
         raise OrgConfigError(f"{Env.ACT_QUEUE_URL} is not set: guard runs have nowhere to go")
-    _hub_clients, _ledger, _book, store = _hub(settings, session)
-    home = _home_region(settings, session)
-    client = sqs or session.client("sqs", region_name=_queue_region(url, home), config=RETRY_CONFIG)
+    _hub_clients, _ledger, _book, store = hub_parts(settings, session)
+    home = home_region(settings, session)
+    client = sqs or session.client("sqs", region_name=queue_region(url, home), config=RETRY_CONFIG)
     return GuardFanout(
         store,
         SqsGuardQueue(client, url),
@@ -98,7 +98,7 @@ def guard_fanout(event: dict[str, Any], settings: Settings, session: Any) -> dic
     """The fan-out Lambda's answer to a guard's schedule (``handlers.org.fanout_handler``)."""
     from costguard.handlers import events
     from costguard.handlers.events import EventTimeError, parse_event
-    from costguard.handlers.org import OrgEnvironment
+    from costguard.handlers.hub import OrgEnvironment
 
     try:
         parsed = parse_event(GuardFanoutEvent, event)
@@ -126,7 +126,7 @@ def build_guard_work(
     from costguard.adapters.aws import ClientFactory
     from costguard.domain.org import Slice
     from costguard.domain.org_act import GuardRun, guard_scope
-    from costguard.handlers.org import OrgEnvironment, _hub, allowed_regions
+    from costguard.handlers.hub import OrgEnvironment, allowed_regions, hub_parts
     from costguard.services.executor import ExecutorSettings
     from costguard.services.guard import Guard, GuardContext
     from costguard.services.org_act import GuardWork, UnknownGuardError, guarded_accounts
@@ -136,7 +136,7 @@ def build_guard_work(
     context = guard_context(settings, hub)
     allow = allowed_regions(settings)
     env = OrgEnvironment.from_settings(settings, os.environ)
-    _hub_clients, _ledger, _book, store = _hub(settings, session)
+    _hub_clients, _ledger, _book, store = hub_parts(settings, session)
     listed: list[frozenset[str]] = []
 
     def guarded(account: str) -> bool:
