@@ -286,7 +286,10 @@ def run_act(
     # moto recomputes some signatures wrongly; authorization is under test, not signing
     monkeypatch.setattr(IAMRequest, "check_signature", lambda self: None)
     context = LambdaContext(hub.function, hub.world.arn(hub.function))
-    with checked_assume_role({HUB: ORG_ID}), enable_iam_authentication():
+    # (every account is in the Organization: the hub role's own policy is judged too,
+    # and it may assume member roles only there, aws:ResourceOrgID)
+    in_org = dict.fromkeys((HUB, MEMBER, NO_ROLE), ORG_ID)
+    with checked_assume_role(in_org), enable_iam_authentication():
         result: dict[str, Any] = org_act.handler(event, context)
     return result
 
