@@ -26,6 +26,7 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
+from costguard.domain.org_act import Reach
 from costguard.handlers.events import ScheduledEvent
 from costguard.names import Env, OrgRoles
 
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 logger = Logger(service="costguard-org-act")
 
-#: The role the act consumers assume in member accounts (fixed: the member stack names it).
+#: The session name of the act consumers in member accounts: their CloudTrail shows who
+#: acted (the role assumed is ``OrgRoles.MEMBER_ACT``).
 ACT_SESSION = "costguard-hub-act"
 
 
@@ -55,7 +57,8 @@ class GuardFanoutEvent(ScheduledEvent):
     guard: str
 
 
-def reaches() -> dict[str, Any]:
+def reaches() -> dict[str, Reach]:
+    """Each shipped guard's reach (its declaration's)."""
     from costguard.actuators import SPECS
 
     return {name: spec.reach for name, spec in SPECS.items()}
