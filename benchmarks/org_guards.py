@@ -35,7 +35,6 @@ import io
 import json
 import math
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,7 +43,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from benchmarks import hub_bill
+from benchmarks import hub_bill, org_scale
 from benchmarks.hub_bill import as_shipped, regions_at_once  # noqa: F401 - re-exported
 from benchmarks.org_scale import (
     ACCOUNTS,
@@ -995,29 +994,7 @@ def variants(
 def template_alarms() -> dict[str, Any]:
     """The Organization-mode template's alarms, synthesized here; modelled when the
     template does not have the act path yet (per-guard Lambdas, no act consumer)."""
-    import os
-    import tempfile
-    from pathlib import Path
-
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    root = Path(__file__).resolve().parent.parent
-    if str(root / "infra") not in sys.path:  # `make bench` runs without PYTHONPATH
-        sys.path.insert(0, str(root / "infra"))
-    from costguard_infra.app_builder import build_app
-
-    context = json.loads((root / "cdk.json").read_text())["context"]
-    with tempfile.TemporaryDirectory(prefix="costguard-org-guards-") as out:
-        app, _stack = build_app(
-            {
-                **context,
-                "orgAccounts": "discover",
-                "orgId": "o-abc1234567",
-                "aws:cdk:bundling-stacks": [],
-            },
-            outdir=out,
-        )
-        app.synth()
-        body = json.loads((Path(out) / "CostGuard.template.json").read_text())
+    body = org_scale.org_template()
     resources = body["Resources"].values()
     alarms = sum(1 for r in resources if r["Type"] == "AWS::CloudWatch::Alarm")
     handlers = [

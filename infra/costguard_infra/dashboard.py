@@ -154,47 +154,57 @@ class Dashboard(Construct):
         self, *, queue: sqs.IQueue, dead_letters: sqs.IQueue, consumer: lambda_.IFunction
     ) -> None:
         """The Organization hub: is the work keeping up, and is any of it failing."""
-        five = cdk.Duration.minutes(5)
-        self.dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Hub work queue: waiting, in flight, dead-lettered",
-                left=[
-                    queue.metric_approximate_number_of_messages_visible(
-                        period=five, statistic="Maximum", label="waiting"
-                    ),
-                    queue.metric_approximate_number_of_messages_not_visible(
-                        period=five, statistic="Maximum", label="in flight"
-                    ),
-                    dead_letters.metric_approximate_number_of_messages_visible(
-                        period=five, statistic="Maximum", label="dead letters"
-                    ),
-                ],
-                width=12,
+        self._queue_widgets(
+            queue,
+            dead_letters,
+            consumer,
+            titles=(
+                "Hub work queue: waiting, in flight, dead-lettered",
+                "Hub: oldest work item (s) and consumers running",
             ),
-            cw.GraphWidget(
-                title="Hub: oldest work item (s) and consumers running",
-                left=[
-                    queue.metric_approximate_age_of_oldest_message(
-                        period=five, statistic="Maximum", label="oldest item (s)"
-                    )
-                ],
-                right=[
-                    consumer.metric(
-                        "ConcurrentExecutions", period=five, statistic="Maximum", label="consumers"
-                    )
-                ],
-                width=12,
-            ),
+            labels=("oldest item (s)", "consumers"),
+            errors=False,
         )
 
     def add_act_widgets(
         self, *, queue: sqs.IQueue, dead_letters: sqs.IQueue, consumer: lambda_.IFunction
     ) -> None:
         """The Organization hub's guards: are the guard runs keeping up, is any failing."""
+        self._queue_widgets(
+            queue,
+            dead_letters,
+            consumer,
+            titles=(
+                "Hub guard runs (act queue): waiting, in flight, dead-lettered",
+                "Hub guards: oldest guard run (s), act consumers running, Lambda errors",
+            ),
+            labels=("oldest run (s)", "act consumers"),
+            errors=True,
+        )
+
+    def _queue_widgets(
+        self,
+        queue: sqs.IQueue,
+        dead_letters: sqs.IQueue,
+        consumer: lambda_.IFunction,
+        *,
+        titles: tuple[str, str],
+        labels: tuple[str, str],
+        errors: bool,
+    ) -> None:
+        """A queue and its consumer: waiting, in flight and dead-lettered; the oldest
+        message's age against the consumers running (and their errors)."""
         five = cdk.Duration.minutes(5)
+        right = [
+            consumer.metric(
+                "ConcurrentExecutions", period=five, statistic="Maximum", label=labels[1]
+            )
+        ]
+        if errors:
+            right.append(consumer.metric_errors(period=five, statistic="Sum", label="errors"))
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="Hub guard runs (act queue): waiting, in flight, dead-lettered",
+                title=titles[0],
                 left=[
                     queue.metric_approximate_number_of_messages_visible(
                         period=five, statistic="Maximum", label="waiting"
@@ -209,21 +219,13 @@ class Dashboard(Construct):
                 width=12,
             ),
             cw.GraphWidget(
-                title="Hub guards: oldest guard run (s), act consumers running, Lambda errors",
+                title=titles[1],
                 left=[
                     queue.metric_approximate_age_of_oldest_message(
-                        period=five, statistic="Maximum", label="oldest run (s)"
+                        period=five, statistic="Maximum", label=labels[0]
                     )
                 ],
-                right=[
-                    consumer.metric(
-                        "ConcurrentExecutions",
-                        period=five,
-                        statistic="Maximum",
-                        label="act consumers",
-                    ),
-                    consumer.metric_errors(period=five, statistic="Sum", label="errors"),
-                ],
+                right=right,
                 width=12,
             ),
         )

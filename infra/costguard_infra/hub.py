@@ -88,6 +88,42 @@ def act_ledger_actions() -> tuple[str, ...]:
     return tuple(actions)
 
 
+def fifo_work_queue(
+    scope: Construct,
+    name: str,
+    *,
+    key: kms.IKey,
+    visibility: cdk.Duration,
+    max_receives: int,
+) -> tuple[sqs.Queue, sqs.Queue]:
+    """A FIFO queue of work items (``name``) and its FIFO dead-letter queue
+    (``<name>DeadLetters``): the stack key, TLS only, producer-set deduplication ids, a
+    day's retention (the next scheduled time supersedes an item), dead letters kept 14
+    days for inspection and redrive."""
+    dead_letters = sqs.Queue(
+        scope,
+        f"{name}DeadLetters",
+        fifo=True,
+        encryption=sqs.QueueEncryption.KMS,
+        encryption_master_key=key,
+        enforce_ssl=True,
+        retention_period=DEAD_LETTER_RETENTION,
+    )
+    queue = sqs.Queue(
+        scope,
+        name,
+        fifo=True,
+        content_based_deduplication=False,
+        encryption=sqs.QueueEncryption.KMS,
+        encryption_master_key=key,
+        enforce_ssl=True,
+        visibility_timeout=visibility,
+        retention_period=WORK_RETENTION,
+        dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=max_receives, queue=dead_letters),
+    )
+    return queue, dead_letters
+
+
 def hub_acknowledgements(config: CostGuardConfig) -> dict[str, str]:
     """The cdk-nag findings the hub adds, and why (tests/infra/test_hub_stack.py proves
     each is needed in Organization mode; none applies to a single-account stack)."""
@@ -132,32 +168,14 @@ class OrgHub(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         timeout = cdk.Duration.seconds(config.scan_timeout_seconds)
-        self.dead_letters = sqs.Queue(
-            self,
-            "WorkDeadLetters",
-            fifo=True,
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
-            retention_period=DEAD_LETTER_RETENTION,
-        )
-        self.queue = sqs.Queue(
+        # The producer sets MessageDeduplicationId (time/account/region): two work items
+        # with the same body for different times must both be delivered.
+        self.queue, self.dead_letters = fifo_work_queue(
             self,
             "Work",
-            fifo=True,
-            # The producer sets MessageDeduplicationId (time/account/region): two work items
-            # with the same body for different times must both be delivered.
-            content_based_deduplication=False,
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
-            visibility_timeout=cdk.Duration.seconds(
-                VISIBILITY_PER_TIMEOUT * config.scan_timeout_seconds
-            ),
-            retention_period=WORK_RETENTION,
-            dead_letter_queue=sqs.DeadLetterQueue(
-                max_receive_count=config.org_max_receives, queue=self.dead_letters
-            ),
+            key=key,
+            visibility=cdk.Duration.seconds(VISIBILITY_PER_TIMEOUT * config.scan_timeout_seconds),
+            max_receives=config.org_max_receives,
         )
         hub_environment = {**environment, **config.org_environment()}
         self.consumer = GuardFunction(
@@ -278,29 +296,13 @@ class OrgHub(Construct):
     ) -> None:
         """The guards' queue and its consumer: one guard in one member account per message,
         acting through the member act role."""
-        self.act_dead_letters = sqs.Queue(
-            self,
-            "ActDeadLetters",
-            fifo=True,
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
-            retention_period=DEAD_LETTER_RETENTION,
-        )
-        self.act_queue = sqs.Queue(
+        # The producer sets MessageDeduplicationId (time/account/act/guard).
+        self.act_queue, self.act_dead_letters = fifo_work_queue(
             self,
             "Act",
-            fifo=True,
-            # The producer sets MessageDeduplicationId (time/account/act/guard).
-            content_based_deduplication=False,
-            encryption=sqs.QueueEncryption.KMS,
-            encryption_master_key=key,
-            enforce_ssl=True,
-            visibility_timeout=cdk.Duration.minutes(VISIBILITY_PER_TIMEOUT * ACT_TIMEOUT_MINUTES),
-            retention_period=WORK_RETENTION,
-            dead_letter_queue=sqs.DeadLetterQueue(
-                max_receive_count=config.org_max_receives, queue=self.act_dead_letters
-            ),
+            key=key,
+            visibility=cdk.Duration.minutes(VISIBILITY_PER_TIMEOUT * ACT_TIMEOUT_MINUTES),
+            max_receives=config.org_max_receives,
         )
         self.act_consumer = GuardFunction(
             self,

@@ -29,6 +29,7 @@ from costguard.names import Env
 from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
 from costguard_demo.server import embedded_aws, moto_backend
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
+from tests.support.alert_topic import encrypted_topic_with_subscriber
 from tests.support.endpoints import oversized_endpoint, put_gpu
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
@@ -198,22 +199,9 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
     )["TableDescription"]
     physical[table] = {"Ref": name, "Arn": created["TableArn"]}
 
-    sns = session.client("sns", region_name=REGION)
-    topic_arn = sns.create_topic(
-        Name="costguard-alerts", Attributes={"KmsMasterKeyId": key_meta["Arn"]}
-    )["TopicArn"]
+    topic_arn, subscriber = encrypted_topic_with_subscriber(session, REGION, key_meta["Arn"])
     physical[topic] = {"Ref": topic_arn, "TopicArn": topic_arn, "TopicName": "costguard-alerts"}
     sqs = session.client("sqs", region_name=REGION)
-    subscriber = sqs.create_queue(QueueName="alert-subscriber")["QueueUrl"]
-    subscriber_arn = sqs.get_queue_attributes(QueueUrl=subscriber, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    sns.subscribe(
-        TopicArn=topic_arn,
-        Protocol="sqs",
-        Endpoint=subscriber_arn,
-        Attributes={"RawMessageDelivery": "true"},
-    )
     for queue, resource in probe.resources("AWS::SQS::Queue").items():
         url = sqs.create_queue(QueueName=queue, Attributes={"KmsMasterKeyId": key_meta["Arn"]})[
             "QueueUrl"

@@ -43,6 +43,7 @@ from tests.e2e.test_iam_enforced import (
 )
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
 from tests.infra.synth import ORG_ID
+from tests.support.alert_topic import encrypted_topic_with_subscriber
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
 
@@ -175,22 +176,8 @@ def deploy(hub_body: dict[str, Any], member_body: dict[str, Any]) -> Hub:
         },
     )["TableDescription"]
     physical[table] = {"Ref": "costguard-ledger", "Arn": created["TableArn"]}
-    sns = session.client("sns", region_name=REGION)
-    topic_arn = sns.create_topic(
-        Name="costguard-alerts", Attributes={"KmsMasterKeyId": meta["Arn"]}
-    )["TopicArn"]
+    topic_arn, subscriber = encrypted_topic_with_subscriber(session, REGION, meta["Arn"])
     physical[topic] = {"Ref": topic_arn, "TopicArn": topic_arn, "TopicName": "costguard-alerts"}
-    sqs = session.client("sqs", region_name=REGION)
-    subscriber = sqs.create_queue(QueueName="alert-subscriber")["QueueUrl"]
-    subscriber_arn = sqs.get_queue_attributes(QueueUrl=subscriber, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
-    sns.subscribe(
-        TopicArn=topic_arn,
-        Protocol="sqs",
-        Endpoint=subscriber_arn,
-        Attributes={"RawMessageDelivery": "true"},
-    )
     # The act consumer's role, under the name the member trust policy names
     function = _function(probe, ACT_HANDLER)
     role = probe.function_role(function)
