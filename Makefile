@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: install demo test lint typecheck unit bench synth clean property
+.PHONY: install demo test lint typecheck unit bench synth clean property calendar
 
 # The venv gets exactly the versions the Lambda asset and layer ship (one pin file),
 # so the tests run what is deployed.
@@ -55,3 +55,17 @@ clean:
 ## The stale-object sweep's properties at full strength: 2 x 5,000 generated cases.
 property: $(STAMP)
 	SWEEP_PROPERTY_EXAMPLES=5000 $(BIN)/python -m pytest -q -p no:cacheprovider tests/property
+
+## The demo stories at calendar edges: every test marked `story`, under libfaketime, at a
+## month's first minute, a year's last second, and a leap day in a zone far from UTC. The
+## story must be the same whatever the wall clock reads. Needs `faketime` (Debian package
+## faketime; .ci/run installs it).
+CALENDAR_INSTANTS := 2027-03-01T00:00:30 2027-12-31T23:59:59 2028-02-29T23:59:00
+calendar: $(STAMP)
+	@command -v faketime >/dev/null || { echo "make calendar: needs faketime (apt-get install faketime)" >&2; exit 2; }
+	@for at in $(CALENDAR_INSTANTS); do \
+		zone=UTC; case $$at in 2028-*) zone=Pacific/Kiritimati;; esac; \
+		echo "== the demo stories at $$at UTC (TZ=$$zone)"; \
+		TZ=$$zone faketime "$$(TZ=$$zone date -d "$${at}Z" '+%Y-%m-%d %H:%M:%S')" \
+			$(BIN)/python -m pytest -q -p no:cacheprovider -m story || exit 1; \
+	done

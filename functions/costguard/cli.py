@@ -28,7 +28,6 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -42,6 +41,7 @@ from costguard.cli_common import (
     EXIT_USAGE,
     CommandError,
 )
+from costguard.cli_common import now as clock_now
 from costguard.names import Env
 
 if TYPE_CHECKING:
@@ -480,7 +480,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     # Which prices the numbers rest on is part of the answer, not progress: said with --json too.
     _progress(not args.quiet)(one_line(which, 1000))
     try:
-        report = service.run(datetime.now(UTC))
+        report = service.run(clock_now())
     except Exception as exc:
         # build_ledger's choice of region, named so the user can check it.
         region = session.region_name or settings.regions[0]
@@ -513,7 +513,7 @@ def _scan_accounts(
     accounts = args.accounts
     if args.org:
         accounts = discover_accounts(
-            session, args.opt_out_tag, datetime.now(UTC), progress=_progress(not args.quiet)
+            session, args.opt_out_tag, clock_now(), progress=_progress(not args.quiet)
         )
     _progress(not args.quiet)(one_line(which, 1000))
     results = scan_accounts(
@@ -521,7 +521,7 @@ def _scan_accounts(
         accounts,
         settings,
         catalog,
-        datetime.now(UTC),
+        clock_now(),
         role_name=args.role_name,
         workers=args.account_workers,
         progress=_progress(not args.quiet),
@@ -569,7 +569,7 @@ def cmd_alerts(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     ledger, scope, region = _deployed_ledger(args, "alerts")
-    now = datetime.now(UTC)
+    now = clock_now()
     try:
         alerts = ledger.recent_alerts(scope, now - timedelta(hours=args.hours), now)
     except Exception as exc:
@@ -602,7 +602,7 @@ def cmd_actions(args: argparse.Namespace) -> int:
     from costguard.settings import one_line
 
     ledger, scope, region = _deployed_ledger(args, "actions")
-    month = args.month or f"{datetime.now(UTC):%Y-%m}"
+    month = args.month or f"{clock_now():%Y-%m}"
     try:
         events = ledger.audit_trail(scope, month)
     except Exception as exc:
@@ -784,7 +784,7 @@ def cmd_prices_refresh(args: argparse.Namespace) -> int:
         session.client("pricing", region_name=args.pricing_region),
         regions=regions,
         output=out,
-        today=datetime.now(UTC).date(),
+        today=clock_now().date(),
         progress=progress,
         previous=previous,
         hold_pct=hold_pct,
@@ -819,7 +819,7 @@ def _refresh_table(
         progress=progress,
     )
     try:
-        outcome = refresh.run(regions, datetime.now(UTC))
+        outcome = refresh.run(regions, clock_now())
     except Exception as exc:
         missing = _missing_table(exc, args.table, region)
         if missing is None:

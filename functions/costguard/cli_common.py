@@ -9,6 +9,8 @@ and every usage error would become a traceback with exit 1. A module that is nev
 
 from __future__ import annotations
 
+from datetime import datetime
+
 EXIT_OK = 0
 EXIT_AWS = 1
 EXIT_USAGE = 2
@@ -25,3 +27,15 @@ class CommandError(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
+
+
+def now() -> datetime:
+    """The command's one clock read, taken at the edge as the Lambdas take theirs.
+
+    It is :data:`costguard.handlers.events.CLOCK`, the one clock every entry point reads:
+    tests set it (in the process, or in a child process through a test helper) to run a
+    command at any instant; nothing else in the product reads the wall clock.
+    """
+    from costguard.handlers import events  # noqa: PLC0415 - pydantic only when a command asks the time
+
+    return events.CLOCK()

@@ -15,12 +15,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.cli_common import EXIT_OK, EXIT_OVER_BUDGET, CommandError
+from costguard.cli_common import now as clock_now
 from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
     DEFAULT_BYTES_PER_PARAM,
@@ -434,8 +435,8 @@ def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGa
 
 
 def _now() -> datetime:
-    """The one clock read of the gate (tests pin it)."""
-    return datetime.now(UTC)
+    """The one clock read of the gate (:func:`costguard.cli_common.now`)."""
+    return clock_now()
 
 
 def _budget_from_env(project: str) -> Decimal | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -107,6 +107,16 @@ def backdate_sagemaker(
             config.creation_time = when.replace(tzinfo=None).isoformat()
 
 
+def backdate_eks(region: str, created: datetime, account: str = DEMO_ACCOUNT) -> None:
+    """Set every EKS cluster's and node group's creation time on moto's backend objects
+    (moto stamps them with the real clock; the cluster fee accrues from it)."""
+    naive = created.astimezone(UTC).replace(tzinfo=None)
+    for cluster in moto_backend("eks", region, account).clusters.values():
+        cluster.created_at = naive
+        for nodegroup in cluster.nodegroups.values():
+            nodegroup.created_at = nodegroup.modified_at = naive
+
+
 def seed_fleet(session: Any, start: datetime) -> Fleet:
     """Seed the fleet as it stood at ``start``; launch times are before it."""
     fleet = Fleet()
@@ -146,6 +156,8 @@ def seed_fleet(session: Any, start: datetime) -> Fleet:
     _seed_sagemaker(session, fleet)
 
     day = timedelta(days=1)
+    # The cluster came up with its nodes.
+    backdate_eks(PRIMARY, start - 4 * day)
     backdate_instances(
         PRIMARY,
         {

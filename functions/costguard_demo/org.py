@@ -58,6 +58,7 @@ from costguard.names import Env, OrgRoles, Tags
 from costguard.services.fanout import OrgWork, WorkOutcome
 from costguard_demo.run import ORG_TICKS
 from costguard_demo.server import DEMO_ACCOUNT
+from costguard_demo.story import STORY_END
 
 if TYPE_CHECKING:
     from costguard.domain.directory import Directory, Work
@@ -1067,7 +1068,7 @@ def _run(say: Callable[[str], None], ticks: int, dry_run: bool) -> dict[str, Any
     from costguard_demo.server import embedded_aws
     from costguard_demo.slack_standin import SlackStandIn, sns_event
 
-    start = _window(datetime.now(UTC), ticks)
+    start = _window(STORY_END, ticks)
     with embedded_aws() as url, SlackStandIn() as slack:
         seed = urllib.request.Request(f"{url}/moto-api/seed?a={SEED}", method="POST")  # noqa: S310
         urllib.request.urlopen(seed, timeout=10).close()  # noqa: S310 - loopback http

@@ -22,11 +22,12 @@ What the guards find, seeded after the scan ticks (so the scans' figures are unc
 - the hub's own (management) account: an unattached project volume, which no guard may
   touch (the account is opted out, and the guards act only through member accounts' roles).
 
-**Simulated time.** moto stamps a snapshot with the real clock, and the volume is deleted
-only after a backup snapshot newer than when it was first seen unattached: so the guards'
-times are placed on the three days *before* the scan ticks, each at a fixed hour. The
-story, and the number of once-a-day alerts and warnings in it, is then the same whatever
-the wall clock (a day boundary never falls between two times meant for the same day).
+**Simulated time.** The guards' times are placed on the three days *before* the scan
+ticks (which end at the story's fixed instant, :data:`costguard_demo.story.STORY_END`),
+each at a fixed hour, so a day boundary never falls between two times meant for the same
+day. moto starts a snapshot at the real clock's time: after each time, the snapshots it
+made are set to that simulated time. The story, and the number of once-a-day alerts and
+warnings in it, is then the same whatever the wall clock reads.
 """
 
 from __future__ import annotations
@@ -394,6 +395,7 @@ def run_guard_chapter(
     from costguard.names import OrgRoles
     from costguard.settings import Settings
     from costguard_demo.org import FANOUT_ROLE, HOME, HUB, drain_queue, lambda_session
+    from costguard_demo.server import snapshot_ids, stamp_new_snapshots
 
     settings = Settings.from_env(environ)
     env = OrgEnvironment.from_settings(settings, environ)
@@ -411,7 +413,7 @@ def run_guard_chapter(
     say(
         f"\nGuards acting in member accounts ({mode}), simulated "
         f"{day + SCHEDULE[0].offset:%Y-%m-%d %H:%M} .. {day + SCHEDULE[-1].offset:%Y-%m-%d %H:%M} "
-        "UTC, days before the scans (moto stamps snapshots with the real clock):"
+        "UTC, days before the scans:"
     )
     for s in seeded:
         say(f"  seeded {names[s.account]} {s.region} {s.id} {s.label}: {s.what}")
@@ -421,6 +423,10 @@ def run_guard_chapter(
     # Nothing changes them between two times but the guards: each time's "after" is the
     # next one's "before".
     states = [inspector.state()]
+    # moto starts a snapshot at the real clock's time: each is set to the simulated time
+    # of the run that asked for it, so the story holds whatever the wall clock reads.
+    places = {(s.account, s.region) for s in seeded}
+    snapshots = {p: snapshot_ids(p[1], p[0]) for p in places}
 
     def tick(t: Time, again: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         """The guard's schedule at ``t`` (the fan-out, then the act consumer); with
@@ -459,6 +465,9 @@ def run_guard_chapter(
             sqs=act_sqs,
         )
         dead_letters.extend(delivery.dead_lettered)
+        for account, region in places:
+            known = snapshots[account, region]
+            snapshots[account, region] = stamp_new_snapshots(region, known, now, account)
         alerts = alerts_out()
         after = inspector.state()
         states.append(after)
@@ -617,8 +626,7 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
         f"consumer, through costguard-member-act), {mode}.",
         f"Simulated {g['first_time'][:16].replace('T', ' ')} .. "
         f"{g['last_time'][:16].replace('T', ' ')} UTC, "
-        "days before the "
-        "scans (moto stamps snapshots with the real clock):",
+        "days before the scans:",
     ]
     shown: set[tuple[str, str]] = set()
     for t in g["ticks"]:

@@ -133,13 +133,14 @@ def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = Fa
     )
     from costguard_demo.server import embedded_aws
     from costguard_demo.slack_standin import SlackStandIn, sns_event
+    from costguard_demo.story import STORY_END
 
     def say(message: str) -> None:
         if not as_json:
             print(message, file=sys.stderr, flush=True)
 
     cycles = max(1, cycles)
-    start, end = demo_window(datetime.now(UTC), cycles)
+    start, end = demo_window(STORY_END, cycles)
     saved = {k: os.environ.get(k) for k in demo_environment(TABLE)}
     try:
         with embedded_aws() as url, SlackStandIn() as slack:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -85,3 +85,34 @@ def moto_backend(service: str, region: str, account: str = DEMO_ACCOUNT) -> Any:
     from moto.backends import get_backend
 
     return get_backend(service)[account][region]  # type: ignore[call-overload]
+
+
+def backdate_volumes(
+    region: str, volume_ids: Iterable[str], when: datetime, account: str = DEMO_ACCOUNT
+) -> None:
+    """Set EBS volumes' CreateTime on moto's backend objects (moto uses the real clock)."""
+    backend = moto_backend("ec2", region, account)
+    for volume_id in volume_ids:
+        backend.get_volume(volume_id).create_time = when.astimezone(UTC).replace(tzinfo=None)
+
+
+def snapshot_ids(region: str, account: str = DEMO_ACCOUNT) -> frozenset[str]:
+    """The EBS snapshots moto holds in ``region`` (to tell later which ones are new)."""
+    return frozenset(moto_backend("ec2", region, account).snapshots)
+
+
+def stamp_new_snapshots(
+    region: str, known: frozenset[str], at: datetime, account: str = DEMO_ACCOUNT
+) -> frozenset[str]:
+    """Start every snapshot not in ``known`` at the story's ``at``; return all ids now.
+
+    moto starts (and completes) a snapshot at the real clock's time. A story's guard asks
+    for a snapshot at a simulated time, and judges it by when it started: the stamp is
+    set to that simulated time, so the story holds whatever the wall clock reads.
+    """
+    snapshots = moto_backend("ec2", region, account).snapshots
+    naive = at.astimezone(UTC).replace(tzinfo=None)
+    for snapshot_id, snapshot in snapshots.items():
+        if snapshot_id not in known:
+            snapshot.start_time = naive
+    return frozenset(snapshots)

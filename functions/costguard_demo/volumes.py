@@ -6,8 +6,9 @@ exempt. Then runs the stale-volume guard (policy and executor, enforcing) across
 simulated time: the clock starts, the owner is warned, the snapshot is taken at the
 TTL, and the volume is deleted once the snapshot has completed.
 
-The simulated runs end at ``now``: moto stamps a snapshot with the real clock, so a
-snapshot is taken "after" the volume was first seen unattached, as in life.
+The simulated runs end at ``now``. moto stamps a snapshot and a volume with the real
+clock; the chapter sets both to the simulated time they happen at, so the story holds
+whatever the wall clock reads.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from costguard.domain.stale_volumes import VolumeRules
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
+from costguard_demo.fleet import backdate_instances
+from costguard_demo.server import backdate_volumes, snapshot_ids, stamp_new_snapshots
 
 ACCOUNT = "123456789012"
 PROJECT = "vision"
@@ -85,7 +88,11 @@ def run_volume_chapter(
         ExecutorSettings(ACCOUNT, dry_run=False),
     )
     start = now - timedelta(hours=49)
+    # Created (and the instance launched) an hour before the guard first looks.
+    backdate_volumes(region, [scratch, attached, exempt], start - timedelta(hours=1))
+    backdate_instances(region, {instance: start - timedelta(hours=1)})
     actions: list[dict[str, Any]] = []
+    snapshots = snapshot_ids(region)
     for offset, label in (
         (timedelta(0), "first seen unattached: its clock starts"),
         (timedelta(hours=24), "24 h before its 48 h TTL: the owner is warned"),
@@ -94,6 +101,7 @@ def run_volume_chapter(
     ):
         at = start + offset
         report = executor.run(policy.decide(at), at)
+        snapshots = stamp_new_snapshots(region, snapshots, at)
         say(f"  +{int(offset.total_seconds() // 3600)} h, {label}")
         for o in report.outcomes:
             t = o.decision.target

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +17,7 @@ from costguard.adapters.catalog import read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader
 from costguard.domain.catalog_merge import catalog_findings
 from tests.support.catalog import FIXTURE_CATALOG_PATH, fixture_catalog
+from tests.support.clock import MIDDAY, costguard_at
 from tests.support.fakes import InMemoryCatalogStore
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -158,11 +158,12 @@ def test_a_cli_scan_with_a_stale_catalog_reports_it(server: str, tmp_path: Path)
     old["as_of"] = "2026-01-01"
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old), encoding="utf-8")
-    assert (datetime.now(UTC).date() - read_catalog_file(path).as_of).days > 30
+    assert (MIDDAY.date() - read_catalog_file(path).as_of).days > 30
     # WHEN the user scans with it
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "costguard.cli", "scan", "--json", "--quiet"),
+            *costguard_at(MIDDAY),
+            *("scan", "--json", "--quiet"),
             *("--region", "us-east-1", "--sagemaker-tags", "per-resource", "--catalog", str(path)),
         ],
         capture_output=True,

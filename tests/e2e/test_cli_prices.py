@@ -6,17 +6,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
 
-from costguard.adapters.catalog import read_catalog_file
+from costguard.adapters.catalog import bundled_catalog_path, read_catalog_file
 from tests.fake_price_list import FakePriceList, price_list_server
+from tests.support.clock import costguard_at
 
 pytestmark = pytest.mark.e2e
+
+#: A refresh runs after the release it refreshes: a week after the bundled catalog's date,
+#: whatever the wall clock reads (the story would change if "today" fell before it).
+TODAY = datetime.combine(
+    read_catalog_file(bundled_catalog_path()).as_of + timedelta(days=7), time(14), UTC
+)
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +49,7 @@ def refresh(fake: FakePriceList, *args: str, **env: str) -> subprocess.Completed
 
 def costguard(fake: FakePriceList, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "costguard.cli", *args],
+        [*costguard_at(TODAY), *args],
         capture_output=True,
         text=True,
         env={**os.environ, "AWS_ENDPOINT_URL": fake.url, **env},
@@ -62,7 +68,7 @@ def test_writes_a_fresh_catalog_where_out_says(fake: FakePriceList, tmp_path: Pa
     done = refresh(fake, *ALL_REGIONS, "--out", str(out))
     assert done.returncode == 0, done.stderr
     catalog = read_catalog_file(out)
-    assert catalog.as_of == datetime.now(UTC).date()
+    assert catalog.as_of == TODAY.date()
     summary = json.loads(done.stdout)
     # (moved unless the packaged catalog is itself dated today)
     bundled = read_catalog_file().as_of
@@ -119,7 +125,8 @@ def test_a_reader_that_goes_away_is_not_a_traceback(fake: FakePriceList, tmp_pat
     # GIVEN `costguard prices refresh | head -c0`: the reader has gone before anything is printed
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "costguard.cli", "prices", "refresh"),
+            *costguard_at(TODAY),
+            *("prices", "refresh"),
             *("--region", "us-east-1", "--out", str(tmp_path / "prices.json")),
         ],
         stdout=subprocess.PIPE,
@@ -155,11 +162,10 @@ def test_refresh_writes_to_the_user_data_dir_and_never_into_the_package(
     assert done.returncode == 0, done.stderr
     out = home / ".local" / "share" / "costguard" / "prices.json"
     assert json.loads(done.stdout)["output"] == str(out)
-    assert read_catalog_file(out).as_of == datetime.now(UTC).date()
+    assert read_catalog_file(out).as_of == TODAY.date()
     assert (packaged.read_bytes(), packaged.stat().st_mtime_ns) == before
     assert last_line(done.stderr) == (
-        f"costguard: wrote {out}: version {read_catalog_file(out).version}, "
-        f"as of {datetime.now(UTC).date()}"
+        f"costguard: wrote {out}: version {read_catalog_file(out).version}, as of {TODAY.date()}"
     )
 
 
@@ -235,7 +241,7 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
     shown = json.loads(done.stdout)
     east = {r["name"]: r for r in shown["rates"] if r["region"] == "us-east-1"}
     west = {r["name"]: r for r in shown["rates"] if r["region"] == "us-west-2"}
-    today = datetime.now(UTC).date().isoformat()
+    today = TODAY.date().isoformat()
     assert (east["g5.xlarge"]["source"], east["g5.xlarge"]["as_of"]) == ("price-list-api", today)
     assert west["g5.xlarge"]["source"] == "bundled"
     assert {r["name"].removeprefix("ml.").split(".")[0] for r in shown["rates"]} == {"g5"}

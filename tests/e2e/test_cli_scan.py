@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from costguard_demo.fleet import backdate_instances, backdate_sagemaker, install_spot_prices
 from costguard_demo.server import embedded_aws
+from tests.support.clock import MIDDAY, costguard_at
 
 pytestmark = pytest.mark.e2e
 ROLE = "arn:aws:iam::123456789012:role/x"
@@ -105,9 +105,7 @@ def scan_json(*extra: str) -> dict[str, Any]:
     env = {**os.environ, "COSTGUARD_SAGEMAKER_STUDIO": "false"}
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "costguard.cli",
+            *costguard_at(MIDDAY),
             "scan",
             "--json",
             "--region",
@@ -129,7 +127,7 @@ def scan_json(*extra: str) -> dict[str, Any]:
 
 def test_scan_json_matches_hand_computed_prices(server: str) -> None:
     # GIVEN a fleet launched 10 h, 4 h, 2 h and 1 h before the scan
-    now = datetime.now(UTC)
+    now = MIDDAY
     ids = seed(now)
     # WHEN a user runs `costguard scan --json`
     report = scan_json()
@@ -203,12 +201,10 @@ def test_scan_json_matches_hand_computed_prices(server: str) -> None:
 
 
 def test_scan_table_output_is_readable(server: str) -> None:
-    seed(datetime.now(UTC))
+    seed(MIDDAY)
     done = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "costguard.cli",
+            *costguard_at(MIDDAY),
             "scan",
             "--region",
             "us-east-1",
@@ -229,7 +225,7 @@ def test_scan_table_output_is_readable(server: str) -> None:
 
 def test_bad_region_is_a_clear_error_not_a_traceback(server: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "costguard.cli", "scan", "--region", "mars-1"],
+        [*costguard_at(MIDDAY), "scan", "--region", "mars-1"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -248,7 +244,7 @@ def test_scan_with_a_table_reads_the_ledger_and_never_writes_it(server: str) -> 
     from costguard.ports import ScanCommit
     from costguard_demo.run import create_ledger_table
 
-    now = datetime.now(UTC)
+    now = MIDDAY
     seed(now)
     session = boto3.Session()
     create_ledger_table(session, "ledger", "us-east-1")
@@ -314,7 +310,7 @@ def enforce_iam(server: str) -> None:
 def run_as(keys: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "AWS_SESSION_TOKEN"}
     return subprocess.run(
-        [sys.executable, "-m", "costguard.cli", *args],
+        [*costguard_at(MIDDAY), *args],
         capture_output=True,
         text=True,
         env={**env, "COSTGUARD_SAGEMAKER_STUDIO": "false", **keys},
@@ -325,7 +321,7 @@ def run_as(keys: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
 
 def test_exits_3_when_every_source_failed_and_names_them(iam_enforced: str) -> None:
     # GIVEN credentials that may call nothing at all
-    seed(datetime.now(UTC))
+    seed(MIDDAY)
     keys = _user_keys("nothing", [])
     enforce_iam(iam_enforced)
     # WHEN they scan
@@ -347,7 +343,7 @@ def test_exits_3_when_every_source_failed_and_names_them(iam_enforced: str) -> N
 
 def test_a_partial_failure_exits_0_and_says_what_is_missing(iam_enforced: str) -> None:
     # GIVEN credentials that may read EC2 but not EKS or SageMaker
-    ids = seed(datetime.now(UTC))
+    ids = seed(MIDDAY)
     keys = _user_keys("ec2-only", ["ec2:Describe*"])
     enforce_iam(iam_enforced)
     # WHEN they scan

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.story]
 
 
 def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.story
+
+
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 

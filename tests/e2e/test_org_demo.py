@@ -17,7 +17,7 @@ import pytest
 from costguard.domain.calendar import month_start
 from costguard.wiring import BundledCatalog
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.story]
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
+
+from tests.support.clock import MIDDAY, clock_at
 
 
 def test_lists_recent_alerts_from_the_ledger(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
@@ -16,7 +18,7 @@ def test_lists_recent_alerts_from_the_ledger(aws: Any, capsys: pytest.CaptureFix
 
     create_ledger_table(aws, "ledger", "us-east-1")
     ledger = DynamoDbLedger(aws.client("dynamodb", region_name="us-east-1"), "ledger")
-    now = datetime.now(UTC)
+    now = MIDDAY
     alert = {
         "alert_id": "budget-threshold/2026-11/80/llm",
         "kind": "budget-threshold",
@@ -28,14 +30,12 @@ def test_lists_recent_alerts_from_the_ledger(aws: Any, capsys: pytest.CaptureFix
     ledger.record_alert("acct", now - timedelta(hours=1), alert)
     ledger.record_alert("acct", now - timedelta(days=3), {**alert, "alert_id": "old"})
 
-    assert (
-        main(["alerts", "--table", "ledger", "--scope", "acct", "--region", "us-east-1", "--json"])
-        == 0
-    )
-    listed = json.loads(capsys.readouterr().out)
-    assert [a["alert_id"] for a in listed] == ["budget-threshold/2026-11/80/llm"]
-
-    assert main(["alerts", "--table", "ledger", "--scope", "acct", "--region", "us-east-1"]) == 0
+    args = ["alerts", "--table", "ledger", "--scope", "acct", "--region", "us-east-1"]
+    with clock_at(MIDDAY + timedelta(minutes=5)):
+        assert main([*args, "--json"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert [a["alert_id"] for a in listed] == ["budget-threshold/2026-11/80/llm"]
+        assert main(args) == 0
     assert "llm: 80% of the monthly budget spent" in capsys.readouterr().out
 
 

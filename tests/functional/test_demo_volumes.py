@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from costguard.names import Tags
+from costguard_demo.story import STORY_END
 from costguard_demo.volumes import run_volume_chapter
+
+pytestmark = pytest.mark.story
 
 
 def test_the_chapter_snapshots_then_deletes_only_the_unattached_volume(aws: Any) -> None:
     said: list[str] = []
-    actions = run_volume_chapter(aws, "us-east-1", said.append, datetime.now(UTC))
+    actions = run_volume_chapter(aws, "us-east-1", said.append, STORY_END)
     assert [a["kind"] for a in actions] == ["snapshot-volume", "delete-volume"]
     assert all(a["project"] == "vision" and a["dry_run"] is False for a in actions)
     # 500 GiB gp3 ($40/month) less its snapshot at most ($25/month), per hour

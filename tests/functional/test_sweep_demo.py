@@ -6,6 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.story
+
 
 def test_the_sweep_chapter_warns_then_deletes_old_keeps_young_and_trips_on_an_all_old_bucket(
     aws: Any,

@@ -1,0 +1,54 @@
+"""Run the product at a chosen instant, in this process or in a child process.
+
+Every entry point reads one clock, :data:`costguard.handlers.events.CLOCK` (the Lambdas
+and the ``costguard`` command alike). A test sets it here; a child process gets it set by
+a short boot script before the real command's ``main`` runs. Time then advances from the
+chosen instant as it does on a wall clock, so a command's own durations stay real. No
+test reads the wall clock, and the product has no test-only branch.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+
+#: An ordinary instant for tests that need "now": mid-month, mid-day, a weekday.
+#: (The demos' own instant is :data:`costguard_demo.story.STORY_END`.)
+MIDDAY = datetime(2026, 11, 18, 14, 0, tzinfo=UTC)
+
+_BOOT = """
+import sys, time
+from datetime import datetime, timedelta
+from costguard.handlers import events
+start, origin = datetime.fromisoformat(sys.argv[1]), time.monotonic()
+events.CLOCK = lambda: start + timedelta(seconds=time.monotonic() - origin)
+from costguard.cli import main
+sys.argv = ["costguard", *sys.argv[2:]]
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def costguard_at(instant: datetime) -> list[str]:
+    """The argv prefix of ``costguard`` in a child process whose clock starts at ``instant``:
+    ``[*costguard_at(MIDDAY), "scan", "--json"]``."""
+    if instant.tzinfo is None:
+        raise ValueError("instant must be timezone-aware")
+    return [sys.executable, "-c", _BOOT, instant.astimezone(UTC).isoformat()]
+
+
+@contextmanager
+def clock_at(instant: datetime) -> Iterator[None]:
+    """In this process: every entry point's clock starts at ``instant`` and advances."""
+    import time
+    from datetime import timedelta
+
+    from costguard.handlers import events
+
+    saved, origin = events.CLOCK, time.monotonic()
+    events.CLOCK = lambda: instant + timedelta(seconds=time.monotonic() - origin)
+    try:
+        yield
+    finally:
+        events.CLOCK = saved
