@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import (
     api_calls,
+    demo_wall,
     engine,
     guard_bill,
     hub_bill,
@@ -42,6 +43,7 @@ def main() -> None:
             idle_pass.measure(1000, 1.0, "list"),
         ],
         "idle_bill": idle_pass.steady_state_bill(1000),
+        "demos": demo_wall.measure(),
         # Organization mode: 200 accounts x 4 regions, 10 % holding accelerators.
         "org_scale": org_scale.measure(),
     }

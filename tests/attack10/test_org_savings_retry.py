@@ -36,7 +36,7 @@ def test_a_stop_whose_index_write_failed_is_counted_once_its_retry_succeeds(
     from costguard.services.org_act import ACTED_ACCOUNTS, OrgSavings
 
     monkeypatch.setenv(Env.SAGEMAKER_TAGS, "per-resource")
-    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    now = datetime(2026, 11, 18, 14, tzinfo=UTC)
     # GIVEN an idle notebook in A, warned by a first run
     sm = _member(hub, A).client("sagemaker", region_name=REGION)
     sm.create_notebook_instance(

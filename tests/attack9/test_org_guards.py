@@ -2,7 +2,7 @@
 reached through assumed-role credentials).
 
 Each test is GIVEN/WHEN/THEN; the docstring names what a user loses in production.
-moto stamps snapshots with the real clock, so simulated runs are placed days before it.
+moto starts snapshots at the simulated time the guard runs at (tests/support/clock.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from costguard.domain.org import Slice
 from costguard.names import Env, Tags
 from tests.functional.test_org_slices import _member_session
 from tests.functional.test_scan_handler import Context
+from tests.support.clock import clock_at, snapshots_start_on_the_clock
 from tests.support.idle_fleet import notebook_tags, publish_ec2
 
 HUB = "111111111111"
@@ -30,7 +31,7 @@ A, B, C = "222222222222", "333333333333", "444444444444"
 #: In the Organization (it has the member stack) but not in the deployment's orgAccounts.
 D = "555555555555"
 REGION, WEST, EU = "us-east-1", "us-west-2", "eu-west-1"
-T0 = (datetime.now(UTC) - timedelta(days=5)).replace(minute=0, second=0, microsecond=0)
+T0 = datetime(2026, 11, 13, 9, tzinfo=UTC)
 H = timedelta(hours=1)
 
 
@@ -38,6 +39,7 @@ H = timedelta(hours=1)
 def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A hub guarding A, B and C in us-east-1 and us-west-2 (each account has enabled
     eu-west-1 too, which the deployment does not allow); compute found in A's us-east-1."""
+    snapshots_start_on_the_clock(monkeypatch)
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.handlers import org_act
     from costguard_demo.run import create_ledger_table
@@ -136,7 +138,8 @@ def _consume(
         for i, (g, a, r) in enumerate(runs)
     ]
     work = org_act.build_guard_work(_settings(), hub["session"], members=members)
-    return org_act.consume({"Records": records}, work, at, budget)
+    with clock_at(at):
+        return org_act.consume({"Records": records}, work, at, budget)
 
 
 def _denying_ec2_in(hub: dict[str, Any], account: str, region: str) -> Any:
@@ -288,7 +291,7 @@ def test_the_idle_guard_warns_in_a_members_other_regions_when_one_region_refuses
     # (moto evaluates no SEARCH: the GPU series are listed; and listed as recently active
     # on the real clock)
     monkeypatch.setenv(Env.IDLE_GPU_DISCOVERY, "list")
-    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    now = T0 + 2 * H
     # GIVEN an idle GPU notebook in A's us-east-1, running for 3 hours
     member = _member(hub, A)
     iid = _notebook(member, REGION, "g5.xlarge", now - 3 * H)
@@ -507,7 +510,7 @@ def test_same_named_notebooks_in_two_accounts_are_each_warned_and_stopped_once(
 
     monkeypatch.setenv(Env.SAGEMAKER_TAGS, "per-resource")
     # (the heartbeat series is listed on the real clock: run in the present)
-    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    now = T0 + 2 * H
     # GIVEN a notebook instance named "research" in A and in B, InService for a day with no
     # heartbeat (idle past the maximum runtime)
     for account in (A, B):

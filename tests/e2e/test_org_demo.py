@@ -7,7 +7,6 @@ import copy
 import json
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,7 +21,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.story]
 
 @pytest.fixture(scope="module")
 def demo() -> dict[str, Any]:
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "costguard.cli", "demo", "--org", "--json"],
         capture_output=True,
@@ -30,10 +28,8 @@ def demo() -> dict[str, Any]:
         timeout=300,
         check=False,
     )
-    elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stderr[-3000:]
     document: dict[str, Any] = json.loads(done.stdout)
-    document["_elapsed"] = elapsed
     return document
 
 
@@ -144,11 +140,6 @@ def test_re_running_a_tick_adds_nothing(demo: dict[str, Any]) -> None:
     assert replay["newly_done"] == 0
     assert set(replay["ledger"]) <= {"already-applied", "contended"}
     assert replay["spend_changed"] is False
-
-
-def test_the_demo_is_quick(demo: dict[str, Any]) -> None:
-    print(f"costguard demo --org: {demo['_elapsed']:.1f} s wall ({demo['wall_seconds']} s inside)")
-    assert demo["_elapsed"] < 60
 
 
 def test_a_budget_tagged_in_a_member_account_drives_the_rolled_up_budget_alerts(
@@ -453,6 +444,7 @@ def test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_gu
     # WHEN the demo runs
     code = org.run_org_demo(as_json=True, ticks=3)
     out = capsys.readouterr()
+    assert out.out, out.err[-3000:]
     doc = json.loads(out.out)
     g, account = doc["guards"], vision[0]
     # THEN it exits 1 (not part of the story), saying why

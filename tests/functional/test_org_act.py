@@ -4,7 +4,7 @@ guard there (warn, grace, act, dry-run, audit), recording in the hub.
 
 moto keeps one backend per account, reached through assumed-role credentials, so a
 volume "in account A" is in A's backend only, and the hub's own account is another.
-moto stamps snapshots with the real clock, so simulated runs are placed days before it.
+moto starts snapshots at the simulated time the guard runs at (tests/support/clock.py).
 """
 
 from __future__ import annotations
@@ -22,18 +22,20 @@ from costguard.names import Env, OrgRoles, Tags
 from tests.functional.test_org_fanout import _record
 from tests.functional.test_org_slices import _deny_assume, _member_session
 from tests.functional.test_scan_handler import Context
+from tests.support.clock import snapshots_start_on_the_clock
 
 HUB = "111111111111"
 A, B, C = "222222222222", "333333333333", "444444444444"
 REGION = "us-east-1"
 #: moto's own account: the hub's session (no role assumed) lands here.
 HUB_BACKEND = "123456789012"
-T0 = (datetime.now(UTC) - timedelta(days=5)).replace(minute=0, second=0, microsecond=0)
+T0 = datetime(2026, 11, 13, 9, tzinfo=UTC)
 H = timedelta(hours=1)
 
 
 @pytest.fixture
 def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    snapshots_start_on_the_clock(monkeypatch)
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.domain.directory import AccountRegions
     from costguard.handlers import org_act

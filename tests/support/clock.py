@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
 
 #: An ordinary instant for tests that need "now": mid-month, mid-day, a weekday.
 #: (The demos' own instant is :data:`costguard_demo.story.STORY_END`.)
@@ -52,3 +53,25 @@ def clock_at(instant: datetime) -> Iterator[None]:
         yield
     finally:
         events.CLOCK = saved
+
+
+def snapshots_start_on_the_clock(monkeypatch: Any) -> None:
+    """moto starts an EBS snapshot at the real clock's time; from here on, at
+    :data:`costguard.handlers.events.CLOCK`'s, the simulated time a test runs its guard at.
+
+    A guard judges a snapshot by when it started (newer than the volume was first seen
+    unattached, or old enough to expire), so a simulated timeline needs the two clocks to
+    agree. (The demos set the same stamp on moto's objects themselves:
+    :func:`costguard_demo.server.stamp_new_snapshots`.)
+    """
+    from moto.ec2.models.elastic_block_store import Snapshot
+
+    from costguard.handlers import events
+
+    created = Snapshot.__init__
+
+    def start_on_the_clock(self: Any, *args: Any, **kwargs: Any) -> None:
+        created(self, *args, **kwargs)
+        self.start_time = events.CLOCK().astimezone(UTC).replace(tzinfo=None)
+
+    monkeypatch.setattr(Snapshot, "__init__", start_on_the_clock)
