@@ -60,8 +60,11 @@ def backend_snapshots() -> Any:
 class Rig:
     """One deployment: a ledger, and as many guard runs (policy + executor) as asked."""
 
-    def __init__(self, session: Any, *, snapshot: bool = True, ledger: Any = None) -> None:
+    def __init__(
+        self, session: Any, *, snapshot: bool = True, ledger: Any = None, history: Any = None
+    ) -> None:
         self.session = session
+        self.history = history
         self.clients = ClientFactory(session, account=ACCOUNT)
         self.ledger = ledger or InMemoryLedger()
         self.sent: list[Any] = []
@@ -85,7 +88,7 @@ class Rig:
 
     def executor(self) -> Executor:
         return Executor(
-            [EbsVolumeActuator(self.clients), EbsSnapshotActuator(self.clients)],
+            [EbsVolumeActuator(self.clients, self.history), EbsSnapshotActuator(self.clients)],
             self.ledger,
             RecordingNotifier(self.sent),
             ExecutorSettings(ACCOUNT, dry_run=False),
@@ -299,6 +302,47 @@ def test_a_cloudtrail_that_cannot_be_read_keeps_the_volume_and_takes_no_new_snap
     assert volume_ids(ec2) >= set(ids) and len(backend_snapshots()) == 2
     refuse.on = False  # type: ignore[attr-defined]
     assert steps(rig.run(T0 + 50 * H)) == dict.fromkeys(ids, "acted")
+
+
+class IncompleteHistory:
+    """An AttachHistory that can never show everything (more AttachVolume calls in the
+    region than a run reads), and sees no attachment of the volume asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, datetime]] = []
+
+    def attachments(self, region: str, volume_id: str, since: datetime, run: datetime) -> Any:
+        from costguard.domain.stale_volumes import AttachRecord
+
+        self.asked.append((volume_id, since))
+        return AttachRecord(since, complete=False)
+
+
+def test_an_unproved_backup_is_taken_again_once_and_the_newer_one_awaited(
+    aws: Any, ec2: Any
+) -> None:
+    """GIVEN a stale volume whose backup completed, and a CloudTrail history that cannot
+    show every attachment since (too many in the region)
+    WHEN the guard runs, and runs again while the new snapshot is pending
+    THEN the volume is kept: snapshotted again once, then that snapshot is awaited (no
+    third one), and never deleted on an unproved backup."""
+    vid = make_volume(ec2, **{Tags.PROJECT: "vision"})
+    history = IncompleteHistory()
+    rig = Rig(aws, history=history)
+    for at in (T0, T0 + 24 * H, T0 + 48 * H):
+        rig.run(at)
+    (first,) = backend_snapshots()
+    report = rig.run(T0 + 49 * H)
+    (outcome,) = report.outcomes
+    assert outcome.step is Step.WAITING and "could not show every AttachVolume" in outcome.detail
+    assert [v for v, _ in history.asked] == [vid]
+    (second,) = [s for s in backend_snapshots().values() if s.id != first]
+    assert second.id in outcome.detail
+    second.status = "pending"
+    report = rig.run(T0 + 49 * H + 30 * timedelta(minutes=1))
+    assert steps(report) == {vid: "waiting"}
+    assert f"waiting for snapshot {second.id}" in report.outcomes[0].detail
+    assert len(backend_snapshots()) == 2 and vid in volume_ids(ec2)
 
 
 def test_a_volume_attached_again_is_withdrawn_and_starts_over(aws: Any, ec2: Any) -> None:
