@@ -462,6 +462,9 @@ def _record(body: str, group: str) -> dict[str, Any]:
 def _measuring() -> Iterator[tuple[NotOurs, CpuNotOurs]]:
     from moto import mock_aws
 
+    from costguard_demo.cloudtrail import install
+
+    install()  # CloudTrail's AttachVolume history (the stale-volume guard's proof)
     not_ours, cpu = NotOurs(), CpuNotOurs()
     with ExitStack() as stack:
         stack.enter_context(_moto_env())

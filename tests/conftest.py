@@ -28,6 +28,15 @@ def _fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     CATALOG_CACHE.clear()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _cloudtrail_history() -> None:
+    """moto answers CloudTrail's LookupEvents from the AttachVolume calls it accepted (it
+    implements neither): the stale-volume guard's proof before deleting a volume."""
+    from costguard_demo.cloudtrail import install
+
+    install()
+
+
 @pytest.fixture
 def aws() -> Iterator[object]:
     """moto in-process, and a boto3 session bound to it."""

@@ -311,6 +311,11 @@ class SettingSpec:
     reserved: str | None = None
     #: Only the Organization hub's Lambdas get its variable (a single-account stack sets none).
     org: bool = False
+    #: The empty string is a value of its own, not "unset": ``-c sweepKeepPrefix=`` (no keep
+    #: prefix) reaches the Lambda as an empty variable, which must read back as empty, not
+    #: as the default. Set exactly where "" is valid and differs from the default
+    #: (tests/unit/test_settings_spec.py checks every setting).
+    empty_is_value: bool = False
 
     def field(self, *, alias: bool = False, required: bool = False) -> Any:
         """The pydantic field: the spec's default, constraints, doc and (if asked) alias."""
@@ -474,6 +479,7 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         "keep/",
         "Objects under this key prefix are never deleted (empty: no keep prefix).",
         constraints={"max_length": 1024},
+        empty_is_value=True,
     ),
     SettingSpec(
         "s3_purge_noncurrent",

@@ -14,7 +14,7 @@ from typing import Any
 from costguard.names import OrgRoles
 
 #: Verbs that only read. Everything else counts as mutating in the policy tests.
-READ_ONLY_PREFIXES = ("Describe", "List", "Get", "BatchGet", "Query", "Scan")
+READ_ONLY_PREFIXES = ("Describe", "List", "Get", "BatchGet", "Query", "Scan", "Lookup")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from costguard.domain.models import Resource
     from costguard.domain.pricing import PriceCatalog, SpotKey
     from costguard.domain.spend import AccrualKey, Increment, Observation
+    from costguard.domain.stale_volumes import AttachRecord
     from costguard.domain.studio import StudioApp
     from costguard.domain.sweep import Lock, StoredObject
 
@@ -282,6 +283,22 @@ class Actuator(Protocol):
         this resource and nothing changed (the owner gets ``detail`` as a notice). An
         action that spans runs (snapshot, then delete) returns :class:`NotYet` until it
         is done: no action is counted, and a later run calls ``apply`` again.
+        """
+        ...
+
+
+class AttachHistory(Protocol):
+    """Which volumes were attached since a time: EC2 keeps no attachment history, so this
+    is CloudTrail's event history (``AttachVolume``), read a region at a time."""
+
+    def attachments(
+        self, region: str, volume_id: str, since: datetime, run: datetime
+    ) -> AttachRecord:
+        """``volume_id``'s attachments at or after ``since``, as far as the history shows.
+
+        ``run`` is the asking run's time: the answers of one run share their reads (calls
+        grow with the region's pages of events, not with the volumes asked about), and a
+        later run reads afresh. Raises :class:`SourceError` when the history cannot be read.
         """
         ...
 

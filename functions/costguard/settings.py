@@ -169,7 +169,9 @@ class Settings(SpecModel):
         """Build settings from environment variables, with errors that name the variable.
 
         An empty variable is unset, except a flag (``COSTGUARD_DRY_RUN=`` is an error, not
-        the default) and a setting without a default (``COSTGUARD_REGIONS=`` is an error).
+        the default), a setting without a default (``COSTGUARD_REGIONS=`` is an error) and a
+        setting for which empty is a value of its own (``COSTGUARD_S3_KEEP_PREFIX=``: no keep
+        prefix; :attr:`SettingSpec.empty_is_value`), which the stack writes for ``-c key=``.
         An unset variable falls back to its spec's ``env_fallbacks``: without
         ``COSTGUARD_REGIONS`` the region the Lambda or the CLI runs in is scanned.
         """
@@ -179,7 +181,8 @@ class Settings(SpecModel):
             assert spec.env_var is not None
             required = cls.model_fields[spec.name].is_required()
             text = environ.get(spec.env_var)
-            if text is None or (text == "" and spec.kind is not Kind.FLAG and not required):
+            empty_means_unset = spec.kind is not Kind.FLAG and not required
+            if text is None or (text == "" and empty_means_unset and not spec.empty_is_value):
                 text = next((environ[f] for f in spec.env_fallbacks if environ.get(f)), None)
             if text is not None:
                 raw[spec.name] = text

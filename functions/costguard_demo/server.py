@@ -45,7 +45,10 @@ def embedded_aws(middleware: Callable[[Any], Any] | None = None) -> Iterator[str
 
     from moto.server import ThreadedMotoServer
 
+    from costguard_demo.cloudtrail import install
+
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    install()  # CloudTrail's AttachVolume history, which moto does not keep
     saved = {k: os.environ.get(k) for k in (*_FAKE_ENV, *_CLEARED, "AWS_ENDPOINT_URL")}
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -19,9 +19,10 @@ from costguard_infra.stack import CostGuardStack
 ACKNOWLEDGEMENTS: dict[str, str] = {
     "AwsSolutions-IAM5[Resource::*]": (
         "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, "
-        "X-Ray PutTraceSegments, DescribeSpotPriceHistory and pricing:GetProducts (price-refresh "
-        "role only) support no resource-level permissions; every such statement is read-only "
-        "(asserted by tests/infra)"
+        "X-Ray PutTraceSegments, DescribeSpotPriceHistory, pricing:GetProducts (price-refresh "
+        "role only) and cloudtrail:LookupEvents (roles that run the stale-volume guard) "
+        "support no resource-level permissions; every such statement is read-only (asserted "
+        "by tests/infra)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (
         "CostGuard scans every EKS cluster of the account in the configured regions (read-only)"

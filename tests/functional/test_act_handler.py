@@ -156,3 +156,38 @@ def test_the_handler_refuses_an_implausible_time(
 
     result = handler({"time": "1970-01-01T00:00:00Z", "guard": "toy"}, Context())
     assert "refused" in result
+
+
+@pytest.mark.parametrize(
+    "offset",
+    [timedelta(minutes=3), timedelta(minutes=5), timedelta(seconds=1), -timedelta(hours=2)],
+    ids=["3-min-ahead", "5-min-ahead", "1-s-ahead", "2-h-late"],
+)
+def test_a_guard_acts_at_the_clock_never_at_an_event_time_ahead_of_it(
+    account: Any, offset: timedelta
+) -> None:
+    """GIVEN the Lambda's clock at NOW and a schedule event whose time is ``offset`` from it
+    (ahead: clock skew or a hand-written event, within the 5 minutes accepted)
+    WHEN the actuator Lambda runs a guard
+    THEN the guard's "now" is the clock's, never later: nothing can act before its time.
+
+    Defect: an event time up to 5 minutes ahead of the clock became the guard's "now"
+    (``max(event time, clock)``): an object was deleted 3 minutes before its TTL.
+    """
+    from costguard.handlers.act import process
+
+    seen: list[datetime] = []
+
+    class Recording:
+        def decide(self, now: datetime) -> list[Any]:
+            seen.append(now)
+            return []
+
+    guards = {"clock": lambda _s, clients, _c: Guard("clock", Recording(), [])}
+    process(
+        {"time": (NOW + offset).isoformat(), "guard": "clock"},
+        settings(False),
+        account,
+        guards=guards,
+    )
+    assert seen == [NOW]

@@ -60,8 +60,11 @@ def backend_snapshots() -> Any:
 class Rig:
     """One deployment: a ledger, and as many guard runs (policy + executor) as asked."""
 
-    def __init__(self, session: Any, *, snapshot: bool = True, ledger: Any = None) -> None:
+    def __init__(
+        self, session: Any, *, snapshot: bool = True, ledger: Any = None, history: Any = None
+    ) -> None:
         self.session = session
+        self.history = history
         self.clients = ClientFactory(session, account=ACCOUNT)
         self.ledger = ledger or InMemoryLedger()
         self.sent: list[Any] = []
@@ -85,7 +88,7 @@ class Rig:
 
     def executor(self) -> Executor:
         return Executor(
-            [EbsVolumeActuator(self.clients), EbsSnapshotActuator(self.clients)],
+            [EbsVolumeActuator(self.clients, self.history), EbsSnapshotActuator(self.clients)],
             self.ledger,
             RecordingNotifier(self.sent),
             ExecutorSettings(ACCOUNT, dry_run=False),
@@ -198,6 +201,148 @@ def test_waits_for_a_pending_snapshot_and_keeps_the_volume_if_it_failed(aws: Any
     report = rig.run(T0 + 50 * H)
     assert steps(report) == {a: "acted", b: "failed"}
     assert volume_ids(ec2) == {b}
+
+
+def test_a_volume_written_between_its_snapshot_and_its_delete_is_snapshotted_again(
+    aws: Any, ec2: Any
+) -> None:
+    """GIVEN a stale volume, warned, whose backup snapshot was started at its TTL
+    WHEN its owner attaches it, writes and detaches it before the next run (the run sees
+    it unattached again: EC2 keeps no attachment history, so its clock never moved)
+    THEN the next run does not delete it: CloudTrail shows an AttachVolume since the
+    snapshot began, so it is snapshotted again; it goes only once a snapshot taken after
+    that attachment has completed with no attachment since, and the detail names it.
+
+    Defect: the volume was deleted once the first snapshot completed, though the data
+    written after it began was in no snapshot; the README promised it "is in the snapshot".
+    """
+    from costguard_demo.cloudtrail import attach_events
+
+    vid = make_volume(ec2, **{Tags.PROJECT: "vision"})
+    rig = Rig(aws)
+    for at in (T0, T0 + 24 * H, T0 + 48 * H):
+        rig.run(at)
+    (first,) = backend_snapshots().values()
+    # (moto stamps with the real clock: the snapshot began two hours ago, the owner
+    # attached it an hour ago, and detached it again since)
+    first.start_time -= 2 * H
+    iid = launch(ec2)
+    ec2.attach_volume(VolumeId=vid, InstanceId=iid, Device="/dev/sdf")
+    ec2.detach_volume(VolumeId=vid, InstanceId=iid)
+    attach_events(ACCOUNT, REGION)[-1]["at"] -= H
+    report = rig.run(T0 + 49 * H)
+    assert steps(report) == {vid: "waiting"}
+    (outcome,) = report.outcomes
+    assert "attached at" in outcome.detail and "snapshot again" in outcome.detail
+    assert vid in volume_ids(ec2)
+    (second,) = [s for s in backend_snapshots().values() if s.id != first.id]
+    assert second.volume.id == vid
+    # AND the next run, the new snapshot complete and no attachment since it began, deletes
+    done = rig.run(T0 + 49 * H + 30 * timedelta(minutes=1))
+    assert steps(done) == {vid: "acted"}
+    assert second.id in done.outcomes[0].detail and first.id not in done.outcomes[0].detail
+    assert vid not in volume_ids(ec2)
+
+
+def test_one_cloudtrail_lookup_per_region_and_run_proves_every_volume(aws: Any, ec2: Any) -> None:
+    """GIVEN eight stale volumes whose snapshots completed, and another volume attached
+    (CloudTrail holds that AttachVolume)
+    WHEN the run that deletes them asks CloudTrail about each
+    THEN it makes one LookupEvents call for them all: calls grow with pages of events,
+    not with volumes."""
+    ids = [make_volume(ec2, **{Tags.PROJECT: "vision"}) for _ in range(8)]
+    other = make_volume(ec2, **{Tags.PROJECT: "vision"})
+    rig = Rig(aws)
+    for at in (T0, T0 + 24 * H, T0 + 48 * H):
+        rig.run(at)
+    for snapshot in backend_snapshots().values():
+        snapshot.start_time -= H  # (taken an hour ago)
+    ec2.attach_volume(VolumeId=other, InstanceId=launch(ec2), Device="/dev/sdf")
+    lookups: list[dict[str, Any]] = []
+    aws.events.register(
+        "before-parameter-build.cloudtrail.LookupEvents",
+        lambda params, **_: lookups.append(dict(params)),
+    )
+    report = rig.run(T0 + 49 * H)
+    assert steps(report) == {**dict.fromkeys(ids, "acted"), other: "cleared"}
+    assert len(lookups) == 1
+    assert lookups[0]["LookupAttributes"] == [
+        {"AttributeKey": "EventName", "AttributeValue": "AttachVolume"}
+    ]
+
+
+def test_a_cloudtrail_that_cannot_be_read_keeps_the_volume_and_takes_no_new_snapshot(
+    aws: Any, ec2: Any
+) -> None:
+    """GIVEN two stale volumes whose backups completed, and a role refused LookupEvents
+    THEN both are kept and reported failed (the run fails, so it is seen), with one
+    refused call for the region and no new snapshot; once CloudTrail answers, both go."""
+    ids = [make_volume(ec2, **{Tags.PROJECT: "vision"}) for _ in range(2)]
+    rig = Rig(aws)
+    for at in (T0, T0 + 24 * H, T0 + 48 * H):
+        rig.run(at)
+    for snapshot in backend_snapshots().values():
+        snapshot.start_time -= H
+    refused: list[str] = []
+
+    def refuse(model: Any, **_: Any) -> None:
+        if refuse.on:  # type: ignore[attr-defined]
+            refused.append(model.name)
+            raise ClientError(
+                {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}},
+                model.name,
+            )
+
+    refuse.on = True  # type: ignore[attr-defined]
+    aws.events.register("before-call.cloudtrail.LookupEvents", refuse)
+    report = rig.run(T0 + 49 * H)
+    assert steps(report) == dict.fromkeys(ids, "failed")
+    assert all("LookupEvents" in (o.error or "") for o in report.outcomes)
+    assert refused == ["LookupEvents"]
+    assert volume_ids(ec2) >= set(ids) and len(backend_snapshots()) == 2
+    refuse.on = False  # type: ignore[attr-defined]
+    assert steps(rig.run(T0 + 50 * H)) == dict.fromkeys(ids, "acted")
+
+
+class IncompleteHistory:
+    """An AttachHistory that can never show everything (more AttachVolume calls in the
+    region than a run reads), and sees no attachment of the volume asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, datetime]] = []
+
+    def attachments(self, region: str, volume_id: str, since: datetime, run: datetime) -> Any:
+        from costguard.domain.stale_volumes import AttachRecord
+
+        self.asked.append((volume_id, since))
+        return AttachRecord(since, complete=False)
+
+
+def test_an_unproved_backup_is_taken_again_once_and_the_newer_one_awaited(
+    aws: Any, ec2: Any
+) -> None:
+    """GIVEN a stale volume whose backup completed, and a CloudTrail history that cannot
+    show every attachment since (too many in the region)
+    WHEN the guard runs, and runs again while the new snapshot is pending
+    THEN the volume is kept: snapshotted again once, then that snapshot is awaited (no
+    third one), and never deleted on an unproved backup."""
+    vid = make_volume(ec2, **{Tags.PROJECT: "vision"})
+    history = IncompleteHistory()
+    rig = Rig(aws, history=history)
+    for at in (T0, T0 + 24 * H, T0 + 48 * H):
+        rig.run(at)
+    (first,) = backend_snapshots()
+    report = rig.run(T0 + 49 * H)
+    (outcome,) = report.outcomes
+    assert outcome.step is Step.WAITING and "could not show every AttachVolume" in outcome.detail
+    assert [v for v, _ in history.asked] == [vid]
+    (second,) = [s for s in backend_snapshots().values() if s.id != first]
+    assert second.id in outcome.detail
+    second.status = "pending"
+    report = rig.run(T0 + 49 * H + 30 * timedelta(minutes=1))
+    assert steps(report) == {vid: "waiting"}
+    assert f"waiting for snapshot {second.id}" in report.outcomes[0].detail
+    assert len(backend_snapshots()) == 2 and vid in volume_ids(ec2)
 
 
 def test_a_volume_attached_again_is_withdrawn_and_starts_over(aws: Any, ec2: Any) -> None:

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from costguard.iam import READ_ONLY_PREFIXES
+
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 PARTITION = "aws"
@@ -35,8 +37,8 @@ MANAGED_POLICIES: dict[str, list[dict[str, Any]]] = {
     ],
 }
 
-#: Verbs that only read; every other action counts as mutating.
-READ_ONLY = ("Describe", "List", "Get", "BatchGet", "Query", "Scan")
+#: Verbs that only read; every other action counts as mutating (the product's own list).
+READ_ONLY = READ_ONLY_PREFIXES
 
 
 def as_list(value: Any) -> list[Any]:

@@ -34,7 +34,8 @@ NON_DEFAULT: dict[str, Any] = {
     "ebsSnapshotBeforeDelete": "false",
     "ebsSnapshotTtl": "14d",
     "sweepPrefixes": "tmp/,scratch/",
-    "sweepKeepPrefix": "pinned/",
+    # Empty is a value here (no keep prefix), not "unset": it must not come back as `keep/`.
+    "sweepKeepPrefix": "",
     "sweepPurgeNoncurrent": "true",
     "sweepBreakerPct": "25",
     "sweepBreakerMaxGib": "10",
@@ -74,6 +75,7 @@ NON_DEFAULT: dict[str, Any] = {
 #: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members).
 ORG_NON_DEFAULT: dict[str, Any] = {
     **{k: v for k, v in NON_DEFAULT.items() if k != "costExplorer"},
+    "sweepKeepPrefix": "pinned/",
     "orgAccounts": "111111111111, 222222222222",
     "orgId": "o-abc1234567",
     "orgMemberRole": "team-reader",
@@ -206,6 +208,23 @@ def test_the_lambda_reads_back_every_setting_the_context_gave(built: Built) -> N
     assert (settings.org_accounts, settings.org_id) == ((), "")  # one account
 
 
+def test_an_empty_keep_prefix_reaches_the_sweep_guard_as_no_keep_prefix(built: Built) -> None:
+    """GIVEN ``-c sweepKeepPrefix=`` (the README: empty means no keep prefix)
+    WHEN the stale-object guard's Lambda reads the variable the stack wrote
+    THEN its keep prefix is empty, not the default ``keep/``.
+
+    Defect: the stack wrote an empty variable and ``Settings.from_env`` read empty as unset,
+    so ``keep/`` stayed protected whatever the deployment said.
+    """
+    from tests.infra.guard_template import guard_function
+
+    _, fn = guard_function(built.template, "stale-objects")
+    variables = fn["Properties"]["Environment"]["Variables"]
+    assert variables[Env.S3_KEEP_PREFIX] == ""
+    environ = {k: v if isinstance(v, str) else f"<{k}>" for k, v in variables.items()}
+    assert Settings.from_env(environ).s3_keep_prefix == ""
+
+
 def test_the_hub_lambdas_read_back_every_setting_the_context_gave(org_built: Built) -> None:
     for handler in (CONSUMER, FANOUT, ACT):
         settings = _read_back(org_built, handler)
@@ -220,6 +239,7 @@ def test_the_hub_lambdas_read_back_every_setting_the_context_gave(org_built: Bui
     # The guards' settings reach the act consumer, which builds every guard
     act = _read_back(org_built, ACT)
     assert (act.dry_run, act.ttl_hours, act.idle_gpu_pct) == (False, 24, Decimal(3))
+    assert act.s3_keep_prefix == "pinned/"
     assert act.act_queue_url is None and act.queue_url is None
 
 

@@ -89,3 +89,25 @@ def test_its_role_deletes_and_snapshots_only_project_volumes_and_creates_tagged_
         if s is create_tags:
             continue
         assert s["Condition"]["ForAllValues:StringEquals"] == {"aws:TagKeys": [Tags.ACTION_AFTER]}
+
+
+def test_its_role_may_read_cloudtrails_attach_history_and_no_other_guard_may(
+    template: Any,
+) -> None:
+    """The proof before a volume is deleted (no AttachVolume since its snapshot began) is a
+    CloudTrail lookup: the stale-volume role may make it, read-only, and nothing else of
+    CloudTrail; the other guards' roles may not make it at all."""
+    _, fn = _guard(template)
+    statements = role_statements(template, fn["Properties"]["Role"]["Fn::GetAtt"][0])
+    trail = [(a, s) for s in statements for a in actions(s) if a.startswith("cloudtrail:")]
+    assert [a for a, _ in trail] == ["cloudtrail:LookupEvents"]
+    ((_, lookup),) = trail
+    assert lookup["Effect"] == "Allow" and lookup["Resource"] == "*"
+    for other in ("idle-notebooks", "stale-objects"):
+        _, fn = guard_function(template, other)
+        granted = {
+            a
+            for s in role_statements(template, fn["Properties"]["Role"]["Fn::GetAtt"][0])
+            for a in actions(s)
+        }
+        assert not {a for a in granted if a.startswith("cloudtrail:")}, other

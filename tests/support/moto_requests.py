@@ -9,8 +9,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
-#: Verbs that only read; everything else changes something.
-READ_PREFIXES = ("Describe", "List", "Get", "BatchGet", "Query", "Scan", "Head")
+from costguard.iam import READ_ONLY_PREFIXES
+
+#: Verbs that only read (the product's list, and S3's HeadObject); everything else changes
+#: something.
+READ_PREFIXES = (*READ_ONLY_PREFIXES, "Head")
 
 
 class RequestCounter:

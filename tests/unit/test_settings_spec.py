@@ -102,6 +102,55 @@ def test_every_default_is_valid_and_survives_its_text() -> None:
     assert Settings.from_env(as_variables) == Settings(regions=BY_NAME["regions"].default)
 
 
+def _empty_context_reads_as(spec: SettingSpec) -> Any:
+    """What ``-c <key>=`` deploys as, or the ValueError it is refused with."""
+    from costguard_infra.config import ConfigError
+
+    try:
+        return getattr(CostGuardConfig.from_context({spec.context_key: ""}), spec.name)
+    except ConfigError as exc:
+        return exc
+
+
+def test_empty_is_a_value_exactly_where_a_deployment_may_give_it() -> None:
+    """GIVEN each setting that the stack writes to a variable from context
+    WHEN it is given empty (``-c key=``)
+    THEN it is declared ``empty_is_value`` exactly when that is accepted and differs from
+    the default: only then must the Lambda tell "empty" from "unset"."""
+    for spec in CONTEXT_SETTINGS:
+        if spec.env_var is None:
+            assert not spec.empty_is_value, spec.name  # never a variable: nothing to read back
+            continue
+        deployed = _empty_context_reads_as(spec)
+        differs = not isinstance(deployed, Exception) and deployed != spec.default
+        assert spec.empty_is_value == differs, (spec.name, deployed)
+    assert not [s.name for s in SETTINGS if s.empty_is_value and not s.context_key]
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in ENV_SETTINGS if s.empty_is_value], ids=lambda s: s.name
+)
+def test_an_empty_variable_is_empty_where_empty_is_a_value(spec: SettingSpec) -> None:
+    """GIVEN a setting for which empty is a value (``sweepKeepPrefix``: no keep prefix)
+    WHEN its variable is set and empty, or not set at all
+    THEN the Lambda reads empty as empty, and only an unset variable as the default.
+
+    Defect: ``-c sweepKeepPrefix=`` could not turn the keep prefix off: the stack wrote an
+    empty variable and ``Settings.from_env`` read empty as unset, so ``keep/`` stayed
+    protected, where the README says an empty value means no keep prefix.
+    """
+    base = {Env.REGIONS: "us-east-1"}
+    assert getattr(Settings.from_env({**base, spec.env_var or "": ""}), spec.name) == ""
+    assert getattr(Settings.from_env(base), spec.name) == spec.default != ""
+
+
+def test_an_empty_variable_is_still_unset_where_empty_is_no_value() -> None:
+    # GIVEN variables set but empty for settings where "" means nothing (a table name, a
+    # topic) THEN they read as unset, as before
+    settings = Settings.from_env({Env.REGIONS: "us-east-1", Env.TABLE_NAME: "", Env.SCOPE: ""})
+    assert (settings.table_name, settings.scope) == (None, BY_NAME["scope"].default)
+
+
 def test_a_reserved_setting_says_so_in_its_doc() -> None:
     for spec in SETTINGS:
         assert bool(spec.reserved) == ("not used yet" in spec.doc.lower()), spec.name

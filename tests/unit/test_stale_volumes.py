@@ -12,7 +12,9 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Action, Decision, NotYet, Observed, Step, Target
 from costguard.domain.findings import FindingCode
 from costguard.domain.stale_volumes import (
+    ATTACH_MARGIN,
     MAX_TRACKED,
+    AttachRecord,
     SnapshotView,
     VolumeRules,
     VolumeView,
@@ -21,6 +23,7 @@ from costguard.domain.stale_volumes import (
     judge_snapshots,
     judge_volumes,
     merge_clock,
+    unproven,
     volume_savings,
 )
 from costguard.names import Tags
@@ -351,3 +354,34 @@ def test_never_acts_before_not_before_even_on_an_older_valid_deadline() -> None:
 
 def test_first_seen_clock_round_trips_through_epoch_seconds() -> None:
     assert from_stamp(stamp(T0)) == T0
+
+
+# -- the backup's proof: no attachment since the snapshot began ----------------------------
+
+
+BEGAN = T0 + TTL
+
+
+@pytest.mark.parametrize(
+    ("record", "proved"),
+    [
+        # read from the margin before the backup began, every event, no attachment: proved
+        (AttachRecord(BEGAN - ATTACH_MARGIN, True), True),
+        (AttachRecord(BEGAN - 2 * ATTACH_MARGIN, True), True),
+        # an attachment after it began, or in the margin before it (the volume was inspected
+        # unattached just before CreateSnapshot): not proved, even from an incomplete read
+        (AttachRecord(BEGAN - ATTACH_MARGIN, True, BEGAN + timedelta(hours=1)), False),
+        (AttachRecord(BEGAN - ATTACH_MARGIN, True, BEGAN - timedelta(minutes=1)), False),
+        (AttachRecord(BEGAN - ATTACH_MARGIN, False, BEGAN + timedelta(hours=1)), False),
+        # a read that began too late, or was cut short: not proved
+        (AttachRecord(BEGAN, True), False),
+        (AttachRecord(BEGAN - ATTACH_MARGIN, False), False),
+    ],
+)
+def test_a_backup_holds_everything_only_if_no_attachment_can_have_followed_it(
+    record: AttachRecord, proved: bool
+) -> None:
+    why = unproven(BEGAN, record)
+    assert (why is None) is proved
+    if record.last_attach is not None:
+        assert why is not None and "attached at" in why

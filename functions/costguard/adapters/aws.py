@@ -127,6 +127,10 @@ class ClientFactory:
         """CloudWatch (no stubs are installed for it: ``mypy-boto3-cloudwatch`` would type it)."""
         return self("cloudwatch", region)
 
+    def cloudtrail(self, region: str) -> Any:
+        """CloudTrail (no stubs are installed for it: ``mypy-boto3-cloudtrail`` would type it)."""
+        return self("cloudtrail", region)
+
     def cost_explorer(self) -> CostExplorerClient:
         client: CostExplorerClient = self("ce", "us-east-1")  # a global service
         return client
@@ -149,6 +153,8 @@ class ClientFor(Protocol):
     def sagemaker(self, region: str) -> SageMakerClient: ...
 
     def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient: ...
+
+    def cloudtrail(self, region: str) -> Any: ...
 
 
 def tags_of(

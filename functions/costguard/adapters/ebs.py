@@ -14,14 +14,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from botocore.exceptions import ClientError
 
+from costguard.adapters import cloudtrail
 from costguard.adapters.aws import ClientFor, reading, tags_of
 from costguard.domain.decisions import Decision, NotYet, Observed, Target
 from costguard.domain.stale_volumes import (
+    ATTACH_MARGIN,
     AVAILABLE,
     SNAPSHOT_KIND,
     VOLUME_KIND,
     SnapshotView,
     VolumeView,
+    unproven,
 )
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
@@ -33,6 +36,8 @@ from costguard.names import Tags
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_ec2.type_defs import TagTypeDef
+
+    from costguard.ports import AttachHistory
 
 VOLUME_ARN = "arn:{partition}:ec2:*:{account}:volume/*"
 #: Snapshot ARNs carry no account: ``arn:aws:ec2:<region>::snapshot/<id>``.
@@ -167,10 +172,14 @@ def _missing(exc: BaseException, *codes: str) -> bool:
 class EbsVolumeActuator(_Tagging):
     """Snapshot (by default) and then delete an unattached volume, across runs.
 
-    ``apply`` is idempotent: it first looks for CostGuard's snapshot of this volume
+    ``apply`` is idempotent: it first looks for CostGuard's snapshots of this volume
     (tag ``costguard:source-volume``, the same ``VolumeId``, started in this unattached
     spell); with none it creates one and waits; while it is pending it waits; if it
-    failed it refuses to delete; only once it has completed is the volume deleted.
+    failed it refuses to delete. Once the newest has completed, the volume is deleted
+    only if CloudTrail shows no ``AttachVolume`` of it since that snapshot began (the
+    snapshot and the delete are runs apart: an owner may attach, write and detach in
+    between); otherwise it is snapshotted again (see
+    :mod:`costguard.domain.stale_volumes`).
     """
 
     kind = VOLUME_KIND
@@ -216,11 +225,13 @@ class EbsVolumeActuator(_Tagging):
             },
         ),
         *warning_tag_permissions("ec2", "volumes", (VOLUME_ARN,)),
+        *cloudtrail.READS,
     )
     opt_in_tags: tuple[str, ...] = ()
 
-    def __init__(self, clients: ClientFor) -> None:
+    def __init__(self, clients: ClientFor, history: AttachHistory | None = None) -> None:
         self._clients = clients
+        self._history = history or cloudtrail.CloudTrailAttachHistory(clients)
 
     def inspect(self, target: Target) -> Observed | None:
         try:
@@ -257,7 +268,10 @@ class EbsVolumeActuator(_Tagging):
             waiting = self._backed_up(decision)
             if isinstance(waiting, NotYet):
                 return waiting
-            backup = f" after its snapshot {waiting} completed"
+            backup = (
+                f" after its snapshot {waiting} completed, with no attachment since it began "
+                "(CloudTrail)"
+            )
         else:
             backup = " (no snapshot: snapshot-before-delete is off)"
         with reading("ec2", t.region, "DeleteVolume"):
@@ -265,19 +279,36 @@ class EbsVolumeActuator(_Tagging):
         return f"deleted {t.id}{backup}"
 
     def _backed_up(self, decision: Decision) -> str | NotYet:
-        """The id of a completed backup of this spell, or what is being waited for."""
+        """The id of a completed backup that holds everything the volume holds, or what
+        is being waited for."""
         t = decision.target
         since = _utc(decision.params["first_seen"]) if "first_seen" in decision.params else None
-        mine = [
-            s
-            for s in self._backups(t)
-            # A snapshot from before this unattached spell may miss what was written since.
-            if s.get("VolumeId") == t.id and (since is None or _utc(s["StartTime"]) >= since)
-        ]
+        mine = sorted(
+            (
+                s
+                for s in self._backups(t)
+                # A snapshot from before this unattached spell may miss what was written since.
+                if s.get("VolumeId") == t.id and (since is None or _utc(s["StartTime"]) >= since)
+            ),
+            key=lambda s: _utc(s["StartTime"]),
+            reverse=True,
+        )
         completed = [s for s in mine if s.get("State") == "completed"]
-        if completed:
-            return str(completed[0]["SnapshotId"])
         pending = [s for s in mine if s.get("State") == "pending"]
+        if completed:
+            newest = completed[0]
+            began = _utc(newest["StartTime"])
+            # One lookup per region and run serves every volume asked about in it.
+            record = self._history.attachments(
+                t.region, t.id, began - ATTACH_MARGIN, decision.decided_at
+            )
+            why = unproven(began, record)
+            if why is None:
+                return str(newest["SnapshotId"])
+            if not pending:
+                return self._snapshot(
+                    decision, f"{why}; snapshot {newest['SnapshotId']} may miss it"
+                )
         if pending:
             s = pending[0]
             return NotYet(
@@ -289,6 +320,11 @@ class EbsVolumeActuator(_Tagging):
                 f"snapshot {s['SnapshotId']} of {t.id} is {s.get('State')}: the volume is kept; "
                 "delete that snapshot to let CostGuard take another"
             )
+        return self._snapshot(decision, "")
+
+    def _snapshot(self, decision: Decision, again: str) -> NotYet:
+        """Start a backup of the volume; ``again`` says why an earlier one does not do."""
+        t = decision.target
         project = (t.tags_seen or {}).get(Tags.PROJECT) or t.project or ""
         tags: list[TagTypeDef] = [
             {"Key": Tags.SOURCE_VOLUME, "Value": t.id},
@@ -303,11 +339,11 @@ class EbsVolumeActuator(_Tagging):
                 Description=f"CostGuard backup of {t.id} before deleting it"[:255],
                 TagSpecifications=[{"ResourceType": "snapshot", "Tags": tags}],
             )
-        return NotYet(
+        detail = (
             f"snapshot {created['SnapshotId']} of {t.id} started; the volume is deleted once "
-            "it completes",
-            started=True,
+            "it completes, if it is not attached meanwhile"
         )
+        return NotYet(f"{again}: snapshot again. {detail}" if again else detail, started=True)
 
 
 class EbsSnapshotActuator(_Tagging):

@@ -12,12 +12,22 @@ brings one forward.
 
 **What the clock cannot see.** ``DescribeVolumes`` shows an attachment only while it
 lasts (``Attachments[].AttachTime``); no field survives a detach (``CreateTime`` is
-the creation). A volume attached *and* detached again between two runs looks, to
-CostGuard, as if it never moved. The bound: an attachment shorter than the guard's
-interval can go unseen, so the data written during it may be deleted as soon as the
-warning's grace period after it (never before the owner was warned); and with
-snapshot-before-delete on (the default), that data is in the snapshot, which is
-taken only after the grace period, when the volume is deleted.
+the creation, and EC2 keeps no attachment history). A volume attached *and* detached
+again between two runs looks, to CostGuard, as if it never moved: the volume's current
+state is no proof of anything that happened between runs.
+
+**The backup's proof.** With snapshot-before-delete on (the default) the snapshot is
+taken in one run and the volume deleted in a later one, once the snapshot completed.
+A write in between (attach, write, detach) would be in no snapshot. So the volume is
+deleted only when CloudTrail's event history shows no ``AttachVolume`` of it since
+the snapshot began (less :data:`ATTACH_MARGIN`): an instance writes to a volume only
+through an attachment, and every attachment of an existing volume is an
+``AttachVolume`` call. Otherwise it is snapshotted again (:func:`unproven`). What is
+left: CloudTrail delivers an event about 5 minutes after the call (not guaranteed), so
+an attachment that begins *and* ends in the last minutes before the deleting run can
+still go unseen (it was a whole run interval). With snapshot-before-delete off, an
+attachment between two runs goes unseen as before: the data written during it may be
+deleted at the TTL (never before the owner was warned).
 """
 
 from __future__ import annotations
@@ -82,6 +92,51 @@ class VolumeRules:
     #: The costguard:ttl written on the backup snapshot: it is swept in its turn.
     snapshot_ttl: str = "30d"
     tag_keys: TagKeys = field(default_factory=TagKeys)
+
+
+#: An ``AttachVolume`` this long before a backup began still counts against it: the
+#: volume is inspected (``available``) just before ``CreateSnapshot``, so an attachment in
+#: between, or CloudTrail's ``eventTime`` (whole seconds) against EBS's ``StartTime``,
+#: cannot make an attached volume's snapshot look clean.
+ATTACH_MARGIN = timedelta(minutes=5)
+#: CloudTrail keeps 90 days of event history; a backup older than this is not proved by
+#: reading back that far (the pages would grow with the account's history): it is
+#: snapshotted again, which an unchanged volume's incremental snapshot makes cheap.
+PROOF_LOOKBACK = timedelta(days=7)
+
+
+@dataclass(frozen=True, slots=True)
+class AttachRecord:
+    """What CloudTrail's event history shows of one volume's ``AttachVolume`` calls.
+
+    ``complete``: every ``AttachVolume`` call of the region since ``since`` was read (no
+    page budget ran out, nothing older than :data:`PROOF_LOOKBACK` was asked for).
+    ``last_attach``: the latest of this volume's seen at or after ``since``, if any; an
+    attachment seen counts even when the record is incomplete.
+    """
+
+    since: datetime
+    complete: bool
+    last_attach: datetime | None = None
+
+
+def unproven(backup_started: datetime, record: AttachRecord) -> str | None:
+    """Why a completed backup may miss data written since it began; None if it cannot.
+
+    It cannot when the record covers everything from :data:`ATTACH_MARGIN` before the
+    backup began and shows no attachment of the volume in it.
+    """
+    if record.last_attach is not None:
+        return (
+            f"it was attached at {record.last_attach:%Y-%m-%d %H:%M:%S} UTC, after its snapshot "
+            f"began at {backup_started:%Y-%m-%d %H:%M:%S} UTC (CloudTrail AttachVolume)"
+        )
+    if record.since > backup_started - ATTACH_MARGIN or not record.complete:
+        return (
+            f"CloudTrail could not show every AttachVolume since its snapshot began at "
+            f"{backup_started:%Y-%m-%d %H:%M:%S} UTC"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)

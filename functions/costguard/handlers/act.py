@@ -55,10 +55,13 @@ def process(
 
     parsed = parse_event(ActEvent, event)
     wall = clock or events.CLOCK()
-    # The event's time is checked like the scan's, but a guard acts in the present: a
-    # retried invocation hours late must judge today's metrics and give the owner the
-    # whole grace period from now (claims, not the scheduled time, make reruns safe).
-    now = max(parsed.now(wall), wall)
+    # The event's time is checked like the scan's (an implausible one is refused), but a
+    # guard acts in the present, which is the clock's: a retried invocation hours late
+    # judges today's metrics and gives the owner the whole grace period from now (claims,
+    # not the scheduled time, make reruns safe); an event time ahead of the clock (skew,
+    # a hand-written event) never brings an action forward, not even by a minute.
+    parsed.now(wall)
+    now = wall
     registry = {n: s.build for n, s in SPECS.items()} if guards is None else guards
     name = parsed.guard or settings.guard
     if name is None:
