@@ -26,11 +26,12 @@ from costguard.iam import Permission
 from costguard.names import Tags
 from costguard.services.executor import ExecutionReport, Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
+from tests.support.clock import clock_at, snapshots_start_on_the_clock
 from tests.support.fakes import RecordingNotifier
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
-T0 = (datetime.now(UTC) - timedelta(days=5)).replace(microsecond=0)
+T0 = datetime(2026, 11, 13, 9, 17, 5, tzinfo=UTC)
 H = timedelta(hours=1)
 
 
@@ -95,7 +96,9 @@ class Rig:
         )
 
     def run(self, now: datetime) -> ExecutionReport:
-        return self.executor().run(self.policy().decide(now), now)
+        # The guard's clock is the run's: moto starts its snapshots then too.
+        with clock_at(now):
+            return self.executor().run(self.policy().decide(now), now)
 
 
 def steps(report: ExecutionReport) -> dict[str, str]:
@@ -103,7 +106,8 @@ def steps(report: ExecutionReport) -> dict[str, str]:
 
 
 @pytest.fixture
-def ec2(aws: Any) -> Any:
+def ec2(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    snapshots_start_on_the_clock(monkeypatch)
     return aws.client("ec2", region_name=REGION)
 
 
@@ -163,7 +167,7 @@ def test_snapshots_then_deletes_a_stale_volume_and_leaves_the_others(aws: Any, e
         ("acted", stale),
     ]
     # AND the backup itself is judged by its TTL later (30 days from its start)
-    later = rig.run(datetime.now(UTC) + timedelta(days=29, minutes=1))
+    later = rig.run(T0 + 48 * H + timedelta(days=29, minutes=1))
     assert steps(later) == {backup["SnapshotId"]: "warned"}
 
 
@@ -223,13 +227,12 @@ def test_a_volume_written_between_its_snapshot_and_its_delete_is_snapshotted_aga
     for at in (T0, T0 + 24 * H, T0 + 48 * H):
         rig.run(at)
     (first,) = backend_snapshots().values()
-    # (moto stamps with the real clock: the snapshot began two hours ago, the owner
-    # attached it an hour ago, and detached it again since)
-    first.start_time -= 2 * H
+    # (the snapshot began at the TTL run; the owner attached the volume half an hour
+    # later, and detached it again before the next run)
     iid = launch(ec2)
     ec2.attach_volume(VolumeId=vid, InstanceId=iid, Device="/dev/sdf")
     ec2.detach_volume(VolumeId=vid, InstanceId=iid)
-    attach_events(ACCOUNT, REGION)[-1]["at"] -= H
+    attach_events(ACCOUNT, REGION)[-1]["at"] = T0 + 48 * H + 30 * timedelta(minutes=1)
     report = rig.run(T0 + 49 * H)
     assert steps(report) == {vid: "waiting"}
     (outcome,) = report.outcomes
@@ -624,7 +627,7 @@ def test_the_whole_cycle_runs_within_the_declared_tag_conditions(aws: Any, ec2: 
         report = rig.run(at)
         assert not report.failures, (report.failures, refused)
     assert volume_ids(ec2) == set() and vid
-    later = datetime.now(UTC) + timedelta(days=29, minutes=1)
+    later = T0 + 48 * H + timedelta(days=29, minutes=1)
     for at in (later, later + 25 * H):
         report = rig.run(at)
         assert not report.failures, (report.failures, refused)
