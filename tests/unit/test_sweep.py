@@ -40,7 +40,7 @@ def test_keeps_every_owner_rule_when_merging_the_backstop() -> None:
     assert merged.rules[0] == OWNER_RULE
     assert merged.rules[1] == ours[0] and merged.changed
     assert merged.drift == ("rule costguard-ttl-0 differs from what CostGuard wrote",)
-    assert ours[0]["Expiration"] == {"Days": 2}
+    assert ours[0]["Expiration"] == {"Days": 3}  # 48 h, and a day's margin for the sweep
 
 
 def test_installs_no_backstop_where_it_could_reach_the_keep_prefix() -> None:
@@ -48,7 +48,7 @@ def test_installs_no_backstop_where_it_could_reach_the_keep_prefix() -> None:
     assert whole.rules == () and "keep" in whole.skipped[0]
     assert backstop(SweepConfig(timedelta(hours=1), ("tmp/",)), object_lock=True).rules == ()
     rounded = backstop(SweepConfig(timedelta(hours=49), ("tmp/",)), object_lock=False)
-    assert rounded.rules[0]["Expiration"] == {"Days": 3}  # rounded up, never ahead
+    assert rounded.rules[0]["Expiration"] == {"Days": 4}  # rounded up, never ahead
 
 
 def test_lists_each_key_once_when_prefixes_overlap() -> None:
@@ -218,7 +218,7 @@ def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_c
 OURS = ["costguard-ttl-0", "costguard-ttl-1"]
 
 
-def test_reinstalls_the_backstop_in_a_pass_under_way_after_it_was_removed() -> None:
+def test_a_stand_down_mid_pass_withdraws_the_rule_until_the_breaker_allows_a_new_pass() -> None:
     # GIVEN a pass under way (stopped for time after its first page), its rule installed
     s3 = _bucket_with([100] * 3 + [1] * 3)
     s3.page_size = 2
@@ -227,14 +227,20 @@ def test_reinstalls_the_backstop_in_a_pass_under_way_after_it_was_removed() -> N
     service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
     config = SweepConfig(timedelta(hours=48), ("k0", "k1"))
     service.survey(REF, config, NOW, Unlimited())
-    service.sweep(REF, config, NOW, Unlimited(), {"costguard:confirm-delete": "2026-11-05"})
+    service.sweep(REF, config, NOW, Unlimited(), {})
     s3.buckets["b"].objects["k100"] = obj("k100", 10, NOW - timedelta(days=3))
     service.sweep(REF, config, NOW + timedelta(hours=1), Countdown(1), {})
     assert service.load("b", config)[0]["start_after"]  # mid-pass
     assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]
-    # WHEN the warning is withdrawn (the rule goes, the owner's stays) and given again
-    assert service.remove_backstop("b") and s3.buckets["b"].rules == [OWNER_RULE]
-    assert not service.remove_backstop("b")  # nothing of CostGuard's left: no write
-    # THEN the next deletion run of the same pass installs the rule again
-    service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), {})
+    # WHEN the decision stops acting (the rule goes, the owner's stays)
+    assert service.stand_down("b") == "CostGuard's lifecycle rule withdrawn"
+    assert s3.buckets["b"].rules == [OWNER_RULE]
+    reads = s3.calls["GetBucketLifecycleConfiguration"]
+    assert service.stand_down("b") is None  # nothing of CostGuard's left: no call at all
+    assert s3.calls["GetBucketLifecycleConfiguration"] == reads
+    # THEN the pass under way is abandoned; the next run counts anew, and the rule
+    # returns with the pass the breaker allows
+    assert service.load("b", config)[0]["phase"] == "ready"
+    result = service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), {})
+    assert result.deleted.objects == 1, result.detail
     assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]
