@@ -24,7 +24,13 @@ def _tag(s3: Any, tags: dict[str, str]) -> None:
     )
 
 
-def _run(aws: Any, at: datetime, monkeypatch: pytest.MonkeyPatch, dry_run: bool = False) -> Any:
+def _run(
+    aws: Any,
+    at: datetime,
+    monkeypatch: pytest.MonkeyPatch,
+    dry_run: bool = False,
+    regions: str = "us-east-1",
+) -> Any:
     from costguard.handlers import events
     from costguard.handlers.act import process
     from costguard.settings import Settings
@@ -32,7 +38,7 @@ def _run(aws: Any, at: datetime, monkeypatch: pytest.MonkeyPatch, dry_run: bool 
     monkeypatch.setattr(events, "CLOCK", lambda: at)
     settings = Settings.from_env(
         {
-            Env.REGIONS: "us-east-1",
+            Env.REGIONS: regions,
             Env.TABLE_NAME: "ledger",
             Env.SCOPE: "123456789012",
             Env.DRY_RUN: "true" if dry_run else "false",
@@ -181,3 +187,13 @@ def test_a_tripped_breaker_suspends_costguards_rule_until_the_owner_confirms(
     confirmed = _run(aws, at + timedelta(hours=2), monkeypatch)
     assert confirmed.outcomes[0].step.value == "acted", confirmed.outcomes[0].detail
     assert [r["ID"] for r in _rules(swept)] == ["owner-logs", "costguard-ttl-0"]
+
+
+def test_a_bucket_whose_region_is_no_longer_guarded_loses_costguards_rule(
+    aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a swept bucket in us-east-1; WHEN the deployment stops guarding that region
+    report = _run(aws, NOW + timedelta(hours=26), monkeypatch, regions="eu-west-1")
+    # THEN its warning is withdrawn and CostGuard's rule goes with it (the owner's stays)
+    assert [o.step.value for o in report.outcomes] == ["cleared"], report.outcomes
+    assert _rules(swept) == [OWNER_RULE]

@@ -215,6 +215,51 @@ def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_c
     assert actuator.applied == 3
 
 
+class _StandingActuator(_RecordingActuator):
+    """A standing actuator that records each step the executor asks of it, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[str] = []
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        self.steps.append("mark")
+        super().mark(target, key, value)
+
+    def unmark(self, target: Target, key: str) -> None:
+        self.steps.append("unmark")
+        super().unmark(target, key)
+
+    def apply(self, decision: Decision) -> str:
+        self.steps.append("apply")
+        return super().apply(decision)
+
+    def stand_down(self, target: Target) -> str | None:
+        self.steps.append("stand-down")
+        return None
+
+
+def test_a_standing_action_is_stood_down_on_every_path_where_its_decision_does_not_act() -> None:
+    # GIVEN a standing actuator, a live and a dry-run executor over one ledger
+    actuator, ledger = _StandingActuator(), InMemoryLedger()
+
+    def run(at: datetime, dry_run: bool = False, decision: Decision | None = None) -> list[str]:
+        actuator.steps.clear()
+        settings = ExecutorSettings("s", dry_run=dry_run, opt_in_tags=("costguard:ttl",))
+        Executor([actuator], ledger, None, settings).run([decision or _decision(at, "v1")], at)
+        return list(actuator.steps)
+
+    # WHEN it is warned, waits, acts, runs in dry-run, and is exempted; THEN it is stood
+    # down on every path but the one that acts, where the actuator's apply keeps it
+    assert run(NOW) == ["stand-down", "mark"]  # a new warning: the old machinery first
+    assert run(NOW + timedelta(minutes=30)) == ["stand-down"]  # the grace period
+    assert run(NOW + timedelta(hours=2)) == ["apply"]  # acting: the actuator keeps it
+    assert run(NOW + timedelta(hours=3), dry_run=True) == ["stand-down"]  # would act
+    actuator.tags["costguard:exempt"] = "true"
+    assert run(NOW + timedelta(hours=4), dry_run=True) == ["stand-down"]  # would withdraw
+    assert run(NOW + timedelta(hours=5)) == ["stand-down", "unmark"]  # withdrawn
+
+
 OURS = ["costguard-ttl-0", "costguard-ttl-1"]
 
 

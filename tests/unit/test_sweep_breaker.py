@@ -154,3 +154,36 @@ def test_a_pass_deletes_in_batches_of_a_thousand_with_one_listing_per_page() -> 
     # THEN every due object went, in two DeleteObjects calls, each page listed once
     assert result.deleted.objects == 1200
     assert s3.calls["DeleteObjects"] == 2 and s3.calls["ListObjectsV2"] == 3
+
+
+def test_a_trip_whose_rule_cannot_come_off_yet_deletes_nothing_and_retries_and_tells() -> None:
+    # GIVEN a bucket swept once (CostGuard's rule on), then half of it due at once
+    s3 = FakeS3()
+    _bucket(s3, {"tmp/a": 72, "tmp/b": 1, "tmp/c": 1})
+    alerts: list[object] = []
+    service = _service(s3, alerts)
+    config = SweepConfig(timedelta(hours=48), ("tmp/",))
+    service.survey(REF, config, T0, Unlimited())
+    assert service.sweep(REF, config, T0, Unlimited(), TAGS).deleted.objects == 1
+    assert [r["ID"] for r in s3.buckets["b"].rules] == ["costguard-ttl-0"]
+    _bucket(s3, {f"tmp/bulk-{i}": 72 for i in range(5)})
+    # WHEN the pass trips, and S3 refuses the lifecycle write that run
+    real_put = s3.put_lifecycle
+
+    def refused(bucket: str, rules: object) -> None:
+        raise RuntimeError("PutBucketLifecycleConfiguration: SlowDown")
+
+    s3.put_lifecycle = refused  # type: ignore[assignment, method-assign]
+    later = T0 + timedelta(hours=1)
+    try:
+        service.sweep(REF, config, later, Unlimited(), TAGS)
+    except RuntimeError:
+        pass
+    # THEN nothing was deleted; the next run takes the rule off and tells the owner
+    assert len(s3.deleted) == 1
+    s3.put_lifecycle = real_put  # type: ignore[method-assign]
+    result = service.sweep(REF, config, later + timedelta(hours=1), Unlimited(), TAGS)
+    assert result.phase == "tripped" and len(s3.deleted) == 1
+    assert s3.buckets["b"].rules == []
+    (alert,) = alerts
+    assert _counts(alert.summary) == (5, 7)  # type: ignore[attr-defined]

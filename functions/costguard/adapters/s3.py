@@ -404,7 +404,8 @@ class StaleObjectsPolicy:
     """Every bucket tagged ``costguard:ttl`` gets a standing delete decision, once surveyed.
 
     A malformed ttl is a finding and the bucket is left alone. A bucket with a standing
-    warning whose tag is gone gets ``NONE``, which withdraws the warning.
+    warning whose tag is gone, or whose region is no longer guarded, gets ``NONE``, which
+    withdraws the warning and stands the sweep down (its lifecycle rule comes off).
     """
 
     store: S3ObjectStore
