@@ -656,18 +656,29 @@ class World:
 
     # -- steps ------------------------------------------------------------------------
 
+    def advance(self, by: timedelta) -> None:
+        """Time passes: S3 applies the lifecycle at every midnight on the way."""
+        upto = self.now + by
+        for m in midnights(self.now, upto):
+            self.midnight(m)
+        self.now = upto
+
     def step(self, s: Step) -> None:
         self.log.append(f"{self.now:%a %H:%M} {s}")
+        self._step(s)
+        if not isinstance(s, Wait | DryRun | Fault | Timeout):
+            # Each run and each change of the owner's takes a minute: nothing happens at
+            # the same instant as another thing, so the oracle orders events by time.
+            self.advance(timedelta(minutes=1))
+
+    def _step(self, s: Step) -> None:
         if isinstance(s, Run):
             event = self.now.replace(minute=0, second=0) - timedelta(hours=s.late)
             self.invoke(event)
         elif isinstance(s, Retry):
             self.invoke(self.last_event or self.now.replace(minute=0, second=0))
         elif isinstance(s, Wait):
-            upto = self.now + timedelta(hours=s.hours)
-            for m in midnights(self.now, upto):
-                self.midnight(m)
-            self.now = upto
+            self.advance(timedelta(hours=s.hours))
         elif isinstance(s, DryRun):
             self.dry_run = s.on
         elif isinstance(s, Exempt):
@@ -888,6 +899,30 @@ def quiet_handler_log() -> Iterator[None]:
     Setup(("tmp/",), "", 80, False, "30h", (("tmp/d", 45),)),
     [Confirm("date"), Run(), Wait(24), Run()],
 )
+# Found after the sweep fixes, open (strict: these fail until fixed, then must be moved up):
+# a run killed while a new warning takes the old rule off holds the warning's claim; the
+# next run is "claimed elsewhere" and leaves the old ttl's rule on, so through an outage S3
+# expires an object the raised ttl keeps;
+@example(
+    Setup(("tmp/",), "", 100, False, "24h", (("tmp/a", 10),)),
+    [
+        Run(),
+        Wait(25),
+        Run(),
+        Write("tmp/b"),
+        Wait(15),
+        Ttl("30d"),
+        Fault("PutBucketLifecycleConfiguration", 1, "kill-before"),
+        Run(),
+        Run(),
+        Wait(73),
+    ],
+).xfail(raises=RuleWithoutWarning, reason="a held warn claim skips the stand-down")
+# a UTC date tagged the same day, before the trip, confirms it: the next run deletes.
+@example(
+    Setup(("tmp/",), "", 80, False, "30h", (("tmp/d", 53),)),
+    [Run(), Wait(24), Confirm("date"), Run(), Run()],
+).xfail(raises=DeletedPastBreaker, reason="a date written before the trip confirms it")
 def test_nothing_goes_that_the_readme_keeps_over_simulated_days(
     setup: Setup, plan: list[Step]
 ) -> None:
