@@ -107,26 +107,26 @@ class S3ObjectStore:
     def object_lock(self, bucket: str) -> bool:
         if bucket in self._locks:
             return self._locks[bucket]
-        try:
-            config = self._s3(bucket).get_object_lock_configuration(Bucket=bucket)
-            enabled = bool(
-                config.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
-            )
-        except ClientError as exc:
-            if _code(exc) != "ObjectLockConfigurationNotFoundError":
-                with reading("s3", bucket, "GetObjectLockConfiguration"):
+        with reading("s3", bucket, "GetObjectLockConfiguration"):
+            try:
+                config = self._s3(bucket).get_object_lock_configuration(Bucket=bucket)
+                enabled = bool(
+                    config.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
+                )
+            except ClientError as exc:
+                if _code(exc) != "ObjectLockConfigurationNotFoundError":
                     raise
-            enabled = False
+                enabled = False
         self._locks[bucket] = enabled
         return enabled
 
     def lock_of(self, bucket: str, obj: StoredObject) -> Lock | None:
-        try:
-            head = self._s3(bucket).head_object(Bucket=bucket, Key=obj.key)
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                return None
-            with reading("s3", bucket, "HeadObject"):
+        with reading("s3", bucket, "HeadObject"):
+            try:
+                head = self._s3(bucket).head_object(Bucket=bucket, Key=obj.key)
+            except ClientError as exc:
+                if _code(exc) in _MISSING:
+                    return None
                 raise
         until = head.get("ObjectLockRetainUntilDate")
         return Lock(
@@ -173,24 +173,24 @@ class S3ObjectStore:
         )
 
     def bucket_tags(self, bucket: str) -> dict[str, str] | None:
-        try:
-            result = self._s3(bucket).get_bucket_tagging(Bucket=bucket)
-        except ClientError as exc:
-            if _code(exc) == "NoSuchTagSet":
-                return {}
-            if _code(exc) in _MISSING:
-                return None
-            with reading("s3", bucket, "GetBucketTagging"):
+        with reading("s3", bucket, "GetBucketTagging"):
+            try:
+                result = self._s3(bucket).get_bucket_tagging(Bucket=bucket)
+            except ClientError as exc:
+                if _code(exc) == "NoSuchTagSet":
+                    return {}
+                if _code(exc) in _MISSING:
+                    return None
                 raise
         return tags_of(result.get("TagSet"))
 
     def lifecycle(self, bucket: str) -> list[dict[str, Any]]:
-        try:
-            result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
-        except ClientError as exc:
-            if _code(exc) == "NoSuchLifecycleConfiguration" or _code(exc) in _MISSING:
-                return []  # none, or no bucket any more: nothing of CostGuard's to keep
-            with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
+        with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
+            try:
+                result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
+            except ClientError as exc:
+                if _code(exc) == "NoSuchLifecycleConfiguration" or _code(exc) in _MISSING:
+                    return []  # none, or no bucket any more: nothing of CostGuard's to keep
                 raise
         return list(result.get("Rules", []))
 
