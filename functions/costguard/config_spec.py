@@ -497,8 +497,9 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         Env.S3_BREAKER_PCT,
         int,
         50,
-        "The sweep stops and asks for `costguard:confirm-delete` before deleting more than "
-        "this percentage of a bucket's objects in scope in one pass (1–100).",
+        "The sweep stops and asks for `costguard:confirm-delete` before a pass that would "
+        "delete more than this percentage of the objects in scope, as that pass counted them "
+        "before its first delete (1–100).",
         constraints={"ge": 1, "le": 100},
     ),
     SettingSpec(
@@ -516,8 +517,9 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         Env.S3_BACKSTOP,
         bool,
         True,
-        "Merge a lifecycle rule (expire at the TTL in whole days, abort uploads after a day) "
-        "into each swept bucket, where it cannot reach the keep prefix.",
+        "Merge a lifecycle rule (expire a day after the TTL in whole days, abort uploads "
+        "after a day) into each swept bucket while the breaker allows its sweep, where it "
+        "cannot reach the keep prefix.",
         kind=Kind.FLAG,
     ),
     SettingSpec(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from costguard.domain.advice import EndpointVariant
@@ -300,6 +300,25 @@ class AttachHistory(Protocol):
         grow with the region's pages of events, not with the volumes asked about), and a
         later run reads afresh. Raises :class:`SourceError` when the history cannot be read.
         """
+        ...
+
+
+@runtime_checkable
+class StandingActuator(Actuator, Protocol):
+    """An actuator whose standing action leaves machinery in AWS between runs.
+
+    The stale-object sweep installs a lifecycle rule: S3 then expires objects with no
+    executor, exemption or breaker in the way. Such machinery belongs to the decision that
+    set it up, so the executor calls :meth:`stand_down` on every path where that decision
+    does not act this run (dry-run, exempt, out of scope, warned afresh, waiting, no
+    longer wanted), dry-run included: withdrawing CostGuard's own machinery changes
+    nothing of the owner's, so it is not an action that dry-run only reports. The
+    actuator's ``apply`` keeps it in step on the one path that acts.
+    """
+
+    def stand_down(self, target: Target) -> str | None:
+        """Withdraw what this actuator left running for ``target``; idempotent, and free
+        when nothing is left. Returns what was withdrawn, in words, or None."""
         ...
 
 

@@ -345,7 +345,7 @@ def _run_json(w: Watched, names: Mapping[str, str], labels: Mapping[str, str]) -
                 "step": o.step.value,
                 "detail": o.detail,
                 "reason": o.decision.reason,
-                "usd_per_month": _money(o.decision.usd_per_month_saved),
+                "usd_per_month": _money(o.usd_per_month_saved),
                 "deadline": o.deadline.isoformat() if o.deadline else None,
                 "error": o.error,
             }

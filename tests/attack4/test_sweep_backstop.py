@@ -79,7 +79,7 @@ def _swept_once(account: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     assert [o.step.value for o in _run(account, NOW, monkeypatch).outcomes] == ["warned"]
     acted = _run(account, NOW + timedelta(hours=25), monkeypatch)
     assert acted.outcomes[0].step.value == "acted", acted.outcomes[0].detail
-    assert [r["Expiration"] for r in _ours(s3)] == [{"Days": 2}]
+    assert [r["Expiration"] for r in _ours(s3)] == [{"Days": 3}]
     return s3
 
 

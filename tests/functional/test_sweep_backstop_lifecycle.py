@@ -24,7 +24,13 @@ def _tag(s3: Any, tags: dict[str, str]) -> None:
     )
 
 
-def _run(aws: Any, at: datetime, monkeypatch: pytest.MonkeyPatch, dry_run: bool = False) -> Any:
+def _run(
+    aws: Any,
+    at: datetime,
+    monkeypatch: pytest.MonkeyPatch,
+    dry_run: bool = False,
+    regions: str = "us-east-1",
+) -> Any:
     from costguard.handlers import events
     from costguard.handlers.act import process
     from costguard.settings import Settings
@@ -32,7 +38,7 @@ def _run(aws: Any, at: datetime, monkeypatch: pytest.MonkeyPatch, dry_run: bool 
     monkeypatch.setattr(events, "CLOCK", lambda: at)
     settings = Settings.from_env(
         {
-            Env.REGIONS: "us-east-1",
+            Env.REGIONS: regions,
             Env.TABLE_NAME: "ledger",
             Env.SCOPE: "123456789012",
             Env.DRY_RUN: "true" if dry_run else "false",
@@ -93,15 +99,101 @@ def test_removes_the_old_rule_when_the_ttl_is_raised_and_installs_the_new_one_af
     assert _run(aws, later, monkeypatch).outcomes[0].step.value in {"acted", "skipped"}
     owner, ours = _rules(swept)
     assert owner == OWNER_RULE
-    assert ours["ID"] == "costguard-ttl-0" and ours["Expiration"] == {"Days": 30}
+    assert ours["ID"] == "costguard-ttl-0" and ours["Expiration"] == {"Days": 31}
 
 
-def test_dry_run_leaves_the_lifecycle_alone_when_the_bucket_is_exempted(
+def _rule_writes(aws: Any) -> list[str]:
+    """Every lifecycle write the handler's S3 clients make from now on."""
+    writes: list[str] = []
+    for op in ("PutBucketLifecycleConfiguration", "DeleteBucketLifecycle"):
+        aws.events.register(f"before-call.s3.{op}", lambda model, **_: writes.append(model.name))
+    return writes
+
+
+@pytest.mark.parametrize(
+    ("change", "tags"),
+    [
+        ("dry-run switched on, nothing else", {Tags.TTL: "48h", Tags.PROJECT: "vision"}),
+        ("exempted", {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"}),
+        ("ttl removed", {Tags.PROJECT: "vision"}),
+        ("ttl raised", {Tags.TTL: "30d", Tags.PROJECT: "vision"}),
+        ("ttl malformed", {Tags.TTL: "48 hours", Tags.PROJECT: "vision"}),
+    ],
+)
+def test_dry_run_withdraws_costguards_rule_whatever_ended_the_decision(
+    aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch, change: str, tags: dict[str, str]
+) -> None:
+    """Defect: after a live sweep installed costguard-ttl-0, the operator switched dryRun
+    on to pause enforcement; the run reported "would withdraw" (or "would act"), yet the
+    rule stayed and S3 went on expiring the bucket's objects. Dry-run never removed it:
+    the executor's withdraw returns before unmark in dry-run, and its dry-run warn and
+    act paths never reach the actuator (services/executor.py _withdraw, _warn, _act)."""
+    # GIVEN a swept bucket (CostGuard's rule next to the owner's), and dry-run switched on
+    writes = _rule_writes(aws)
+    # WHEN the owner changes the bucket (or nothing) and the guard runs in dry-run
+    _tag(swept, tags)
+    report = _run(aws, NOW + timedelta(hours=26), monkeypatch, dry_run=True)
+    assert report.outcomes[0].error is None, report.outcomes[0].detail
+    # THEN CostGuard's rule is gone, the owner's kept as it was, and no object deleted
+    assert _rules(swept) == [OWNER_RULE], change
+    assert {o["Key"] for o in swept.list_objects_v2(Bucket="scratch")["Contents"]} == {
+        "tmp/1", "tmp/2", "tmp/3"
+    }  # fmt: skip
+    # AND the next dry run finds nothing to withdraw and writes nothing
+    _run(aws, NOW + timedelta(hours=27), monkeypatch, dry_run=True)
+    assert len(writes) == 1 and _rules(swept) == [OWNER_RULE]
+
+
+def test_the_rule_returns_after_a_dry_run_pause_only_with_a_pass_the_breaker_allows(
     aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN the deployment switched to dry-run; WHEN the bucket is exempted
-    _tag(swept, {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"})
-    report = _run(aws, NOW + timedelta(hours=26), monkeypatch, dry_run=True)
-    assert report.outcomes[0].step.value == "cleared"
-    # THEN it reports the withdrawal but writes no lifecycle configuration
+    # GIVEN enforcement paused with dry-run (CostGuard's rule withdrawn)
+    _run(aws, NOW + timedelta(hours=26), monkeypatch, dry_run=True)
+    assert _rules(swept) == [OWNER_RULE]
+    # WHEN enforcement resumes
+    report = _run(aws, NOW + timedelta(hours=27), monkeypatch)
+    # THEN the pass is judged, and only then does the rule come back
+    assert report.outcomes[0].step.value in {"acted", "skipped"}, report.outcomes[0].detail
     assert [r["ID"] for r in _rules(swept)] == ["owner-logs", "costguard-ttl-0"]
+
+
+def test_a_tripped_breaker_suspends_costguards_rule_until_the_owner_confirms(
+    aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a trip's alert says "Nothing more is deleted until you confirm", but
+    CostGuard's lifecycle rule stayed on the bucket, and S3 expired the held objects at
+    the next midnight anyway (services/sweep.py _trip never touched the lifecycle)."""
+    from costguard_demo.server import backdate_object
+
+    # GIVEN a swept bucket, into which ten objects past their TTL arrive at once
+    for i in range(10):
+        swept.put_object(Bucket="scratch", Key=f"tmp/bulk-{i}", Body=b"x")
+        backdate_object("scratch", f"tmp/bulk-{i}", NOW - timedelta(hours=72))
+    # WHEN the next pass trips the breaker (10 of 13)
+    at = NOW + timedelta(hours=26)
+    report = _run(aws, at, monkeypatch)
+    assert "breaker tripped" in report.outcomes[0].detail, report.outcomes[0].detail
+    # THEN CostGuard's rule is suspended (the owner's kept) and nothing is deleted
+    assert _rules(swept) == [OWNER_RULE]
+    assert len(swept.list_objects_v2(Bucket="scratch")["Contents"]) == 13
+    # AND it stays off while the trip waits
+    _run(aws, at + timedelta(hours=1), monkeypatch)
+    assert _rules(swept) == [OWNER_RULE]
+    # AND the owner's confirmation lets the pass go on, and the rule come back
+    _tag(
+        swept,
+        {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.CONFIRM_DELETE: f"{at:%Y-%m-%dT%H:%MZ}"},
+    )
+    confirmed = _run(aws, at + timedelta(hours=2), monkeypatch)
+    assert confirmed.outcomes[0].step.value == "acted", confirmed.outcomes[0].detail
+    assert [r["ID"] for r in _rules(swept)] == ["owner-logs", "costguard-ttl-0"]
+
+
+def test_a_bucket_whose_region_is_no_longer_guarded_loses_costguards_rule(
+    aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a swept bucket in us-east-1; WHEN the deployment stops guarding that region
+    report = _run(aws, NOW + timedelta(hours=26), monkeypatch, regions="eu-west-1")
+    # THEN its warning is withdrawn and CostGuard's rule goes with it (the owner's stays)
+    assert [o.step.value for o in report.outcomes] == ["cleared"], report.outcomes
+    assert _rules(swept) == [OWNER_RULE]

@@ -2,8 +2,9 @@
 
 Exactly the expired, in-scope, unprotected objects are deleted, each once, and nothing
 else; the manifest in the audit trail names exactly those; a pass the breaker stops
-deletes nothing. `make property` runs 10,000+ cases (SWEEP_PROPERTY_EXAMPLES per test);
-the everyday suite runs a small profile.
+deletes nothing, and hour after hour no pass deletes more than its share of what it found
+in scope. `make property` runs 15,000 cases (SWEEP_PROPERTY_EXAMPLES per test); the
+everyday suite runs a small profile.
 """
 
 from __future__ import annotations
@@ -168,3 +169,58 @@ def test_a_first_pass_over_the_breakers_share_deletes_nothing(
         assert s3.deleted == []
     else:
         assert len(s3.deleted) * 100 <= pct * max(survey.in_scope.objects, 1)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    objs=objects,
+    pct=st.integers(1, 99),
+    page_size=st.integers(1, 7),
+    interrupts=st.lists(st.integers(1, 6), max_size=4),
+    hours=st.lists(st.integers(1, 40), min_size=1, max_size=6),
+)
+def test_no_pass_deletes_more_than_its_share_of_what_it_found_and_none_empties_the_bucket(
+    objs: dict[str, tuple[int, int, str]],
+    pct: int,
+    page_size: int,
+    interrupts: list[int],
+    hours: list[int],
+) -> None:
+    """Defect: a pass judged page by page deleted before it tripped, and a share taken of
+    the previous pass's count let passes one after another empty a bucket (10 -> 5 -> 0)."""
+    CASES["count"] += 1
+    # GIVEN a bucket, a 48-hour TTL and a breaker at `pct` %, surveyed and warned
+    s3 = FakeS3(page_size)
+    s3.buckets["b"] = _bucket(objs, False)
+    tags = {"costguard:ttl": "48h"}
+    s3.buckets["b"].tags = dict(tags)
+    ledger = InMemoryLedger()
+    service = _service(s3, ledger)
+    config = SweepConfig(timedelta(hours=48), keep_prefix="keep/", breaker_pct=pct, backstop=False)
+    _until_complete(lambda b: service.survey(REF, config, NOW, b), interrupts, page_size)
+
+    def in_scope() -> int:
+        return sum(1 for k in s3.buckets["b"].objects if config.in_scope(k))
+
+    # WHEN passes run at random later hours, each interrupted at random points
+    found: dict[str, int] = {}  # pass -> objects in scope when its first delete's run began
+    deleted: Counter[str] = Counter()
+    now, counted = NOW, set()
+    for step in hours:
+        now += timedelta(hours=step)
+        for i in range(500):
+            before = in_scope()
+            pages = interrupts[i % len(interrupts)] if interrupts else 10**6
+            result = service.sweep(REF, config, now, Countdown(pages * (page_size + 1)), tags)
+            for e in ledger.audit_trail("s", "2026-11") + ledger.audit_trail("s", "2026-12"):
+                if e.outcome == "deleted" and e.event_id not in counted:
+                    counted.add(e.event_id)
+                    pass_id = str(e.details["batch"]).split("-")[0]
+                    found.setdefault(pass_id, before)
+                    deleted[pass_id] += int(e.details["objects"])
+            if result.complete:
+                break
+    # THEN no pass deleted more than its share of what was in scope when it began,
+    # so none emptied what it found
+    for pass_id, n in deleted.items():
+        assert n * 100 <= pct * found[pass_id], (pass_id, n, found[pass_id])

@@ -67,6 +67,34 @@ def test_savings_are_summed_per_project_across_the_accounts_that_acted() -> None
     assert ledger.get_state(HUB, f"{ACTED_ACCOUNTS}/{MONTH}")[0] == {"accounts": [A, B]}
 
 
+def test_each_sweep_pass_in_a_member_account_counts_what_it_deleted_once() -> None:
+    """Defect: the roll-up counted a resource's first action only, at the rate the
+    executor logged, which for a sweep was the warning survey's on every pass: a bucket
+    swept hour after hour saved the survey's estimate once, whatever the passes deleted."""
+    ledger = InMemoryLedger()
+    bucket = f"{A}/us-east-1/s3-bucket/scratch"
+    # GIVEN two passes over one bucket in A, each recording what it deleted
+    for at, usd_per_hour in ((T0, "0.25"), (T0 + timedelta(hours=1), "0.5")):
+        ledger.audit(
+            AuditEvent(
+                guard_scope(HUB, A),
+                at,
+                f"acted/delete-objects/{bucket}",  # one warning: the same id on every pass
+                "delete-objects",
+                bucket,
+                "acted",
+                {"project": "vision", "usd_per_hour_saved": usd_per_hour, "standing": "fp1"},
+            )
+        )
+    note_acted(ledger, HUB, MONTH, A)
+    # WHEN the savings are read two hours after the first pass
+    saved = OrgSavings(ledger, ledger, HUB)(MONTH, T0 + timedelta(hours=2))
+    # THEN both passes count, each from when it deleted: 0.25 $/h for 2 h, 0.5 for 1 h
+    assert saved["vision"].actions == 2
+    assert saved["vision"].usd_per_hour == Decimal("0.75")
+    assert saved["vision"].month_to_date_usd_estimated == Decimal("1.0")
+
+
 def test_concurrent_notes_lose_no_account() -> None:
     ledger = InMemoryLedger()
     accounts = [f"{i:012d}" for i in range(1, 17)]

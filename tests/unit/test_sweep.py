@@ -40,7 +40,7 @@ def test_keeps_every_owner_rule_when_merging_the_backstop() -> None:
     assert merged.rules[0] == OWNER_RULE
     assert merged.rules[1] == ours[0] and merged.changed
     assert merged.drift == ("rule costguard-ttl-0 differs from what CostGuard wrote",)
-    assert ours[0]["Expiration"] == {"Days": 2}
+    assert ours[0]["Expiration"] == {"Days": 3}  # 48 h, and a day's margin for the sweep
 
 
 def test_installs_no_backstop_where_it_could_reach_the_keep_prefix() -> None:
@@ -48,7 +48,7 @@ def test_installs_no_backstop_where_it_could_reach_the_keep_prefix() -> None:
     assert whole.rules == () and "keep" in whole.skipped[0]
     assert backstop(SweepConfig(timedelta(hours=1), ("tmp/",)), object_lock=True).rules == ()
     rounded = backstop(SweepConfig(timedelta(hours=49), ("tmp/",)), object_lock=False)
-    assert rounded.rules[0]["Expiration"] == {"Days": 3}  # rounded up, never ahead
+    assert rounded.rules[0]["Expiration"] == {"Days": 4}  # rounded up, never ahead
 
 
 def test_lists_each_key_once_when_prefixes_overlap() -> None:
@@ -215,10 +215,55 @@ def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_c
     assert actuator.applied == 3
 
 
+class _StandingActuator(_RecordingActuator):
+    """A standing actuator that records each step the executor asks of it, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps: list[str] = []
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        self.steps.append("mark")
+        super().mark(target, key, value)
+
+    def unmark(self, target: Target, key: str) -> None:
+        self.steps.append("unmark")
+        super().unmark(target, key)
+
+    def apply(self, decision: Decision) -> str:
+        self.steps.append("apply")
+        return super().apply(decision)
+
+    def stand_down(self, target: Target) -> str | None:
+        self.steps.append("stand-down")
+        return None
+
+
+def test_a_standing_action_is_stood_down_on_every_path_where_its_decision_does_not_act() -> None:
+    # GIVEN a standing actuator, a live and a dry-run executor over one ledger
+    actuator, ledger = _StandingActuator(), InMemoryLedger()
+
+    def run(at: datetime, dry_run: bool = False, decision: Decision | None = None) -> list[str]:
+        actuator.steps.clear()
+        settings = ExecutorSettings("s", dry_run=dry_run, opt_in_tags=("costguard:ttl",))
+        Executor([actuator], ledger, None, settings).run([decision or _decision(at, "v1")], at)
+        return list(actuator.steps)
+
+    # WHEN it is warned, waits, acts, runs in dry-run, and is exempted; THEN it is stood
+    # down on every path but the one that acts, where the actuator's apply keeps it
+    assert run(NOW) == ["stand-down", "mark"]  # a new warning: the old machinery first
+    assert run(NOW + timedelta(minutes=30)) == ["stand-down"]  # the grace period
+    assert run(NOW + timedelta(hours=2)) == ["apply"]  # acting: the actuator keeps it
+    assert run(NOW + timedelta(hours=3), dry_run=True) == ["stand-down"]  # would act
+    actuator.tags["costguard:exempt"] = "true"
+    assert run(NOW + timedelta(hours=4), dry_run=True) == ["stand-down"]  # would withdraw
+    assert run(NOW + timedelta(hours=5)) == ["stand-down", "unmark"]  # withdrawn
+
+
 OURS = ["costguard-ttl-0", "costguard-ttl-1"]
 
 
-def test_reinstalls_the_backstop_in_a_pass_under_way_after_it_was_removed() -> None:
+def test_a_stand_down_mid_pass_withdraws_the_rule_until_the_breaker_allows_a_new_pass() -> None:
     # GIVEN a pass under way (stopped for time after its first page), its rule installed
     s3 = _bucket_with([100] * 3 + [1] * 3)
     s3.page_size = 2
@@ -227,14 +272,20 @@ def test_reinstalls_the_backstop_in_a_pass_under_way_after_it_was_removed() -> N
     service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
     config = SweepConfig(timedelta(hours=48), ("k0", "k1"))
     service.survey(REF, config, NOW, Unlimited())
-    service.sweep(REF, config, NOW, Unlimited(), {"costguard:confirm-delete": "2026-11-05"})
+    service.sweep(REF, config, NOW, Unlimited(), {})
     s3.buckets["b"].objects["k100"] = obj("k100", 10, NOW - timedelta(days=3))
     service.sweep(REF, config, NOW + timedelta(hours=1), Countdown(1), {})
     assert service.load("b", config)[0]["start_after"]  # mid-pass
     assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]
-    # WHEN the warning is withdrawn (the rule goes, the owner's stays) and given again
-    assert service.remove_backstop("b") and s3.buckets["b"].rules == [OWNER_RULE]
-    assert not service.remove_backstop("b")  # nothing of CostGuard's left: no write
-    # THEN the next deletion run of the same pass installs the rule again
-    service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), {})
+    # WHEN the decision stops acting (the rule goes, the owner's stays)
+    assert service.stand_down("b") == "CostGuard's lifecycle rule withdrawn"
+    assert s3.buckets["b"].rules == [OWNER_RULE]
+    reads = s3.calls["GetBucketLifecycleConfiguration"]
+    assert service.stand_down("b") is None  # nothing of CostGuard's left: no call at all
+    assert s3.calls["GetBucketLifecycleConfiguration"] == reads
+    # THEN the pass under way is abandoned; the next run counts anew, and the rule
+    # returns with the pass the breaker allows
+    assert service.load("b", config)[0]["phase"] == "ready"
+    result = service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), {})
+    assert result.deleted.objects == 1, result.detail
     assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]

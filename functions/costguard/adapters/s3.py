@@ -43,6 +43,8 @@ KIND = "s3-bucket"
 WARNING_STATE = "s3warn#"
 #: Buckets with a standing warning, so that one whose ttl tag was removed is withdrawn.
 WARNED_INDEX = "s3warn-index"
+#: The decision's parameter carrying the $/GB-month its bucket's bytes are priced at.
+RATE_PARAM = "usd_per_gb_month"
 
 #: Gone, or not ours to read: the bucket is skipped, never guessed about.
 _MISSING = frozenset({"NoSuchBucket", "404", "NotFound"})
@@ -287,10 +289,11 @@ class S3BucketActuator:
         Permission(
             ("s3:PutLifecycleConfiguration",),
             "merge CostGuard's backstop rule into an opted-in bucket's lifecycle, and take "
-            "it off again when the warning is withdrawn or replaced (read, keep every "
-            "owner rule, write; DeleteBucketLifecycle, used only when CostGuard's rules "
-            "were all of it, is authorized as s3:PutLifecycleConfiguration too); not "
-            "tag-conditioned for the reason above, and limited to this account's buckets",
+            "it off again whenever the decision behind it no longer acts (dry-run included) "
+            "or the breaker trips (read, keep every owner rule, write; "
+            "DeleteBucketLifecycle, used only when CostGuard's rules were all of it, is "
+            "authorized as s3:PutLifecycleConfiguration too); not tag-conditioned for the "
+            "reason above, and limited to this account's buckets",
             resources=("arn:{partition}:s3:::*",),
             conditions=THIS_ACCOUNT_ONLY,
         ),
@@ -333,28 +336,31 @@ class S3BucketActuator:
         raise RuntimeError("the warned-bucket index kept changing under this run")
 
     def mark(self, target: Target, key: str, value: str) -> None:
-        """A new warning (first, or for a changed configuration): the old rule goes first.
+        """A new warning (first, or for a changed configuration), kept in the ledger.
 
-        CostGuard's lifecycle rule was written for the configuration of the warning it
-        replaces (a shorter time to live, other prefixes): it would go on expiring objects
-        through the new warning's grace period. The next deletion pass installs the rule
-        for the new configuration.
+        The executor has stood the sweep down first (:meth:`stand_down`): the old rule,
+        written for the configuration of the warning this one replaces, is gone, and the
+        first pass the breaker allows after the new grace period installs the new one.
         """
         if key != Tags.ACTION_AFTER:
             raise ValueError(f"the S3 actuator keeps only {Tags.ACTION_AFTER}, not {key}")
-        self._sweeps.remove_backstop(target.id)
         self._put_warning(target.id, value)
         self._index(lambda b: b | {target.id})
 
     def unmark(self, target: Target, key: str) -> None:
-        """The warning is withdrawn (exempt, no valid ``costguard:ttl``): so is the rule.
+        """The warning is withdrawn (exempt, no valid ``costguard:ttl``, out of scope).
 
-        The rule goes before the deadline, so that a failure leaves the warning standing
-        and the next run withdraws again; the executor never calls this in dry-run.
+        The executor has stood the sweep down first, so that a failure leaves the
+        warning (and the bucket in the warned index) for the next run to withdraw again.
         """
-        self._sweeps.remove_backstop(target.id)
         self._put_warning(target.id, None)
         self._index(lambda b: b - {target.id})
+
+    def stand_down(self, target: Target) -> str | None:
+        """The decision does not act this run: CostGuard's lifecycle rule comes off (the
+        owner's stay), and a pass under way is abandoned. Dry-run included; no call when
+        nothing can be on the bucket."""
+        return self._sweeps.stand_down(target.id)
 
     def _put_warning(self, bucket: str, deadline: str | None) -> None:
         for _ in range(5):
@@ -382,8 +388,15 @@ class S3BucketActuator:
             _bucket_ref(decision.target), config, decision.decided_at, self._budget, tags
         )
         # A run that deleted nothing (nothing due yet, or the breaker tripped) is no action
-        # and no saving; the sweep has told the owner about a trip itself.
-        return ApplyResult(result.detail, acted=result.deleted.objects > 0)
+        # and no saving; the sweep has told the owner about a trip itself. A run saves
+        # what it deleted, at the price the decision was made with, never the survey's
+        # estimate again: the runs after one warning add up to what went, once.
+        rate = Decimal(decision.params.get(RATE_PARAM, "0"))
+        return ApplyResult(
+            result.detail,
+            acted=result.deleted.objects > 0,
+            usd_per_hour_saved=usd_per_hour(result.deleted.bytes, rate),
+        )
 
 
 @dataclass
@@ -391,7 +404,8 @@ class StaleObjectsPolicy:
     """Every bucket tagged ``costguard:ttl`` gets a standing delete decision, once surveyed.
 
     A malformed ttl is a finding and the bucket is left alone. A bucket with a standing
-    warning whose tag is gone gets ``NONE``, which withdraws the warning.
+    warning whose tag is gone, or whose region is no longer guarded, gets ``NONE``, which
+    withdraws the warning and stands the sweep down (its lifecycle rule comes off).
     """
 
     store: S3ObjectStore
@@ -423,7 +437,7 @@ class StaleObjectsPolicy:
         warned_doc, _ = self.state.get_state(self.scope, WARNED_INDEX)
         warned = set(warned_doc.get("buckets", []))
         for name, region in self.list_buckets():
-            if region not in self.regions:
+            if region not in self.regions and name not in warned:
                 continue
             try:
                 decision = self._bucket(name, region, name in warned, now)
@@ -459,6 +473,8 @@ class StaleObjectsPolicy:
             owners=parsed.owners,
             name=name,
         )
+        if region not in self.regions:  # warned, and no longer in the deployment's reach
+            return Decision(Action.NONE, target, "its region is no longer guarded", now)
         raw = tags.get(Tags.TTL)
         ttl = parse_ttl(raw) if raw is not None else None
         if isinstance(ttl, str):
@@ -503,6 +519,7 @@ class StaleObjectsPolicy:
             evidence=evidence,
             usd_per_hour_saved=usd_per_hour(result.would_delete.bytes, rate),
             grace=self.grace,
+            params={RATE_PARAM: str(rate)},
             standing=config.fingerprint(),
         )
 

@@ -123,6 +123,10 @@ class ApplyResult:
 
     detail: str
     acted: bool = True
+    #: What this application saved, where it is not the decision's estimate: a standing
+    #: action's run saves what it did (a sweep pass, the bytes it deleted), so that runs
+    #: after one warning add up to what was done, each counted once. None: the decision's.
+    usd_per_hour_saved: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,13 @@ Deleting the wrong object is unrecoverable, so every test here errs towards keep
 * an object is a candidate only if it is in a swept prefix, outside the keep prefix, and
   strictly older than the bucket's time to live at the moment of the run;
 * prefixes are normalised so that no object is listed (or counted, or deleted) twice;
-* the breaker stops a run that would delete more than a share of the bucket, or more than
-  a byte total, until the owner confirms with a dated tag written after the trip (each
+* the breaker judges a whole pass, counted before its first delete: it stops a pass that
+  would delete more than a share of what that same count found in scope, or more than a
+  byte total, until the owner confirms with a dated tag written after the trip (each
   confirmation unlocks one trip);
-* the lifecycle backstop is installed only where it cannot reach the keep prefix.
+* the lifecycle backstop is installed only where it cannot reach the keep prefix, and
+  expires a day later than the sweep would, so that the hourly sweep (and its breaker)
+  always judges an object before S3's rule can reach it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from costguard.domain.money import HOURS_PER_PRICING_MONTH
 GIB = 1024**3
 #: CostGuard's lifecycle rules are the ones whose ID starts with this; no other is touched.
 RULE_ID_PREFIX = "costguard-ttl"
+#: Days the backstop waits beyond the time to live (rounded up to days): S3 expires an
+#: object at the first midnight (UTC) after its age reaches the rule's days, and an hourly
+#: sweep must have judged it (and its breaker have suspended the rule) before then.
+BACKSTOP_MARGIN_DAYS = 1
 DEFAULT_KEEP_PREFIX = "keep/"
 DEFAULT_BREAKER_PCT = 50
 DEFAULT_BREAKER_MAX_GIB = 1024
@@ -157,10 +164,18 @@ class Tally:
 def breaker_reason(would_delete: Tally, in_scope: Tally, config: SweepConfig) -> str | None:
     """Why deleting ``would_delete`` out of ``in_scope`` is too much for one pass, if it is.
 
-    More than ``breaker_pct`` % of the objects in scope, or more than the byte limit. A
-    bucket in which everything is old trips it: that is the first run that must not
-    silently wipe it.
+    Both come from one count of the whole pass (every prefix, every page, one cutoff),
+    taken before its first delete: ``would_delete`` is part of ``in_scope``. More than
+    ``breaker_pct`` % of the objects in scope, or more than the byte limit. A bucket in
+    which everything is old trips it: that is the first run that must not silently wipe
+    it. Because the share is of what the pass itself found, a pass always leaves at least
+    the rest, and passes one after another cannot empty a bucket without a trip.
     """
+    if would_delete.objects > in_scope.objects:
+        raise ValueError(
+            f"a pass cannot delete {would_delete.objects:,} of {in_scope.objects:,} objects: "
+            f"both counts must come from the same listing"
+        )
     if would_delete.bytes > config.breaker_max_bytes:
         return (
             f"it would delete {would_delete.bytes:,} bytes, more than the "
@@ -172,17 +187,6 @@ def breaker_reason(would_delete: Tally, in_scope: Tally, config: SweepConfig) ->
             f"more than {config.breaker_pct} %"
         )
     return None
-
-
-def pass_allowance(previous_total: Tally, config: SweepConfig) -> Tally:
-    """How much a deletion pass may delete before it stops and asks (the in-pass breaker).
-
-    ``previous_total`` is what the last complete pass (or the survey) counted in scope.
-    """
-    return Tally(
-        previous_total.objects * config.breaker_pct // 100,
-        config.breaker_max_bytes,
-    )
 
 
 _CONFIRM = re.compile(
@@ -278,8 +282,28 @@ def ttl_days(ttl: timedelta) -> int:
     return max(1, math.ceil(ttl / timedelta(days=1)))
 
 
+def backstop_days(ttl: timedelta) -> int:
+    """The backstop rule's ``Expiration.Days``: the TTL in whole days, plus the margin."""
+    return ttl_days(ttl) + BACKSTOP_MARGIN_DAYS
+
+
+def lifecycle_expires_at(last_modified: datetime, days: int) -> datetime:
+    """When S3's lifecycle expires an object under a rule of ``days``: its last
+    modification plus the days, rounded up to the next midnight UTC (as S3 documents).
+
+    What a test that simulates S3's expiry applies to CostGuard's rules (``is_ours``).
+    """
+    due = last_modified.astimezone(UTC) + timedelta(days=days)
+    midnight = due.replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight if midnight == due else midnight + timedelta(days=1)
+
+
 def backstop(config: SweepConfig, object_lock: bool) -> Backstop:
     """CostGuard's rules: one per swept prefix that cannot reach the keep prefix.
+
+    The one place the rules' shape is decided: ID ``costguard-ttl-<i>`` (``RULE_ID_PREFIX``,
+    ``i`` the prefix's place in ``swept_prefixes``), filter ``{"Prefix": prefix}``,
+    expiration after :func:`backstop_days`, incomplete uploads aborted after a day.
 
     A lifecycle filter can include a prefix but never exclude one, so a rule on the whole
     bucket (or on a prefix containing ``keep/``) would expire what must be kept: that
@@ -290,7 +314,7 @@ def backstop(config: SweepConfig, object_lock: bool) -> Backstop:
         return Backstop(skipped=("the backstop is switched off",))
     if object_lock:
         return Backstop(skipped=("Object Lock: an expiration would hide locked objects",))
-    days = ttl_days(config.ttl)
+    days = backstop_days(config.ttl)
     rules: list[Mapping[str, Any]] = []
     skipped: list[str] = []
     keep = config.keep_prefix

@@ -112,7 +112,9 @@ def log_run(guard: Guard, report: ExecutionReport, **where: str) -> None:
                 "resource": t.key,
                 "action": o.decision.action.value,
                 F.OUTCOME: o.step.value,
-                F.SAVINGS: float(o.decision.usd_per_month_saved),
+                # What this outcome saved: a sweep pass's is the bytes it deleted, so
+                # that the dashboard's sum counts each deletion once.
+                F.SAVINGS: float(o.usd_per_month_saved),
                 "dry_run": report.dry_run,
                 "detail": o.detail,
                 "error": o.error,
@@ -165,7 +167,7 @@ def actions(report: ExecutionReport) -> list[dict[str, Any]]:
             "project": o.decision.target.project,
             "action": o.decision.action.value,
             "reason": o.decision.reason,
-            "usd_per_hour_saved": float(o.decision.usd_per_hour_saved),
+            "usd_per_hour_saved": float(o.usd_per_hour_saved),
             "dry_run": report.dry_run,
             "outcome": o.step.value,
             "detail": o.detail,

@@ -10,6 +10,11 @@ Every policy hands its decisions to :class:`Executor`. For each decision, in ord
 4. in dry-run, record what would happen and what it would save, and stop there;
 5. call the actuator, then audit what was found and done, and tell the owner.
 
+A standing action (a sweep) may leave machinery in AWS between runs (a lifecycle rule).
+It belongs to the decision that set it up: on every path where the decision does not
+act this run (dry-run included), the actuator is told to stand it down
+(:class:`~costguard.ports.StandingActuator`), so that nothing outlives its decision.
+
 A failure on one resource is recorded and the rest proceed; the run's summary
 counts failures, and the handler fails the invocation when there are any, so that
 retries and the dead-letter queue see them.
@@ -19,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -43,10 +48,10 @@ from costguard.domain.decisions import (
     warning_alert,
     warning_key,
 )
-from costguard.domain.money import ZERO
+from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.tags import TagKeys, read_tags
 from costguard.names import Tags
-from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier
+from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier, StandingActuator
 
 #: A claimed action whose holder crashed is claimable again after this.
 ACTION_LEASE = timedelta(minutes=15)
@@ -71,6 +76,17 @@ class Outcome:
     deadline: datetime | None = None
     #: Set when something failed: the step itself, or (after acting) telling the owner.
     error: str | None = None
+    #: What this outcome saved, where it is not the decision's estimate (a standing
+    #: action's run: what it did, nothing when it did nothing).
+    saved: Decimal | None = None
+
+    @property
+    def usd_per_hour_saved(self) -> Decimal:
+        return self.decision.usd_per_hour_saved if self.saved is None else self.saved
+
+    @property
+    def usd_per_month_saved(self) -> Decimal:
+        return self.usd_per_hour_saved * HOURS_PER_PRICING_MONTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +103,7 @@ class ExecutionReport:
         return tuple(o for o in self.outcomes if o.error is not None)
 
     def saved_usd_per_month(self, *steps: Step) -> Decimal:
-        return sum((o.decision.usd_per_month_saved for o in self.outcomes if o.step in steps), ZERO)
+        return sum((o.usd_per_month_saved for o in self.outcomes if o.step in steps), ZERO)
 
 
 class ActionsFailedError(RuntimeError):
@@ -161,7 +177,8 @@ class Executor:
         if not d.acts:
             if tagged:
                 return self._withdraw(actuator, d, now, observed, "it is in use again")
-            return None
+            note = _stand_down(actuator, d)
+            return Outcome(d, Step.CLEARED, note) if note else None
         # Actions need the primary project key: the IAM condition that guards every
         # mutating call names costguard:project, so a resource attributed through a
         # fallback key (Project, project) is reported but never acted on.
@@ -175,11 +192,13 @@ class Executor:
             why = "it is exempt" if verdict is Gate.EXEMPT else "it is not in scope"
             if tagged:
                 return self._withdraw(actuator, d, now, observed, why)
-            return Outcome(d, Step.SKIPPED, why)
+            return Outcome(d, Step.SKIPPED, _with(why, _stand_down(actuator, d)))
         if observed.settled:
             if tagged:
                 return self._withdraw(actuator, d, now, observed, f"it is already {observed.state}")
-            return Outcome(d, Step.SKIPPED, f"already {observed.state}")
+            return Outcome(
+                d, Step.SKIPPED, _with(f"already {observed.state}", _stand_down(actuator, d))
+            )
         deadline = self._deadline(d, observed.tags)
         if deadline is None:
             return self._warn(actuator, d, now, observed)
@@ -187,7 +206,10 @@ class Executor:
         # earlier judgement (a volume's previous unattached spell) cannot bring it forward.
         due = max(deadline, d.not_before) if d.not_before else deadline
         if now < due:
-            return Outcome(d, Step.WAITING, f"warned; acting after {deadline_tag(due)}", deadline)
+            # The grace period: nothing of the action may run yet (a sweep's lifecycle
+            # rule comes back only with a pass after it).
+            detail = _with(f"warned; acting after {deadline_tag(due)}", _stand_down(actuator, d))
+            return Outcome(d, Step.WAITING, detail, deadline)
         return self._act(actuator, d, now, observed, deadline)
 
     def _warn_keys(self, d: Decision, now: datetime) -> list[str]:
@@ -205,8 +227,11 @@ class Executor:
             outcome = Outcome(
                 d,
                 Step.WOULD_WARN,
-                f"would tag {Tags.ACTION_AFTER}={deadline_tag(deadline)}, tell the owner, "
-                f"and act after it if still idle",
+                _with(
+                    f"would tag {Tags.ACTION_AFTER}={deadline_tag(deadline)}, tell the owner, "
+                    f"and act after it if still idle",
+                    _stand_down(actuator, d),
+                ),
                 deadline,
             )
             self._audit_once_a_day(d, now, outcome, observed.state)
@@ -219,6 +244,9 @@ class Executor:
                 return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is warning about it")
             keys.append(key)
         try:
+            # A new warning (first, or about a changed configuration): what the action
+            # left running under the previous one goes first.
+            _stand_down(actuator, d)
             actuator.mark(d.target, Tags.ACTION_AFTER, deadline_tag(deadline))
             if self._notifier is not None:
                 self._notifier.publish(warning_alert(d, deadline, now))
@@ -248,7 +276,9 @@ class Executor:
         self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, deadline: datetime
     ) -> Outcome:
         if self._s.dry_run:
-            outcome = Outcome(d, Step.WOULD_ACT, f"would {d.action.value}", deadline)
+            # Dry-run acts on nothing, and leaves nothing an earlier live run set running.
+            detail = _with(f"would {d.action.value}", _stand_down(actuator, d))
+            outcome = Outcome(d, Step.WOULD_ACT, detail, deadline)
             self._audit_once_a_day(d, now, outcome, observed.state)
             return outcome
         key = claim_key(d, deadline)
@@ -279,7 +309,13 @@ class Executor:
             # released for the next; the warning stands, so the tag stays. The actuator
             # reports and alerts on its own progress (a sweep's batches, its breaker).
             # A run of it that changed nothing (nothing due, a tripped breaker) is no action.
-            outcome = Outcome(d, Step.ACTED if applied.acted else Step.SKIPPED, detail, deadline)
+            # Each run saves what it did (a pass, the bytes it deleted), never the
+            # warning's estimate again: runs add up to what was done, each counted once.
+            saved = applied.usd_per_hour_saved
+            if saved is None:
+                saved = d.usd_per_hour_saved if applied.acted else ZERO
+            step = Step.ACTED if applied.acted else Step.SKIPPED
+            outcome = Outcome(d, step, detail, deadline, saved=saved)
             return self._followups(
                 outcome,
                 lambda: self._ledger.release("action", key, now),
@@ -327,10 +363,13 @@ class Executor:
         deadline = action_after(observed.tags)
         if isinstance(deadline, datetime):
             self._ledger.put_once("withdrawn", warning_key(d.target, deadline), now, {"why": why})
+        # What the action left running goes with its warning, in dry-run too, and before
+        # the warning itself: a failure leaves the warning standing for the next run.
+        note = _stand_down(actuator, d)
         if self._s.dry_run:
-            return Outcome(d, Step.CLEARED, f"would withdraw the warning: {why}")
+            return Outcome(d, Step.CLEARED, _with(f"would withdraw the warning: {why}", note))
         actuator.unmark(d.target, Tags.ACTION_AFTER)
-        outcome = Outcome(d, Step.CLEARED, f"warning withdrawn: {why}")
+        outcome = Outcome(d, Step.CLEARED, _with(f"warning withdrawn: {why}", note))
         return self._followups(outcome, lambda: self._audit(d, now, outcome, observed.state))
 
     # -- the audit trail ----------------------------------------------------------
@@ -353,11 +392,13 @@ class Executor:
             "evidence": dict(d.evidence),
             "detail": outcome.detail,
             "dry_run": self._s.dry_run,
-            "usd_per_hour_saved": str(d.usd_per_hour_saved),
-            "usd_per_month_saved": str(d.usd_per_month_saved),
+            "usd_per_hour_saved": str(outcome.usd_per_hour_saved),
+            "usd_per_month_saved": str(outcome.usd_per_month_saved),
             "deadline": deadline_tag(outcome.deadline) if outcome.deadline else None,
             "seen_at": (seen_at or now).isoformat(),
         }
+        if d.standing:
+            details["standing"] = d.standing
         self._ledger.audit(
             AuditEvent(
                 scope=self._s.scope,
@@ -380,6 +421,46 @@ class Executor:
         """
         day = now.replace(hour=0, minute=0, second=0, microsecond=0)
         self._audit(d, day, outcome, found, seen_at=now)
+
+
+def _stand_down(actuator: Actuator, d: Decision) -> str | None:
+    """Withdraw what a standing action left running for this target (none for others)."""
+    if isinstance(actuator, StandingActuator):
+        return actuator.stand_down(d.target)
+    return None
+
+
+def _with(detail: str, note: str | None) -> str:
+    return f"{detail}; {note}" if note else detail
+
+
+def acted_savings(
+    events: Iterable[AuditEvent],
+) -> list[tuple[str | None, datetime, Decimal, str]]:
+    """What :func:`~costguard.domain.decisions.savings_this_month` adds up, from an audit
+    trail: ``(project, acted at, $/h saved, resource)`` of each action acted.
+
+    A one-shot action repeated on one resource (stopped, restarted, stopped again) names
+    the resource each time, so its rate counts once. Each run of a standing action saved
+    what that run did (a sweep pass, the bytes it deleted, never the warning's estimate),
+    so each is its own entry: the passes add up to what was deleted, each byte once.
+    """
+    rows: list[tuple[str | None, datetime, Decimal, str]] = []
+    for e in events:
+        if e.outcome != Step.ACTED.value:
+            continue
+        resource = e.resource
+        if e.details.get("standing"):
+            resource = f"{resource}#{e.at.isoformat()}"
+        rows.append(
+            (
+                e.details.get("project"),
+                e.at,
+                Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
+                resource,
+            )
+        )
+    return rows
 
 
 def _warning_key(d: Decision, deadline: datetime) -> str:

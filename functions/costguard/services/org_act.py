@@ -21,11 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.domain.calendar import month_key, require_utc
-from costguard.domain.decisions import Action, Decision, Savings, Step, savings_this_month
+from costguard.domain.decisions import Action, Decision, Savings, savings_this_month
 from costguard.domain.directory import THROTTLED_CODES
 from costguard.domain.findings import Finding
 from costguard.domain.org_act import (
@@ -37,7 +36,7 @@ from costguard.domain.org_act import (
     plan_guard_runs,
 )
 from costguard.ports import AuditLog, Budget, FindingStore, StateStore
-from costguard.services.executor import ExecutionReport, ExecutorSettings
+from costguard.services.executor import ExecutionReport, ExecutorSettings, acted_savings
 from costguard.services.guard import Guard, GuardContext, run_guard
 
 if TYPE_CHECKING:
@@ -318,14 +317,10 @@ class OrgSavings:
     def __call__(self, month: str, now: datetime) -> dict[str | None, Savings]:
         value, _version = self._state.get_state(self._scope, f"{ACTED_ACCOUNTS}/{month}")
         acted = [
-            (
-                e.details.get("project"),
-                e.at,
-                Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
-                e.resource,
-            )
+            row
             for account in value.get("accounts", [])
-            for e in self._audit.audit_trail(guard_scope(self._scope, str(account)), month)
-            if e.outcome == Step.ACTED.value
+            for row in acted_savings(
+                self._audit.audit_trail(guard_scope(self._scope, str(account)), month)
+            )
         ]
         return savings_this_month(acted, now)

@@ -14,7 +14,7 @@ from costguard.domain.advice import Advice, advise, endpoint_variants, endpoint_
 from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.catalog_merge import CatalogInUse, catalog_findings
-from costguard.domain.decisions import Savings, Step, savings_this_month
+from costguard.domain.decisions import Savings, savings_this_month
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind, parse_key, with_account
 from costguard.domain.money import ZERO
@@ -40,6 +40,7 @@ from costguard.ports import (
     SourceError,
     SpotPriceSource,
 )
+from costguard.services.executor import acted_savings
 
 Progress = Callable[[str], None]
 
@@ -290,17 +291,9 @@ class ScanService:
 
     def _savings(self, month: str, now: datetime) -> dict[str | None, Savings]:
         """Savings per project from this month's audit trail (actions acted, not dry-run)."""
-        acted = [
-            (
-                e.details.get("project"),
-                e.at,
-                Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
-                e.resource,
-            )
-            for e in self._ledger.audit_trail(self._settings.scope, month)
-            if e.outcome == Step.ACTED.value
-        ]
-        return savings_this_month(acted, now)
+        return savings_this_month(
+            acted_savings(self._ledger.audit_trail(self._settings.scope, month)), now
+        )
 
     def _collect(self, now: datetime) -> tuple[list[Resource], list[Finding], set[tuple[str, str]]]:
         s = self._settings

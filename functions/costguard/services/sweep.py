@@ -9,17 +9,31 @@ Each bucket moves through phases, kept in one versioned state document:
 
 ``survey``   list everything in scope and count what would go; delete nothing. Its
              figures are the warning's (and dry-run's) report.
-``ready``    the survey is complete. At the first deletion run the breaker judges it:
-             too much of the bucket goes ``tripped``; otherwise ``delete``.
-``delete``   list and delete in passes; a pass may delete at most the breaker's share
-             of what the previous pass counted: more trips the breaker before the batch
-             that would cross it.
-``tripped``  nothing is deleted until the owner tags ``costguard:confirm-delete`` with the
-             trip's stamp (its UTC time to the minute, ``2026-11-05T04:00Z``, as the
-             alert prints it) or a UTC date on or after the trip (up to tomorrow); the
-             confirmed pass then runs unlimited. A confirmation is spent by the pass it
-             unlocks (kept as ``confirm_used``): a later trip, even the same day, needs
-             its own stamp (or a later date), never the tag left from the last one.
+``ready``    the survey, or the last pass, is complete: the next deletion run starts a pass.
+``count``    a pass begins by counting, over every prefix and page, what is in scope and
+             what is older than the pass's cutoff (its time less the time to live, fixed
+             when it starts); it deletes nothing. Then the breaker judges the whole pass
+             against that one count: more than its share of what the count found in
+             scope (or more than its byte limit) goes ``tripped``; otherwise ``delete``.
+``delete``   delete what the count approved: objects older than the same cutoff, and
+             never more than the count's total. A pass whose count ended in this run
+             deletes the keys it holds (up to ``HELD_LIMIT``); otherwise it lists the
+             pages again.
+``tripped``  nothing is deleted, and CostGuard's lifecycle rule is off the bucket, until
+             the owner tags ``costguard:confirm-delete`` with the trip's stamp (its UTC
+             time to the minute, ``2026-11-05T04:00Z``, as the alert prints it) or a UTC
+             date on or after the trip (up to tomorrow); the confirmed pass then deletes
+             what the trip counted (the same cutoff, no more). A confirmation is spent by
+             the pass it unlocks (kept as ``confirm_used``): a later trip, even the same
+             day, needs its own stamp (or a later date), never the tag left from the last.
+
+The backstop lifecycle rule is on the bucket exactly while the sweep is *allowed*: from a
+pass the breaker allowed (or the owner confirmed) until a trip, a new configuration, or a
+stand-down (:meth:`SweepService.stand_down`, which the executor calls wherever the
+decision does not act: dry-run, exempt, no valid ``costguard:ttl``, a new warning, the
+grace period). ``backstop_on`` says a rule of CostGuard's may be on the bucket; it is set
+before the rule is written and cleared only after it is gone, so that a stand-down with
+nothing to withdraw makes no call.
 
 A change of the bucket's time to live, prefixes or keep prefix (its fingerprint) starts
 over with a survey, and the executor warns again.
@@ -28,7 +42,9 @@ A page is processed whole or not at all: the position advances only in the state
 that also adds the page's counts, after its deletions. A run that stops (time, crash)
 re-lists that page; deleted objects are no longer listed, so nothing is deleted twice,
 and nothing is skipped. Each batch's manifest is audited *before* its ``DeleteObjects``
-(``deleting``) and after it (``deleted``, with per-key errors).
+(``deleting``) and after it (``deleted``, with per-key errors). What a pass saved is
+counted once, by the executor's record of the run (``acted``), from the bytes deleted; a
+batch's record is its manifest, not a saving.
 """
 
 from __future__ import annotations
@@ -53,9 +69,7 @@ from costguard.domain.sweep import (
     breaker_reason,
     confirmation_key,
     confirms,
-    is_candidate,
     merge_lifecycle,
-    pass_allowance,
     trip_stamp,
     usd_per_month,
 )
@@ -77,13 +91,20 @@ DELETE_LIMIT = 1000
 #: compression, so that one audit item per batch fits DynamoDB's 400 KB even for
 #: incompressible 1,024-byte keys.
 MANIFEST_BUDGET_BYTES = 200_000
-#: Re-read the bucket's tags (exemption, time to live) every this many pages.
+#: Re-read the bucket's tags (exemption, time to live) every this many pages (or batches).
 TAG_RECHECK_PAGES = 10
 #: Seconds a page may take (list, Object Lock checks, delete, ledger writes): the run
 #: stops when less than this is left.
 PAGE_RESERVE_SECONDS = 20.0
 #: A dry run re-surveys when its report is older than this.
 DRY_RUN_RESURVEY = timedelta(hours=1)
+#: Keys a pass holds from its count to its deletes within one run (a few tens of MB at
+#: most): a larger pass, or one whose count spanned runs, lists its pages again.
+HELD_LIMIT = 100_000
+#: The phases of a pass under way: a stand-down abandons them (the next pass counts anew).
+PASS_PHASES = frozenset({"count", "delete"})
+#: Attempts at a state write that races another run.
+STATE_ATTEMPTS = 5
 
 
 class SweepStopped(RuntimeError):
@@ -138,23 +159,29 @@ def _fresh(fingerprint: str, phase: str, previous: Mapping[str, Any]) -> dict[st
     """A new pass (or survey) after ``previous``: its own counts, the next pass id.
 
     What outlives a pass is carried: the confirmation that last unlocked the breaker
-    (``confirm_used``), so that a tag left on the bucket cannot unlock a later trip.
+    (``confirm_used``), so that a tag left on the bucket cannot unlock a later trip; what
+    may be on the bucket (``backstop_on``: a fact about the bucket, whatever its
+    configuration; unknown for state kept before it was recorded); and, for the same
+    configuration only, whether the sweep is allowed (the breaker's last word).
     """
     return {
         "fingerprint": fingerprint,
         "phase": phase,
         "pass_id": int(previous.get("pass_id", 0)) + 1,
         "confirm_used": previous.get("confirm_used"),
+        "backstop_on": previous.get("backstop_on") if previous else False,
+        "allowed": bool(previous.get("allowed")) and previous.get("fingerprint") == fingerprint,
         "prefix_index": 0,
         "start_after": "",
         "seen": [0, 0],
         "candidates": [0, 0],
         "deleted": [0, 0],
+        "taken": [0, 0],
         "kept_locked": 0,
         "kept_changed": 0,
         "failed": 0,
+        "deferred": 0,
         "batch_seq": 0,
-        "backstop_due": phase == "delete",
     }
 
 
@@ -248,7 +275,7 @@ class SweepService:
                        "survey": doc["survey"]}  # fmt: skip
         if doc["phase"] != "survey":
             return self._result(doc, f"survey complete ({doc['phase']})", complete=True)
-        return self._walk(bucket, config, now, budget, doc, version, deleting=False)
+        return self._walk(bucket, config, now, budget, doc, version, stage="survey")
 
     # -- deletion -----------------------------------------------------------------
 
@@ -260,68 +287,146 @@ class SweepService:
         budget: Budget,
         tags: Mapping[str, str],
     ) -> StepResult:
-        """One run of deletion on a bucket the executor allowed: breaker, then pages."""
+        """One run of deletion on a bucket the executor allowed: count, judge, delete.
+
+        Every run also puts the backstop in step with the sweep (on while allowed, off
+        while tripped), the one path on which the decision acts.
+        """
         now = require_utc(now)
         doc, version = self.load(bucket.name, config)
         phase = doc["phase"]
-        raw = tags.get(Tags.CONFIRM_DELETE)
         if phase == "survey":
             return self._result(doc, "still surveying; nothing deleted")
+        if phase == "tripped":
+            return self._tripped(bucket, config, now, budget, doc, version, tags)
+        if phase == "delete" and "approved" not in doc:
+            phase = "ready"  # a pass begun before passes were counted first: count it anew
         if phase == "ready":
-            survey = doc["survey"]
-            why = breaker_reason(_tally(survey["would_delete"]), _tally(survey["in_scope"]), config)
-            confirmed = why is not None and confirms(
-                raw, datetime.fromisoformat(str(survey["at"])), now, doc.get("confirm_used")
-            )
-            if why is not None and not confirmed:
-                return self._trip(bucket, doc, version, now, why, _tally(survey["would_delete"]))
             doc = {
-                **_fresh(config.fingerprint(), "delete", doc),
-                "survey": survey,
-                "last_total": survey["in_scope"],
-                "confirmed": confirmed,
-            }
-            if confirmed and raw is not None:
-                doc["confirm_used"] = confirmation_key(raw)  # spent: it unlocks this pass only
-        elif phase == "tripped":
-            trip = doc["trip"]
-            tripped_at = datetime.fromisoformat(str(trip["at"]))
-            if raw is None or not confirms(raw, tripped_at, now, doc.get("confirm_used")):
-                return self._result(
-                    doc,
-                    f"breaker tripped at {trip['at']}: {trip['reason']}; waiting for "
-                    f"{Tags.CONFIRM_DELETE}={trip_stamp(tripped_at)} (this trip's UTC time)",
-                )
-            doc = {
-                **_fresh(config.fingerprint(), "delete", doc),
+                **_fresh(config.fingerprint(), "count", doc),
                 "survey": doc.get("survey"),
-                "last_total": doc.get("last_total") or [0, 0],
-                "confirmed": True,
-                "confirm_used": confirmation_key(raw),  # spent: it unlocks this pass only
+                "cutoff": config.cutoff(now).isoformat(),
             }
-        notes: tuple[str, ...] = ()
-        if doc.get("backstop_due"):
-            notes = self._backstop(bucket.name, config)
-            doc = {**doc, "backstop_due": False, "backstop_notes": list(notes)}
-        return self._walk(bucket, config, now, budget, doc, version, deleting=True)
+            phase = "count"
+        stage = "count" if phase == "count" else "delete"
+        return self._walk(bucket, config, now, budget, doc, version, stage=stage)
+
+    def _tripped(
+        self,
+        bucket: BucketRef,
+        config: SweepConfig,
+        now: datetime,
+        budget: Budget,
+        doc: dict[str, Any],
+        version: int,
+        tags: Mapping[str, str],
+    ) -> StepResult:
+        """A trip waits for its confirmation, its rule off; confirmed, its pass goes on."""
+        trip = doc["trip"]
+        tripped_at = datetime.fromisoformat(str(trip["at"]))
+        raw = tags.get(Tags.CONFIRM_DELETE)
+        if raw is None or not confirms(raw, tripped_at, now, doc.get("confirm_used")):
+            doc, version = self._settle(bucket.name, config, doc, version)
+            if not trip.get("alerted", True):  # the run that tripped failed before telling
+                doc, version = self._alert_trip(bucket, doc, version)
+            return self._result(
+                doc,
+                f"breaker tripped at {trip['at']}: {trip['reason']}; nothing deleted, "
+                f"waiting for {Tags.CONFIRM_DELETE}={trip_stamp(tripped_at)} (this trip's "
+                f"UTC time)",
+                complete=True,
+            )
+        doc = {
+            **_fresh(config.fingerprint(), "delete", doc),
+            "survey": doc.get("survey"),
+            # What the trip counted, as its alert told the owner: the same cutoff, no more.
+            "cutoff": trip.get("cutoff") or config.cutoff(tripped_at).isoformat(),
+            "approved": trip["would_delete"],
+            "counted": {"in_scope": trip.get("in_scope"), "would_delete": trip["would_delete"]},
+            "confirmed": True,
+            "allowed": True,
+            "confirm_used": confirmation_key(raw),  # spent: it unlocks this pass only
+        }
+        version = self._save(bucket.name, doc, version)
+        doc, version = self._settle(bucket.name, config, doc, version)
+        return self._walk(bucket, config, now, budget, doc, version, stage="delete")
+
+    def _judge(
+        self,
+        bucket: BucketRef,
+        config: SweepConfig,
+        now: datetime,
+        budget: Budget,
+        doc: dict[str, Any],
+        version: int,
+        held: list[tuple[int, StoredObject]] | None,
+    ) -> StepResult:
+        """The whole pass is counted: the breaker decides it before its first delete."""
+        would, in_scope = _tally(doc["candidates"]), _tally(doc["seen"])
+        why = breaker_reason(would, in_scope, config)
+        if why is not None:
+            return self._trip(bucket, config, now, doc, version, why, would, in_scope)
+        doc = {
+            **doc,
+            "phase": "delete",
+            "approved": _raw(would),
+            "counted": {"in_scope": _raw(in_scope), "would_delete": _raw(would)},
+            "allowed": True,
+            "prefix_index": 0,
+            "start_after": "",
+        }
+        version = self._save(bucket.name, doc, version)
+        doc, version = self._settle(bucket.name, config, doc, version)
+        if would.objects == 0:
+            return self._finish(bucket, now, doc, version, Tally(), {})
+        if held is not None:
+            return self._delete_held(bucket, config, now, budget, doc, version, held)
+        return self._walk(bucket, config, now, budget, doc, version, stage="delete")
 
     def _trip(
         self,
         bucket: BucketRef,
-        doc: Mapping[str, Any],
-        version: int,
+        config: SweepConfig,
         now: datetime,
+        doc: dict[str, Any],
+        version: int,
         why: str,
         would: Tally,
+        in_scope: Tally,
     ) -> StepResult:
-        stamp = trip_stamp(now)
+        """Nothing of the pass is deleted; CostGuard's rule goes off; the owner is told."""
         tripped = {
             **doc,
             "phase": "tripped",
-            "trip": {"at": now.isoformat(), "reason": why, "would_delete": _raw(would)},
+            "allowed": False,
+            "trip": {
+                "at": now.isoformat(),
+                "reason": why,
+                "would_delete": _raw(would),
+                "in_scope": _raw(in_scope),
+                "cutoff": doc["cutoff"],
+                "alerted": False,
+            },
         }
-        self._save(bucket.name, tripped, version)
+        version = self._save(bucket.name, tripped, version)
+        tripped, version = self._settle(bucket.name, config, tripped, version)
+        tripped, version = self._alert_trip(bucket, tripped, version)
+        return self._result(
+            tripped,
+            f"breaker tripped: {why}; nothing deleted in this pass until "
+            f"{Tags.CONFIRM_DELETE}={trip_stamp(now)}",
+            complete=True,
+        )
+
+    def _alert_trip(
+        self, bucket: BucketRef, doc: dict[str, Any], version: int
+    ) -> tuple[dict[str, Any], int]:
+        trip = doc["trip"]
+        at = datetime.fromisoformat(str(trip["at"]))
+        stamp = trip_stamp(at)
+        would, in_scope = _tally(trip["would_delete"]), _tally(trip.get("in_scope"))
         usd = usd_per_month(would.bytes, self._s.usd_per_gb_month)
+        why = str(trip["reason"])
         if self._notifier is not None:
             self._notifier.publish(
                 Alert(
@@ -332,31 +437,33 @@ class SweepService:
                     severity=AlertSeverity.WARNING,
                     title=f"CostGuard stopped before deleting in s3 bucket {bucket.name}",
                     summary=(
-                        f"The stale-object sweep stopped: {why}. Nothing more is deleted "
-                        f"until you confirm. It would delete {would.objects:,} objects "
-                        f"({would.bytes:,} bytes, about ${cents(usd):,} a month)."
+                        f"The stale-object sweep stopped before deleting anything in this "
+                        f"pass: {why}. It would delete {would.objects:,} of "
+                        f"{in_scope.objects:,} objects in scope ({would.bytes:,} bytes, about "
+                        f"${cents(usd):,} a month). Nothing is deleted until you confirm, "
+                        f"and CostGuard's lifecycle rule is off the bucket until then."
                     ),
-                    at=now,
+                    at=at,
                     why=why,
                     next_steps=(
                         f"To let this pass go on, tag the bucket {Tags.CONFIRM_DELETE}="
-                        f"{stamp} (this trip's UTC time; today's UTC date {now:%Y-%m-%d} "
+                        f"{stamp} (this trip's UTC time; today's UTC date {at:%Y-%m-%d} "
                         f"works too unless it already confirmed an earlier trip). A "
-                        f"confirmation is used up by the pass it lets go on.",
+                        f"confirmation is used up by the pass it lets go on, which deletes "
+                        f"what this trip counted and no more.",
                         f"To keep everything, tag {Tags.EXEMPT}=true or remove {Tags.TTL}.",
                     ),
                     owners=bucket.owners,
                     facts={
                         "objects": f"{would.objects:,}",
+                        "objects_in_scope": f"{in_scope.objects:,}",
                         "bytes": f"{would.bytes:,}",
                         "usd_per_month": str(cents(usd)),
                     },
                 )
             )
-        return self._result(
-            tripped,
-            f"breaker tripped: {why}; nothing more deleted until {Tags.CONFIRM_DELETE}={stamp}",
-        )
+        doc = {**doc, "trip": {**trip, "alerted": True}}
+        return doc, self._save(bucket.name, doc, version)
 
     # -- the walk over pages ---------------------------------------------------------
 
@@ -369,128 +476,209 @@ class SweepService:
         doc: dict[str, Any],
         version: int,
         *,
-        deleting: bool,
+        stage: str,
     ) -> StepResult:
+        """List a stage's pages from its saved place: a survey and a count only count;
+        a delete stage deletes what its count approved. Each page is saved whole."""
         prefixes = config.swept_prefixes
         locked = self._store.object_lock(bucket.name)
-        allowance = pass_allowance(_tally(doc.get("last_total")), config)
+        deleting = stage == "delete"
+        cutoff = (
+            config.cutoff(now) if stage == "survey" else datetime.fromisoformat(str(doc["cutoff"]))
+        )
+        # A count begun in this run holds its candidates for its deletes (no second listing).
+        held: list[tuple[int, StoredObject]] | None = (
+            [] if stage == "count" and not doc["start_after"] and not doc["prefix_index"] else None
+        )
         run = Tally()
         errors: dict[str, str] = {}
         pages = 0
         while True:
             if budget.seconds_left() < PAGE_RESERVE_SECONDS:
-                self._save(bucket.name, doc, version)
-                return self._result(
-                    doc, self._progress(doc, run, deleting, "continues next run"), deleted=run,
-                    errors=errors,
-                )  # fmt: skip
+                return self._pause(bucket, doc, version, run, stage, errors)
             if deleting and pages and pages % TAG_RECHECK_PAGES == 0:
                 self._recheck(bucket.name, config, now)
-            prefix = prefixes[int(doc["prefix_index"])]
-            objects, more = self._store.list_page(bucket.name, prefix, str(doc["start_after"]))
+            index = int(doc["prefix_index"])
+            objects, more = self._store.list_page(
+                bucket.name, prefixes[index], str(doc["start_after"])
+            )
             pages += 1
             in_scope = [o for o in objects if config.in_scope(o.key)]
-            expired = [o for o in in_scope if is_candidate(o, config, now)]
+            expired = [o for o in in_scope if o.last_modified < cutoff]
             candidates, kept_locked = self._unlocked(bucket.name, expired, now, locked, budget)
             if candidates is None:  # ran out of time checking locks: redo this page
-                self._save(bucket.name, doc, version)
-                return self._result(
-                    doc, self._progress(doc, run, deleting, "continues next run"), deleted=run,
-                    errors=errors,
-                )  # fmt: skip
-            page = Tally().plus(len(in_scope), sum(o.size for o in in_scope))
-            wanted = Tally().plus(len(candidates), sum(o.size for o in candidates))
-            if deleting and not doc.get("confirmed"):
-                after = _tally(doc["deleted"]).plus(wanted.objects, wanted.bytes)
-                if after.objects > allowance.objects or after.bytes > allowance.bytes:
-                    last = _tally(doc.get("last_total"))
-                    why = breaker_reason(after, last, config) or (
-                        f"this pass would delete {after.objects:,} objects, more than "
-                        f"{config.breaker_pct} % of the {last.objects:,} the last pass counted"
-                    )
-                    return self._trip(bucket, doc, version, now, why, after)
+                return self._pause(bucket, doc, version, run, stage, errors)
             if deleting:
-                for batch in batches(candidates):
-                    doc["batch_seq"] = int(doc["batch_seq"]) + 1
-                    result = self._delete(bucket, doc, batch, now)
-                    done = {o.key: o for o in batch}
-                    for key in result.deleted:
-                        obj = done.get(key)
-                        if obj is not None:
-                            run = run.plus(1, obj.size)
-                            doc["deleted"] = _raw(_tally(doc["deleted"]).plus(1, obj.size))
-                    for key, code in result.errors.items():
-                        errors[key] = code
-                        if code == "PreconditionFailed":
-                            doc["kept_changed"] = int(doc["kept_changed"]) + 1
-                        else:
-                            doc["failed"] = int(doc["failed"]) + 1
-            doc["seen"] = _raw(_tally(doc["seen"]).plus(page.objects, page.bytes))
-            doc["candidates"] = _raw(_tally(doc["candidates"]).plus(wanted.objects, wanted.bytes))
+                run = self._delete_all(bucket, doc, _within(doc, candidates), now, run, errors)
+            else:
+                doc["seen"] = _raw(
+                    _tally(doc["seen"]).plus(len(in_scope), sum(o.size for o in in_scope))
+                )
+                doc["candidates"] = _raw(
+                    _tally(doc["candidates"]).plus(len(candidates), sum(o.size for o in candidates))
+                )
+                if held is not None:
+                    held.extend((index, o) for o in candidates)
+                    if len(held) > HELD_LIMIT:
+                        held = None
             doc["kept_locked"] = int(doc["kept_locked"]) + kept_locked
             if objects:
                 doc["start_after"] = objects[-1].key
             if not more or not objects:
-                if int(doc["prefix_index"]) + 1 < len(prefixes):
-                    doc["prefix_index"] = int(doc["prefix_index"]) + 1
+                if index + 1 < len(prefixes):
+                    doc["prefix_index"] = index + 1
                     doc["start_after"] = ""
+                elif stage == "survey":
+                    return self._surveyed(now, doc, version, bucket)
+                elif stage == "count":
+                    return self._judge(bucket, config, now, budget, doc, version, held)
                 else:
-                    return self._finish(bucket, config, now, doc, version, run, errors, deleting)
+                    return self._finish(bucket, now, doc, version, run, errors)
             version = self._save(bucket.name, doc, version)
+
+    def _delete_held(
+        self,
+        bucket: BucketRef,
+        config: SweepConfig,
+        now: datetime,
+        budget: Budget,
+        doc: dict[str, Any],
+        version: int,
+        held: list[tuple[int, StoredObject]],
+    ) -> StepResult:
+        """Delete the candidates the count held, batch by batch, each batch saved as the
+        place a listing would resume from (its last key), should the run stop."""
+        run = Tally()
+        errors: dict[str, str] = {}
+        done = 0
+        for n, batch in enumerate(batches([o for _, o in held])):
+            if budget.seconds_left() < PAGE_RESERVE_SECONDS:
+                return self._pause(bucket, doc, version, run, "delete", errors)
+            if n and n % TAG_RECHECK_PAGES == 0:
+                self._recheck(bucket.name, config, now)
+            run = self._delete_all(bucket, doc, _within(doc, batch), now, run, errors)
+            done += len(batch)
+            index, last = held[done - 1]
+            doc["prefix_index"], doc["start_after"] = index, last.key
+            version = self._save(bucket.name, doc, version)
+        return self._finish(bucket, now, doc, version, run, errors)
+
+    def _delete_all(
+        self,
+        bucket: BucketRef,
+        doc: dict[str, Any],
+        objects: list[StoredObject],
+        now: datetime,
+        run: Tally,
+        errors: dict[str, str],
+    ) -> Tally:
+        for batch in batches(objects):
+            doc["batch_seq"] = int(doc["batch_seq"]) + 1
+            result = self._delete_batch(bucket, doc, batch, now)
+            done = {o.key: o for o in batch}
+            for key in result.deleted:
+                obj = done.get(key)
+                if obj is not None:
+                    run = run.plus(1, obj.size)
+                    doc["deleted"] = _raw(_tally(doc["deleted"]).plus(1, obj.size))
+            for key, code in result.errors.items():
+                errors[key] = code
+                if code == "PreconditionFailed":
+                    doc["kept_changed"] = int(doc["kept_changed"]) + 1
+                else:
+                    doc["failed"] = int(doc["failed"]) + 1
+        return run
+
+    def _pause(
+        self,
+        bucket: BucketRef,
+        doc: dict[str, Any],
+        version: int,
+        run: Tally,
+        stage: str,
+        errors: dict[str, str],
+    ) -> StepResult:
+        """Out of time: the place is saved (as of the last whole page); the next run goes on."""
+        self._save(bucket.name, doc, version)
+        return self._result(
+            doc, self._progress(doc, run, stage, "continues next run"), deleted=run, errors=errors
+        )
+
+    def _surveyed(
+        self, now: datetime, doc: dict[str, Any], version: int, bucket: BucketRef
+    ) -> StepResult:
+        """The survey is complete: its figures are the warning's (and dry-run's) report."""
+        summary = self._progress(doc, Tally(), "survey", "survey complete")
+        seen, cand = doc["seen"], doc["candidates"]
+        nxt = {
+            **doc,
+            "phase": "ready",
+            "survey": {"at": now.isoformat(), "in_scope": seen, "would_delete": cand},
+        }
+        self._save(bucket.name, nxt, version)
+        return StepResult(
+            phase="ready",
+            detail=summary,
+            in_scope=_tally(seen),
+            would_delete=_tally(cand),
+            complete=True,
+        )
 
     def _finish(
         self,
         bucket: BucketRef,
-        config: SweepConfig,
         now: datetime,
         doc: dict[str, Any],
         version: int,
         run: Tally,
         errors: dict[str, str],
-        deleting: bool,
     ) -> StepResult:
-        """A pass is complete: its counts become the next pass's baseline."""
-        summary = self._progress(doc, run, deleting, "pass complete")
-        seen = doc["seen"]
-        survey = {"at": now.isoformat(), "in_scope": seen, "would_delete": doc["candidates"]}
-        if deleting:
-            nxt = {
-                **_fresh(config.fingerprint(), "delete", doc),
-                "survey": doc.get("survey"),
-                "last_total": seen,
-                "confirmed": False,
-            }
-        else:
-            nxt = {**doc, "phase": "ready", "survey": survey}
+        """A pass is complete: the next run starts the next one with a count of its own."""
+        summary = self._progress(doc, run, "delete", "pass complete")
+        counted = doc.get("counted") or {}
+        nxt = {**doc, "phase": "ready", "last_pass": {"at": now.isoformat(), **counted}}
         self._save(bucket.name, nxt, version)
         return StepResult(
-            phase=str(nxt["phase"]),
+            phase="ready",
             detail=summary,
             deleted=run,
-            in_scope=_tally(seen),
-            would_delete=_tally(doc["candidates"]),
+            in_scope=_tally(counted.get("in_scope")),
+            would_delete=_tally(counted.get("would_delete")),
             complete=True,
             errors=errors,
         )
 
-    def _progress(self, doc: Mapping[str, Any], run: Tally, deleting: bool, tail: str) -> str:
+    def _progress(self, doc: Mapping[str, Any], run: Tally, stage: str, tail: str) -> str:
         seen, cand = _tally(doc["seen"]), _tally(doc["candidates"])
-        usd = cents(usd_per_month(run.bytes if deleting else cand.bytes, self._s.usd_per_gb_month))
         kept = int(doc["kept_locked"])
         locked = f"; {kept:,} kept under Object Lock" if kept else ""
         changed = int(doc.get("kept_changed", 0))
         changed_text = f"; {changed:,} kept, changed since listed" if changed else ""
         failed = int(doc.get("failed", 0))
         failed_text = f"; {failed:,} could not be deleted" if failed else ""
-        if deleting:
-            head = f"deleted {run.objects:,} objects ({run.bytes:,} bytes, ${usd:,}/month) this run"
-        else:
+        deferred = int(doc.get("deferred", 0))
+        deferred_text = (
+            f"; {deferred:,} past the TTL but beyond what the count approved, left for the "
+            f"next pass"
+            if deferred
+            else ""
+        )
+        if stage == "delete":
+            usd = cents(usd_per_month(run.bytes, self._s.usd_per_gb_month))
+            approved = _tally(doc.get("approved"))
             head = (
-                f"would delete {cand.objects:,} of {seen.objects:,} objects in scope "
+                f"deleted {run.objects:,} objects ({run.bytes:,} bytes, ${usd:,}/month) this "
+                f"run, of {approved.objects:,} the pass counted"
+            )
+        else:
+            usd = cents(usd_per_month(cand.bytes, self._s.usd_per_gb_month))
+            verb = "would delete" if stage == "survey" else "counting: the pass would delete"
+            head = (
+                f"{verb} {cand.objects:,} of {seen.objects:,} objects in scope "
                 f"({cand.bytes:,} bytes, ${usd:,}/month)"
             )
         notes = "".join(f"; backstop: {n}" for n in doc.get("backstop_notes") or ())
-        return f"{head}{locked}{changed_text}{failed_text}{notes}; {tail}"
+        return f"{head}{locked}{changed_text}{failed_text}{deferred_text}{notes}; {tail}"
 
     def _unlocked(
         self,
@@ -530,12 +718,11 @@ class SweepService:
         if ttl != config.ttl:
             raise SweepStopped(f"bucket {bucket}'s {Tags.TTL} changed during the sweep")
 
-    def _delete(
+    def _delete_batch(
         self, bucket: BucketRef, doc: Mapping[str, Any], batch: list[StoredObject], now: datetime
     ) -> DeleteResult:
         batch_id = f"{doc['pass_id']}-{doc['batch_seq']}"
         rows: list[list[Any]] = [[o.key, o.size, o.last_modified.isoformat()] for o in batch]
-        size = sum(o.size for o in batch)
         base = {
             "account": bucket.account,
             "project": bucket.project,
@@ -543,10 +730,10 @@ class SweepService:
             "bucket": bucket.name,
             "batch": batch_id,
             "objects": len(batch),
-            "bytes": size,
+            "bytes": sum(o.size for o in batch),
             "reason": "older than the bucket's costguard:ttl",
             "dry_run": False,
-            "usd_per_month_saved": str(cents(usd_per_month(size, self._s.usd_per_gb_month))),
+            # No saving here: the pass's run record (``acted``) counts what it deleted.
             "manifest": encode_manifest(rows),
         }
         self._audit.audit(
@@ -584,40 +771,90 @@ class SweepService:
 
     # -- the lifecycle backstop -------------------------------------------------------
 
-    def _backstop(self, bucket: str, config: SweepConfig) -> tuple[str, ...]:
-        """Merge CostGuard's rule into the bucket's lifecycle; report drift and skips."""
-        wanted = backstop(config, self._store.object_lock(bucket))
-        existing = self._store.lifecycle(bucket)
-        merged = merge_lifecycle(existing, wanted.rules)
+    def _settle(
+        self, bucket: str, config: SweepConfig, doc: dict[str, Any], version: int
+    ) -> tuple[dict[str, Any], int]:
+        """Put CostGuard's rule in step with the sweep: on while it is allowed, else off.
+
+        Read-modify-write: every rule CostGuard did not write is kept as it is, and drift
+        from what CostGuard would write is reported. ``backstop_on`` is set before the
+        rule is written and cleared after it is gone, so that it never says "off" while a
+        rule may be on; when it says "off" and none is wanted, no call is made.
+        """
+        wanted = bool(doc.get("allowed")) and doc.get("phase") != "tripped"
+        plan = backstop(config, self._store.object_lock(bucket)) if wanted else None
+        rules = plan.rules if plan is not None else ()
+        skipped = list(plan.skipped) if plan is not None else []
+        if not rules and doc.get("backstop_on") is False:
+            return {**doc, "backstop_notes": skipped}, version  # none wanted, none there
+        if rules and not doc.get("backstop_on"):
+            doc = {**doc, "backstop_on": True}
+            version = self._save(bucket, doc, version)
+        merged = merge_lifecycle(self._store.lifecycle(bucket), rules)
         if merged.changed:
             self._store.put_lifecycle(bucket, merged.rules)
-        return (*merged.drift, *wanted.skipped)
+        notes = [*merged.drift, *skipped]
+        if not wanted and merged.changed:
+            notes.append("CostGuard's lifecycle rule withdrawn")
+        doc = {**doc, "backstop_notes": notes}
+        if not rules:
+            doc["backstop_on"] = False
+        return doc, self._save(bucket, doc, version)
 
-    def backstop_report(self, bucket: str, config: SweepConfig) -> tuple[str, ...]:
-        return self._backstop(bucket, config)
+    def stand_down(self, bucket: str) -> str | None:
+        """The decision to sweep does not act this run: withdraw what it left running.
 
-    def remove_backstop(self, bucket: str) -> bool:
-        """Take CostGuard's own lifecycle rules off the bucket; True if there were any.
-
-        S3 applies a lifecycle rule with no executor, exemption or ``costguard:ttl`` check,
-        so the rule must not outlive the warning it belongs to: it goes when the warning
-        is withdrawn (exempt, ``costguard:ttl`` removed or malformed) or replaced (a new
-        time to live, prefixes or keep prefix), and the next deletion pass after a new
-        warning installs the rule for the new configuration. Read-modify-write: every
-        rule CostGuard did not write is kept as it is; the whole configuration is deleted
-        only when CostGuard's rules were all of it. Never called in dry-run (the executor
-        neither warns nor withdraws there).
+        S3 applies a lifecycle rule with no executor, exemption, ``costguard:ttl`` or
+        breaker check, so CostGuard's rule must not outlive the decision it belongs to.
+        The executor calls this wherever the decision does not act (dry-run, exempt,
+        no valid ``costguard:ttl``, a new warning, the grace period, out of scope), dry-run
+        included: it removes only CostGuard's own machinery (the owner's rules are kept),
+        so it is not an action that dry-run reports. A pass under way is abandoned, since
+        the breaker allowed it for a decision that no longer holds: the next deletion run
+        counts a new pass, and the rule returns only when the breaker allows one. A trip
+        stays (it holds deletions until confirmed). Free when nothing is left: no call.
         """
-        merged = merge_lifecycle(self._store.lifecycle(bucket), ())
-        if not merged.changed:
-            return False
-        self._store.put_lifecycle(bucket, merged.rules)
-        # A pass under way installed its rule at its start: the next deletion run (after a
-        # new warning) installs it again. Best effort: a conflicting write is another run's
-        # progress, and the next pass installs the rule in any case.
-        doc, version = self._state.get_state(self._s.scope, state_name(bucket))
-        if doc and not doc.get("backstop_due"):
-            self._state.put_state(
-                self._s.scope, state_name(bucket), {**doc, "backstop_due": True}, version
-            )
-        return True
+        for _ in range(STATE_ATTEMPTS):
+            doc, version = self._state.get_state(self._s.scope, state_name(bucket))
+            under_way = doc.get("phase") in PASS_PHASES
+            if not doc or (
+                not doc.get("allowed") and doc.get("backstop_on") is False and not under_way
+            ):
+                return None
+            removed = False
+            if doc.get("backstop_on") is not False:
+                merged = merge_lifecycle(self._store.lifecycle(bucket), ())
+                if merged.changed:
+                    self._store.put_lifecycle(bucket, merged.rules)
+                    removed = True
+            new = {**doc, "allowed": False, "backstop_on": False}
+            if under_way:
+                survey = doc.get("survey")
+                new = {
+                    **_fresh(str(doc["fingerprint"]), "ready" if survey else "survey", new),
+                    "survey": survey,
+                }
+            if self._state.put_state(self._s.scope, state_name(bucket), new, version):
+                return "CostGuard's lifecycle rule withdrawn" if removed else None
+        raise SweepStopped(f"bucket {bucket}'s sweep state kept changing under this run")
+
+
+def _within(doc: dict[str, Any], candidates: Sequence[StoredObject]) -> list[StoredObject]:
+    """The candidates a pass may still delete: never more than its count approved.
+
+    Objects can only leave a listing or grow younger between a count and its deletes, so
+    this holds back nothing in practice; it is the bound that makes the breaker's
+    judgement of the count a judgement of the deletes (a legal hold lifted in between, for
+    example, is left for the next pass's count).
+    """
+    approved, taken = _tally(doc.get("approved")), _tally(doc.get("taken"))
+    out: list[StoredObject] = []
+    for o in candidates:
+        after = taken.plus(1, o.size)
+        if after.objects > approved.objects or after.bytes > approved.bytes:
+            doc["deferred"] = int(doc.get("deferred", 0)) + 1
+            continue
+        taken = after
+        out.append(o)
+    doc["taken"] = _raw(taken)
+    return out
