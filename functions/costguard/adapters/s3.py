@@ -22,7 +22,7 @@ from costguard.adapters.aws import reading, tags_of
 from costguard.domain.decisions import Action, ApplyResult, Decision, Observed, Target
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import resource_key
-from costguard.domain.sweep import Lock, StoredObject, SweepConfig, usd_per_hour
+from costguard.domain.sweep import Lock, StoredObject, SweepConfig, objects, usd_per_hour
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
 from costguard.iam import THIS_ACCOUNT_ONLY, Permission
 from costguard.names import Tags
@@ -513,8 +513,8 @@ class StaleObjectsPolicy:
         return Decision(
             Action.DELETE_OBJECTS,
             target,
-            f"{result.would_delete.objects:,} objects ({result.would_delete.bytes:,} bytes) "
-            f"are older than their {Tags.TTL}",
+            f"{objects(result.would_delete.objects)} ({result.would_delete.bytes:,} bytes) "
+            f"{'is' if result.would_delete.objects == 1 else 'are'} older than their {Tags.TTL}",
             now,
             evidence=evidence,
             usd_per_hour_saved=usd_per_hour(result.would_delete.bytes, rate),

@@ -97,6 +97,11 @@ class SweepConfig:
         }
 
 
+def objects(count: int) -> str:
+    """``count`` objects in words: "1 object", "1,024 objects"."""
+    return f"{count:,} object" + ("" if count == 1 else "s")
+
+
 def normalise_prefixes(prefixes: Iterable[str]) -> tuple[str, ...]:
     """Sorted, without duplicates or prefixes inside another: each key is listed once.
 

@@ -70,6 +70,7 @@ from costguard.domain.sweep import (
     confirmation_key,
     confirms,
     merge_lifecycle,
+    objects,
     trip_stamp,
     usd_per_month,
 )
@@ -667,7 +668,7 @@ class SweepService:
             usd = cents(usd_per_month(run.bytes, self._s.usd_per_gb_month))
             approved = _tally(doc.get("approved"))
             head = (
-                f"deleted {run.objects:,} objects ({run.bytes:,} bytes, ${usd:,}/month) this "
+                f"deleted {objects(run.objects)} ({run.bytes:,} bytes, ${usd:,}/month) this "
                 f"run, of {approved.objects:,} the pass counted"
             )
         else:
