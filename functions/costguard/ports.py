@@ -168,14 +168,29 @@ class ClaimStore(Protocol):
     ) -> bool:
         """Phase one of a two-phase claim: True for the one caller that may do the work.
 
-        A key is claimable when it was never claimed, when its work was released, or
-        when a pending claim's lease has run out (its holder crashed between claim and
-        work), so a crash can delay the work by one lease but never lose it.
+        A key is claimable when it was never claimed, when its work was released (or
+        reopened), or when a pending claim's lease has run out (its holder crashed between
+        claim and work), so a crash can delay the work by one lease but never lose it. A
+        ``now`` older than the key's last claim (a late retry) is refused: its lease would
+        otherwise have run out before it began, and let a second holder in.
         """
         ...
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
-        """Phase two: the work is done; the key is never claimable again."""
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
+        """Phase two: the work is done; the key is not claimable again, unless that work
+        is undone (:meth:`reopen`, naming the same ``fence``: what the work was, e.g. the
+        deadline of a warning)."""
+        ...
+
+    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+        """The confirmed work named ``fence`` was undone (a warning withdrawn): the key is
+        claimable again at once. True if this call reopened it.
+
+        Fenced: only a claim confirmed with this ``fence`` is reopened. A pending claim
+        (its holder still at work), a ``put_once`` record, and a claim confirmed since
+        for other work (a newer warning under the same key) are left as they are, so a
+        late retry of an old withdrawal can never free a newer claim.
+        """
         ...
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:

@@ -344,3 +344,90 @@ def test_a_busy_resource_the_policy_saw_unwarned_costs_no_call() -> None:
     # THEN only the resource that carried a warning was looked at (and its tag removed)
     assert looked == ["nb-2"]
     assert len(w.actuator.calls) == calls_before + 1
+
+
+# -- a claim ends with the warning it guards ----------------------------------------------
+
+
+def test_a_notebook_used_after_its_warning_is_warned_again_at_once_when_idle() -> None:
+    """Defect: a notebook was warned, used, cleared an hour later, and then reported
+    every hour as "claimed-elsewhere: another run is warning about it" while idle, until
+    the next UTC day: the withdrawn warning's claim outlived it.
+
+    GIVEN a notebook warned at 12:00 WHEN it is used at 13:00 (cleared) and idle again
+    at 14:00 THEN it is warned again at 14:00, once; and that warning is acted on."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    assert w.run(busy(), now=T0 + timedelta(hours=1)) == [Step.CLEARED]
+    again = T0 + timedelta(hours=2)
+    assert w.run(idle(now=again), now=again) == [Step.WARNED]
+    assert w.resources["nb-1"].tags[Tags.ACTION_AFTER] == "2026-11-21T14:00:00Z"
+    assert [a.kind for a in w.sent].count(AlertKind.ACTION_WARNING) == 2
+    # AND a rerun of the same hour does not warn a third time
+    assert w.run(idle(now=again), now=again + timedelta(minutes=5)) == [Step.WAITING]
+    assert w.run(idle(), now=again + GRACE) == [Step.ACTED]
+
+
+def test_a_resource_whose_project_tag_came_back_starts_a_new_warning_at_once() -> None:
+    """Defect: a volume whose project tag came back waited 10.5 hours for its new
+    warning (the next UTC day), where the README says restoring the tag "starts a new
+    warning".
+
+    GIVEN a resource warned at 12:00 WHEN its project tag is removed (the warning is
+    withdrawn) and put back half an hour later THEN the next run warns it afresh."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.resources["nb-1"].tags.pop(Tags.PROJECT)
+    assert w.run(idle(), now=T0 + timedelta(minutes=30)) == [Step.CLEARED]
+    w.resources["nb-1"].tags[Tags.PROJECT] = "vision"
+    back = T0 + timedelta(hours=1)
+    assert w.run(idle(now=back), now=back) == [Step.WARNED]
+
+
+def test_a_withdrawal_in_dry_run_ends_the_claim_too() -> None:
+    """GIVEN a warning given while enforcing, WHEN dry-run is turned on and the notebook
+    is used (the warning withdrawn in the ledger, its tag left), and enforcing is turned
+    back on while it is idle, THEN it is warned afresh the same day."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.dry_run = True
+    assert w.run(busy(), now=T0 + timedelta(hours=1)) == [Step.CLEARED]
+    w.dry_run = False
+    back = T0 + timedelta(hours=2)
+    assert w.run(idle(now=back), now=back) == [Step.WARNED]
+
+
+def test_without_a_withdrawal_it_is_still_one_warning_a_day() -> None:
+    """GIVEN a warning whose tag the owner deleted by hand (not withdrawn by CostGuard)
+    WHEN the notebook is still idle THEN it is not warned again that day."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.resources["nb-1"].tags.pop(Tags.ACTION_AFTER)
+    later = T0 + timedelta(hours=1)
+    assert w.run(idle(now=later), now=later) == [Step.CLAIMED_ELSEWHERE]
+
+
+def test_overlapping_runs_after_a_withdrawal_warn_once() -> None:
+    """GIVEN a withdrawn warning WHEN six overlapping runs find the notebook idle again
+    at once THEN exactly one warns it, and the owner gets one new warning."""
+    w = World("nb-1")
+    w.run(idle())
+    w.run(busy(), now=T0 + timedelta(hours=1))
+    w.sent.clear()
+    again = T0 + timedelta(hours=2)
+    barrier = threading.Barrier(6)
+    w.actuator.inspect_barrier = threading.Barrier(6)
+    steps: list[Step] = []
+
+    def run() -> None:
+        barrier.wait()
+        steps.extend(w.run(idle(now=again), now=again))
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert steps.count(Step.WARNED) == 1
+    assert set(steps) <= {Step.WARNED, Step.CLAIMED_ELSEWHERE, Step.WAITING}
+    assert len(w.sent) == 1

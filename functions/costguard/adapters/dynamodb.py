@@ -440,13 +440,17 @@ class DynamoDbLedger:
         # A record without a status was written by put_once (or an older version): done.
         return self._conditional_update(
             Key=self._claim_key(namespace, key),
+            # A new claim is for new work: the fence of the work it replaces goes.
             UpdateExpression=(
                 "SET #status = :pending, #key = :key, #at = :now, #expires = :expires, "
-                "#attrs = :attrs, #ttl = :ttl"
+                "#attrs = :attrs, #ttl = :ttl REMOVE #fence"
             ),
+            # Time never moves backwards: a claim older than the key's last (a late
+            # retry with a stale now) is refused, so its lease cannot end before its
+            # time and let a second holder in.
             ConditionExpression=(
-                "attribute_not_exists(pk) OR #status = :released "
-                "OR (#status = :pending AND #expires <= :now)"
+                "attribute_not_exists(pk) OR (#at <= :now AND (#status = :released "
+                "OR (#status = :pending AND #expires <= :now)))"
             ),
             ExpressionAttributeNames={
                 "#status": "status",
@@ -455,6 +459,7 @@ class DynamoDbLedger:
                 "#expires": "lease_expires",
                 "#attrs": "attrs",
                 "#ttl": "ttl",
+                "#fence": "fence",
             },
             ExpressionAttributeValues={
                 ":pending": {"S": PENDING},
@@ -467,13 +472,35 @@ class DynamoDbLedger:
             },
         )
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
+        values: dict[str, Any] = {":sent": {"S": SENT}, ":now": {"S": stamp(now)}}
+        names = {"#status": "status", "#done": "done_at", "#fence": "fence"}
+        if fence is None:
+            update = "SET #status = :sent, #done = :now REMOVE #fence"
+        else:
+            update = "SET #status = :sent, #done = :now, #fence = :fence"
+            values[":fence"] = {"S": fence}
         self._ddb.update_item(
             TableName=self._table,
             Key=self._claim_key(namespace, key),
-            UpdateExpression="SET #status = :sent, #done = :now",
-            ExpressionAttributeNames={"#status": "status", "#done": "done_at"},
-            ExpressionAttributeValues={":sent": {"S": SENT}, ":now": {"S": stamp(now)}},
+            UpdateExpression=update,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+        # Only confirmed work, and only the work named: a put_once record has no fence,
+        # a pending claim's holder is still at work, a newer claim carries its own fence.
+        return self._conditional_update(
+            Key=self._claim_key(namespace, key),
+            UpdateExpression="SET #status = :released",
+            ConditionExpression="#status = :sent AND #fence = :fence",
+            ExpressionAttributeNames={"#status": "status", "#fence": "fence"},
+            ExpressionAttributeValues={
+                ":released": {"S": RELEASED},
+                ":sent": {"S": SENT},
+                ":fence": {"S": fence},
+            },
         )
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:

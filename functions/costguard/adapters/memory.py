@@ -118,10 +118,13 @@ class InMemoryLedger:
     ) -> bool:
         with self._lock:
             record = self._once.get((namespace, key))
-            claimable = (
-                record is None
-                or record["status"] == "released"
-                or (record["status"] == "pending" and record["expires"] <= now)
+            claimable = record is None or (
+                # Time never moves backwards: a claim older than the key's last is refused.
+                record["at"] <= now
+                and (
+                    record["status"] == "released"
+                    or (record["status"] == "pending" and record["expires"] <= now)
+                )
             )
             if not claimable:
                 return False
@@ -133,10 +136,19 @@ class InMemoryLedger:
             }
             return True
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
         with self._lock:
             record = self._once.setdefault((namespace, key), {"at": now})
             record["status"] = "sent"
+            record["fence"] = fence
+
+    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+        with self._lock:
+            record = self._once.get((namespace, key))
+            if record is None or record["status"] != "sent" or record.get("fence") != fence:
+                return False
+            record["status"] = "released"
+            return True
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         with self._lock:
@@ -291,8 +303,11 @@ class ReadOnlyLedger:
     ) -> bool:
         return False
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
         return None
+
+    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+        return False
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         return None

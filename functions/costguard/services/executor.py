@@ -21,7 +21,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -190,14 +190,29 @@ class Executor:
             return Outcome(d, Step.WAITING, f"warned; acting after {deadline_tag(due)}", deadline)
         return self._act(actuator, d, now, observed, deadline)
 
-    def _warn_keys(self, d: Decision, now: datetime) -> list[str]:
-        """At most one warning a day (per session, when the policy knows the session);
-        runs that overlap across midnight share a key."""
-        days = sorted({f"{now:%Y-%m-%d}", f"{now - RUN_OVERLAP:%Y-%m-%d}"})
-        standing = f"/{d.standing}" if d.standing else ""
-        if d.session_start is not None:
-            standing += f"/session-{deadline_tag(d.session_start)}"
-        return [f"warn/{claim_key(d, None)}{standing}/{day}" for day in days]
+    @staticmethod
+    def _warn_keys(d: Decision, deadline: datetime) -> list[str]:
+        """The claims of one warning: at most one warning a day per resource (and per
+        session, when the policy knows the session).
+
+        Computed from the warning itself (the resource and its deadline), not from the
+        decision's action or standing, so that whatever ends the warning (withdrawn,
+        superseded by a new configuration) finds and reopens them: a new warning can then
+        be claimed at once. Overlapping runs' deadlines lie within ``RUN_OVERLAP`` of each
+        other, so their key sets always share a day, across midnight too.
+        """
+        at = deadline.astimezone(UTC)
+        days = sorted({f"{at:%Y-%m-%d}", f"{at - RUN_OVERLAP:%Y-%m-%d}"})
+        t = d.target
+        session = f"/session-{deadline_tag(d.session_start)}" if d.session_start else ""
+        return [f"warn/{t.account or '-'}/{t.key}{session}/{day}" for day in days]
+
+    def _end_warning(self, d: Decision, deadline: datetime) -> None:
+        """The warning with this deadline no longer holds: its claims end with it, so a new
+        warning can be claimed at once. Fenced by the deadline: a late retry can never
+        reopen the claim of a newer warning."""
+        for key in self._warn_keys(d, deadline):
+            self._ledger.reopen("action", key, deadline_tag(deadline))
 
     def _warn(self, actuator: Actuator, d: Decision, now: datetime, observed: Observed) -> Outcome:
         deadline = d.deadline(now)
@@ -211,8 +226,13 @@ class Executor:
             )
             self._audit_once_a_day(d, now, outcome, observed.state)
             return outcome
+        stale = action_after(observed.tags)
+        if isinstance(stale, datetime):
+            # The resource carries a warning that does not count (another configuration,
+            # another session, withdrawn): its claims end before the new one is claimed.
+            self._end_warning(d, stale)
         keys: list[str] = []
-        for key in self._warn_keys(d, now):
+        for key in self._warn_keys(d, deadline):
             if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
                 for taken in keys:
                     self._ledger.release("action", taken, now)
@@ -240,7 +260,12 @@ class Executor:
         )
         return self._followups(
             outcome,
-            *[lambda key=key: self._ledger.confirm("action", key, now) for key in keys],
+            *[
+                lambda key=key: self._ledger.confirm(
+                    "action", key, now, fence=deadline_tag(deadline)
+                )
+                for key in keys
+            ],
             lambda: self._audit(d, now, outcome, observed.state),
         )
 
@@ -327,6 +352,8 @@ class Executor:
         deadline = action_after(observed.tags)
         if isinstance(deadline, datetime):
             self._ledger.put_once("withdrawn", warning_key(d.target, deadline), now, {"why": why})
+            # The claim ends with the warning it guarded: a new warning can be given at once.
+            self._end_warning(d, deadline)
         if self._s.dry_run:
             return Outcome(d, Step.CLEARED, f"would withdraw the warning: {why}")
         actuator.unmark(d.target, Tags.ACTION_AFTER)
