@@ -205,10 +205,21 @@ class ClaimStore(Protocol):
         """``pending``, ``sent`` (confirmed, or a put_once record), ``released`` or None."""
         ...
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """:meth:`status` of many ``(namespace, key)`` at once, in shared reads (a pass
+        reads the records of every warning it holds in calls per 100, not per warning).
+        Keys without a record are absent."""
+        ...
+
 
 class AuditLog(Protocol):
     def audit(self, event: AuditEvent) -> bool:
         """Append to the audit trail; False if that event id was already recorded."""
+        ...
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        """Append many events in shared writes (25 a call on DynamoDB). Idempotent: an
+        event written again (same scope, time and id) is the same record, not another."""
         ...
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
@@ -244,8 +255,9 @@ class AlertLog(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
-class ActionLedger(ClaimStore, AuditLog, Protocol):
-    """What the executor needs: claims, so overlapping runs act once, and the audit trail."""
+class ActionLedger(ClaimStore, AuditLog, StateStore, Protocol):
+    """What the executor needs: claims, so overlapping runs act once, the audit trail,
+    and a small document of what a dry-run last reported (so it is recorded once)."""
 
 
 class Ledger(
@@ -282,8 +294,11 @@ class Actuator(Protocol):
     #: IAM conditions must allow exactly that (the EC2 actuator allows none).
     opt_in_tags: tuple[str, ...]
 
-    def inspect(self, target: Target) -> Observed | None:
-        """The resource's state and tags now; None if it no longer exists."""
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        """Each resource's state and tags now, by ``Target.key``; a target absent from the
+        answer no longer exists. Read in as few calls as the service allows (one
+        ``DescribeInstances`` for up to 1,000 instances), never one per resource where
+        a batched read exists."""
         ...
 
     def mark(self, target: Target, key: str, value: str) -> None: ...

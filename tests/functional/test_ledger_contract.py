@@ -445,3 +445,35 @@ def test_concurrent_claims_after_a_reopen_admit_one(ledger: Ledger) -> None:
     assert sorted(results) == [False, False, False, True]
     assert ledger.status("action", "warn/k") == "sent"
     assert not ledger.claim("action", "warn/k", T2, LEASE, {})
+
+
+def test_statuses_read_many_claims_at_once(ledger: Ledger) -> None:
+    """GIVEN 150 records of two namespaces in every phase WHEN read at once (more than
+    one batch), with a key asked twice and one never written THEN each reads as
+    ``status`` reads it, and the missing one is absent."""
+    keys: list[tuple[str, str]] = []
+    for n in range(150):
+        ledger.put_once("warned", f"w{n}", T0, {})
+        keys.append(("warned", f"w{n}"))
+    ledger.claim("action", "pending", T0, LEASE, {})
+    ledger.claim("action", "released", T0, LEASE, {})
+    ledger.release("action", "released", T0)
+    asked = [*keys, ("action", "pending"), ("action", "released"), ("warned", "w0")]
+    found = ledger.statuses([*asked, ("withdrawn", "never")])
+    assert found == {k: ledger.status(*k) for k in asked}
+    assert ("withdrawn", "never") not in found
+    assert ledger.statuses([]) == {}
+
+
+def test_audit_many_writes_every_event_once_however_often_written(ledger: Ledger) -> None:
+    """GIVEN 60 events (more than two batches of 25), one of them twice in the batch
+    WHEN written, and written again (a retried run) THEN the trail holds each once."""
+    events = [
+        AuditEvent("acct", T0 + timedelta(seconds=n), f"e{n}", "stop", f"r{n}", "would-warn", {})
+        for n in range(60)
+    ]
+    ledger.audit_many([*events, events[0]])
+    ledger.audit_many(events)
+    trail = ledger.audit_trail("acct", "2026-11")
+    assert [e.event_id for e in trail] == [f"e{n}" for n in range(60)]
+    ledger.audit_many([])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -10,7 +11,7 @@ import pytest
 
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
-from costguard.domain.decisions import Action, Decision, Step, Target
+from costguard.domain.decisions import Action, Decision, Observed, Step, Target
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
@@ -325,14 +326,7 @@ def test_a_busy_resource_the_policy_saw_unwarned_costs_no_call() -> None:
     w = World("nb-1", "nb-2")
     w.run(idle("nb-2"))  # nb-2 is warned; nb-1 never was
     calls_before = len(w.actuator.calls)
-    looked: list[str] = []
-    inspect = w.actuator.inspect
-
-    def counted(target: Target) -> object:
-        looked.append(target.id)
-        return inspect(target)
-
-    w.actuator.inspect = counted  # type: ignore[method-assign]
+    w.actuator.looks.clear()
     busy1 = busy("nb-1")
     busy2 = busy("nb-2")
     fresh = replace(busy1, target=replace(busy1.target, tags_seen={Tags.PROJECT: "vision"}))
@@ -342,7 +336,7 @@ def test_a_busy_resource_the_policy_saw_unwarned_costs_no_call() -> None:
     )
     assert w.run(fresh, warned) == [Step.CLEARED]
     # THEN only the resource that carried a warning was looked at (and its tag removed)
-    assert looked == ["nb-2"]
+    assert w.actuator.looks == [("nb-2",)]
     assert len(w.actuator.calls) == calls_before + 1
 
 
@@ -431,3 +425,123 @@ def test_overlapping_runs_after_a_withdrawal_warn_once() -> None:
     assert steps.count(Step.WARNED) == 1
     assert set(steps) <= {Step.WARNED, Step.CLAIMED_ELSEWHERE, Step.WAITING}
     assert len(w.sent) == 1
+
+
+# -- one pass costs reads per page, not per resource --------------------------------------
+
+
+class CountingLedger(InMemoryLedger):
+    """The in-memory ledger, counting the calls a run makes to it (one call each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def audit(self, event: object) -> bool:  # type: ignore[override]
+        self.calls.append("audit")
+        return super().audit(event)  # type: ignore[arg-type]
+
+    def audit_many(self, events: object) -> None:  # type: ignore[override]
+        self.calls.append("audit_many")
+        super().audit_many(events)  # type: ignore[arg-type]
+
+    def status(self, namespace: str, key: str) -> str | None:
+        self.calls.append("status")
+        return super().status(namespace, key)
+
+    def statuses(self, keys: object) -> dict[tuple[str, str], str]:  # type: ignore[override]
+        self.calls.append("statuses")
+        return super().statuses(keys)  # type: ignore[arg-type]
+
+    def get_state(self, scope: str, name: str) -> tuple[dict[str, object], int]:
+        self.calls.append("get_state")
+        return super().get_state(scope, name)
+
+    def put_state(self, scope: str, name: str, value: object, expected_version: int) -> bool:  # type: ignore[override]
+        self.calls.append("put_state")
+        return super().put_state(scope, name, value, expected_version)  # type: ignore[arg-type]
+
+
+def test_a_dry_run_records_a_report_when_it_changes_not_every_run() -> None:
+    """Defect: a dry-run wrote an audit item per idle notebook every pass (500 PutItem a
+    pass on a half-idle 1,000-notebook fleet), to say the same "would stop" again.
+
+    GIVEN 30 idle notebooks in dry-run WHEN the guard runs every hour THEN the first run
+    records 30 reports in 2 shared writes, the next runs write nothing (one read of what
+    was reported), and a notebook busy in between is reported again when idle again."""
+    ids = [f"nb-{n}" for n in range(30)]
+    w = World(*ids, dry_run=True)
+    ledger = CountingLedger()
+    w.ledger = ledger
+    assert w.run(*(idle(i) for i in ids)) == [Step.WOULD_WARN] * 30
+    assert ledger.calls == ["get_state", "audit_many", "audit_many", "put_state"]
+    assert len(w.trail()) == 30
+    for hour in (1, 2, 25):
+        ledger.calls.clear()
+        at = T0 + timedelta(hours=hour)
+        assert w.run(*(idle(i, now=at) for i in ids), now=at) == [Step.WOULD_WARN] * 30
+        assert ledger.calls == ["get_state"], hour
+    assert len(w.trail()) == 30
+    # WHEN nb-0 is busy for a run and idle again THEN it is reported anew (once)
+    at = T0 + timedelta(hours=26)
+    w.run(busy("nb-0", now=at), *(idle(i, now=at) for i in ids[1:]), now=at)
+    at += timedelta(hours=1)
+    w.run(*(idle(i, now=at) for i in ids), now=at)
+    w.run(*(idle(i, now=at) for i in ids), now=at + timedelta(hours=1))
+    assert len(w.trail()) == 31
+
+
+def test_one_look_serves_the_whole_pass_and_an_action_looks_again_just_before() -> None:
+    """GIVEN 20 notebooks warned long enough ago to be due, and 20 fresh idle ones
+    WHEN one enforcing run handles all 40 THEN the actuator is asked once for all 40,
+    the ledger records of the 20 warnings are read in one call, and each of the 20 stops
+    re-reads its own resource just before acting (scope, exemption, state)."""
+    due = [f"due-{n}" for n in range(20)]
+    new = [f"new-{n}" for n in range(20)]
+    w = World(*due, *new)
+    w.ledger = ledger_calls = CountingLedger()
+    w.warned(*due)
+    ledger_calls.calls.clear()
+    w.actuator.looks.clear()
+    steps = w.run(*(idle(i) for i in due + new))
+    assert steps == [Step.ACTED] * 20 + [Step.WARNED] * 20
+    assert w.actuator.looks[0] == tuple(due + new)
+    assert sorted(w.actuator.looks[1:]) == sorted((i,) for i in due)
+    assert ledger_calls.calls.count("statuses") == 1
+    # (each action reads its warning's records afresh, after its own look)
+    assert ledger_calls.calls.count("status") == 2 * 20
+
+
+def test_an_exemption_added_after_the_shared_look_stops_the_action() -> None:
+    """GIVEN a due notebook WHEN its owner exempts it after the run's shared look THEN
+    the look just before acting sees the exemption: withdrawn, never stopped."""
+    w = World("nb-1")
+    w.warned("nb-1")
+    inspect = w.actuator.inspect
+
+    def exempted_meanwhile(targets: Sequence[Target]) -> dict[str, Observed]:
+        seen = inspect(targets)
+        w.resources["nb-1"].tags[Tags.EXEMPT] = "true"
+        return seen
+
+    w.actuator.inspect = exempted_meanwhile  # type: ignore[method-assign]
+    assert w.run(idle()) == [Step.CLEARED]
+    assert w.resources["nb-1"].state == "InService"
+
+
+def test_an_audit_write_that_fails_fails_the_outcomes_it_was_for() -> None:
+    """GIVEN the ledger refusing audit writes WHEN a dry-run reports two notebooks
+    THEN both outcomes carry the error (the run fails, so the retry writes them)."""
+    w = World("nb-1", "nb-2", dry_run=True)
+
+    def refuse(events: object) -> None:
+        raise RuntimeError("throttled")
+
+    w.ledger.audit_many = refuse  # type: ignore[method-assign]
+    report = w.executor().run([idle("nb-1"), idle("nb-2")], T0)
+    assert len(report.failures) == 2
+    assert all("audit write failed" in (o.error or "") for o in report.failures)
+    # AND nothing is remembered as reported: the next run writes them
+    w.ledger.audit_many = InMemoryLedger.audit_many.__get__(w.ledger)  # type: ignore[method-assign]
+    assert not w.executor().run([idle("nb-1"), idle("nb-2")], T0 + GRACE).failures
+    assert len(w.trail()) == 2

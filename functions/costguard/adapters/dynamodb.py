@@ -36,7 +36,7 @@ import json
 import time
 import unicodedata
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
@@ -62,6 +62,7 @@ ITEM_BUDGET_BYTES = 350_000
 TRANSACT_BUDGET_BYTES = 3_800_000
 OBSERVATIONS_PER_CHUNK = 4_000
 BATCH_WRITE_LIMIT = 25
+BATCH_GET_LIMIT = 100
 FINDING_TTL = timedelta(days=35)
 RATE_TTL = timedelta(days=3)
 ALERT_TTL = timedelta(days=400)
@@ -148,6 +149,39 @@ def decode_observations(blob: bytes) -> list[Observation]:
         Observation(key, project, Decimal(rate), parse_stamp(seen), parse_stamp(first))
         for key, project, rate, seen, first in rows
     ]
+
+
+def _audit_item(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
+        "sk": {"S": f"{stamp(event.at)}#{key_part(event.event_id)}"},
+        "event_id": {"S": event.event_id},
+        "action": {"S": event.action},
+        "resource": {"S": event.resource},
+        "outcome": {"S": event.outcome},
+        "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
+    }
+
+
+def _until_processed(
+    send: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]],
+    request: dict[str, Any],
+    what: str,
+    attempts: int = 8,
+) -> list[dict[str, Any]]:
+    """A batch call and its leftovers, tried again with backoff until DynamoDB has
+    processed all of it (``UnprocessedItems``/``UnprocessedKeys``: throttled partitions).
+    ``send`` returns (the answer's responses, what is left); the answers are returned."""
+    answers: list[dict[str, Any]] = []
+    pending = request
+    for attempt in range(attempts):
+        answer, pending = send(pending)
+        answers.append(answer)
+        if not pending:
+            return answers
+        time.sleep(min(0.05 * 2**attempt, 2.0))
+    left = sum(len(v) if isinstance(v, list) else len(v.get("Keys", [])) for v in pending.values())
+    raise LedgerError(f"DynamoDB left {left} {what} unprocessed")
 
 
 class DynamoDbLedger:
@@ -332,15 +366,29 @@ class DynamoDbLedger:
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
         for batch in chunks(requests, BATCH_WRITE_LIMIT):
-            pending: dict[str, Any] = {self._table: batch}
-            for attempt in range(8):
+
+            def write(pending: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
                 response = self._ddb.batch_write_item(RequestItems=pending)
-                pending = response.get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-            else:
-                raise LedgerError(f"DynamoDB left {len(pending[self._table])} writes unprocessed")
+                return {}, dict(response.get("UnprocessedItems") or {})
+
+            _until_processed(write, {self._table: batch}, "writes")
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Items by key, 100 a call (strongly consistent), unprocessed keys tried again."""
+        found: list[dict[str, Any]] = []
+        for batch in chunks(keys, BATCH_GET_LIMIT):
+
+            def read(pending: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+                response = self._ddb.batch_get_item(RequestItems=pending)
+                return dict(response.get("Responses") or {}), dict(
+                    response.get("UnprocessedKeys") or {}
+                )
+
+            for items in _until_processed(
+                read, {self._table: {"Keys": batch, "ConsistentRead": True}}, "reads"
+            ):
+                found.extend(items.get(self._table, []))
+        return found
 
     # -- findings, exactly-once records, audit -----------------------------------------
 
@@ -524,18 +572,25 @@ class DynamoDbLedger:
             return None
         return str(item.get("status", {}).get("S", SENT))
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        wanted = {
+            (f"ONCE#{namespace}", key_part(key)): (namespace, key)
+            for namespace, key in dict.fromkeys(keys)
+        }
+        items = self._batch_get([{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted])
+        return {
+            wanted[(item["pk"]["S"], item["sk"]["S"])]: str(item.get("status", {}).get("S", SENT))
+            for item in items
+        }
+
     def audit(self, event: AuditEvent) -> bool:
-        return self._put_if_absent(
-            {
-                "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
-                "sk": {"S": f"{stamp(event.at)}#{key_part(event.event_id)}"},
-                "event_id": {"S": event.event_id},
-                "action": {"S": event.action},
-                "resource": {"S": event.resource},
-                "outcome": {"S": event.outcome},
-                "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
-            }
-        )
+        return self._put_if_absent(_audit_item(event))
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        # One record per (scope, time, id): a batch holds each once (DynamoDB refuses a
+        # batch that names one key twice); written again, it is the same record.
+        items = {(e.scope, stamp(e.at), e.event_id): _audit_item(e) for e in events}
+        self._batch_write([{"PutRequest": {"Item": item}} for item in items.values()])
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """One item per project and day; samples are appended as ``stamp=rate`` strings."""

@@ -161,6 +161,14 @@ class InMemoryLedger:
             record = self._once.get((namespace, key))
             return None if record is None else str(record.get("status", "sent"))
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        with self._lock:
+            return {
+                k: str(self._once[k].get("status", "sent"))
+                for k in dict.fromkeys(keys)
+                if k in self._once
+            }
+
     def audit(self, event: AuditEvent) -> bool:
         with self._lock:
             key = (event.scope, f"{event.at.isoformat()}#{event.event_id}")
@@ -168,6 +176,12 @@ class InMemoryLedger:
                 return False
             self._audit[key] = event
             return True
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        # Like DynamoDB's batch write: the same record written again is overwritten.
+        with self._lock:
+            for event in events:
+                self._audit[(event.scope, f"{event.at.isoformat()}#{event.event_id}")] = event
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
         with self._lock:
@@ -315,8 +329,14 @@ class ReadOnlyLedger:
     def status(self, namespace: str, key: str) -> str | None:
         return self._inner.status(namespace, key)
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        return self._inner.statuses(keys)
+
     def audit(self, event: AuditEvent) -> bool:
         return False
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        return None
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         return None

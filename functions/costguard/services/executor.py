@@ -18,6 +18,7 @@ retries and the dead-letter queue see them.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,6 +35,7 @@ from costguard.domain.decisions import (
     NotYet,
     Observed,
     Step,
+    Target,
     action_after,
     claim_key,
     deadline_tag,
@@ -94,6 +96,35 @@ class ActionsFailedError(RuntimeError):
     """Some actions failed; the others were applied. Raised so the retry and DLQ see it."""
 
 
+@dataclass
+class _Pass:
+    """One run's shared reads and pending writes (each decision still has its own steps)."""
+
+    now: datetime
+    #: What each resource looked like at the start of the run, by target key: one
+    #: batched ``inspect`` per actuator. None: gone; an exception: that look failed.
+    observed: dict[str, Observed | Exception | None] = field(default_factory=dict)
+    #: Ledger records of the warnings the resources carry, read at once.
+    statuses: dict[tuple[str, str], str] = field(default_factory=dict)
+    prefetched: set[tuple[str, str]] = field(default_factory=set)
+    #: Audit records not yet written (target key, event): written 25 a call.
+    audits: list[tuple[str, AuditEvent]] = field(default_factory=list)
+    #: Target keys whose audit record could not be written, and why.
+    audit_errors: dict[str, str] = field(default_factory=dict)
+    #: What a dry-run reported last time (resource -> report), as read; None: not read yet.
+    journal: dict[str, str] | None = None
+    journal_version: int = 0
+    #: What this run reports.
+    reports: dict[str, str] = field(default_factory=dict)
+
+
+#: Audit records are written in shared calls of this many (DynamoDB's ``BatchWriteItem``).
+AUDIT_BATCH = 25
+#: Dry-run reports remembered (one short line each, in one ledger document of < 400 KB);
+#: beyond this the reports are written every run, batched.
+JOURNAL_LIMIT = 10_000
+
+
 class Executor:
     def __init__(
         self,
@@ -106,61 +137,133 @@ class Executor:
         self._ledger = ledger
         self._notifier = notifier
         self._s = settings
+        #: The ledger document of what a dry-run of these actuators last reported.
+        self._journal = "reports/" + "+".join(sorted(self._actuators))
 
     def run(self, decisions: Sequence[Decision], now: datetime) -> ExecutionReport:
-        now = require_utc(now)
+        """Every decision in order, on reads shared across them: one ``inspect`` per
+        actuator (batched by the actuator), one read of the ledger records of the
+        warnings found, audit records written together; each action re-reads its
+        resource just before it acts."""
+        p = _Pass(require_utc(now))
+        self._look(decisions, p)
+        self._prefetch(decisions, p)
         outcomes: list[Outcome] = []
         for d in decisions:
             try:
-                outcome = self._one(d, now)
+                outcome = self._one(d, p)
             except Exception as exc:  # contained: recorded, reported, and failed at the end
                 error = f"{type(exc).__name__}: {exc}"
                 outcome = Outcome(d, Step.FAILED, error, error=error)
-                try:
-                    self._audit(d, now, outcome, found="unknown")
-                except Exception as audit_exc:  # the ledger too: say so, go on to the next
-                    outcome = replace(
-                        outcome, error=f"{error}; the audit write failed too: {audit_exc}"
-                    )
+                self._audit(d, p, outcome, found="unknown")
             if outcome is not None:
                 outcomes.append(outcome)
-        return ExecutionReport(self._s.dry_run, tuple(outcomes))
+                if outcome.step in (Step.ACTED, Step.NOTICE_ONLY):
+                    self._flush(p)  # what was done to a resource is on record at once
+        self._flush(p)
+        journal_error = self._remember(p)
+        return ExecutionReport(self._s.dry_run, tuple(self._settle(outcomes, p, journal_error)))
+
+    # -- reads shared by the run ---------------------------------------------------
+
+    def _look(self, decisions: Sequence[Decision], p: _Pass) -> None:
+        """Each actuator inspects all of its resources in one call (it batches by region)."""
+        wanted: dict[str, dict[str, Target]] = {}
+        for d in decisions:
+            if d.target.kind in self._actuators and self._needs_look(d):
+                wanted.setdefault(d.target.kind, {})[d.target.key] = d.target
+        for kind, targets in wanted.items():
+            try:
+                found = self._actuators[kind].inspect(list(targets.values()))
+            except Exception as exc:  # each decision of that actuator fails with it
+                for key in targets:
+                    p.observed[key] = exc
+                continue
+            for key in targets:
+                p.observed[key] = found.get(key)
+
+    @staticmethod
+    def _needs_look(d: Decision) -> bool:
+        seen = d.target.tags_seen
+        # Busy and never warned (as the policy read it this run): nothing to withdraw.
+        return d.acts or seen is None or Tags.ACTION_AFTER in seen
+
+    def _prefetch(self, decisions: Sequence[Decision], p: _Pass) -> None:
+        """The ledger records of every warning the resources carry, in one read."""
+        keys: list[tuple[str, str]] = []
+        for d in decisions:
+            seen = p.observed.get(d.target.key)
+            if not d.acts or not isinstance(seen, Observed):
+                continue
+            deadline = action_after(seen.tags)
+            if isinstance(deadline, datetime):
+                keys += self._deadline_keys(d, deadline)
+        if keys:
+            p.statuses = self._ledger.statuses(keys)
+            p.prefetched = set(keys)
+
+    @staticmethod
+    def _deadline_keys(d: Decision, deadline: datetime) -> list[tuple[str, str]]:
+        return [
+            ("warned", _warning_key(d, deadline)),
+            ("withdrawn", warning_key(d.target, deadline)),
+        ]
 
     # -- one decision -------------------------------------------------------------
 
-    def _deadline(self, d: Decision, tags: Mapping[str, str]) -> datetime | None:
+    def _deadline(
+        self, d: Decision, tags: Mapping[str, str], p: _Pass, *, fresh: bool
+    ) -> datetime | None:
         """The deadline of a warning CostGuard *delivered*; None if there is none.
 
         The tag alone is not trusted: it may have been copied from another instance
         ("launch more like this", a launch template), set by hand in the past or the
         far future, or left behind by a warning whose message never went out. Only a
-        deadline recorded in the ledger after the owner was told counts.
+        deadline recorded in the ledger after the owner was told counts. ``fresh``: read
+        the ledger now (just before acting), not the run's shared read.
         """
         deadline = action_after(tags)
         if not isinstance(deadline, datetime):
             return None
         if d.session_start is not None and deadline - d.grace < d.session_start:
             return None  # about an earlier session: stopped and started since
-        if self._ledger.status("warned", _warning_key(d, deadline)) != "sent":
+        warned, withdrawn = self._deadline_keys(d, deadline)
+
+        def status(key: tuple[str, str]) -> str | None:
+            if not fresh and key in p.prefetched:
+                return p.statuses.get(key)
+            return self._ledger.status(*key)
+
+        if status(warned) != "sent":
             return None
-        if self._ledger.status("withdrawn", warning_key(d.target, deadline)) is not None:
+        if status(withdrawn) is not None:
             return None  # used or exempted since, perhaps while dry-run left the tag in place
         return deadline
 
-    def _one(self, d: Decision, now: datetime) -> Outcome | None:
+    def _one(self, d: Decision, p: _Pass) -> Outcome | None:
         actuator = self._actuators.get(d.target.kind)
         if actuator is None:
             raise LookupError(f"no actuator for {d.target.kind}")
-        seen = d.target.tags_seen
-        if not d.acts and seen is not None and Tags.ACTION_AFTER not in seen:
+        if not self._needs_look(d):
             return None  # busy and never warned: nothing to withdraw, no call to make
-        observed = actuator.inspect(d.target)
+        if d.target.key in p.observed:
+            seen = p.observed[d.target.key]
+            if isinstance(seen, Exception):
+                raise seen
+        else:
+            seen = actuator.inspect([d.target]).get(d.target.key)
+        return self._decide(actuator, d, p, seen, fresh=False)
+
+    def _decide(
+        self, actuator: Actuator, d: Decision, p: _Pass, observed: Observed | None, *, fresh: bool
+    ) -> Outcome | None:
+        now = p.now
         if observed is None:
             return Outcome(d, Step.SKIPPED, "the resource no longer exists") if d.acts else None
         tagged = Tags.ACTION_AFTER in observed.tags
         if not d.acts:
             if tagged:
-                return self._withdraw(actuator, d, now, observed, "it is in use again")
+                return self._withdraw(actuator, d, p, observed, "it is in use again")
             return None
         # Actions need the primary project key: the IAM condition that guards every
         # mutating call names costguard:project, so a resource attributed through a
@@ -174,21 +277,26 @@ class Executor:
         if verdict is not Gate.ALLOWED:
             why = "it is exempt" if verdict is Gate.EXEMPT else "it is not in scope"
             if tagged:
-                return self._withdraw(actuator, d, now, observed, why)
+                return self._withdraw(actuator, d, p, observed, why)
             return Outcome(d, Step.SKIPPED, why)
         if observed.settled:
             if tagged:
-                return self._withdraw(actuator, d, now, observed, f"it is already {observed.state}")
+                return self._withdraw(actuator, d, p, observed, f"it is already {observed.state}")
             return Outcome(d, Step.SKIPPED, f"already {observed.state}")
-        deadline = self._deadline(d, observed.tags)
+        deadline = self._deadline(d, observed.tags, p, fresh=fresh)
         if deadline is None:
-            return self._warn(actuator, d, now, observed)
+            return self._warn(actuator, d, p, observed)
         # Never before the policy's own earliest time either: a deadline tagged for an
         # earlier judgement (a volume's previous unattached spell) cannot bring it forward.
         due = max(deadline, d.not_before) if d.not_before else deadline
         if now < due:
             return Outcome(d, Step.WAITING, f"warned; acting after {deadline_tag(due)}", deadline)
-        return self._act(actuator, d, now, observed, deadline)
+        if not self._s.dry_run and not fresh:
+            # Scope, exemption, state and the warning are re-read just before acting, not
+            # taken from the run's shared look (an owner may have exempted it since).
+            again = actuator.inspect([d.target]).get(d.target.key)
+            return self._decide(actuator, d, p, again, fresh=True)
+        return self._act(actuator, d, p, observed, deadline)
 
     @staticmethod
     def _warn_keys(d: Decision, deadline: datetime) -> list[str]:
@@ -214,7 +322,8 @@ class Executor:
         for key in self._warn_keys(d, deadline):
             self._ledger.reopen("action", key, deadline_tag(deadline))
 
-    def _warn(self, actuator: Actuator, d: Decision, now: datetime, observed: Observed) -> Outcome:
+    def _warn(self, actuator: Actuator, d: Decision, p: _Pass, observed: Observed) -> Outcome:
+        now = p.now
         deadline = d.deadline(now)
         if self._s.dry_run:
             outcome = Outcome(
@@ -224,7 +333,7 @@ class Executor:
                 f"and act after it if still idle",
                 deadline,
             )
-            self._audit_once_a_day(d, now, outcome, observed.state)
+            self._report(d, p, outcome, observed.state)
             return outcome
         stale = action_after(observed.tags)
         if isinstance(stale, datetime):
@@ -266,15 +375,16 @@ class Executor:
                 )
                 for key in keys
             ],
-            lambda: self._audit(d, now, outcome, observed.state),
+            lambda: self._audit(d, p, outcome, observed.state),
         )
 
     def _act(
-        self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, deadline: datetime
+        self, actuator: Actuator, d: Decision, p: _Pass, observed: Observed, deadline: datetime
     ) -> Outcome:
+        now = p.now
         if self._s.dry_run:
             outcome = Outcome(d, Step.WOULD_ACT, f"would {d.action.value}", deadline)
-            self._audit_once_a_day(d, now, outcome, observed.state)
+            self._report(d, p, outcome, observed.state)
             return outcome
         key = claim_key(d, deadline)
         if d.standing:
@@ -292,9 +402,7 @@ class Executor:
             # lease runs out; otherwise the claim is released for the next run.
             waiting = Outcome(d, Step.WAITING, result.detail, deadline)
             if result.started:
-                return self._followups(
-                    waiting, lambda: self._audit(d, now, waiting, observed.state)
-                )
+                return self._followups(waiting, lambda: self._audit(d, p, waiting, observed.state))
             self._ledger.release("action", key, now)
             return waiting
         applied = result if isinstance(result, ApplyResult) else ApplyResult(result)
@@ -308,7 +416,7 @@ class Executor:
             return self._followups(
                 outcome,
                 lambda: self._ledger.release("action", key, now),
-                lambda: self._audit(d, now, outcome, observed.state),
+                lambda: self._audit(d, p, outcome, observed.state),
             )
         # The action stands from here on: every follow-up is attempted, and a failure is
         # reported on the ACTED outcome (the run still fails so that it is seen). An
@@ -319,7 +427,7 @@ class Executor:
         return self._followups(
             outcome,
             lambda: self._ledger.confirm("action", key, now),
-            lambda: self._audit(d, now, outcome, observed.state),
+            lambda: self._audit(d, p, outcome, observed.state),
             # The deadline tag has done its job; a restarted resource starts afresh.
             lambda: actuator.unmark(d.target, Tags.ACTION_AFTER),
             lambda: self._notify(alert),
@@ -345,8 +453,9 @@ class Executor:
         return replace(outcome, error=f"{outcome.step.value}, but a follow-up failed: {error}")
 
     def _withdraw(
-        self, actuator: Actuator, d: Decision, now: datetime, observed: Observed, why: str
+        self, actuator: Actuator, d: Decision, p: _Pass, observed: Observed, why: str
     ) -> Outcome:
+        now = p.now
         # The ledger forgets the deadline first (a ledger write, allowed in dry-run too), so
         # that a tag left behind (dry-run, a failed untag) can never start an action later.
         deadline = action_after(observed.tags)
@@ -358,19 +467,11 @@ class Executor:
             return Outcome(d, Step.CLEARED, f"would withdraw the warning: {why}")
         actuator.unmark(d.target, Tags.ACTION_AFTER)
         outcome = Outcome(d, Step.CLEARED, f"warning withdrawn: {why}")
-        return self._followups(outcome, lambda: self._audit(d, now, outcome, observed.state))
+        return self._followups(outcome, lambda: self._audit(d, p, outcome, observed.state))
 
     # -- the audit trail ----------------------------------------------------------
 
-    def _audit(
-        self,
-        d: Decision,
-        now: datetime,
-        outcome: Outcome,
-        found: str,
-        *,
-        seen_at: datetime | None = None,
-    ) -> None:
+    def _event(self, d: Decision, now: datetime, outcome: Outcome, found: str) -> AuditEvent:
         details: dict[str, Any] = {
             "account": d.target.account,
             "project": d.target.project,
@@ -383,30 +484,95 @@ class Executor:
             "usd_per_hour_saved": str(d.usd_per_hour_saved),
             "usd_per_month_saved": str(d.usd_per_month_saved),
             "deadline": deadline_tag(outcome.deadline) if outcome.deadline else None,
-            "seen_at": (seen_at or now).isoformat(),
+            "seen_at": now.isoformat(),
         }
-        self._ledger.audit(
-            AuditEvent(
-                scope=self._s.scope,
-                at=now,
-                # A dry-run warning's deadline moves with every run; its id must not.
-                event_id=f"{outcome.step.value}/"
-                + claim_key(d, None if outcome.step is Step.WOULD_WARN else outcome.deadline),
-                action=d.action.value,
-                resource=d.target.key,
-                outcome=outcome.step.value,
-                details=details,
-            )
+        return AuditEvent(
+            scope=self._s.scope,
+            at=now,
+            # A dry-run warning's deadline moves with every run; its id must not.
+            event_id=f"{outcome.step.value}/"
+            + claim_key(d, None if outcome.step is Step.WOULD_WARN else outcome.deadline),
+            action=d.action.value,
+            resource=d.target.key,
+            outcome=outcome.step.value,
+            details=details,
         )
 
-    def _audit_once_a_day(self, d: Decision, now: datetime, outcome: Outcome, found: str) -> None:
-        """Dry-run reports repeat every run; the audit trail keeps one per resource a day.
+    def _audit(self, d: Decision, p: _Pass, outcome: Outcome, found: str) -> None:
+        """Queued, and written with the run's others (25 a call)."""
+        p.audits.append((d.target.key, self._event(d, p.now, outcome, found)))
+        if len(p.audits) >= AUDIT_BATCH:
+            self._flush(p)
 
-        The record is keyed by the day, so the audit write is its own dedupe: a failed
-        write is simply made by the next run of the day.
+    def _flush(self, p: _Pass) -> None:
+        """Write the queued audit records; a failure is reported on their outcomes."""
+        if not p.audits:
+            return
+        pending, p.audits = p.audits, []
+        try:
+            self._ledger.audit_many([event for _, event in pending])
+        except Exception as exc:
+            for key, _ in pending:
+                p.audit_errors[key] = f"the audit write failed: {type(exc).__name__}: {exc}"
+
+    def _report(self, d: Decision, p: _Pass, outcome: Outcome, found: str) -> None:
+        """A dry-run report: recorded when it changes, not again every run.
+
+        Each run reports the same "would stop" while a notebook stays idle; the ledger
+        keeps, in one document, what each resource's last report was, so a report is
+        written when it is new (a resource idle again after being busy counts as new), and
+        a run that reports what the last one did writes nothing.
         """
-        day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        self._audit(d, day, outcome, found, seen_at=now)
+        if p.journal is None:
+            doc, p.journal_version = self._ledger.get_state(self._s.scope, self._journal)
+            p.journal = dict(doc.get("reports", {}))
+        event = self._event(d, p.now, outcome, found)
+        resource, report = _short(d.target.key, 16), _short(event.event_id, 8)
+        p.reports[resource] = report
+        if p.journal.get(resource) != report:
+            p.audits.append((d.target.key, event))
+            if len(p.audits) >= AUDIT_BATCH:
+                self._flush(p)
+
+    def _remember(self, p: _Pass) -> str | None:
+        """Keep this run's reports for the next run; the error, if that write failed.
+
+        Written only after its records were (a failed write is simply made again next
+        run), only when something changed, and refused quietly when another run wrote
+        first (the next run compares with that one's)."""
+        if p.journal is None or p.audit_errors or p.reports == p.journal:
+            return None
+        if len(p.reports) > JOURNAL_LIMIT:
+            return None  # too many to remember in one document: reported every run
+        try:
+            self._ledger.put_state(
+                self._s.scope, self._journal, {"reports": p.reports}, p.journal_version
+            )
+        except Exception as exc:
+            return f"the dry-run report journal could not be written: {type(exc).__name__}: {exc}"
+        return None
+
+    def _settle(
+        self, outcomes: list[Outcome], p: _Pass, journal_error: str | None
+    ) -> list[Outcome]:
+        """Outcomes whose audit record (or the run's journal) could not be written fail."""
+        settled = []
+        for o in outcomes:
+            error = p.audit_errors.get(o.decision.target.key)
+            if error is None and journal_error and o.step in (Step.WOULD_WARN, Step.WOULD_ACT):
+                error = journal_error
+            if error is None:
+                settled.append(o)
+            elif o.error:
+                settled.append(replace(o, error=f"{o.error}; {error}"))
+            else:
+                settled.append(replace(o, error=f"{o.step.value}, but a follow-up failed: {error}"))
+        return settled
+
+
+def _short(text: str, digits: int) -> str:
+    """A short, stable digest (what the journal keeps of a resource key or a report)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:digits]
 
 
 def _warning_key(d: Decision, deadline: datetime) -> str:
