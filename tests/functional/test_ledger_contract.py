@@ -477,3 +477,24 @@ def test_audit_many_writes_every_event_once_however_often_written(ledger: Ledger
     trail = ledger.audit_trail("acct", "2026-11")
     assert [e.event_id for e in trail] == [f"e{n}" for n in range(60)]
     ledger.audit_many([])
+
+
+def test_audit_many_and_single_records_read_back_as_one_trail(ledger: Ledger) -> None:
+    """GIVEN records written one by one and in batches, across two months, with large
+    details WHEN the trail of each month is read THEN every record is there once, in
+    time order, details intact."""
+    big = {"evidence": {f"k{n}": "x" * 40 for n in range(40)}}
+    single = AuditEvent("acct", T0, "acted/1", "stop", "r1", "acted", {"a": 1})
+    assert ledger.audit(single)
+    december = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
+    batch = [
+        AuditEvent("acct", T1, f"would-warn/{n}", "stop", f"r{n}", "would-warn", big)
+        for n in range(1500)
+    ]
+    batch.append(AuditEvent("acct", december, "would-warn/dec", "stop", "r", "would-warn", {}))
+    ledger.audit_many([single, *batch])
+    november = ledger.audit_trail("acct", "2026-11")
+    assert len(november) == 1501
+    assert november[0] == single
+    assert november[1].details == big
+    assert [e.event_id for e in ledger.audit_trail("acct", "2026-12")] == ["would-warn/dec"]

@@ -15,6 +15,7 @@ pk                                             sk                      what
 ``SCOPE#<scope>#FINDINGS#<YYYY-MM-DD>``        ``<code>#<hash>``       findings of the day (TTL 35 d)
 ``ONCE#<namespace>``                           ``<hash>``              claims and exactly-once records
 ``SCOPE#<scope>#AUDIT#<YYYY-MM>``              ``<time>#<event id>``   audit trail (kept)
+``SCOPE#<scope>#AUDIT#<YYYY-MM>``              ``<time>#BATCH#<hash>`` a run's audit records (zlib JSON)
 ``SCOPE#<scope>#RATES``                        ``<hash>#<day>``        run-rate samples (TTL 3 d)
 ``SCOPE#<scope>#STATE``                        ``<name>``              small versioned documents
 ``SCOPE#<scope>#ALERTS#<YYYY-MM>``             ``<time>#<hash>``       alert log (TTL 400 d)
@@ -63,6 +64,9 @@ TRANSACT_BUDGET_BYTES = 3_800_000
 OBSERVATIONS_PER_CHUNK = 4_000
 BATCH_WRITE_LIMIT = 25
 BATCH_GET_LIMIT = 100
+#: Audit records packed into one item by ``audit_many`` (halved when one compresses
+#: over the item budget).
+AUDIT_EVENTS_PER_ITEM = 2_000
 FINDING_TTL = timedelta(days=35)
 RATE_TTL = timedelta(days=3)
 ALERT_TTL = timedelta(days=400)
@@ -161,6 +165,32 @@ def _audit_item(event: AuditEvent) -> dict[str, Any]:
         "outcome": {"S": event.outcome},
         "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
     }
+
+
+def _packed_audit_items(pk: str, events: list[AuditEvent]) -> list[dict[str, Any]]:
+    """Audit records as compressed items under the item budget (halved until they fit)."""
+    rows = [
+        [stamp(e.at), e.event_id, e.action, e.resource, e.outcome, dict(e.details)] for e in events
+    ]
+    blob = zlib.compress(
+        json.dumps(rows, default=str, sort_keys=True, ensure_ascii=False).encode("utf-8"), 6
+    )
+    if len(blob) > ITEM_BUDGET_BYTES and len(events) > 1:
+        middle = len(events) // 2
+        return _packed_audit_items(pk, events[:middle]) + _packed_audit_items(pk, events[middle:])
+    if len(blob) > ITEM_BUDGET_BYTES:
+        raise LedgerError(
+            f"an audit record of {events[0].resource} compressed to {len(blob)} bytes"
+        )
+    digest = key_part("\n".join(f"{stamp(e.at)}#{e.event_id}" for e in events))
+    return [
+        {
+            "pk": {"S": pk},
+            "sk": {"S": f"{stamp(events[0].at)}#BATCH#{digest}"},
+            "count": {"N": str(len(events))},
+            "events": {"B": blob},
+        }
+    ]
 
 
 def _until_processed(
@@ -587,10 +617,23 @@ class DynamoDbLedger:
         return self._put_if_absent(_audit_item(event))
 
     def audit_many(self, events: Sequence[AuditEvent]) -> None:
-        # One record per (scope, time, id): a batch holds each once (DynamoDB refuses a
-        # batch that names one key twice); written again, it is the same record.
-        items = {(e.scope, stamp(e.at), e.event_id): _audit_item(e) for e in events}
-        self._batch_write([{"PutRequest": {"Item": item}} for item in items.values()])
+        """A run's records packed into as few items as fit (compressed, like the
+        observation snapshot: about 1,000 reports an item), written in one batch.
+
+        An item's key is the digest of what it holds, so the same records written again
+        are the same item; ``audit_trail`` unpacks them, one record per (time, id).
+        """
+        unique = {(e.scope, stamp(e.at), e.event_id): e for e in events}
+        groups: dict[str, list[AuditEvent]] = {}
+        for (scope, _, _), e in sorted(unique.items()):
+            groups.setdefault(f"SCOPE#{scope}#AUDIT#{e.at.astimezone(UTC):%Y-%m}", []).append(e)
+        items = [
+            item
+            for pk, group in groups.items()
+            for part in chunks(group, AUDIT_EVENTS_PER_ITEM)
+            for item in _packed_audit_items(pk, part)
+        ]
+        self._batch_write([{"PutRequest": {"Item": item}} for item in items])
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """One item per project and day; samples are appended as ``stamp=rate`` strings."""
@@ -686,17 +729,25 @@ class DynamoDbLedger:
         return found
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
-        events = []
+        events: dict[tuple[datetime, str], AuditEvent] = {}
         for item in self._query(f"SCOPE#{scope}#AUDIT#{month}"):
-            events.append(
-                AuditEvent(
-                    scope=scope,
-                    at=parse_stamp(item["sk"]["S"].split("#", 1)[0]),
-                    event_id=item["event_id"]["S"],
-                    action=item["action"]["S"],
-                    resource=item["resource"]["S"],
-                    outcome=item["outcome"]["S"],
-                    details=json.loads(item["details"]["S"]),
-                )
+            if "events" in item:  # a packed item (audit_many)
+                rows = json.loads(zlib.decompress(item["events"]["B"]).decode("utf-8"))
+                for at, event_id, action, resource, outcome, details in rows:
+                    when = parse_stamp(at)
+                    events.setdefault(
+                        (when, event_id),
+                        AuditEvent(scope, when, event_id, action, resource, outcome, details),
+                    )
+                continue
+            when = parse_stamp(item["sk"]["S"].split("#", 1)[0])
+            events[(when, item["event_id"]["S"])] = AuditEvent(
+                scope=scope,
+                at=when,
+                event_id=item["event_id"]["S"],
+                action=item["action"]["S"],
+                resource=item["resource"]["S"],
+                outcome=item["outcome"]["S"],
+                details=json.loads(item["details"]["S"]),
             )
-        return sorted(events, key=lambda e: (e.at, e.event_id))
+        return [events[k] for k in sorted(events)]

@@ -107,7 +107,8 @@ class _Pass:
     #: Ledger records of the warnings the resources carry, read at once.
     statuses: dict[tuple[str, str], str] = field(default_factory=dict)
     prefetched: set[tuple[str, str]] = field(default_factory=set)
-    #: Audit records not yet written (target key, event): written 25 a call.
+    #: Audit records not yet written (target key, event): written together at the end of
+    #: the run, and at once after an action.
     audits: list[tuple[str, AuditEvent]] = field(default_factory=list)
     #: Target keys whose audit record could not be written, and why.
     audit_errors: dict[str, str] = field(default_factory=dict)
@@ -118,8 +119,6 @@ class _Pass:
     reports: dict[str, str] = field(default_factory=dict)
 
 
-#: Audit records are written in shared calls of this many (DynamoDB's ``BatchWriteItem``).
-AUDIT_BATCH = 25
 #: Dry-run reports remembered (one short line each, in one ledger document of < 400 KB);
 #: beyond this the reports are written every run, batched.
 JOURNAL_LIMIT = 10_000
@@ -167,11 +166,18 @@ class Executor:
     # -- reads shared by the run ---------------------------------------------------
 
     def _look(self, decisions: Sequence[Decision], p: _Pass) -> None:
-        """Each actuator inspects all of its resources in one call (it batches by region)."""
+        """What each resource looks like: as its policy listed it in this run (no call),
+        else one ``inspect`` per actuator for all of its resources (batched by region).
+        An action looks again on its own just before it acts."""
         wanted: dict[str, dict[str, Target]] = {}
         for d in decisions:
-            if d.target.kind in self._actuators and self._needs_look(d):
-                wanted.setdefault(d.target.kind, {})[d.target.key] = d.target
+            t = d.target
+            if t.kind not in self._actuators or not self._needs_look(d):
+                continue
+            if t.tags_seen is not None and t.state_seen is not None:
+                p.observed[t.key] = Observed(t.state_seen, dict(t.tags_seen))
+            else:
+                wanted.setdefault(t.kind, {})[t.key] = t
         for kind, targets in wanted.items():
             try:
                 found = self._actuators[kind].inspect(list(targets.values()))
@@ -211,16 +217,14 @@ class Executor:
 
     # -- one decision -------------------------------------------------------------
 
-    def _deadline(
-        self, d: Decision, tags: Mapping[str, str], p: _Pass, *, fresh: bool
-    ) -> datetime | None:
+    def _deadline(self, d: Decision, tags: Mapping[str, str], p: _Pass) -> datetime | None:
         """The deadline of a warning CostGuard *delivered*; None if there is none.
 
         The tag alone is not trusted: it may have been copied from another instance
         ("launch more like this", a launch template), set by hand in the past or the
         far future, or left behind by a warning whose message never went out. Only a
-        deadline recorded in the ledger after the owner was told counts. ``fresh``: read
-        the ledger now (just before acting), not the run's shared read.
+        deadline recorded in the ledger after the owner was told counts (read with the
+        run's others; a deadline the run's first look did not see is read on its own).
         """
         deadline = action_after(tags)
         if not isinstance(deadline, datetime):
@@ -230,7 +234,7 @@ class Executor:
         warned, withdrawn = self._deadline_keys(d, deadline)
 
         def status(key: tuple[str, str]) -> str | None:
-            if not fresh and key in p.prefetched:
+            if key in p.prefetched:
                 return p.statuses.get(key)
             return self._ledger.status(*key)
 
@@ -283,7 +287,7 @@ class Executor:
             if tagged:
                 return self._withdraw(actuator, d, p, observed, f"it is already {observed.state}")
             return Outcome(d, Step.SKIPPED, f"already {observed.state}")
-        deadline = self._deadline(d, observed.tags, p, fresh=fresh)
+        deadline = self._deadline(d, observed.tags, p)
         if deadline is None:
             return self._warn(actuator, d, p, observed)
         # Never before the policy's own earliest time either: a deadline tagged for an
@@ -292,8 +296,8 @@ class Executor:
         if now < due:
             return Outcome(d, Step.WAITING, f"warned; acting after {deadline_tag(due)}", deadline)
         if not self._s.dry_run and not fresh:
-            # Scope, exemption, state and the warning are re-read just before acting, not
-            # taken from the run's shared look (an owner may have exempted it since).
+            # Scope, exemption, state and the warning tag are re-read just before acting,
+            # not taken from the run's shared look (an owner may have exempted it since).
             again = actuator.inspect([d.target]).get(d.target.key)
             return self._decide(actuator, d, p, again, fresh=True)
         return self._act(actuator, d, p, observed, deadline)
@@ -499,10 +503,8 @@ class Executor:
         )
 
     def _audit(self, d: Decision, p: _Pass, outcome: Outcome, found: str) -> None:
-        """Queued, and written with the run's others (25 a call)."""
+        """Queued, and written with the run's others (packed: one item for hundreds)."""
         p.audits.append((d.target.key, self._event(d, p.now, outcome, found)))
-        if len(p.audits) >= AUDIT_BATCH:
-            self._flush(p)
 
     def _flush(self, p: _Pass) -> None:
         """Write the queued audit records; a failure is reported on their outcomes."""
@@ -531,8 +533,6 @@ class Executor:
         p.reports[resource] = report
         if p.journal.get(resource) != report:
             p.audits.append((d.target.key, event))
-            if len(p.audits) >= AUDIT_BATCH:
-                self._flush(p)
 
     def _remember(self, p: _Pass) -> str | None:
         """Keep this run's reports for the next run; the error, if that write failed.

@@ -476,6 +476,7 @@ class IdlePolicy:
         rid: str,
         tags: Mapping[str, str],
         name: str | None,
+        state: str,
     ) -> Target:
         key = resource_key(self._s.account, region, kind.value, rid)
         parsed = read_tags(key, tags, self._s.tag_keys)
@@ -489,6 +490,7 @@ class IdlePolicy:
             owners=parsed.owners,
             name=name,
             tags_seen=dict(tags),
+            state_seen=state,
         )
 
     def _ec2_candidate(self, ec2: Ec2Notebook) -> _Candidate:
@@ -498,7 +500,12 @@ class IdlePolicy:
             ResourceKind.EC2_INSTANCE,
             Action.STOP_INSTANCE,
             self._target(
-                ResourceKind.EC2_INSTANCE, ec2.region, ec2.id, ec2.tags, ec2.tags.get("Name")
+                ResourceKind.EC2_INSTANCE,
+                ec2.region,
+                ec2.id,
+                ec2.tags,
+                ec2.tags.get("Name"),
+                "running",  # the candidates are the running instances
             ),
             ec2.tags,
             self._s.thresholds.window,
@@ -512,7 +519,9 @@ class IdlePolicy:
         return _Candidate(
             ResourceKind.SAGEMAKER_NOTEBOOK,
             Action.STOP_NOTEBOOK,
-            self._target(ResourceKind.SAGEMAKER_NOTEBOOK, nb.region, nb.name, nb.tags, nb.name),
+            self._target(
+                ResourceKind.SAGEMAKER_NOTEBOOK, nb.region, nb.name, nb.tags, nb.name, "InService"
+            ),
             nb.tags,
             self._s.thresholds.window,
             rate if rate is not None else ZERO,
@@ -555,7 +564,7 @@ class IdlePolicy:
     def _studio_decision(self, app: StudioApp, now: datetime) -> Decision:
         rid = f"{app.domain_id}/{app.space_name}/{app.app_type}/{app.app_name}"
         target = self._target(
-            ResourceKind.SAGEMAKER_STUDIO_APP, app.region, rid, app.tags, app.app_name
+            ResourceKind.SAGEMAKER_STUDIO_APP, app.region, rid, app.tags, app.app_name, app.status
         )
         window, problems = window_of(app.tags, self._s.thresholds.window, target.key)
         parsed = read_tags(target.key, app.tags, self._s.tag_keys)
