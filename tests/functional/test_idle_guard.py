@@ -600,3 +600,27 @@ def test_a_gpu_notebook_instance_without_gpu_readings_is_unknown_and_never_warne
         list(decisions.values()), NOW
     )
     assert {o.decision.target.id: o.step for o in report.outcomes} == {"cpu-nb": Step.WARNED}
+
+
+def test_the_ec2_actuator_looks_at_many_instances_in_one_call(aws: Any) -> None:
+    """GIVEN 30 instances and one id that no longer exists (terminated and gone)
+    WHEN the actuator inspects all 31 THEN the 30 are answered, the gone one is absent,
+    and it cost one call for the batch plus the halving that isolates the gone id
+    (2 x log2(31) at most), never one call per instance; without the gone id, one call."""
+    from costguard.domain.decisions import Target
+
+    ids = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3), count=30)
+    actuator = Ec2InstanceActuator(ClientFactory(aws, account=ACCOUNT))
+
+    def target(iid: str) -> Target:
+        return Target(f"{ACCOUNT}/{REGION}/ec2-instance/{iid}", "ec2-instance", REGION, iid)
+
+    gone = "i-0123456789abcdef0"
+    calls = Calls(aws)
+    seen = actuator.inspect([target(i) for i in [*ids, gone]])
+    assert set(seen) == {target(i).key for i in ids}
+    assert all(o.state == "running" and o.tags[Tags.PROJECT] == "vision" for o in seen.values())
+    assert calls.calls["ec2.DescribeInstances"] <= 1 + 2 * 5
+    calls.calls.clear()
+    assert len(actuator.inspect([target(i) for i in ids])) == 30
+    assert calls.calls == Counter({"ec2.DescribeInstances": 1})
