@@ -23,10 +23,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
+USD_PER_1000_METRICS = Decimal("0.01")
+RUNS_PER_MONTH = 730  # hourly: 8,760 h a year / 12
 #: Outcomes that change something (a warning given, withdrawn or acted on): each costs
 #: its own calls (the claim, the tag, the message, the record), which no batch can share.
 ACTIONS = frozenset({"warned", "acted", "cleared", "notice-only"})
@@ -61,7 +64,7 @@ def measure(
     act.logger = Logger(service=f"idle-bench-{n}", stream=open(os.devnull, "w"))  # noqa: SIM115
     results: list[dict[str, Any]] = []
     try:
-        with indexed_moto_cloudwatch(), mock_aws():
+        with indexed_moto_cloudwatch() as series_read, mock_aws():
             session = boto3.Session(region_name="us-east-1")
             create_ledger_table(session, "ledger", "us-east-1")
             topic, _queue = create_alert_channels(session, "us-east-1")
@@ -113,6 +116,7 @@ def measure(
                     now = NOW + timedelta(hours=p)
                     calls.clear()
                     executing.clear()
+                    series_read.clear()
                     # An hour on, a warm Lambda's catalog has expired (or it is a cold start).
                     wiring.CATALOG_CACHE.clear()
                     report = act.process({"time": now.isoformat()}, settings, session, clock=now)
@@ -126,6 +130,7 @@ def measure(
                             "judgement_calls": total - sum(executing.values()),
                             "executor_calls": sum(executing.values()),
                             "actions": acts,
+                            "metrics_read": sum(series_read),
                             "calls": dict(sorted(calls.items())),
                         }
                     )
@@ -145,6 +150,36 @@ def measure(
     }
 
 
+def bill(measured: list[dict[str, Any]], episodes_per_notebook_day: int = 1) -> dict[str, Any]:
+    """The CloudWatch bill a month (730 hourly passes; $0.01 per 1,000 metrics read), from
+    the metrics each measured pass read through the handler.
+
+    Dry-run re-reads an idle notebook in full every pass (it has no warning to wait on):
+    the bill grows with the share of idle notebooks. Enforcing reads an idle notebook in
+    full when it warns and once more at the deadline, then it is stopped: each idle
+    episode costs the metrics of those two passes, whatever the share.
+    """
+    usd = lambda m: float((Decimal(m) * USD_PER_1000_METRICS / 1000).quantize(Decimal("0.01")))  # noqa: E731
+    out: dict[str, Any] = {"passes_per_month": RUNS_PER_MONTH}
+    for m in measured:
+        if m["mode"] != "dry-run":
+            continue
+        steady = m["passes"][-1]["metrics_read"]
+        out[f"dry_run_idle_{m['idle_share']:g}_usd_per_month"] = usd(steady * RUNS_PER_MONTH)
+    enforce = {m["idle_share"]: m for m in measured if m["mode"] == "enforce"}
+    if 0.0 in enforce and 1.0 in enforce:
+        n = enforce[1.0]["candidates"]
+        busy_pass = enforce[0.0]["passes"][-1]["metrics_read"]
+        warn, stop = (p["metrics_read"] for p in enforce[1.0]["passes"][:2])
+        per_episode = Decimal(warn + stop) / n
+        episodes = n * episodes_per_notebook_day * 30
+        out["enforce_busy_usd_per_month"] = usd(busy_pass * RUNS_PER_MONTH)
+        out["enforce_metrics_per_idle_episode"] = float(per_episode)
+        out["enforce_idle_episodes_per_month"] = episodes
+        out["enforce_usd_per_month"] = usd(busy_pass * RUNS_PER_MONTH + per_episode * episodes)
+    return out
+
+
 if __name__ == "__main__":
     import json
     import sys
@@ -152,13 +187,7 @@ if __name__ == "__main__":
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    print(
-        json.dumps(
-            [
-                measure(n, share, dry_run=mode)
-                for mode in (True, False)
-                for share in (0.0, 0.5, 1.0)
-            ],
-            indent=2,
-        )
-    )
+    measured = [
+        measure(n, share, dry_run=mode) for mode in (True, False) for share in (0.0, 0.5, 1.0)
+    ]
+    print(json.dumps({"idle_handler": measured, "idle_handler_bill": bill(measured)}, indent=2))

@@ -544,3 +544,16 @@ def test_an_audit_write_that_fails_fails_the_outcomes_it_was_for() -> None:
     w.ledger.audit_many = InMemoryLedger.audit_many.__get__(w.ledger)  # type: ignore[method-assign]
     assert not w.executor().run([idle("nb-1"), idle("nb-2")], T0 + GRACE).failures
     assert len(w.trail()) == 2
+
+
+def test_a_shared_read_that_fails_leaves_each_decision_to_read_its_own() -> None:
+    """GIVEN two due notebooks and the ledger's batched read failing WHEN the run acts
+    THEN each reads its own warning records and is stopped: the run is not lost."""
+    w = World("nb-1", "nb-2")
+    w.warned("nb-1", "nb-2")
+
+    def refuse(keys: object) -> dict[tuple[str, str], str]:
+        raise RuntimeError("throttled")
+
+    w.ledger.statuses = refuse  # type: ignore[method-assign]
+    assert w.run(idle("nb-1"), idle("nb-2")) == [Step.ACTED, Step.ACTED]

@@ -2,13 +2,19 @@
 
 Every policy hands its decisions to :class:`Executor`. For each decision, in order:
 
-1. inspect the resource *now* and re-check scope and exemption on its current tags;
+1. look at the resource (as its policy listed it in this run, else through one batched
+   ``inspect`` of all of an actuator's resources) and check scope and exemption on its tags;
 2. warn first: tag ``costguard:action-after=<UTC time>`` and tell the owner; activity
    (a ``NONE`` decision) or an exemption before that time withdraws the warning;
-3. at or after that time, claim the action in the ledger, so that overlapping runs
-   act once;
-4. in dry-run, record what would happen and what it would save, and stop there;
-5. call the actuator, then audit what was found and done, and tell the owner.
+3. at or after that time: in dry-run, record what would happen and what it would save
+   (when that changed since the last run), and stop there; else look at the resource
+   again on its own, re-check scope and exemption, and claim the action in the ledger, so
+   that overlapping runs act once;
+4. call the actuator, then audit what was found and done, and tell the owner.
+
+A pass's reads are shared: calls grow with pages (1,000 instances a ``DescribeInstances``,
+100 ledger records a ``BatchGetItem``, a run's audit records in one item), and only an
+action pays per resource.
 
 A failure on one resource is recorded and the rest proceed; the run's summary
 counts failures, and the handler fails the invocation when there are any, so that
@@ -204,9 +210,13 @@ class Executor:
             deadline = action_after(seen.tags)
             if isinstance(deadline, datetime):
                 keys += self._deadline_keys(d, deadline)
-        if keys:
+        if not keys:
+            return
+        try:
             p.statuses = self._ledger.statuses(keys)
-            p.prefetched = set(keys)
+        except Exception:  # each decision then reads its own records (and fails alone)
+            return
+        p.prefetched = set(keys)
 
     @staticmethod
     def _deadline_keys(d: Decision, deadline: datetime) -> list[tuple[str, str]]:
