@@ -182,14 +182,17 @@ class ClaimStore(Protocol):
         deadline of a warning)."""
         ...
 
-    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
         """The confirmed work named ``fence`` was undone (a warning withdrawn): the key is
         claimable again at once. True if this call reopened it.
 
-        Fenced: only a claim confirmed with this ``fence`` is reopened. A pending claim
-        (its holder still at work), a ``put_once`` record, and a claim confirmed since
-        for other work (a newer warning under the same key) are left as they are, so a
-        late retry of an old withdrawal can never free a newer claim.
+        Fenced: only a claim confirmed with ``fence``, or with a fence that extends it
+        (``fence/...``: the same warning, whatever it was about), is reopened, and never
+        one confirmed with ``keep`` (the work the caller is about to claim again, which
+        may be landing right now). A pending claim (its holder still at work), a
+        ``put_once`` record, and a claim confirmed since for other work (a newer warning
+        under the same key) are left as they are, so a late retry of an old withdrawal
+        can never free a newer claim.
         """
         ...
 

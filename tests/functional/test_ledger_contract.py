@@ -404,6 +404,25 @@ def test_a_stale_now_never_takes_over_a_running_lease(ledger: Ledger) -> None:
     assert ledger.claim("alert", "k", T1 + LEASE, LEASE, {})
 
 
+def test_a_reopen_names_the_warning_whatever_it_was_about_but_never_the_kept_one(
+    ledger: Ledger,
+) -> None:
+    """GIVEN a claim confirmed for the warning D1 about configuration c1 (fence D1/c1)
+    WHEN a withdrawal names D1 alone THEN it is reopened (the warning is over, whatever it
+    was about); AND a superseding run that keeps D1/c1 (the configuration it is about to
+    warn on) never reopens it, nor one for D10 (a fence that merely starts alike)."""
+    ledger.claim("action", "warn/k", T0, LEASE, {})
+    ledger.confirm("action", "warn/k", T0, fence="D1/c1")
+    assert not ledger.reopen("action", "warn/k", "D1", keep="D1/c1")
+    assert not ledger.reopen("action", "warn/k", "D")
+    assert ledger.status("action", "warn/k") == "sent"
+    assert ledger.reopen("action", "warn/k", "D1", keep="D1/c2")
+    ledger.claim("action", "warn/k", T1, LEASE, {})
+    ledger.confirm("action", "warn/k", T1, fence="D10")
+    assert not ledger.reopen("action", "warn/k", "D1")
+    assert ledger.reopen("action", "warn/k", "D10")
+
+
 def test_a_pending_claim_or_a_put_once_record_is_never_reopened(ledger: Ledger) -> None:
     """A holder still at work keeps its claim; a one-shot record stays done."""
     ledger.claim("action", "warn/k", T0, LEASE, {})

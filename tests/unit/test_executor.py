@@ -557,3 +557,32 @@ def test_a_shared_read_that_fails_leaves_each_decision_to_read_its_own() -> None
 
     w.ledger.statuses = refuse  # type: ignore[method-assign]
     assert w.run(idle("nb-1"), idle("nb-2")) == [Step.ACTED, Step.ACTED]
+
+
+def test_a_run_that_read_the_ledger_before_another_runs_warning_landed_never_warns_again() -> None:
+    """GIVEN a notebook warned by run A WHEN an overlapping run B, whose shared read of
+    the ledger was taken before A's warning was recorded, sees A's tag and takes it for a
+    warning that does not count THEN B does not warn a second time: A's claim is never
+    reopened by B (only a withdrawal, or another configuration, ends it)."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.ledger.statuses = lambda keys: {}  # type: ignore[method-assign]  # B's stale read
+    assert w.run(idle(), now=T0 + timedelta(minutes=5)) == [Step.CLAIMED_ELSEWHERE]
+    assert [a.kind for a in w.sent] == [AlertKind.ACTION_WARNING]
+
+
+def test_a_standing_warning_about_another_configuration_is_superseded_at_once() -> None:
+    """GIVEN a standing warning (a sweep's) about configuration c1 WHEN the configuration
+    changes to c2 the same day THEN the owner is warned about c2 at once; AND a run whose
+    read is stale about the c2 warning (landing right now) does not warn about c2 twice."""
+    from dataclasses import replace
+
+    w = World("nb-1")
+    c1 = replace(idle(), standing="c1")
+    assert w.run(c1) == [Step.WARNED]
+    later = T0 + timedelta(hours=1)
+    c2 = replace(idle(now=later), standing="c2")
+    assert w.run(c2, now=later) == [Step.WARNED]
+    w.ledger.statuses = lambda keys: {}  # type: ignore[method-assign]
+    assert w.run(c2, now=later + timedelta(minutes=5)) == [Step.CLAIMED_ELSEWHERE]
+    assert [a.kind for a in w.sent].count(AlertKind.ACTION_WARNING) == 2

@@ -566,19 +566,25 @@ class DynamoDbLedger:
             ExpressionAttributeValues=values,
         )
 
-    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
         # Only confirmed work, and only the work named: a put_once record has no fence,
         # a pending claim's holder is still at work, a newer claim carries its own fence.
+        condition = "#status = :sent AND (#fence = :fence OR begins_with(#fence, :under))"
+        values: dict[str, Any] = {
+            ":released": {"S": RELEASED},
+            ":sent": {"S": SENT},
+            ":fence": {"S": fence},
+            ":under": {"S": f"{fence}/"},
+        }
+        if keep is not None:
+            condition += " AND #fence <> :keep"
+            values[":keep"] = {"S": keep}
         return self._conditional_update(
             Key=self._claim_key(namespace, key),
             UpdateExpression="SET #status = :released",
-            ConditionExpression="#status = :sent AND #fence = :fence",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#status": "status", "#fence": "fence"},
-            ExpressionAttributeValues={
-                ":released": {"S": RELEASED},
-                ":sent": {"S": SENT},
-                ":fence": {"S": fence},
-            },
+            ExpressionAttributeValues=values,
         )
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:

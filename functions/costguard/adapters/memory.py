@@ -142,10 +142,17 @@ class InMemoryLedger:
             record["status"] = "sent"
             record["fence"] = fence
 
-    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
         with self._lock:
             record = self._once.get((namespace, key))
-            if record is None or record["status"] != "sent" or record.get("fence") != fence:
+            held = None if record is None else record.get("fence")
+            if (
+                record is None
+                or record["status"] != "sent"
+                or held is None
+                or not (held == fence or held.startswith(f"{fence}/"))
+                or held == keep
+            ):
                 return False
             record["status"] = "released"
             return True
@@ -320,7 +327,7 @@ class ReadOnlyLedger:
     def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
         return None
 
-    def reopen(self, namespace: str, key: str, fence: str) -> bool:
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
         return False
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:

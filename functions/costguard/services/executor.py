@@ -329,12 +329,18 @@ class Executor:
         session = f"/session-{deadline_tag(d.session_start)}" if d.session_start else ""
         return [f"warn/{t.account or '-'}/{t.key}{session}/{day}" for day in days]
 
-    def _end_warning(self, d: Decision, deadline: datetime) -> None:
+    @staticmethod
+    def _fence(deadline: datetime, standing: str | None) -> str:
+        """What a warning's claims were confirmed for: its deadline (and, for a standing
+        warning, what it was about)."""
+        return deadline_tag(deadline) + (f"/{standing}" if standing else "")
+
+    def _end_warning(self, d: Decision, deadline: datetime, *, keep: str | None = None) -> None:
         """The warning with this deadline no longer holds: its claims end with it, so a new
         warning can be claimed at once. Fenced by the deadline: a late retry can never
-        reopen the claim of a newer warning."""
+        reopen the claim of a newer warning; ``keep``: never the claims of this fence."""
         for key in self._warn_keys(d, deadline):
-            self._ledger.reopen("action", key, deadline_tag(deadline))
+            self._ledger.reopen("action", key, deadline_tag(deadline), keep=keep)
 
     def _warn(self, actuator: Actuator, d: Decision, p: _Pass, observed: Observed) -> Outcome:
         now = p.now
@@ -350,10 +356,11 @@ class Executor:
             self._report(d, p, outcome, observed.state)
             return outcome
         stale = action_after(observed.tags)
-        if isinstance(stale, datetime):
-            # The resource carries a warning that does not count (another configuration,
-            # another session, withdrawn): its claims end before the new one is claimed.
-            self._end_warning(d, stale)
+        if d.standing and isinstance(stale, datetime):
+            # A standing warning about another configuration is superseded: its claims end
+            # before the new one is claimed. Never those of this configuration, which may be
+            # another run's warning landing right now (its record not read yet).
+            self._end_warning(d, stale, keep=self._fence(stale, d.standing))
         keys: list[str] = []
         for key in self._warn_keys(d, deadline):
             if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
@@ -385,7 +392,7 @@ class Executor:
             outcome,
             *[
                 lambda key=key: self._ledger.confirm(
-                    "action", key, now, fence=deadline_tag(deadline)
+                    "action", key, now, fence=self._fence(deadline, d.standing)
                 )
                 for key in keys
             ],
