@@ -108,8 +108,9 @@ def test_an_enforcing_pass_costs_pages_plus_the_actions_own_calls(fleet: Any) ->
     """GIVEN the same fleet WHEN the handler enforces, hourly (grace 60 minutes)
     THEN the pass that warns the 100 idle notebooks costs its pages and at most 5 calls
     a warning (claim, tag, message, record, confirm) with their audit records batched;
-    the pass that stops them, at most 7 a stop (its own look just before acting, claim,
-    stop, confirm, audit, untag, message) and one read of the warnings' records per 50;
+    the pass that stops them, at most 8 a stop (its own look and withdrawal check just
+    before acting, claim, stop, confirm, audit, untag, message) and one read of the
+    warnings' records per 50;
     and the pass after, with only busy notebooks left running, its pages alone."""
     session, topic = fleet
     warn, stop, after = run_passes(session, topic, dry_run=False, passes=3)
@@ -120,6 +121,6 @@ def test_an_enforcing_pass_costs_pages_plus_the_actions_own_calls(fleet: Any) ->
     assert sum(warn["calls"].values()) <= pages(IDLE) + 5 * IDLE + audit_batches, warn["calls"]
     assert warn["calls"]["ec2.DescribeInstances"] == 1  # the policy's listing serves
     statuses = math.ceil(2 * IDLE / 100)
-    bound = pages(IDLE, due=IDLE) + 7 * IDLE + statuses
+    bound = pages(IDLE, due=IDLE) + 8 * IDLE + statuses
     assert sum(stop["calls"].values()) <= bound, stop["calls"]
     assert sum(after["calls"].values()) <= pages(0), after["calls"]

@@ -495,7 +495,8 @@ def test_one_look_serves_the_whole_pass_and_an_action_looks_again_just_before() 
     """GIVEN 20 notebooks warned long enough ago to be due, and 20 fresh idle ones
     WHEN one enforcing run handles all 40 THEN the actuator is asked once for all 40,
     the ledger records of the 20 warnings are read in one call, and each of the 20 stops
-    re-reads its own resource just before acting (scope, exemption, state)."""
+    re-reads its own resource (scope, exemption, state) and whether its warning was
+    withdrawn, just before acting."""
     due = [f"due-{n}" for n in range(20)]
     new = [f"new-{n}" for n in range(20)]
     w = World(*due, *new)
@@ -508,7 +509,8 @@ def test_one_look_serves_the_whole_pass_and_an_action_looks_again_just_before() 
     assert w.actuator.looks[0] == tuple(due + new)
     assert sorted(w.actuator.looks[1:]) == sorted((i,) for i in due)
     assert ledger_calls.calls.count("statuses") == 1
-    assert ledger_calls.calls.count("status") == 0
+    # (each stop reads again, just before it acts, whether its warning was withdrawn)
+    assert ledger_calls.calls.count("status") == 20
 
 
 def test_an_exemption_added_after_the_shared_look_stops_the_action() -> None:
@@ -586,3 +588,23 @@ def test_a_standing_warning_about_another_configuration_is_superseded_at_once() 
     w.ledger.statuses = lambda keys: {}  # type: ignore[method-assign]
     assert w.run(c2, now=later + timedelta(minutes=5)) == [Step.CLAIMED_ELSEWHERE]
     assert [a.kind for a in w.sent].count(AlertKind.ACTION_WARNING) == 2
+
+
+def test_a_withdrawal_landing_after_the_shared_read_stops_the_action() -> None:
+    """GIVEN a due notebook whose warning a dry-run withdrew (the tag left in place)
+    after this run's shared read of the ledger WHEN the run comes to act THEN it reads
+    the withdrawal just before acting: warned afresh, never stopped."""
+    w = World("nb-1")
+    w.warned("nb-1")
+    shared = w.ledger.statuses
+
+    def read_then_withdrawn(keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        found = shared(keys)
+        for namespace, key in keys:
+            if namespace == "withdrawn":
+                w.ledger.put_once(namespace, key, T0, {"why": "it is in use again"})
+        return found
+
+    w.ledger.statuses = read_then_withdrawn  # type: ignore[method-assign]
+    assert w.run(idle()) == [Step.WARNED]
+    assert w.resources["nb-1"].state == "InService"

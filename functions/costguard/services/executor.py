@@ -227,7 +227,9 @@ class Executor:
 
     # -- one decision -------------------------------------------------------------
 
-    def _deadline(self, d: Decision, tags: Mapping[str, str], p: _Pass) -> datetime | None:
+    def _deadline(
+        self, d: Decision, tags: Mapping[str, str], p: _Pass, *, fresh: bool = False
+    ) -> datetime | None:
         """The deadline of a warning CostGuard *delivered*; None if there is none.
 
         The tag alone is not trusted: it may have been copied from another instance
@@ -235,6 +237,8 @@ class Executor:
         far future, or left behind by a warning whose message never went out. Only a
         deadline recorded in the ledger after the owner was told counts (read with the
         run's others; a deadline the run's first look did not see is read on its own).
+        ``fresh`` (just before acting): whether it was withdrawn since is read again
+        (a delivered warning stays delivered; a withdrawal may have landed meanwhile).
         """
         deadline = action_after(tags)
         if not isinstance(deadline, datetime):
@@ -243,14 +247,14 @@ class Executor:
             return None  # about an earlier session: stopped and started since
         warned, withdrawn = self._deadline_keys(d, deadline)
 
-        def status(key: tuple[str, str]) -> str | None:
-            if key in p.prefetched:
+        def status(key: tuple[str, str], *, again: bool = False) -> str | None:
+            if key in p.prefetched and not again:
                 return p.statuses.get(key)
             return self._ledger.status(*key)
 
         if status(warned) != "sent":
             return None
-        if status(withdrawn) is not None:
+        if status(withdrawn, again=fresh) is not None:
             return None  # used or exempted since, perhaps while dry-run left the tag in place
         return deadline
 
@@ -297,7 +301,7 @@ class Executor:
             if tagged:
                 return self._withdraw(actuator, d, p, observed, f"it is already {observed.state}")
             return Outcome(d, Step.SKIPPED, f"already {observed.state}")
-        deadline = self._deadline(d, observed.tags, p)
+        deadline = self._deadline(d, observed.tags, p, fresh=fresh)
         if deadline is None:
             return self._warn(actuator, d, p, observed)
         # Never before the policy's own earliest time either: a deadline tagged for an
