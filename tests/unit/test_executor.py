@@ -178,7 +178,7 @@ def test_dry_run_changes_nothing_and_reports_the_saving() -> None:
     assert report.saved_usd_per_month(Step.WOULD_WARN) == Decimal("2058.60")
     assert w.actuator.calls == []
     assert w.sent == []
-    # AND the audit trail says what would happen, once a day however often it runs
+    # AND the audit trail says what would happen, once however often it runs
     w.executor().run([idle("nb-1")], T0 + timedelta(minutes=15))
     assert w.trail() == ["would-warn", "would-warn"]
 
