@@ -3,6 +3,7 @@ executor's two small generalisations the multi-run delete needs (NotYet, not_bef
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -290,8 +291,8 @@ class StagedActuator:
         self.tags: dict[str, str] = {Tags.PROJECT: "vision"}
         self.applied = 0
 
-    def inspect(self, target: Target) -> Observed | None:
-        return Observed("available", dict(self.tags))
+    def inspect(self, targets: Sequence[Target]) -> dict[str, Observed]:
+        return {t.key: Observed("available", dict(self.tags)) for t in targets}
 
     def mark(self, target: Target, key: str, value: str) -> None:
         self.tags[key] = value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -170,8 +171,8 @@ class _RecordingActuator:
         self.tags: dict[str, str] = {"costguard:ttl": "48h"}
         self.applied = 0
 
-    def inspect(self, target: Target) -> Observed | None:
-        return Observed("opted-in", dict(self.tags))
+    def inspect(self, targets: Sequence[Target]) -> dict[str, Observed]:
+        return {t.key: Observed("opted-in", dict(self.tags)) for t in targets}
 
     def mark(self, target: Target, key: str, value: str) -> None:
         self.tags[key] = value

@@ -315,7 +315,11 @@ class S3BucketActuator:
         self._options = options
         self._budget = budget
 
-    def inspect(self, target: Target) -> Observed | None:
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        # No batched read of these (state and tags) exists: one look per target.
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
+
+    def _inspect_one(self, target: Target) -> Observed | None:
         tags = self._store.bucket_tags(target.id)
         if tags is None:
             return None
