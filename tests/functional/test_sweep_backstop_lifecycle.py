@@ -199,9 +199,6 @@ def test_a_bucket_whose_region_is_no_longer_guarded_loses_costguards_rule(
     assert _rules(swept) == [OWNER_RULE]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="is_ours() claims every rule whose ID starts with costguard-ttl"
-)
 def test_an_owner_rule_whose_id_merely_starts_like_costguards_is_kept(
     aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -31,8 +31,20 @@ from costguard.domain.money import HOURS_PER_PRICING_MONTH
 
 #: Bytes in the GB of S3's GB-month price.
 GIB = 1024**3
-#: CostGuard's lifecycle rules are the ones whose ID starts with this; no other is touched.
+#: CostGuard's lifecycle rules are named ``costguard-ttl-<n>`` (``is_ours``); no other is
+#: touched.
 RULE_ID_PREFIX = "costguard-ttl"
+_RULE_ID = re.compile(re.escape(RULE_ID_PREFIX) + r"-[0-9]{1,6}")
+#: What a rule of CostGuard's holds (every version has written this shape; S3 returns it
+#: as written): a rule with anything else (a transition, a tag filter) is not CostGuard's.
+_RULE_SHAPE: Mapping[str, frozenset[str]] = {
+    "ID": frozenset(),
+    "Status": frozenset(),
+    "Filter": frozenset({"Prefix"}),
+    "Expiration": frozenset({"Days"}),
+    "AbortIncompleteMultipartUpload": frozenset({"DaysAfterInitiation"}),
+    "NoncurrentVersionExpiration": frozenset({"NoncurrentDays"}),
+}
 #: Days the backstop waits beyond the time to live (rounded up to days): S3 expires an
 #: object at the first midnight (UTC) after its age reaches the rule's days, and an hourly
 #: sweep must have judged it (and its breaker have suspended the rule) before then.
@@ -342,7 +354,23 @@ def backstop(config: SweepConfig, object_lock: bool) -> Backstop:
 
 
 def is_ours(rule: Mapping[str, Any]) -> bool:
-    return str(rule.get("ID", "")).startswith(RULE_ID_PREFIX)
+    """A rule CostGuard wrote (this version or an earlier one): ID exactly
+    ``costguard-ttl-<n>`` and the shape :func:`backstop` writes (an expiration in days on
+    a prefix filter, nothing the owner would add). Anything else is the owner's and kept,
+    whatever its name: an owner's ``costguard-ttl-archive`` transition rule is never
+    deleted. A rule of ours edited within that shape (other days, disabled) is still ours,
+    reported as drift and put right.
+    """
+    if not _RULE_ID.fullmatch(str(rule.get("ID", ""))):
+        return False
+    if set(rule) - set(_RULE_SHAPE) or not {"Filter", "Expiration"} <= set(rule):
+        return False
+    for part, keys in _RULE_SHAPE.items():
+        value = rule.get(part)
+        if keys and value is not None and (not isinstance(value, Mapping) or set(value) - keys):
+            return False
+    days = rule["Expiration"].get("Days")
+    return isinstance(rule["Filter"].get("Prefix", ""), str) and isinstance(days, int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,13 +395,19 @@ def merge_lifecycle(
     """
     owners = [r for r in existing if not is_ours(r)]
     ours_now = {str(r.get("ID")): r for r in existing if is_ours(r)}
-    wanted_by_id = {str(r["ID"]): r for r in wanted}
+    # S3 refuses two rules of one ID: an owner's rule holding one of CostGuard's IDs wins,
+    # and that part of the backstop is not installed (reported).
+    taken = {str(r.get("ID")) for r in owners}
+    wanted_by_id = {str(r["ID"]): r for r in wanted if str(r["ID"]) not in taken}
     drift = tuple(
         f"rule {rid} differs from what CostGuard wrote"
         for rid, rule in sorted(ours_now.items())
         if rid in wanted_by_id and _canonical(rule) != _canonical(wanted_by_id[rid])
+    ) + tuple(
+        f"rule ID {rid} is taken by a rule CostGuard did not write; not installed"
+        for rid in sorted({str(r["ID"]) for r in wanted} & taken)
     )
     changed = {rid: _canonical(r) for rid, r in ours_now.items()} != {
         rid: _canonical(r) for rid, r in wanted_by_id.items()
     }
-    return LifecycleMerge((*owners, *wanted), changed, drift)
+    return LifecycleMerge((*owners, *wanted_by_id.values()), changed, drift)
