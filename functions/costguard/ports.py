@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from costguard.domain.spend import AccrualKey, Increment, Observation
     from costguard.domain.stale_volumes import AttachRecord
     from costguard.domain.studio import StudioApp
-    from costguard.domain.sweep import Lock, StoredObject
+    from costguard.domain.sweep import Lifecycle, Lock, StoredObject
 
 
 class SourceError(Exception):
@@ -515,9 +515,13 @@ class ObjectStore(Protocol):
         """The bucket's tags now; None if the bucket is gone."""
         ...
 
-    def lifecycle(self, bucket: str) -> list[dict[str, Any]]: ...
+    def lifecycle(self, bucket: str) -> Lifecycle:
+        """The bucket's lifecycle configuration (no rules when it has none)."""
+        ...
 
-    def put_lifecycle(self, bucket: str, rules: Sequence[Mapping[str, Any]]) -> None: ...
+    def put_lifecycle(self, bucket: str, lifecycle: Lifecycle) -> None:
+        """Replace the configuration with ``lifecycle`` (delete it when it has no rules)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -262,9 +262,6 @@ def test_a_stand_down_overlapping_the_pass_that_installs_the_rule_leaves_no_rule
     assert _rules(swept) == [OWNER_RULE]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the lifecycle write drops the owner's TransitionDefaultMinimumObjectSize"
-)
 def test_withdrawing_the_rule_keeps_the_owners_transition_default_minimum_object_size() -> None:
     """Defect: PutBucketLifecycleConfiguration replaces the whole configuration, including
     its TransitionDefaultMinimumObjectSize (S3 applies all_storage_classes_128K when the

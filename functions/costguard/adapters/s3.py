@@ -22,7 +22,14 @@ from costguard.adapters.aws import reading, tags_of
 from costguard.domain.decisions import Action, ApplyResult, Decision, Observed, Target
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import resource_key
-from costguard.domain.sweep import Lock, StoredObject, SweepConfig, objects, usd_per_hour
+from costguard.domain.sweep import (
+    Lifecycle,
+    Lock,
+    StoredObject,
+    SweepConfig,
+    objects,
+    usd_per_hour,
+)
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
 from costguard.iam import THIS_ACCOUNT_ONLY, Permission
 from costguard.names import Tags
@@ -186,22 +193,26 @@ class S3ObjectStore:
                 raise
         return tags_of(result.get("TagSet"))
 
-    def lifecycle(self, bucket: str) -> list[dict[str, Any]]:
+    def lifecycle(self, bucket: str) -> Lifecycle:
         with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
             try:
                 result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
             except ClientError as exc:
                 if _code(exc) == "NoSuchLifecycleConfiguration" or _code(exc) in _MISSING:
-                    return []  # none, or no bucket any more: nothing of CostGuard's to keep
+                    return Lifecycle()  # none, or no bucket: nothing of CostGuard's to keep
                 raise
-        return list(result.get("Rules", []))
+        size = result.get("TransitionDefaultMinimumObjectSize")
+        return Lifecycle(tuple(result.get("Rules", [])), str(size) if size else None)
 
-    def put_lifecycle(self, bucket: str, rules: Sequence[Mapping[str, Any]]) -> None:
+    def put_lifecycle(self, bucket: str, lifecycle: Lifecycle) -> None:
         with reading("s3", bucket, "PutBucketLifecycleConfiguration"):
             s3 = self._s3(bucket)
-            if rules:
+            if lifecycle.rules:
+                extra: dict[str, Any] = {}
+                if lifecycle.min_object_size is not None:  # the owner's, as read: kept
+                    extra["TransitionDefaultMinimumObjectSize"] = lifecycle.min_object_size
                 s3.put_bucket_lifecycle_configuration(
-                    Bucket=bucket, LifecycleConfiguration={"Rules": list(rules)}
+                    Bucket=bucket, LifecycleConfiguration={"Rules": list(lifecycle.rules)}, **extra
                 )
             else:  # only CostGuard's rules were there, and none is wanted now
                 s3.delete_bucket_lifecycle(Bucket=bucket)

@@ -294,6 +294,20 @@ class Backstop:
     skipped: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """A bucket's lifecycle configuration as read, and as written back: whole.
+
+    ``PutBucketLifecycleConfiguration`` replaces the configuration, its
+    ``TransitionDefaultMinimumObjectSize`` included (S3 applies its default when a write
+    does not name one), so a write names again what was read.
+    """
+
+    rules: tuple[Mapping[str, Any], ...] = ()
+    #: ``TransitionDefaultMinimumObjectSize`` as read; None when S3 named none.
+    min_object_size: str | None = None
+
+
 def ttl_days(ttl: timedelta) -> int:
     """Lifecycle works in whole days: round up, so the backstop never runs ahead of the TTL."""
     return max(1, math.ceil(ttl / timedelta(days=1)))

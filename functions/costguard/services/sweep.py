@@ -53,7 +53,7 @@ import base64
 import json
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -791,9 +791,10 @@ class SweepService:
         if rules and not doc.get("backstop_on"):
             doc = {**doc, "backstop_on": True}
             version = self._save(bucket, doc, version)
-        merged = merge_lifecycle(self._store.lifecycle(bucket), rules)
+        current = self._store.lifecycle(bucket)
+        merged = merge_lifecycle(current.rules, rules)
         if merged.changed:
-            self._store.put_lifecycle(bucket, merged.rules)
+            self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
         notes = [*merged.drift, *skipped]
         if not wanted and merged.changed:
             notes.append("CostGuard's lifecycle rule withdrawn")
@@ -824,9 +825,10 @@ class SweepService:
                 return None
             removed = False
             if doc.get("backstop_on") is not False:
-                merged = merge_lifecycle(self._store.lifecycle(bucket), ())
+                current = self._store.lifecycle(bucket)
+                merged = merge_lifecycle(current.rules, ())
                 if merged.changed:
-                    self._store.put_lifecycle(bucket, merged.rules)
+                    self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
                     removed = True
             new = {**doc, "allowed": False, "backstop_on": False}
             if under_way:
