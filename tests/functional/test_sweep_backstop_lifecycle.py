@@ -225,9 +225,6 @@ def test_an_owner_rule_whose_id_merely_starts_like_costguards_is_kept(
     assert _rules(swept) == [OWNER_RULE, archive]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a stand-down between _settle's state write and its PUT loses the rule"
-)
 def test_a_stand_down_overlapping_the_pass_that_installs_the_rule_leaves_no_rule_behind(
     aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -240,3 +240,31 @@ def test_a_pass_longer_than_the_backstops_margin_never_lets_s3_expire_what_it_di
         service.sweep(REF, config, at, Countdown(1), TAGS)
     # THEN S3 expired nothing through CostGuard's rule that a breaker had not allowed
     assert expired == []
+
+
+def test_a_pass_that_stops_between_its_intent_and_its_rule_leaves_stand_downs_looking() -> None:
+    """GIVEN a live pass that recorded its intent to write CostGuard's rule, and a
+    stand-down that overlapped it before the rule was written; WHEN the pass's write lands
+    only after that (and the pass never got to record it: it stopped, or crashed);
+    THEN the next stand-down still looks, finds the rule, and takes it off; and until a
+    live pass settles the intent, each stand-down looks once more (one read, no write):
+    a rule found gone does not prove a late write is not still to come."""
+    s3 = FakeS3()
+    _bucket(s3, {"tmp/a": 72, "tmp/b": 1, "tmp/c": 1})
+    service = _service(s3)
+    config = SweepConfig(timedelta(hours=48), ("tmp/",))
+    service.survey(REF, config, T0, Unlimited())
+    assert service.sweep(REF, config, T0, Unlimited(), TAGS).deleted.objects == 1
+    (rule,) = s3.buckets["b"].rules
+    state = service._state
+    doc, version = state.get_state("s", "s3sweep#b")
+    state.put_state("s", "s3sweep#b", {**doc, "backstop_pending": True}, version)
+    s3.buckets["b"].rules = []  # the intent is on record; the rule is not written yet
+    assert service.stand_down("b") is None  # looked: nothing to withdraw yet
+    s3.buckets["b"].rules = [rule]  # the pass's write lands late
+    s3.calls.clear()
+    assert service.stand_down("b") == "CostGuard's lifecycle rule withdrawn"
+    assert s3.buckets["b"].rules == [] and s3.calls["GetBucketLifecycleConfiguration"] == 1
+    s3.calls.clear()
+    assert service.stand_down("b") is None
+    assert dict(s3.calls) == {"GetBucketLifecycleConfiguration": 1}

@@ -33,7 +33,9 @@ stand-down (:meth:`SweepService.stand_down`, which the executor calls wherever t
 decision does not act: dry-run, exempt, no valid ``costguard:ttl``, a new warning, the
 grace period). ``backstop_on`` says a rule of CostGuard's may be on the bucket; it is set
 before the rule is written and cleared only after it is gone, so that a stand-down with
-nothing to withdraw makes no call.
+nothing to withdraw makes no call. ``backstop_pending`` says a live pass is writing its
+rule: a stand-down that overlaps it looks (one read) but leaves the record saying "may
+be on", and the pass, finding the state changed under it, takes its rule off again.
 
 A change of the bucket's time to live, prefixes or keep prefix (its fingerprint) starts
 over with a survey, and the executor warns again.
@@ -171,6 +173,7 @@ def _fresh(fingerprint: str, phase: str, previous: Mapping[str, Any]) -> dict[st
         "pass_id": int(previous.get("pass_id", 0)) + 1,
         "confirm_used": previous.get("confirm_used"),
         "backstop_on": previous.get("backstop_on") if previous else False,
+        "backstop_pending": bool(previous.get("backstop_pending")),
         "allowed": bool(previous.get("allowed")) and previous.get("fingerprint") == fingerprint,
         "prefix_index": 0,
         "start_after": "",
@@ -778,30 +781,62 @@ class SweepService:
         """Put CostGuard's rule in step with the sweep: on while it is allowed, else off.
 
         Read-modify-write: every rule CostGuard did not write is kept as it is, and drift
-        from what CostGuard would write is reported. ``backstop_on`` is set before the
-        rule is written and cleared after it is gone, so that it never says "off" while a
-        rule may be on; when it says "off" and none is wanted, no call is made.
+        from what CostGuard would write is reported. Only a live pass (one at a time, under
+        the executor's claim) calls this. Before it writes its rule it records the intent
+        (``backstop_pending``) in a state write that fails if any other run changed the
+        state since this one read it; a stand-down that overlaps the write sees the
+        intent and never records "off" (:meth:`stand_down`). After the write, the intent
+        is cleared in a state write of the same kind; should that fail (a stand-down came
+        in between), this run takes its rule off again before it stops
+        (:meth:`_undo_install`). So "off" is recorded only by a run that knows no rule of
+        CostGuard's is on the bucket or on its way, and when it says "off" and none is
+        wanted, no call is made.
         """
         wanted = bool(doc.get("allowed")) and doc.get("phase") != "tripped"
         plan = backstop(config, self._store.object_lock(bucket)) if wanted else None
         rules = plan.rules if plan is not None else ()
         skipped = list(plan.skipped) if plan is not None else []
-        if not rules and doc.get("backstop_on") is False:
+        if not rules and doc.get("backstop_on") is False and not doc.get("backstop_pending"):
             return {**doc, "backstop_notes": skipped}, version  # none wanted, none there
-        if rules and not doc.get("backstop_on"):
-            doc = {**doc, "backstop_on": True}
-            version = self._save(bucket, doc, version)
         current = self._store.lifecycle(bucket)
         merged = merge_lifecycle(current.rules, rules)
+        installing = merged.changed and bool(rules)
+        if installing:
+            doc = {**doc, "backstop_on": True, "backstop_pending": True}
+            version = self._save(bucket, doc, version)
         if merged.changed:
             self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
         notes = [*merged.drift, *skipped]
         if not wanted and merged.changed:
             notes.append("CostGuard's lifecycle rule withdrawn")
-        doc = {**doc, "backstop_notes": notes}
-        if not rules:
-            doc["backstop_on"] = False
-        return doc, self._save(bucket, doc, version)
+        doc = {
+            **doc,
+            "backstop_notes": notes,
+            "backstop_on": bool(rules),
+            "backstop_pending": False,
+        }
+        try:
+            return doc, self._save(bucket, doc, version)
+        except SweepStopped:
+            if installing:
+                self._undo_install(bucket)
+            raise
+
+    def _undo_install(self, bucket: str) -> None:
+        """This run wrote CostGuard's rule, then found the state changed by another run (a
+        stand-down that did not see the rule yet): unless the state still allows the
+        sweep, the rule comes off again, and only then is "off" recorded."""
+        for _ in range(STATE_ATTEMPTS):
+            doc, version = self._state.get_state(self._s.scope, state_name(bucket))
+            if doc.get("allowed") and doc.get("phase") != "tripped":
+                return  # still allowed: the rule may stay, and the record says it may be on
+            current = self._store.lifecycle(bucket)
+            merged = merge_lifecycle(current.rules, ())
+            if merged.changed:
+                self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
+            new = {**doc, "backstop_on": False, "backstop_pending": False}
+            if self._state.put_state(self._s.scope, state_name(bucket), new, version):
+                return
 
     def stand_down(self, bucket: str) -> str | None:
         """The decision to sweep does not act this run: withdraw what it left running.
@@ -819,18 +854,24 @@ class SweepService:
         for _ in range(STATE_ATTEMPTS):
             doc, version = self._state.get_state(self._s.scope, state_name(bucket))
             under_way = doc.get("phase") in PASS_PHASES
+            # A live pass about to write its rule (or that stopped between its intent and
+            # its write) may put it on after this look: "off" is not this run's to say.
+            pending = bool(doc.get("backstop_pending"))
             if not doc or (
-                not doc.get("allowed") and doc.get("backstop_on") is False and not under_way
+                not doc.get("allowed")
+                and doc.get("backstop_on") is False
+                and not pending
+                and not under_way
             ):
                 return None
             removed = False
-            if doc.get("backstop_on") is not False:
+            if doc.get("backstop_on") is not False or pending:
                 current = self._store.lifecycle(bucket)
                 merged = merge_lifecycle(current.rules, ())
                 if merged.changed:
                     self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
                     removed = True
-            new = {**doc, "allowed": False, "backstop_on": False}
+            new = {**doc, "allowed": False, "backstop_on": pending, "backstop_pending": pending}
             if under_way:
                 survey = doc.get("survey")
                 new = {
