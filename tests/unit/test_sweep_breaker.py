@@ -204,9 +204,6 @@ def _lifecycle_expiry(s3: FakeS3, at: datetime) -> list[str]:
     return gone
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the rule stays on through a pass longer than its one-day margin"
-)
 def test_a_pass_longer_than_the_backstops_margin_never_lets_s3_expire_what_it_did_not_judge() -> (
     None
 ):

@@ -12,7 +12,8 @@ Deleting the wrong object is unrecoverable, so every test here errs towards keep
   confirmation unlocks one trip);
 * the lifecycle backstop is installed only where it cannot reach the keep prefix, and
   expires a day later than the sweep would, so that the hourly sweep (and its breaker)
-  always judges an object before S3's rule can reach it.
+  always judges an object before S3's rule can reach it; it stays on only until S3 could
+  reach an object the last allowed pass did not judge (``backstop_safe_until``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ _RULE_SHAPE: Mapping[str, frozenset[str]] = {
 #: object at the first midnight (UTC) after its age reaches the rule's days, and an hourly
 #: sweep must have judged it (and its breaker have suspended the rule) before then.
 BACKSTOP_MARGIN_DAYS = 1
+#: How long before S3 could first reach an object that the last allowed pass did not judge
+#: CostGuard's rule comes off (:func:`backstop_safe_until`): a few missed hourly runs, and
+#: S3's delay in applying a changed configuration.
+BACKSTOP_LEAD = timedelta(hours=6)
 DEFAULT_KEEP_PREFIX = "keep/"
 DEFAULT_BREAKER_PCT = 50
 DEFAULT_BREAKER_MAX_GIB = 1024
@@ -327,6 +332,17 @@ def lifecycle_expires_at(last_modified: datetime, days: int) -> datetime:
     due = last_modified.astimezone(UTC) + timedelta(days=days)
     midnight = due.replace(hour=0, minute=0, second=0, microsecond=0)
     return midnight if midnight == due else midnight + timedelta(days=1)
+
+
+def backstop_safe_until(cutoff: datetime, ttl: timedelta) -> datetime:
+    """Until when CostGuard's rule may stay on for the pass the breaker allowed with
+    ``cutoff``: that pass judged only objects last modified before its cutoff, and S3's
+    rule first reaches a later one at ``lifecycle_expires_at(cutoff, backstop_days)``
+    (at least the margin after the pass began). The rule is off ``BACKSTOP_LEAD`` before
+    then, until a newer pass is allowed: a pass that spans more than about the margin
+    (its count and deletes resumed run after run) goes on without it.
+    """
+    return lifecycle_expires_at(cutoff, backstop_days(ttl)) - BACKSTOP_LEAD
 
 
 def backstop(config: SweepConfig, object_lock: bool) -> Backstop:

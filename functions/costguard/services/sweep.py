@@ -68,6 +68,7 @@ from costguard.domain.sweep import (
     SweepConfig,
     Tally,
     backstop,
+    backstop_safe_until,
     breaker_reason,
     confirmation_key,
     confirms,
@@ -174,6 +175,7 @@ def _fresh(fingerprint: str, phase: str, previous: Mapping[str, Any]) -> dict[st
         "confirm_used": previous.get("confirm_used"),
         "backstop_on": previous.get("backstop_on") if previous else False,
         "backstop_pending": bool(previous.get("backstop_pending")),
+        "backstop_cutoff": previous.get("backstop_cutoff"),
         "allowed": bool(previous.get("allowed")) and previous.get("fingerprint") == fingerprint,
         "prefix_index": 0,
         "start_after": "",
@@ -298,6 +300,13 @@ class SweepService:
         """
         now = require_utc(now)
         doc, version = self.load(bucket.name, config)
+        judged = doc.get("backstop_cutoff")
+        if doc.get("backstop_on") is not False and (
+            judged is None or now >= backstop_safe_until(_at(judged), config.ttl)
+        ):
+            # S3 could soon reach objects the pass that allowed the rule did not judge (a
+            # pass spanning more than the margin): off until a newer pass is allowed.
+            doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=None)
         phase = doc["phase"]
         if phase == "survey":
             return self._result(doc, "still surveying; nothing deleted")
@@ -330,7 +339,7 @@ class SweepService:
         tripped_at = datetime.fromisoformat(str(trip["at"]))
         raw = tags.get(Tags.CONFIRM_DELETE)
         if raw is None or not confirms(raw, tripped_at, now, doc.get("confirm_used")):
-            doc, version = self._settle(bucket.name, config, doc, version)
+            doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=None)
             if not trip.get("alerted", True):  # the run that tripped failed before telling
                 doc, version = self._alert_trip(bucket, doc, version)
             return self._result(
@@ -352,7 +361,7 @@ class SweepService:
             "confirm_used": confirmation_key(raw),  # spent: it unlocks this pass only
         }
         version = self._save(bucket.name, doc, version)
-        doc, version = self._settle(bucket.name, config, doc, version)
+        doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=doc["cutoff"])
         return self._walk(bucket, config, now, budget, doc, version, stage="delete")
 
     def _judge(
@@ -380,7 +389,7 @@ class SweepService:
             "start_after": "",
         }
         version = self._save(bucket.name, doc, version)
-        doc, version = self._settle(bucket.name, config, doc, version)
+        doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=doc["cutoff"])
         if would.objects == 0:
             return self._finish(bucket, now, doc, version, Tally(), {})
         if held is not None:
@@ -413,7 +422,7 @@ class SweepService:
             },
         }
         version = self._save(bucket.name, tripped, version)
-        tripped, version = self._settle(bucket.name, config, tripped, version)
+        tripped, version = self._settle(bucket.name, config, tripped, version, now, cutoff=None)
         tripped, version = self._alert_trip(bucket, tripped, version)
         return self._result(
             tripped,
@@ -776,9 +785,22 @@ class SweepService:
     # -- the lifecycle backstop -------------------------------------------------------
 
     def _settle(
-        self, bucket: str, config: SweepConfig, doc: dict[str, Any], version: int
+        self,
+        bucket: str,
+        config: SweepConfig,
+        doc: dict[str, Any],
+        version: int,
+        now: datetime,
+        *,
+        cutoff: str | None,
     ) -> tuple[dict[str, Any], int]:
         """Put CostGuard's rule in step with the sweep: on while it is allowed, else off.
+
+        Allowed means: by the breaker, for the pass of ``cutoff`` (None: no pass allows
+        the rule now), and only until S3's rule could
+        reach an object that pass did not judge (:func:`backstop_safe_until`). The
+        cutoff the rule stands on is kept (``backstop_cutoff``), and each run checks it
+        (no call) before anything else.
 
         Read-modify-write: every rule CostGuard did not write is kept as it is, and drift
         from what CostGuard would write is reported. Only a live pass (one at a time, under
@@ -792,10 +814,18 @@ class SweepService:
         CostGuard's is on the bucket or on its way, and when it says "off" and none is
         wanted, no call is made.
         """
+        judged = cutoff
         wanted = bool(doc.get("allowed")) and doc.get("phase") != "tripped"
+        skipped: list[str] = []
+        if wanted and (judged is None or now >= backstop_safe_until(_at(judged), config.ttl)):
+            wanted = False
+            skipped.append(
+                "off until a newer pass is allowed: S3's rule could soon reach objects that "
+                "came due after this pass began"
+            )
         plan = backstop(config, self._store.object_lock(bucket)) if wanted else None
         rules = plan.rules if plan is not None else ()
-        skipped = list(plan.skipped) if plan is not None else []
+        skipped += list(plan.skipped) if plan is not None else []
         if not rules and doc.get("backstop_on") is False and not doc.get("backstop_pending"):
             return {**doc, "backstop_notes": skipped}, version  # none wanted, none there
         current = self._store.lifecycle(bucket)
@@ -814,6 +844,7 @@ class SweepService:
             "backstop_notes": notes,
             "backstop_on": bool(rules),
             "backstop_pending": False,
+            "backstop_cutoff": judged if rules else None,
         }
         try:
             return doc, self._save(bucket, doc, version)
@@ -881,6 +912,10 @@ class SweepService:
             if self._state.put_state(self._s.scope, state_name(bucket), new, version):
                 return "CostGuard's lifecycle rule withdrawn" if removed else None
         raise SweepStopped(f"bucket {bucket}'s sweep state kept changing under this run")
+
+
+def _at(text: Any) -> datetime:
+    return datetime.fromisoformat(str(text))
 
 
 def _within(doc: dict[str, Any], candidates: Sequence[StoredObject]) -> list[StoredObject]:
