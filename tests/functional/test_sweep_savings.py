@@ -131,9 +131,6 @@ def test_each_byte_the_sweep_deletes_is_saved_once_whoever_adds_it_up(
     assert float(savings["vision"].usd_per_hour * 730) == pytest.approx(total)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a run that fails after deleting records no saving for what it deleted"
-)
 def test_a_run_that_fails_after_deleting_still_counts_what_it_deleted(
     aws: Any, monkeypatch: pytest.MonkeyPatch, log: io.StringIO
 ) -> None:

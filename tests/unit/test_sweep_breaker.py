@@ -15,7 +15,7 @@ from decimal import Decimal
 import pytest
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.domain.sweep import SweepConfig
+from costguard.domain.sweep import SweepConfig, Tally
 from costguard.names import Tags
 from costguard.services.sweep import BucketRef, SweepService, SweepSettings
 from tests.support.fake_s3 import FakeBucket, FakeS3, Unlimited, obj
@@ -265,3 +265,43 @@ def test_a_pass_that_stops_between_its_intent_and_its_rule_leaves_stand_downs_lo
     s3.calls.clear()
     assert service.stand_down("b") is None
     assert dict(s3.calls) == {"GetBucketLifecycleConfiguration": 1}
+
+
+def test_a_run_that_fails_between_a_pages_batches_leaves_what_it_deleted_to_be_counted() -> None:
+    """Defect: within a page, a pass's deletes were on record only once the whole page
+    was, so a run that failed at a page's second DeleteObjects lost the first batch's
+    bytes; and a failed run counts nothing. GIVEN a pass whose count spanned two runs (its
+    deletes list the pages again) and a page of two batches (1 KB keys); WHEN the second
+    DeleteObjects fails, and the next run finishes the pass; THEN the runs that return
+    count the 200 objects deleted, each once."""
+    from tests.support.fake_s3 import Countdown
+
+    s3 = FakeS3(page_size=300)
+    _bucket(s3, {f"old-{i:04}-" + "k" * 1000: 72 for i in range(200)})
+    _bucket(s3, {f"young-{i:04}": 1 for i in range(210)})
+    service = _service(s3)
+    config = SweepConfig(timedelta(hours=48), keep_prefix="")
+    service.survey(REF, config, T0, Unlimited())
+    first = service.sweep(REF, config, T0, Countdown(1), TAGS)  # the count's first page
+    assert first.phase == "count" and first.saved.objects == 0
+    real_delete, calls = s3.delete, []
+
+    def throttled(bucket: str, objects: object) -> object:
+        calls.append(bucket)
+        if len(calls) == 2:
+            raise RuntimeError("DeleteObjects: SlowDown")
+        return real_delete(bucket, objects)  # type: ignore[arg-type]
+
+    s3.delete = throttled  # type: ignore[assignment, method-assign]
+    with pytest.raises(RuntimeError, match="SlowDown"):
+        service.sweep(REF, config, T0 + timedelta(hours=1), Unlimited(), TAGS)
+    s3.delete = real_delete  # type: ignore[method-assign]
+    gone_in_failed_run = len(s3.deleted)
+    assert 0 < gone_in_failed_run < 200
+    last = service.sweep(REF, config, T0 + timedelta(hours=2), Unlimited(), TAGS)
+    assert len(s3.deleted) == 200, last.detail
+    assert last.deleted.objects == 200 - gone_in_failed_run
+    assert last.saved == Tally(200, 200 * 10)
+    assert "deleted by an earlier run that failed" in last.detail
+    again = service.sweep(REF, config, T0 + timedelta(hours=3), Unlimited(), TAGS)
+    assert again.saved == Tally()

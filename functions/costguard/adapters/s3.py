@@ -404,13 +404,14 @@ class S3BucketActuator:
         )
         # A run that deleted nothing (nothing due yet, or the breaker tripped) is no action
         # and no saving; the sweep has told the owner about a trip itself. A run saves
-        # what it deleted, at the price the decision was made with, never the survey's
-        # estimate again: the runs after one warning add up to what went, once.
+        # what it deleted (and what an earlier run deleted and failed before counting), at
+        # the price the decision was made with, never the survey's estimate again: the
+        # runs after one warning add up to what went, once.
         rate = Decimal(decision.params.get(RATE_PARAM, "0"))
         return ApplyResult(
             result.detail,
-            acted=result.deleted.objects > 0,
-            usd_per_hour_saved=usd_per_hour(result.deleted.bytes, rate),
+            acted=result.saved.objects > 0,
+            usd_per_hour_saved=usd_per_hour(result.saved.bytes, rate),
         )
 
 

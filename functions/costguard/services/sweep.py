@@ -43,10 +43,13 @@ over with a survey, and the executor warns again.
 A page is processed whole or not at all: the position advances only in the state write
 that also adds the page's counts, after its deletions. A run that stops (time, crash)
 re-lists that page; deleted objects are no longer listed, so nothing is deleted twice,
-and nothing is skipped. Each batch's manifest is audited *before* its ``DeleteObjects``
-(``deleting``) and after it (``deleted``, with per-key errors). What a pass saved is
-counted once, by the executor's record of the run (``acted``), from the bytes deleted; a
-batch's record is its manifest, not a saving.
+and nothing is skipped; what a page's batches deleted is saved between them (not the
+position), so a run that fails after a batch still has it on record. Each batch's
+manifest is audited *before* its ``DeleteObjects`` (``deleting``) and after it
+(``deleted``, with per-key errors). What a pass saved is counted once, by the executor's
+record of the run (``acted``), from the bytes deleted: those of the run, and those a run
+that failed left uncounted (``unsaved``, zeroed by the run that counts them); a batch's
+record is its manifest, not a saving.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -138,6 +141,9 @@ class StepResult:
     phase: str
     detail: str
     deleted: Tally = field(default_factory=Tally)
+    #: What this run counts as saved: what it deleted, and what earlier runs deleted but
+    #: could not count (they failed after deleting). Each byte is counted by one run.
+    saved: Tally = field(default_factory=Tally)
     #: The latest complete survey or pass: what is in scope, and what would go.
     in_scope: Tally | None = None
     would_delete: Tally | None = None
@@ -182,6 +188,9 @@ def _fresh(fingerprint: str, phase: str, previous: Mapping[str, Any]) -> dict[st
         "seen": [0, 0],
         "candidates": [0, 0],
         "deleted": [0, 0],
+        # Deleted, and not yet counted by a run that returned (a run that fails after
+        # deleting leaves its bytes here for the next): kept across passes, until counted.
+        "unsaved": previous.get("unsaved") or [0, 0],
         "taken": [0, 0],
         "kept_locked": 0,
         "kept_changed": 0,
@@ -506,6 +515,11 @@ class SweepService:
         run = Tally()
         errors: dict[str, str] = {}
         pages = 0
+
+        def checkpoint() -> None:  # between a page's batches: what went is on record
+            nonlocal version
+            version = self._save(bucket.name, doc, version)
+
         while True:
             if budget.seconds_left() < PAGE_RESERVE_SECONDS:
                 return self._pause(bucket, doc, version, run, stage, errors)
@@ -522,7 +536,7 @@ class SweepService:
             if candidates is None:  # ran out of time checking locks: redo this page
                 return self._pause(bucket, doc, version, run, stage, errors)
             if deleting:
-                run = self._delete_all(bucket, doc, _within(doc, candidates), now, run, errors)
+                run = self._delete_all(bucket, doc, candidates, now, run, errors, checkpoint)
             else:
                 doc["seen"] = _raw(
                     _tally(doc["seen"]).plus(len(in_scope), sum(o.size for o in in_scope))
@@ -569,7 +583,7 @@ class SweepService:
                 return self._pause(bucket, doc, version, run, "delete", errors)
             if n and n % TAG_RECHECK_PAGES == 0:
                 self._recheck(bucket.name, config, now)
-            run = self._delete_all(bucket, doc, _within(doc, batch), now, run, errors)
+            run = self._delete_all(bucket, doc, batch, now, run, errors, lambda: None)
             done += len(batch)
             index, last = held[done - 1]
             doc["prefix_index"], doc["start_after"] = index, last.key
@@ -584,8 +598,19 @@ class SweepService:
         now: datetime,
         run: Tally,
         errors: dict[str, str],
+        checkpoint: Callable[[], None],
     ) -> Tally:
-        for batch in batches(objects):
+        """Delete ``objects`` (within what the count approved) batch by batch; between two
+        batches ``checkpoint`` saves the state, so that what a failing run deleted before
+        its failure is counted (``unsaved``) and never more than approved is taken."""
+        first = True
+        for whole in batches(objects):
+            if not first:
+                checkpoint()  # before this batch is taken from what the count approved
+            batch = _within(doc, whole)
+            if not batch:
+                continue
+            first = False
             doc["batch_seq"] = int(doc["batch_seq"]) + 1
             result = self._delete_batch(bucket, doc, batch, now)
             done = {o.key: o for o in batch}
@@ -594,6 +619,7 @@ class SweepService:
                 if obj is not None:
                     run = run.plus(1, obj.size)
                     doc["deleted"] = _raw(_tally(doc["deleted"]).plus(1, obj.size))
+                    doc["unsaved"] = _raw(_tally(doc.get("unsaved")).plus(1, obj.size))
             for key, code in result.errors.items():
                 errors[key] = code
                 if code == "PreconditionFailed":
@@ -612,10 +638,25 @@ class SweepService:
         errors: dict[str, str],
     ) -> StepResult:
         """Out of time: the place is saved (as of the last whole page); the next run goes on."""
+        summary = self._progress(doc, run, stage, "continues next run")
+        saved = self._count(doc, run, stage)
         self._save(bucket.name, doc, version)
         return self._result(
-            doc, self._progress(doc, run, stage, "continues next run"), deleted=run, errors=errors
+            doc, _with_earlier(summary, saved, run), deleted=run, saved=saved, errors=errors
         )
+
+    @staticmethod
+    def _count(doc: dict[str, Any], run: Tally, stage: str) -> Tally:
+        """What this run counts as saved (``unsaved``, then zeroed in the state it saves).
+
+        A survey deletes nothing and counts nothing; any deletion run counts what is
+        waiting, its own deletions and those of a run that failed before counting them.
+        """
+        if stage == "survey":
+            return Tally()
+        saved = _tally(doc.get("unsaved"))
+        doc["unsaved"] = [0, 0]
+        return saved
 
     def _surveyed(
         self, now: datetime, doc: dict[str, Any], version: int, bucket: BucketRef
@@ -648,13 +689,15 @@ class SweepService:
     ) -> StepResult:
         """A pass is complete: the next run starts the next one with a count of its own."""
         summary = self._progress(doc, run, "delete", "pass complete")
+        saved = self._count(doc, run, "delete")
         counted = doc.get("counted") or {}
         nxt = {**doc, "phase": "ready", "last_pass": {"at": now.isoformat(), **counted}}
         self._save(bucket.name, nxt, version)
         return StepResult(
             phase="ready",
-            detail=summary,
+            detail=_with_earlier(summary, saved, run),
             deleted=run,
+            saved=saved,
             in_scope=_tally(counted.get("in_scope")),
             would_delete=_tally(counted.get("would_delete")),
             complete=True,
@@ -912,6 +955,17 @@ class SweepService:
             if self._state.put_state(self._s.scope, state_name(bucket), new, version):
                 return "CostGuard's lifecycle rule withdrawn" if removed else None
         raise SweepStopped(f"bucket {bucket}'s sweep state kept changing under this run")
+
+
+def _with_earlier(summary: str, saved: Tally, run: Tally) -> str:
+    """The run's summary, naming what it counts that an earlier, failed run deleted."""
+    earlier = Tally(saved.objects - run.objects, saved.bytes - run.bytes)
+    if earlier.objects <= 0:
+        return summary
+    return (
+        f"{summary}; also counted: {objects(earlier.objects)} ({earlier.bytes:,} bytes) "
+        f"deleted by an earlier run that failed before counting them"
+    )
 
 
 def _at(text: Any) -> datetime:
