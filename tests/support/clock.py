@@ -40,15 +40,22 @@ def costguard_at(instant: datetime) -> list[str]:
 
 
 @contextmanager
-def clock_at(instant: datetime) -> Iterator[None]:
-    """In this process: every entry point's clock starts at ``instant`` and advances."""
+def clock_at(instant: datetime, *, frozen: bool = False) -> Iterator[None]:
+    """In this process: every entry point's clock starts at ``instant`` and advances.
+
+    ``frozen``: it stays at ``instant`` (a simulated timeline whose checker must know the
+    exact "now" each run judged by, to the microsecond, as at a TTL's boundary).
+    """
     import time
     from datetime import timedelta
 
     from costguard.handlers import events
 
     saved, origin = events.CLOCK, time.monotonic()
-    events.CLOCK = lambda: instant + timedelta(seconds=time.monotonic() - origin)
+    if frozen:
+        events.CLOCK = lambda: instant
+    else:
+        events.CLOCK = lambda: instant + timedelta(seconds=time.monotonic() - origin)
     try:
         yield
     finally:
