@@ -52,8 +52,8 @@ synth: $(STAMP)
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
 
-## The stale-object sweep's properties at full strength: 2 x 5,000 generated cases, and
-## 250 cases of simulated days through the act handler (tests/property/test_sweep_over_days.py).
+## The stale-object sweep's properties at full strength: 3 x 5,000 generated cases of the
+## sweep, and 250 of simulated days through the act handler (test_sweep_over_days.py).
 property: $(STAMP)
 	SWEEP_PROPERTY_EXAMPLES=5000 $(BIN)/python -m pytest -q -p no:cacheprovider tests/property
 
