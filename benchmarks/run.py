@@ -17,6 +17,7 @@ from benchmarks import (
     engine,
     guard_bill,
     hub_bill,
+    idle_handler,
     idle_pass,
     import_time,
     org_guards,
@@ -44,9 +45,17 @@ def main() -> None:
         ],
         "idle_bill": idle_pass.steady_state_bill(1000),
         "demos": demo_wall.measure(),
+        # The idle guard's whole path through its handler (the judgement's calls above):
+        # dry-run and enforce, busy, half idle and all idle, three hourly passes each.
+        "idle_handler": [
+            idle_handler.measure(1000, share, dry_run=dry_run)
+            for dry_run in (True, False)
+            for share in (0.0, 0.5, 1.0)
+        ],
         # Organization mode: 200 accounts x 4 regions, 10 % holding accelerators.
         "org_scale": org_scale.measure(),
     }
+    results["idle_handler_bill"] = idle_handler.bill(results["idle_handler"])
     # The guards across that Organization (the act path), on the hub's load measured there.
     load = results["org_scale"]["bill"]["default_200_accounts"]["hub"]["load"]
     results["org_guards"] = org_guards.measure(hub_bill.HubLoad(**load))

@@ -103,6 +103,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def region_name(value: str) -> str:
+    from costguard.adapters.aws import unknown_region
     from costguard.settings import REGION
 
     # fullmatch and ASCII: REGION's `$` accepts a trailing newline, and `\d` any script's digits.
@@ -110,6 +111,11 @@ def region_name(value: str) -> str:
         raise argparse.ArgumentTypeError(
             f"not an AWS region name: {value!r} (expected e.g. us-east-1)"
         )
+    # Shaped like a region is not a region: us-east-9 would resolve to an endpoint nobody
+    # runs (or one that answers with an HTML page), and fail every call of the command.
+    unknown = unknown_region(value)
+    if unknown:
+        raise argparse.ArgumentTypeError(unknown)
     return value
 
 
@@ -190,11 +196,11 @@ def _default_region(session: Any) -> str | None:
 
 def _account(session: Any, region: str | None) -> str:
     """The account id, which the deployed scan uses as the ledger scope."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from costguard.adapters.aws import AWS_ERRORS
 
     try:
         return str(session.client("sts", region_name=region).get_caller_identity()["Account"])
-    except (BotoCoreError, ClientError) as exc:
+    except AWS_ERRORS as exc:
         code, message = failure(exc) or (EXIT_AWS, str(exc))
         raise CommandError(
             f"{message}; pass --scope (the ledger scope: the account id) to skip this lookup", code
@@ -231,6 +237,16 @@ class InventoryCalls:
 
     def attach(self, session: Any) -> None:
         session.events.register("after-call", self._after_call)
+        session.events.register("after-call-error", self._after_error)
+
+    def _after_error(self, exception: BaseException, event_name: str, **_: Any) -> None:
+        """An answer that is no answer (an HTML page) raises before ``after-call``."""
+        from costguard.adapters.aws import HtmlAnswerError
+
+        service = event_name.split(".")[1] if event_name.count(".") >= 2 else ""
+        if isinstance(exception, HtmlAnswerError) and service not in _NOT_INVENTORY:
+            with self._lock:
+                self.error_codes[f"HTTP {exception.status}"] += 1
 
     def _after_call(self, http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
         if model.service_model.service_name in _NOT_INVENTORY or http_response is None:
@@ -334,6 +350,7 @@ def _settings_for_scan(
     """
     from pydantic import ValidationError
 
+    from costguard.adapters.aws import unknown_region
     from costguard.settings import Settings, SettingsError, validation_problems
 
     environ = os.environ if environ is None else environ
@@ -354,9 +371,18 @@ def _settings_for_scan(
         # (always set on this path) replaces it below.
         base = Settings.from_env({**env, Env.REGIONS: _STAND_IN_REGION})
     try:
-        return Settings.model_validate({**dict(base), **options})
+        settings = Settings.model_validate({**dict(base), **options})
     except ValidationError as exc:
         raise SettingsError.of(validation_problems(exc, names)) from None
+    # The regions that got here without --region's check (COSTGUARD_REGIONS, the default
+    # region), named by where they came from.
+    for region in settings.regions:
+        unknown = unknown_region(region)
+        if unknown:
+            raise CommandError(
+                f"{names['regions'] if 'regions' in options else Env.REGIONS}: {unknown}"
+            )
+    return settings
 
 
 # -- the price catalog: packaged, refreshed by the user, or named --------------------------
@@ -1234,6 +1260,7 @@ def failure(exc: BaseException) -> tuple[int, str] | None:
         PartialCredentialsError,
         ProfileNotFound,
     )
+    from botocore.parsers import ResponseParserError
 
     from costguard.adapters.aws import translate
     from costguard.adapters.catalog import CatalogError
@@ -1255,6 +1282,8 @@ def failure(exc: BaseException) -> tuple[int, str] | None:
         return EXIT_AWS, NO_CREDENTIALS
     if isinstance(exc, ClientError):
         exc = translate("aws", "", exc.operation_name, exc)
+    if isinstance(exc, ResponseParserError):  # an answer that is no answer (an HTML page)
+        exc = translate("aws", "", "a call", exc)
     if isinstance(exc, SourceError):
         if exc.code in CREDENTIAL_CODES:
             return EXIT_AWS, (

@@ -645,7 +645,8 @@ SETTINGS: Final[tuple[SettingSpec, ...]] = (
         str,
         "60 minutes",
         "How often the idle-notebook guard runs (`5 minutes` to `1 day`; the window by "
-        "default, which keeps its CloudWatch bill under $10/month for 1,000 notebooks).",
+        "default, which keeps its CloudWatch bill under $10/month for 1,000 notebooks when "
+        "enforcing; in dry-run, which reads idle notebooks in full every run, up to $29.20).",
         check=valid_rate,
     ),
     SettingSpec(

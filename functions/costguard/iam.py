@@ -113,11 +113,13 @@ LEDGER_ACTIONS = (
     "dynamodb:UpdateItem",
     "dynamodb:BatchWriteItem",
 )
-"""What ``adapters.dynamodb.DynamoDbLedger`` calls, granted on CostGuard's ledger table only.
+"""What ``adapters.dynamodb.DynamoDbLedger`` calls for the scan, granted on CostGuard's
+ledger table only.
 
 ``TransactWriteItems`` is authorized per item (its ``Update`` items need ``UpdateItem``).
-tests/infra/test_permissions.py reads the adapter's calls and fails if this list and
-the code disagree in either direction.
+tests/infra/test_permissions.py reads the adapter's calls and fails if this list and the
+executor's (:data:`EXECUTOR_LEDGER_ACTIONS`) together disagree with the code in either
+direction.
 """
 
 
@@ -193,8 +195,16 @@ def warning_tag_permissions(
 
 
 #: What the executor's ledger calls need (claims, their status, warnings, the audit trail):
-#: the actuator role gets these on the ledger table, not the scan's wider set.
-EXECUTOR_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+#: the actuator role gets these on the ledger table, not the scan's wider set. A run reads
+#: the records of the warnings it finds at once (BatchGetItem) and writes its audit
+#: records together (BatchWriteItem).
+EXECUTOR_LEDGER_ACTIONS = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:BatchWriteItem",
+)
 #: What a guard that records findings (a malformed tag, an unreadable region) adds: the
 #: ledger keeps a day's findings once each (a query of the day's, then a batch write).
 FINDINGS_LEDGER_ACTIONS = ("dynamodb:Query", "dynamodb:BatchWriteItem")

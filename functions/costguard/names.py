@@ -205,3 +205,10 @@ class OrgRoles:
     #: The hub's roles that may assume them (in the hub account).
     HUB_SCAN: Final = "costguard-hub-scan"
     HUB_ACT: Final = "costguard-hub-act"
+    #: Whom each member role trusts: narrow on both sides, so that neither side alone
+    #: (the hub role's own policy, the member role's trust) keeps a hub role out of a
+    #: member role it has no business in. The scan consumer reads (its scans, probes and
+    #: region reads); only the act consumer, which enters no account through the read
+    #: role, acts. The fan-out assumes nothing.
+    READ_TRUSTS: Final = (HUB_SCAN,)
+    ACT_TRUSTS: Final = (HUB_ACT,)

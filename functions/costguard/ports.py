@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from costguard.domain.spend import AccrualKey, Increment, Observation
     from costguard.domain.stale_volumes import AttachRecord
     from costguard.domain.studio import StudioApp
-    from costguard.domain.sweep import Lock, StoredObject
+    from costguard.domain.sweep import Lifecycle, Lock, StoredObject
 
 
 class SourceError(Exception):
@@ -169,14 +169,32 @@ class ClaimStore(Protocol):
     ) -> bool:
         """Phase one of a two-phase claim: True for the one caller that may do the work.
 
-        A key is claimable when it was never claimed, when its work was released, or
-        when a pending claim's lease has run out (its holder crashed between claim and
-        work), so a crash can delay the work by one lease but never lose it.
+        A key is claimable when it was never claimed, when its work was released (or
+        reopened), or when a pending claim's lease has run out (its holder crashed between
+        claim and work), so a crash can delay the work by one lease but never lose it. A
+        ``now`` older than the key's last claim (a late retry) is refused: its lease would
+        otherwise have run out before it began, and let a second holder in.
         """
         ...
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
-        """Phase two: the work is done; the key is never claimable again."""
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
+        """Phase two: the work is done; the key is not claimable again, unless that work
+        is undone (:meth:`reopen`, naming the same ``fence``: what the work was, e.g. the
+        deadline of a warning)."""
+        ...
+
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
+        """The confirmed work named ``fence`` was undone (a warning withdrawn): the key is
+        claimable again at once. True if this call reopened it.
+
+        Fenced: only a claim confirmed with ``fence``, or with a fence that extends it
+        (``fence/...``: the same warning, whatever it was about), is reopened, and never
+        one confirmed with ``keep`` (the work the caller is about to claim again, which
+        may be landing right now). A pending claim (its holder still at work), a
+        ``put_once`` record, and a claim confirmed since for other work (a newer warning
+        under the same key) are left as they are, so a late retry of an old withdrawal
+        can never free a newer claim.
+        """
         ...
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
@@ -191,10 +209,21 @@ class ClaimStore(Protocol):
         """``pending``, ``sent`` (confirmed, or a put_once record), ``released`` or None."""
         ...
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """:meth:`status` of many ``(namespace, key)`` at once, in shared reads (a pass
+        reads the records of every warning it holds in calls per 100, not per warning).
+        Keys without a record are absent."""
+        ...
+
 
 class AuditLog(Protocol):
     def audit(self, event: AuditEvent) -> bool:
         """Append to the audit trail; False if that event id was already recorded."""
+        ...
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        """Append many events in shared writes (25 a call on DynamoDB). Idempotent: an
+        event written again (same scope, time and id) is the same record, not another."""
         ...
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
@@ -230,8 +259,9 @@ class AlertLog(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
-class ActionLedger(ClaimStore, AuditLog, Protocol):
-    """What the executor needs: claims, so overlapping runs act once, and the audit trail."""
+class ActionLedger(ClaimStore, AuditLog, StateStore, Protocol):
+    """What the executor needs: claims, so overlapping runs act once, the audit trail,
+    and a small document of what a dry-run last reported (so it is recorded once)."""
 
 
 class Ledger(
@@ -268,8 +298,11 @@ class Actuator(Protocol):
     #: IAM conditions must allow exactly that (the EC2 actuator allows none).
     opt_in_tags: tuple[str, ...]
 
-    def inspect(self, target: Target) -> Observed | None:
-        """The resource's state and tags now; None if it no longer exists."""
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        """Each resource's state and tags now, by ``Target.key``; a target absent from the
+        answer no longer exists. Read in as few calls as the service allows (one
+        ``DescribeInstances`` for up to 1,000 instances), never one per resource where
+        a batched read exists."""
         ...
 
     def mark(self, target: Target, key: str, value: str) -> None: ...
@@ -482,9 +515,13 @@ class ObjectStore(Protocol):
         """The bucket's tags now; None if the bucket is gone."""
         ...
 
-    def lifecycle(self, bucket: str) -> list[dict[str, Any]]: ...
+    def lifecycle(self, bucket: str) -> Lifecycle:
+        """The bucket's lifecycle configuration (no rules when it has none)."""
+        ...
 
-    def put_lifecycle(self, bucket: str, rules: Sequence[Mapping[str, Any]]) -> None: ...
+    def put_lifecycle(self, bucket: str, lifecycle: Lifecycle) -> None:
+        """Replace the configuration with ``lifecycle`` (delete it when it has no rules)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

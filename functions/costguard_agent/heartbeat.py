@@ -102,7 +102,12 @@ def jupyter_activity(
 
 
 def gpu_utilization(timeout: float = 20.0) -> float | None:
-    """The busiest GPU's utilization in percent; None without nvidia-smi or a reading."""
+    """The busiest GPU's utilization in percent; None without nvidia-smi or a reading.
+
+    nvidia-smi prints one line per GPU. A GPU it cannot read (``[N/A]``, as MIG-enabled
+    GPUs print, ``[Not Supported]``, noise) makes the whole reading None: the busiest of
+    the others is not the busiest GPU, and a missing reading is "unknown", never idle.
+    """
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return None
@@ -118,12 +123,17 @@ def gpu_utilization(timeout: float = 20.0) -> float | None:
         return None
     values = []
     for line in out.splitlines():
+        if not line.strip():
+            continue
         try:
             value = float(line.strip())
         except ValueError:
-            continue  # "[N/A]", "[Not Supported]", noise
-        if 0 <= value <= 100:
-            values.append(value)
+            log.warning("a GPU without a utilization reading: %r", line.strip()[:80])
+            return None  # "[N/A]", "[Not Supported]", noise: that GPU is unknown
+        if not 0 <= value <= 100:
+            log.warning("a GPU utilization out of range: %r", line.strip()[:80])
+            return None
+        values.append(value)
     return max(values) if values else None
 
 

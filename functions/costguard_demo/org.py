@@ -6,7 +6,7 @@ backend per account, reached through assumed-role credentials):
 1. The management account (which also runs the hub, and opts itself out with the tag
    ``costguard:opt-out=true``) creates an Organization and three member accounts. Two get
    the member stack's roles, ``costguard-member-read`` and ``costguard-member-act``
-   (trusting the hub's two consumer roles, in the Organization); the third, ``sandbox``,
+   (each trusting only its hub consumer role, in the Organization); the third, ``sandbox``,
    does not: the StackSet never reached it.
 2. Each member account gets a small GPU fleet through ``OrganizationAccountAccessRole``;
    project ``llm`` runs in two accounts, so its roll-up is visible.
@@ -30,8 +30,10 @@ backend per account, reached through assumed-role credentials):
 moto's STS lets anyone assume any role, even one that does not exist. AWS refuses, and
 the demo is about that refusal, so :func:`checked_assume_role` makes the embedded STS
 check, as AWS does, that the role exists, that its trust policy admits the caller, and
-that the caller's own policies allow it (the member roles trust both hub roles: only
-the hub roles' own policies keep the scan role out of the act role, and the other way).
+that the caller's own policies allow it. Both sides are narrow: the read role trusts only
+the hub's scan role and the act role only the hub's act role, and each hub role's own
+policy names only its member role, so either alone keeps the scan role out of the act
+role, and the other way.
 
 Exit 0 when the story ran as designed (the sandbox account failing is part of it), 1 on
 anything unexpected.
@@ -248,8 +250,9 @@ def checked_assume_role(org_of: Mapping[str, str]) -> Iterator[list[str]]:
     """While open, the embedded STS refuses ``AssumeRole`` as AWS would: ``AccessDenied``
     when the role does not exist, when its trust policy does not admit the caller, or when
     the caller is a role whose own policies do not allow ``sts:AssumeRole`` on it (so the
-    hub's scan role cannot enter a member's act role, though the act role trusts both hub
-    roles). Yields the refusals (for the report)."""
+    hub's scan role cannot enter a member's act role: the act role's trust does not name
+    it, and its own policy does not name the act role). Yields the refusals (for the
+    report)."""
     from moto.iam.models import iam_backends
     from moto.sts.exceptions import STSClientError
     from moto.sts.responses import TokenResponse
@@ -381,10 +384,11 @@ def create_organization(session: Any) -> Organization:
     return Organization(str(made["Id"]), management, tuple(members))
 
 
-def member_trust_policy(hub: str, org_id: str) -> dict[str, Any]:
-    """The member roles' trust policy, as the member stack writes it
-    (infra/costguard_infra/member.py): the hub account, narrowed to the hub's two roles,
-    from inside the Organization."""
+def member_trust_policy(hub: str, org_id: str, trusts: Sequence[str]) -> dict[str, Any]:
+    """A member role's trust policy, as the member stack writes it
+    (infra/costguard_infra/member.py): the hub account, narrowed to the hub's roles
+    ``trusts`` (``OrgRoles.READ_TRUSTS`` or ``OrgRoles.ACT_TRUSTS``), from inside the
+    Organization."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -394,10 +398,7 @@ def member_trust_policy(hub: str, org_id: str) -> dict[str, Any]:
                 "Action": "sts:AssumeRole",
                 "Condition": {
                     "ArnEquals": {
-                        "aws:PrincipalArn": [
-                            f"arn:aws:iam::{hub}:role/{OrgRoles.HUB_SCAN}",
-                            f"arn:aws:iam::{hub}:role/{OrgRoles.HUB_ACT}",
-                        ]
+                        "aws:PrincipalArn": [f"arn:aws:iam::{hub}:role/{name}" for name in trusts]
                     },
                     "StringEquals": {"aws:PrincipalOrgID": org_id},
                 },
@@ -432,27 +433,29 @@ def _put_role(iam: Any, name: str, trust: Mapping[str, Any], description: str) -
 
 def deploy_member_role(admin: Any, hub: str, org_id: str) -> None:
     """The member stack (infra/costguard_infra/member.py): its read role, with the scan's
-    read-only permissions, and its act role, with the guards' tag-conditioned ones; both
-    trusting the hub's two roles from inside the Organization."""
+    read-only permissions, trusting the hub's scan role, and its act role, with the guards'
+    tag-conditioned ones, trusting the hub's act role; both only from inside the
+    Organization."""
     from costguard.actuators import actuator_permissions
     from costguard.iam import member_read_permissions
 
     iam = admin.client("iam", region_name=HOME)
     account = admin.client("sts", region_name=HOME).get_caller_identity()["Account"]
-    trust = member_trust_policy(hub, org_id)
-    for name, description, permissions in (
+    for name, description, trusts, permissions in (
         (
             OrgRoles.MEMBER_READ,
             "CostGuard member read role (member stack)",
+            OrgRoles.READ_TRUSTS,
             member_read_permissions(sagemaker_studio=False),
         ),
         (
             OrgRoles.MEMBER_ACT,
             "CostGuard member act role (member stack)",
+            OrgRoles.ACT_TRUSTS,
             actuator_permissions(),
         ),
     ):
-        _put_role(iam, name, trust, description)
+        _put_role(iam, name, member_trust_policy(hub, org_id, trusts), description)
         iam.put_role_policy(
             RoleName=name,
             PolicyName="costguard",

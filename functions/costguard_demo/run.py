@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from datetime import UTC, datetime, timedelta
+from textwrap import shorten
 from typing import Any
 
 from costguard.names import Env
@@ -242,7 +243,7 @@ def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = Fa
                     line = (
                         f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
                     )
-                    print(f"{line} {item['summary'][:100]}")
+                    print(f"{line} {shorten(item['summary'], 100, placeholder=' …')}")
                 print(f"\nActions ({len(guard_actions)}):")
                 for act in guard_actions:
                     monthly = act.get("usd_per_hour_saved", 0) * 730

@@ -27,6 +27,7 @@ from costguard.domain.stale_volumes import VolumeRules
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
+from costguard_demo.cloudtrail import attach_events
 from costguard_demo.fleet import backdate_instances
 from costguard_demo.server import backdate_volumes, snapshot_ids, stamp_new_snapshots
 
@@ -91,6 +92,7 @@ def run_volume_chapter(
     # Created (and the instance launched) an hour before the guard first looks.
     backdate_volumes(region, [scratch, attached, exempt], start - timedelta(hours=1))
     backdate_instances(region, {instance: start - timedelta(hours=1)})
+    attach_events(ACCOUNT, region)[-1]["at"] = start - timedelta(hours=1)
     actions: list[dict[str, Any]] = []
     snapshots = snapshot_ids(region)
     for offset, label in (

@@ -10,9 +10,12 @@ template is self-contained and a new account of the OU gets it on joining.
 - ``costguard-member-act``: what the guards may do (``costguard.actuators``), every
   mutating statement tag-conditioned exactly as in the single-account stack.
 
-Both trust only the hub's two roles, by ARN, and only from inside the Organization.
-The principal is the hub *account*, narrowed by ``aws:PrincipalArn``, rather than the
-role ARNs themselves: IAM refuses a trust policy naming a role that does not exist
+Each trusts only the hub role that needs it (``OrgRoles.READ_TRUSTS``: the scan consumer;
+``OrgRoles.ACT_TRUSTS``: the act consumer), by ARN, and only from inside the Organization:
+the trust is narrow on the member's side too, so the scan consumer (which parses
+untrusted tags from every account) cannot enter the act role even if its own policy
+came to allow it. The principal is the hub *account*, narrowed by ``aws:PrincipalArn``,
+rather than the role ARNs themselves: IAM refuses a trust policy naming a role that does not exist
 yet (so the StackSet could not be rolled out before the hub), and silently breaks it
 when the hub's role is re-created (the stored principal is the old role's unique id).
 """
@@ -164,24 +167,27 @@ class MemberConfig(BaseModel):
             "sagemakerTags": "sagemaker_tags",
             "sagemakerStudio": "sagemaker_studio",
         }
+        keys = {field: key for key, field in names.items()}
         try:
             return cls(**{names[k]: v for k, v in context.items() if k in names})
         except ValidationError as exc:
+            # Named by the -c key the user writes (`hubAccount`), not the field.
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'context'}: {e['msg']}"
+                f"`{keys.get(str(e['loc'][0]), e['loc'][0])}` is required (-c key=value)"
+                if e["type"] == "missing" and e["loc"]
+                else f"{'.'.join(keys.get(str(p), str(p)) for p in e['loc']) or 'context'}: "
+                f"{e['msg']}"
                 for e in exc.errors()
             )
             raise ConfigError(f"invalid member-stack context: {problems}") from exc
 
-    def hub_role_arns(self, partition: str) -> list[str]:
-        return [
-            f"arn:{partition}:iam::{self.hub_account}:role/{name}"
-            for name in (OrgRoles.HUB_SCAN, OrgRoles.HUB_ACT)
-        ]
+    def hub_role_arns(self, partition: str, names: tuple[str, ...]) -> list[str]:
+        """The ARNs of the hub's roles ``names`` (e.g. ``OrgRoles.READ_TRUSTS``)."""
+        return [f"arn:{partition}:iam::{self.hub_account}:role/{name}" for name in names]
 
 
 class HubTrustedRole(Construct):
-    """A role only the hub's roles may assume, from inside the Organization."""
+    """A role only the hub's roles ``trusts`` may assume, from inside the Organization."""
 
     def __init__(
         self,
@@ -191,13 +197,14 @@ class HubTrustedRole(Construct):
         role_name: str,
         description: str,
         config: MemberConfig,
+        trusts: tuple[str, ...],
         permissions: tuple[Any, ...],
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         principal = iam.AccountPrincipal(config.hub_account).with_conditions(
             {
-                "ArnEquals": {"aws:PrincipalArn": config.hub_role_arns(stack.partition)},
+                "ArnEquals": {"aws:PrincipalArn": config.hub_role_arns(stack.partition, trusts)},
                 "StringEquals": {"aws:PrincipalOrgID": config.org_id},
             }
         )
@@ -233,6 +240,7 @@ class CostGuardMemberStack(cdk.Stack):
             role_name=config.member_role,
             description="CostGuard hub: read-only inventory of this account",
             config=config,
+            trusts=OrgRoles.READ_TRUSTS,
             # The scan's permissions, plus ec2:DescribeRegions for the hub's region discovery.
             permissions=member_read_permissions(
                 sagemaker_tags=config.sagemaker_tags, sagemaker_studio=config.sagemaker_studio
@@ -244,6 +252,7 @@ class CostGuardMemberStack(cdk.Stack):
             role_name=OrgRoles.MEMBER_ACT,
             description="CostGuard hub guards: tag-conditioned actions in this account",
             config=config,
+            trusts=OrgRoles.ACT_TRUSTS,
             permissions=actuator_permissions(),
         )
         cdk.CfnOutput(self, "ReadRoleArn", value=self.read.role.role_arn)

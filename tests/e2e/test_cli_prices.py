@@ -87,14 +87,14 @@ def test_a_region_without_prices_leaves_the_catalog_unfresh_and_exits_3(
     previous = read_catalog_file()
     out = tmp_path / "prices.json"
     # WHEN the catalog is refreshed
-    done = refresh(fake, "--region", "us-east-1", "--region", "us-est-1", "--out", str(out))
+    done = refresh(fake, "--region", "us-east-1", "--region", "ap-south-2", "--out", str(out))
     # THEN the good region is written but as_of stays, and the command says why and fails
     assert done.returncode == 3, done.stderr
     assert read_catalog_file(out).as_of == previous.as_of
     summary = json.loads(done.stdout)
-    assert summary["regions_without_prices"] == ["us-est-1"]
+    assert summary["regions_without_prices"] == ["ap-south-2"]
     line = last_line(done.stderr)
-    assert "no prices returned for us-est-1" in line
+    assert "no prices returned for ap-south-2" in line
     assert f"as_of stays {previous.as_of}" in line
 
 
@@ -181,10 +181,10 @@ def test_refresh_honours_xdg_data_home_and_quiet(fake: FakePriceList, tmp_path: 
 
 
 def test_quiet_still_says_why_a_refresh_exits_3(fake: FakePriceList) -> None:
-    done = refresh(fake, "--region", "us-est-1", "--quiet")
+    done = refresh(fake, "--region", "ap-south-2", "--quiet")
     assert done.returncode == 3
     (line,) = done.stderr.strip().splitlines()
-    assert "no prices returned for us-est-1" in line
+    assert "no prices returned for ap-south-2" in line
 
 
 def test_a_data_dir_that_cannot_be_made_fails_before_any_request(

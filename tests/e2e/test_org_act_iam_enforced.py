@@ -124,28 +124,27 @@ def _function(world: World, handler: str) -> str:
     return logical
 
 
-def _deploy_member_act_role(admin: Any, body: dict[str, Any]) -> World:
-    """The member stack's act role in the member account: its name, trust and policy."""
-    world = World(body, account=MEMBER)
-    (role,) = [
-        r
-        for r in world.resources("AWS::IAM::Role")
-        if world.props(r)["RoleName"] == OrgRoles.MEMBER_ACT
-    ]
+def _deploy_member_role(
+    admin: Any, body: dict[str, Any], name: str = OrgRoles.MEMBER_ACT, world: World | None = None
+) -> World:
+    """A member stack role (the act role by default) in the member account: its name, trust
+    and policy as synthesized."""
+    world = world or World(body, account=MEMBER)
+    (role,) = [r for r in world.resources("AWS::IAM::Role") if world.props(r)["RoleName"] == name]
     iam = admin.client("iam")
     iam.create_role(
-        RoleName=OrgRoles.MEMBER_ACT,
+        RoleName=name,
         AssumeRolePolicyDocument=json.dumps(
             world.resolve(world.props(role)["AssumeRolePolicyDocument"])
         ),
     )
     iam.put_role_policy(
-        RoleName=OrgRoles.MEMBER_ACT,
+        RoleName=name,
         PolicyName="synthesized",
         PolicyDocument=json.dumps(moto_dialect(world.policy_document(role))),
     )
-    arn = f"arn:aws:iam::{MEMBER}:role/{OrgRoles.MEMBER_ACT}"
-    world.physical[role] = {**world.physical[role], "Ref": OrgRoles.MEMBER_ACT, "Arn": arn}
+    arn = f"arn:aws:iam::{MEMBER}:role/{name}"
+    world.physical[role] = {**world.physical[role], "Ref": name, "Arn": arn}
     return world
 
 
@@ -210,7 +209,7 @@ def deploy(hub_body: dict[str, Any], member_body: dict[str, Any]) -> Hub:
             "Credentials"
         ]
     )
-    member_world = _deploy_member_act_role(member, member_body)
+    member_world = _deploy_member_role(member, member_body)
     return Hub(world, session, member, member_world, function, credentials, subscriber)
 
 
@@ -451,3 +450,96 @@ def test_the_act_consumer_acts_in_a_member_account_with_only_the_two_stacks_gran
     assert not {a for a in used if a.startswith("ec2:")}
     # AND every grant of the act consumer's role was needed (by the code or by Lambda)
     assert not unused_grants(hub, used), sorted(unused_grants(hub, used))
+
+
+# -- trust, narrow on the member's side too --------------------------------------------------
+
+SCAN_HANDLER = "costguard.handlers.org.consumer_handler"
+
+
+def _hub_role_session(hub: Hub, handler: str, *, widened: bool) -> Any:
+    """The hub role of the Lambda running ``handler`` (its synthesized name, trust and
+    policy), as Lambda hands it credentials; ``widened``: its own policy also allows
+    ``sts:AssumeRole`` on any role, a mistake the member trust must still catch."""
+    world = hub.world
+    role = world.function_role(_function(world, handler))
+    name = world.props(role)["RoleName"]
+    iam = hub.session.client("iam")
+    if name != OrgRoles.HUB_ACT:  # deploy() made the act consumer's role already
+        iam.create_role(
+            RoleName=name,
+            AssumeRolePolicyDocument=json.dumps(
+                world.resolve(world.props(role)["AssumeRolePolicyDocument"])
+            ),
+        )
+        iam.put_role_policy(
+            RoleName=name,
+            PolicyName="synthesized",
+            PolicyDocument=json.dumps(moto_dialect(world.policy_document(role))),
+        )
+    if widened:
+        iam.put_role_policy(
+            RoleName=name,
+            PolicyName="widened",
+            PolicyDocument=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}],
+                }
+            ),
+        )
+    sts = hub.session.client("sts", region_name=REGION)
+    arn = f"arn:aws:iam::{HUB}:role/{name}"
+    return _session(sts.assume_role(RoleArn=arn, RoleSessionName="lambda")["Credentials"])
+
+
+def test_the_hub_scan_role_cannot_assume_the_member_act_role_whatever_its_own_policy(
+    hub: Hub, member_body: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: the member act role trusted the hub's scan role too, so only the scan
+    role's own policy kept the scan consumer (which parses untrusted tags from every
+    account) out of it.
+
+    GIVEN both member roles deployed from the synthesized member template, and the hub's
+    scan and act consumer roles from the hub template, each with its own policy widened
+    to allow assuming any role
+    WHEN each assumes each member role, with moto enforcing IAM and STS judging the
+    member role's synthesized trust
+    THEN the scan role enters the read role only, and the act role the act role only
+    """
+    from botocore.exceptions import ClientError
+    from moto.core.authorization import enable_iam_authentication
+    from moto.iam.access_control import IAMRequest
+
+    from costguard_demo.org import checked_assume_role
+
+    _deploy_member_role(hub.member, member_body, OrgRoles.MEMBER_READ, hub.member_world)
+    callers = {
+        OrgRoles.HUB_SCAN: _hub_role_session(hub, SCAN_HANDLER, widened=True),
+        OrgRoles.HUB_ACT: _hub_role_session(hub, ACT_HANDLER, widened=True),
+    }
+    monkeypatch.setattr(IAMRequest, "check_signature", lambda self: None)
+    in_org = dict.fromkeys((HUB, MEMBER, NO_ROLE), ORG_ID)
+    got = {}
+    with checked_assume_role(in_org) as refused, enable_iam_authentication():
+        for caller, session in callers.items():
+            sts = session.client("sts", region_name=REGION)
+            for role in (OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT):
+                try:
+                    sts.assume_role(
+                        RoleArn=f"arn:aws:iam::{MEMBER}:role/{role}", RoleSessionName="probe"
+                    )
+                    got[(caller, role)] = "ok"
+                except ClientError as exc:
+                    got[(caller, role)] = str(exc.response["Error"]["Code"])
+    assert got == {
+        (OrgRoles.HUB_SCAN, OrgRoles.MEMBER_READ): "ok",
+        (OrgRoles.HUB_SCAN, OrgRoles.MEMBER_ACT): "AccessDenied",
+        (OrgRoles.HUB_ACT, OrgRoles.MEMBER_READ): "AccessDenied",
+        (OrgRoles.HUB_ACT, OrgRoles.MEMBER_ACT): "ok",
+    }
+    # (refused by the member trust: each hub role's own policy allowed it)
+    assert sorted(refused) == [
+        f"arn:aws:iam::{MEMBER}:role/{OrgRoles.MEMBER_ACT}",
+        f"arn:aws:iam::{MEMBER}:role/{OrgRoles.MEMBER_READ}",
+    ]

@@ -16,7 +16,10 @@ import pytest
 from costguard.domain.calendar import month_start
 from costguard.wiring import BundledCatalog
 
-pytestmark = [pytest.mark.e2e, pytest.mark.story]
+#: Every test reading the demo's story (the `demo` fixture, and the dry-run telling) is a
+#: `story` test: `make calendar` runs them at calendar edges. The failure variants below
+#: (a refused role, a misbehaving guard) run in `make test` only.
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +40,7 @@ def _ids(demo: dict[str, Any]) -> dict[str, str]:
     return {a["name"]: a["account"] for a in demo["accounts"]}
 
 
+@pytest.mark.story
 def test_lists_three_accounts_and_leaves_the_opted_out_management_account_out(
     demo: dict[str, Any],
 ) -> None:
@@ -50,6 +54,7 @@ def test_lists_three_accounts_and_leaves_the_opted_out_management_account_out(
     assert demo["ticks"][0]["work"] == {"regions": 3, "probe": 0, "scan": 0}
 
 
+@pytest.mark.story
 def test_names_the_account_without_its_member_role_in_a_finding_an_alert_and_the_dlq(
     demo: dict[str, Any],
 ) -> None:
@@ -75,6 +80,7 @@ def test_names_the_account_without_its_member_role_in_a_finding_an_alert_and_the
     assert not any(sandbox in p["accounts"] for p in demo["projects"])
 
 
+@pytest.mark.story
 def test_empty_regions_are_probed_and_never_scanned(demo: dict[str, Any]) -> None:
     ids = _ids(demo)
     empty = {(ids["ml-research"], "us-west-2"), (ids["ml-vision"], "us-east-1")}
@@ -102,6 +108,7 @@ def test_empty_regions_are_probed_and_never_scanned(demo: dict[str, Any]) -> Non
         assert t["aggregated"] == [t["time"]]
 
 
+@pytest.mark.story
 def test_the_project_in_two_accounts_is_rolled_up_from_both(demo: dict[str, Any]) -> None:
     ids = _ids(demo)
     llm = next(p for p in demo["projects"] if p["project"] == "llm")
@@ -133,6 +140,7 @@ def test_the_project_in_two_accounts_is_rolled_up_from_both(demo: dict[str, Any]
     assert llm["budget_usd"] == 25000.0
 
 
+@pytest.mark.story
 def test_re_running_a_tick_adds_nothing(demo: dict[str, Any]) -> None:
     replay = demo["replay"]
     assert replay["planned"] is False
@@ -142,6 +150,7 @@ def test_re_running_a_tick_adds_nothing(demo: dict[str, Any]) -> None:
     assert replay["spend_changed"] is False
 
 
+@pytest.mark.story
 def test_a_budget_tagged_in_a_member_account_drives_the_rolled_up_budget_alerts(
     demo: dict[str, Any],
 ) -> None:
@@ -209,6 +218,7 @@ def _steps(demo: dict[str, Any], label: str) -> list[tuple[str, str, str]]:
     ]
 
 
+@pytest.mark.story
 def test_the_member_volume_is_warned_then_snapshotted_then_deleted(demo: dict[str, Any]) -> None:
     # GIVEN an unattached project volume in ml-research us-west-2, a region without compute
     ids = _ids(demo)
@@ -243,6 +253,7 @@ def test_the_member_volume_is_warned_then_snapshotted_then_deleted(demo: dict[st
     assert volume["state"] == "deleted" and len(volume["snapshots"]) == 1
 
 
+@pytest.mark.story
 def test_the_exempt_the_untagged_and_the_hubs_own_volumes_survive(demo: dict[str, Any]) -> None:
     ids = _ids(demo)
     for label in ("llm-golden-dataset", "someones-scratch", "hub-scratch"):
@@ -257,6 +268,7 @@ def test_the_exempt_the_untagged_and_the_hubs_own_volumes_survive(demo: dict[str
     assert planned == {ids["ml-research"], ids["ml-vision"]}
 
 
+@pytest.mark.story
 def test_the_idle_notebook_is_warned_then_stopped_and_the_busy_one_left_alone(
     demo: dict[str, Any],
 ) -> None:
@@ -285,6 +297,7 @@ def test_the_idle_notebook_is_warned_then_stopped_and_the_busy_one_left_alone(
     }
 
 
+@pytest.mark.story
 def test_the_savings_are_the_catalog_rates_of_what_was_done(demo: dict[str, Any]) -> None:
     # g5.xlarge in us-west-2 stopped; 500 GiB gp3 deleted, less its 500 GiB snapshot kept
     catalog, _ = BundledCatalog().read()
@@ -307,6 +320,7 @@ def test_the_savings_are_the_catalog_rates_of_what_was_done(demo: dict[str, Any]
     assert (by_account[ids["ml-vision"]]["warned"], by_account[ids["ml-vision"]]["acted"]) == (1, 1)
 
 
+@pytest.mark.story
 def test_the_account_without_its_member_stack_is_never_entered_by_a_guard_and_is_named(
     demo: dict[str, Any],
 ) -> None:
@@ -329,6 +343,7 @@ def test_the_account_without_its_member_stack_is_never_entered_by_a_guard_and_is
     assert all(t["delivery"]["failed_receives"] == 0 for t in g["ticks"])
 
 
+@pytest.mark.story
 def test_a_guard_tick_delivered_again_changes_nothing(demo: dict[str, Any]) -> None:
     replays = [t for t in demo["guards"]["ticks"] if t["replay"]]
     # the warning's time and the delete's time, each run (and delivered) a second time
@@ -343,6 +358,7 @@ def test_a_guard_tick_delivered_again_changes_nothing(demo: dict[str, Any]) -> N
         assert steps <= {"waiting"}  # warned already: waiting for the deadline, no 2nd warning
 
 
+@pytest.mark.story
 def test_the_guards_times_fall_on_fixed_hours_of_the_three_days_before_the_scans(
     demo: dict[str, Any],
 ) -> None:
@@ -353,6 +369,7 @@ def test_the_guards_times_fall_on_fixed_hours_of_the_three_days_before_the_scans
     assert sorted({f"{t:%H:%M}" for t in times}) == ["08:00", "09:00", "09:30"]
 
 
+@pytest.mark.story
 def test_with_dry_run_the_guards_say_what_they_would_do_and_save_and_change_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

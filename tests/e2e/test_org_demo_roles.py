@@ -1,7 +1,9 @@
-"""``costguard demo --org``'s roles over moto's HTTP server, as AWS judges them: the member
-stack's two roles trust both hub roles, so what keeps the hub's scan role out of the
-member act role (and the act role out of the read role) is each hub role's own policy.
-The demo's STS stand-in (``checked_assume_role``) must refuse exactly what AWS refuses."""
+"""``costguard demo --org``'s roles over moto's HTTP server, as AWS judges them: trust is
+narrow on both sides. The member read role trusts only the hub's scan role and the act
+role only the hub's act role, and each hub role's own policy names only its member role:
+either alone keeps the hub's scan role out of the member act role (and the act role out
+of the read role). The demo's STS stand-in (``checked_assume_role``) must refuse exactly
+what AWS refuses."""
 
 from __future__ import annotations
 
@@ -75,14 +77,55 @@ def test_each_hub_role_enters_its_own_member_role_and_no_other(org: dict[str, An
         for name in ("ml-research", "sandbox")
     }
     # THEN the scan consumer enters the read role and the act consumer the act role, where
-    # the member stack is; the scan role is refused the act role (whose trust admits it:
-    # its own policy does not), the act role the read role, the fan-out both; and nothing
-    # enters sandbox, which has neither
+    # the member stack is; the scan role is refused the act role, the act role the read
+    # role, the fan-out both; and nothing enters sandbox, which has neither
     admitted = {k for k, v in got.items() if v == "ok"}
     assert admitted == {(scan, read, "ml-research"), (act, member_act, "ml-research")}
     assert {v for k, v in got.items() if k not in admitted} == {"AccessDenied"}
     assert f"arn:aws:iam::{research}:role/{member_act}" in org["refused"]
     assert f"arn:aws:iam::{sandbox}:role/{member_act}" in org["refused"]
+
+
+def _allow_any_assume_role(org: dict[str, Any], role: str) -> None:
+    """The hub role ``role``'s own policy, widened to let it assume any role at all."""
+    iam = org["management"].client("iam", region_name="us-east-1")
+    iam.put_role_policy(
+        RoleName=role,
+        PolicyName="anything",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "sts:*", "Resource": "*"}],
+            }
+        ),
+    )
+
+
+def test_the_member_trust_alone_keeps_each_hub_role_out_of_the_other_member_role(
+    org: dict[str, Any],
+) -> None:
+    """Defect: both member roles trusted both hub roles, so only the hub roles' own
+    policies kept the scan consumer out of the act role.
+
+    GIVEN the hub's scan and act roles, each with its own policy widened to allow
+    assuming any role (a mistake on the hub's side)
+    WHEN each assumes each member role of an account with the member stack
+    THEN the member trust still refuses the scan role the act role and the act role the
+    read role; each still enters its own
+    """
+    research = org["ids"]["ml-research"]
+    scan, act = OrgRoles.HUB_SCAN, OrgRoles.HUB_ACT
+    read, member_act = OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT
+    for role in (scan, act):
+        _allow_any_assume_role(org, role)
+    assert _enter(scan, research, member_act) == "AccessDenied"
+    assert _enter(act, research, read) == "AccessDenied"
+    assert _enter(scan, research, read) == "ok"
+    assert _enter(act, research, member_act) == "ok"
+    assert org["refused"] == [
+        f"arn:aws:iam::{research}:role/{member_act}",
+        f"arn:aws:iam::{research}:role/{read}",
+    ]
 
 
 def test_a_hub_role_the_member_trust_does_not_name_is_refused_whatever_its_own_policy(
@@ -100,17 +143,8 @@ def test_a_hub_role_the_member_trust_does_not_name_is_refused_whatever_its_own_p
         ]
     }
     iam.create_role(RoleName="some-other-role", AssumeRolePolicyDocument=json.dumps(lambda_trust))
-    iam.put_role_policy(
-        RoleName="some-other-role",
-        PolicyName="anything",
-        PolicyDocument=json.dumps(
-            {
-                "Version": "2012-10-17",
-                "Statement": [{"Effect": "Allow", "Action": "sts:*", "Resource": "*"}],
-            }
-        ),
-    )
-    # THEN the member roles' trust (the hub's two roles only) keeps it out of both
+    _allow_any_assume_role(org, "some-other-role")
+    # THEN the member roles' trust (one hub role each) keeps it out of both
     research = org["ids"]["ml-research"]
     for role in (OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT):
         assert _enter("some-other-role", research, role) == "AccessDenied"

@@ -103,6 +103,62 @@ def test_every_command_rejects_a_bad_region_the_same_way(
     assert out == ""
 
 
+@pytest.mark.parametrize("command", AWS_COMMANDS, ids=lambda c: c[0])
+def test_every_command_refuses_a_region_botocore_does_not_know_naming_it(
+    command: list[str], capsys: pytest.CaptureFixture[str], no_aws_reachable: None
+) -> None:
+    """Defect: ``costguard scan --region us-east-9`` (shaped like a region, but none)
+    was accepted, and called an endpoint that does not exist (one answering with an HTML
+    page ended the scan in a traceback).
+
+    GIVEN a region name no partition of botocore's endpoint data has
+    WHEN any command is given it
+    THEN it is refused before any call, on one line that names it, exit 2
+    """
+    code, out, err = run_cli([*command, "--region", "us-east-9"], capsys)
+    assert code == 2 and out == ""
+    line = one_line(err)
+    assert re.fullmatch(
+        r"costguard [a-z ]+: error: argument --region: unknown AWS region 'us-east-9': "
+        r"no partition botocore [0-9.]+ knows has it \(did you mean .*",
+        line,
+    ), line
+
+
+@pytest.mark.parametrize(
+    "region",
+    ["ap-east-1", "me-central-1", "il-central-1", "af-south-1", "us-gov-west-1", "cn-north-1"],
+)
+def test_opt_in_and_other_partitions_regions_are_accepted(region: str) -> None:
+    # GIVEN a region that needs opting in, or one of another partition, which botocore knows
+    from costguard.cli import parser
+
+    # WHEN it is given THEN every command takes it
+    assert parser().parse_args(["scan", "--region", region]).region == [region]
+    assert parser().parse_args(["alerts", "--region", region]).region == region
+
+
+@pytest.mark.parametrize(
+    ("variable", "named"),
+    [("AWS_DEFAULT_REGION", "the default region"), (Env.REGIONS, Env.REGIONS)],
+)
+def test_a_scan_refuses_an_unknown_region_from_the_environment_naming_where_it_came_from(
+    variable: str,
+    named: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    no_aws_reachable: None,
+) -> None:
+    # GIVEN no --region, and a region botocore does not know in the environment
+    monkeypatch.setenv(variable, "us-east-9")
+    # WHEN a user scans
+    code, out, err = run_cli(["scan"], capsys)
+    # THEN the scan is refused on one line naming the region and where it came from
+    assert code == 2 and out == ""
+    line = one_line(err)
+    assert line.startswith(f"costguard: {named}") and "'us-east-9'" in line, line
+
+
 def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     code, out, _ = run_cli([*argv, "--help"], capsys)
     assert code == 0

@@ -86,7 +86,7 @@ def test_does_not_stop_a_one_time_spot_instance_and_says_why() -> None:
     # WHEN the actuator is asked to stop it (no StopInstances, let alone Terminate, is stubbed:
     # the Stubber fails on any call not queued)
     with stub:
-        assert actuator.inspect(decision().target) is not None
+        assert decision().target.key in actuator.inspect([decision().target])
         result = actuator.apply(decision())
         stub.assert_no_pending_responses()
     # THEN it is a notice, not an action
@@ -113,7 +113,7 @@ def test_stops_a_persistent_spot_instance() -> None:
         {"InstanceIds": [IID]},
     )
     with stub:
-        actuator.inspect(decision().target)
+        actuator.inspect([decision().target])
         assert actuator.apply(decision()) == f"stopped {IID} (was running)"
 
 
@@ -132,7 +132,7 @@ def test_ec2s_refusal_to_stop_a_spot_instance_of_unknown_request_is_a_notice() -
         f"You can't stop the Spot Instance '{IID}' because it is associated with a one-time Spot Instance request.",
     )
     with stub:
-        actuator.inspect(decision().target)
+        actuator.inspect([decision().target])
         result = actuator.apply(decision())
     assert isinstance(result, ApplyResult) and not result.acted
 

@@ -143,12 +143,25 @@ def test_only_the_local_server_is_ever_asked() -> None:
 # -- GPU ---------------------------------------------------------------------------------
 
 
-def test_gpu_is_the_busiest_gpu_and_skips_unreadable_lines(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake_nvidia_smi(tmp_path, 'echo "3"\necho "[N/A]"\necho "87"\necho " 12 "\n')
+def test_gpu_is_the_busiest_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_nvidia_smi(tmp_path, 'echo "3"\necho "87"\necho " 12 "\n')
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert heartbeat.gpu_utilization() == 87.0
+
+
+@pytest.mark.parametrize("unreadable", ["[N/A]", "[Not Supported]", "ERR!", "250"])
+def test_a_gpu_it_cannot_read_makes_no_gpu_reading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unreadable: str
+) -> None:
+    """Defect: a GPU that nvidia-smi could not read (``[N/A]``, as MIG-enabled GPUs print)
+    was skipped, and the busiest of the *others* was published as the busiest GPU: two
+    idle GPUs and one busy unreadable one read 0 %, which is idle.
+
+    GIVEN nvidia-smi printing two idle GPUs and one it cannot read
+    WHEN the heartbeat measures THEN it publishes no GPU reading (unknown, never idle)."""
+    fake_nvidia_smi(tmp_path, f'echo "0"\necho "{unreadable}"\necho "1"\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert heartbeat.gpu_utilization() is None
 
 
 @pytest.mark.parametrize(

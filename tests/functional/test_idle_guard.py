@@ -536,3 +536,91 @@ def test_studio_apps_are_judged_on_last_user_activity_and_gaps_are_findings(aws:
         assert decisions[name].action is Action.NONE, name
     # AND the domain without idle shutdown is reported
     assert gap in policy.findings
+
+
+def test_a_gpu_notebook_instance_without_gpu_readings_is_unknown_and_never_warned(
+    aws: Any,
+) -> None:
+    """Defect: an ml.p3.2xlarge whose heartbeat reported JupyterActivity=0 and no
+    GPUUtilization (nvidia-smi timed out or printed [N/A]) was judged on Jupyter activity
+    alone: warned, then stopped. Missing data is never idle.
+
+    GIVEN two notebook instances InService for 3 hours, each with an hour of
+    JupyterActivity=0 and no GPUUtilization: an ml.p3.2xlarge (1 GPU) and an ml.t3.medium
+    WHEN the guard judges them and the executor runs in enforce
+    THEN the GPU one is unknown (a finding says its GPU does not report), never warned;
+    the CPU one is idle and warned; and no GPU series is read for the CPU type."""
+    from costguard_demo.fleet import backdate_sagemaker
+
+    sm = aws.client("sagemaker", region_name=REGION)
+    types = {"gpu-nb": "ml.p3.2xlarge", "cpu-nb": "ml.t3.medium"}
+    for name, itype in types.items():
+        sm.create_notebook_instance(
+            NotebookInstanceName=name,
+            InstanceType=itype,
+            RoleArn=f"arn:aws:iam::{ACCOUNT}:role/notebook",
+            Tags=[
+                {"Key": Tags.PROJECT, "Value": "vision"},
+                {"Key": Tags.OWNER, "Value": "alice@example.com"},
+            ],
+        )
+        put(
+            aws,
+            Heartbeat.NAMESPACE,
+            Heartbeat.JUPYTER_ACTIVITY,
+            {Heartbeat.DIMENSION: name},
+            points(NOW - timedelta(hours=2), NOW, 0.0),
+        )
+    backdate_sagemaker(REGION, dict.fromkeys(types, NOW - timedelta(hours=3)), {})
+    clients = ClientFactory(aws, account=ACCOUNT)
+    from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator
+
+    policy = IdlePolicy(
+        NotebookCandidateSource(clients, PerResourceTags(clients)),
+        CloudWatchMetrics(clients.cloudwatch),
+        load_catalog(),
+        IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE, gpu_discovery=LIST),
+    )
+    calls = Calls(aws)
+    decisions = {d.target.id: d for d in policy.decide(NOW)}
+    assert decisions["gpu-nb"].action is Action.NONE
+    assert decisions["gpu-nb"].evidence["verdict"] == "unknown"
+    assert "no GPUUtilization" in decisions["gpu-nb"].reason
+    assert [f.resource.rsplit("/", 1)[1] for f in policy.findings] == ["gpu-nb"]
+    assert decisions["cpu-nb"].action is Action.STOP_NOTEBOOK
+    gpu_reads = [
+        q["MetricStat"]["Metric"]["Dimensions"][0]["Value"]
+        for n, p in calls.params
+        if n == "cloudwatch.GetMetricData"
+        for q in p["MetricDataQueries"]
+        if q["MetricStat"]["Metric"]["MetricName"] == Heartbeat.GPU_UTILIZATION
+    ]
+    assert gpu_reads == ["gpu-nb"]
+    report = executor([SageMakerNotebookActuator(clients)], InMemoryLedger(), Alerts()).run(
+        list(decisions.values()), NOW
+    )
+    assert {o.decision.target.id: o.step for o in report.outcomes} == {"cpu-nb": Step.WARNED}
+
+
+def test_the_ec2_actuator_looks_at_many_instances_in_one_call(aws: Any) -> None:
+    """GIVEN 30 instances and one id that no longer exists (terminated and gone)
+    WHEN the actuator inspects all 31 THEN the 30 are answered, the gone one is absent,
+    and it cost one call for the batch plus the halving that isolates the gone id
+    (2 x log2(31) at most), never one call per instance; without the gone id, one call."""
+    from costguard.domain.decisions import Target
+
+    ids = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3), count=30)
+    actuator = Ec2InstanceActuator(ClientFactory(aws, account=ACCOUNT))
+
+    def target(iid: str) -> Target:
+        return Target(f"{ACCOUNT}/{REGION}/ec2-instance/{iid}", "ec2-instance", REGION, iid)
+
+    gone = "i-0123456789abcdef0"
+    calls = Calls(aws)
+    seen = actuator.inspect([target(i) for i in [*ids, gone]])
+    assert set(seen) == {target(i).key for i in ids}
+    assert all(o.state == "running" and o.tags[Tags.PROJECT] == "vision" for o in seen.values())
+    assert calls.calls["ec2.DescribeInstances"] <= 1 + 2 * 5
+    calls.calls.clear()
+    assert len(actuator.inspect([target(i) for i in ids])) == 30
+    assert calls.calls == Counter({"ec2.DescribeInstances": 1})

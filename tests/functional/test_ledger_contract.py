@@ -349,3 +349,171 @@ def test_a_finding_whose_message_changed_keeps_the_latest_words(ledger: Ledger) 
     ledger.record_findings("acct", T1, [new])
     ledger.record_findings("acct", T2, [new])  # unchanged: nothing to rewrite
     assert ledger.findings("acct", "2026-11-20") == [new]
+
+
+def test_a_confirmed_claim_is_reopened_only_for_the_work_it_was_confirmed_for(
+    ledger: Ledger,
+) -> None:
+    """Defect: a warning's claim outlived the warning: once withdrawn, nothing could end
+    the confirmed claim, so a new warning was "claimed-elsewhere" until the next UTC day.
+
+    GIVEN a claim confirmed for the warning with deadline D1
+    WHEN a withdrawal names another warning (D0), THEN nothing changes;
+    WHEN it names D1, THEN the key is claimable at once, and reopening again is a no-op;
+    AND once a new warning (D2) is claimed and confirmed, a late retry of the D1
+    withdrawal leaves it confirmed: a newer claim is never freed."""
+    assert ledger.claim("action", "warn/k", T0, LEASE, {})
+    ledger.confirm("action", "warn/k", T0, fence="D1")
+    assert not ledger.reopen("action", "warn/k", "D0")
+    assert ledger.status("action", "warn/k") == "sent"
+    assert not ledger.claim("action", "warn/k", T1, LEASE, {})
+    assert ledger.reopen("action", "warn/k", "D1")
+    assert ledger.status("action", "warn/k") == "released"
+    assert not ledger.reopen("action", "warn/k", "D1")
+    assert ledger.claim("action", "warn/k", T1, LEASE, {})
+    ledger.confirm("action", "warn/k", T1, fence="D2")
+    assert not ledger.reopen("action", "warn/k", "D1")  # the late retry
+    assert ledger.status("action", "warn/k") == "sent"
+    assert not ledger.claim("action", "warn/k", T2, LEASE, {})
+
+
+def test_a_stale_now_after_a_reopen_is_refused_so_one_holder_is_admitted(
+    ledger: Ledger,
+) -> None:
+    """GIVEN a reopened claim WHEN a late retry claims it with a `now` older than the
+    key's last claim, THEN it is refused (its lease would have run out before it began,
+    letting a second holder in), and a current run is admitted once; a claim confirmed
+    without a fence is never reopened."""
+    ledger.claim("action", "warn/k", T1, LEASE, {})
+    ledger.confirm("action", "warn/k", T1, fence="D1")
+    assert ledger.reopen("action", "warn/k", "D1")
+    assert not ledger.claim("action", "warn/k", T0, LEASE, {})
+    assert ledger.claim("action", "warn/k", T2, LEASE, {})
+    assert not ledger.claim("action", "warn/k", T2 + LEASE - timedelta(seconds=1), LEASE, {})
+    ledger.confirm("action", "warn/k", T2)
+    assert not ledger.reopen("action", "warn/k", "D1")
+    assert ledger.status("action", "warn/k") == "sent"
+
+
+def test_a_stale_now_never_takes_over_a_running_lease(ledger: Ledger) -> None:
+    """GIVEN a claim taken at T1 and released, WHEN a late retry claims with T0 and a
+    current run with T1 + LEASE, THEN the late one is refused, the current one admitted."""
+    ledger.claim("alert", "k", T1, LEASE, {})
+    ledger.release("alert", "k", T1)
+    assert not ledger.claim("alert", "k", T0, LEASE, {})
+    assert ledger.claim("alert", "k", T1 + LEASE, LEASE, {})
+
+
+def test_a_reopen_names_the_warning_whatever_it_was_about_but_never_the_kept_one(
+    ledger: Ledger,
+) -> None:
+    """GIVEN a claim confirmed for the warning D1 about configuration c1 (fence D1/c1)
+    WHEN a withdrawal names D1 alone THEN it is reopened (the warning is over, whatever it
+    was about); AND a superseding run that keeps D1/c1 (the configuration it is about to
+    warn on) never reopens it, nor one for D10 (a fence that merely starts alike)."""
+    ledger.claim("action", "warn/k", T0, LEASE, {})
+    ledger.confirm("action", "warn/k", T0, fence="D1/c1")
+    assert not ledger.reopen("action", "warn/k", "D1", keep="D1/c1")
+    assert not ledger.reopen("action", "warn/k", "D")
+    assert ledger.status("action", "warn/k") == "sent"
+    assert ledger.reopen("action", "warn/k", "D1", keep="D1/c2")
+    ledger.claim("action", "warn/k", T1, LEASE, {})
+    ledger.confirm("action", "warn/k", T1, fence="D10")
+    assert not ledger.reopen("action", "warn/k", "D1")
+    assert ledger.reopen("action", "warn/k", "D10")
+
+
+def test_a_pending_claim_or_a_put_once_record_is_never_reopened(ledger: Ledger) -> None:
+    """A holder still at work keeps its claim; a one-shot record stays done."""
+    ledger.claim("action", "warn/k", T0, LEASE, {})
+    assert not ledger.reopen("action", "warn/k", "D1")
+    assert ledger.status("action", "warn/k") == "pending"
+    ledger.put_once("action", "once", T0, {})
+    assert not ledger.reopen("action", "once", "D1")
+    assert ledger.status("action", "once") == "sent"
+
+
+def test_concurrent_claims_after_a_reopen_admit_one(ledger: Ledger) -> None:
+    """GIVEN a claim confirmed for D1 and reopened by one withdrawal, WHEN four runs
+    claim it at once while two more retry the same withdrawal, THEN exactly one run is
+    admitted, and the retried withdrawals never free the winner's claim."""
+    ledger.claim("action", "warn/k", T0, LEASE, {})
+    ledger.confirm("action", "warn/k", T0, fence="D1")
+    assert ledger.reopen("action", "warn/k", "D1")
+    results: list[bool] = []
+    barrier = threading.Barrier(6)
+
+    def take(n: int) -> None:
+        barrier.wait()
+        if ledger.claim("action", "warn/k", T1, LEASE, {}):
+            ledger.confirm("action", "warn/k", T1, fence=f"D2-{n}")
+            results.append(True)
+        else:
+            results.append(False)
+
+    def retry_withdrawal() -> None:
+        barrier.wait()
+        ledger.reopen("action", "warn/k", "D1")
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in range(4)]
+    threads += [threading.Thread(target=retry_withdrawal) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False, False, False, True]
+    assert ledger.status("action", "warn/k") == "sent"
+    assert not ledger.claim("action", "warn/k", T2, LEASE, {})
+
+
+def test_statuses_read_many_claims_at_once(ledger: Ledger) -> None:
+    """GIVEN 150 records of two namespaces in every phase WHEN read at once (more than
+    one batch), with a key asked twice and one never written THEN each reads as
+    ``status`` reads it, and the missing one is absent."""
+    keys: list[tuple[str, str]] = []
+    for n in range(150):
+        ledger.put_once("warned", f"w{n}", T0, {})
+        keys.append(("warned", f"w{n}"))
+    ledger.claim("action", "pending", T0, LEASE, {})
+    ledger.claim("action", "released", T0, LEASE, {})
+    ledger.release("action", "released", T0)
+    asked = [*keys, ("action", "pending"), ("action", "released"), ("warned", "w0")]
+    found = ledger.statuses([*asked, ("withdrawn", "never")])
+    assert found == {k: ledger.status(*k) for k in asked}
+    assert ("withdrawn", "never") not in found
+    assert ledger.statuses([]) == {}
+
+
+def test_audit_many_writes_every_event_once_however_often_written(ledger: Ledger) -> None:
+    """GIVEN 60 events (more than two batches of 25), one of them twice in the batch
+    WHEN written, and written again (a retried run) THEN the trail holds each once."""
+    events = [
+        AuditEvent("acct", T0 + timedelta(seconds=n), f"e{n}", "stop", f"r{n}", "would-warn", {})
+        for n in range(60)
+    ]
+    ledger.audit_many([*events, events[0]])
+    ledger.audit_many(events)
+    trail = ledger.audit_trail("acct", "2026-11")
+    assert [e.event_id for e in trail] == [f"e{n}" for n in range(60)]
+    ledger.audit_many([])
+
+
+def test_audit_many_and_single_records_read_back_as_one_trail(ledger: Ledger) -> None:
+    """GIVEN records written one by one and in batches, across two months, with large
+    details WHEN the trail of each month is read THEN every record is there once, in
+    time order, details intact."""
+    big = {"evidence": {f"k{n}": "x" * 40 for n in range(40)}}
+    single = AuditEvent("acct", T0, "acted/1", "stop", "r1", "acted", {"a": 1})
+    assert ledger.audit(single)
+    december = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
+    batch = [
+        AuditEvent("acct", T1, f"would-warn/{n}", "stop", f"r{n}", "would-warn", big)
+        for n in range(1500)
+    ]
+    batch.append(AuditEvent("acct", december, "would-warn/dec", "stop", "r", "would-warn", {}))
+    ledger.audit_many([single, *batch])
+    november = ledger.audit_trail("acct", "2026-11")
+    assert len(november) == 1501
+    assert november[0] == single
+    assert november[1].details == big
+    assert [e.event_id for e in ledger.audit_trail("acct", "2026-12")] == ["would-warn/dec"]

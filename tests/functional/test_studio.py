@@ -105,7 +105,7 @@ def test_inspect_reads_the_app_and_honours_the_spaces_live_exemption(sm: Any) ->
         {"ResourceArn": SPACE_ARN},
     )
     with stub:
-        seen = StudioAppActuator(OneClient(client)).inspect(target())
+        seen = StudioAppActuator(OneClient(client)).inspect([target()]).get(target().key)
     # THEN the executor sees the app's tags (what IAM checks) with the space's exemption
     assert seen is not None and not seen.settled and seen.state == "InService"
     assert seen.tags == {Tags.PROJECT: "vision", Tags.EXEMPT: "2027-01-31"}
@@ -126,8 +126,8 @@ def test_a_gone_app_is_none_and_a_deleting_one_is_settled(sm: Any) -> None:
     stub.add_client_error("list_tags", "ValidationException", "resource is being deleted")
     with stub:
         actuator = StudioAppActuator(OneClient(client))
-        assert actuator.inspect(target()) is None
-        seen = actuator.inspect(target())
+        assert actuator.inspect([target()]) == {}
+        seen = actuator.inspect([target()]).get(target().key)
     assert seen is not None and seen.settled
 
 
@@ -159,7 +159,7 @@ def test_marks_the_app_with_the_warning_tag_only_and_deletes_the_app_not_the_spa
     )
     with stub:
         actuator = StudioAppActuator(OneClient(client))
-        actuator.inspect(target())
+        actuator.inspect([target()])
         actuator.mark(target(), Tags.ACTION_AFTER, "2026-11-21T12:00:00Z")
         detail = actuator.apply(d)
         actuator.unmark(target(), Tags.ACTION_AFTER)

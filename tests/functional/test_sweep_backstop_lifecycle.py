@@ -197,3 +197,127 @@ def test_a_bucket_whose_region_is_no_longer_guarded_loses_costguards_rule(
     # THEN its warning is withdrawn and CostGuard's rule goes with it (the owner's stays)
     assert [o.step.value for o in report.outcomes] == ["cleared"], report.outcomes
     assert _rules(swept) == [OWNER_RULE]
+
+
+def test_an_owner_rule_whose_id_merely_starts_like_costguards_is_kept(
+    aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: CostGuard takes every lifecycle rule whose ID starts with "costguard-ttl"
+    for its own (domain/sweep.py is_ours), so an owner's rule named, say,
+    "costguard-ttl-archive" (a copy kept by hand, or a name chosen to sit next to ours)
+    is deleted when CostGuard withdraws its backstop, although the README says it "keeps
+    every rule it did not write" and writes only `costguard-ttl-<n>`."""
+    # GIVEN the owner's own transition rule, named like CostGuard's, next to ours
+    archive = {
+        "ID": "costguard-ttl-archive",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "archive/"},
+        "Transitions": [{"Days": 30, "StorageClass": "GLACIER"}],
+    }
+    ours = [r for r in _rules(swept) if r["ID"] == "costguard-ttl-0"]
+    swept.put_bucket_lifecycle_configuration(
+        Bucket="scratch", LifecycleConfiguration={"Rules": [OWNER_RULE, archive, *ours]}
+    )
+    # WHEN the owner exempts the bucket and CostGuard withdraws its rule
+    _tag(swept, {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"})
+    assert _run(aws, NOW + timedelta(hours=26), monkeypatch).outcomes[0].step.value == "cleared"
+    # THEN only costguard-ttl-0 is gone: the owner's two rules are kept as they were
+    assert _rules(swept) == [OWNER_RULE, archive]
+
+
+def test_a_stand_down_overlapping_the_pass_that_installs_the_rule_leaves_no_rule_behind(
+    aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect: a live pass records backstop_on=True, then reads and writes the lifecycle.
+    An overlapping run that stands the sweep down in between (dryRun switched on by a
+    deploy, or the bucket exempted; neither takes the pass's claim) finds no rule yet,
+    records backstop_on=False and allowed=False; the live pass then writes its rule and
+    stops on the state conflict. From then on every stand-down trusts the record ("none
+    there") and makes no call: the rule expires the bucket's objects for good, in dry-run
+    and on an exempt bucket alike (services/sweep.py _settle, stand_down)."""
+    # GIVEN enforcement paused once (CostGuard's rule off), then resumed
+    _run(aws, NOW + timedelta(hours=26), monkeypatch, dry_run=True)
+    assert _rules(swept) == [OWNER_RULE]
+    overlapped: list[str] = []
+
+    def dry_run_deployed_meanwhile(**_: Any) -> None:
+        if not overlapped:  # the overlapping run, once, just before the live pass's PUT
+            overlapped.append("dry-run")
+            _run(aws, NOW + timedelta(hours=27, minutes=5), monkeypatch, dry_run=True)
+
+    aws.events.register(
+        "before-call.s3.PutBucketLifecycleConfiguration", dry_run_deployed_meanwhile
+    )
+    # WHEN the live pass and a dry-run stand-down overlap (the live run fails on the
+    # state conflict; the invocation fails for the retry)
+    with pytest.raises(Exception, match="another run changed"):
+        _run(aws, NOW + timedelta(hours=27), monkeypatch)
+    assert overlapped == ["dry-run"]
+    # THEN the dry runs that follow take CostGuard's rule off (the owner's kept)
+    for hours in (28, 29, 40):
+        _run(aws, NOW + timedelta(hours=hours), monkeypatch, dry_run=True)
+    assert _rules(swept) == [OWNER_RULE]
+
+
+def test_withdrawing_the_rule_keeps_the_owners_transition_default_minimum_object_size() -> None:
+    """Defect: PutBucketLifecycleConfiguration replaces the whole configuration, including
+    its TransitionDefaultMinimumObjectSize (S3 applies all_storage_classes_128K when the
+    request does not name one). CostGuard reads only the rules (adapters/s3.py lifecycle)
+    and writes only rules (put_lifecycle), so an owner's varies_by_storage_class is reset:
+    objects under 128 KB stop moving to Glacier under the owner's own rules. moto neither
+    keeps nor returns the setting, so S3's answers are stubbed here."""
+    from decimal import Decimal
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from costguard.adapters.memory import InMemoryLedger
+    from costguard.adapters.s3 import S3ObjectStore
+    from costguard.services.sweep import SweepService, SweepSettings, state_name
+
+    archive = {
+        "ID": "owner-archive",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "archive/"},
+        "Transitions": [{"Days": 30, "StorageClass": "GLACIER"}],
+    }
+    ours = {
+        "ID": "costguard-ttl-0",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "tmp/"},
+        "Expiration": {"Days": 3},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+    }
+    s3 = boto3.client("s3", region_name="us-east-1")
+    stub = Stubber(s3)
+    # GIVEN a bucket whose owner chose varies_by_storage_class, with CostGuard's rule on
+    stub.add_response(
+        "get_bucket_lifecycle_configuration",
+        {"Rules": [archive, ours], "TransitionDefaultMinimumObjectSize": "varies_by_storage_class"},
+        {"Bucket": "scratch"},
+    )
+    # THEN the write that takes CostGuard's rule off names the owner's setting again
+    stub.add_response(
+        "put_bucket_lifecycle_configuration",
+        {"TransitionDefaultMinimumObjectSize": "varies_by_storage_class"},
+        {
+            "Bucket": "scratch",
+            "LifecycleConfiguration": {"Rules": [archive]},
+            "TransitionDefaultMinimumObjectSize": "varies_by_storage_class",
+        },
+    )
+    ledger = InMemoryLedger()
+    ledger.put_state(
+        "s", state_name("scratch"), {"fingerprint": "f", "phase": "ready", "backstop_on": True}, 0
+    )
+    service = SweepService(
+        S3ObjectStore(lambda _: s3, lambda _: "us-east-1"),
+        ledger,
+        ledger,
+        None,
+        SweepSettings("s", Decimal("0.023"), dry_run=True),
+    )
+    # WHEN the sweep stands down (dry-run, exempt, ttl removed...)
+    with stub:
+        service.stand_down("scratch")
+    stub.assert_no_pending_responses()

@@ -129,3 +129,57 @@ def test_each_byte_the_sweep_deletes_is_saved_once_whoever_adds_it_up(
     )
     savings = report._savings("2026-11", NOW + timedelta(days=2))
     assert float(savings["vision"].usd_per_hour * 730) == pytest.approx(total)
+
+
+def test_a_run_that_fails_after_deleting_still_counts_what_it_deleted(
+    aws: Any, monkeypatch: pytest.MonkeyPatch, log: io.StringIO
+) -> None:
+    """Defect: a pass deletes batch by batch; when a later call of the run fails (here S3
+    throttles the second DeleteObjects), the executor records the run as failed, and a
+    failed outcome saves nothing. The next run resumes the pass and saves only what it
+    deleted itself, so the bytes of the batches before the failure are never counted:
+    200 objects deleted, 14 of them saved (services/executor.py _act, adapters/s3.py apply).
+    The README: "the runs after one warning add up to what went, each byte once"."""
+    from botocore.exceptions import ClientError
+
+    from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard_demo.run import create_ledger_table
+
+    create_ledger_table(aws, "ledger", "us-east-1")
+    s3 = aws.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="scratch")
+    s3.put_bucket_tagging(
+        Bucket="scratch",
+        Tagging={
+            "TagSet": [{"Key": Tags.TTL, "Value": "48h"}, {"Key": Tags.PROJECT, "Value": "vision"}]
+        },
+    )
+    # GIVEN 200 objects past their TTL, with 1 KB keys (two DeleteObjects batches by
+    # manifest size), and 210 young ones, warned
+    size = 10_000
+    for i in range(200):
+        _put(s3, f"old-{i:04d}-" + "k" * 1000, size, timedelta(hours=30))
+    for i in range(210):
+        _put(s3, f"young-{i}", size, timedelta(hours=1))
+    assert _run(aws, NOW, monkeypatch)["counts"] == {"warned": 1}
+    calls: list[str] = []
+
+    def throttle_the_second(**_: Any) -> None:
+        calls.append("DeleteObjects")
+        if len(calls) == 2:
+            raise ClientError(
+                {"Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."}},
+                "DeleteObjects",
+            )
+
+    aws.events.register("before-call.s3.DeleteObjects", throttle_the_second)
+    # WHEN the first pass fails at its second batch, and the next run finishes it
+    with pytest.raises(Exception, match="SlowDown"):
+        _run(aws, NOW + timedelta(hours=25), monkeypatch)
+    _run(aws, NOW + timedelta(hours=26), monkeypatch)
+    assert s3.list_objects_v2(Bucket="scratch", Prefix="old-")["KeyCount"] == 0
+    # THEN the audit trail saves the 200 objects deleted, once
+    ledger = DynamoDbLedger(aws.client("dynamodb", region_name="us-east-1"), "ledger")
+    trail = ledger.audit_trail("123456789012", "2026-11")
+    saved = [float(e.details["usd_per_month_saved"]) for e in trail if e.outcome == "acted"]
+    assert sum(saved) == pytest.approx(_usd_per_month(200 * size))

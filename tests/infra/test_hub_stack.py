@@ -1002,21 +1002,18 @@ def test_cdk_synth_with_an_incomplete_org_context_exits_2_with_the_reason() -> N
 
 
 def test_make_synth_takes_context_as_the_cdk_cli_does() -> None:
-    import importlib.util
+    # (both entry points, infra/app.py and infra/member_app.py, parse them here)
+    from costguard_infra.entry import SynthArguments, synth_arguments
 
-    spec = importlib.util.spec_from_file_location("costguard_app", ROOT / "infra" / "app.py")
-    assert spec is not None and spec.loader is not None
-    app = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(app)
     argv = ["-c", "orgAccounts=discover", "--context", f"orgId={ORG_ID}", "--context=x=a=b"]
-    assert app.context_arguments(argv) == {
-        "orgAccounts": "discover",
-        "orgId": ORG_ID,
-        "x": "a=b",
-    }
-    for bad in (["-c", "orgAccounts"], ["--org"], ["-c"]):
+    assert synth_arguments(argv) == SynthArguments(
+        {"orgAccounts": "discover", "orgId": ORG_ID, "x": "a=b"}
+    )
+    assert synth_arguments(["-c", "a=1", "-o", "out"]).output == "out"
+    assert synth_arguments(["--output=out"]).output == "out"
+    for bad in (["-c", "orgAccounts"], ["--org"], ["-c"], ["-o"]):
         with pytest.raises(ConfigError):
-            app.context_arguments(bad)
+            synth_arguments(bad)
 
 
 # -- the grants and the calls: one declaration each ----------------------------------------

@@ -7,6 +7,9 @@ not on the presence of a statement.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -131,14 +134,66 @@ def test_member_stack_needs_no_asset_no_lambda_and_no_bootstrap(
     assert not list(synthesized[0].glob("asset.*"))
 
 
-# -- trust: the hub's two roles, from inside the Organization, nobody else ------------------
+# -- trust: each member role, its one hub role, from inside the Organization, nobody else -------
+
+#: The one hub role each member role trusts: the scan consumer reads (scans, probes and
+#: region reads), the act consumer acts; neither enters the other's member role.
+TRUSTED = {OrgRoles.MEMBER_READ: HUB_SCAN, OrgRoles.MEMBER_ACT: HUB_ACT}
 
 
-@pytest.mark.parametrize("name", [OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT])
-def test_hub_roles_may_assume_member_role_from_inside_the_org(world: World, name: str) -> None:
+@pytest.mark.parametrize(("name", "trusted"), sorted(TRUSTED.items()))
+def test_each_member_role_trusts_exactly_its_one_hub_role_and_the_org(
+    body: dict[str, Any], world: World, name: str, trusted: str
+) -> None:
+    """Defect: both member roles trusted both hub roles, so only the hub scan role's own
+    policy kept the scan consumer (which parses untrusted tags from every account) out of
+    the act role.
+
+    GIVEN the synthesized member stack
+    WHEN each role's trust policy is read (found by its name, not its logical id)
+    THEN it holds one statement: the hub account, narrowed to exactly one hub role's ARN
+    and to the Organization
+    """
+    from aws_cdk.assertions import Capture, Match, Template
+
+    arns = Capture()
+    Template.from_json(body).has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "RoleName": name,
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Action": "sts:AssumeRole",
+                        "Principal": {"AWS": Match.any_value()},
+                        "Condition": Match.exact(
+                            {
+                                "ArnEquals": {"aws:PrincipalArn": arns},
+                                "StringEquals": {"aws:PrincipalOrgID": ORG},
+                            }
+                        ),
+                    }
+                ]
+            },
+        },
+    )
+    assert sorted(world.resolve(as_list(arns.as_array()))) == [trusted]
+    trust = world.resolve(world.props(_role(world, name))["AssumeRolePolicyDocument"])
+    assert as_list(trust["Statement"])[0]["Principal"] == {"AWS": f"arn:aws:iam::{HUB}:root"}
+
+
+@pytest.mark.parametrize(("name", "trusted"), sorted(TRUSTED.items()))
+def test_only_its_own_hub_role_may_assume_each_member_role(
+    world: World, name: str, trusted: str
+) -> None:
+    # GIVEN each member role WHEN the hub's two roles ask to assume it, from inside the
+    # Organization THEN IAM (the trust policy evaluated) admits its own hub role only:
+    # the scan role is refused the act role, the act role the read role
     role = _role(world, name)
-    assert _may_assume(world, role, HUB_SCAN)
-    assert _may_assume(world, role, HUB_ACT)
+    assert _may_assume(world, role, trusted)
+    for other in sorted({HUB_SCAN, HUB_ACT} - {trusted}):
+        assert not _may_assume(world, role, other)
 
 
 @pytest.mark.parametrize("name", [OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT])
@@ -146,27 +201,20 @@ def test_hub_roles_may_assume_member_role_from_inside_the_org(world: World, name
     ("caller", "org"),
     [
         (f"arn:aws:iam::{HUB}:role/some-other-role", ORG),  # another role of the hub account
+        (f"arn:aws:iam::{HUB}:role/costguard-hub-fanout", ORG),  # the fan-out assumes nothing
         (f"arn:aws:iam::{HUB}:user/admin", ORG),  # a user of the hub account
         (f"arn:aws:iam::333333333333:role/{OrgRoles.HUB_SCAN}", ORG),  # same name, other account
+        (f"arn:aws:iam::333333333333:role/{OrgRoles.HUB_ACT}", ORG),
         (HUB_SCAN, "o-zzzzzzzzzz"),  # the hub's role, but the hub left the Organization
+        (HUB_ACT, "o-zzzzzzzzzz"),
         (HUB_SCAN, None),  # no organization at all
+        (HUB_ACT, None),
     ],
 )
 def test_nobody_else_may_assume_member_role(
     world: World, name: str, caller: str, org: str | None
 ) -> None:
     assert not _may_assume(world, _role(world, name), caller, org)
-
-
-def test_trust_names_the_hub_role_arns_and_the_org_id(world: World) -> None:
-    for name in (OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT):
-        trust = world.resolve(world.props(_role(world, name))["AssumeRolePolicyDocument"])
-        (statement,) = as_list(trust["Statement"])
-        assert statement["Principal"] == {"AWS": f"arn:aws:iam::{HUB}:root"}
-        assert sorted(as_list(statement["Condition"]["ArnEquals"]["aws:PrincipalArn"])) == sorted(
-            [HUB_ACT, HUB_SCAN]
-        )
-        assert statement["Condition"]["StringEquals"] == {"aws:PrincipalOrgID": ORG}
 
 
 # -- permissions: the single-account declarations, read role read-only --------------------------
@@ -213,9 +261,9 @@ def test_actuator_role_may_stop_a_project_instance_and_not_an_untagged_or_exempt
 @pytest.mark.parametrize(
     ("context", "named"),
     [
-        ({"orgId": ORG}, "hub_account"),
+        ({"orgId": ORG}, "`hubAccount` is required"),
         ({"hubAccount": "12345", "orgId": ORG}, "hubAccount"),
-        ({"hubAccount": HUB}, "org_id"),
+        ({"hubAccount": HUB}, "`orgId` is required"),
         ({"hubAccount": HUB, "orgId": "abc"}, "orgId"),
         ({"hubAccount": HUB, "orgId": ORG, "sagemakerStudio": "maybe"}, "sagemakerStudio"),
     ],
@@ -241,6 +289,50 @@ def test_read_role_covers_every_call_of_the_hubs_probe_and_regions_items(world: 
     statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
     for action in (*PROBE_ACTIONS, *PROBE_STUDIO_ACTIONS, *all_actions(ORG_MEMBER_EXTRA)):
         assert evaluate(statements, action, "*").allowed, action  # none is resource-level
+
+
+def test_member_app_run_directly_takes_context_as_the_cdk_cli_and_the_main_app_do(
+    tmp_path: Path,
+) -> None:
+    """Defect: ``python infra/member_app.py -c hubAccount=... -c orgId=...`` ignored its
+    ``-c`` pairs (``hub_account: Field required``), where ``infra/app.py`` honours them.
+
+    GIVEN the member app's entry point run directly (no CDK CLI: no CDK_OUTDIR), with the
+    hub and Organization as -c pairs and an output directory
+    WHEN it runs
+    THEN it synthesizes the member stack for that hub there (exit 0); without them it
+    names the missing key on one line (exit 2)
+    """
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDK_")}
+    app = str(root / "infra" / "member_app.py")
+    done = subprocess.run(
+        [
+            *(sys.executable, app, "-c", f"hubAccount={HUB}"),
+            *("--context", f"orgId={ORG}", "-o", str(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    body = json.loads((tmp_path / "CostGuardMember.template.json").read_text())
+    world = World(body, account=MEMBER)
+    assert _may_assume(world, _role(world, OrgRoles.MEMBER_ACT), HUB_ACT)
+    refused = subprocess.run(
+        [sys.executable, app, "-c", f"orgId={ORG}", "-o", str(tmp_path / "no")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "costguard: invalid member-stack context: `hubAccount` is required (-c key=value)"
+    )
 
 
 @pytest.mark.infra
@@ -273,6 +365,7 @@ def test_refuses_the_act_roles_name_for_the_read_role(name: str) -> None:
 # -- the demo's embedded STS judges this trust policy as the IAM model does ----------------------
 
 
+@pytest.mark.parametrize("name", [OrgRoles.MEMBER_READ, OrgRoles.MEMBER_ACT])
 @pytest.mark.parametrize(
     ("caller", "org"),
     [
@@ -285,14 +378,15 @@ def test_refuses_the_act_roles_name_for_the_read_role(name: str) -> None:
     ],
 )
 def test_the_org_demo_writes_this_trust_policy_and_judges_it_as_iam_does(
-    world: World, caller: str, org: str | None
+    world: World, name: str, caller: str, org: str | None
 ) -> None:
     from costguard_demo.org import member_trust_policy, trust_admits
 
-    # GIVEN the trust policy `costguard demo --org` puts on its member roles
-    role = _role(world, OrgRoles.MEMBER_READ)
+    # GIVEN the trust policy `costguard demo --org` puts on each member role
+    role = _role(world, name)
     synthesized = world.resolve(world.props(role)["AssumeRolePolicyDocument"])
-    demo = member_trust_policy(HUB, ORG)
+    trusts = OrgRoles.READ_TRUSTS if name == OrgRoles.MEMBER_READ else OrgRoles.ACT_TRUSTS
+    demo = member_trust_policy(HUB, ORG, trusts)
 
     def canonical(policy: dict[str, Any]) -> list[Any]:
         out = []

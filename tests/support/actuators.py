@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from costguard.domain.decisions import Decision, Observed, Target
@@ -22,15 +23,21 @@ class InMemoryActuator:
         self.opt_in_tags: tuple[str, ...] = ()
         self.resources = resources
         self.calls: list[tuple[str, str]] = []
+        #: The ids of each ``inspect`` call, in order (one call may look at many).
+        self.looks: list[tuple[str, ...]] = []
         self.fail_on: set[str] = set()
         #: Makes concurrent runs all inspect before any acts: the worst interleaving.
         self.inspect_barrier: threading.Barrier | None = None
         self._lock = threading.Lock()
 
-    def inspect(self, target: Target) -> Observed | None:
+    def inspect(self, targets: Sequence[Target]) -> dict[str, Observed]:
+        seen: dict[str, Observed] = {}
         with self._lock:
-            r = self.resources.get(target.id)
-            seen = None if r is None else Observed(r.state, dict(r.tags), r.state == "Stopped")
+            self.looks.append(tuple(t.id for t in targets))
+            for t in targets:
+                r = self.resources.get(t.id)
+                if r is not None:
+                    seen[t.key] = Observed(r.state, dict(r.tags), r.state == "Stopped")
         if self.inspect_barrier is not None:
             self.inspect_barrier.wait()
         return seen

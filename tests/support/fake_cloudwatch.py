@@ -24,7 +24,9 @@ Every call is recorded in :attr:`calls` (operation name, parameters).
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -311,3 +313,92 @@ class FakeCloudWatch:
         if n + 1 < len(pages):
             page["NextToken"] = str(n + 1)
         return page
+
+
+def _indexed_get_metric_data(
+    self: Any,
+    queries: list[dict[str, Any]],
+    start_time: datetime,
+    end_time: datetime,
+    scan_by: str = "TimestampAscending",
+) -> list[dict[str, Any]]:
+    index: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Any]] = defaultdict(list)
+    by_dimension: dict[tuple[str, str], set[tuple[str, str, tuple[tuple[str, str], ...]]]] = (
+        defaultdict(set)
+    )
+    for md in self.get_all_metrics():
+        dims = tuple(sorted((d.name, d.value) for d in md.dimensions))
+        index[(md.namespace, md.name, dims)].append(md)
+        for pair in dims:
+            by_dimension[pair].add((md.namespace, md.name, dims))
+
+    def series(
+        qid: str, label: str, key: tuple[str, str, tuple[tuple[str, str], ...]], period: timedelta
+    ) -> dict[str, Any]:
+        buckets: dict[datetime, float] = {}
+        for md in index.get(key, []):
+            if start_time <= md.timestamp < end_time:
+                b = start_time + period * ((md.timestamp - start_time) // period)
+                buckets[b] = max(buckets.get(b, float("-inf")), float(md.value))
+        ts = sorted(buckets)
+        return {
+            "id": qid,
+            "label": label,
+            "values": [buckets[t] for t in ts],
+            "timestamps": ts,
+            "status_code": "Complete",
+        }
+
+    out = []
+    read = 0
+    for q in queries:
+        if "Expression" in q:
+            search = parse_search(q["Expression"])
+            named = [t for t in search.terms if t[0] not in {"Namespace", "MetricName"}]
+            for key in sorted(by_dimension.get(named[0], set()) if named else index):
+                if search.matches(key[0], key[1], dict(key[2])):
+                    label = render_label(q.get("Label", ""), key[0], key[1], dict(key[2]))
+                    out.append(series(q["Id"], label, key, search.period))
+                    read += 1
+            continue
+        stat = q["MetricStat"]
+        m = stat["Metric"]
+        dims = tuple(sorted((d["Name"], d["Value"]) for d in m.get("Dimensions", [])))
+        period = timedelta(seconds=int(stat["Period"]))
+        out.append(series(q["Id"], q["Id"], (m["Namespace"], m["MetricName"], dims), period))
+        read += 1
+    _READ_PER_CALL.append(read)
+    return out
+
+
+#: Series read by each GetMetricData call while :func:`indexed_moto_cloudwatch` is on.
+_READ_PER_CALL: list[int] = []
+
+
+@contextlib.contextmanager
+def indexed_moto_cloudwatch() -> Iterator[list[int]]:
+    """moto's CloudWatch with an indexed ``get_metric_data``: the same answers (the
+    per-period Maximum of the series whose namespace, name and dimensions match), the
+    ``SEARCH`` subset above evaluated (moto answers none), in time linear in the data.
+
+    moto's own scans every datapoint for every query and period, which takes minutes for
+    a fleet of hundreds. Yields the list of series each call read (what AWS bills; at
+    most 500 a call). moto 5.2.5 also lists a metric with several dimensions once per
+    datapoint (its ``are_dimensions_same`` compares every dimension with every other);
+    AWS lists it once, and so does moto while this is on.
+    """
+    import moto.cloudwatch.models as cw_models
+    from moto.cloudwatch.models import CloudWatchBackend
+
+    original = CloudWatchBackend.get_metric_data
+    same = cw_models.are_dimensions_same
+    CloudWatchBackend.get_metric_data = _indexed_get_metric_data  # type: ignore[method-assign,assignment]
+    cw_models.are_dimensions_same = lambda a, b: (
+        sorted((d.name, d.value) for d in a) == sorted((d.name, d.value) for d in b)
+    )
+    _READ_PER_CALL.clear()
+    try:
+        yield _READ_PER_CALL
+    finally:
+        CloudWatchBackend.get_metric_data = original  # type: ignore[method-assign]
+        cw_models.are_dimensions_same = same

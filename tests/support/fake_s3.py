@@ -8,12 +8,12 @@ no longer matches is ``PreconditionFailed``. It records every call and every del
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from costguard.domain.sweep import Lock, StoredObject
+from costguard.domain.sweep import Lifecycle, Lock, StoredObject
 from costguard.ports import DeleteResult
 
 
@@ -24,6 +24,7 @@ class FakeBucket:
     object_lock: bool = False
     tags: dict[str, str] = field(default_factory=dict)
     rules: list[dict[str, Any]] = field(default_factory=list)
+    min_object_size: str | None = None
 
 
 class FakeS3:
@@ -84,11 +85,15 @@ class FakeS3:
         b = self.buckets.get(bucket)
         return None if b is None else dict(b.tags)
 
-    def lifecycle(self, bucket: str) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._b(bucket, "GetBucketLifecycleConfiguration").rules]
+    def lifecycle(self, bucket: str) -> Lifecycle:
+        b = self._b(bucket, "GetBucketLifecycleConfiguration")
+        return Lifecycle(tuple(dict(r) for r in b.rules), b.min_object_size if b.rules else None)
 
-    def put_lifecycle(self, bucket: str, rules: Sequence[Mapping[str, Any]]) -> None:
-        self._b(bucket, "PutBucketLifecycleConfiguration").rules = [dict(r) for r in rules]
+    def put_lifecycle(self, bucket: str, lifecycle: Lifecycle) -> None:
+        b = self._b(bucket, "PutBucketLifecycleConfiguration")
+        b.rules = [dict(r) for r in lifecycle.rules]
+        # S3 applies its default to a write that names none; a delete forgets it.
+        b.min_object_size = lifecycle.min_object_size if b.rules else None
 
 
 class Countdown:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -10,7 +11,7 @@ import pytest
 
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
-from costguard.domain.decisions import Action, Decision, Step, Target
+from costguard.domain.decisions import Action, Decision, Observed, Step, Target
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
@@ -177,7 +178,7 @@ def test_dry_run_changes_nothing_and_reports_the_saving() -> None:
     assert report.saved_usd_per_month(Step.WOULD_WARN) == Decimal("2058.60")
     assert w.actuator.calls == []
     assert w.sent == []
-    # AND the audit trail says what would happen, once a day however often it runs
+    # AND the audit trail says what would happen, once however often it runs
     w.executor().run([idle("nb-1")], T0 + timedelta(minutes=15))
     assert w.trail() == ["would-warn", "would-warn"]
 
@@ -325,14 +326,7 @@ def test_a_busy_resource_the_policy_saw_unwarned_costs_no_call() -> None:
     w = World("nb-1", "nb-2")
     w.run(idle("nb-2"))  # nb-2 is warned; nb-1 never was
     calls_before = len(w.actuator.calls)
-    looked: list[str] = []
-    inspect = w.actuator.inspect
-
-    def counted(target: Target) -> object:
-        looked.append(target.id)
-        return inspect(target)
-
-    w.actuator.inspect = counted  # type: ignore[method-assign]
+    w.actuator.looks.clear()
     busy1 = busy("nb-1")
     busy2 = busy("nb-2")
     fresh = replace(busy1, target=replace(busy1.target, tags_seen={Tags.PROJECT: "vision"}))
@@ -342,5 +336,275 @@ def test_a_busy_resource_the_policy_saw_unwarned_costs_no_call() -> None:
     )
     assert w.run(fresh, warned) == [Step.CLEARED]
     # THEN only the resource that carried a warning was looked at (and its tag removed)
-    assert looked == ["nb-2"]
+    assert w.actuator.looks == [("nb-2",)]
     assert len(w.actuator.calls) == calls_before + 1
+
+
+# -- a claim ends with the warning it guards ----------------------------------------------
+
+
+def test_a_notebook_used_after_its_warning_is_warned_again_at_once_when_idle() -> None:
+    """Defect: a notebook was warned, used, cleared an hour later, and then reported
+    every hour as "claimed-elsewhere: another run is warning about it" while idle, until
+    the next UTC day: the withdrawn warning's claim outlived it.
+
+    GIVEN a notebook warned at 12:00 WHEN it is used at 13:00 (cleared) and idle again
+    at 14:00 THEN it is warned again at 14:00, once; and that warning is acted on."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    assert w.run(busy(), now=T0 + timedelta(hours=1)) == [Step.CLEARED]
+    again = T0 + timedelta(hours=2)
+    assert w.run(idle(now=again), now=again) == [Step.WARNED]
+    assert w.resources["nb-1"].tags[Tags.ACTION_AFTER] == "2026-11-21T14:00:00Z"
+    assert [a.kind for a in w.sent].count(AlertKind.ACTION_WARNING) == 2
+    # AND a rerun of the same hour does not warn a third time
+    assert w.run(idle(now=again), now=again + timedelta(minutes=5)) == [Step.WAITING]
+    assert w.run(idle(), now=again + GRACE) == [Step.ACTED]
+
+
+def test_a_resource_whose_project_tag_came_back_starts_a_new_warning_at_once() -> None:
+    """Defect: a volume whose project tag came back waited 10.5 hours for its new
+    warning (the next UTC day), where the README says restoring the tag "starts a new
+    warning".
+
+    GIVEN a resource warned at 12:00 WHEN its project tag is removed (the warning is
+    withdrawn) and put back half an hour later THEN the next run warns it afresh."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.resources["nb-1"].tags.pop(Tags.PROJECT)
+    assert w.run(idle(), now=T0 + timedelta(minutes=30)) == [Step.CLEARED]
+    w.resources["nb-1"].tags[Tags.PROJECT] = "vision"
+    back = T0 + timedelta(hours=1)
+    assert w.run(idle(now=back), now=back) == [Step.WARNED]
+
+
+def test_a_withdrawal_in_dry_run_ends_the_claim_too() -> None:
+    """GIVEN a warning given while enforcing, WHEN dry-run is turned on and the notebook
+    is used (the warning withdrawn in the ledger, its tag left), and enforcing is turned
+    back on while it is idle, THEN it is warned afresh the same day."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.dry_run = True
+    assert w.run(busy(), now=T0 + timedelta(hours=1)) == [Step.CLEARED]
+    w.dry_run = False
+    back = T0 + timedelta(hours=2)
+    assert w.run(idle(now=back), now=back) == [Step.WARNED]
+
+
+def test_without_a_withdrawal_it_is_still_one_warning_a_day() -> None:
+    """GIVEN a warning whose tag the owner deleted by hand (not withdrawn by CostGuard)
+    WHEN the notebook is still idle THEN it is not warned again that day."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.resources["nb-1"].tags.pop(Tags.ACTION_AFTER)
+    later = T0 + timedelta(hours=1)
+    assert w.run(idle(now=later), now=later) == [Step.CLAIMED_ELSEWHERE]
+
+
+def test_overlapping_runs_after_a_withdrawal_warn_once() -> None:
+    """GIVEN a withdrawn warning WHEN six overlapping runs find the notebook idle again
+    at once THEN exactly one warns it, and the owner gets one new warning."""
+    w = World("nb-1")
+    w.run(idle())
+    w.run(busy(), now=T0 + timedelta(hours=1))
+    w.sent.clear()
+    again = T0 + timedelta(hours=2)
+    barrier = threading.Barrier(6)
+    w.actuator.inspect_barrier = threading.Barrier(6)
+    steps: list[Step] = []
+
+    def run() -> None:
+        barrier.wait()
+        steps.extend(w.run(idle(now=again), now=again))
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert steps.count(Step.WARNED) == 1
+    assert set(steps) <= {Step.WARNED, Step.CLAIMED_ELSEWHERE, Step.WAITING}
+    assert len(w.sent) == 1
+
+
+# -- one pass costs reads per page, not per resource --------------------------------------
+
+
+class CountingLedger(InMemoryLedger):
+    """The in-memory ledger, counting the calls a run makes to it (one call each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def audit(self, event: object) -> bool:  # type: ignore[override]
+        self.calls.append("audit")
+        return super().audit(event)  # type: ignore[arg-type]
+
+    def audit_many(self, events: object) -> None:  # type: ignore[override]
+        self.calls.append("audit_many")
+        super().audit_many(events)  # type: ignore[arg-type]
+
+    def status(self, namespace: str, key: str) -> str | None:
+        self.calls.append("status")
+        return super().status(namespace, key)
+
+    def statuses(self, keys: object) -> dict[tuple[str, str], str]:  # type: ignore[override]
+        self.calls.append("statuses")
+        return super().statuses(keys)  # type: ignore[arg-type]
+
+    def get_state(self, scope: str, name: str) -> tuple[dict[str, object], int]:
+        self.calls.append("get_state")
+        return super().get_state(scope, name)
+
+    def put_state(self, scope: str, name: str, value: object, expected_version: int) -> bool:  # type: ignore[override]
+        self.calls.append("put_state")
+        return super().put_state(scope, name, value, expected_version)  # type: ignore[arg-type]
+
+
+def test_a_dry_run_records_a_report_when_it_changes_not_every_run() -> None:
+    """Defect: a dry-run wrote an audit item per idle notebook every pass (500 PutItem a
+    pass on a half-idle 1,000-notebook fleet), to say the same "would stop" again.
+
+    GIVEN 30 idle notebooks in dry-run WHEN the guard runs every hour THEN the first run
+    records 30 reports in one shared write, the next runs write nothing (one read of what
+    was reported), and a notebook busy in between is reported again when idle again."""
+    ids = [f"nb-{n}" for n in range(30)]
+    w = World(*ids, dry_run=True)
+    ledger = CountingLedger()
+    w.ledger = ledger
+    assert w.run(*(idle(i) for i in ids)) == [Step.WOULD_WARN] * 30
+    assert ledger.calls == ["get_state", "audit_many", "put_state"]
+    assert len(w.trail()) == 30
+    for hour in (1, 2, 25):
+        ledger.calls.clear()
+        at = T0 + timedelta(hours=hour)
+        assert w.run(*(idle(i, now=at) for i in ids), now=at) == [Step.WOULD_WARN] * 30
+        assert ledger.calls == ["get_state"], hour
+    assert len(w.trail()) == 30
+    # WHEN nb-0 is busy for a run and idle again THEN it is reported anew (once)
+    at = T0 + timedelta(hours=26)
+    w.run(busy("nb-0", now=at), *(idle(i, now=at) for i in ids[1:]), now=at)
+    at += timedelta(hours=1)
+    w.run(*(idle(i, now=at) for i in ids), now=at)
+    w.run(*(idle(i, now=at) for i in ids), now=at + timedelta(hours=1))
+    assert len(w.trail()) == 31
+
+
+def test_one_look_serves_the_whole_pass_and_an_action_looks_again_just_before() -> None:
+    """GIVEN 20 notebooks warned long enough ago to be due, and 20 fresh idle ones
+    WHEN one enforcing run handles all 40 THEN the actuator is asked once for all 40,
+    the ledger records of the 20 warnings are read in one call, and each of the 20 stops
+    re-reads its own resource (scope, exemption, state) and whether its warning was
+    withdrawn, just before acting."""
+    due = [f"due-{n}" for n in range(20)]
+    new = [f"new-{n}" for n in range(20)]
+    w = World(*due, *new)
+    w.ledger = ledger_calls = CountingLedger()
+    w.warned(*due)
+    ledger_calls.calls.clear()
+    w.actuator.looks.clear()
+    steps = w.run(*(idle(i) for i in due + new))
+    assert steps == [Step.ACTED] * 20 + [Step.WARNED] * 20
+    assert w.actuator.looks[0] == tuple(due + new)
+    assert sorted(w.actuator.looks[1:]) == sorted((i,) for i in due)
+    assert ledger_calls.calls.count("statuses") == 1
+    # (each stop reads again, just before it acts, whether its warning was withdrawn)
+    assert ledger_calls.calls.count("status") == 20
+
+
+def test_an_exemption_added_after_the_shared_look_stops_the_action() -> None:
+    """GIVEN a due notebook WHEN its owner exempts it after the run's shared look THEN
+    the look just before acting sees the exemption: withdrawn, never stopped."""
+    w = World("nb-1")
+    w.warned("nb-1")
+    inspect = w.actuator.inspect
+
+    def exempted_meanwhile(targets: Sequence[Target]) -> dict[str, Observed]:
+        seen = inspect(targets)
+        w.resources["nb-1"].tags[Tags.EXEMPT] = "true"
+        return seen
+
+    w.actuator.inspect = exempted_meanwhile  # type: ignore[method-assign]
+    assert w.run(idle()) == [Step.CLEARED]
+    assert w.resources["nb-1"].state == "InService"
+
+
+def test_an_audit_write_that_fails_fails_the_outcomes_it_was_for() -> None:
+    """GIVEN the ledger refusing audit writes WHEN a dry-run reports two notebooks
+    THEN both outcomes carry the error (the run fails, so the retry writes them)."""
+    w = World("nb-1", "nb-2", dry_run=True)
+
+    def refuse(events: object) -> None:
+        raise RuntimeError("throttled")
+
+    w.ledger.audit_many = refuse  # type: ignore[method-assign]
+    report = w.executor().run([idle("nb-1"), idle("nb-2")], T0)
+    assert len(report.failures) == 2
+    assert all("audit write failed" in (o.error or "") for o in report.failures)
+    # AND nothing is remembered as reported: the next run writes them
+    w.ledger.audit_many = InMemoryLedger.audit_many.__get__(w.ledger)  # type: ignore[method-assign]
+    assert not w.executor().run([idle("nb-1"), idle("nb-2")], T0 + GRACE).failures
+    assert len(w.trail()) == 2
+
+
+def test_a_shared_read_that_fails_leaves_each_decision_to_read_its_own() -> None:
+    """GIVEN two due notebooks and the ledger's batched read failing WHEN the run acts
+    THEN each reads its own warning records and is stopped: the run is not lost."""
+    w = World("nb-1", "nb-2")
+    w.warned("nb-1", "nb-2")
+
+    def refuse(keys: object) -> dict[tuple[str, str], str]:
+        raise RuntimeError("throttled")
+
+    w.ledger.statuses = refuse  # type: ignore[method-assign]
+    assert w.run(idle("nb-1"), idle("nb-2")) == [Step.ACTED, Step.ACTED]
+
+
+def test_a_run_that_read_the_ledger_before_another_runs_warning_landed_never_warns_again() -> None:
+    """GIVEN a notebook warned by run A WHEN an overlapping run B, whose shared read of
+    the ledger was taken before A's warning was recorded, sees A's tag and takes it for a
+    warning that does not count THEN B does not warn a second time: A's claim is never
+    reopened by B (only a withdrawal, or another configuration, ends it)."""
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    w.ledger.statuses = lambda keys: {}  # type: ignore[method-assign]  # B's stale read
+    assert w.run(idle(), now=T0 + timedelta(minutes=5)) == [Step.CLAIMED_ELSEWHERE]
+    assert [a.kind for a in w.sent] == [AlertKind.ACTION_WARNING]
+
+
+def test_a_standing_warning_about_another_configuration_is_superseded_at_once() -> None:
+    """GIVEN a standing warning (a sweep's) about configuration c1 WHEN the configuration
+    changes to c2 the same day THEN the owner is warned about c2 at once; AND a run whose
+    read is stale about the c2 warning (landing right now) does not warn about c2 twice."""
+    from dataclasses import replace
+
+    w = World("nb-1")
+    c1 = replace(idle(), standing="c1")
+    assert w.run(c1) == [Step.WARNED]
+    later = T0 + timedelta(hours=1)
+    c2 = replace(idle(now=later), standing="c2")
+    assert w.run(c2, now=later) == [Step.WARNED]
+    w.ledger.statuses = lambda keys: {}  # type: ignore[method-assign]
+    assert w.run(c2, now=later + timedelta(minutes=5)) == [Step.CLAIMED_ELSEWHERE]
+    assert [a.kind for a in w.sent].count(AlertKind.ACTION_WARNING) == 2
+
+
+def test_a_withdrawal_landing_after_the_shared_read_stops_the_action() -> None:
+    """GIVEN a due notebook whose warning a dry-run withdrew (the tag left in place)
+    after this run's shared read of the ledger WHEN the run comes to act THEN it reads
+    the withdrawal just before acting: warned afresh, never stopped."""
+    w = World("nb-1")
+    w.warned("nb-1")
+    shared = w.ledger.statuses
+
+    def read_then_withdrawn(keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        found = shared(keys)
+        for namespace, key in keys:
+            if namespace == "withdrawn":
+                w.ledger.put_once(namespace, key, T0, {"why": "it is in use again"})
+        return found
+
+    w.ledger.statuses = read_then_withdrawn  # type: ignore[method-assign]
+    assert w.run(idle()) == [Step.WARNED]
+    assert w.resources["nb-1"].state == "InService"

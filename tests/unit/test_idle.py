@@ -12,6 +12,7 @@ from costguard.domain.idle import (
     EMPTY,
     MB,
     IdleThresholds,
+    Judgement,
     Series,
     Verdict,
     aligned_window,
@@ -213,6 +214,43 @@ def test_a_notebook_is_idle_when_its_heartbeat_shows_no_activity_and_an_idle_gpu
     assert heartbeat(series(*[0] * 11, 1)) is Verdict.BUSY
     assert heartbeat(flat(0), series(*[0] * 11, 50)) is Verdict.BUSY
     assert heartbeat(flat(0, 6)) is Verdict.UNKNOWN
+
+
+def test_a_gpu_notebook_whose_heartbeat_has_no_gpu_reading_is_unknown() -> None:
+    """Defect: an ml.p3.2xlarge whose heartbeat sent JupyterActivity=0 but no
+    GPUUtilization (nvidia-smi timed out, or printed [N/A]) was judged on Jupyter activity
+    alone, idle, and stopped: missing data is never idle.
+
+    GIVEN a heartbeat with an hour of no Jupyter activity and no GPU series
+    WHEN the notebook's type has 1 GPU, or an unknown number, or an Inferentia chip
+    THEN it is unknown, with an idle-metrics-missing finding for the GPU;
+    AND a CPU type, or a GPU type whose GPU reports idle, is still idle."""
+
+    def judge(gpu: Series, gpu_count: int | None, accelerator: str | None = None) -> Judgement:
+        return judge_heartbeat(
+            activity=flat(0),
+            gpu=gpu,
+            in_service_since=NOW - timedelta(hours=3),
+            now=NOW,
+            window=HOUR,
+            thresholds=T,
+            resource=KEY,
+            gpu_count=gpu_count,
+            accelerator=accelerator,
+        )
+
+    for count in (1, 8, None):
+        j = judge(EMPTY, count)
+        assert j.verdict is Verdict.UNKNOWN, count
+        assert "no GPUUtilization" in j.reason
+        assert [f.code for f in j.findings] == [FindingCode.IDLE_METRICS_MISSING]
+    # a partly covered GPU series is unknown as well; a busy one is busy whatever else
+    assert judge(series(0, 0, 0), 1).verdict is Verdict.UNKNOWN
+    assert judge(series(0, 0, 50), 1).verdict is Verdict.BUSY
+    inferentia = judge(EMPTY, 0, "AWS Inferentia2")
+    assert inferentia.verdict is Verdict.UNKNOWN
+    assert judge(EMPTY, 0).verdict is Verdict.IDLE
+    assert judge(flat(1), 1).verdict is Verdict.IDLE
 
 
 def test_a_notebook_without_heartbeat_falls_back_to_its_maximum_runtime_with_a_finding() -> None:

@@ -3,6 +3,7 @@ executor's two small generalisations the multi-run delete needs (NotYet, not_bef
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -210,6 +211,18 @@ def test_deletes_a_snapshot_past_its_ttl_from_its_start_time() -> None:
     assert young.action is Action.NONE
 
 
+def test_a_snapshot_started_after_the_runs_now_is_not_said_to_be_negative_hours_old() -> None:
+    """GIVEN a snapshot whose start is after the run's "now" (clock skew between the run
+    and EC2, or a snapshot started by another run meanwhile)
+    WHEN it is judged
+    THEN it is kept, and its age reads 0h, never a negative age.
+
+    Defect: the Organization demo read "completed, -346.362h old"."""
+    judged = judge_snapshots([snap(age=-timedelta(hours=2), **{Tags.TTL: "7d"})], T0, RULES)
+    (young,) = judged.decisions
+    assert young.action is Action.NONE and young.reason == "completed, 0h old"
+
+
 def test_a_snapshot_needs_both_a_ttl_and_a_project_and_a_valid_ttl() -> None:
     no_project = SnapshotView("snap-3", "us-east-1", "completed", T0, {Tags.TTL: "1h"})
     no_ttl = snap("snap-4")
@@ -278,8 +291,8 @@ class StagedActuator:
         self.tags: dict[str, str] = {Tags.PROJECT: "vision"}
         self.applied = 0
 
-    def inspect(self, target: Target) -> Observed | None:
-        return Observed("available", dict(self.tags))
+    def inspect(self, targets: Sequence[Target]) -> dict[str, Observed]:
+        return {t.key: Observed("available", dict(self.tags)) for t in targets}
 
     def mark(self, target: Target, key: str, value: str) -> None:
         self.tags[key] = value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -41,6 +42,35 @@ def test_keeps_every_owner_rule_when_merging_the_backstop() -> None:
     assert merged.rules[1] == ours[0] and merged.changed
     assert merged.drift == ("rule costguard-ttl-0 differs from what CostGuard wrote",)
     assert ours[0]["Expiration"] == {"Days": 3}  # 48 h, and a day's margin for the sweep
+
+
+def test_withdraws_rules_an_earlier_version_wrote_and_keeps_owner_rules_named_like_ours() -> None:
+    """GIVEN a rule an earlier CostGuard wrote (no margin day, noncurrent versions purged),
+    an owner's rule named costguard-ttl-archive, and an owner's costguard-ttl-1 that
+    transitions; WHEN CostGuard withdraws its rules, and then installs them again; THEN the
+    old rule goes, the owner's stay, and a taken ID is reported rather than written twice."""
+    old = {
+        "ID": "costguard-ttl-0",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "tmp/"},
+        "Expiration": {"Days": 2},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 2},
+    }
+    archive = {"ID": "costguard-ttl-archive", "Status": "Enabled", "Filter": {"Prefix": "a/"},
+               "Expiration": {"Days": 9}}  # fmt: skip
+    moving = {
+        **old,
+        "ID": "costguard-ttl-1",
+        "Transitions": [{"Days": 30, "StorageClass": "GLACIER"}],
+    }
+    withdrawn = merge_lifecycle([old, archive, moving], ())
+    assert withdrawn.rules == (archive, moving) and withdrawn.changed
+    ours = backstop(SweepConfig(timedelta(hours=48), ("tmp/", "x/")), object_lock=False).rules
+    merged = merge_lifecycle([archive, moving], ours)
+    assert merged.rules == (archive, moving, ours[0])
+    assert merged.drift == ("rule ID costguard-ttl-1 is taken by a rule CostGuard did not write; "
+                            "not installed",)  # fmt: skip
 
 
 def test_installs_no_backstop_where_it_could_reach_the_keep_prefix() -> None:
@@ -170,8 +200,8 @@ class _RecordingActuator:
         self.tags: dict[str, str] = {"costguard:ttl": "48h"}
         self.applied = 0
 
-    def inspect(self, target: Target) -> Observed | None:
-        return Observed("opted-in", dict(self.tags))
+    def inspect(self, targets: Sequence[Target]) -> dict[str, Observed]:
+        return {t.key: Observed("opted-in", dict(self.tags)) for t in targets}
 
     def mark(self, target: Target, key: str, value: str) -> None:
         self.tags[key] = value

@@ -15,7 +15,7 @@ from decimal import Decimal
 import pytest
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.domain.sweep import SweepConfig
+from costguard.domain.sweep import SweepConfig, Tally
 from costguard.names import Tags
 from costguard.services.sweep import BucketRef, SweepService, SweepSettings
 from tests.support.fake_s3 import FakeBucket, FakeS3, Unlimited, obj
@@ -187,3 +187,121 @@ def test_a_trip_whose_rule_cannot_come_off_yet_deletes_nothing_and_retries_and_t
     assert s3.buckets["b"].rules == []
     (alert,) = alerts
     assert _counts(alert.summary) == (5, 7)  # type: ignore[attr-defined]
+
+
+def _lifecycle_expiry(s3: FakeS3, at: datetime) -> list[str]:
+    """S3's own expiry at ``at`` under CostGuard's rules on bucket ``b``: what it removes."""
+    from costguard.domain.sweep import is_ours, lifecycle_expires_at
+
+    bucket = s3.buckets["b"]
+    gone: list[str] = []
+    for rule in [r for r in bucket.rules if is_ours(r)]:
+        prefix, days = rule["Filter"]["Prefix"], rule["Expiration"]["Days"]
+        for key, o in list(bucket.objects.items()):
+            if key.startswith(prefix) and lifecycle_expires_at(o.last_modified, days) <= at:
+                del bucket.objects[key]
+                gone.append(key)
+    return gone
+
+
+def test_a_pass_longer_than_the_backstops_margin_never_lets_s3_expire_what_it_did_not_judge() -> (
+    None
+):
+    """Defect: the backstop waits one day beyond the TTL on the promise that "the hourly
+    sweep has judged [an object] (and a trip has taken the rule off) at least a day
+    earlier". But a pass's cutoff is fixed when it starts, and the rule stays on while a
+    pass is under way; a bucket whose pass spans more than a day of runs (a count and its
+    deletes resumed run after run) has objects come due after that cutoff, which no
+    breaker judges, and S3 expires them at the rule's midnight: here 500 of 702 objects,
+    a share that trips the breaker the moment a pass counts it."""
+    from tests.support.fake_s3 import Countdown
+
+    # GIVEN a bucket swept once (CostGuard's rule on), listed 10 keys a page
+    s3 = FakeS3(page_size=10)
+    _bucket(s3, {"tmp/a": 72, "tmp/b": 1, "tmp/c": 1})
+    service = _service(s3)
+    config = SweepConfig(timedelta(hours=48), ("tmp/",))
+    service.survey(REF, config, T0, Unlimited())
+    assert service.sweep(REF, config, T0, Unlimited(), TAGS).deleted.objects == 1
+    assert [r["ID"] for r in s3.buckets["b"].rules] == ["costguard-ttl-0"]
+    # AND 200 new objects, and 500 that come due 7 hours later (S3's rule reaches them at
+    # midnight, 47 hours later)
+    _bucket(s3, {f"tmp/m{i:03}": 0 for i in range(200)})
+    _bucket(s3, {f"tmp/z{i:03}": 41 for i in range(500)})
+    # WHEN hourly runs each list one page (a bucket whose pass spans days), and S3
+    # applies the lifecycle rules on the bucket as it goes
+    expired: list[str] = []
+    for hour in range(1, 73):
+        at = T0 + timedelta(hours=hour)
+        expired += _lifecycle_expiry(s3, at)
+        service.sweep(REF, config, at, Countdown(1), TAGS)
+    # THEN S3 expired nothing through CostGuard's rule that a breaker had not allowed
+    assert expired == []
+
+
+def test_a_pass_that_stops_between_its_intent_and_its_rule_leaves_stand_downs_looking() -> None:
+    """GIVEN a live pass that recorded its intent to write CostGuard's rule, and a
+    stand-down that overlapped it before the rule was written; WHEN the pass's write lands
+    only after that (and the pass never got to record it: it stopped, or crashed);
+    THEN the next stand-down still looks, finds the rule, and takes it off; and until a
+    live pass settles the intent, each stand-down looks once more (one read, no write):
+    a rule found gone does not prove a late write is not still to come."""
+    s3 = FakeS3()
+    _bucket(s3, {"tmp/a": 72, "tmp/b": 1, "tmp/c": 1})
+    service = _service(s3)
+    config = SweepConfig(timedelta(hours=48), ("tmp/",))
+    service.survey(REF, config, T0, Unlimited())
+    assert service.sweep(REF, config, T0, Unlimited(), TAGS).deleted.objects == 1
+    (rule,) = s3.buckets["b"].rules
+    state = service._state
+    doc, version = state.get_state("s", "s3sweep#b")
+    state.put_state("s", "s3sweep#b", {**doc, "backstop_pending": True}, version)
+    s3.buckets["b"].rules = []  # the intent is on record; the rule is not written yet
+    assert service.stand_down("b") is None  # looked: nothing to withdraw yet
+    s3.buckets["b"].rules = [rule]  # the pass's write lands late
+    s3.calls.clear()
+    assert service.stand_down("b") == "CostGuard's lifecycle rule withdrawn"
+    assert s3.buckets["b"].rules == [] and s3.calls["GetBucketLifecycleConfiguration"] == 1
+    s3.calls.clear()
+    assert service.stand_down("b") is None
+    assert dict(s3.calls) == {"GetBucketLifecycleConfiguration": 1}
+
+
+def test_a_run_that_fails_between_a_pages_batches_leaves_what_it_deleted_to_be_counted() -> None:
+    """Defect: within a page, a pass's deletes were on record only once the whole page
+    was, so a run that failed at a page's second DeleteObjects lost the first batch's
+    bytes; and a failed run counts nothing. GIVEN a pass whose count spanned two runs (its
+    deletes list the pages again) and a page of two batches (1 KB keys); WHEN the second
+    DeleteObjects fails, and the next run finishes the pass; THEN the runs that return
+    count the 200 objects deleted, each once."""
+    from tests.support.fake_s3 import Countdown
+
+    s3 = FakeS3(page_size=300)
+    _bucket(s3, {f"old-{i:04}-" + "k" * 1000: 72 for i in range(200)})
+    _bucket(s3, {f"young-{i:04}": 1 for i in range(210)})
+    service = _service(s3)
+    config = SweepConfig(timedelta(hours=48), keep_prefix="")
+    service.survey(REF, config, T0, Unlimited())
+    first = service.sweep(REF, config, T0, Countdown(1), TAGS)  # the count's first page
+    assert first.phase == "count" and first.saved.objects == 0
+    real_delete, calls = s3.delete, []
+
+    def throttled(bucket: str, objects: object) -> object:
+        calls.append(bucket)
+        if len(calls) == 2:
+            raise RuntimeError("DeleteObjects: SlowDown")
+        return real_delete(bucket, objects)  # type: ignore[arg-type]
+
+    s3.delete = throttled  # type: ignore[assignment, method-assign]
+    with pytest.raises(RuntimeError, match="SlowDown"):
+        service.sweep(REF, config, T0 + timedelta(hours=1), Unlimited(), TAGS)
+    s3.delete = real_delete  # type: ignore[method-assign]
+    gone_in_failed_run = len(s3.deleted)
+    assert 0 < gone_in_failed_run < 200
+    last = service.sweep(REF, config, T0 + timedelta(hours=2), Unlimited(), TAGS)
+    assert len(s3.deleted) == 200, last.detail
+    assert last.deleted.objects == 200 - gone_in_failed_run
+    assert last.saved == Tally(200, 200 * 10)
+    assert "deleted by an earlier run that failed" in last.detail
+    again = service.sweep(REF, config, T0 + timedelta(hours=3), Unlimited(), TAGS)
+    assert again.saved == Tally()

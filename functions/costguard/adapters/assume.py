@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
-from costguard.adapters.aws import RETRY_CONFIG, ClientFactory
+from costguard.adapters.aws import AWS_ERRORS, RETRY_CONFIG, ClientFactory, translate
 from costguard.domain.org import Slice
 from costguard.iam import Permission
 
@@ -79,8 +79,9 @@ def member_clients(
         raise AccountAccessError(
             s.account, str(error.get("Code", "ClientError")), str(error.get("Message", ""))[:300]
         ) from exc
-    except BotoCoreError as exc:
-        raise AccountAccessError(s.account, type(exc).__name__, str(exc)[:300]) from exc
+    except AWS_ERRORS as exc:  # unreachable STS, or an answer that is no answer (HTML)
+        failed = translate("sts", s.region, "AssumeRole", exc)
+        raise AccountAccessError(s.account, failed.code, failed.detail) from exc
     session = boto3.Session(
         aws_access_key_id=creds["AccessKeyId"],
         aws_secret_access_key=creds["SecretAccessKey"],

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+import botocore
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.loaders import create_loader
+from botocore.parsers import ResponseParserError
 
 from costguard.ports import AccessDeniedError, SourceError, ThrottledError
 
@@ -42,7 +47,60 @@ ACCESS_CODES = frozenset(
 )
 
 
+#: What a call can raise instead of an answer: AWS's refusal (``ClientError``), a transport
+#: or configuration failure (``BotoCoreError``), or an answer botocore could not parse
+#: (``ResponseParserError``, which is neither: e.g. an HTML page where EC2's XML was due).
+AWS_ERRORS: tuple[type[Exception], ...] = (ClientError, BotoCoreError, ResponseParserError)
+#: The error code of an answer that could not be parsed, when its HTTP status is unknown.
+UNPARSEABLE = "UnparseableResponse"
+#: What a finding says of an HTML page where an answer was due.
+HTML_PAGE = "the endpoint answered with an HTML error page"
+#: Statuses botocore retries (throttling, transient server errors): left to its retries.
+_RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class HtmlAnswerError(ResponseParserError):
+    """An endpoint answered an API call with an HTML page (a proxy, a captive portal, a
+    wrong endpoint): no AWS answer at all, whatever its HTTP status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}: the endpoint answered with an HTML page")
+        self.status = status
+
+
+def _html(body: object) -> bool:
+    if not isinstance(body, bytes | bytearray):
+        return False  # a streamed body (S3 GetObject) is the caller's data, not an answer
+    head = bytes(body[:512]).lstrip().lower()
+    return head.startswith((b"<!doctype html", b"<html"))
+
+
+def refuse_html_answers(response_dict: Mapping[str, Any], **_: Any) -> None:
+    """botocore's ``before-parse`` hook (every client :class:`ClientFactory` makes): an
+    HTML page is never an answer. botocore would read one as an *empty* answer (a JSON
+    protocol's parser keeps an unparseable body as a message, and a well-formed
+    ``<html>`` page is XML to EC2's), so a proxy's page would make a region look empty;
+    or, for a malformed one, raise :class:`ResponseParserError` without the status.
+
+    Raising here makes both the same :class:`ResponseParserError`, which
+    :func:`translate` turns into a :class:`SourceError` naming the status. The statuses
+    botocore retries are left to its retries (and its own generic-error parsing).
+    """
+    status = int(response_dict.get("status_code") or 0)
+    if status not in _RETRIED_STATUSES and _html(response_dict.get("body")):
+        raise HtmlAnswerError(status)
+
+
 def translate(service: str, region: str, operation: str, exc: Exception) -> SourceError:
+    """The domain error for any of :data:`AWS_ERRORS`, with one readable line."""
+    if isinstance(exc, HtmlAnswerError):
+        return SourceError(service, region, operation, f"HTTP {exc.status}", HTML_PAGE)
+    if isinstance(exc, ResponseParserError):
+        # botocore's message carries the whole body after the parser's complaint.
+        text = str(exc)
+        html = any(m in text.lower() for m in ("<!doctype html", "<html"))
+        detail = HTML_PAGE if html else "the endpoint's answer could not be parsed"
+        return SourceError(service, region, operation, UNPARSEABLE, detail)
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code", "Unknown"))
@@ -59,18 +117,44 @@ def _first_line(text: str, limit: int = 300) -> str:
     """Error bodies can be whole HTML pages; a finding needs one readable line."""
     text = text.strip()
     if text.lstrip().startswith("<"):
-        return "the endpoint answered with an HTML error page"
+        return HTML_PAGE
     line = text.splitlines()[0] if text else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @contextmanager
 def reading(service: str, region: str, operation: str) -> Iterator[None]:
-    """Translate botocore failures inside the block into :class:`SourceError`."""
+    """Translate botocore failures inside the block (:data:`AWS_ERRORS`) into
+    :class:`SourceError`: every adapter's calls go through here, so a refusal, an
+    unreachable endpoint and an unparseable answer end the same way in every adapter."""
     try:
         yield
-    except (ClientError, BotoCoreError) as exc:
+    except AWS_ERRORS as exc:
         raise translate(service, region, operation, exc) from exc
+
+
+@functools.cache
+def known_regions() -> frozenset[str]:
+    """Every region of every partition in botocore's endpoint data (``aws``, ``aws-cn``,
+    ``aws-us-gov``, ...), opt-in regions (ap-east-1, me-central-1, ...) included: the
+    regions this botocore can reach. A name outside it resolves to no endpoint AWS runs
+    (``us-east-9``), or is newer than this botocore."""
+    partitions = create_loader().load_data("endpoints")["partitions"]
+    return frozenset(str(r) for p in partitions for r in p.get("regions", {}))
+
+
+def unknown_region(region: str) -> str | None:
+    """None for a region botocore knows; else one line saying so, for the user."""
+    known = known_regions()
+    if region in known:
+        return None
+    near = difflib.get_close_matches(region, sorted(known), n=2)
+    hint = f"did you mean {' or '.join(near)}?" if near else "for example us-east-1."
+    return (
+        f"unknown AWS region {region!r}: no partition botocore {botocore.__version__} knows "
+        f"has it ({hint} Opt-in regions count; a region newer than this botocore needs a "
+        "newer boto3)"
+    )
 
 
 class ClientFactory:
@@ -92,9 +176,9 @@ class ClientFactory:
         with self._lock:
             key = (service, region)
             if key not in self._clients:
-                self._clients[key] = self._session.client(
-                    service, region_name=region, config=self._config
-                )
+                client = self._session.client(service, region_name=region, config=self._config)
+                client.meta.events.register("before-parse", refuse_html_answers)
+                self._clients[key] = client
             return self._clients[key]
 
     # Typed accessors: mypy checks every call and response field against the stubs.

@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
+from costguard.adapters.aws import AWS_ERRORS
 from costguard.adapters.catalog import (
     CatalogError,
     CatalogFile,
@@ -181,6 +182,9 @@ class DynamoDbCatalogStore:
         return version
 
 
+#: What leaves the stored catalog unread (the bundled one is used): the store's own
+#: error, or any failed call (:data:`~costguard.adapters.aws.AWS_ERRORS`).
+_UNREADABLE: tuple[type[Exception], ...] = (CatalogStoreError, *AWS_ERRORS)
 #: How long a warm Lambda reuses the catalog it read: a refresh is seen within minutes.
 CATALOG_REUSE_S = 300.0
 
@@ -253,7 +257,7 @@ class CatalogReader:
         bundled = self._bundled()
         try:
             stored = self._store.current()
-        except (CatalogStoreError, ClientError, BotoCoreError) as exc:
+        except _UNREADABLE as exc:
             return (*_bundled(bundled, f"the stored price catalog could not be read: {exc}"), False)
         if stored is None:
             return (*_bundled(bundled, None), True)

@@ -15,6 +15,7 @@ pk                                             sk                      what
 ``SCOPE#<scope>#FINDINGS#<YYYY-MM-DD>``        ``<code>#<hash>``       findings of the day (TTL 35 d)
 ``ONCE#<namespace>``                           ``<hash>``              claims and exactly-once records
 ``SCOPE#<scope>#AUDIT#<YYYY-MM>``              ``<time>#<event id>``   audit trail (kept)
+``SCOPE#<scope>#AUDIT#<YYYY-MM>``              ``<time>#BATCH#<hash>`` a run's audit records (zlib JSON)
 ``SCOPE#<scope>#RATES``                        ``<hash>#<day>``        run-rate samples (TTL 3 d)
 ``SCOPE#<scope>#STATE``                        ``<name>``              small versioned documents
 ``SCOPE#<scope>#ALERTS#<YYYY-MM>``             ``<time>#<hash>``       alert log (TTL 400 d)
@@ -36,7 +37,7 @@ import json
 import time
 import unicodedata
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
@@ -62,6 +63,10 @@ ITEM_BUDGET_BYTES = 350_000
 TRANSACT_BUDGET_BYTES = 3_800_000
 OBSERVATIONS_PER_CHUNK = 4_000
 BATCH_WRITE_LIMIT = 25
+BATCH_GET_LIMIT = 100
+#: Audit records packed into one item by ``audit_many`` (halved when one compresses
+#: over the item budget).
+AUDIT_EVENTS_PER_ITEM = 2_000
 FINDING_TTL = timedelta(days=35)
 RATE_TTL = timedelta(days=3)
 ALERT_TTL = timedelta(days=400)
@@ -148,6 +153,65 @@ def decode_observations(blob: bytes) -> list[Observation]:
         Observation(key, project, Decimal(rate), parse_stamp(seen), parse_stamp(first))
         for key, project, rate, seen, first in rows
     ]
+
+
+def _audit_item(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
+        "sk": {"S": f"{stamp(event.at)}#{key_part(event.event_id)}"},
+        "event_id": {"S": event.event_id},
+        "action": {"S": event.action},
+        "resource": {"S": event.resource},
+        "outcome": {"S": event.outcome},
+        "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
+    }
+
+
+def _packed_audit_items(pk: str, events: list[AuditEvent]) -> list[dict[str, Any]]:
+    """Audit records as compressed items under the item budget (halved until they fit)."""
+    rows = [
+        [stamp(e.at), e.event_id, e.action, e.resource, e.outcome, dict(e.details)] for e in events
+    ]
+    blob = zlib.compress(
+        json.dumps(rows, default=str, sort_keys=True, ensure_ascii=False).encode("utf-8"), 6
+    )
+    if len(blob) > ITEM_BUDGET_BYTES and len(events) > 1:
+        middle = len(events) // 2
+        return _packed_audit_items(pk, events[:middle]) + _packed_audit_items(pk, events[middle:])
+    if len(blob) > ITEM_BUDGET_BYTES:
+        raise LedgerError(
+            f"an audit record of {events[0].resource} compressed to {len(blob)} bytes"
+        )
+    digest = key_part("\n".join(f"{stamp(e.at)}#{e.event_id}" for e in events))
+    return [
+        {
+            "pk": {"S": pk},
+            "sk": {"S": f"{stamp(events[0].at)}#BATCH#{digest}"},
+            "count": {"N": str(len(events))},
+            "events": {"B": blob},
+        }
+    ]
+
+
+def _until_processed(
+    send: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]],
+    request: dict[str, Any],
+    what: str,
+    attempts: int = 8,
+) -> list[dict[str, Any]]:
+    """A batch call and its leftovers, tried again with backoff until DynamoDB has
+    processed all of it (``UnprocessedItems``/``UnprocessedKeys``: throttled partitions).
+    ``send`` returns (the answer's responses, what is left); the answers are returned."""
+    answers: list[dict[str, Any]] = []
+    pending = request
+    for attempt in range(attempts):
+        answer, pending = send(pending)
+        answers.append(answer)
+        if not pending:
+            return answers
+        time.sleep(min(0.05 * 2**attempt, 2.0))
+    left = sum(len(v) if isinstance(v, list) else len(v.get("Keys", [])) for v in pending.values())
+    raise LedgerError(f"DynamoDB left {left} {what} unprocessed")
 
 
 class DynamoDbLedger:
@@ -332,15 +396,29 @@ class DynamoDbLedger:
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
         for batch in chunks(requests, BATCH_WRITE_LIMIT):
-            pending: dict[str, Any] = {self._table: batch}
-            for attempt in range(8):
+
+            def write(pending: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
                 response = self._ddb.batch_write_item(RequestItems=pending)
-                pending = response.get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-            else:
-                raise LedgerError(f"DynamoDB left {len(pending[self._table])} writes unprocessed")
+                return {}, dict(response.get("UnprocessedItems") or {})
+
+            _until_processed(write, {self._table: batch}, "writes")
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Items by key, 100 a call (strongly consistent), unprocessed keys tried again."""
+        found: list[dict[str, Any]] = []
+        for batch in chunks(keys, BATCH_GET_LIMIT):
+
+            def read(pending: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+                response = self._ddb.batch_get_item(RequestItems=pending)
+                return dict(response.get("Responses") or {}), dict(
+                    response.get("UnprocessedKeys") or {}
+                )
+
+            for items in _until_processed(
+                read, {self._table: {"Keys": batch, "ConsistentRead": True}}, "reads"
+            ):
+                found.extend(items.get(self._table, []))
+        return found
 
     # -- findings, exactly-once records, audit -----------------------------------------
 
@@ -440,13 +518,17 @@ class DynamoDbLedger:
         # A record without a status was written by put_once (or an older version): done.
         return self._conditional_update(
             Key=self._claim_key(namespace, key),
+            # A new claim is for new work: the fence of the work it replaces goes.
             UpdateExpression=(
                 "SET #status = :pending, #key = :key, #at = :now, #expires = :expires, "
-                "#attrs = :attrs, #ttl = :ttl"
+                "#attrs = :attrs, #ttl = :ttl REMOVE #fence"
             ),
+            # Time never moves backwards: a claim older than the key's last (a late
+            # retry with a stale now) is refused, so its lease cannot end before its
+            # time and let a second holder in.
             ConditionExpression=(
-                "attribute_not_exists(pk) OR #status = :released "
-                "OR (#status = :pending AND #expires <= :now)"
+                "attribute_not_exists(pk) OR (#at <= :now AND (#status = :released "
+                "OR (#status = :pending AND #expires <= :now)))"
             ),
             ExpressionAttributeNames={
                 "#status": "status",
@@ -455,6 +537,7 @@ class DynamoDbLedger:
                 "#expires": "lease_expires",
                 "#attrs": "attrs",
                 "#ttl": "ttl",
+                "#fence": "fence",
             },
             ExpressionAttributeValues={
                 ":pending": {"S": PENDING},
@@ -467,13 +550,41 @@ class DynamoDbLedger:
             },
         )
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
+        values: dict[str, Any] = {":sent": {"S": SENT}, ":now": {"S": stamp(now)}}
+        names = {"#status": "status", "#done": "done_at", "#fence": "fence"}
+        if fence is None:
+            update = "SET #status = :sent, #done = :now REMOVE #fence"
+        else:
+            update = "SET #status = :sent, #done = :now, #fence = :fence"
+            values[":fence"] = {"S": fence}
         self._ddb.update_item(
             TableName=self._table,
             Key=self._claim_key(namespace, key),
-            UpdateExpression="SET #status = :sent, #done = :now",
-            ExpressionAttributeNames={"#status": "status", "#done": "done_at"},
-            ExpressionAttributeValues={":sent": {"S": SENT}, ":now": {"S": stamp(now)}},
+            UpdateExpression=update,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
+        # Only confirmed work, and only the work named: a put_once record has no fence,
+        # a pending claim's holder is still at work, a newer claim carries its own fence.
+        condition = "#status = :sent AND (#fence = :fence OR begins_with(#fence, :under))"
+        values: dict[str, Any] = {
+            ":released": {"S": RELEASED},
+            ":sent": {"S": SENT},
+            ":fence": {"S": fence},
+            ":under": {"S": f"{fence}/"},
+        }
+        if keep is not None:
+            condition += " AND #fence <> :keep"
+            values[":keep"] = {"S": keep}
+        return self._conditional_update(
+            Key=self._claim_key(namespace, key),
+            UpdateExpression="SET #status = :released",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#status": "status", "#fence": "fence"},
+            ExpressionAttributeValues=values,
         )
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
@@ -497,18 +608,38 @@ class DynamoDbLedger:
             return None
         return str(item.get("status", {}).get("S", SENT))
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        wanted = {
+            (f"ONCE#{namespace}", key_part(key)): (namespace, key)
+            for namespace, key in dict.fromkeys(keys)
+        }
+        items = self._batch_get([{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted])
+        return {
+            wanted[(item["pk"]["S"], item["sk"]["S"])]: str(item.get("status", {}).get("S", SENT))
+            for item in items
+        }
+
     def audit(self, event: AuditEvent) -> bool:
-        return self._put_if_absent(
-            {
-                "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
-                "sk": {"S": f"{stamp(event.at)}#{key_part(event.event_id)}"},
-                "event_id": {"S": event.event_id},
-                "action": {"S": event.action},
-                "resource": {"S": event.resource},
-                "outcome": {"S": event.outcome},
-                "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
-            }
-        )
+        return self._put_if_absent(_audit_item(event))
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        """A run's records packed into as few items as fit (compressed, like the
+        observation snapshot: about 1,000 reports an item), written in one batch.
+
+        An item's key is the digest of what it holds, so the same records written again
+        are the same item; ``audit_trail`` unpacks them, one record per (time, id).
+        """
+        unique = {(e.scope, stamp(e.at), e.event_id): e for e in events}
+        groups: dict[str, list[AuditEvent]] = {}
+        for (scope, _, _), e in sorted(unique.items()):
+            groups.setdefault(f"SCOPE#{scope}#AUDIT#{e.at.astimezone(UTC):%Y-%m}", []).append(e)
+        items = [
+            item
+            for pk, group in groups.items()
+            for part in chunks(group, AUDIT_EVENTS_PER_ITEM)
+            for item in _packed_audit_items(pk, part)
+        ]
+        self._batch_write([{"PutRequest": {"Item": item}} for item in items])
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """One item per project and day; samples are appended as ``stamp=rate`` strings."""
@@ -604,17 +735,25 @@ class DynamoDbLedger:
         return found
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
-        events = []
+        events: dict[tuple[datetime, str], AuditEvent] = {}
         for item in self._query(f"SCOPE#{scope}#AUDIT#{month}"):
-            events.append(
-                AuditEvent(
-                    scope=scope,
-                    at=parse_stamp(item["sk"]["S"].split("#", 1)[0]),
-                    event_id=item["event_id"]["S"],
-                    action=item["action"]["S"],
-                    resource=item["resource"]["S"],
-                    outcome=item["outcome"]["S"],
-                    details=json.loads(item["details"]["S"]),
-                )
+            if "events" in item:  # a packed item (audit_many)
+                rows = json.loads(zlib.decompress(item["events"]["B"]).decode("utf-8"))
+                for at, event_id, action, resource, outcome, details in rows:
+                    when = parse_stamp(at)
+                    events.setdefault(
+                        (when, event_id),
+                        AuditEvent(scope, when, event_id, action, resource, outcome, details),
+                    )
+                continue
+            when = parse_stamp(item["sk"]["S"].split("#", 1)[0])
+            events[(when, item["event_id"]["S"])] = AuditEvent(
+                scope=scope,
+                at=when,
+                event_id=item["event_id"]["S"],
+                action=item["action"]["S"],
+                resource=item["resource"]["S"],
+                outcome=item["outcome"]["S"],
+                details=json.loads(item["details"]["S"]),
             )
-        return sorted(events, key=lambda e: (e.at, e.event_id))
+        return [events[k] for k in sorted(events)]

@@ -9,6 +9,7 @@ and is not permanently exempt; a snapshot is created only *with* CostGuard's tag
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -233,7 +234,11 @@ class EbsVolumeActuator(_Tagging):
         self._clients = clients
         self._history = history or cloudtrail.CloudTrailAttachHistory(clients)
 
-    def inspect(self, target: Target) -> Observed | None:
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        # No batched read of these (state and tags) exists: one look per target.
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
+
+    def _inspect_one(self, target: Target) -> Observed | None:
         try:
             with reading("ec2", target.region, "DescribeVolumes"):
                 found = self._ec2(target.region).describe_volumes(VolumeIds=[target.id])
@@ -374,7 +379,11 @@ class EbsSnapshotActuator(_Tagging):
     def __init__(self, clients: ClientFor) -> None:
         self._clients = clients
 
-    def inspect(self, target: Target) -> Observed | None:
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        # No batched read of these (state and tags) exists: one look per target.
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
+
+    def _inspect_one(self, target: Target) -> Observed | None:
         try:
             with reading("ec2", target.region, "DescribeSnapshots"):
                 found = self._ec2(target.region).describe_snapshots(SnapshotIds=[target.id])

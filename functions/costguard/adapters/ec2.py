@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, cast
 
-from costguard.adapters.aws import ClientFor, chunks, reading, tags_of, translate
+from costguard.adapters.aws import ClientFor, chunks, reading, tags_of
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import (
     Accelerator,
@@ -255,7 +255,7 @@ class Ec2SpotPrices:
             return {}
         ec2 = self._client_for.ec2(region)
         best: dict[SpotKey, tuple[datetime, Decimal]] = {}
-        try:
+        with reading("ec2", region, "DescribeSpotPriceHistory"):
             for batch in chunks(sorted(set(instance_types)), INSTANCE_TYPES_PER_CALL):
                 pages = ec2.get_paginator("describe_spot_price_history").paginate(
                     InstanceTypes=batch,
@@ -270,6 +270,4 @@ class Ec2SpotPrices:
                         price = Decimal(str(p["SpotPrice"]))
                         if key not in best or stamp > best[key][0]:
                             best[key] = (stamp, price)
-        except Exception as exc:
-            raise translate("ec2", region, "DescribeSpotPriceHistory", exc) from exc
         return {k: v for k, (_, v) in best.items()}

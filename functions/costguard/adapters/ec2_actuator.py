@@ -11,9 +11,10 @@ instead, recorded as ``notice-only`` and never counted as a saving.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from costguard.adapters.aws import ClientFor, reading, tags_of
+from costguard.adapters.aws import ClientFor, chunks, reading, tags_of
 from costguard.domain.decisions import ApplyResult, Decision, Observed, Target
 from costguard.domain.models import ResourceKind
 from costguard.iam import (
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 
 #: States in which there is nothing left to stop.
 SETTLED = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+#: Instance ids in one ``DescribeInstances`` (the API takes 1,000 without paging).
+DESCRIBE_IDS_PER_CALL = 1000
+#: What EC2 answers when an id in ``InstanceIds`` does not exist (or is malformed).
+MISSING_IDS = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed"})
 
 
 def one_time_spot_notice(instance_id: str) -> str:
@@ -44,8 +49,8 @@ class Ec2InstanceActuator:
     permissions = (
         Permission(
             ("ec2:DescribeInstances",),
-            "read the instance's state and tags just before acting; Describe* has no "
-            "resource-level permissions",
+            "read the instances' state and tags just before acting (1,000 a call); "
+            "Describe* has no resource-level permissions",
         ),
         Permission(
             ("ec2:DescribeSpotInstanceRequests",),
@@ -74,21 +79,43 @@ class Ec2InstanceActuator:
     def _ec2(self, region: str) -> EC2Client:
         return self._clients.ec2(region)
 
-    def inspect(self, target: Target) -> Observed | None:
-        with reading("ec2", target.region, "DescribeInstances"):
-            pages = self._ec2(target.region).describe_instances(
-                Filters=[{"Name": "instance-id", "Values": [target.id]}]
-            )
-        for reservation in pages.get("Reservations", []):
-            for instance in reservation.get("Instances", []):
-                state = str(instance.get("State", {}).get("Name", "unknown"))
-                self._seen[target.id] = instance
-                return Observed(
-                    state,
-                    tags_of(instance.get("Tags")),
-                    settled=state in SETTLED,
-                )
-        return None
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        """One ``DescribeInstances`` per region and 1,000 instances.
+
+        ``InstanceIds`` (no page limit with it) refuses the whole call when one id no
+        longer exists: the batch is then split in two until that id stands alone, so a
+        vanished instance costs log2 extra calls, never one call per instance.
+        """
+        found: dict[str, Observed] = {}
+        by_region: dict[str, dict[str, Target]] = {}
+        for t in targets:
+            by_region.setdefault(t.region, {})[t.id] = t
+        for region, wanted in by_region.items():
+            for batch in chunks(sorted(wanted), DESCRIBE_IDS_PER_CALL):
+                for instance in self._describe(region, batch):
+                    iid = str(instance.get("InstanceId"))
+                    target = wanted.get(iid)
+                    if target is None:
+                        continue
+                    state = str(instance.get("State", {}).get("Name", "unknown"))
+                    self._seen[iid] = instance
+                    found[target.key] = Observed(
+                        state, tags_of(instance.get("Tags")), settled=state in SETTLED
+                    )
+        return found
+
+    def _describe(self, region: str, ids: list[str]) -> list[InstanceTypeDef]:
+        try:
+            with reading("ec2", region, "DescribeInstances"):
+                answer = self._ec2(region).describe_instances(InstanceIds=ids)
+        except SourceError as exc:
+            if exc.code not in MISSING_IDS:
+                raise
+            if len(ids) == 1:
+                return []  # gone
+            middle = len(ids) // 2
+            return self._describe(region, ids[:middle]) + self._describe(region, ids[middle:])
+        return [i for r in answer.get("Reservations", []) for i in r.get("Instances", [])]
 
     def mark(self, target: Target, key: str, value: str) -> None:
         with reading("ec2", target.region, "CreateTags"):
@@ -125,13 +152,7 @@ class Ec2InstanceActuator:
         """
         instance = self._seen.get(t.id)
         if instance is None:
-            with reading("ec2", t.region, "DescribeInstances"):
-                found = self._ec2(t.region).describe_instances(
-                    Filters=[{"Name": "instance-id", "Values": [t.id]}]
-                )
-            instance = next(
-                (i for r in found.get("Reservations", []) for i in r.get("Instances", [])), None
-            )
+            instance = next(iter(self._describe(t.region, [t.id])), None)
         if instance is None or instance.get("InstanceLifecycle") != "spot":
             return False
         request_id = instance.get("SpotInstanceRequestId")

@@ -118,10 +118,13 @@ class InMemoryLedger:
     ) -> bool:
         with self._lock:
             record = self._once.get((namespace, key))
-            claimable = (
-                record is None
-                or record["status"] == "released"
-                or (record["status"] == "pending" and record["expires"] <= now)
+            claimable = record is None or (
+                # Time never moves backwards: a claim older than the key's last is refused.
+                record["at"] <= now
+                and (
+                    record["status"] == "released"
+                    or (record["status"] == "pending" and record["expires"] <= now)
+                )
             )
             if not claimable:
                 return False
@@ -133,10 +136,26 @@ class InMemoryLedger:
             }
             return True
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
         with self._lock:
             record = self._once.setdefault((namespace, key), {"at": now})
             record["status"] = "sent"
+            record["fence"] = fence
+
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
+        with self._lock:
+            record = self._once.get((namespace, key))
+            held = None if record is None else record.get("fence")
+            if (
+                record is None
+                or record["status"] != "sent"
+                or held is None
+                or not (held == fence or held.startswith(f"{fence}/"))
+                or held == keep
+            ):
+                return False
+            record["status"] = "released"
+            return True
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         with self._lock:
@@ -149,6 +168,14 @@ class InMemoryLedger:
             record = self._once.get((namespace, key))
             return None if record is None else str(record.get("status", "sent"))
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        with self._lock:
+            return {
+                k: str(self._once[k].get("status", "sent"))
+                for k in dict.fromkeys(keys)
+                if k in self._once
+            }
+
     def audit(self, event: AuditEvent) -> bool:
         with self._lock:
             key = (event.scope, f"{event.at.isoformat()}#{event.event_id}")
@@ -156,6 +183,12 @@ class InMemoryLedger:
                 return False
             self._audit[key] = event
             return True
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        # Like DynamoDB's batch write: the same record written again is overwritten.
+        with self._lock:
+            for event in events:
+                self._audit[(event.scope, f"{event.at.isoformat()}#{event.event_id}")] = event
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
         with self._lock:
@@ -291,8 +324,11 @@ class ReadOnlyLedger:
     ) -> bool:
         return False
 
-    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
         return None
+
+    def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
+        return False
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         return None
@@ -300,8 +336,14 @@ class ReadOnlyLedger:
     def status(self, namespace: str, key: str) -> str | None:
         return self._inner.status(namespace, key)
 
+    def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        return self._inner.statuses(keys)
+
     def audit(self, event: AuditEvent) -> bool:
         return False
+
+    def audit_many(self, events: Sequence[AuditEvent]) -> None:
+        return None
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         return None

@@ -8,7 +8,8 @@ through the shared, batched :class:`InstanceTypeCache` (100 types a call, once p
 instance). A type missing from the table is never guessed to have no GPU.
 SageMaker: ``ListNotebookInstances`` (InService), their tags through the scan's
 :class:`TagReader` (one tagging-API pass, or ``ListTags`` per notebook where that API is
-missing).
+missing), and each ``ml.`` type's GPUs as for EC2 (the table, else EC2 for the same
+hardware): the heartbeat of a GPU type must report its GPU.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from costguard.domain.idle import NOTEBOOK_ROLE, Ec2Notebook, NotebookInstance
 from costguard.domain.models import Accelerator, AcceleratorKind
 from costguard.names import Tags
 
+#: A notebook whose type SageMaker did not report: unknown (as a type EC2 does not know).
+_NO_TYPE = object()
+
 
 def _listed(instance_type: str) -> Accelerator | None:
     """The accelerator of a type CostGuard's table lists, as DescribeInstanceTypes would
@@ -32,6 +36,17 @@ def _listed(instance_type: str) -> Accelerator | None:
         return None
     spec, count = known
     return Accelerator(spec.kind, spec.name, count, manufacturer=spec.manufacturer)
+
+
+def _gpus(info: Accelerator | object | None) -> tuple[int | None, str | None]:
+    """(NVIDIA GPUs, other accelerator's name) of a type's accelerator info: 0 GPUs for a
+    CPU type, None for a type EC2 does not know; a non-NVIDIA accelerator is named."""
+    if info is None:
+        return 0, None
+    if isinstance(info, Accelerator):
+        nvidia = info.kind is AcceleratorKind.GPU and "nvidia" in info.manufacturer.lower()
+        return (info.count, None) if nvidia else (0, info.name or info.kind.value)
+    return None, None  # a type DescribeInstanceTypes does not know
 
 
 class NotebookCandidateSource:
@@ -76,16 +91,7 @@ class NotebookCandidateSource:
             tagged = tags.get(Tags.ROLE, "").strip().lower() == NOTEBOOK_ROLE
             if self._all and info is None and not tagged:
                 continue  # a CPU instance nobody called a notebook
-            gpu_count: int | None
-            other: str | None = None
-            if info is None:
-                gpu_count = 0
-            elif isinstance(info, Accelerator):
-                nvidia = info.kind is AcceleratorKind.GPU and "nvidia" in info.manufacturer.lower()
-                gpu_count = info.count if nvidia else 0
-                other = None if nvidia else (info.name or info.kind.value)
-            else:
-                gpu_count = None  # a type DescribeInstanceTypes does not know
+            gpu_count, other = _gpus(info)
             found.append(
                 Ec2Notebook(
                     id=str(inst["InstanceId"]),
@@ -113,15 +119,35 @@ class NotebookCandidateSource:
         if not listed:
             return []
         tags = self._tags.tags(region, [str(nb["NotebookInstanceArn"]) for nb in listed])
-        return [
-            NotebookInstance(
-                name=str(nb["NotebookInstanceName"]),
-                arn=str(nb["NotebookInstanceArn"]),
-                region=region,
-                instance_type=nb.get("InstanceType"),
-                # An InService notebook was last modified when it last started.
-                in_service_since=nb.get("LastModifiedTime") or nb.get("CreationTime"),
-                tags=tags.get(str(nb["NotebookInstanceArn"]), {}),
+        accel = self._notebook_types(region, [str(nb.get("InstanceType") or "") for nb in listed])
+        found = []
+        for nb in listed:
+            gpu_count, other = _gpus(accel.get(str(nb.get("InstanceType") or ""), _NO_TYPE))
+            found.append(
+                NotebookInstance(
+                    name=str(nb["NotebookInstanceName"]),
+                    arn=str(nb["NotebookInstanceArn"]),
+                    region=region,
+                    instance_type=nb.get("InstanceType"),
+                    # An InService notebook was last modified when it last started.
+                    in_service_since=nb.get("LastModifiedTime") or nb.get("CreationTime"),
+                    tags=tags.get(str(nb["NotebookInstanceArn"]), {}),
+                    gpu_count=gpu_count,
+                    accelerator=other,
+                )
             )
-            for nb in listed
-        ]
+        return found
+
+    def _notebook_types(
+        self, region: str, types: Sequence[str]
+    ) -> dict[str, Accelerator | object | None]:
+        """Each ``ml.`` type's accelerator: from the table, else from EC2 for the same
+        hardware (``ml.t3.medium`` is a ``t3.medium``), through the shared cache. A type
+        missing from both is unknown, never guessed to have no GPU."""
+        known = {t: _listed(t.removeprefix("ml.")) for t in types if t}
+        ask = sorted({t.removeprefix("ml.") for t, info in known.items() if info is None})
+        asked = self._types.resolve(self._clients.ec2(region), region, ask) if ask else {}
+        return {
+            t: info if info is not None else asked[t.removeprefix("ml.")]
+            for t, info in known.items()
+        }

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
+from costguard.adapters.aws import AWS_ERRORS, translate
 from costguard.domain.directory import DiscoveryError
 from costguard.iam import ORG_DISCOVERY
 
@@ -46,8 +47,9 @@ def _listing(operation: str) -> Iterator[None]:
         raise DiscoveryError(
             str(error.get("Code", "ClientError")), f"{operation}: {error.get('Message', '')}"[:300]
         ) from exc
-    except BotoCoreError as exc:
-        raise DiscoveryError(type(exc).__name__, f"{operation}: {exc}"[:300]) from exc
+    except AWS_ERRORS as exc:  # unreachable, or an answer that is no answer (HTML)
+        failed = translate("organizations", "", operation, exc)
+        raise DiscoveryError(failed.code, f"{operation}: {failed.detail}"[:300]) from exc
 
 
 class OrganizationAccounts:

@@ -22,7 +22,14 @@ from costguard.adapters.aws import reading, tags_of
 from costguard.domain.decisions import Action, ApplyResult, Decision, Observed, Target
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import resource_key
-from costguard.domain.sweep import Lock, StoredObject, SweepConfig, usd_per_hour
+from costguard.domain.sweep import (
+    Lifecycle,
+    Lock,
+    StoredObject,
+    SweepConfig,
+    objects,
+    usd_per_hour,
+)
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
 from costguard.iam import THIS_ACCOUNT_ONLY, Permission
 from costguard.names import Tags
@@ -109,26 +116,26 @@ class S3ObjectStore:
     def object_lock(self, bucket: str) -> bool:
         if bucket in self._locks:
             return self._locks[bucket]
-        try:
-            config = self._s3(bucket).get_object_lock_configuration(Bucket=bucket)
-            enabled = bool(
-                config.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
-            )
-        except ClientError as exc:
-            if _code(exc) != "ObjectLockConfigurationNotFoundError":
-                with reading("s3", bucket, "GetObjectLockConfiguration"):
+        with reading("s3", bucket, "GetObjectLockConfiguration"):
+            try:
+                config = self._s3(bucket).get_object_lock_configuration(Bucket=bucket)
+                enabled = bool(
+                    config.get("ObjectLockConfiguration", {}).get("ObjectLockEnabled") == "Enabled"
+                )
+            except ClientError as exc:
+                if _code(exc) != "ObjectLockConfigurationNotFoundError":
                     raise
-            enabled = False
+                enabled = False
         self._locks[bucket] = enabled
         return enabled
 
     def lock_of(self, bucket: str, obj: StoredObject) -> Lock | None:
-        try:
-            head = self._s3(bucket).head_object(Bucket=bucket, Key=obj.key)
-        except ClientError as exc:
-            if _code(exc) in _MISSING:
-                return None
-            with reading("s3", bucket, "HeadObject"):
+        with reading("s3", bucket, "HeadObject"):
+            try:
+                head = self._s3(bucket).head_object(Bucket=bucket, Key=obj.key)
+            except ClientError as exc:
+                if _code(exc) in _MISSING:
+                    return None
                 raise
         until = head.get("ObjectLockRetainUntilDate")
         return Lock(
@@ -175,33 +182,37 @@ class S3ObjectStore:
         )
 
     def bucket_tags(self, bucket: str) -> dict[str, str] | None:
-        try:
-            result = self._s3(bucket).get_bucket_tagging(Bucket=bucket)
-        except ClientError as exc:
-            if _code(exc) == "NoSuchTagSet":
-                return {}
-            if _code(exc) in _MISSING:
-                return None
-            with reading("s3", bucket, "GetBucketTagging"):
+        with reading("s3", bucket, "GetBucketTagging"):
+            try:
+                result = self._s3(bucket).get_bucket_tagging(Bucket=bucket)
+            except ClientError as exc:
+                if _code(exc) == "NoSuchTagSet":
+                    return {}
+                if _code(exc) in _MISSING:
+                    return None
                 raise
         return tags_of(result.get("TagSet"))
 
-    def lifecycle(self, bucket: str) -> list[dict[str, Any]]:
-        try:
-            result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
-        except ClientError as exc:
-            if _code(exc) == "NoSuchLifecycleConfiguration" or _code(exc) in _MISSING:
-                return []  # none, or no bucket any more: nothing of CostGuard's to keep
-            with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
+    def lifecycle(self, bucket: str) -> Lifecycle:
+        with reading("s3", bucket, "GetBucketLifecycleConfiguration"):
+            try:
+                result = self._s3(bucket).get_bucket_lifecycle_configuration(Bucket=bucket)
+            except ClientError as exc:
+                if _code(exc) == "NoSuchLifecycleConfiguration" or _code(exc) in _MISSING:
+                    return Lifecycle()  # none, or no bucket: nothing of CostGuard's to keep
                 raise
-        return list(result.get("Rules", []))
+        size = result.get("TransitionDefaultMinimumObjectSize")
+        return Lifecycle(tuple(result.get("Rules", [])), str(size) if size else None)
 
-    def put_lifecycle(self, bucket: str, rules: Sequence[Mapping[str, Any]]) -> None:
+    def put_lifecycle(self, bucket: str, lifecycle: Lifecycle) -> None:
         with reading("s3", bucket, "PutBucketLifecycleConfiguration"):
             s3 = self._s3(bucket)
-            if rules:
+            if lifecycle.rules:
+                extra: dict[str, Any] = {}
+                if lifecycle.min_object_size is not None:  # the owner's, as read: kept
+                    extra["TransitionDefaultMinimumObjectSize"] = lifecycle.min_object_size
                 s3.put_bucket_lifecycle_configuration(
-                    Bucket=bucket, LifecycleConfiguration={"Rules": list(rules)}
+                    Bucket=bucket, LifecycleConfiguration={"Rules": list(lifecycle.rules)}, **extra
                 )
             else:  # only CostGuard's rules were there, and none is wanted now
                 s3.delete_bucket_lifecycle(Bucket=bucket)
@@ -315,7 +326,11 @@ class S3BucketActuator:
         self._options = options
         self._budget = budget
 
-    def inspect(self, target: Target) -> Observed | None:
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        # No batched read of these (state and tags) exists: one look per target.
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
+
+    def _inspect_one(self, target: Target) -> Observed | None:
         tags = self._store.bucket_tags(target.id)
         if tags is None:
             return None
@@ -389,13 +404,14 @@ class S3BucketActuator:
         )
         # A run that deleted nothing (nothing due yet, or the breaker tripped) is no action
         # and no saving; the sweep has told the owner about a trip itself. A run saves
-        # what it deleted, at the price the decision was made with, never the survey's
-        # estimate again: the runs after one warning add up to what went, once.
+        # what it deleted (and what an earlier run deleted and failed before counting), at
+        # the price the decision was made with, never the survey's estimate again: the
+        # runs after one warning add up to what went, once.
         rate = Decimal(decision.params.get(RATE_PARAM, "0"))
         return ApplyResult(
             result.detail,
-            acted=result.deleted.objects > 0,
-            usd_per_hour_saved=usd_per_hour(result.deleted.bytes, rate),
+            acted=result.saved.objects > 0,
+            usd_per_hour_saved=usd_per_hour(result.saved.bytes, rate),
         )
 
 
@@ -513,8 +529,8 @@ class StaleObjectsPolicy:
         return Decision(
             Action.DELETE_OBJECTS,
             target,
-            f"{result.would_delete.objects:,} objects ({result.would_delete.bytes:,} bytes) "
-            f"are older than their {Tags.TTL}",
+            f"{objects(result.would_delete.objects)} ({result.would_delete.bytes:,} bytes) "
+            f"{'is' if result.would_delete.objects == 1 else 'are'} older than their {Tags.TTL}",
             now,
             evidence=evidence,
             usd_per_hour_saved=usd_per_hour(result.would_delete.bytes, rate),

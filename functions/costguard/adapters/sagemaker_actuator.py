@@ -24,6 +24,7 @@ that do not propagate tags.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from costguard.adapters.aws import ClientFor, reading, tags_of
@@ -92,7 +93,11 @@ class SageMakerNotebookActuator:
     def _sm(self, region: str) -> SageMakerClient:
         return self._clients.sagemaker(region)
 
-    def inspect(self, target: Target) -> Observed | None:
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        # No batched read of these (state and tags) exists: one look per target.
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
+
+    def _inspect_one(self, target: Target) -> Observed | None:
         sm = self._sm(target.region)
         try:
             with reading("sagemaker", target.region, "DescribeNotebookInstance"):
@@ -202,7 +207,11 @@ class StudioAppActuator:
                 for t in page.get("Tags", [])
             )
 
-    def inspect(self, target: Target) -> Observed | None:
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        # No batched read of these (state and tags) exists: one look per target.
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
+
+    def _inspect_one(self, target: Target) -> Observed | None:
         found = self._describe(target)
         if found is None:
             return None

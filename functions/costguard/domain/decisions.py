@@ -65,6 +65,11 @@ class Target:
     #: carried no warning then needs no look at execution time: the executor's calls
     #: grow with the candidates for action, not with the fleet.
     tags_seen: Mapping[str, str] | None = field(default=None, hash=False, compare=False)
+    #: The state the policy listed it in, in this run (with ``tags_seen``): what the
+    #: executor works from, without a look of its own, for everything but an action,
+    #: which re-reads the resource just before it acts. Only for a resource the policy
+    #: lists as not settled (running, InService).
+    state_seen: str | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,12 @@ Rules (the README's "Idle notebooks" section states them for users):
   nothing (one busy core feeding 8 GPUs is 1 % of a p4d's CPU).
 - **SageMaker notebook instances** are judged on CostGuard's heartbeat
   (:class:`costguard.names.Heartbeat`): idle if every ``JupyterActivity`` datapoint is 0 and
-  every ``GPUUtilization`` datapoint is under the GPU threshold. With no heartbeat at all,
+  every ``GPUUtilization`` datapoint is under the GPU threshold. A type with GPUs (the
+  accelerator table's count, or EC2's for a type the table does not list) needs its
+  ``GPUUtilization`` covered like any series: a heartbeat that sends Jupyter activity but
+  no GPU reading (nvidia-smi timed out, printed ``[N/A]``) is ``UNKNOWN``, never judged on
+  Jupyter alone; a non-NVIDIA accelerator (Inferentia, Trainium) is never judged idle on
+  its heartbeat, since nothing reports its utilization. With no heartbeat at all,
   the maximum-runtime fallback: idle once InService for ``max_runtime`` *and* silent for
   all of that time. A heartbeat seen within ``max_runtime`` that then stopped (the agent
   killed, the instance too busy to publish) is missing data, so ``UNKNOWN``; after
@@ -39,7 +44,7 @@ from enum import StrEnum
 
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.tags import parse_idle_minutes
-from costguard.names import Tags
+from costguard.names import Heartbeat, Tags
 
 #: ``costguard:role`` on an EC2 instance the idle guard judges as a notebook.
 NOTEBOOK_ROLE = "notebook"
@@ -90,6 +95,11 @@ class NotebookInstance:
     #: When it last went InService (its LastModifiedTime), for the maximum-runtime fallback.
     in_service_since: datetime | None
     tags: Mapping[str, str] = field(default_factory=dict, hash=False)
+    #: NVIDIA GPUs of its type, as for :class:`Ec2Notebook`: 0 for a CPU type, None when
+    #: the type is unknown (then at least one GPU reading is needed).
+    gpu_count: int | None = 0
+    #: A non-NVIDIA accelerator's name: nothing reports its utilization.
+    accelerator: str | None = None
 
 
 class Verdict(StrEnum):
@@ -375,12 +385,16 @@ def judge_heartbeat(
     thresholds: IdleThresholds,
     resource: str,
     history: Series | None = None,
+    gpu_count: int | None = 0,
+    accelerator: str | None = None,
 ) -> Judgement:
     """A SageMaker notebook instance: its heartbeat, or the maximum-runtime fallback.
 
     ``history``: ``JupyterActivity`` over the last ``max_runtime``, None if not read. The
     fallback is idle only where it was read and holds nothing: a heartbeat that went
-    silent is missing data, never idle.
+    silent is missing data, never idle. ``gpu_count``: the type's NVIDIA GPUs (None: a
+    type nobody knows, so a GPU reading is needed); ``accelerator``: a non-NVIDIA
+    accelerator's name, whose use nothing reports.
     """
     period = period_for(window)
     if not activity.values:
@@ -414,13 +428,44 @@ def judge_heartbeat(
             )
         return fallback
     checks = [_Check("jupyter_activity", activity, Decimal(1), f"{activity.peak:g}")]
-    # The heartbeat publishes no GPU series on an instance without a GPU.
-    if gpu.values:
+    # The heartbeat publishes no GPU series on an instance without a GPU; on one with
+    # GPUs (or of a type nobody knows) a missing GPU series is missing data.
+    needs_gpu = accelerator is None and (gpu_count is None or gpu_count > 0)
+    if gpu.values or needs_gpu:
         checks.append(_Check("gpu", gpu, thresholds.gpu_pct, _pct(gpu.peak)))
     what = "no Jupyter kernel or terminal activity" + (
         f" and the GPU under {thresholds.gpu_pct}%" if len(checks) > 1 else ""
     )
     v, why, ev = _judge(checks, window, period, what)
+    if v is Verdict.BUSY:
+        return Judgement(v, why, ev)
+    if accelerator is not None:
+        ev["accelerator"] = accelerator
+        return Judgement(
+            Verdict.UNKNOWN,
+            f"unknown: nothing publishes the utilization of its {accelerator} accelerators; "
+            "never judged idle on Jupyter activity alone",
+            ev,
+        )
+    if needs_gpu and not gpu.values:
+        gpus = "GPUs" if gpu_count is None else f"{gpu_count} GPU" + ("s" if gpu_count > 1 else "")
+        ev["gpus_expected"] = "unknown" if gpu_count is None else str(gpu_count)
+        return Judgement(
+            Verdict.UNKNOWN,
+            f"unknown: its heartbeat sends Jupyter activity but no {Heartbeat.GPU_UTILIZATION} for its "
+            f"{gpus}; missing data is never idle",
+            ev,
+            (
+                Finding(
+                    FindingCode.IDLE_METRICS_MISSING,
+                    resource,
+                    f"its CostGuard heartbeat publishes no {Heartbeat.GPU_UTILIZATION} although its type "
+                    f"has {gpus} (nvidia-smi failed, timed out or printed [N/A]): it cannot "
+                    "be judged idle until the GPU reports",
+                    Severity.INFO,
+                ),
+            ),
+        )
     return Judgement(v, why, ev)
 
 

@@ -416,7 +416,12 @@ def judge_snapshots(
         expires = s.started_at + ttl
         if s.state != "completed" or now < expires - rules.grace:
             decisions.append(
-                Decision(Action.NONE, target, f"{s.state}, {_human(now - s.started_at)} old", now)
+                Decision(
+                    Action.NONE,
+                    target,
+                    f"{s.state}, {_human(max(now - s.started_at, timedelta(0)))} old",
+                    now,
+                )
             )
             continue
         rate = (snapshot_rate or {}).get(s.region)

@@ -12,7 +12,8 @@ Deleting the wrong object is unrecoverable, so every test here errs towards keep
   confirmation unlocks one trip);
 * the lifecycle backstop is installed only where it cannot reach the keep prefix, and
   expires a day later than the sweep would, so that the hourly sweep (and its breaker)
-  always judges an object before S3's rule can reach it.
+  always judges an object before S3's rule can reach it; it stays on only until S3 could
+  reach an object the last allowed pass did not judge (``backstop_safe_until``).
 """
 
 from __future__ import annotations
@@ -31,12 +32,28 @@ from costguard.domain.money import HOURS_PER_PRICING_MONTH
 
 #: Bytes in the GB of S3's GB-month price.
 GIB = 1024**3
-#: CostGuard's lifecycle rules are the ones whose ID starts with this; no other is touched.
+#: CostGuard's lifecycle rules are named ``costguard-ttl-<n>`` (``is_ours``); no other is
+#: touched.
 RULE_ID_PREFIX = "costguard-ttl"
+_RULE_ID = re.compile(re.escape(RULE_ID_PREFIX) + r"-[0-9]{1,6}")
+#: What a rule of CostGuard's holds (every version has written this shape; S3 returns it
+#: as written): a rule with anything else (a transition, a tag filter) is not CostGuard's.
+_RULE_SHAPE: Mapping[str, frozenset[str]] = {
+    "ID": frozenset(),
+    "Status": frozenset(),
+    "Filter": frozenset({"Prefix"}),
+    "Expiration": frozenset({"Days"}),
+    "AbortIncompleteMultipartUpload": frozenset({"DaysAfterInitiation"}),
+    "NoncurrentVersionExpiration": frozenset({"NoncurrentDays"}),
+}
 #: Days the backstop waits beyond the time to live (rounded up to days): S3 expires an
 #: object at the first midnight (UTC) after its age reaches the rule's days, and an hourly
 #: sweep must have judged it (and its breaker have suspended the rule) before then.
 BACKSTOP_MARGIN_DAYS = 1
+#: How long before S3 could first reach an object that the last allowed pass did not judge
+#: CostGuard's rule comes off (:func:`backstop_safe_until`): a few missed hourly runs, and
+#: S3's delay in applying a changed configuration.
+BACKSTOP_LEAD = timedelta(hours=6)
 DEFAULT_KEEP_PREFIX = "keep/"
 DEFAULT_BREAKER_PCT = 50
 DEFAULT_BREAKER_MAX_GIB = 1024
@@ -95,6 +112,11 @@ class SweepConfig:
             "keep_prefix": self.keep_prefix or "(none)",
             "noncurrent_versions": "expired by the backstop" if self.purge_noncurrent else "kept",
         }
+
+
+def objects(count: int) -> str:
+    """``count`` objects in words: "1 object", "1,024 objects"."""
+    return f"{count:,} object" + ("" if count == 1 else "s")
 
 
 def normalise_prefixes(prefixes: Iterable[str]) -> tuple[str, ...]:
@@ -277,6 +299,20 @@ class Backstop:
     skipped: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """A bucket's lifecycle configuration as read, and as written back: whole.
+
+    ``PutBucketLifecycleConfiguration`` replaces the configuration, its
+    ``TransitionDefaultMinimumObjectSize`` included (S3 applies its default when a write
+    does not name one), so a write names again what was read.
+    """
+
+    rules: tuple[Mapping[str, Any], ...] = ()
+    #: ``TransitionDefaultMinimumObjectSize`` as read; None when S3 named none.
+    min_object_size: str | None = None
+
+
 def ttl_days(ttl: timedelta) -> int:
     """Lifecycle works in whole days: round up, so the backstop never runs ahead of the TTL."""
     return max(1, math.ceil(ttl / timedelta(days=1)))
@@ -296,6 +332,17 @@ def lifecycle_expires_at(last_modified: datetime, days: int) -> datetime:
     due = last_modified.astimezone(UTC) + timedelta(days=days)
     midnight = due.replace(hour=0, minute=0, second=0, microsecond=0)
     return midnight if midnight == due else midnight + timedelta(days=1)
+
+
+def backstop_safe_until(cutoff: datetime, ttl: timedelta) -> datetime:
+    """Until when CostGuard's rule may stay on for the pass the breaker allowed with
+    ``cutoff``: that pass judged only objects last modified before its cutoff, and S3's
+    rule first reaches a later one at ``lifecycle_expires_at(cutoff, backstop_days)``
+    (at least the margin after the pass began). The rule is off ``BACKSTOP_LEAD`` before
+    then, until a newer pass is allowed: a pass that spans more than about the margin
+    (its count and deletes resumed run after run) goes on without it.
+    """
+    return lifecycle_expires_at(cutoff, backstop_days(ttl)) - BACKSTOP_LEAD
 
 
 def backstop(config: SweepConfig, object_lock: bool) -> Backstop:
@@ -337,7 +384,23 @@ def backstop(config: SweepConfig, object_lock: bool) -> Backstop:
 
 
 def is_ours(rule: Mapping[str, Any]) -> bool:
-    return str(rule.get("ID", "")).startswith(RULE_ID_PREFIX)
+    """A rule CostGuard wrote (this version or an earlier one): ID exactly
+    ``costguard-ttl-<n>`` and the shape :func:`backstop` writes (an expiration in days on
+    a prefix filter, nothing the owner would add). Anything else is the owner's and kept,
+    whatever its name: an owner's ``costguard-ttl-archive`` transition rule is never
+    deleted. A rule of ours edited within that shape (other days, disabled) is still ours,
+    reported as drift and put right.
+    """
+    if not _RULE_ID.fullmatch(str(rule.get("ID", ""))):
+        return False
+    if set(rule) - set(_RULE_SHAPE) or not {"Filter", "Expiration"} <= set(rule):
+        return False
+    for part, keys in _RULE_SHAPE.items():
+        value = rule.get(part)
+        if keys and value is not None and (not isinstance(value, Mapping) or set(value) - keys):
+            return False
+    days = rule["Expiration"].get("Days")
+    return isinstance(rule["Filter"].get("Prefix", ""), str) and isinstance(days, int)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,13 +425,19 @@ def merge_lifecycle(
     """
     owners = [r for r in existing if not is_ours(r)]
     ours_now = {str(r.get("ID")): r for r in existing if is_ours(r)}
-    wanted_by_id = {str(r["ID"]): r for r in wanted}
+    # S3 refuses two rules of one ID: an owner's rule holding one of CostGuard's IDs wins,
+    # and that part of the backstop is not installed (reported).
+    taken = {str(r.get("ID")) for r in owners}
+    wanted_by_id = {str(r["ID"]): r for r in wanted if str(r["ID"]) not in taken}
     drift = tuple(
         f"rule {rid} differs from what CostGuard wrote"
         for rid, rule in sorted(ours_now.items())
         if rid in wanted_by_id and _canonical(rule) != _canonical(wanted_by_id[rid])
+    ) + tuple(
+        f"rule ID {rid} is taken by a rule CostGuard did not write; not installed"
+        for rid in sorted({str(r["ID"]) for r in wanted} & taken)
     )
     changed = {rid: _canonical(r) for rid, r in ours_now.items()} != {
         rid: _canonical(r) for rid, r in wanted_by_id.items()
     }
-    return LifecycleMerge((*owners, *wanted), changed, drift)
+    return LifecycleMerge((*owners, *wanted_by_id.values()), changed, drift)

@@ -22,7 +22,8 @@ What one pass reads, cheapest first (GetMetricData is billed per metric requeste
    pages for the region, then one MetricStat per GPU series), CPU and network of CPU-only
    instances, and the ``JupyterActivity`` heartbeat of notebook instances.
 3. **Round 2, only where round 1 looked idle:** CPU and network of GPU instances whose
-   every GPU was idle; the heartbeat's ``GPUUtilization`` of inactive notebooks; and, for
+   every GPU was idle; the heartbeat's ``GPUUtilization`` of inactive notebooks whose type
+   has GPUs (or is unknown; a missing GPU series is then unknown, never idle); and, for
    a notebook with no heartbeat in its window that the maximum-runtime fallback would
    stop, its ``JupyterActivity`` over the last ``max_runtime`` (one range for all, so
    batched): any datapoint there means the heartbeat went silent, which is unknown.
@@ -312,7 +313,9 @@ class IdlePolicy:
                 # The maximum-runtime fallback would stop it: first make sure it never
                 # had a heartbeat in that time (one shared range: batched like the rest).
                 round2.append(self._history_query(c, now))
-            elif c.notebook is not None:
+            elif c.notebook is not None and _reports_gpu(c.notebook):
+                # A CPU type publishes no GPU series, and nothing reports a non-NVIDIA
+                # accelerator: neither is read (its verdict needs no such read).
                 round2.append(self._heartbeat_query(c, Heartbeat.GPU_UTILIZATION, now))
         self._read(region, round2, cands)
         decisions = []
@@ -452,6 +455,9 @@ class IdlePolicy:
             resource=c.target.key,
             # Round one asks "would the fallback stop it?"; the final verdict needs the read.
             history=c.series.get(HISTORY) if final else Series(),
+            # Round one asks "is Jupyter inactive?": its GPU is read only if so.
+            gpu_count=c.notebook.gpu_count if final else 0,
+            accelerator=c.notebook.accelerator if final else None,
         )
 
     @staticmethod
@@ -470,6 +476,7 @@ class IdlePolicy:
         rid: str,
         tags: Mapping[str, str],
         name: str | None,
+        state: str,
     ) -> Target:
         key = resource_key(self._s.account, region, kind.value, rid)
         parsed = read_tags(key, tags, self._s.tag_keys)
@@ -483,6 +490,7 @@ class IdlePolicy:
             owners=parsed.owners,
             name=name,
             tags_seen=dict(tags),
+            state_seen=state,
         )
 
     def _ec2_candidate(self, ec2: Ec2Notebook) -> _Candidate:
@@ -492,7 +500,12 @@ class IdlePolicy:
             ResourceKind.EC2_INSTANCE,
             Action.STOP_INSTANCE,
             self._target(
-                ResourceKind.EC2_INSTANCE, ec2.region, ec2.id, ec2.tags, ec2.tags.get("Name")
+                ResourceKind.EC2_INSTANCE,
+                ec2.region,
+                ec2.id,
+                ec2.tags,
+                ec2.tags.get("Name"),
+                "running",  # the candidates are the running instances
             ),
             ec2.tags,
             self._s.thresholds.window,
@@ -506,7 +519,9 @@ class IdlePolicy:
         return _Candidate(
             ResourceKind.SAGEMAKER_NOTEBOOK,
             Action.STOP_NOTEBOOK,
-            self._target(ResourceKind.SAGEMAKER_NOTEBOOK, nb.region, nb.name, nb.tags, nb.name),
+            self._target(
+                ResourceKind.SAGEMAKER_NOTEBOOK, nb.region, nb.name, nb.tags, nb.name, "InService"
+            ),
             nb.tags,
             self._s.thresholds.window,
             rate if rate is not None else ZERO,
@@ -549,7 +564,7 @@ class IdlePolicy:
     def _studio_decision(self, app: StudioApp, now: datetime) -> Decision:
         rid = f"{app.domain_id}/{app.space_name}/{app.app_type}/{app.app_name}"
         target = self._target(
-            ResourceKind.SAGEMAKER_STUDIO_APP, app.region, rid, app.tags, app.app_name
+            ResourceKind.SAGEMAKER_STUDIO_APP, app.region, rid, app.tags, app.app_name, app.status
         )
         window, problems = window_of(app.tags, self._s.thresholds.window, target.key)
         parsed = read_tags(target.key, app.tags, self._s.tag_keys)
@@ -584,6 +599,11 @@ class IdlePolicy:
             grace=self._s.grace,
             params=params,
         )
+
+
+def _reports_gpu(nb: NotebookInstance) -> bool:
+    """Whether the heartbeat of this type publishes ``GPUUtilization`` (or may: unknown type)."""
+    return nb.accelerator is None and nb.gpu_count != 0
 
 
 def _merged(series: Mapping[str, Series], gpu: GpuSeries) -> Series:

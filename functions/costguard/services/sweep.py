@@ -33,7 +33,9 @@ stand-down (:meth:`SweepService.stand_down`, which the executor calls wherever t
 decision does not act: dry-run, exempt, no valid ``costguard:ttl``, a new warning, the
 grace period). ``backstop_on`` says a rule of CostGuard's may be on the bucket; it is set
 before the rule is written and cleared only after it is gone, so that a stand-down with
-nothing to withdraw makes no call.
+nothing to withdraw makes no call. ``backstop_pending`` says a live pass is writing its
+rule: a stand-down that overlaps it looks (one read) but leaves the record saying "may
+be on", and the pass, finding the state changed under it, takes its rule off again.
 
 A change of the bucket's time to live, prefixes or keep prefix (its fingerprint) starts
 over with a survey, and the executor warns again.
@@ -41,10 +43,13 @@ over with a survey, and the executor warns again.
 A page is processed whole or not at all: the position advances only in the state write
 that also adds the page's counts, after its deletions. A run that stops (time, crash)
 re-lists that page; deleted objects are no longer listed, so nothing is deleted twice,
-and nothing is skipped. Each batch's manifest is audited *before* its ``DeleteObjects``
-(``deleting``) and after it (``deleted``, with per-key errors). What a pass saved is
-counted once, by the executor's record of the run (``acted``), from the bytes deleted; a
-batch's record is its manifest, not a saving.
+and nothing is skipped; what a page's batches deleted is saved between them (not the
+position), so a run that fails after a batch still has it on record. Each batch's
+manifest is audited *before* its ``DeleteObjects`` (``deleting``) and after it
+(``deleted``, with per-key errors). What a pass saved is counted once, by the executor's
+record of the run (``acted``), from the bytes deleted: those of the run, and those a run
+that failed left uncounted (``unsaved``, zeroed by the run that counts them); a batch's
+record is its manifest, not a saving.
 """
 
 from __future__ import annotations
@@ -52,8 +57,8 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -66,10 +71,12 @@ from costguard.domain.sweep import (
     SweepConfig,
     Tally,
     backstop,
+    backstop_safe_until,
     breaker_reason,
     confirmation_key,
     confirms,
     merge_lifecycle,
+    objects,
     trip_stamp,
     usd_per_month,
 )
@@ -134,6 +141,9 @@ class StepResult:
     phase: str
     detail: str
     deleted: Tally = field(default_factory=Tally)
+    #: What this run counts as saved: what it deleted, and what earlier runs deleted but
+    #: could not count (they failed after deleting). Each byte is counted by one run.
+    saved: Tally = field(default_factory=Tally)
     #: The latest complete survey or pass: what is in scope, and what would go.
     in_scope: Tally | None = None
     would_delete: Tally | None = None
@@ -170,12 +180,17 @@ def _fresh(fingerprint: str, phase: str, previous: Mapping[str, Any]) -> dict[st
         "pass_id": int(previous.get("pass_id", 0)) + 1,
         "confirm_used": previous.get("confirm_used"),
         "backstop_on": previous.get("backstop_on") if previous else False,
+        "backstop_pending": bool(previous.get("backstop_pending")),
+        "backstop_cutoff": previous.get("backstop_cutoff"),
         "allowed": bool(previous.get("allowed")) and previous.get("fingerprint") == fingerprint,
         "prefix_index": 0,
         "start_after": "",
         "seen": [0, 0],
         "candidates": [0, 0],
         "deleted": [0, 0],
+        # Deleted, and not yet counted by a run that returned (a run that fails after
+        # deleting leaves its bytes here for the next): kept across passes, until counted.
+        "unsaved": previous.get("unsaved") or [0, 0],
         "taken": [0, 0],
         "kept_locked": 0,
         "kept_changed": 0,
@@ -294,6 +309,13 @@ class SweepService:
         """
         now = require_utc(now)
         doc, version = self.load(bucket.name, config)
+        judged = doc.get("backstop_cutoff")
+        if doc.get("backstop_on") is not False and (
+            judged is None or now >= backstop_safe_until(_at(judged), config.ttl)
+        ):
+            # S3 could soon reach objects the pass that allowed the rule did not judge (a
+            # pass spanning more than the margin): off until a newer pass is allowed.
+            doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=None)
         phase = doc["phase"]
         if phase == "survey":
             return self._result(doc, "still surveying; nothing deleted")
@@ -326,7 +348,7 @@ class SweepService:
         tripped_at = datetime.fromisoformat(str(trip["at"]))
         raw = tags.get(Tags.CONFIRM_DELETE)
         if raw is None or not confirms(raw, tripped_at, now, doc.get("confirm_used")):
-            doc, version = self._settle(bucket.name, config, doc, version)
+            doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=None)
             if not trip.get("alerted", True):  # the run that tripped failed before telling
                 doc, version = self._alert_trip(bucket, doc, version)
             return self._result(
@@ -348,7 +370,7 @@ class SweepService:
             "confirm_used": confirmation_key(raw),  # spent: it unlocks this pass only
         }
         version = self._save(bucket.name, doc, version)
-        doc, version = self._settle(bucket.name, config, doc, version)
+        doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=doc["cutoff"])
         return self._walk(bucket, config, now, budget, doc, version, stage="delete")
 
     def _judge(
@@ -376,7 +398,7 @@ class SweepService:
             "start_after": "",
         }
         version = self._save(bucket.name, doc, version)
-        doc, version = self._settle(bucket.name, config, doc, version)
+        doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=doc["cutoff"])
         if would.objects == 0:
             return self._finish(bucket, now, doc, version, Tally(), {})
         if held is not None:
@@ -409,7 +431,7 @@ class SweepService:
             },
         }
         version = self._save(bucket.name, tripped, version)
-        tripped, version = self._settle(bucket.name, config, tripped, version)
+        tripped, version = self._settle(bucket.name, config, tripped, version, now, cutoff=None)
         tripped, version = self._alert_trip(bucket, tripped, version)
         return self._result(
             tripped,
@@ -493,6 +515,11 @@ class SweepService:
         run = Tally()
         errors: dict[str, str] = {}
         pages = 0
+
+        def checkpoint() -> None:  # between a page's batches: what went is on record
+            nonlocal version
+            version = self._save(bucket.name, doc, version)
+
         while True:
             if budget.seconds_left() < PAGE_RESERVE_SECONDS:
                 return self._pause(bucket, doc, version, run, stage, errors)
@@ -509,7 +536,7 @@ class SweepService:
             if candidates is None:  # ran out of time checking locks: redo this page
                 return self._pause(bucket, doc, version, run, stage, errors)
             if deleting:
-                run = self._delete_all(bucket, doc, _within(doc, candidates), now, run, errors)
+                run = self._delete_all(bucket, doc, candidates, now, run, errors, checkpoint)
             else:
                 doc["seen"] = _raw(
                     _tally(doc["seen"]).plus(len(in_scope), sum(o.size for o in in_scope))
@@ -556,7 +583,7 @@ class SweepService:
                 return self._pause(bucket, doc, version, run, "delete", errors)
             if n and n % TAG_RECHECK_PAGES == 0:
                 self._recheck(bucket.name, config, now)
-            run = self._delete_all(bucket, doc, _within(doc, batch), now, run, errors)
+            run = self._delete_all(bucket, doc, batch, now, run, errors, lambda: None)
             done += len(batch)
             index, last = held[done - 1]
             doc["prefix_index"], doc["start_after"] = index, last.key
@@ -571,8 +598,19 @@ class SweepService:
         now: datetime,
         run: Tally,
         errors: dict[str, str],
+        checkpoint: Callable[[], None],
     ) -> Tally:
-        for batch in batches(objects):
+        """Delete ``objects`` (within what the count approved) batch by batch; between two
+        batches ``checkpoint`` saves the state, so that what a failing run deleted before
+        its failure is counted (``unsaved``) and never more than approved is taken."""
+        first = True
+        for whole in batches(objects):
+            if not first:
+                checkpoint()  # before this batch is taken from what the count approved
+            batch = _within(doc, whole)
+            if not batch:
+                continue
+            first = False
             doc["batch_seq"] = int(doc["batch_seq"]) + 1
             result = self._delete_batch(bucket, doc, batch, now)
             done = {o.key: o for o in batch}
@@ -581,6 +619,7 @@ class SweepService:
                 if obj is not None:
                     run = run.plus(1, obj.size)
                     doc["deleted"] = _raw(_tally(doc["deleted"]).plus(1, obj.size))
+                    doc["unsaved"] = _raw(_tally(doc.get("unsaved")).plus(1, obj.size))
             for key, code in result.errors.items():
                 errors[key] = code
                 if code == "PreconditionFailed":
@@ -599,10 +638,25 @@ class SweepService:
         errors: dict[str, str],
     ) -> StepResult:
         """Out of time: the place is saved (as of the last whole page); the next run goes on."""
+        summary = self._progress(doc, run, stage, "continues next run")
+        saved = self._count(doc, run, stage)
         self._save(bucket.name, doc, version)
         return self._result(
-            doc, self._progress(doc, run, stage, "continues next run"), deleted=run, errors=errors
+            doc, _with_earlier(summary, saved, run), deleted=run, saved=saved, errors=errors
         )
+
+    @staticmethod
+    def _count(doc: dict[str, Any], run: Tally, stage: str) -> Tally:
+        """What this run counts as saved (``unsaved``, then zeroed in the state it saves).
+
+        A survey deletes nothing and counts nothing; any deletion run counts what is
+        waiting, its own deletions and those of a run that failed before counting them.
+        """
+        if stage == "survey":
+            return Tally()
+        saved = _tally(doc.get("unsaved"))
+        doc["unsaved"] = [0, 0]
+        return saved
 
     def _surveyed(
         self, now: datetime, doc: dict[str, Any], version: int, bucket: BucketRef
@@ -635,13 +689,15 @@ class SweepService:
     ) -> StepResult:
         """A pass is complete: the next run starts the next one with a count of its own."""
         summary = self._progress(doc, run, "delete", "pass complete")
+        saved = self._count(doc, run, "delete")
         counted = doc.get("counted") or {}
         nxt = {**doc, "phase": "ready", "last_pass": {"at": now.isoformat(), **counted}}
         self._save(bucket.name, nxt, version)
         return StepResult(
             phase="ready",
-            detail=summary,
+            detail=_with_earlier(summary, saved, run),
             deleted=run,
+            saved=saved,
             in_scope=_tally(counted.get("in_scope")),
             would_delete=_tally(counted.get("would_delete")),
             complete=True,
@@ -667,7 +723,7 @@ class SweepService:
             usd = cents(usd_per_month(run.bytes, self._s.usd_per_gb_month))
             approved = _tally(doc.get("approved"))
             head = (
-                f"deleted {run.objects:,} objects ({run.bytes:,} bytes, ${usd:,}/month) this "
+                f"deleted {objects(run.objects)} ({run.bytes:,} bytes, ${usd:,}/month) this "
                 f"run, of {approved.objects:,} the pass counted"
             )
         else:
@@ -772,34 +828,89 @@ class SweepService:
     # -- the lifecycle backstop -------------------------------------------------------
 
     def _settle(
-        self, bucket: str, config: SweepConfig, doc: dict[str, Any], version: int
+        self,
+        bucket: str,
+        config: SweepConfig,
+        doc: dict[str, Any],
+        version: int,
+        now: datetime,
+        *,
+        cutoff: str | None,
     ) -> tuple[dict[str, Any], int]:
         """Put CostGuard's rule in step with the sweep: on while it is allowed, else off.
 
+        Allowed means: by the breaker, for the pass of ``cutoff`` (None: no pass allows
+        the rule now), and only until S3's rule could
+        reach an object that pass did not judge (:func:`backstop_safe_until`). The
+        cutoff the rule stands on is kept (``backstop_cutoff``), and each run checks it
+        (no call) before anything else.
+
         Read-modify-write: every rule CostGuard did not write is kept as it is, and drift
-        from what CostGuard would write is reported. ``backstop_on`` is set before the
-        rule is written and cleared after it is gone, so that it never says "off" while a
-        rule may be on; when it says "off" and none is wanted, no call is made.
+        from what CostGuard would write is reported. Only a live pass (one at a time, under
+        the executor's claim) calls this. Before it writes its rule it records the intent
+        (``backstop_pending``) in a state write that fails if any other run changed the
+        state since this one read it; a stand-down that overlaps the write sees the
+        intent and never records "off" (:meth:`stand_down`). After the write, the intent
+        is cleared in a state write of the same kind; should that fail (a stand-down came
+        in between), this run takes its rule off again before it stops
+        (:meth:`_undo_install`). So "off" is recorded only by a run that knows no rule of
+        CostGuard's is on the bucket or on its way, and when it says "off" and none is
+        wanted, no call is made.
         """
+        judged = cutoff
         wanted = bool(doc.get("allowed")) and doc.get("phase") != "tripped"
+        skipped: list[str] = []
+        if wanted and (judged is None or now >= backstop_safe_until(_at(judged), config.ttl)):
+            wanted = False
+            skipped.append(
+                "off until a newer pass is allowed: S3's rule could soon reach objects that "
+                "came due after this pass began"
+            )
         plan = backstop(config, self._store.object_lock(bucket)) if wanted else None
         rules = plan.rules if plan is not None else ()
-        skipped = list(plan.skipped) if plan is not None else []
-        if not rules and doc.get("backstop_on") is False:
+        skipped += list(plan.skipped) if plan is not None else []
+        if not rules and doc.get("backstop_on") is False and not doc.get("backstop_pending"):
             return {**doc, "backstop_notes": skipped}, version  # none wanted, none there
-        if rules and not doc.get("backstop_on"):
-            doc = {**doc, "backstop_on": True}
+        current = self._store.lifecycle(bucket)
+        merged = merge_lifecycle(current.rules, rules)
+        installing = merged.changed and bool(rules)
+        if installing:
+            doc = {**doc, "backstop_on": True, "backstop_pending": True}
             version = self._save(bucket, doc, version)
-        merged = merge_lifecycle(self._store.lifecycle(bucket), rules)
         if merged.changed:
-            self._store.put_lifecycle(bucket, merged.rules)
+            self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
         notes = [*merged.drift, *skipped]
         if not wanted and merged.changed:
             notes.append("CostGuard's lifecycle rule withdrawn")
-        doc = {**doc, "backstop_notes": notes}
-        if not rules:
-            doc["backstop_on"] = False
-        return doc, self._save(bucket, doc, version)
+        doc = {
+            **doc,
+            "backstop_notes": notes,
+            "backstop_on": bool(rules),
+            "backstop_pending": False,
+            "backstop_cutoff": judged if rules else None,
+        }
+        try:
+            return doc, self._save(bucket, doc, version)
+        except SweepStopped:
+            if installing:
+                self._undo_install(bucket)
+            raise
+
+    def _undo_install(self, bucket: str) -> None:
+        """This run wrote CostGuard's rule, then found the state changed by another run (a
+        stand-down that did not see the rule yet): unless the state still allows the
+        sweep, the rule comes off again, and only then is "off" recorded."""
+        for _ in range(STATE_ATTEMPTS):
+            doc, version = self._state.get_state(self._s.scope, state_name(bucket))
+            if doc.get("allowed") and doc.get("phase") != "tripped":
+                return  # still allowed: the rule may stay, and the record says it may be on
+            current = self._store.lifecycle(bucket)
+            merged = merge_lifecycle(current.rules, ())
+            if merged.changed:
+                self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
+            new = {**doc, "backstop_on": False, "backstop_pending": False}
+            if self._state.put_state(self._s.scope, state_name(bucket), new, version):
+                return
 
     def stand_down(self, bucket: str) -> str | None:
         """The decision to sweep does not act this run: withdraw what it left running.
@@ -817,17 +928,24 @@ class SweepService:
         for _ in range(STATE_ATTEMPTS):
             doc, version = self._state.get_state(self._s.scope, state_name(bucket))
             under_way = doc.get("phase") in PASS_PHASES
+            # A live pass about to write its rule (or that stopped between its intent and
+            # its write) may put it on after this look: "off" is not this run's to say.
+            pending = bool(doc.get("backstop_pending"))
             if not doc or (
-                not doc.get("allowed") and doc.get("backstop_on") is False and not under_way
+                not doc.get("allowed")
+                and doc.get("backstop_on") is False
+                and not pending
+                and not under_way
             ):
                 return None
             removed = False
-            if doc.get("backstop_on") is not False:
-                merged = merge_lifecycle(self._store.lifecycle(bucket), ())
+            if doc.get("backstop_on") is not False or pending:
+                current = self._store.lifecycle(bucket)
+                merged = merge_lifecycle(current.rules, ())
                 if merged.changed:
-                    self._store.put_lifecycle(bucket, merged.rules)
+                    self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
                     removed = True
-            new = {**doc, "allowed": False, "backstop_on": False}
+            new = {**doc, "allowed": False, "backstop_on": pending, "backstop_pending": pending}
             if under_way:
                 survey = doc.get("survey")
                 new = {
@@ -837,6 +955,21 @@ class SweepService:
             if self._state.put_state(self._s.scope, state_name(bucket), new, version):
                 return "CostGuard's lifecycle rule withdrawn" if removed else None
         raise SweepStopped(f"bucket {bucket}'s sweep state kept changing under this run")
+
+
+def _with_earlier(summary: str, saved: Tally, run: Tally) -> str:
+    """The run's summary, naming what it counts that an earlier, failed run deleted."""
+    earlier = Tally(saved.objects - run.objects, saved.bytes - run.bytes)
+    if earlier.objects <= 0:
+        return summary
+    return (
+        f"{summary}; also counted: {objects(earlier.objects)} ({earlier.bytes:,} bytes) "
+        f"deleted by an earlier run that failed before counting them"
+    )
+
+
+def _at(text: Any) -> datetime:
+    return datetime.fromisoformat(str(text))
 
 
 def _within(doc: dict[str, Any], candidates: Sequence[StoredObject]) -> list[StoredObject]:
