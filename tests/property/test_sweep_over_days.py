@@ -899,10 +899,9 @@ def quiet_handler_log() -> Iterator[None]:
     Setup(("tmp/",), "", 80, False, "30h", (("tmp/d", 45),)),
     [Confirm("date"), Run(), Wait(24), Run()],
 )
-# Found after the sweep fixes, open (strict: these fail until fixed, then must be moved up):
-# a run killed while a new warning takes the old rule off holds the warning's claim; the
-# next run is "claimed elsewhere" and leaves the old ttl's rule on, so through an outage S3
-# expires an object the raised ttl keeps;
+# Found after the sweep fixes, fixed since: a run killed while a new warning takes the old
+# rule off held the warning's claim; the next run was "claimed elsewhere" and left the old
+# ttl's rule on, so through an outage S3 expired an object the raised ttl keeps;
 @example(
     Setup(("tmp/",), "", 100, False, "24h", (("tmp/a", 10),)),
     [
@@ -917,12 +916,12 @@ def quiet_handler_log() -> Iterator[None]:
         Run(),
         Wait(73),
     ],
-).xfail(raises=RuleWithoutWarning, reason="a held warn claim skips the stand-down")
-# a UTC date tagged the same day, before the trip, confirms it: the next run deletes.
+)
+# a UTC date tagged the same day, before the trip, confirmed it: the next run deleted.
 @example(
     Setup(("tmp/",), "", 80, False, "30h", (("tmp/d", 53),)),
     [Run(), Wait(24), Confirm("date"), Run(), Run()],
-).xfail(raises=DeletedPastBreaker, reason="a date written before the trip confirms it")
+)
 def test_nothing_goes_that_the_readme_keeps_over_simulated_days(
     setup: Setup, plan: list[Step]
 ) -> None:

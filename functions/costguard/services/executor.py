@@ -397,7 +397,13 @@ class Executor:
             if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
                 for taken in keys:
                     self._ledger.release("action", taken, now)
-                return Outcome(d, Step.CLAIMED_ELSEWHERE, "another run is warning about it")
+                # Whoever holds the claim (perhaps a run killed mid-warning, its lease not
+                # yet out) is giving a new warning: what the old one left running goes now,
+                # not when that lease ends (idempotent, and free when nothing is left).
+                note = _stand_down(actuator, d)
+                return Outcome(
+                    d, Step.CLAIMED_ELSEWHERE, _with("another run is warning about it", note)
+                )
             keys.append(key)
         try:
             # A new warning (first, or about a changed configuration): what the action

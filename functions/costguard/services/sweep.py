@@ -331,6 +331,10 @@ class SweepService:
             }
             phase = "count"
         stage = "count" if phase == "count" else "delete"
+        # The confirmation on the bucket as this run found it: a trip this run records it,
+        # so that a value written before the trip (today's date) cannot confirm it.
+        seen = tags.get(Tags.CONFIRM_DELETE)
+        doc = {**doc, "confirm_seen": confirmation_key(seen) if seen is not None else None}
         return self._walk(bucket, config, now, budget, doc, version, stage=stage)
 
     def _tripped(
@@ -347,7 +351,12 @@ class SweepService:
         trip = doc["trip"]
         tripped_at = datetime.fromisoformat(str(trip["at"]))
         raw = tags.get(Tags.CONFIRM_DELETE)
-        if raw is None or not confirms(raw, tripped_at, now, doc.get("confirm_used")):
+        before = trip.get("confirm_before")  # on the bucket already when it tripped
+        if (
+            raw is None
+            or (before is not None and confirmation_key(raw) == before)
+            or not confirms(raw, tripped_at, now, doc.get("confirm_used"))
+        ):
             doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=None)
             if not trip.get("alerted", True):  # the run that tripped failed before telling
                 doc, version = self._alert_trip(bucket, doc, version)
@@ -428,6 +437,7 @@ class SweepService:
                 "in_scope": _raw(in_scope),
                 "cutoff": doc["cutoff"],
                 "alerted": False,
+                "confirm_before": doc.get("confirm_seen"),
             },
         }
         version = self._save(bucket.name, tripped, version)
