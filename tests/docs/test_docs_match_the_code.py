@@ -13,6 +13,7 @@ Settings are checked against their declaration by tests/unit/test_settings_spec.
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,6 +212,51 @@ def _link_problems(page: Path) -> list[str]:
     return problems
 
 
+#: A file or folder of the repository as a page names it: ``tests/unit/``, ``infra/app.py``,
+#: ``services/executor.py`` (under functions/costguard), ``test_survives.py`` (under tests).
+#: Not a prefix such as ``keep/`` or an output such as ``cdk.out/``: folders are checked
+#: only under the repository's own top folders.
+PATH = re.compile(
+    r"[\w.*-]+(/[\w.*-]+)*\.(py|json|txt)|(tests|functions|infra|benchmarks|docs)(/[\w.*-]+)*/"
+)
+#: A module, or a name in one: ``costguard.handlers.events.CLOCK``.
+DOTTED = re.compile(r"(costguard|costguard_demo)(\.\w+)+")
+#: Where a relative path may start.
+BASES = ("", "functions", "functions/costguard", "infra")
+
+
+def _exists(path: str) -> bool:
+    if "/" not in path.rstrip("/") and path.startswith("test_"):
+        return any((ROOT / "tests").rglob(path))
+    return any(any(ROOT.glob(str(Path(base) / path.rstrip("/")))) for base in BASES)
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def _name_problems(page: Path) -> list[str]:
+    """Files, folders and modules named in code that the repository does not hold."""
+    problems: list[str] = []
+    for code in _code(page):
+        if PATH.fullmatch(code.text) and not _exists(code.text):
+            problems.append(f"{code.where()}: `{code.text}`: no such file or folder")
+        elif DOTTED.fullmatch(code.text) and not _resolves(code.text):
+            problems.append(f"{code.where()}: `{code.text}`: no such module or name")
+    return problems
+
+
 def _ids(pages: list[Path]) -> list[str]:
     return [_name(page) for page in pages]
 
@@ -250,6 +296,14 @@ def test_every_link_lands_on_a_page_and_a_heading(page: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("page", PAGES, ids=_ids(PAGES))
+def test_every_file_and_module_a_page_names_exists(page: Path) -> None:
+    # GIVEN a page that points the reader at a test, a benchmark or a module
+    problems = _name_problems(page)
+    # THEN the repository holds it under that name (files move: their pages move with them)
+    assert not problems, "\n".join(problems)
+
+
 def test_the_checks_catch_a_wrong_flag_a_wrong_command_and_a_wrong_target(
     tmp_path: Path,
 ) -> None:
@@ -258,6 +312,7 @@ def test_the_checks_catch_a_wrong_flag_a_wrong_command_and_a_wrong_target(
     page.write_text(
         "Run `costguard scan --regions us-east-1` or `costguard prices fetch`, then\n"
         "`make chek`; see [a section](#no-such-heading), [a page](gone.md) and `--no-such-flag`.\n"
+        "Tested in `tests/unit/test_gone.py` and `test_survives.py`; `costguard.cli.nothing`.\n"
         "\n"
         "```bash\n"
         ".venv/bin/costguard estimate train --params 7e9 \\\n"
@@ -274,7 +329,7 @@ def test_the_checks_catch_a_wrong_flag_a_wrong_command_and_a_wrong_target(
     # THEN each mistake is named with its page and line, and nothing else is
     name = "wrong.md"
     assert commands == [
-        f"{name}:5: `.venv/bin/costguard estimate train --params 7e9 --gpus 8 --mfu-typo 0.4 "
+        f"{name}:6: `.venv/bin/costguard estimate train --params 7e9 --gpus 8 --mfu-typo 0.4 "
         "# a comment --not-checked`: `costguard estimate train` has no flag --mfu-typo",
         f"{name}:1: `costguard scan --regions us-east-1`: `costguard scan` has no flag --regions",
         f"{name}:1: `costguard prices fetch`: `costguard prices` has no command 'fetch' "
@@ -282,6 +337,10 @@ def test_the_checks_catch_a_wrong_flag_a_wrong_command_and_a_wrong_target(
         f"{name}:2: `--no-such-flag`: no costguard command has --no-such-flag",
     ]
     assert make == ["chek"]
+    assert _name_problems(page) == [
+        f"{name}:3: `tests/unit/test_gone.py`: no such file or folder",
+        f"{name}:3: `costguard.cli.nothing`: no such module or name",
+    ]
     assert links == [
         f"{name}:2: link to #no-such-heading: no heading #no-such-heading there",
         f"{name}:2: link to gone.md: no such file",
