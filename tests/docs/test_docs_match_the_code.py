@@ -136,6 +136,8 @@ def _check_command(code: Code, args: str, top: argparse.ArgumentParser) -> list[
         commands = _commands(parser)
         if not commands:
             continue  # a value or a placeholder, where the command takes its arguments
+        if word.startswith("<"):
+            return []  # `costguard <command> --help`: any command, so no flag to check
         if word not in commands:
             known = ", ".join(sorted(commands))
             return [f"{code.where()}: `{code.text}`: `{shown}` has no command {word!r} ({known})"]
