@@ -32,7 +32,7 @@ COMMAND = re.compile(r"(?:^|(?<=[\s/(]))costguard(?:\.cli)?(?=\s|$)")
 #: Where a command ends: a pipe, a shell operator, a redirect or a comment.
 END = re.compile(r"\\?\||;|&&|>|\s#")
 MAKE = re.compile(r"(?:^|(?<=[\s(]))make\s+([a-z][\w-]*)")
-LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")  # the text may run over a line break
 FENCE = re.compile(r"^\s*(```|~~~)")
 SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
@@ -193,24 +193,30 @@ def _anchors(page: Path) -> set[str]:
     return set(seen)
 
 
+def _prose(page: Path) -> str:
+    """The page with its fenced blocks blanked out, line for line."""
+    lines, fenced = [], False
+    for line in page.read_text(encoding="utf-8").split("\n"):
+        fence = bool(FENCE.match(line))
+        fenced = fenced != fence
+        lines.append("" if fenced or fence else line)
+    return "\n".join(lines)
+
+
 def _link_problems(page: Path) -> list[str]:
     problems: list[str] = []
-    fenced = False
-    for number, line in enumerate(page.read_text(encoding="utf-8").split("\n"), start=1):
-        if FENCE.match(line):
-            fenced = not fenced
-        if fenced:
-            continue
-        for link in LINK.findall(line):
-            if re.match(r"[a-z]+:", link):
-                continue  # https:, mailto:
-            target, _, anchor = link.partition("#")
-            file = (page.parent / target).resolve() if target else page
-            where = f"{_name(page)}:{number}"
-            if not file.exists():
-                problems.append(f"{where}: link to {link}: no such file")
-            elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
-                problems.append(f"{where}: link to {link}: no heading #{anchor} there")
+    prose = _prose(page)
+    for match in LINK.finditer(prose):
+        link = match.group(1)
+        if re.match(r"[a-z]+:", link):
+            continue  # https:, mailto:
+        target, _, anchor = link.partition("#")
+        file = (page.parent / target).resolve() if target else page
+        where = f"{_name(page)}:{prose.count(chr(10), 0, match.start()) + 1}"
+        if not file.exists():
+            problems.append(f"{where}: link to {link}: no such file")
+        elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+            problems.append(f"{where}: link to {link}: no heading #{anchor} there")
     return problems
 
 
@@ -313,7 +319,7 @@ def test_the_checks_catch_a_wrong_flag_a_wrong_command_and_a_wrong_target(
     page = tmp_path / "wrong.md"
     page.write_text(
         "Run `costguard scan --regions us-east-1` or `costguard prices fetch`, then\n"
-        "`make chek`; see [a section](#no-such-heading), [a page](gone.md) and `--no-such-flag`.\n"
+        "`make chek`; see [a section](#no-such-heading), [a\npage](gone.md) and `--no-such-flag`.\n"
         "Tested in `tests/unit/test_gone.py` and `test_survives.py`; `costguard.cli.nothing`.\n"
         "\n"
         "```bash\n"
@@ -331,17 +337,17 @@ def test_the_checks_catch_a_wrong_flag_a_wrong_command_and_a_wrong_target(
     # THEN each mistake is named with its page and line, and nothing else is
     name = "wrong.md"
     assert commands == [
-        f"{name}:6: `.venv/bin/costguard estimate train --params 7e9 --gpus 8 --mfu-typo 0.4 "
+        f"{name}:7: `.venv/bin/costguard estimate train --params 7e9 --gpus 8 --mfu-typo 0.4 "
         "# a comment --not-checked`: `costguard estimate train` has no flag --mfu-typo",
         f"{name}:1: `costguard scan --regions us-east-1`: `costguard scan` has no flag --regions",
         f"{name}:1: `costguard prices fetch`: `costguard prices` has no command 'fetch' "
         "(refresh, show)",
-        f"{name}:2: `--no-such-flag`: no costguard command has --no-such-flag",
+        f"{name}:3: `--no-such-flag`: no costguard command has --no-such-flag",
     ]
     assert make == ["chek"]
     assert _name_problems(page) == [
-        f"{name}:3: `tests/unit/test_gone.py`: no such file or folder",
-        f"{name}:3: `costguard.cli.nothing`: no such module or name",
+        f"{name}:4: `tests/unit/test_gone.py`: no such file or folder",
+        f"{name}:4: `costguard.cli.nothing`: no such module or name",
     ]
     assert links == [
         f"{name}:2: link to #no-such-heading: no heading #no-such-heading there",
