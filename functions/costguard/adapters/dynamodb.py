@@ -53,6 +53,7 @@ from costguard.domain.calendar import month_start, next_month_start
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.spend import Observation
 from costguard.ports import AuditEvent, CommitOutcome, ProjectMonth, ScanCommit
+from costguard.retry import exponential, retrying
 
 #: The map key of unattributed spend; ``key_part`` yields only hex digits, so no project collides.
 UNATTRIBUTED_KEY = "-"
@@ -193,25 +194,44 @@ def _packed_audit_items(pk: str, events: list[AuditEvent]) -> list[dict[str, Any
     ]
 
 
+class _Unprocessed(Exception):
+    """DynamoDB left part of a batch unprocessed (throttled partitions)."""
+
+
 def _until_processed(
     send: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]],
     request: dict[str, Any],
     what: str,
     attempts: int = 8,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[dict[str, Any]]:
     """A batch call and its leftovers, tried again with backoff until DynamoDB has
     processed all of it (``UnprocessedItems``/``UnprocessedKeys``: throttled partitions).
     ``send`` returns (the answer's responses, what is left); the answers are returned."""
     answers: list[dict[str, Any]] = []
     pending = request
-    for attempt in range(attempts):
+
+    def once() -> list[dict[str, Any]]:
+        nonlocal pending
         answer, pending = send(pending)
         answers.append(answer)
-        if not pending:
-            return answers
-        time.sleep(min(0.05 * 2**attempt, 2.0))
-    left = sum(len(v) if isinstance(v, list) else len(v.get("Keys", [])) for v in pending.values())
-    raise LedgerError(f"DynamoDB left {left} {what} unprocessed")
+        if pending:
+            raise _Unprocessed
+        return answers
+
+    backoff = exponential(0.05, 2.0)
+    try:
+        return retrying(
+            once,
+            attempts=attempts,
+            delay=lambda e, n: backoff(n) if isinstance(e, _Unprocessed) else None,
+            sleep=sleep,
+        )
+    except _Unprocessed:
+        left = sum(
+            len(v) if isinstance(v, list) else len(v.get("Keys", [])) for v in pending.values()
+        )
+        raise LedgerError(f"DynamoDB left {left} {what} unprocessed") from None
 
 
 class DynamoDbLedger:
