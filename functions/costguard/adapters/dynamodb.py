@@ -51,6 +51,7 @@ from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_it
 from costguard.domain.calendar import month_start, next_month_start
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.spend import Observation
+from costguard.domain.windows import between
 from costguard.ports import AuditEvent, CommitOutcome, ProjectMonth, ScanCommit
 from costguard.retry import exponential, retrying
 
@@ -689,7 +690,7 @@ class DynamoDbLedger:
         found = []
         for month in months:
             for item in self._query(f"SCOPE#{scope}#ALERTS#{month}"):
-                if since <= parse_stamp(item["sk"].split("#", 1)[0]) <= until:
+                if between(parse_stamp(item["sk"].split("#", 1)[0]), since, until):
                     found.append(json.loads(item["alert"]))
         return found
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from costguard.domain.windows import held
 from costguard.ports import (
     AuditEvent,
     CommitOutcome,
@@ -123,7 +124,7 @@ class InMemoryLedger:
                 record["at"] <= now
                 and (
                     record["status"] == "released"
-                    or (record["status"] == "pending" and record["expires"] <= now)
+                    or (record["status"] == "pending" and not held(now, record["expires"]))
                 )
             )
             if not claimable:

@@ -59,6 +59,7 @@ from costguard.domain.org import (
     bounded_advice,
     bounded_owners,
 )
+from costguard.domain.windows import between, held
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -446,7 +447,7 @@ class InMemorySliceBook:
             return [
                 p
                 for t, p in sorted(self._plans.items())
-                if since <= t <= now and p.aggregated_at is None and p.deadline <= now
+                if between(t, since, now) and p.aggregated_at is None and p.deadline <= now
             ]
 
     def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
@@ -454,7 +455,7 @@ class InMemorySliceBook:
             plan = self._plans.get(tick)
             if plan is None or plan.aggregated_at is not None:
                 return False
-            if plan.aggregation_expires is not None and now < plan.aggregation_expires:
+            if held(now, plan.aggregation_expires):
                 return False  # held, and its lease is running
             self._plans[tick] = replace(plan, aggregation_expires=now + lease)
             self._holders[tick] = now

@@ -58,6 +58,7 @@ from costguard.domain.decisions import (
 )
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.tags import TagKeys, read_tags
+from costguard.domain.windows import before
 from costguard.names import Tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier, StandingActuator
 from costguard.retry import retrying
@@ -329,7 +330,7 @@ class Executor:
         # Never before the policy's own earliest time either: a deadline tagged for an
         # earlier judgement (a volume's previous unattached spell) cannot bring it forward.
         due = max(deadline, d.not_before) if d.not_before else deadline
-        if now < due:
+        if before(now, due):
             # The grace period: nothing of the action may run yet (a sweep's lifecycle
             # rule comes back only with a pass after it).
             detail = _with(f"warned; acting after {deadline_tag(due)}", _stand_down(actuator, d))

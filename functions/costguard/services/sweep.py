@@ -81,6 +81,7 @@ from costguard.domain.sweep import (
     usd_per_month,
 )
 from costguard.domain.tags import parse_exempt, parse_ttl
+from costguard.domain.windows import before
 from costguard.names import Tags
 from costguard.ports import (
     AuditEvent,
@@ -311,7 +312,7 @@ class SweepService:
         doc, version = self.load(bucket.name, config)
         judged = doc.get("backstop_cutoff")
         if doc.get("backstop_on") is not False and (
-            judged is None or now >= backstop_safe_until(_at(judged), config.ttl)
+            judged is None or not before(now, backstop_safe_until(_at(judged), config.ttl))
         ):
             # S3 could soon reach objects the pass that allowed the rule did not judge (a
             # pass spanning more than the margin): off until a newer pass is allowed.
@@ -870,7 +871,9 @@ class SweepService:
         judged = cutoff
         wanted = bool(doc.get("allowed")) and doc.get("phase") != "tripped"
         skipped: list[str] = []
-        if wanted and (judged is None or now >= backstop_safe_until(_at(judged), config.ttl)):
+        if wanted and (
+            judged is None or not before(now, backstop_safe_until(_at(judged), config.ttl))
+        ):
             wanted = False
             skipped.append(
                 "off until a newer pass is allowed: S3's rule could soon reach objects that "
