@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, unless_refused
 from costguard.adapters.dynamodb import parse_stamp, stamp
+from costguard.adapters.memory import InMemoryLeases
 from costguard.domain.advice import Advice, AdviceCode
 from costguard.domain.org import (
     ProjectAdvice,
@@ -59,7 +60,7 @@ from costguard.domain.org import (
     bounded_advice,
     bounded_owners,
 )
-from costguard.domain.windows import between, held
+from costguard.domain.windows import between
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -370,8 +371,8 @@ class InMemorySliceBook:
 
     def __init__(self) -> None:
         self._plans: dict[datetime, TickPlan] = {}
-        #: The claim time of each held aggregation (the fence of its release).
-        self._holders: dict[datetime, datetime] = {}
+        #: Each time's aggregation claim (the plan mirrors its expiry).
+        self._leases = InMemoryLeases()
         self._lock = threading.Lock()
 
     def plan(
@@ -453,12 +454,12 @@ class InMemorySliceBook:
     def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
         with self._lock:
             plan = self._plans.get(tick)
+            # Not monotonic: the plan item's condition has no claim-time order.
             if plan is None or plan.aggregated_at is not None:
                 return False
-            if held(now, plan.aggregation_expires):
+            if not self._leases.claim(tick, now, lease, monotonic=False):
                 return False  # held, and its lease is running
             self._plans[tick] = replace(plan, aggregation_expires=now + lease)
-            self._holders[tick] = now
             return True
 
     def confirm_aggregation(self, tick: datetime, now: datetime) -> None:
@@ -466,17 +467,17 @@ class InMemorySliceBook:
             plan = self._plans.get(tick)
             if plan is None or plan.aggregated_at is not None:
                 return
+            self._leases.confirm(tick, now)
             self._plans[tick] = replace(plan, aggregated_at=now, aggregation_expires=None)
 
     def release_aggregation(self, tick: datetime, claimed_at: datetime) -> None:
         with self._lock:
             plan = self._plans.get(tick)
+            # Not ours any more: the lease ran out and another run took it.
             if plan is None or plan.aggregated_at is not None:
                 return
-            if self._holders.get(tick) != claimed_at:
-                return  # not ours any more (the lease ran out and another run took it)
-            del self._holders[tick]
-            self._plans[tick] = replace(plan, aggregation_expires=None)
+            if self._leases.release(tick, claimed_at):
+                self._plans[tick] = replace(plan, aggregation_expires=None)
 
 
 def _advice_item(a: ProjectAdvice) -> dict[str, Any]:
