@@ -39,7 +39,7 @@ from costguard.adapters.catalog import (
     read_catalog_file,
     rebase,
 )
-from costguard.adapters.ddb import expression, pk_sk, to_item, unless_refused
+from costguard.adapters.ddb import expression, pk_sk, to_item, written
 from costguard.adapters.dynamodb import ITEM_BUDGET_BYTES, parse_stamp, stamp
 from costguard.domain.catalog_merge import BUNDLED, BUNDLED_AND_STORED, STORED, CatalogInUse
 from costguard.domain.pricing import PriceCatalog
@@ -155,7 +155,7 @@ class DynamoDbCatalogStore:
             "ConditionExpression": "attribute_not_exists(pk)",
         }
         items = cast("list[TransactWriteItemTypeDef]", [{"Put": current}, {"Put": history}])
-        if unless_refused(lambda: self._ddb.transact_write_items(TransactItems=items)) is None:
+        if not written(lambda: self._ddb.transact_write_items(TransactItems=items)):
             return None
         return version
 

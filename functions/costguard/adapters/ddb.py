@@ -7,8 +7,9 @@ Items go in and come out as plain values through boto3's ``TypeSerializer`` and
 empty string. A number must fit DynamoDB's 38 digits, as the table requires anyway.
 
 A conditional write that loses its condition is not an error here: it is an answer
-(``None`` from :func:`unless_refused`), because a lost race is how every claim, lease and
-compare-and-set in CostGuard says "someone else got there first".
+(``None`` from :func:`unless_refused`, ``False`` from :func:`written`), because a lost
+race is how every claim, lease and compare-and-set in CostGuard says "someone else got
+there first".
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def unless_refused(write: Callable[[], T]) -> T | None:
         ):
             return None
         raise
+
+
+def written(write: Callable[[], object]) -> bool:
+    """Whether a conditional write went through (False: its condition refused it)."""
+    return unless_refused(write) is not None
 
 
 def pk_sk(pk: str, sk: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, unless_refused
+from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, written
 from costguard.adapters.dynamodb import parse_stamp, stamp
 from costguard.domain.directory import (
     AccountListing,
@@ -116,15 +116,12 @@ class DynamoDbDirectory:
 
     def _put(self, item: Mapping[str, Any], condition: str, values: Mapping[str, Any]) -> bool:
         """Write the item; False when ``condition`` refused it."""
-        return (
-            unless_refused(
-                lambda: self._ddb.put_item(
-                    TableName=self._table,
-                    Item=to_item({"pk": self._pk, **item}),
-                    **expression(condition, None, values),
-                )
+        return written(
+            lambda: self._ddb.put_item(
+                TableName=self._table,
+                Item=to_item({"pk": self._pk, **item}),
+                **expression(condition, None, values),
             )
-            is not None
         )
 
     def save_listing(self, listing: AccountListing) -> None:

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 from costguard.adapters.aws import chunks
-from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, unless_refused
+from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, written
 from costguard.domain.calendar import month_start, next_month_start
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.spend import Observation
@@ -311,7 +311,7 @@ class DynamoDbLedger:
         # The cast only names the type the stubs expect; the contract test on moto checks
         # the items' shape.
         transact = cast("list[TransactWriteItemTypeDef]", items)
-        if unless_refused(lambda: self._ddb.transact_write_items(TransactItems=transact)) is None:
+        if not written(lambda: self._ddb.transact_write_items(TransactItems=transact)):
             # Someone moved the watermark between our read and our write: maybe our own
             # earlier attempt (a retry), maybe another scan. Nothing was written.
             if self.watermark(commit.scope) == commit.now:
@@ -456,15 +456,12 @@ class DynamoDbLedger:
 
     def _put_if_absent(self, item: Mapping[str, Any]) -> bool:
         """The exactly-once primitive: a conditional put that only the first writer wins."""
-        return (
-            unless_refused(
-                lambda: self._ddb.put_item(
-                    TableName=self._table,
-                    Item=to_item(item),
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
+        return written(
+            lambda: self._ddb.put_item(
+                TableName=self._table,
+                Item=to_item(item),
+                ConditionExpression="attribute_not_exists(pk)",
             )
-            is not None
         )
 
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
@@ -490,16 +487,13 @@ class DynamoDbLedger:
         values: Mapping[str, Any],
     ) -> bool:
         """An update of a claim's record; False when ``condition`` refused it."""
-        return (
-            unless_refused(
-                lambda: self._ddb.update_item(
-                    TableName=self._table,
-                    Key=pk_sk(f"ONCE#{namespace}", key_part(claim)),
-                    UpdateExpression=update,
-                    **expression(condition, names, values),
-                )
+        return written(
+            lambda: self._ddb.update_item(
+                TableName=self._table,
+                Key=pk_sk(f"ONCE#{namespace}", key_part(claim)),
+                UpdateExpression=update,
+                **expression(condition, names, values),
             )
-            is not None
         )
 
     def claim(
@@ -661,16 +655,13 @@ class DynamoDbLedger:
         if expected_version:
             values[":expected"] = expected_version
         names = {"#value": "value", "#v": "version"}
-        return (
-            unless_refused(
-                lambda: self._ddb.update_item(
-                    TableName=self._table,
-                    Key=pk_sk(f"SCOPE#{scope}#STATE", name),
-                    UpdateExpression="SET #value = :value, #v = :next",
-                    **expression(condition, names, values),
-                )
+        return written(
+            lambda: self._ddb.update_item(
+                TableName=self._table,
+                Key=pk_sk(f"SCOPE#{scope}#STATE", name),
+                UpdateExpression="SET #value = :value, #v = :next",
+                **expression(condition, names, values),
             )
-            is not None
         )
 
     def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None:

@@ -48,7 +48,15 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, unless_refused
+from costguard.adapters.ddb import (
+    expression,
+    from_item,
+    items_of,
+    pk_sk,
+    to_item,
+    unless_refused,
+    written,
+)
 from costguard.adapters.dynamodb import parse_stamp, stamp
 from costguard.adapters.memory import InMemoryLeases
 from costguard.domain.advice import Advice, AdviceCode
@@ -131,9 +139,7 @@ class DynamoDbSliceBook:
             },
             {"Put": {"TableName": self._table, "Item": to_item(counter)}},
         ]
-        return (
-            unless_refused(lambda: self._ddb.transact_write_items(TransactItems=items)) is not None
-        )
+        return written(lambda: self._ddb.transact_write_items(TransactItems=items))
 
     def mark_done(
         self,
@@ -154,14 +160,13 @@ class DynamoDbSliceBook:
             item["budgets"] = {p: Decimal(format(v, "f")) for p, v in sorted(tag_budgets.items())}
         if owners := bounded_owners(tag_owners or {}):
             item["owners"] = {p: list(names) for p, names in sorted(owners.items())}
-        put = unless_refused(
+        if not written(
             lambda: self._ddb.put_item(
                 TableName=self._table,
                 Item=to_item(item),
                 ConditionExpression="attribute_not_exists(pk)",
             )
-        )
-        if put is None:
+        ):
             return False, self._if_complete(tick)  # done already: a duplicate or a retry
         # An error other than a refusal leaves the done item: a retry is a duplicate, and
         # the deadline sweeps.
@@ -211,16 +216,13 @@ class DynamoDbSliceBook:
         values: Mapping[str, Any] | None = None,
     ) -> bool:
         """An update of the plan item; False when ``condition`` refused it."""
-        return (
-            unless_refused(
-                lambda: self._ddb.update_item(
-                    TableName=self._table,
-                    Key=pk_sk(self._pk, stamp(tick)),
-                    UpdateExpression=update,
-                    **expression(condition, names, values),
-                )
+        return written(
+            lambda: self._ddb.update_item(
+                TableName=self._table,
+                Key=pk_sk(self._pk, stamp(tick)),
+                UpdateExpression=update,
+                **expression(condition, names, values),
             )
-            is not None
         )
 
     def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:
