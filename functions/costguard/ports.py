@@ -531,7 +531,7 @@ class DeleteResult:
     errors: Mapping[str, str] = field(default_factory=dict)
 
 
-class Budget(Protocol):
+class TimeLeft(Protocol):
     """How long the run may go on: the Lambda's remaining time, less a margin."""
 
     def seconds_left(self) -> float: ...

@@ -44,7 +44,7 @@ from costguard.services.org_act import GuardRunOutcome, GuardWork
 if TYPE_CHECKING:
     from costguard.domain.decisions import Decision
     from costguard.domain.org_act import GuardRun
-    from costguard.ports import Budget
+    from costguard.ports import TimeLeft
     from costguard.services.guard import Guard, GuardContext, Policy
     from costguard_demo.org import Hub, Organization
 
@@ -311,10 +311,12 @@ class RecordingGuardWork(GuardWork):
 
         inner._build = watched
 
-    def run(self, run: GuardRun, now: datetime, budget: Budget | None = None) -> GuardRunOutcome:
+    def run(
+        self, run: GuardRun, now: datetime, time_left: TimeLeft | None = None
+    ) -> GuardRunOutcome:
         self._seen.clear()
         try:
-            outcome = self._inner.run(run, now, budget)
+            outcome = self._inner.run(run, now, time_left)
         except Exception as exc:
             self.runs.append(Watched(run, None, list(self._seen), f"{type(exc).__name__}: {exc}"))
             raise

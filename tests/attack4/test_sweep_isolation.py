@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.adapters.s3 import BudgetHolder, StaleObjectsPolicy, SweepOptions
+from costguard.adapters.s3 import StaleObjectsPolicy, SweepOptions, TimeLeftHolder
 from costguard.domain.decisions import Action
 from costguard.names import Tags
 from costguard.services.sweep import SweepService, SweepSettings
@@ -32,7 +32,7 @@ def test_a_bucket_that_cannot_be_listed_does_not_stop_the_other_buckets() -> Non
         s3.buckets[name] = bucket
     s3.fail_on.add("a-denied")  # every call on it fails, like an AccessDenied
     ledger = InMemoryLedger()
-    budget = BudgetHolder()
+    time_left = TimeLeftHolder()
     sweeps = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
     policy = StaleObjectsPolicy(
         store=s3,  # type: ignore[arg-type]
@@ -43,7 +43,7 @@ def test_a_bucket_that_cannot_be_listed_does_not_stop_the_other_buckets() -> Non
         account="123456789012",
         regions=("us-east-1",),
         options=SweepOptions(),
-        budget=budget,
+        time_left=time_left,
         usd_per_gb_month=lambda region: Decimal("0.023"),
         list_buckets=lambda: [("a-denied", "us-east-1"), ("b-scratch", "us-east-1")],
     )

@@ -727,7 +727,7 @@ class World:
         event = {"time": event_time.isoformat(), "guard": "stale-objects"}
         try:
             with clock_at(self.now, frozen=True):
-                report = process(event, settings, self.session, budget=budget)
+                report = process(event, settings, self.session, time_left=budget)
             self.saved_usd += Decimal(str(summary(report)["usd_per_month_saved"]))
         except EventTimeError:
             ran = False

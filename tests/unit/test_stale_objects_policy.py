@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.adapters.s3 import BudgetHolder, StaleObjectsPolicy, SweepOptions
+from costguard.adapters.s3 import StaleObjectsPolicy, SweepOptions, TimeLeftHolder
 from costguard.domain.decisions import Action
 from costguard.domain.findings import FindingCode, Severity
 from costguard.names import Tags
@@ -38,7 +38,7 @@ def test_reports_a_failing_bucket_as_a_finding_and_judges_the_others() -> None:
         account="123456789012",
         regions=("us-east-1",),
         options=SweepOptions(),
-        budget=BudgetHolder(),
+        time_left=TimeLeftHolder(),
         usd_per_gb_month=lambda region: Decimal("0.023"),
         list_buckets=lambda: [(n, "us-east-1") for n in names],
     )

@@ -29,8 +29,6 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from botocore.exceptions import ClientError
-
 from costguard.adapters.aws import AWS_ERRORS
 from costguard.adapters.catalog import (
     CatalogError,
@@ -41,6 +39,7 @@ from costguard.adapters.catalog import (
     read_catalog_file,
     rebase,
 )
+from costguard.adapters.ddb import expression, pk_sk, to_item, written
 from costguard.adapters.dynamodb import ITEM_BUDGET_BYTES, parse_stamp, stamp
 from costguard.domain.catalog_merge import BUNDLED, BUNDLED_AND_STORED, STORED, CatalogInUse
 from costguard.domain.pricing import PriceCatalog
@@ -89,9 +88,7 @@ class DynamoDbCatalogStore:
     def _read(self, sk: str) -> StoredCatalog | None:
         # Eventually consistent: half the read units, and a catalog written once a week
         # does not need the newest second.
-        item = self._ddb.get_item(
-            TableName=self._table, Key={"pk": {"S": PARTITION}, "sk": {"S": sk}}
-        ).get("Item")
+        item = self._ddb.get_item(TableName=self._table, Key=pk_sk(PARTITION, sk)).get("Item")
         if item is None:
             return None
         version: int | None = None
@@ -113,10 +110,7 @@ class DynamoDbCatalogStore:
         found = self._ddb.query(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :history)",
-            ExpressionAttributeValues={
-                ":pk": {"S": PARTITION},
-                ":history": {"S": HISTORY},
-            },
+            ExpressionAttributeValues=to_item({":pk": PARTITION, ":history": HISTORY}),
             ProjectionExpression="sk",
             ScanIndexForward=False,
             Limit=1,
@@ -142,43 +136,27 @@ class DynamoDbCatalogStore:
                 f"the price catalog compresses to {len(blob)} bytes; an item holds 400 KB"
             )
         attrs = {
-            "version": {"N": str(version)},
-            "stored_at": {"S": stamp(at)},
-            "as_of": {"S": str(document.get("as_of", ""))},
-            "data": {"B": blob},
+            "pk": PARTITION,
+            "version": version,
+            "stored_at": stamp(at),
+            "as_of": str(document.get("as_of", "")),
+            "data": blob,
         }
         if expected_version == 0:
-            condition, values = "attribute_not_exists(pk)", None
+            condition = expression("attribute_not_exists(pk)")
         else:
-            condition, values = "#v = :expected", {":expected": {"N": str(expected_version)}}
-        current: dict[str, Any] = {
-            "TableName": self._table,
-            "Item": {"pk": {"S": PARTITION}, "sk": {"S": CURRENT}, **attrs},
-            "ConditionExpression": condition,
-        }
-        if values is not None:
-            current["ExpressionAttributeNames"] = {"#v": "version"}
-            current["ExpressionAttributeValues"] = values
-        items = [
-            {"Put": current},
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": {"pk": {"S": PARTITION}, "sk": {"S": version_key(version)}, **attrs},
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-        ]
-        try:
-            self._ddb.transact_write_items(
-                TransactItems=cast("list[TransactWriteItemTypeDef]", items)
+            condition = expression(
+                "#v = :expected", {"#v": "version"}, {":expected": expected_version}
             )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
-                reasons = exc.response.get("CancellationReasons") or []
-                if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons):
-                    return None
-            raise
+        current = {"TableName": self._table, "Item": to_item({**attrs, "sk": CURRENT}), **condition}
+        history = {
+            "TableName": self._table,
+            "Item": to_item({**attrs, "sk": version_key(version)}),
+            "ConditionExpression": "attribute_not_exists(pk)",
+        }
+        items = cast("list[TransactWriteItemTypeDef]", [{"Put": current}, {"Put": history}])
+        if not written(lambda: self._ddb.transact_write_items(TransactItems=items)):
+            return None
         return version
 
 

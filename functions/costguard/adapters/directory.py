@@ -24,8 +24,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from botocore.exceptions import ClientError
-
+from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, written
 from costguard.adapters.dynamodb import parse_stamp, stamp
 from costguard.domain.directory import (
     AccountListing,
@@ -53,35 +52,19 @@ class DirectoryConflictError(RuntimeError):
     """An item kept changing under us: more concurrent writers than attempts."""
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _s(moment: datetime | None) -> dict[str, Any]:
-    return {"S": stamp(moment)} if moment is not None else {"NULL": True}
-
-
 def _t(item: Mapping[str, Any], name: str) -> datetime | None:
-    value = item.get(name, {}).get("S")
+    value = item.get(name)
     return parse_stamp(value) if value else None
 
 
-def _strings(values: tuple[str, ...] | list[str]) -> dict[str, Any]:
-    return {"L": [{"S": v} for v in values]}
-
-
-def _read_strings(item: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    return tuple(str(v["S"]) for v in item.get(name, {}).get("L", []))
-
-
-def _ids(values: tuple[str, ...]) -> dict[str, Any]:
+def _ids(values: tuple[str, ...]) -> bytes:
     """Account ids, compressed: about 6 bytes an account instead of about 17 as a list,
     so that an Organization of 50,000 accounts still fits one 400 KB item."""
-    return {"B": zlib.compress(",".join(values).encode(), 9)}
+    return zlib.compress(",".join(values).encode(), 9)
 
 
 def _read_ids(item: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    raw = item.get(name, {}).get("B")
+    raw = item.get(name)
     if raw is None:
         return ()
     text = zlib.decompress(bytes(raw)).decode()
@@ -100,63 +83,64 @@ class DynamoDbDirectory:
         pages = self._ddb.get_paginator("query").paginate(
             TableName=self._table,
             KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": self._pk}},
+            ExpressionAttributeValues=to_item({":pk": self._pk}),
             ConsistentRead=True,
         )
         listing = None
         regions: dict[str, AccountRegions] = {}
         slices: dict[Slice, SliceStatus] = {}
-        for page in pages:
-            for item in page.get("Items", []):
-                sk = str(item["sk"]["S"])
-                if sk == "ACCOUNTS":
-                    listing = _listing(item)
-                elif sk.startswith("REGIONS#"):
-                    entry = _regions(sk.removeprefix("REGIONS#"), item)
-                    regions[entry.account] = entry
-                elif sk.startswith("SLICE#"):
-                    status = _slice(Slice.parse(sk.removeprefix("SLICE#")), item)
-                    slices[status.slice] = status
+        for item in items_of(pages):
+            sk = str(item["sk"])
+            if sk == "ACCOUNTS":
+                listing = _listing(item)
+            elif sk.startswith("REGIONS#"):
+                entry = _regions(sk.removeprefix("REGIONS#"), item)
+                regions[entry.account] = entry
+            elif sk.startswith("SLICE#"):
+                status = _slice(Slice.parse(sk.removeprefix("SLICE#")), item)
+                slices[status.slice] = status
         return Directory(listing, regions, slices)
+
+    def _get(self, sk: str) -> dict[str, Any] | None:
+        item = self._ddb.get_item(
+            TableName=self._table, Key=pk_sk(self._pk, sk), ConsistentRead=True
+        ).get("Item")
+        return from_item(item) if item else None
 
     def listing(self) -> AccountListing | None:
         """The stored account listing alone (one item read, not the whole directory)."""
-        item = self._ddb.get_item(
-            TableName=self._table,
-            Key={"pk": {"S": self._pk}, "sk": {"S": "ACCOUNTS"}},
-            ConsistentRead=True,
-        ).get("Item")
+        item = self._get("ACCOUNTS")
         return _listing(item) if item else None
 
     # -- writes -----------------------------------------------------------------------------
 
+    def _put(self, item: Mapping[str, Any], condition: str, values: Mapping[str, Any]) -> bool:
+        """Write the item; False when ``condition`` refused it."""
+        return written(
+            lambda: self._ddb.put_item(
+                TableName=self._table,
+                Item=to_item({"pk": self._pk, **item}),
+                **expression(condition, None, values),
+            )
+        )
+
     def save_listing(self, listing: AccountListing) -> None:
         """A slower, older refresh never overwrites a newer one."""
-        try:
-            self._ddb.put_item(
-                TableName=self._table,
-                Item={
-                    "pk": {"S": self._pk},
-                    "sk": {"S": "ACCOUNTS"},
-                    "accounts": _ids(listing.accounts),
-                    "refreshed_at": {"S": stamp(listing.refreshed_at)},
-                    "source": {"S": listing.source},
-                    "opted_out": _ids(listing.opted_out),
-                    "inactive": _ids(listing.inactive),
-                    # at most 100 odd opt-out values are kept (each cut to 64 characters)
-                    "unclear": {"M": {k: {"S": v} for k, v in list(listing.unclear.items())[:100]}},
-                    # the accounts whose tags could not be read, with why (at most 100; each
-                    # is already in accounts or opted_out, so this is only for reporting)
-                    "untagged": {
-                        "M": {k: {"S": v} for k, v in sorted(listing.untagged.items())[:100]}
-                    },
-                },
-                ConditionExpression="attribute_not_exists(pk) OR refreshed_at < :at",
-                ExpressionAttributeValues={":at": {"S": stamp(listing.refreshed_at)}},
-            )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise
+        item = {
+            "sk": "ACCOUNTS",
+            "accounts": _ids(listing.accounts),
+            "refreshed_at": stamp(listing.refreshed_at),
+            "source": listing.source,
+            "opted_out": _ids(listing.opted_out),
+            "inactive": _ids(listing.inactive),
+            # at most 100 odd opt-out values are kept (each cut to 64 characters)
+            "unclear": dict(list(listing.unclear.items())[:100]),
+            # the accounts whose tags could not be read, with why (at most 100; each
+            # is already in accounts or opted_out, so this is only for reporting)
+            "untagged": dict(sorted(listing.untagged.items())[:100]),
+        }
+        condition = "attribute_not_exists(pk) OR refreshed_at < :at"
+        self._put(item, condition, {":at": stamp(listing.refreshed_at)})
 
     def update_slice(
         self, s: Slice, change: Callable[[SliceStatus], SliceStatus | None]
@@ -186,35 +170,20 @@ class DynamoDbDirectory:
         change: Callable[[V], V | None],
         write: Callable[[V], dict[str, Any]],
     ) -> V | None:
-        key = {"pk": {"S": self._pk}, "sk": {"S": sk}}
         for _ in range(MAX_ATTEMPTS):
-            item = self._ddb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
-                "Item"
-            )
-            current = read(dict(item) if item else None)
+            current = read(self._get(sk))
             new = change(current)
             if new is None:
                 return None
             new = replace(new, version=current.version + 1)
-            condition: dict[str, Any] = (
-                {"ConditionExpression": "attribute_not_exists(pk)"}
-                if current.version == 0
-                else {
-                    "ConditionExpression": "version = :v",
-                    "ExpressionAttributeValues": {":v": {"N": str(current.version)}},
-                }
-            )
-            try:
-                self._ddb.put_item(
-                    TableName=self._table,
-                    Item={**key, **write(new), "version": {"N": str(new.version)}},
-                    **condition,
-                )
-            except ClientError as exc:
-                if _code(exc) == "ConditionalCheckFailedException":
-                    continue  # another writer won: decide again on its value
-                raise
-            return new
+            item = {"sk": sk, **write(new), "version": new.version}
+            if current.version == 0:
+                written = self._put(item, "attribute_not_exists(pk)", {})
+            else:
+                written = self._put(item, "version = :v", {":v": current.version})
+            if written:
+                return new
+            # another writer won: decide again on its value
         raise DirectoryConflictError(f"{sk} changed {MAX_ATTEMPTS} times while being updated")
 
 
@@ -224,54 +193,58 @@ def _listing(item: Mapping[str, Any]) -> AccountListing:
     return AccountListing(
         accounts=_read_ids(item, "accounts"),
         refreshed_at=refreshed,
-        source=str(item.get("source", {}).get("S", "discover")),
+        source=str(item.get("source", "discover")),
         opted_out=_read_ids(item, "opted_out"),
         inactive=_read_ids(item, "inactive"),
-        unclear={k: str(v["S"]) for k, v in item.get("unclear", {}).get("M", {}).items()},
-        untagged={k: str(v["S"]) for k, v in item.get("untagged", {}).get("M", {}).items()},
+        unclear={k: str(v) for k, v in item.get("unclear", {}).items()},
+        untagged={k: str(v) for k, v in item.get("untagged", {}).items()},
     )
 
 
 def _regions(account: str, item: Mapping[str, Any]) -> AccountRegions:
     return AccountRegions(
         account=account,
-        regions=_read_strings(item, "regions"),
+        regions=tuple(item.get("regions", ())),
         discovered_at=_t(item, "discovered_at"),
         failed_at=_t(item, "failed_at"),
-        failure=str(item.get("failure", {}).get("S", "")),
-        version=int(item.get("version", {}).get("N", "0")),
+        failure=str(item.get("failure", "")),
+        version=int(item.get("version", 0)),
     )
 
 
 def _regions_item(e: AccountRegions) -> dict[str, Any]:
     return {
-        "regions": _strings(e.regions),
+        "regions": list(e.regions),
         "discovered_at": _s(e.discovered_at),
         "failed_at": _s(e.failed_at),
-        "failure": {"S": e.failure},
+        "failure": e.failure,
     }
+
+
+def _s(moment: datetime | None) -> str | None:
+    return stamp(moment) if moment is not None else None
 
 
 def _slice(s: Slice, item: Mapping[str, Any]) -> SliceStatus:
     return SliceStatus(
         slice=s,
-        state=SliceState(item.get("state", {}).get("S", SliceState.UNPROBED.value)),
+        state=SliceState(item.get("state", SliceState.UNPROBED.value)),
         as_of=_t(item, "as_of"),
         checked_at=_t(item, "checked_at"),
         failed_at=_t(item, "failed_at"),
-        failure=str(item.get("failure", {}).get("S", "")),
+        failure=str(item.get("failure", "")),
         active_until=_t(item, "active_until"),
-        version=int(item.get("version", {}).get("N", "0")),
+        version=int(item.get("version", 0)),
     )
 
 
 def _slice_item(st: SliceStatus) -> dict[str, Any]:
     return {
-        "state": {"S": st.state.value},
+        "state": st.state.value,
         "as_of": _s(st.as_of),
         "checked_at": _s(st.checked_at),
         "failed_at": _s(st.failed_at),
-        "failure": {"S": st.failure},
+        "failure": st.failure,
         "active_until": _s(st.active_until),
     }
 

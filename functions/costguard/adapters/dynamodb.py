@@ -42,17 +42,18 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
-from botocore.exceptions import ClientError
-
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 from costguard.adapters.aws import chunks
+from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, written
 from costguard.domain.calendar import month_start, next_month_start
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.spend import Observation
+from costguard.domain.windows import between
 from costguard.ports import AuditEvent, CommitOutcome, ProjectMonth, ScanCommit
+from costguard.retry import exponential, retrying
 
 #: The map key of unattributed spend; ``key_part`` yields only hex digits, so no project collides.
 UNATTRIBUTED_KEY = "-"
@@ -122,10 +123,6 @@ def _epoch(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
 def encode_observations(observations: Sequence[Observation]) -> list[bytes]:
     """The snapshot as compressed JSON chunks, each well under the item size limit."""
     blobs = []
@@ -157,13 +154,13 @@ def decode_observations(blob: bytes) -> list[Observation]:
 
 def _audit_item(event: AuditEvent) -> dict[str, Any]:
     return {
-        "pk": {"S": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}"},
-        "sk": {"S": f"{stamp(event.at)}#{key_part(event.event_id)}"},
-        "event_id": {"S": event.event_id},
-        "action": {"S": event.action},
-        "resource": {"S": event.resource},
-        "outcome": {"S": event.outcome},
-        "details": {"S": json.dumps(dict(event.details), default=str, sort_keys=True)},
+        "pk": f"SCOPE#{event.scope}#AUDIT#{event.at.astimezone(UTC):%Y-%m}",
+        "sk": f"{stamp(event.at)}#{key_part(event.event_id)}",
+        "event_id": event.event_id,
+        "action": event.action,
+        "resource": event.resource,
+        "outcome": event.outcome,
+        "details": json.dumps(dict(event.details), default=str, sort_keys=True),
     }
 
 
@@ -183,14 +180,12 @@ def _packed_audit_items(pk: str, events: list[AuditEvent]) -> list[dict[str, Any
             f"an audit record of {events[0].resource} compressed to {len(blob)} bytes"
         )
     digest = key_part("\n".join(f"{stamp(e.at)}#{e.event_id}" for e in events))
-    return [
-        {
-            "pk": {"S": pk},
-            "sk": {"S": f"{stamp(events[0].at)}#BATCH#{digest}"},
-            "count": {"N": str(len(events))},
-            "events": {"B": blob},
-        }
-    ]
+    sk = f"{stamp(events[0].at)}#BATCH#{digest}"
+    return [{"pk": pk, "sk": sk, "count": len(events), "events": blob}]
+
+
+class _Unprocessed(Exception):
+    """DynamoDB left part of a batch unprocessed (throttled partitions)."""
 
 
 def _until_processed(
@@ -198,20 +193,35 @@ def _until_processed(
     request: dict[str, Any],
     what: str,
     attempts: int = 8,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[dict[str, Any]]:
     """A batch call and its leftovers, tried again with backoff until DynamoDB has
     processed all of it (``UnprocessedItems``/``UnprocessedKeys``: throttled partitions).
     ``send`` returns (the answer's responses, what is left); the answers are returned."""
     answers: list[dict[str, Any]] = []
     pending = request
-    for attempt in range(attempts):
+
+    def once() -> list[dict[str, Any]]:
+        nonlocal pending
         answer, pending = send(pending)
         answers.append(answer)
-        if not pending:
-            return answers
-        time.sleep(min(0.05 * 2**attempt, 2.0))
-    left = sum(len(v) if isinstance(v, list) else len(v.get("Keys", [])) for v in pending.values())
-    raise LedgerError(f"DynamoDB left {left} {what} unprocessed")
+        if pending:
+            raise _Unprocessed
+        return answers
+
+    backoff = exponential(0.05, 2.0)
+    try:
+        return retrying(
+            once,
+            attempts=attempts,
+            delay=lambda e, n: backoff(n) if isinstance(e, _Unprocessed) else None,
+            sleep=sleep,
+        )
+    except _Unprocessed:
+        left = sum(
+            len(v) if isinstance(v, list) else len(v.get("Keys", [])) for v in pending.values()
+        )
+        raise LedgerError(f"DynamoDB left {left} {what} unprocessed") from None
 
 
 class DynamoDbLedger:
@@ -222,29 +232,25 @@ class DynamoDbLedger:
     # -- reads -------------------------------------------------------------------
 
     def _query(self, pk: str) -> Iterator[dict[str, Any]]:
-        pages = self._ddb.get_paginator("query").paginate(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": pk}},
-            ConsistentRead=True,
+        return items_of(
+            self._ddb.get_paginator("query").paginate(
+                TableName=self._table,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues=to_item({":pk": pk}),
+                ConsistentRead=True,
+            )
         )
-        for page in pages:
-            yield from page.get("Items", [])
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self._ddb.get_item(
-            TableName=self._table,
-            Key={"pk": {"S": pk}, "sk": {"S": sk}},
-            ConsistentRead=True,
-        ).get("Item")
-        return item
+        item = self._ddb.get_item(TableName=self._table, Key=pk_sk(pk, sk), ConsistentRead=True)
+        return from_item(item["Item"]) if "Item" in item else None
 
     def _watermark_item(self, scope: str) -> dict[str, Any] | None:
         return self._get(f"SCOPE#{scope}", "WATERMARK")
 
     def watermark(self, scope: str) -> datetime | None:
         item = self._watermark_item(scope)
-        return parse_stamp(item["observed_at"]["S"]) if item and "observed_at" in item else None
+        return parse_stamp(item["observed_at"]) if item and "observed_at" in item else None
 
     def observations(self, scope: str) -> dict[str, Observation]:
         """The snapshot of the last committed scan; re-read if a commit lands meanwhile."""
@@ -252,12 +258,12 @@ class DynamoDbLedger:
             mark = self._watermark_item(scope)
             if not mark or "obs_chunks" not in mark:
                 return {}
-            wanted, scan = int(mark["obs_chunks"]["N"]), mark["observed_at"]["S"]
+            wanted, scan = int(mark["obs_chunks"]), mark["observed_at"]
             found: dict[int, list[Observation]] = {}
             for item in self._query(f"SCOPE#{scope}#OBS"):
-                index = int(item["sk"]["S"].removeprefix("CHUNK#"))
-                if index < wanted and item.get("scan", {}).get("S") == scan:
-                    found[index] = decode_observations(item["data"]["B"])
+                index = int(item["sk"].removeprefix("CHUNK#"))
+                if index < wanted and item.get("scan") == scan:
+                    found[index] = decode_observations(item["data"])
             if len(found) == wanted:
                 return {o.key: o for i in sorted(found) for o in found[i]}
         raise LedgerError(f"the observation snapshot of {scope} kept changing while read")
@@ -266,20 +272,16 @@ class DynamoDbLedger:
         """The month's totals, shard by shard: ``{shard: {project key: row}}``."""
         shards: dict[int, dict[str, Any]] = {}
         for item in self._query(f"SCOPE#{scope}#MONTH#{month}"):
-            sk = item["sk"]["S"]
-            if sk.startswith("TOTALS#"):
-                shards[int(sk.removeprefix("TOTALS#"))] = dict(item["projects"]["M"])
+            if item["sk"].startswith("TOTALS#"):
+                shards[int(item["sk"].removeprefix("TOTALS#"))] = dict(item["projects"])
         return shards
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]:
         totals: dict[str | None, ProjectMonth] = {}
         for rows in self._totals_shards(scope, month).values():
-            for key, value in rows.items():
-                row = value["M"]
-                project = None if key == UNATTRIBUTED_KEY else row["project"]["S"]
-                totals[project] = ProjectMonth(
-                    project, month, Decimal(row["usd"]["N"]), Decimal(row["est"]["N"])
-                )
+            for k, row in rows.items():
+                project = None if k == UNATTRIBUTED_KEY else row["project"]
+                totals[project] = ProjectMonth(project, month, row["usd"], row["est"])
         return totals
 
     # -- the scan commit -----------------------------------------------------------
@@ -294,61 +296,42 @@ class DynamoDbLedger:
         for month in sorted({m for _, m in commit.increments}):
             items += [{"Put": put} for put in self._totals_puts(commit, month)]
         for index, blob in enumerate(encode_observations(commit.observations)):
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": {
-                            "pk": {"S": f"SCOPE#{commit.scope}#OBS"},
-                            "sk": {"S": f"CHUNK#{index:04d}"},
-                            "scan": {"S": stamp(commit.now)},
-                            "data": {"B": blob},
-                        },
-                    }
-                }
-            )
+            item = {
+                "pk": f"SCOPE#{commit.scope}#OBS",
+                "sk": f"CHUNK#{index:04d}",
+                "scan": stamp(commit.now),
+                "data": blob,
+            }
+            items.append({"Put": {"TableName": self._table, "Item": to_item(item)}})
         if len(items) > TRANSACT_LIMIT:
             raise LedgerError(f"a scan commit needs {len(items)} items; the limit is 100")
         size = sum(_item_bytes(entry) for entry in items)
         if size > TRANSACT_BUDGET_BYTES:
             raise LedgerError(f"a scan commit needs {size} bytes; a transaction holds 4 MB")
-        try:
-            # Items are built as plain attribute-value dicts; the contract test on moto
-            # checks their shape, the cast only names the type the stubs expect.
-            self._ddb.transact_write_items(
-                TransactItems=cast("list[TransactWriteItemTypeDef]", items)
-            )
-        except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise
-            reasons = exc.response.get("CancellationReasons") or []
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                # Someone moved the watermark between our read and our write: maybe our
-                # own earlier attempt (a retry), maybe another scan. Nothing was written.
-                if self.watermark(commit.scope) == commit.now:
-                    return CommitOutcome.ALREADY_APPLIED
-                return CommitOutcome.CONTENDED
-            raise
+        # The cast only names the type the stubs expect; the contract test on moto checks
+        # the items' shape.
+        transact = cast("list[TransactWriteItemTypeDef]", items)
+        if not written(lambda: self._ddb.transact_write_items(TransactItems=transact)):
+            # Someone moved the watermark between our read and our write: maybe our own
+            # earlier attempt (a retry), maybe another scan. Nothing was written.
+            if self.watermark(commit.scope) == commit.now:
+                return CommitOutcome.ALREADY_APPLIED
+            return CommitOutcome.CONTENDED
         return CommitOutcome.APPLIED
 
     def _watermark_update(self, commit: ScanCommit, current: datetime | None) -> dict[str, Any]:
         chunks_needed = -(-len(commit.observations) // OBSERVATIONS_PER_CHUNK)
-        values: dict[str, Any] = {
-            ":now": {"S": stamp(commit.now)},
-            ":chunks": {"N": str(chunks_needed)},
-        }
+        values: dict[str, Any] = {":now": stamp(commit.now), ":chunks": chunks_needed}
         if current is None:
             condition = "attribute_not_exists(#observed)"
         else:
             condition = "#observed = :prev AND #observed < :now"
-            values[":prev"] = {"S": stamp(current)}
+            values[":prev"] = stamp(current)
         return {
             "TableName": self._table,
-            "Key": {"pk": {"S": f"SCOPE#{commit.scope}"}, "sk": {"S": "WATERMARK"}},
+            "Key": pk_sk(f"SCOPE#{commit.scope}", "WATERMARK"),
             "UpdateExpression": "SET #observed = :now, #chunks = :chunks",
-            "ConditionExpression": condition,
-            "ExpressionAttributeNames": {"#observed": "observed_at", "#chunks": "obs_chunks"},
-            "ExpressionAttributeValues": values,
+            **expression(condition, {"#observed": "observed_at", "#chunks": "obs_chunks"}, values),
         }
 
     def _totals_puts(self, commit: ScanCommit, month: str) -> list[dict[str, Any]]:
@@ -365,26 +348,29 @@ class DynamoDbLedger:
         for (project, m), inc in commit.increments.items():
             if m != month:
                 continue
-            key = project_key(project)
-            shard = totals_shard(key)
+            k = project_key(project)
+            shard = totals_shard(k)
             rows = shards.setdefault(shard, {})
             touched.add(shard)
-            old = rows.get(key, {}).get("M", {})
-            usd = Decimal(old.get("usd", {}).get("N", "0")) + inc.usd
-            est = Decimal(old.get("est", {}).get("N", "0")) + inc.estimated_usd
-            row: dict[str, Any] = {"usd": {"N": str(usd)}, "est": {"N": str(est)}}
+            old = rows.get(k, {})
+            row: dict[str, Any] = {
+                "usd": old.get("usd", Decimal(0)) + inc.usd,
+                "est": old.get("est", Decimal(0)) + inc.estimated_usd,
+            }
             if project is not None:
-                row["project"] = {"S": project}
-            rows[key] = {"M": row}
+                row["project"] = project
+            rows[k] = row
         puts = []
         for shard in sorted(touched):
-            item = {
-                "pk": {"S": f"SCOPE#{commit.scope}#MONTH#{month}"},
-                "sk": {"S": f"TOTALS#{shard:02d}"},
-                "month": {"S": month},
-                "projects": {"M": shards[shard]},
-                "applied_at": {"S": stamp(commit.now)},
-            }
+            item = to_item(
+                {
+                    "pk": f"SCOPE#{commit.scope}#MONTH#{month}",
+                    "sk": f"TOTALS#{shard:02d}",
+                    "month": month,
+                    "projects": shards[shard],
+                    "applied_at": stamp(commit.now),
+                }
+            )
             size = _item_bytes(item)
             if size > ITEM_BUDGET_BYTES:
                 raise LedgerError(
@@ -394,8 +380,10 @@ class DynamoDbLedger:
             puts.append({"TableName": self._table, "Item": item})
         return puts
 
-    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
-        for batch in chunks(requests, BATCH_WRITE_LIMIT):
+    def _batch_write(self, items: Sequence[Mapping[str, Any]]) -> None:
+        for batch in chunks(
+            [{"PutRequest": {"Item": to_item(i)}} for i in items], BATCH_WRITE_LIMIT
+        ):
 
             def write(pending: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
                 response = self._ddb.batch_write_item(RequestItems=pending)
@@ -417,7 +405,7 @@ class DynamoDbLedger:
             for items in _until_processed(
                 read, {self._table: {"Keys": batch, "ConsistentRead": True}}, "reads"
             ):
-                found.extend(items.get(self._table, []))
+                found.extend(from_item(i) for i in items.get(self._table, []))
         return found
 
     # -- findings, exactly-once records, audit -----------------------------------------
@@ -430,7 +418,7 @@ class DynamoDbLedger:
         """
         day = now.astimezone(UTC).date().isoformat()
         held = {
-            item["sk"]["S"]: (item["message"]["S"], item["severity"]["S"])
+            item["sk"]: (item["message"], item["severity"])
             for item in self._query(f"SCOPE#{scope}#FINDINGS#{day}")
         }
         unique = {
@@ -441,18 +429,14 @@ class DynamoDbLedger:
         self._batch_write(
             [
                 {
-                    "PutRequest": {
-                        "Item": {
-                            "pk": {"S": f"SCOPE#{scope}#FINDINGS#{day}"},
-                            "sk": {"S": f"{code}#{key_part(resource)}"},
-                            "code": {"S": code},
-                            "resource": {"S": resource},
-                            "message": {"S": f.message},
-                            "severity": {"S": f.severity.value},
-                            "seen_at": {"S": stamp(now)},
-                            "ttl": {"N": str(_epoch(now + FINDING_TTL))},
-                        }
-                    }
+                    "pk": f"SCOPE#{scope}#FINDINGS#{day}",
+                    "sk": f"{code}#{key_part(resource)}",
+                    "code": code,
+                    "resource": resource,
+                    "message": f.message,
+                    "severity": f.severity.value,
+                    "seen_at": stamp(now),
+                    "ttl": _epoch(now + FINDING_TTL),
                 }
                 for (code, resource), f in sorted(unique.items())
             ]
@@ -461,51 +445,56 @@ class DynamoDbLedger:
     def findings(self, scope: str, day: str) -> list[Finding]:
         found = [
             Finding(
-                FindingCode(item["code"]["S"]),
-                item["resource"]["S"],
-                item["message"]["S"],
-                Severity(item["severity"]["S"]),
+                FindingCode(item["code"]),
+                item["resource"],
+                item["message"],
+                Severity(item["severity"]),
             )
             for item in self._query(f"SCOPE#{scope}#FINDINGS#{day}")
         ]
         return sorted(found, key=lambda f: (f.code.value, f.resource))
 
-    def _put_if_absent(self, item: dict[str, Any]) -> bool:
+    def _put_if_absent(self, item: Mapping[str, Any]) -> bool:
         """The exactly-once primitive: a conditional put that only the first writer wins."""
-        try:
-            self._ddb.put_item(
-                TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+        return written(
+            lambda: self._ddb.put_item(
+                TableName=self._table,
+                Item=to_item(item),
+                ConditionExpression="attribute_not_exists(pk)",
             )
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         return self._put_if_absent(
             {
-                "pk": {"S": f"ONCE#{namespace}"},
-                "sk": {"S": key_part(key)},
-                "key": {"S": key},
-                "status": {"S": SENT},
-                "at": {"S": stamp(now)},
-                "attrs": {"S": json.dumps(attrs, default=str, sort_keys=True)},
-                "ttl": {"N": str(_epoch(now + CLAIM_TTL))},
+                "pk": f"ONCE#{namespace}",
+                "sk": key_part(key),
+                "key": key,
+                "status": SENT,
+                "at": stamp(now),
+                "attrs": json.dumps(attrs, default=str, sort_keys=True),
+                "ttl": _epoch(now + CLAIM_TTL),
             }
         )
 
-    def _claim_key(self, namespace: str, key: str) -> dict[str, Any]:
-        return {"pk": {"S": f"ONCE#{namespace}"}, "sk": {"S": key_part(key)}}
-
-    def _conditional_update(self, **kwargs: Any) -> bool:
-        try:
-            self._ddb.update_item(TableName=self._table, **kwargs)
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+    def _update_claim(
+        self,
+        namespace: str,
+        claim: str,
+        update: str,
+        condition: str | None,
+        names: Mapping[str, str],
+        values: Mapping[str, Any],
+    ) -> bool:
+        """An update of a claim's record; False when ``condition`` refused it."""
+        return written(
+            lambda: self._ddb.update_item(
+                TableName=self._table,
+                Key=pk_sk(f"ONCE#{namespace}", key_part(claim)),
+                UpdateExpression=update,
+                **expression(condition, names, values),
+            )
+        )
 
     def claim(
         self,
@@ -516,21 +505,18 @@ class DynamoDbLedger:
         attrs: Mapping[str, Any],
     ) -> bool:
         # A record without a status was written by put_once (or an older version): done.
-        return self._conditional_update(
-            Key=self._claim_key(namespace, key),
+        return self._update_claim(
+            namespace,
+            key,
             # A new claim is for new work: the fence of the work it replaces goes.
-            UpdateExpression=(
-                "SET #status = :pending, #key = :key, #at = :now, #expires = :expires, "
-                "#attrs = :attrs, #ttl = :ttl REMOVE #fence"
-            ),
+            "SET #status = :pending, #key = :key, #at = :now, #expires = :expires, "
+            "#attrs = :attrs, #ttl = :ttl REMOVE #fence",
             # Time never moves backwards: a claim older than the key's last (a late
             # retry with a stale now) is refused, so its lease cannot end before its
             # time and let a second holder in.
-            ConditionExpression=(
-                "attribute_not_exists(pk) OR (#at <= :now AND (#status = :released "
-                "OR (#status = :pending AND #expires <= :now)))"
-            ),
-            ExpressionAttributeNames={
+            "attribute_not_exists(pk) OR (#at <= :now AND (#status = :released "
+            "OR (#status = :pending AND #expires <= :now)))",
+            {
                 "#status": "status",
                 "#key": "key",
                 "#at": "at",
@@ -539,85 +525,63 @@ class DynamoDbLedger:
                 "#ttl": "ttl",
                 "#fence": "fence",
             },
-            ExpressionAttributeValues={
-                ":pending": {"S": PENDING},
-                ":released": {"S": RELEASED},
-                ":key": {"S": key},
-                ":now": {"S": stamp(now)},
-                ":expires": {"S": stamp(now + lease)},
-                ":attrs": {"S": json.dumps(dict(attrs), default=str, sort_keys=True)},
-                ":ttl": {"N": str(_epoch(now + CLAIM_TTL))},
+            {
+                ":pending": PENDING,
+                ":released": RELEASED,
+                ":key": key,
+                ":now": stamp(now),
+                ":expires": stamp(now + lease),
+                ":attrs": json.dumps(dict(attrs), default=str, sort_keys=True),
+                ":ttl": _epoch(now + CLAIM_TTL),
             },
         )
 
     def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
-        values: dict[str, Any] = {":sent": {"S": SENT}, ":now": {"S": stamp(now)}}
-        names = {"#status": "status", "#done": "done_at", "#fence": "fence"}
+        values: dict[str, Any] = {":sent": SENT, ":now": stamp(now)}
         if fence is None:
             update = "SET #status = :sent, #done = :now REMOVE #fence"
         else:
             update = "SET #status = :sent, #done = :now, #fence = :fence"
-            values[":fence"] = {"S": fence}
-        self._ddb.update_item(
-            TableName=self._table,
-            Key=self._claim_key(namespace, key),
-            UpdateExpression=update,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+            values[":fence"] = fence
+        names = {"#status": "status", "#done": "done_at", "#fence": "fence"}
+        self._update_claim(namespace, key, update, None, names, values)
 
     def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
         # Only confirmed work, and only the work named: a put_once record has no fence,
         # a pending claim's holder is still at work, a newer claim carries its own fence.
         condition = "#status = :sent AND (#fence = :fence OR begins_with(#fence, :under))"
-        values: dict[str, Any] = {
-            ":released": {"S": RELEASED},
-            ":sent": {"S": SENT},
-            ":fence": {"S": fence},
-            ":under": {"S": f"{fence}/"},
-        }
+        values = {":released": RELEASED, ":sent": SENT, ":fence": fence, ":under": f"{fence}/"}
         if keep is not None:
             condition += " AND #fence <> :keep"
-            values[":keep"] = {"S": keep}
-        return self._conditional_update(
-            Key=self._claim_key(namespace, key),
-            UpdateExpression="SET #status = :released",
-            ConditionExpression=condition,
-            ExpressionAttributeNames={"#status": "status", "#fence": "fence"},
-            ExpressionAttributeValues=values,
+            values[":keep"] = keep
+        names = {"#status": "status", "#fence": "fence"}
+        return self._update_claim(
+            namespace, key, "SET #status = :released", condition, names, values
         )
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         # Only a pending claim, and only by its holder: a confirmed one stays done, and a
         # holder whose lease ran out cannot free the claim of the run that took over.
-        self._conditional_update(
-            Key=self._claim_key(namespace, key),
-            UpdateExpression="SET #status = :released",
-            ConditionExpression="#status = :pending AND #at = :claimed",
-            ExpressionAttributeNames={"#status": "status", "#at": "at"},
-            ExpressionAttributeValues={
-                ":released": {"S": RELEASED},
-                ":pending": {"S": PENDING},
-                ":claimed": {"S": stamp(claimed_at)},
-            },
+        self._update_claim(
+            namespace,
+            key,
+            "SET #status = :released",
+            "#status = :pending AND #at = :claimed",
+            {"#status": "status", "#at": "at"},
+            {":released": RELEASED, ":pending": PENDING, ":claimed": stamp(claimed_at)},
         )
 
     def status(self, namespace: str, key: str) -> str | None:
         item = self._get(f"ONCE#{namespace}", key_part(key))
-        if item is None:
-            return None
-        return str(item.get("status", {}).get("S", SENT))
+        return None if item is None else str(item.get("status", SENT))
 
     def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         wanted = {
-            (f"ONCE#{namespace}", key_part(key)): (namespace, key)
-            for namespace, key in dict.fromkeys(keys)
+            (f"ONCE#{namespace}", key_part(k)): (namespace, k)
+            for namespace, k in dict.fromkeys(keys)
         }
-        items = self._batch_get([{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in wanted])
-        return {
-            wanted[(item["pk"]["S"], item["sk"]["S"])]: str(item.get("status", {}).get("S", SENT))
-            for item in items
-        }
+        items = self._batch_get([pk_sk(pk, sk) for pk, sk in wanted])
+        return {wanted[(i["pk"], i["sk"])]: str(i.get("status", SENT)) for i in items}
 
     def audit(self, event: AuditEvent) -> bool:
         return self._put_if_absent(_audit_item(event))
@@ -633,13 +597,14 @@ class DynamoDbLedger:
         groups: dict[str, list[AuditEvent]] = {}
         for (scope, _, _), e in sorted(unique.items()):
             groups.setdefault(f"SCOPE#{scope}#AUDIT#{e.at.astimezone(UTC):%Y-%m}", []).append(e)
-        items = [
-            item
-            for pk, group in groups.items()
-            for part in chunks(group, AUDIT_EVENTS_PER_ITEM)
-            for item in _packed_audit_items(pk, part)
-        ]
-        self._batch_write([{"PutRequest": {"Item": item}} for item in items])
+        self._batch_write(
+            [
+                item
+                for pk, group in groups.items()
+                for part in chunks(group, AUDIT_EVENTS_PER_ITEM)
+                for item in _packed_audit_items(pk, part)
+            ]
+        )
 
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """One item per project and day; samples are appended as ``stamp=rate`` strings."""
@@ -647,18 +612,18 @@ class DynamoDbLedger:
         for project, usd in sorted(rates.items()):
             self._ddb.update_item(
                 TableName=self._table,
-                Key={
-                    "pk": {"S": f"SCOPE#{scope}#RATES"},
-                    "sk": {"S": f"{project_key(project)}#{day}"},
-                },
+                Key=pk_sk(f"SCOPE#{scope}#RATES", f"{project_key(project)}#{day}"),
                 UpdateExpression="SET #s = list_append(if_not_exists(#s, :empty), :new), #p = :p, #ttl = :ttl",
-                ExpressionAttributeNames={"#s": "samples", "#p": "project", "#ttl": "ttl"},
-                ExpressionAttributeValues={
-                    ":empty": {"L": []},
-                    ":new": {"L": [{"S": f"{stamp(at)}={usd}"}]},
-                    ":p": {"S": project},
-                    ":ttl": {"N": str(_epoch(at + RATE_TTL))},
-                },
+                **expression(
+                    None,
+                    {"#s": "samples", "#p": "project", "#ttl": "ttl"},
+                    {
+                        ":empty": [],
+                        ":new": [f"{stamp(at)}={usd}"],
+                        ":p": project,
+                        ":ttl": _epoch(at + RATE_TTL),
+                    },
+                ),
             )
 
     def rate_history(
@@ -666,61 +631,47 @@ class DynamoDbLedger:
     ) -> dict[str, list[tuple[datetime, Decimal]]]:
         history: dict[str, dict[datetime, Decimal]] = {}
         for item in self._query(f"SCOPE#{scope}#RATES"):
-            project = item["project"]["S"]
-            for sample in item.get("samples", {}).get("L", []):
-                when, _, usd = sample["S"].partition("=")
+            for sample in item.get("samples", []):
+                when, _, usd = sample.partition("=")
                 at = parse_stamp(when)
-                if at >= since:
-                    history.setdefault(project, {})[at] = Decimal(
-                        usd
-                    )  # a retried append dedupes here
+                if at >= since:  # a retried append dedupes here
+                    history.setdefault(item["project"], {})[at] = Decimal(usd)
         return {p: sorted(samples.items()) for p, samples in history.items()}
 
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
-        item = self._ddb.get_item(
-            TableName=self._table,
-            Key={"pk": {"S": f"SCOPE#{scope}#STATE"}, "sk": {"S": name}},
-            ConsistentRead=True,
-        ).get("Item")
+        item = self._get(f"SCOPE#{scope}#STATE", name)
         if not item:
             return {}, 0
-        return json.loads(item["value"]["S"]), int(item["version"]["N"])
+        return json.loads(item["value"]), int(item["version"])
 
     def put_state(
         self, scope: str, name: str, value: Mapping[str, Any], expected_version: int
     ) -> bool:
         condition = "attribute_not_exists(pk)" if expected_version == 0 else "#v = :expected"
         values: dict[str, Any] = {
-            ":value": {"S": json.dumps(dict(value), sort_keys=True, default=str)},
-            ":next": {"N": str(expected_version + 1)},
+            ":value": json.dumps(dict(value), sort_keys=True, default=str),
+            ":next": expected_version + 1,
         }
         if expected_version:
-            values[":expected"] = {"N": str(expected_version)}
-        try:
-            self._ddb.update_item(
+            values[":expected"] = expected_version
+        names = {"#value": "value", "#v": "version"}
+        return written(
+            lambda: self._ddb.update_item(
                 TableName=self._table,
-                Key={"pk": {"S": f"SCOPE#{scope}#STATE"}, "sk": {"S": name}},
+                Key=pk_sk(f"SCOPE#{scope}#STATE", name),
                 UpdateExpression="SET #value = :value, #v = :next",
-                ConditionExpression=condition,
-                ExpressionAttributeNames={"#value": "value", "#v": "version"},
-                ExpressionAttributeValues=values,
+                **expression(condition, names, values),
             )
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        )
 
     def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None:
-        self._ddb.put_item(
-            TableName=self._table,
-            Item={
-                "pk": {"S": f"SCOPE#{scope}#ALERTS#{at.astimezone(UTC):%Y-%m}"},
-                "sk": {"S": f"{stamp(at)}#{key_part(str(alert.get('alert_id', '')))}"},
-                "alert": {"S": json.dumps(dict(alert), sort_keys=True, default=str)},
-                "ttl": {"N": str(_epoch(at + ALERT_TTL))},
-            },
-        )
+        item = {
+            "pk": f"SCOPE#{scope}#ALERTS#{at.astimezone(UTC):%Y-%m}",
+            "sk": f"{stamp(at)}#{key_part(str(alert.get('alert_id', '')))}",
+            "alert": json.dumps(dict(alert), sort_keys=True, default=str),
+            "ttl": _epoch(at + ALERT_TTL),
+        }
+        self._ddb.put_item(TableName=self._table, Item=to_item(item))
 
     def recent_alerts(self, scope: str, since: datetime, until: datetime) -> list[dict[str, Any]]:
         months, cursor = [], month_start(since)
@@ -730,15 +681,15 @@ class DynamoDbLedger:
         found = []
         for month in months:
             for item in self._query(f"SCOPE#{scope}#ALERTS#{month}"):
-                if since <= parse_stamp(item["sk"]["S"].split("#", 1)[0]) <= until:
-                    found.append(json.loads(item["alert"]["S"]))
+                if between(parse_stamp(item["sk"].split("#", 1)[0]), since, until):
+                    found.append(json.loads(item["alert"]))
         return found
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]:
         events: dict[tuple[datetime, str], AuditEvent] = {}
         for item in self._query(f"SCOPE#{scope}#AUDIT#{month}"):
             if "events" in item:  # a packed item (audit_many)
-                rows = json.loads(zlib.decompress(item["events"]["B"]).decode("utf-8"))
+                rows = json.loads(zlib.decompress(item["events"]).decode("utf-8"))
                 for at, event_id, action, resource, outcome, details in rows:
                     when = parse_stamp(at)
                     events.setdefault(
@@ -746,14 +697,14 @@ class DynamoDbLedger:
                         AuditEvent(scope, when, event_id, action, resource, outcome, details),
                     )
                 continue
-            when = parse_stamp(item["sk"]["S"].split("#", 1)[0])
-            events[(when, item["event_id"]["S"])] = AuditEvent(
+            when = parse_stamp(item["sk"].split("#", 1)[0])
+            events[(when, item["event_id"])] = AuditEvent(
                 scope=scope,
                 at=when,
-                event_id=item["event_id"]["S"],
-                action=item["action"]["S"],
-                resource=item["resource"]["S"],
-                outcome=item["outcome"]["S"],
-                details=json.loads(item["details"]["S"]),
+                event_id=item["event_id"],
+                action=item["action"],
+                resource=item["resource"],
+                outcome=item["outcome"],
+                details=json.loads(item["details"]),
             )
         return [events[k] for k in sorted(events)]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from costguard.domain.lease import DONE, Lease, claim
 from costguard.ports import (
     AuditEvent,
     CommitOutcome,
@@ -28,6 +29,49 @@ if TYPE_CHECKING:
     from costguard.ports import Ledger
 
 
+class InMemoryLeases:
+    """The in-memory twin of every lease (:mod:`costguard.domain.lease`): the ledger's
+    claims and the slice book's aggregation claims. Not locked: its owner's lock is held."""
+
+    def __init__(self) -> None:
+        self._held: dict[Hashable, Lease] = {}
+
+    def get(self, key: Hashable) -> Lease | None:
+        return self._held.get(key)
+
+    def put_once(self, key: Hashable, now: datetime) -> bool:
+        """Done at once, if nothing was ever held under ``key``."""
+        if key in self._held:
+            return False
+        self._held[key] = Lease(DONE, now)
+        return True
+
+    def claim(
+        self, key: Hashable, now: datetime, length: timedelta, *, monotonic: bool = True
+    ) -> bool:
+        taken = claim(self._held.get(key), now, length, monotonic=monotonic)
+        if taken is not None:
+            self._held[key] = taken
+        return taken is not None
+
+    def confirm(self, key: Hashable, now: datetime, fence: str | None = None) -> None:
+        held = self._held.get(key)
+        self._held[key] = Lease(DONE, held.at if held else now, fence=fence)
+
+    def release(self, key: Hashable, claimed_at: datetime) -> bool:
+        return self._replace(key, lambda lease: lease.released_by(claimed_at))
+
+    def reopen(self, key: Hashable, fence: str, keep: str | None = None) -> bool:
+        return self._replace(key, lambda lease: lease.reopened(fence, keep))
+
+    def _replace(self, key: Hashable, change: Callable[[Lease], Lease | None]) -> bool:
+        held = self._held.get(key)
+        new = None if held is None else change(held)
+        if new is not None:
+            self._held[key] = new
+        return new is not None
+
+
 class InMemoryLedger:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -35,7 +79,7 @@ class InMemoryLedger:
         self._observations: dict[str, dict[str, Observation]] = {}
         self._months: dict[tuple[str, str, str | None], tuple[ProjectMonth, datetime]] = {}
         self._findings: dict[tuple[str, str, str, str], tuple[Finding, datetime]] = {}
-        self._once: dict[tuple[str, str], dict[str, Any]] = {}
+        self._leases = InMemoryLeases()
         self._audit: dict[tuple[str, str], AuditEvent] = {}  # (scope, time#id)
         self._rates: dict[str, dict[str, dict[datetime, Decimal]]] = {}
         self._state: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
@@ -103,10 +147,7 @@ class InMemoryLedger:
 
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         with self._lock:
-            if (namespace, key) in self._once:
-                return False
-            self._once[(namespace, key)] = {"at": now, "status": "sent", "attrs": dict(attrs)}
-            return True
+            return self._leases.put_once((namespace, key), now)
 
     def claim(
         self,
@@ -117,64 +158,29 @@ class InMemoryLedger:
         attrs: Mapping[str, Any],
     ) -> bool:
         with self._lock:
-            record = self._once.get((namespace, key))
-            claimable = record is None or (
-                # Time never moves backwards: a claim older than the key's last is refused.
-                record["at"] <= now
-                and (
-                    record["status"] == "released"
-                    or (record["status"] == "pending" and record["expires"] <= now)
-                )
-            )
-            if not claimable:
-                return False
-            self._once[(namespace, key)] = {
-                "at": now,
-                "status": "pending",
-                "expires": now + lease,
-                "attrs": dict(attrs),
-            }
-            return True
+            return self._leases.claim((namespace, key), now, lease)
 
     def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
         with self._lock:
-            record = self._once.setdefault((namespace, key), {"at": now})
-            record["status"] = "sent"
-            record["fence"] = fence
+            self._leases.confirm((namespace, key), now, fence)
 
     def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
         with self._lock:
-            record = self._once.get((namespace, key))
-            held = None if record is None else record.get("fence")
-            if (
-                record is None
-                or record["status"] != "sent"
-                or held is None
-                or not (held == fence or held.startswith(f"{fence}/"))
-                or held == keep
-            ):
-                return False
-            record["status"] = "released"
-            return True
+            return self._leases.reopen((namespace, key), fence, keep)
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         with self._lock:
-            record = self._once.get((namespace, key))
-            if record is not None and record["status"] == "pending" and record["at"] == claimed_at:
-                record["status"] = "released"
+            self._leases.release((namespace, key), claimed_at)
 
     def status(self, namespace: str, key: str) -> str | None:
         with self._lock:
-            record = self._once.get((namespace, key))
-            return None if record is None else str(record.get("status", "sent"))
+            lease = self._leases.get((namespace, key))
+            return None if lease is None else lease.status
 
     def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         with self._lock:
-            return {
-                k: str(self._once[k].get("status", "sent"))
-                for k in dict.fromkeys(keys)
-                if k in self._once
-            }
+            found = {k: self._leases.get(k) for k in dict.fromkeys(keys)}
+            return {k: lease.status for k, lease in found.items() if lease is not None}
 
     def audit(self, event: AuditEvent) -> bool:
         with self._lock:

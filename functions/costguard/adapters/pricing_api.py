@@ -25,6 +25,7 @@ from costguard.adapters.catalog import CatalogDocuments, CatalogFile, FileCatalo
 from costguard.config_spec import REGION
 from costguard.domain.catalog_merge import DEFAULT_HOLD_PCT
 from costguard.ports import PriceAnswer, ThrottledError
+from costguard.retry import exponential, retrying
 from costguard.services.price_refresh import PriceRefresh
 from costguard.settings import one_line
 
@@ -228,14 +229,13 @@ class PriceListApi:
         self._sleep = sleep
 
     def _patiently(self, fetch: Callable[[], dict[str, Decimal]]) -> dict[str, Decimal]:
-        for attempt in range(self._attempts):
-            try:
-                return fetch()
-            except ThrottledError:
-                if attempt == self._attempts - 1:
-                    raise
-                self._sleep(self._backoff_s * 2**attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+        backoff = exponential(self._backoff_s)
+        return retrying(
+            fetch,
+            attempts=self._attempts,
+            delay=lambda e, n: backoff(n) if isinstance(e, ThrottledError) else None,
+            sleep=self._sleep,
+        )
 
     def fetch(self, region: str, wanted: Mapping[str, frozenset[str]]) -> PriceAnswer:
         c = self._client

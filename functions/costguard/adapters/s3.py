@@ -33,7 +33,7 @@ from costguard.domain.sweep import (
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
 from costguard.iam import THIS_ACCOUNT_ONLY, Permission
 from costguard.names import Tags
-from costguard.ports import Budget, DeleteResult, FindingStore, StateStore
+from costguard.ports import DeleteResult, FindingStore, StateStore, TimeLeft
 from costguard.services.sweep import BucketRef, SweepService
 
 if TYPE_CHECKING:
@@ -241,14 +241,14 @@ class SweepOptions:
         )
 
 
-class BudgetHolder:
-    """The run's budget, bound by the handler (the Lambda's remaining time) after build."""
+class TimeLeftHolder:
+    """The run's time left, bound by the handler (the Lambda's remaining time) after build."""
 
-    def __init__(self, budget: Budget | None = None) -> None:
-        self.budget = budget
+    def __init__(self, time_left: TimeLeft | None = None) -> None:
+        self.time_left = time_left
 
     def seconds_left(self) -> float:
-        return float("inf") if self.budget is None else self.budget.seconds_left()
+        return float("inf") if self.time_left is None else self.time_left.seconds_left()
 
 
 def _bucket_ref(target: Target) -> BucketRef:
@@ -317,14 +317,14 @@ class S3BucketActuator:
         state: StateStore,
         scope: str,
         options: SweepOptions,
-        budget: BudgetHolder,
+        time_left: TimeLeftHolder,
     ) -> None:
         self._store = store
         self._sweeps = sweeps
         self._state = state
         self._scope = scope
         self._options = options
-        self._budget = budget
+        self._time_left = time_left
 
     def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
         # No batched read of these (state and tags) exists: one look per target.
@@ -400,7 +400,7 @@ class S3BucketActuator:
                 f"{bucket}'s sweep configuration changed since the warning; nothing deleted"
             )
         result = self._sweeps.sweep(
-            _bucket_ref(decision.target), config, decision.decided_at, self._budget, tags
+            _bucket_ref(decision.target), config, decision.decided_at, self._time_left, tags
         )
         # A run that deleted nothing (nothing due yet, or the breaker tripped) is no action
         # and no saving; the sweep has told the owner about a trip itself. A run saves
@@ -432,7 +432,7 @@ class StaleObjectsPolicy:
     account: str
     regions: tuple[str, ...]
     options: SweepOptions
-    budget: BudgetHolder
+    time_left: TimeLeftHolder
     usd_per_gb_month: Callable[[str], Decimal]
     list_buckets: Callable[[], list[tuple[str, str]]]
     tag_keys: TagKeys = field(default_factory=TagKeys)
@@ -510,7 +510,7 @@ class StaleObjectsPolicy:
     def _judge(self, target: Target, ttl: timedelta, now: datetime) -> Decision:
         config = self.options.config(ttl)
         ref = _bucket_ref(target)
-        result = self.sweeps.survey(ref, config, now, self.budget)
+        result = self.sweeps.survey(ref, config, now, self.time_left)
         if result.would_delete is None or result.in_scope is None:
             return Decision(
                 Action.NONE,
@@ -585,7 +585,7 @@ def build_stale_objects(settings: Settings, clients: ClientFactory, context: Gua
         return rates.get(region) or max(rates.values(), default=Decimal("0.023"))
 
     store = S3ObjectStore(lambda r: clients("s3", r), region_of)
-    budget = BudgetHolder()
+    time_left = TimeLeftHolder()
     options = SweepOptions(
         prefixes=settings.s3_sweep_prefixes,
         keep_prefix=settings.s3_keep_prefix,
@@ -616,17 +616,17 @@ def build_stale_objects(settings: Settings, clients: ClientFactory, context: Gua
         account=clients.account,
         regions=settings.regions,
         options=options,
-        budget=budget,
+        time_left=time_left,
         usd_per_gb_month=rate,
         list_buckets=listed,
         tag_keys=settings.tag_keys,
     )
-    actuator = S3BucketActuator(store, sweeps, ledger, settings.scope, options, budget)
+    actuator = S3BucketActuator(store, sweeps, ledger, settings.scope, options, time_left)
     return Guard(
         "stale-objects",
         policy,
         [actuator],
         opt_in_tags=(Tags.TTL,),
-        bind_budget=lambda b: setattr(budget, "budget", b),
+        bind_time_left=lambda b: setattr(time_left, "time_left", b),
         findings=lambda: policy.found,
     )

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from costguard.retry import retrying
+
 MAX_ATTEMPTS = 5
 MAX_RETRY_AFTER_S = 30.0
 SLACK_WEBHOOK_ORIGIN = "https://hooks.slack.com"
@@ -162,8 +164,11 @@ class SlackWebhook:
         if path is None:
             raise WebhookNotConfiguredError("no Slack webhook is configured")
         body = json.dumps(payload).encode()
-        last = ""
-        for attempt in range(1, self._max_attempts + 1):
+        attempts = 0
+
+        def attempt() -> int:
+            nonlocal attempts
+            attempts += 1
             request = urllib.request.Request(  # noqa: S310 - the origin is fixed, the path checked
                 self._origin + path.value,
                 data=body,
@@ -173,25 +178,43 @@ class SlackWebhook:
             try:
                 with self._opener.open(request, timeout=self._timeout) as response:
                     response.read(1024)
-                    return attempt
+                    return attempts
             except urllib.error.HTTPError as exc:
                 status = exc.code
                 last = f"HTTP {status}: {path.redact(_body(exc))}"
                 if status == 429:
-                    delay = _retry_after(exc.headers.get("Retry-After"), attempt)
-                elif status >= 500:
-                    delay = _backoff(attempt)
-                else:
-                    raise SlackDeliveryError(f"Slack rejected the message ({last})") from None
+                    raise _Transient(
+                        last, _retry_after(exc.headers.get("Retry-After"), attempts)
+                    ) from None
+                if status >= 500:
+                    raise _Transient(last, _backoff(attempts)) from None
+                raise SlackDeliveryError(f"Slack rejected the message ({last})") from None
             except OSError as exc:  # URLError, timeouts, refused and reset connections
                 last = path.redact(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}")
-                delay = _backoff(attempt)
+                raise _Transient(last, _backoff(attempts)) from None
             except (http.client.HTTPException, ValueError) as exc:
                 detail = path.redact(f"{type(exc).__name__}: {exc}")
                 raise SlackDeliveryError(f"could not send to Slack ({detail})") from None
-            if attempt < self._max_attempts:
-                self._sleep(delay)
-        raise SlackDeliveryError(f"Slack kept failing after {self._max_attempts} attempts ({last})")
+
+        try:
+            return retrying(
+                attempt,
+                attempts=self._max_attempts,
+                delay=lambda e, _n: e.delay if isinstance(e, _Transient) else None,
+                sleep=self._sleep,
+            )
+        except _Transient as exc:
+            raise SlackDeliveryError(
+                f"Slack kept failing after {self._max_attempts} attempts ({exc})"
+            ) from None
+
+
+class _Transient(Exception):
+    """A failed attempt worth another after ``delay`` seconds (429, 5xx, no connection)."""
+
+    def __init__(self, detail: str, delay: float) -> None:
+        super().__init__(detail)
+        self.delay = delay
 
 
 def _body(exc: urllib.error.HTTPError) -> str:

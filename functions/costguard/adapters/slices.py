@@ -48,9 +48,17 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
+from costguard.adapters.ddb import (
+    expression,
+    from_item,
+    items_of,
+    pk_sk,
+    to_item,
+    unless_refused,
+    written,
+)
 from costguard.adapters.dynamodb import parse_stamp, stamp
+from costguard.adapters.memory import InMemoryLeases
 from costguard.domain.advice import Advice, AdviceCode
 from costguard.domain.org import (
     ProjectAdvice,
@@ -60,9 +68,11 @@ from costguard.domain.org import (
     bounded_advice,
     bounded_owners,
 )
+from costguard.domain.windows import between
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 #: Plans are kept this long (DynamoDB TTL): long enough for any late slice to find one.
 PLAN_TTL = timedelta(days=3)
@@ -75,10 +85,6 @@ REMAINING = "remaining"
 DONE_PREFIX = "done#"
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
 class DynamoDbSliceBook:
     def __init__(self, client: DynamoDBClient, table_name: str, scope: str) -> None:
         self._ddb = client
@@ -86,21 +92,12 @@ class DynamoDbSliceBook:
         self._pk = f"ORG#{scope}#TICKS"
         self._tick_prefix = f"ORG#{scope}#TICK#"
 
-    def _key(self, tick: datetime) -> dict[str, Any]:
-        return {"pk": {"S": self._pk}, "sk": {"S": stamp(tick)}}
-
-    def _tick_pk(self, tick: datetime) -> dict[str, str]:
-        return {"S": f"{self._tick_prefix}{stamp(tick)}"}
-
-    def _counter_key(self, tick: datetime) -> dict[str, Any]:
-        return {"pk": self._tick_pk(tick), "sk": {"S": REMAINING}}
-
-    def _done_key(self, tick: datetime, s: Slice) -> dict[str, Any]:
-        return {"pk": self._tick_pk(tick), "sk": {"S": f"{DONE_PREFIX}{s.key}"}}
+    def _tick_pk(self, tick: datetime) -> str:
+        return f"{self._tick_prefix}{stamp(tick)}"
 
     @staticmethod
-    def _ttl(tick: datetime) -> dict[str, str]:
-        return {"N": str(int((tick + PLAN_TTL).timestamp()))}
+    def _ttl(tick: datetime) -> int:
+        return int((tick + PLAN_TTL).timestamp())
 
     def plan(
         self,
@@ -113,46 +110,36 @@ class DynamoDbSliceBook:
         if not keys:
             return False
         also = sorted({s.key for s in carried} - set(keys))
+        plan = {
+            "pk": self._pk,
+            "sk": stamp(tick),
+            "expected": set(keys),
+            **({"carried": set(also)} if also else {}),
+            "deadline": stamp(deadline),
+            "errors": {},
+            "attempts": {},
+            "ttl": self._ttl(tick),
+        }
+        counter = {
+            "pk": self._tick_pk(tick),
+            "sk": REMAINING,
+            REMAINING: len(keys),
+            "ttl": self._ttl(tick),
+        }
         # The plan and its counter in one transaction: a counter without a plan, or a plan
-        # whose marks could never count down, is never seen.
-        try:
-            self._ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": {
-                                **self._key(tick),
-                                "expected": {"SS": keys},
-                                **({"carried": {"SS": also}} if also else {}),
-                                "deadline": {"S": stamp(deadline)},
-                                "errors": {"M": {}},
-                                "attempts": {"M": {}},
-                                "ttl": self._ttl(tick),
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": {
-                                **self._counter_key(tick),
-                                REMAINING: {"N": str(len(keys))},
-                                "ttl": self._ttl(tick),
-                            },
-                        }
-                    },
-                ]
-            )
-        except ClientError as exc:
-            if _code(exc) == "TransactionCanceledException" and any(
-                r.get("Code") == "ConditionalCheckFailed"
-                for r in exc.response.get("CancellationReasons", [])
-            ):
-                return False  # planned already: a retried fan-out changes nothing
-            raise
-        return True
+        # whose marks could never count down, is never seen. Planned already: a retried
+        # fan-out changes nothing.
+        items: list[TransactWriteItemTypeDef] = [
+            {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": to_item(plan),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+            {"Put": {"TableName": self._table, "Item": to_item(counter)}},
+        ]
+        return written(lambda: self._ddb.transact_write_items(TransactItems=items))
 
     def mark_done(
         self,
@@ -162,52 +149,46 @@ class DynamoDbSliceBook:
         tag_owners: Mapping[str, Sequence[str]] | None = None,
         advice: Sequence[ProjectAdvice] = (),
     ) -> tuple[bool, TickPlan | None]:
-        item: dict[str, Any] = {**self._done_key(tick, s), "ttl": self._ttl(tick)}
+        item: dict[str, Any] = {
+            "pk": self._tick_pk(tick),
+            "sk": f"{DONE_PREFIX}{s.key}",
+            "ttl": self._ttl(tick),
+        }
         if kept := bounded_advice(advice):
-            item["advice"] = {"L": [_advice_item(a) for a in kept]}
+            item["advice"] = [_advice_item(a) for a in kept]
         if tag_budgets:
-            item["budgets"] = {
-                "M": {p: {"N": format(amount, "f")} for p, amount in sorted(tag_budgets.items())}
-            }
-        owners = bounded_owners(tag_owners or {})
-        if owners:
-            item["owners"] = {
-                "M": {p: {"L": [{"S": o} for o in names]} for p, names in sorted(owners.items())}
-            }
-        try:
-            self._ddb.put_item(
+            item["budgets"] = {p: Decimal(format(v, "f")) for p, v in sorted(tag_budgets.items())}
+        if owners := bounded_owners(tag_owners or {}):
+            item["owners"] = {p: list(names) for p, names in sorted(owners.items())}
+        if not written(
+            lambda: self._ddb.put_item(
                 TableName=self._table,
-                Item=item,
+                Item=to_item(item),
                 ConditionExpression="attribute_not_exists(pk)",
             )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise
+        ):
             return False, self._if_complete(tick)  # done already: a duplicate or a retry
-        try:
-            response = self._ddb.update_item(
+        # An error other than a refusal leaves the done item: a retry is a duplicate, and
+        # the deadline sweeps.
+        counted = unless_refused(
+            lambda: self._ddb.update_item(
                 TableName=self._table,
-                Key=self._counter_key(tick),
+                Key=pk_sk(self._tick_pk(tick), REMAINING),
                 UpdateExpression="ADD #left :minus_one",
-                ConditionExpression="#left > :zero",
-                ExpressionAttributeNames={"#left": REMAINING},
-                ExpressionAttributeValues={":minus_one": {"N": "-1"}, ":zero": {"N": "0"}},
                 ReturnValues="UPDATED_NEW",
+                **expression("#left > :zero", {"#left": REMAINING}, {":minus_one": -1, ":zero": 0}),
             )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise  # the done item stays: a retry is a duplicate, the deadline sweeps
+        )
+        if counted is None:
             return self._uncounted(tick, s)
-        if int(response["Attributes"][REMAINING]["N"]) > 0:
+        if int(counted["Attributes"][REMAINING]["N"]) > 0:
             return True, None
         return True, self._complete(self.get(tick))
 
     def _if_complete(self, tick: datetime) -> TickPlan | None:
         """The plan in full if the counter says it may be complete (or there is none)."""
-        counter = self._ddb.get_item(
-            TableName=self._table, Key=self._counter_key(tick), ConsistentRead=True
-        ).get("Item")
-        if counter is not None and int(counter[REMAINING]["N"]) > 0:
+        left = self.remaining(tick)
+        if left is not None and left > 0:
             return None
         return self._complete(self.get(tick))
 
@@ -226,32 +207,38 @@ class DynamoDbSliceBook:
     def _complete(plan: TickPlan | None) -> TickPlan | None:
         return plan if plan is not None and plan.complete else None
 
-    def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:
-        try:
-            self._ddb.update_item(
+    def _update_plan(
+        self,
+        tick: datetime,
+        update: str,
+        condition: str,
+        names: Mapping[str, str],
+        values: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """An update of the plan item; False when ``condition`` refused it."""
+        return written(
+            lambda: self._ddb.update_item(
                 TableName=self._table,
-                Key=self._key(tick),
-                UpdateExpression=(
-                    "SET #errors.#slice = :error, "
-                    "#attempts.#slice = if_not_exists(#attempts.#slice, :zero) + :one"
-                ),
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={
-                    "#errors": "errors",
-                    "#attempts": "attempts",
-                    "#slice": s.key,
-                },
-                ExpressionAttributeValues={
-                    ":error": {
-                        "M": {"code": {"S": code}, "message": {"S": message[:FAILURE_CHARS]}}
-                    },
-                    ":zero": {"N": "0"},
-                    ":one": {"N": "1"},
-                },
+                Key=pk_sk(self._pk, stamp(tick)),
+                UpdateExpression=update,
+                **expression(condition, names, values),
             )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise  # no plan (expired): nothing to report the failure against
+        )
+
+    def mark_failed(self, tick: datetime, s: Slice, code: str, message: str) -> None:
+        # Refused: no plan (expired), nothing to report the failure against.
+        self._update_plan(
+            tick,
+            "SET #errors.#slice = :error, "
+            "#attempts.#slice = if_not_exists(#attempts.#slice, :zero) + :one",
+            "attribute_exists(pk)",
+            {"#errors": "errors", "#attempts": "attempts", "#slice": s.key},
+            {
+                ":error": {"code": code, "message": message[:FAILURE_CHARS]},
+                ":zero": 0,
+                ":one": 1,
+            },
+        )
 
     def get(self, tick: datetime) -> TickPlan | None:
         read = self._read(tick)
@@ -260,28 +247,27 @@ class DynamoDbSliceBook:
     def remaining(self, tick: datetime) -> int | None:
         """The counter: expected slices not counted down yet (None: no counter)."""
         counter = self._ddb.get_item(
-            TableName=self._table, Key=self._counter_key(tick), ConsistentRead=True
+            TableName=self._table, Key=pk_sk(self._tick_pk(tick), REMAINING), ConsistentRead=True
         ).get("Item")
         return int(counter[REMAINING]["N"]) if counter else None
 
     def _read(self, tick: datetime) -> tuple[TickPlan, frozenset[Slice]] | None:
         """The plan in full, and the slices done in its own string set (previous layout)."""
         item = self._ddb.get_item(
-            TableName=self._table, Key=self._key(tick), ConsistentRead=True
+            TableName=self._table, Key=pk_sk(self._pk, stamp(tick)), ConsistentRead=True
         ).get("Item")
         if not item:
             return None
-        plan = _plan(item)
+        plan = _plan(from_item(item))
         return self._with_done_items(plan), plan.done
 
     def _with_done_items(self, plan: TickPlan) -> TickPlan:
         pages = self._ddb.get_paginator("query").paginate(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :done)",
-            ExpressionAttributeValues={
-                ":pk": self._tick_pk(plan.tick),
-                ":done": {"S": DONE_PREFIX},
-            },
+            ExpressionAttributeValues=to_item(
+                {":pk": self._tick_pk(plan.tick), ":done": DONE_PREFIX}
+            ),
             ConsistentRead=True,
         )
         legacy_done = plan.done  # done in the previous layout: its first budgets stand
@@ -289,24 +275,17 @@ class DynamoDbSliceBook:
         budgets = dict(plan.tag_budgets)
         owners: dict[Slice, dict[str, tuple[str, ...]]] = {}
         advice: dict[Slice, tuple[ProjectAdvice, ...]] = {}
-        for page in pages:
-            for item in page.get("Items", []):
-                s = Slice.parse(item["sk"]["S"].removeprefix(DONE_PREFIX))
-                done.add(s)
-                if "budgets" in item and s not in legacy_done:
-                    budgets[s] = {p: Decimal(v["N"]) for p, v in item["budgets"]["M"].items()}
-                if "owners" in item:
-                    owners[s] = {
-                        p: tuple(o["S"] for o in v["L"]) for p, v in item["owners"]["M"].items()
-                    }
-                if "advice" in item:
-                    advice[s] = tuple(_advice_of(a["M"]) for a in item["advice"]["L"])
+        for item in items_of(pages):
+            s = Slice.parse(item["sk"].removeprefix(DONE_PREFIX))
+            done.add(s)
+            if "budgets" in item and s not in legacy_done:
+                budgets[s] = dict(item["budgets"])
+            if "owners" in item:
+                owners[s] = {p: tuple(names) for p, names in item["owners"].items()}
+            if "advice" in item:
+                advice[s] = tuple(_advice_of(a) for a in item["advice"])
         return replace(
-            plan,
-            done=frozenset(done),
-            tag_budgets=budgets,
-            tag_owners=owners,
-            advice=advice,
+            plan, done=frozenset(done), tag_budgets=budgets, tag_owners=owners, advice=advice
         )
 
     def due(self, since: datetime, now: datetime) -> list[TickPlan]:
@@ -315,103 +294,74 @@ class DynamoDbSliceBook:
         pages = self._ddb.get_paginator("query").paginate(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND sk BETWEEN :since AND :now",
-            ExpressionAttributeValues={
-                ":pk": {"S": self._pk},
-                ":since": {"S": stamp(since)},
-                ":now": {"S": stamp(now)},
-            },
+            ExpressionAttributeValues=to_item(
+                {":pk": self._pk, ":since": stamp(since), ":now": stamp(now)}
+            ),
             ConsistentRead=True,
         )
-        plans = [_plan(item) for page in pages for item in page.get("Items", [])]
+        plans = [_plan(item) for item in items_of(pages)]
         return [
             self._with_done_items(p) for p in plans if p.aggregated_at is None and p.deadline <= now
         ]
 
     def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=self._key(tick),
-                UpdateExpression="SET #claimed = :now, #expires = :expires",
-                ConditionExpression=(
-                    "attribute_exists(pk) AND attribute_not_exists(#agg) "
-                    "AND (attribute_not_exists(#expires) OR #expires <= :now)"
-                ),
-                ExpressionAttributeNames={
-                    "#agg": "aggregated_at",
-                    "#claimed": "aggregating_at",
-                    "#expires": "aggregation_expires",
-                },
-                ExpressionAttributeValues={
-                    ":now": {"S": stamp(now)},
-                    ":expires": {"S": stamp(now + lease)},
-                },
-            )
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise
-        return True
+        return self._update_plan(
+            tick,
+            "SET #claimed = :now, #expires = :expires",
+            "attribute_exists(pk) AND attribute_not_exists(#agg) "
+            "AND (attribute_not_exists(#expires) OR #expires <= :now)",
+            {
+                "#agg": "aggregated_at",
+                "#claimed": "aggregating_at",
+                "#expires": "aggregation_expires",
+            },
+            {":now": stamp(now), ":expires": stamp(now + lease)},
+        )
 
     def confirm_aggregation(self, tick: datetime, now: datetime) -> None:
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=self._key(tick),
-                UpdateExpression="SET #agg = if_not_exists(#agg, :now) REMOVE #expires",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeNames={
-                    "#agg": "aggregated_at",
-                    "#expires": "aggregation_expires",
-                },
-                ExpressionAttributeValues={":now": {"S": stamp(now)}},
-            )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise  # the plan expired meanwhile: nothing is left to mark
+        # Refused: the plan expired meanwhile, nothing is left to mark.
+        self._update_plan(
+            tick,
+            "SET #agg = if_not_exists(#agg, :now) REMOVE #expires",
+            "attribute_exists(pk)",
+            {"#agg": "aggregated_at", "#expires": "aggregation_expires"},
+            {":now": stamp(now)},
+        )
 
     def release_aggregation(self, tick: datetime, claimed_at: datetime) -> None:
-        try:
-            self._ddb.update_item(
-                TableName=self._table,
-                Key=self._key(tick),
-                UpdateExpression="REMOVE #claimed, #expires",
-                ConditionExpression="attribute_not_exists(#agg) AND #claimed = :claimed",
-                ExpressionAttributeNames={
-                    "#agg": "aggregated_at",
-                    "#claimed": "aggregating_at",
-                    "#expires": "aggregation_expires",
-                },
-                ExpressionAttributeValues={":claimed": {"S": stamp(claimed_at)}},
-            )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise  # not ours any more (the lease ran out and another run took it)
-
-
-def _plan(item: dict[str, Any]) -> TickPlan:
-    attempts = {k: int(v["N"]) for k, v in item.get("attempts", {}).get("M", {}).items()}
-    failures = {
-        Slice.parse(k): SliceFailure(
-            v["M"]["code"]["S"], v["M"]["message"]["S"], attempts.get(k, 1)
+        # Refused: not ours any more (the lease ran out and another run took it).
+        self._update_plan(
+            tick,
+            "REMOVE #claimed, #expires",
+            "attribute_not_exists(#agg) AND #claimed = :claimed",
+            {
+                "#agg": "aggregated_at",
+                "#claimed": "aggregating_at",
+                "#expires": "aggregation_expires",
+            },
+            {":claimed": stamp(claimed_at)},
         )
-        for k, v in item.get("errors", {}).get("M", {}).items()
+
+
+def _plan(item: Mapping[str, Any]) -> TickPlan:
+    attempts = {k: int(v) for k, v in item.get("attempts", {}).items()}
+    failures = {
+        Slice.parse(k): SliceFailure(v["code"], v["message"], attempts.get(k, 1))
+        for k, v in item.get("errors", {}).items()
     }
-    aggregated = item.get("aggregated_at", {}).get("S")
-    expires = item.get("aggregation_expires", {}).get("S")
+    aggregated = item.get("aggregated_at")
+    expires = item.get("aggregation_expires")
     return TickPlan(
-        tick=parse_stamp(item["sk"]["S"]),
-        expected=frozenset(Slice.parse(k) for k in item["expected"]["SS"]),
-        deadline=parse_stamp(item["deadline"]["S"]),
-        done=frozenset(Slice.parse(k) for k in item.get("done", {}).get("SS", [])),
+        tick=parse_stamp(item["sk"]),
+        expected=frozenset(Slice.parse(k) for k in item["expected"]),
+        deadline=parse_stamp(item["deadline"]),
+        done=frozenset(Slice.parse(k) for k in item.get("done", ())),
         failures=failures,
         aggregated_at=parse_stamp(aggregated) if aggregated else None,
         aggregation_expires=parse_stamp(expires) if expires and not aggregated else None,
-        carried=frozenset(Slice.parse(k) for k in item.get("carried", {}).get("SS", [])),
+        carried=frozenset(Slice.parse(k) for k in item.get("carried", ())),
         tag_budgets={
-            Slice.parse(k.removeprefix(BUDGETS_PREFIX)): {
-                p: Decimal(v["N"]) for p, v in value.get("M", {}).items()
-            }
+            Slice.parse(k.removeprefix(BUDGETS_PREFIX)): dict(value)
             for k, value in item.items()
             if k.startswith(BUDGETS_PREFIX)
         },
@@ -423,8 +373,8 @@ class InMemorySliceBook:
 
     def __init__(self) -> None:
         self._plans: dict[datetime, TickPlan] = {}
-        #: The claim time of each held aggregation (the fence of its release).
-        self._holders: dict[datetime, datetime] = {}
+        #: Each time's aggregation claim (the plan mirrors its expiry).
+        self._leases = InMemoryLeases()
         self._lock = threading.Lock()
 
     def plan(
@@ -500,18 +450,18 @@ class InMemorySliceBook:
             return [
                 p
                 for t, p in sorted(self._plans.items())
-                if since <= t <= now and p.aggregated_at is None and p.deadline <= now
+                if between(t, since, now) and p.aggregated_at is None and p.deadline <= now
             ]
 
     def claim_aggregation(self, tick: datetime, now: datetime, lease: timedelta) -> bool:
         with self._lock:
             plan = self._plans.get(tick)
+            # Not monotonic: the plan item's condition has no claim-time order.
             if plan is None or plan.aggregated_at is not None:
                 return False
-            if plan.aggregation_expires is not None and now < plan.aggregation_expires:
+            if not self._leases.claim(tick, now, lease, monotonic=False):
                 return False  # held, and its lease is running
             self._plans[tick] = replace(plan, aggregation_expires=now + lease)
-            self._holders[tick] = now
             return True
 
     def confirm_aggregation(self, tick: datetime, now: datetime) -> None:
@@ -519,38 +469,32 @@ class InMemorySliceBook:
             plan = self._plans.get(tick)
             if plan is None or plan.aggregated_at is not None:
                 return
+            self._leases.confirm(tick, now)
             self._plans[tick] = replace(plan, aggregated_at=now, aggregation_expires=None)
 
     def release_aggregation(self, tick: datetime, claimed_at: datetime) -> None:
         with self._lock:
             plan = self._plans.get(tick)
+            # Not ours any more: the lease ran out and another run took it.
             if plan is None or plan.aggregated_at is not None:
                 return
-            if self._holders.get(tick) != claimed_at:
-                return  # not ours any more (the lease ran out and another run took it)
-            del self._holders[tick]
-            self._plans[tick] = replace(plan, aggregation_expires=None)
+            if self._leases.release(tick, claimed_at):
+                self._plans[tick] = replace(plan, aggregation_expires=None)
 
 
 def _advice_item(a: ProjectAdvice) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "code": {"S": a.advice.code.value},
-        "resource": {"S": a.advice.resource},
-        "usd": {"N": format(a.advice.usd_per_month_saving, "f")},
-        "why": {"S": a.advice.why or "-"},
+        "code": a.advice.code.value,
+        "resource": a.advice.resource,
+        "usd": Decimal(format(a.advice.usd_per_month_saving, "f")),
+        "why": a.advice.why or "-",
     }
     if a.project is not None:
-        out["project"] = {"S": a.project}
-    return {"M": out}
+        out["project"] = a.project
+    return out
 
 
 def _advice_of(m: Mapping[str, Any]) -> ProjectAdvice:
     return ProjectAdvice(
-        m["project"]["S"] if "project" in m else None,
-        Advice(
-            AdviceCode(m["code"]["S"]),
-            m["resource"]["S"],
-            Decimal(m["usd"]["N"]),
-            m["why"]["S"],
-        ),
+        m.get("project"), Advice(AdviceCode(m["code"]), m["resource"], m["usd"], m["why"])
     )

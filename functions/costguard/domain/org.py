@@ -26,6 +26,7 @@ from costguard.domain.alerts import (
 from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO
+from costguard.domain.windows import within
 
 ACCOUNT_RE = re.compile(r"[0-9]{12}")
 REGION_RE = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]")
@@ -271,7 +272,7 @@ def in_digest_window(tick: datetime, digest_hour_utc: int, period: timedelta) ->
     slices keep their advice for the roll-up's daily digest."""
     tick = require_utc(tick)
     start = tick.replace(hour=digest_hour_utc, minute=0, second=0, microsecond=0)
-    return start <= tick < start + max(period, timedelta(hours=1))
+    return within(tick, start, start + max(period, timedelta(hours=1)))
 
 
 #: Owners kept per project and slice, and rolled up per project: an alert names a few

@@ -41,6 +41,7 @@ from costguard.domain.decisions import Action, Decision, Target
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.tags import TagKeys, parse_ttl, read_tags
+from costguard.domain.windows import before
 from costguard.names import Tags
 
 VOLUME_KIND = "ebs-volume"
@@ -338,7 +339,7 @@ def judge_volumes(
         since = from_stamp(first)
         expires = since + ttl
         unattached = now - since
-        if now < expires - rules.grace:
+        if before(now, expires - rules.grace):
             none(f"unattached for {_human(unattached)} of {_human(ttl)}")
             continue
         usd, evidence = volume_savings(v, prices, snapshot_rate, rules.snapshot_before_delete)
@@ -414,7 +415,7 @@ def judge_snapshots(
             decisions.append(Decision(Action.NONE, target, "it is exempt", now))
             continue
         expires = s.started_at + ttl
-        if s.state != "completed" or now < expires - rules.grace:
+        if s.state != "completed" or before(now, expires - rules.grace):
             decisions.append(
                 Decision(
                     Action.NONE,

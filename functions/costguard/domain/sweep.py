@@ -29,6 +29,7 @@ from decimal import Decimal
 from typing import Any
 
 from costguard.domain.money import HOURS_PER_PRICING_MONTH
+from costguard.domain.windows import held
 
 #: Bytes in the GB of S3's GB-month price.
 GIB = 1024**3
@@ -160,7 +161,7 @@ class Lock:
     legal_hold: bool = False
 
     def protects(self, now: datetime) -> bool:
-        return self.legal_hold or (self.retain_until is not None and self.retain_until > now)
+        return self.legal_hold or held(now, self.retain_until)
 
 
 def usd_per_month(size_bytes: int, usd_per_gb_month: Decimal) -> Decimal:

@@ -76,6 +76,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.windows import before
 from costguard.names import Tags
 
 MAX_PROJECT_LEN = 256
@@ -154,7 +155,7 @@ class Exemption:
     until: datetime | None = None
 
     def active(self, now: datetime) -> bool:
-        return self.until is None or now < self.until
+        return before(now, self.until)
 
 
 class ResourceTags(NamedTuple):

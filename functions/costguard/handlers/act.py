@@ -22,7 +22,7 @@ from costguard.names import Figures as F
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from costguard.ports import Budget
+    from costguard.ports import TimeLeft
     from costguard.services.executor import ExecutionReport
     from costguard.services.guard import Guard, GuardFactory
     from costguard.settings import Settings
@@ -46,7 +46,7 @@ def process(
     clock: datetime | None = None,
     *,
     guards: Mapping[str, GuardFactory] | None = None,
-    budget: Budget | None = None,
+    time_left: TimeLeft | None = None,
 ) -> ExecutionReport:
     from costguard.actuators import SPECS
     from costguard.services.executor import ExecutorSettings
@@ -84,7 +84,7 @@ def process(
             scope=settings.scope, dry_run=settings.dry_run, tag_keys=settings.tag_keys
         ),
         now,
-        budget,
+        time_left,
     )
     log_run(guard, report)
     if report.failures:
@@ -130,7 +130,7 @@ def failed_message(report: ExecutionReport) -> str:
     )
 
 
-class LambdaBudget:
+class LambdaTimeLeft:
     """The Lambda's remaining time, less a margin for the executor's follow-ups and the
     ledger writes after the last page."""
 
@@ -184,7 +184,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     settings = Settings.from_env(os.environ)
     try:
-        report = process(event, settings, boto3.Session(), budget=LambdaBudget(context))
+        report = process(event, settings, boto3.Session(), time_left=LambdaTimeLeft(context))
     except EventTimeError as exc:
         logger.error("guard run refused: implausible event", extra={"reason": str(exc)})
         return {"refused": str(exc)}

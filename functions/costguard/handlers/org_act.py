@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from costguard.adapters.assume import MemberClients
     from costguard.handlers.hub import OrgEnvironment
-    from costguard.ports import Budget
+    from costguard.ports import TimeLeft
     from costguard.services.org_act import GuardFanout, GuardWork
     from costguard.settings import Settings
 
@@ -187,7 +187,7 @@ def build_guard_work(
 
 
 def consume(
-    event: dict[str, Any], work: GuardWork, now: datetime, budget: Budget | None = None
+    event: dict[str, Any], work: GuardWork, now: datetime, time_left: TimeLeft | None = None
 ) -> dict[str, Any]:
     """Each record is one guard run; a failed one (the account cannot be entered, an
     action failed) is reported back alone, retried by SQS and dead-lettered after the
@@ -200,7 +200,7 @@ def consume(
         item = GuardItem.model_validate_json(record.body)
         where = {"account": item.account, "time": item.time.isoformat()}
         try:
-            outcome = work.run(item.run(), now, budget)
+            outcome = work.run(item.run(), now, time_left)
         except Exception as exc:
             logger.warning(
                 "guard run failed",
@@ -236,7 +236,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
     from costguard.adapters.assume import MemberClients
     from costguard.handlers import events
-    from costguard.handlers.act import LambdaBudget
+    from costguard.handlers.act import LambdaTimeLeft
     from costguard.settings import Settings
 
     settings = Settings.from_env(os.environ)
@@ -244,4 +244,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if not _MEMBERS:
         _MEMBERS.append(MemberClients(session, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION))
     work = build_guard_work(settings, session, members=_MEMBERS[0])
-    return consume(event, work, events.CLOCK(), LambdaBudget(context))
+    return consume(event, work, events.CLOCK(), LambdaTimeLeft(context))

@@ -58,8 +58,10 @@ from costguard.domain.decisions import (
 )
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.tags import TagKeys, read_tags
+from costguard.domain.windows import before
 from costguard.names import Tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier, StandingActuator
+from costguard.retry import retrying
 
 #: A claimed action whose holder crashed is claimable again after this.
 ACTION_LEASE = timedelta(minutes=15)
@@ -328,7 +330,7 @@ class Executor:
         # Never before the policy's own earliest time either: a deadline tagged for an
         # earlier judgement (a volume's previous unattached spell) cannot bring it forward.
         due = max(deadline, d.not_before) if d.not_before else deadline
-        if now < due:
+        if before(now, due):
             # The grace period: nothing of the action may run yet (a sweep's lifecycle
             # rule comes back only with a pass after it).
             detail = _with(f"warned; acting after {deadline_tag(due)}", _stand_down(actuator, d))
@@ -419,11 +421,15 @@ class Executor:
                 self._ledger.release("action", key, now)
             raise
         # The owner has been told: only now does the deadline count. A transient ledger
-        # error here would cost the owner a second warning, so it is retried.
-        _retried(
+        # error here would cost the owner a second warning, so it is tried again at once
+        # (throttling is transient).
+        retrying(
             lambda: self._ledger.put_once(
                 "warned", _warning_key(d, deadline), now, {"reason": d.reason}
-            )
+            ),
+            attempts=3,
+            delay=lambda _e, _n: 0.0,
+            sleep=lambda _s: None,
         )
         outcome = Outcome(
             d, Step.WARNED, f"warned; acting after {deadline_tag(deadline)}", deadline
@@ -689,14 +695,3 @@ def _warning_key(d: Decision, deadline: datetime) -> str:
     """The ledger record of a delivered warning; a standing one names what it was about."""
     key = warning_key(d.target, deadline)
     return f"{key}/{d.standing}" if d.standing else key
-
-
-def _retried(write: Callable[[], object], attempts: int = 3) -> None:
-    """A ledger write that matters enough to try again at once (throttling is transient)."""
-    for attempt in range(attempts):
-        try:
-            write()
-            return
-        except Exception:
-            if attempt == attempts - 1:
-                raise

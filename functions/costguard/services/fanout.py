@@ -55,6 +55,7 @@ from costguard.domain.directory import (
 from costguard.domain.findings import Finding
 from costguard.domain.org import Slice
 from costguard.ports import FindingStore, SourceError
+from costguard.retry import exponential, retrying
 from costguard.services.org import (
     MAX_SLICE_AGE,
     MAX_SLICE_LEAD,
@@ -269,15 +270,16 @@ class Fanout:
 
     def _tags(self, account: str) -> Mapping[str, str]:
         """One account's tags, tried again with backoff while Organizations throttles."""
-        assert self._source is not None
-        for attempt in range(TAG_ATTEMPTS):
-            try:
-                return self._source.tags(account)
-            except DiscoveryError as exc:
-                if not exc.throttled or attempt == TAG_ATTEMPTS - 1:
-                    raise
-                self._sleep(self._s.tag_backoff_s * 2**attempt)
-        raise AssertionError("unreachable")  # pragma: no cover
+        source, backoff = self._source, exponential(self._s.tag_backoff_s)
+        assert source is not None
+        return retrying(
+            lambda: source.tags(account),
+            attempts=TAG_ATTEMPTS,
+            delay=lambda e, n: (
+                backoff(n) if isinstance(e, DiscoveryError) and e.throttled else None
+            ),
+            sleep=self._sleep,
+        )
 
     def tick(self, tick: datetime) -> TickSummary:
         tick = require_utc(tick)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from costguard.domain.decisions import Decision
 from costguard.domain.findings import Finding
-from costguard.ports import Actuator, Budget
+from costguard.ports import Actuator, TimeLeft
 from costguard.services.executor import ExecutionReport, Executor, ExecutorSettings
 
 if TYPE_CHECKING:
@@ -37,9 +37,9 @@ class Guard:
     actuators: Sequence[Actuator]
     #: Tag keys whose presence puts a resource without a project in scope.
     opt_in_tags: tuple[str, ...] = ()
-    #: Receives the run's time budget (the Lambda's remaining time), for guards that
+    #: Receives the run's time left (the Lambda's remaining time), for guards that
     #: work in resumable steps (the stale-object sweep); None for the others.
-    bind_budget: Callable[[Budget], None] | None = None
+    bind_time_left: Callable[[TimeLeft], None] | None = None
     #: What the policy's last run found wrong (malformed tags, missing metrics...), for the
     #: run's log; empty for a policy that reports none.
     findings: Callable[[], Sequence[Finding]] = lambda: ()
@@ -71,7 +71,7 @@ def run_guard(
     context: GuardContext,
     settings: ExecutorSettings,
     now: datetime,
-    budget: Budget | None = None,
+    time_left: TimeLeft | None = None,
     *,
     before: Callable[[Sequence[Decision]], None] | None = None,
 ) -> ExecutionReport:
@@ -79,8 +79,8 @@ def run_guard(
 
     ``settings`` names the scope the claims and audit trail are kept under; the guard's
     own opt-in tags are added here, so that no caller can forget them."""
-    if guard.bind_budget is not None and budget is not None:
-        guard.bind_budget(budget)
+    if guard.bind_time_left is not None and time_left is not None:
+        guard.bind_time_left(time_left)
     executor = Executor(
         guard.actuators,
         context.ledger,

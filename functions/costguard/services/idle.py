@@ -67,6 +67,7 @@ from costguard.domain.money import ZERO
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.studio import StudioApp
 from costguard.domain.tags import TagKeys, read_tags
+from costguard.domain.windows import before
 from costguard.names import AgentGpu, Heartbeat, Tags
 from costguard.ports import MetricReader, NotebookCandidates, SourceError, StudioApps
 
@@ -239,7 +240,7 @@ class IdlePolicy:
         if isinstance(deadline, datetime):
             warned_at = deadline - self._s.grace
             plausible = warned_at <= now and (since is None or since + window <= warned_at)
-            if plausible and now < deadline:
+            if plausible and before(now, deadline):
                 # Warned already: it is read again at the deadline, over the whole time
                 # since the warning (activity then withdraws it). The executor waits.
                 return [

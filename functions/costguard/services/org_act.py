@@ -35,7 +35,7 @@ from costguard.domain.org_act import (
     guard_scope,
     plan_guard_runs,
 )
-from costguard.ports import AuditLog, Budget, FindingStore, StateStore
+from costguard.ports import AuditLog, FindingStore, StateStore, TimeLeft
 from costguard.services.executor import ExecutionReport, ExecutorSettings, acted_savings
 from costguard.services.guard import Guard, GuardContext, run_guard
 
@@ -191,7 +191,9 @@ class GuardWork:
         self._findings = findings
         self._alerts = alerts
 
-    def run(self, run: GuardRun, now: datetime, budget: Budget | None = None) -> GuardRunOutcome:
+    def run(
+        self, run: GuardRun, now: datetime, time_left: TimeLeft | None = None
+    ) -> GuardRunOutcome:
         """Acts in the present (``now``), whatever the run's planned time.
 
         Raises when the account cannot be entered (after recording and alerting), so the
@@ -221,7 +223,7 @@ class GuardWork:
             self._context,
             replace(self._executor, scope=scope),
             now,
-            budget,
+            time_left,
             before=lambda decisions: self._note(run, decisions, now),
         )
         self._report_findings(run, guard, now)

@@ -81,15 +81,16 @@ from costguard.domain.sweep import (
     usd_per_month,
 )
 from costguard.domain.tags import parse_exempt, parse_ttl
+from costguard.domain.windows import before
 from costguard.names import Tags
 from costguard.ports import (
     AuditEvent,
     AuditLog,
-    Budget,
     DeleteResult,
     Notifier,
     ObjectStore,
     StateStore,
+    TimeLeft,
 )
 
 #: DeleteObjects takes at most 1,000 keys.
@@ -278,9 +279,9 @@ class SweepService:
     # -- the survey (read-only: also what dry-run reports) --------------------------
 
     def survey(
-        self, bucket: BucketRef, config: SweepConfig, now: datetime, budget: Budget
+        self, bucket: BucketRef, config: SweepConfig, now: datetime, time_left: TimeLeft
     ) -> StepResult:
-        """Advance the bucket's survey as far as the budget allows; delete nothing."""
+        """Advance the bucket's survey as far as the time left allows; delete nothing."""
         now = require_utc(now)
         doc, version = self.load(bucket.name, config)
         if doc["phase"] == "ready" and self._s.dry_run:
@@ -290,7 +291,7 @@ class SweepService:
                        "survey": doc["survey"]}  # fmt: skip
         if doc["phase"] != "survey":
             return self._result(doc, f"survey complete ({doc['phase']})", complete=True)
-        return self._walk(bucket, config, now, budget, doc, version, stage="survey")
+        return self._walk(bucket, config, now, time_left, doc, version, stage="survey")
 
     # -- deletion -----------------------------------------------------------------
 
@@ -299,7 +300,7 @@ class SweepService:
         bucket: BucketRef,
         config: SweepConfig,
         now: datetime,
-        budget: Budget,
+        time_left: TimeLeft,
         tags: Mapping[str, str],
     ) -> StepResult:
         """One run of deletion on a bucket the executor allowed: count, judge, delete.
@@ -311,7 +312,7 @@ class SweepService:
         doc, version = self.load(bucket.name, config)
         judged = doc.get("backstop_cutoff")
         if doc.get("backstop_on") is not False and (
-            judged is None or now >= backstop_safe_until(_at(judged), config.ttl)
+            judged is None or not before(now, backstop_safe_until(_at(judged), config.ttl))
         ):
             # S3 could soon reach objects the pass that allowed the rule did not judge (a
             # pass spanning more than the margin): off until a newer pass is allowed.
@@ -320,7 +321,7 @@ class SweepService:
         if phase == "survey":
             return self._result(doc, "still surveying; nothing deleted")
         if phase == "tripped":
-            return self._tripped(bucket, config, now, budget, doc, version, tags)
+            return self._tripped(bucket, config, now, time_left, doc, version, tags)
         if phase == "delete" and "approved" not in doc:
             phase = "ready"  # a pass begun before passes were counted first: count it anew
         if phase == "ready":
@@ -335,14 +336,14 @@ class SweepService:
         # so that a value written before the trip (today's date) cannot confirm it.
         seen = tags.get(Tags.CONFIRM_DELETE)
         doc = {**doc, "confirm_seen": confirmation_key(seen) if seen is not None else None}
-        return self._walk(bucket, config, now, budget, doc, version, stage=stage)
+        return self._walk(bucket, config, now, time_left, doc, version, stage=stage)
 
     def _tripped(
         self,
         bucket: BucketRef,
         config: SweepConfig,
         now: datetime,
-        budget: Budget,
+        time_left: TimeLeft,
         doc: dict[str, Any],
         version: int,
         tags: Mapping[str, str],
@@ -380,14 +381,14 @@ class SweepService:
         }
         version = self._save(bucket.name, doc, version)
         doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=doc["cutoff"])
-        return self._walk(bucket, config, now, budget, doc, version, stage="delete")
+        return self._walk(bucket, config, now, time_left, doc, version, stage="delete")
 
     def _judge(
         self,
         bucket: BucketRef,
         config: SweepConfig,
         now: datetime,
-        budget: Budget,
+        time_left: TimeLeft,
         doc: dict[str, Any],
         version: int,
         held: list[tuple[int, StoredObject]] | None,
@@ -411,8 +412,8 @@ class SweepService:
         if would.objects == 0:
             return self._finish(bucket, now, doc, version, Tally(), {})
         if held is not None:
-            return self._delete_held(bucket, config, now, budget, doc, version, held)
-        return self._walk(bucket, config, now, budget, doc, version, stage="delete")
+            return self._delete_held(bucket, config, now, time_left, doc, version, held)
+        return self._walk(bucket, config, now, time_left, doc, version, stage="delete")
 
     def _trip(
         self,
@@ -504,7 +505,7 @@ class SweepService:
         bucket: BucketRef,
         config: SweepConfig,
         now: datetime,
-        budget: Budget,
+        time_left: TimeLeft,
         doc: dict[str, Any],
         version: int,
         *,
@@ -531,7 +532,7 @@ class SweepService:
             version = self._save(bucket.name, doc, version)
 
         while True:
-            if budget.seconds_left() < PAGE_RESERVE_SECONDS:
+            if time_left.seconds_left() < PAGE_RESERVE_SECONDS:
                 return self._pause(bucket, doc, version, run, stage, errors)
             if deleting and pages and pages % TAG_RECHECK_PAGES == 0:
                 self._recheck(bucket.name, config, now)
@@ -542,7 +543,7 @@ class SweepService:
             pages += 1
             in_scope = [o for o in objects if config.in_scope(o.key)]
             expired = [o for o in in_scope if o.last_modified < cutoff]
-            candidates, kept_locked = self._unlocked(bucket.name, expired, now, locked, budget)
+            candidates, kept_locked = self._unlocked(bucket.name, expired, now, locked, time_left)
             if candidates is None:  # ran out of time checking locks: redo this page
                 return self._pause(bucket, doc, version, run, stage, errors)
             if deleting:
@@ -568,7 +569,7 @@ class SweepService:
                 elif stage == "survey":
                     return self._surveyed(now, doc, version, bucket)
                 elif stage == "count":
-                    return self._judge(bucket, config, now, budget, doc, version, held)
+                    return self._judge(bucket, config, now, time_left, doc, version, held)
                 else:
                     return self._finish(bucket, now, doc, version, run, errors)
             version = self._save(bucket.name, doc, version)
@@ -578,7 +579,7 @@ class SweepService:
         bucket: BucketRef,
         config: SweepConfig,
         now: datetime,
-        budget: Budget,
+        time_left: TimeLeft,
         doc: dict[str, Any],
         version: int,
         held: list[tuple[int, StoredObject]],
@@ -589,7 +590,7 @@ class SweepService:
         errors: dict[str, str] = {}
         done = 0
         for n, batch in enumerate(batches([o for _, o in held])):
-            if budget.seconds_left() < PAGE_RESERVE_SECONDS:
+            if time_left.seconds_left() < PAGE_RESERVE_SECONDS:
                 return self._pause(bucket, doc, version, run, "delete", errors)
             if n and n % TAG_RECHECK_PAGES == 0:
                 self._recheck(bucket.name, config, now)
@@ -752,7 +753,7 @@ class SweepService:
         expired: list[StoredObject],
         now: datetime,
         locked: bool,
-        budget: Budget,
+        time_left: TimeLeft,
     ) -> tuple[list[StoredObject] | None, int]:
         """Drop objects under retention or legal hold; one HEAD each, in locked buckets only."""
         if not locked:
@@ -760,7 +761,7 @@ class SweepService:
         free: list[StoredObject] = []
         kept = 0
         for obj in expired:
-            if budget.seconds_left() < PAGE_RESERVE_SECONDS / 2:
+            if time_left.seconds_left() < PAGE_RESERVE_SECONDS / 2:
                 return None, 0
             lock = self._store.lock_of(bucket, obj)
             if lock is None:
@@ -870,7 +871,9 @@ class SweepService:
         judged = cutoff
         wanted = bool(doc.get("allowed")) and doc.get("phase") != "tripped"
         skipped: list[str] = []
-        if wanted and (judged is None or now >= backstop_safe_until(_at(judged), config.ttl)):
+        if wanted and (
+            judged is None or not before(now, backstop_safe_until(_at(judged), config.ttl))
+        ):
             wanted = False
             skipped.append(
                 "off until a newer pass is allowed: S3's rule could soon reach objects that "
