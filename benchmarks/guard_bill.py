@@ -139,8 +139,7 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
     from moto import mock_aws
 
     from costguard.handlers import scan
-    from costguard.names import Env
-    from costguard.settings import Settings
+    from costguard.settings import Env, Settings
     from costguard_demo.run import create_alert_channels, create_ledger_table
 
     saved = dict(os.environ)

@@ -53,9 +53,8 @@ def measure(
 
     from costguard import wiring
     from costguard.handlers import act
-    from costguard.names import Env
     from costguard.services import executor as executor_module
-    from costguard.settings import Settings
+    from costguard.settings import Env, Settings
     from costguard_demo.run import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
     from tests.support.idle_fleet import launch, notebook_tags, publish_ec2

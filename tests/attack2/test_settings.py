@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from costguard.names import Env
-from costguard.settings import Settings, SettingsError
+from costguard.settings import Env, Settings, SettingsError
 from costguard_infra.config import ConfigError, CostGuardConfig
 
 

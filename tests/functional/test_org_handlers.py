@@ -23,7 +23,7 @@ from costguard.handlers.org import (
     OrgConfigError,
     OrgEnvironment,
 )
-from costguard.names import Env
+from costguard.settings import Env
 from tests.functional.test_org_fanout import _record
 from tests.functional.test_org_slices import HUB, A, B, _launch
 from tests.functional.test_scan_handler import Context

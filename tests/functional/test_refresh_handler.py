@@ -67,7 +67,7 @@ def test_the_handler_refuses_an_implausible_event_time_before_any_call(
     aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from costguard.handlers.refresh import handler
-    from costguard.names import Env
+    from costguard.settings import Env
     from tests.functional.test_scan_handler import Context
 
     monkeypatch.setenv(Env.REGIONS, "us-east-1")

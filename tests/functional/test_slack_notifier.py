@@ -459,7 +459,7 @@ def test_handler_reads_the_secret_with_powertools_and_skips_the_placeholder(
     aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from costguard.handlers.slack_notifier import NOT_CONFIGURED, handler
-    from costguard.names import Env
+    from costguard.settings import Env
 
     # GIVEN the secret as the stack creates it: a random placeholder
     sm = aws.client("secretsmanager", region_name="us-east-1")

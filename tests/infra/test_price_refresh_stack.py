@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from costguard.iam import CATALOG_PARTITION, CATALOG_STORE_ACTIONS
-from costguard.names import Env, Figures, Metrics
-from costguard.settings import ENV_VARS, ORG_ENV_VARS
+from costguard.settings import ENV_VARS, ORG_ENV_VARS, Env
+from costguard.telemetry import Figures, Metrics
 from tests.infra.iam_model import World, as_list, role_may
 
 pytestmark = pytest.mark.infra

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from costguard.iam import THIS_ACCOUNT_ONLY
-from costguard.names import Env
+from costguard.settings import Env
 from tests.infra.guard_template import actions, guard_function, role_statements
 
 

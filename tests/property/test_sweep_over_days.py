@@ -703,8 +703,7 @@ class World:
     def invoke(self, event_time: datetime) -> None:
         from costguard.handlers.act import ActionsFailedError, process, summary
         from costguard.handlers.events import EventTimeError
-        from costguard.names import Env
-        from costguard.settings import Settings
+        from costguard.settings import Env, Settings
 
         self.last_event = event_time
         settings = Settings.from_env(

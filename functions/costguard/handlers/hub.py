@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from costguard.names import Env, OrgRoles
+from costguard.domain.org_roles import OrgRoles
+from costguard.settings import Env
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory

@@ -57,8 +57,7 @@ from costguard.domain.decisions import (
     warning_key,
 )
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
-from costguard.domain.tags import TagKeys, read_tags
-from costguard.names import Tags
+from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier, StandingActuator
 
 #: A claimed action whose holder crashed is claimable again after this.

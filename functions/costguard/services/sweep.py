@@ -80,8 +80,7 @@ from costguard.domain.sweep import (
     trip_stamp,
     usd_per_month,
 )
-from costguard.domain.tags import parse_exempt, parse_ttl
-from costguard.names import Tags
+from costguard.domain.tags import Tags, parse_exempt, parse_ttl
 from costguard.ports import (
     AuditEvent,
     AuditLog,
