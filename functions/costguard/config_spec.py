@@ -26,7 +26,10 @@ Pure: no boto3, no CDK, no ``os.environ``.
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
+import itertools
 import json
 import re
 import sys
@@ -322,12 +325,16 @@ class SettingSpec:
     #: as the default. Set exactly where "" is valid and differs from the default
     #: (tests/unit/test_settings_spec.py checks every setting).
     empty_is_value: bool = False
-    # Filled in from the field (:func:`_specs`): its name, type, default and doc.
+    # Filled in from the field (:func:`_specs`): its name, type and default.
     name: str = ""
     type: Any = None
     default: Any = None
-    doc: str = ""
     kind: Kind = Kind.TEXT
+
+    @property
+    def doc(self) -> str:
+        """The docstring under the field, on one line."""
+        return _docstrings().get(self.name, "")
 
     def read(self, value: Any) -> Any:
         """A string form (context, variable) as the structure pydantic validates."""
@@ -422,7 +429,6 @@ def _specs(model: type[BaseModel]) -> tuple[SettingSpec, ...]:
             name=name,
             type=info.annotation,
             default=info.get_default(call_default_factory=True),
-            doc=" ".join((info.description or "").split()),
             kind=_kind(info.annotation),
         )
         for name, info in model.model_fields.items()
@@ -434,7 +440,8 @@ def _specs(model: type[BaseModel]) -> tuple[SettingSpec, ...]:
 class SpecModel(BaseModel):
     """A model whose fields are settings: each reads its string form and runs its check."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # Built when first used: a Lambda builds only its Settings, not the declaration's parts.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -761,6 +768,22 @@ class EnvOnly(SpecModel):
     act_queue_url: str | None = setting(None, None, "COSTGUARD_ACT_QUEUE_URL", org=True)
     """The Organization hub's FIFO guard queue: one guard in one member account per message (the
     fan-out's only)."""
+
+
+@functools.cache
+def _docstrings() -> dict[str, str]:
+    """Each declared field's docstring, read from this file when the docs ask (pydantic's
+    ``use_attribute_docstrings`` would parse it in every Lambda's cold start)."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    declaration = {"ContextAndEnv", "ContextOnly", "EnvOnly"}
+    return {
+        field.target.id: " ".join(str(doc.value.value).split())
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef) and cls.name in declaration
+        for field, doc in itertools.pairwise(cls.body)
+        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+        if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
+    }
 
 
 SETTINGS: Final[tuple[SettingSpec, ...]] = (

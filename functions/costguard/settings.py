@@ -22,10 +22,8 @@ from costguard.config_spec import (
     ContextAndEnv,
     EnvOnly,
     Kind,
-    ProjectEntry,
     org_problem,
     project_table,
-    valid_thresholds,
 )
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.tags import TagKeys
@@ -36,11 +34,9 @@ __all__ = [
     "ORG_ENV_VARS",
     "REGION",
     "Env",
-    "ProjectEntry",
     "Settings",
     "SettingsError",
     "one_line",
-    "valid_thresholds",
     "validation_problems",
 ]
 
