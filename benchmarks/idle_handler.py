@@ -52,9 +52,10 @@ def measure(
     from moto import mock_aws
 
     from costguard import wiring
+    from costguard.env import Env
     from costguard.handlers import act
     from costguard.services import executor as executor_module
-    from costguard.settings import Env, Settings
+    from costguard.settings import Settings
     from costguard_demo.run import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
     from tests.support.idle_fleet import launch, notebook_tags, publish_ec2

@@ -2,7 +2,7 @@
 
 Every field, with its variable, default and checks, is declared in :mod:`costguard.config_spec`
 (``ContextAndEnv`` and ``EnvOnly``); this module reads the variables and names them
-(:data:`Env`, which the CDK stack uses too).
+(their names are :data:`costguard.env.Env`, which the CDK stack uses too).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from copy import copy
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any
 
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
@@ -33,7 +33,6 @@ __all__ = [
     "FIELD_ENV",
     "ORG_ENV_VARS",
     "REGION",
-    "Env",
     "Settings",
     "SettingsError",
     "one_line",
@@ -46,39 +45,6 @@ ENV_VARS: tuple[str, ...] = tuple(s.env_var for s in ENV_SETTINGS if s.env_var)
 ORG_ENV_VARS: tuple[str, ...] = tuple(s.env_var for s in ENV_SETTINGS if s.env_var and s.org)
 #: Settings field -> the environment variable it is read from, so errors name what to fix.
 FIELD_ENV: dict[str, str] = {s.name: s.env_var for s in ENV_SETTINGS if s.env_var}
-#: Variables the stack sets that are not settings, and who reads them.
-OTHER_VARIABLES: Final[Mapping[str, str]] = {
-    "COSTGUARD_SLACK_SECRET_NAME": "the Slack notifier's only variable, read by its handler",
-    "POWERTOOLS_METRICS_NAMESPACE": "Powertools' own",
-    "POWERTOOLS_SERVICE_NAME": "Powertools' own",
-}
-
-
-class _EnvNames:
-    """The variables' names, as the declaration spells them: ``Env.TTL_HOURS`` is
-    ``"COSTGUARD_TTL_HOURS"``; ``Env.SERVICE_NAME`` is Powertools' ``POWERTOOLS_SERVICE_NAME``.
-
-    A name nobody declared is an AttributeError (tests/unit/test_settings_spec.py also reads
-    every ``Env.`` in the tree), so the stack and the handlers cannot drift apart.
-    """
-
-    _NAMES: Final = {
-        v.removeprefix("COSTGUARD_").removeprefix("POWERTOOLS_"): v
-        for v in (*ENV_VARS, *OTHER_VARIABLES)
-    }
-
-    def __getattr__(self, name: str) -> str:
-        try:
-            return self._NAMES[name]
-        except KeyError:
-            raise AttributeError(f"no CostGuard variable is called {name!r}") from None
-
-    def __dir__(self) -> list[str]:
-        return sorted(self._NAMES)
-
-
-#: The environment variables the handlers read and the CDK stack sets (``Env.REGIONS``).
-Env: Final = _EnvNames()
 
 
 class SettingsError(ValueError):

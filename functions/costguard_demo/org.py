@@ -58,8 +58,8 @@ from costguard.config_spec import BY_NAME
 from costguard.domain.money import ZERO, cents, rate
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard.services.fanout import OrgWork, WorkOutcome
-from costguard.settings import Env
 from costguard_demo.run import ORG_TICKS
 from costguard_demo.server import DEMO_ACCOUNT
 from costguard_demo.story import STORY_END

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from costguard.domain.tags import Tags
-from costguard.settings import Env
+from costguard.env import Env
 from costguard_demo.server import DEMO_ACCOUNT, backdate_object
 
 GRACE = timedelta(hours=24)

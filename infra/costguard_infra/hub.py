@@ -36,6 +36,7 @@ from constructs import Construct
 
 from costguard.actuators import SPECS, guard_ledger_actions
 from costguard.domain.org_roles import OrgRoles
+from costguard.env import Env
 from costguard.iam import (
     FINDINGS_LEDGER_ACTIONS,
     LEDGER_ACTIONS,
@@ -43,7 +44,6 @@ from costguard.iam import (
     hub_assume_permissions,
     org_discovery_permissions,
 )
-from costguard.settings import Env
 from costguard.telemetry import Metrics
 from costguard_infra.grants import grant_encrypted_queue_writes
 from costguard_infra.guard_function import GuardFunction

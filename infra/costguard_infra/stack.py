@@ -17,6 +17,7 @@ from costguard.actuators import SPECS
 from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.alerts import AlertKind
 from costguard.domain.idle import Heartbeat
+from costguard.env import Env
 from costguard.iam import (
     CATALOG_PARTITION,
     CATALOG_STORE_ACTIONS,
@@ -24,7 +25,6 @@ from costguard.iam import (
     refresh_permissions,
     scan_permissions,
 )
-from costguard.settings import Env
 from costguard.telemetry import Metrics
 from costguard_agent.lifecycle import on_start_content
 from costguard_infra.alerts import Alerts

@@ -9,8 +9,8 @@ import pytest
 
 from costguard.domain.calendar import month_key
 from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard.services import org_act as org_act_service
-from costguard.settings import Env
 from tests.attack9.test_org_guards import (  # noqa: F401 - the hub fixture, by name
     HUB,
     REGION,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from costguard.settings import Env, Settings, SettingsError
+from costguard.env import Env
+from costguard.settings import Settings, SettingsError
 from costguard_infra.config import ConfigError, CostGuardConfig
 
 

@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from costguard.domain.directory import SliceState
 from costguard.domain.org import Slice
 from costguard.domain.tags import Tags
-from costguard.settings import Env
+from costguard.env import Env
 from tests.functional.test_org_slices import _member_session
 from tests.functional.test_scan_handler import Context
 from tests.support.clock import clock_at, snapshots_start_on_the_clock

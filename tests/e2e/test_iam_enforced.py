@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from costguard.settings import Env
+from costguard.env import Env
 from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
 from costguard_demo.server import embedded_aws, moto_backend
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may

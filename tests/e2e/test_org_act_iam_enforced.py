@@ -31,7 +31,7 @@ import pytest
 
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
-from costguard.settings import Env
+from costguard.env import Env
 from costguard_demo.server import embedded_aws
 from tests.e2e.test_iam_enforced import (
     INSTANCE_TAGS,

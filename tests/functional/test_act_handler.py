@@ -9,8 +9,8 @@ import pytest
 
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard.services.guard import Guard
-from costguard.settings import Env
 from tests.support.toy import TOY, ToyPolicy
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -13,8 +13,8 @@ import pytest
 from costguard.adapters.catalog import read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
 from costguard.domain.findings import FindingCode
+from costguard.env import Env
 from costguard.report import report_json
-from costguard.settings import Env
 from tests.conftest import NOW
 
 TODAY = NOW.date()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from costguard.settings import Env
+from costguard.env import Env
 from tests.conftest import NOW
 
 

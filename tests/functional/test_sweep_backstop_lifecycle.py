@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from costguard.domain.tags import Tags
-from costguard.settings import Env
+from costguard.env import Env
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 OWNER_RULE = {

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from costguard.domain.tags import Tags
-from costguard.settings import Env
+from costguard.env import Env
 from costguard.telemetry import Figures
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Capture, Match
 
+from costguard.env import Env
 from costguard.iam import Permission, scan_permissions
-from costguard.settings import ENV_VARS, ORG_ENV_VARS, Env
+from costguard.settings import ENV_VARS, ORG_ENV_VARS
 from costguard.telemetry import Metrics
 
 pytestmark = pytest.mark.infra

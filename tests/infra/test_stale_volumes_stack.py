@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from costguard.domain.tags import Tags
-from costguard.settings import Env
+from costguard.env import Env
 from tests.infra.guard_template import actions, guard_function, role_statements
 
 

@@ -701,9 +701,10 @@ class World:
             self.oracle.confirms.append(self.now)
 
     def invoke(self, event_time: datetime) -> None:
+        from costguard.env import Env
         from costguard.handlers.act import ActionsFailedError, process, summary
         from costguard.handlers.events import EventTimeError
-        from costguard.settings import Env, Settings
+        from costguard.settings import Settings
 
         self.last_event = event_time
         settings = Settings.from_env(

@@ -6,8 +6,9 @@ import boto3
 import pytest
 
 from costguard.adapters.aws import ClientFactory
+from costguard.env import Env
 from costguard.services.alerts import AlertSettings
-from costguard.settings import Env, Settings, SettingsError
+from costguard.settings import Settings, SettingsError
 from costguard.wiring import build_alert_service
 from costguard_infra.config import ConfigError, CostGuardConfig
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from costguard.domain.idle import GpuDiscovery
-from costguard.settings import Env, Settings, SettingsError
+from costguard.env import Env
+from costguard.settings import Settings, SettingsError
 from costguard.wiring import idle_settings
 
 BASE = {Env.REGIONS: "us-east-1"}

@@ -12,7 +12,8 @@ import boto3
 import pytest
 
 from costguard.adapters.aws import ClientFactory
-from costguard.settings import Env, Settings, SettingsError
+from costguard.env import Env
+from costguard.settings import Settings, SettingsError
 from costguard.wiring import build_alert_service
 from costguard_infra.config import ConfigError, CostGuardConfig
 

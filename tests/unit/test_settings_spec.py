@@ -26,9 +26,10 @@ from costguard.config_spec import (
 )
 from costguard.domain.alerts import AnomalyPolicy
 from costguard.domain.spend import budget_status
+from costguard.env import Env
 from costguard.services.alerts import AlertSettings
 from costguard.services.scan import ScanSettings
-from costguard.settings import ENV_VARS, FIELD_ENV, Env, Settings
+from costguard.settings import ENV_VARS, FIELD_ENV, Settings
 from costguard_infra.config import CONTEXT_KEYS, CostGuardConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from costguard.config_spec import BY_NAME, ORG_DISCOVER
+from costguard.env import Env
 from costguard.settings import ORG_ENV_VARS as SETTINGS_ORG_ENV_VARS
-from costguard.settings import Env
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory

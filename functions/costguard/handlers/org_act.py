@@ -28,8 +28,8 @@ from aws_lambda_powertools.utilities.batch import (
 
 from costguard.domain.org_act import Reach
 from costguard.domain.org_roles import OrgRoles
+from costguard.env import Env
 from costguard.handlers.events import ScheduledEvent
-from costguard.settings import Env
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
