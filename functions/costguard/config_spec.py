@@ -15,7 +15,7 @@ one-line doc. Everything else is built from these fields:
 - :class:`costguard.settings.Settings` (``Settings.from_env``) is ``EnvOnly`` + ``ContextAndEnv``;
 - the variables the stack writes (``CostGuardConfig.environment``, :meth:`SettingSpec.to_env`)
   and the Lambdas read back (:meth:`SettingSpec.read`);
-- ``costguard.settings.Env`` (the variables' names) and docs/configuration.md's table
+- ``costguard.env.Env`` (the variables' names) and docs/configuration.md's table
   (``make docs``; tests/docs/test_configuration_page.py fails when they disagree).
 
 Context given with ``-c`` and environment variables both arrive as strings, so every setting

@@ -1,8 +1,8 @@
 """Runtime settings for the Lambdas and the CLI, read once from the environment.
 
 Every field, with its variable, default and checks, is declared in :mod:`costguard.config_spec`
-(``ContextAndEnv`` and ``EnvOnly``); this module reads the variables and names them
-(their names are :data:`costguard.env.Env`, which the CDK stack uses too).
+(``ContextAndEnv`` and ``EnvOnly``); this module reads the variables (named by
+:data:`costguard.env.Env`, which the CDK stack uses too) and reports what is wrong with them.
 """
 
 from __future__ import annotations
