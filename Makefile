@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: install demo test lint typecheck unit bench synth clean property calendar check
+.PHONY: install demo test lint typecheck unit bench synth clean property calendar check docs
 
 # The venv gets exactly the versions the Lambda asset and layer ship (one pin file),
 # so the tests run what is deployed.
@@ -52,6 +52,10 @@ bench: $(STAMP)
 ## the CDK CLI takes it: make synth CONTEXT="-c orgAccounts=discover -c orgId=o-abc1234567"
 synth: $(STAMP)
 	$(BIN)/python infra/app.py $(CONTEXT)
+
+## Regenerate docs/configuration.md's table from the settings' one declaration (config_spec.py).
+docs: $(STAMP)
+	PYTHONPATH=functions $(BIN)/python -m costguard.config_spec docs/configuration.md
 
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache

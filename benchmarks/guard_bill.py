@@ -138,8 +138,8 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
     from aws_lambda_powertools import Logger
     from moto import mock_aws
 
+    from costguard.env import Env
     from costguard.handlers import scan
-    from costguard.names import Env
     from costguard.settings import Settings
     from costguard_demo.run import create_alert_channels, create_ledger_table
 

@@ -52,8 +52,8 @@ def measure(
     from moto import mock_aws
 
     from costguard import wiring
+    from costguard.env import Env
     from costguard.handlers import act
-    from costguard.names import Env
     from costguard.services import executor as executor_module
     from costguard.settings import Settings
     from costguard_demo.run import create_alert_channels, create_ledger_table

@@ -152,7 +152,7 @@ def _seed(base: Any, account: str, regions: Sequence[str], copies: int = 1) -> d
     before the runs (back-dated on moto's backends)."""
     from moto.backends import get_backend
 
-    from costguard.names import Tags
+    from costguard.domain.tags import Tags
     from tests.support.idle_fleet import gpu_dims, points
 
     when = T0 - timedelta(hours=3)
@@ -361,8 +361,8 @@ class _Act:
 
     def _members(self) -> Any:
         from costguard.adapters.assume import MemberClients
+        from costguard.domain.org_roles import OrgRoles
         from costguard.handlers.org_act import ACT_SESSION
-        from costguard.names import OrgRoles
 
         inner = MemberClients(self.base, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
 

@@ -42,7 +42,7 @@ from costguard.cli_common import (
     CommandError,
 )
 from costguard.cli_common import now as clock_now
-from costguard.names import Env
+from costguard.env import Env
 
 if TYPE_CHECKING:
     from costguard.adapters.catalog import CatalogFile

@@ -443,7 +443,7 @@ def _budget_from_env(project: str) -> Decimal | None:
     from pydantic import TypeAdapter, ValidationError
 
     from costguard.config_spec import ProjectEntry
-    from costguard.names import Env
+    from costguard.env import Env
 
     raw = os.environ.get(Env.PROJECTS_JSON)
     if not raw:

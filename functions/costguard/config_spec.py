@@ -1,18 +1,23 @@
 """Every CostGuard setting, declared once: name, CDK context key, Lambda variable, type,
-default, validation and documentation.
+default, bounds and one line of documentation.
 
-Everything else is built from or checked against :data:`SETTINGS`:
+The declaration is three pydantic models, by the way a setting comes in:
 
-- ``costguard_infra.config.CostGuardConfig`` (CDK context, camelCase keys): one field per
-  setting with a ``context_key``;
-- the scan Lambda's environment (``CostGuardConfig.environment`` and the stack): one
-  variable per setting with an ``env_var``, written by :meth:`SettingSpec.to_env`;
-- :class:`costguard.settings.Settings` (``Settings.from_env``): one field per setting with an
-  ``env_var``, read back by the same :meth:`SettingSpec.read`;
-- the README's configuration table (:func:`markdown_table`, ``python -m costguard.config_spec``).
+- :class:`ContextAndEnv`: deployed from CDK context (``cdk.json``, ``-c key=value``) and read
+  by the Lambdas from the variable the stack writes;
+- :class:`ContextOnly`: read by the CDK app alone (schedules, sizes, subscriptions);
+- :class:`EnvOnly`: no context key; the stack (or the CLI) sets the variable.
 
-Some settings are deploy-only (``scanRate``, ``alertEmails``…: no variable); some are
-runtime-only (the ledger table, the topic, the scope: no context key, the stack sets them).
+Each field is ``setting(default, context key, variable, bounds and checks)`` followed by its
+one-line doc. Everything else is built from these fields:
+
+- ``costguard_infra.config.CostGuardConfig`` (CDK context) is ``ContextOnly`` + ``ContextAndEnv``;
+- :class:`costguard.settings.Settings` (``Settings.from_env``) is ``EnvOnly`` + ``ContextAndEnv``;
+- the variables the stack writes (``CostGuardConfig.environment``, :meth:`SettingSpec.to_env`)
+  and the Lambdas read back (:meth:`SettingSpec.read`);
+- ``costguard.env.Env`` (the variables' names) and docs/configuration.md's table
+  (``make docs``; tests/docs/test_configuration_page.py fails when they disagree).
+
 Context given with ``-c`` and environment variables both arrive as strings, so every setting
 reads its string form the same way in both places (:meth:`SettingSpec.read`).
 
@@ -21,21 +26,27 @@ Pure: no boto3, no CDK, no ``os.environ``.
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
+import itertools
 import json
 import re
+import sys
+import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from enum import Enum
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import to_jsonable_python
 
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.tags import parse_budget, parse_owners, parse_project, parse_ttl
-from costguard.names import Env, OrgRoles, Tags
+from costguard.domain.org_roles import OrgRoles
+from costguard.domain.tags import Tags, parse_budget, parse_owners, parse_project, parse_ttl
 
 #: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
 REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
@@ -287,26 +298,24 @@ def org_problem(accounts: tuple[str, ...], org_id: str, *, accounts_name: str) -
     return None
 
 
-# -- the spec ---------------------------------------------------------------------------------
+# -- how a setting is declared -----------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class SettingSpec:
-    """One setting. ``context_key`` None: the stack provides it; ``env_var`` None: deploy-only."""
+    """One setting, as :func:`setting` declares it and :data:`BY_NAME` holds it.
 
-    name: str
+    ``context_key`` None: the stack provides it; ``env_var`` None: deploy-only.
+    """
+
     context_key: str | None
     env_var: str | None
-    type: Any
-    default: Any
-    doc: str
-    kind: Kind = Kind.TEXT
-    #: pydantic ``Field`` constraints (``ge``, ``le``, ``min_length``…).
-    constraints: Mapping[str, Any] = field(default_factory=dict)
     #: Runs after pydantic's type check; returns the (normalised) value or raises ValueError.
     check: Callable[[Any], Any] | None = None
     #: Variables read, in order, when ``env_var`` is unset (e.g. the Lambda's own region).
     env_fallbacks: tuple[str, ...] = ()
+    #: No default in the Lambdas: the variable (or a fallback) must be set.
+    env_required: bool = False
     #: Accepted and validated but read by nothing yet: why it exists.
     reserved: str | None = None
     #: Only the Organization hub's Lambdas get its variable (a single-account stack sets none).
@@ -316,18 +325,16 @@ class SettingSpec:
     #: as the default. Set exactly where "" is valid and differs from the default
     #: (tests/unit/test_settings_spec.py checks every setting).
     empty_is_value: bool = False
+    # Filled in from the field (:func:`_specs`): its name, type and default.
+    name: str = ""
+    type: Any = None
+    default: Any = None
+    kind: Kind = Kind.TEXT
 
-    def field(self, *, alias: bool = False, required: bool = False) -> Any:
-        """The pydantic field: the spec's default, constraints, doc and (if asked) alias."""
-        extra: dict[str, Any] = {"description": self.doc, **self.constraints}
-        if alias:
-            extra["alias"] = self.context_key
-        if required:
-            return Field(**extra)
-        if isinstance(self.default, dict):
-            default = self.default
-            return Field(default_factory=lambda: copy.deepcopy(default), **extra)
-        return Field(default=self.default, **extra)
+    @property
+    def doc(self) -> str:
+        """The docstring under the field, on one line."""
+        return _docstrings().get(self.name, "")
 
     def read(self, value: Any) -> Any:
         """A string form (context, variable) as the structure pydantic validates."""
@@ -381,594 +388,60 @@ class SettingSpec:
         return f"`{self.default}`" if self.default != "" else "none"
 
 
-SETTINGS: Final[tuple[SettingSpec, ...]] = (
-    # -- deployed from CDK context (and, with a variable, read by the scan Lambda) -----------
-    SettingSpec(
-        "regions",
-        "regions",
-        Env.REGIONS,
-        tuple[str, ...],
-        ("us-east-1", "us-west-2"),
-        "Regions to scan.",
-        kind=Kind.LIST,
-        constraints={"min_length": 1},
-        check=valid_regions,
-        env_fallbacks=("AWS_REGION", "AWS_DEFAULT_REGION"),
-    ),
-    SettingSpec(
-        "scan_rate",
-        "scanRate",
-        Env.SCAN_RATE,
-        str,
-        "15 minutes",
-        "How often the scan runs, from `5 minutes` to `1 day`.",
-        check=valid_rate,
-    ),
-    SettingSpec(
-        "dry_run",
-        "dryRun",
-        Env.DRY_RUN,
-        bool,
-        True,
-        "Actions only report what they would do.",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "warning_pct",
-        "warningPct",
-        Env.WARNING_PCT,
-        Decimal,
-        Decimal(80),
-        "Forecast percentage of the budget that makes a project `warning` (above 0, at most 100).",
-        constraints={"gt": 0, "le": 100},
-    ),
-    SettingSpec(
-        "budget_thresholds",
-        "budgetThresholds",
-        Env.BUDGET_THRESHOLDS,
-        tuple[int, ...],
-        (50, 80, 100),
-        "Month-to-date percentages of the budget that alert (1–1000).",
-        kind=Kind.LIST,
-        check=valid_thresholds,
-    ),
-    SettingSpec(
-        "ttl_hours",
-        "ttlHours",
-        Env.TTL_HOURS,
-        int,
-        48,
-        "Default time to live (hours) of stale data: an unattached EBS volume is deleted once "
-        "unattached this long, unless its `costguard:ttl` tag says otherwise.",
-        constraints={"ge": 1, "le": 24 * 365},
-    ),
-    SettingSpec(
-        "ebs_snapshot_before_delete",
-        "ebsSnapshotBeforeDelete",
-        Env.EBS_SNAPSHOT_BEFORE_DELETE,
-        bool,
-        True,
-        "Snapshot a stale EBS volume, and wait for the snapshot to complete, before deleting it.",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "ebs_snapshot_ttl",
-        "ebsSnapshotTtl",
-        Env.EBS_SNAPSHOT_TTL,
-        str,
-        "30d",
-        "The `costguard:ttl` written on that snapshot (e.g. `30d`): it is deleted after it.",
-        check=valid_ttl,
-    ),
-    SettingSpec(
-        "s3_sweep_prefixes",
-        "sweepPrefixes",
-        Env.S3_SWEEP_PREFIXES,
-        tuple[str, ...],
-        (),
-        "Key prefixes the stale-object sweep is limited to in every `costguard:ttl` bucket "
-        "(none: the whole bucket).",
-        kind=Kind.LIST,
-        check=valid_key_prefixes,
-    ),
-    SettingSpec(
-        "s3_keep_prefix",
-        "sweepKeepPrefix",
-        Env.S3_KEEP_PREFIX,
-        str,
-        "keep/",
-        "Objects under this key prefix are never deleted (empty: no keep prefix).",
-        constraints={"max_length": 1024},
-        empty_is_value=True,
-    ),
-    SettingSpec(
-        "s3_purge_noncurrent",
-        "sweepPurgeNoncurrent",
-        Env.S3_PURGE_NONCURRENT,
-        bool,
-        False,
-        "Versioned buckets: the lifecycle backstop also expires noncurrent versions after the "
-        "time to live (otherwise deleted objects stay recoverable behind delete markers).",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "s3_breaker_pct",
-        "sweepBreakerPct",
-        Env.S3_BREAKER_PCT,
-        int,
-        50,
-        "The sweep stops and asks for `costguard:confirm-delete` before a pass that would "
-        "delete more than this percentage of the objects in scope, as that pass counted them "
-        "before its first delete (1–100).",
-        constraints={"ge": 1, "le": 100},
-    ),
-    SettingSpec(
-        "s3_breaker_max_gib",
-        "sweepBreakerMaxGib",
-        Env.S3_BREAKER_MAX_GIB,
-        int,
-        1024,
-        "…or more than this many GiB in one pass (1–1048576).",
-        constraints={"ge": 1, "le": 1024 * 1024},
-    ),
-    SettingSpec(
-        "s3_backstop",
-        "sweepBackstop",
-        Env.S3_BACKSTOP,
-        bool,
-        True,
-        "Merge a lifecycle rule (expire a day after the TTL in whole days, abort uploads "
-        "after a day) into each swept bucket while the breaker allows its sweep, where it "
-        "cannot reach the keep prefix.",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "anomaly_min_ratio",
-        "anomalyMinRatio",
-        Env.ANOMALY_MIN_RATIO,
-        Decimal,
-        Decimal(2),
-        "A burn-rate spike must be at least this many times the baseline (1–1000).",
-        constraints={"ge": 1, "le": 1000},
-    ),
-    SettingSpec(
-        "anomaly_min_usd_per_hour",
-        "anomalyMinUsdPerHour",
-        Env.ANOMALY_MIN_USD_PER_HOUR,
-        Decimal,
-        Decimal(10),
-        "A burn-rate spike must also be at least this many $/h above the baseline (0–1,000,000).",
-        constraints={"ge": 0, "le": 1_000_000},
-    ),
-    SettingSpec(
-        "anomaly_cooldown_minutes",
-        "anomalyCooldownMinutes",
-        Env.ANOMALY_COOLDOWN_MINUTES,
-        int,
-        60,
-        "The minimum time between two spike alerts for one project (0 to 525600, a year).",
-        constraints={"ge": 0, "le": 365 * 24 * 60},
-    ),
-    SettingSpec(
-        "digest_hour_utc",
-        "digestHourUtc",
-        Env.DIGEST_HOUR_UTC,
-        int,
-        8,
-        "The hour (UTC, 0–23) from which the daily findings digest is sent.",
-        constraints={"ge": 0, "le": 23},
-    ),
-    SettingSpec(
-        "scan_failed_alert_after",
-        "scanFailedAlertAfter",
-        Env.SCAN_FAILED_ALERT_AFTER,
-        int,
-        3,
-        "Consecutive failed scans of a region or service before a `scan-failed` alert (1–1000).",
-        constraints={"ge": 1, "le": 1000},
-    ),
-    SettingSpec(
-        "advice_alerts",
-        "adviceAlerts",
-        Env.ADVICE_ALERTS,
-        bool,
-        True,
-        "Send the scan's advice (spot with checkpointing, oversized endpoints, pending "
-        "capacity) as one `info` `advice-digest` alert per project per UTC day, from "
-        "`digestHourUtc`.",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "advice_min_monthly_usd",
-        "adviceMinMonthlyUsd",
-        Env.ADVICE_MIN_MONTHLY_USD,
-        Decimal,
-        Decimal(50),
-        "Advice that saves less than this many USD a month is left out of the advice digest, "
-        "not of the scan report (0–1,000,000).",
-        constraints={"ge": 0, "le": 1_000_000},
-    ),
-    SettingSpec(
-        "cost_explorer",
-        "costExplorer",
-        Env.COST_EXPLORER,
-        bool,
-        False,
-        "Reconcile month-to-date with Cost Explorer and forward AWS Cost Anomaly Detection "
-        "anomalies (below).",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "price_refresh_rate",
-        "priceRefreshRate",
-        None,
-        str,
-        "7 days",
-        "How often the price-refresh Lambda reads the AWS Price List API into the stored "
-        "catalog, from `1 day` to `30 days`.",
-        check=valid_refresh_rate,
-    ),
-    SettingSpec(
-        "price_change_hold_pct",
-        "priceChangeHoldPct",
-        Env.PRICE_CHANGE_HOLD_PCT,
-        Decimal,
-        Decimal(50),
-        "A refreshed rate that moved more than this percentage either way is held for review "
-        "(a `price-catalog` finding), not applied (1–1000).",
-        constraints={"ge": 1, "le": 1000},
-    ),
-    SettingSpec(
-        "price_catalog_max_age_days",
-        "priceCatalogMaxAgeDays",
-        Env.PRICE_CATALOG_MAX_AGE_DAYS,
-        int,
-        30,
-        "A price catalog whose rates for a scanned region are older than this many days is a "
-        "`price-catalog` finding and a dashboard warning (1–365).",
-        constraints={"ge": 1, "le": 365},
-    ),
-    SettingSpec(
-        "idle_minutes",
-        "idleMinutes",
-        Env.IDLE_MINUTES,
-        int,
-        60,
-        "Idle-notebook window: idle only if every datapoint in it is under the thresholds "
-        "(15–10080 minutes; the tag `costguard:idle-minutes` overrides it per resource).",
-        constraints={"ge": 15, "le": 10_080},
-    ),
-    SettingSpec(
-        "idle_rate",
-        "idleRate",
-        None,
-        str,
-        "60 minutes",
-        "How often the idle-notebook guard runs (`5 minutes` to `1 day`; the window by "
-        "default, which keeps its CloudWatch bill under $10/month for 1,000 notebooks when "
-        "enforcing; in dry-run, which reads idle notebooks in full every run, up to $29.20).",
-        check=valid_rate,
-    ),
-    SettingSpec(
-        "idle_gpu_pct",
-        "idleGpuPct",
-        Env.IDLE_GPU_PCT,
-        Decimal,
-        Decimal(5),
-        "A notebook is idle only while every GPU's utilization stays under this percentage "
-        "(above 0, at most 100).",
-        constraints={"gt": 0, "le": 100},
-    ),
-    SettingSpec(
-        "idle_cpu_pct",
-        "idleCpuPct",
-        Env.IDLE_CPU_PCT,
-        Decimal,
-        Decimal(5),
-        "An EC2 notebook is idle only while its CPU utilization stays under this percentage "
-        "(above 0, at most 100).",
-        constraints={"gt": 0, "le": 100},
-    ),
-    SettingSpec(
-        "idle_network_mb",
-        "idleNetworkMb",
-        Env.IDLE_NETWORK_MB,
-        Decimal,
-        Decimal(5),
-        "An EC2 notebook is idle only while NetworkIn + NetworkOut stay under this many MB "
-        "per 5 minutes (0–100000): above background agent traffic, below any real transfer.",
-        constraints={"ge": 0, "le": 100_000},
-    ),
-    SettingSpec(
-        "idle_max_runtime_hours",
-        "idleMaxRuntimeHours",
-        Env.IDLE_MAX_RUNTIME_HOURS,
-        int,
-        12,
-        "A SageMaker notebook instance without CostGuard's heartbeat is stopped after this "
-        "many hours InService (1–720).",
-        constraints={"ge": 1, "le": 720},
-    ),
-    SettingSpec(
-        "idle_grace_minutes",
-        "idleGraceMinutes",
-        Env.IDLE_GRACE_MINUTES,
-        int,
-        60,
-        "How long an idle notebook's owner is warned before it is stopped (15–10080 minutes).",
-        constraints={"ge": 15, "le": 10_080},
-    ),
-    SettingSpec(
-        "idle_all_accelerators",
-        "idleAllAccelerators",
-        Env.IDLE_ALL_ACCELERATORS,
-        bool,
-        False,
-        "Judge every running accelerator EC2 instance in scope as a notebook, not only those "
-        "tagged `costguard:role=notebook`.",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "idle_gpu_discovery",
-        "idleGpuDiscovery",
-        Env.IDLE_GPU_DISCOVERY,
-        Literal["search", "list"],
-        "search",
-        "How the idle guard finds the CloudWatch agent's GPU series: `search` (a `SEARCH` "
-        "expression per instance, in the metric reads themselves) or `list` (`ListMetrics` "
-        "first: for CloudWatch emulators that do not evaluate `SEARCH`, such as moto).",
-    ),
-    SettingSpec(
-        "alert_emails",
-        "alertEmails",
-        None,
-        tuple[str, ...],
-        (),
-        "E-mail addresses subscribed to the alert topic.",
-        kind=Kind.LIST,
-        check=valid_emails,
-    ),
-    SettingSpec(
-        "slack_webhook_secret_name",
-        "slackWebhookSecretName",
-        None,
-        str,
-        "costguard/slack-webhook",
-        "The Secrets Manager secret that holds the Slack webhook.",
-        check=valid_secret_name,
-    ),
-    SettingSpec(
-        "project_tag_keys",
-        "projectTagKeys",
-        Env.PROJECT_TAG_KEYS,
-        tuple[str, ...],
-        (Tags.PROJECT, *Tags.PROJECT_FALLBACKS),
-        "Tag keys for the project, in order of precedence.",
-        kind=Kind.LIST,
-        constraints={"min_length": 1},
-        check=valid_tag_keys,
-    ),
-    SettingSpec(
-        "projects",
-        "projects",
-        Env.PROJECTS_JSON,
-        dict[str, ProjectEntry],
-        {},
-        "The central project table (JSON), which overrides tags.",
-        kind=Kind.JSON,
-        check=valid_projects,
-    ),
-    SettingSpec(
-        "log_retention_days",
-        "logRetentionDays",
-        None,
-        int,
-        90,
-        "Lambda log retention (one of CloudWatch's periods: 1, 3, 5, 7, 14, 30, 60, 90, …).",
-        check=valid_retention,
-    ),
-    SettingSpec(
-        "scan_memory_mb",
-        "scanMemoryMb",
-        None,
-        int,
-        1024,
-        "Scan Lambda memory (128–10240 MB).",
-        constraints={"ge": 128, "le": 10240},
-    ),
-    SettingSpec(
-        "scan_timeout_seconds",
-        "scanTimeoutSeconds",
-        None,
-        int,
-        600,
-        "Scan Lambda timeout (30–900 s); in Organization mode the queue consumer's, and the "
-        "work queue's visibility timeout is six times it.",
-        constraints={"ge": 30, "le": 900},
-    ),
-    # -- Organization mode: the hub (none of it is deployed while `orgAccounts` is empty) --
-    SettingSpec(
-        "org_accounts",
-        "orgAccounts",
-        Env.ORG_ACCOUNTS,
-        tuple[str, ...],
-        (),
-        "Organization mode: `discover` (the Organization's ACTIVE accounts, from "
-        "`organizations:ListAccounts`) or comma-separated 12-digit account ids; none: one "
-        "account, no hub resources.",
-        kind=Kind.LIST,
-        check=valid_org_accounts,
-        org=True,
-    ),
-    SettingSpec(
-        "org_id",
-        "orgId",
-        Env.ORG_ID,
-        str,
-        "",
-        "The Organization's id (`o-…`), required with `orgAccounts`: the hub may assume "
-        "member roles only in its accounts (`aws:ResourceOrgID`).",
-        check=valid_org_id,
-        org=True,
-    ),
-    SettingSpec(
-        "org_member_role",
-        "orgMemberRole",
-        Env.MEMBER_ROLE,
-        str,
-        OrgRoles.MEMBER_READ,
-        "The role the hub's consumers assume in each member account (the member stack's).",
-        check=valid_role_name,
-        org=True,
-    ),
-    SettingSpec(
-        "org_per_account_concurrency",
-        "orgPerAccountConcurrency",
-        Env.PER_ACCOUNT_CONCURRENCY,
-        int,
-        2,
-        "At most this many of one account's regions are scanned at once (FIFO message groups "
-        "per account, 1–10): each account's API rate limits are its own.",
-        constraints={"ge": 1, "le": 10},
-        org=True,
-    ),
-    SettingSpec(
-        "org_max_concurrency",
-        "orgMaxConcurrency",
-        None,
-        int,
-        20,
-        "At most this many queue consumers run at once, all accounts together (the event "
-        "source's maximum concurrency, 2–1000).",
-        constraints={"ge": 2, "le": 1000},
-        org=True,
-    ),
-    SettingSpec(
-        "org_probe_hours",
-        "orgProbeHours",
-        Env.PROBE_HOURS,
-        int,
-        6,
-        "Account-regions with nothing to scan are skipped and re-probed this often (1–168 "
-        "hours): the longest a GPU in a new region can go unseen.",
-        constraints={"ge": 1, "le": 168},
-        org=True,
-    ),
-    SettingSpec(
-        "org_slice_deadline_minutes",
-        "orgSliceDeadlineMinutes",
-        Env.SLICE_DEADLINE_MINUTES,
-        int,
-        10,
-        "Each scheduled time is rolled up across accounts when every account-region is in or "
-        "this many minutes after it (1–120); a later one counts the next time.",
-        constraints={"ge": 1, "le": 120},
-        org=True,
-    ),
-    SettingSpec(
-        "org_opt_out_tag",
-        "orgOptOutTag",
-        Env.ORG_OPT_OUT_TAG,
-        str,
-        Tags.ORG_OPT_OUT,
-        "An account tagged with this key and the value `true` is left out (discovered "
-        "accounts only).",
-        check=valid_tag_key,
-        org=True,
-    ),
-    SettingSpec(
-        "org_regions",
-        "orgRegions",
-        Env.ORG_REGIONS,
-        Literal["listed", "enabled"],
-        "listed",
-        "Which regions of each account are guarded: `listed` (those each account enabled, "
-        "within `regions`) or `enabled` (every region each account enabled, whatever "
-        "`regions` says: a GPU in a region nobody listed is still found).",
-        org=True,
-    ),
-    SettingSpec(
-        "org_max_receives",
-        "orgMaxReceives",
-        None,
-        int,
-        3,
-        "A work item that failed this many times moves to the dead-letter queue, which "
-        "alarms (1–100).",
-        constraints={"ge": 1, "le": 100},
-        org=True,
-    ),
-    # -- runtime-only: the stack (or the CLI) provides them --------------------------------
-    SettingSpec(
-        "table_name", None, Env.TABLE_NAME, str | None, None, "The ledger table (none: in memory)."
-    ),
-    SettingSpec(
-        "scope", None, Env.SCOPE, str, "default", "Whose spend: the account id when deployed."
-    ),
-    SettingSpec(
-        "topic_arn", None, Env.TOPIC_ARN, str | None, None, "The alert topic (none: no alerts)."
-    ),
-    SettingSpec(
-        "guard",
-        None,
-        Env.GUARD,
-        str | None,
-        None,
-        "The one guard an actuator Lambda runs (its role holds only that guard's permissions).",
-    ),
-    SettingSpec(
-        "sagemaker_tags",
-        None,
-        Env.SAGEMAKER_TAGS,
-        Literal["tagging-api", "per-resource"],
-        "tagging-api",
-        "How SageMaker tags are read: one tagging-API call, or ListTags per resource.",
-    ),
-    SettingSpec(
-        "sagemaker_studio",
-        None,
-        Env.SAGEMAKER_STUDIO,
-        bool,
-        True,
-        "Whether SageMaker Studio apps are listed.",
-        kind=Kind.FLAG,
-    ),
-    SettingSpec(
-        "queue_url",
-        None,
-        Env.QUEUE_URL,
-        str | None,
-        None,
-        "The Organization hub's FIFO work queue (the fan-out's only).",
-        org=True,
-    ),
-    SettingSpec(
-        "act_queue_url",
-        None,
-        Env.ACT_QUEUE_URL,
-        str | None,
-        None,
-        "The Organization hub's FIFO guard queue: one guard in one member account per "
-        "message (the fan-out's only).",
-        org=True,
-    ),
-)
+def setting(
+    default: Any,
+    context_key: str | None,
+    env_var: str | None,
+    *,
+    check: Callable[[Any], Any] | None = None,
+    fallbacks: tuple[str, ...] = (),
+    env_required: bool = False,
+    reserved: str | None = None,
+    org: bool = False,
+    empty_is_value: bool = False,
+    **bounds: Any,
+) -> Any:
+    """A field of the declaration: its default, its ways in, and pydantic ``bounds``
+    (``ge``, ``le``, ``min_length``...); the docstring under the field is its doc."""
+    spec = SettingSpec(
+        context_key, env_var, check, fallbacks, env_required, reserved, org, empty_is_value
+    )
+    if isinstance(default, dict):
+        info = Field(default_factory=lambda: copy.deepcopy(default), **bounds)
+    else:
+        info = Field(default, **bounds)
+    info.metadata.append(spec)
+    return info
 
-BY_NAME: Final[Mapping[str, SettingSpec]] = {s.name: s for s in SETTINGS}
-#: Deployed from CDK context, in the README's order.
-CONTEXT_SETTINGS: Final = tuple(s for s in SETTINGS if s.context_key)
-#: Read by :meth:`costguard.settings.Settings.from_env`.
-ENV_SETTINGS: Final = tuple(s for s in SETTINGS if s.env_var)
-#: Deployed from CDK context, to every Lambda with a variable, in both modes.
-SHARED_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if not s.org)
-#: Deployed from CDK context to the Organization hub's Lambdas only.
-ORG_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if s.org)
+
+def _kind(annotation: Any) -> Kind:
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        return Kind.FLAG
+    return Kind.LIST if origin is tuple else Kind.JSON if origin is dict else Kind.TEXT
+
+
+def _specs(model: type[BaseModel]) -> tuple[SettingSpec, ...]:
+    """The settings a declaration model holds, completed from their fields."""
+    return tuple(
+        replace(
+            meta,
+            name=name,
+            type=info.annotation,
+            default=info.get_default(call_default_factory=True),
+            kind=_kind(info.annotation),
+        )
+        for name, info in model.model_fields.items()
+        for meta in info.metadata
+        if isinstance(meta, SettingSpec)
+    )
 
 
 class SpecModel(BaseModel):
     """A model whose fields are settings: each reads its string form and runs its check."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built when first used: a Lambda builds only its Settings, not the declaration's parts.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -984,8 +457,358 @@ class SpecModel(BaseModel):
         return check(value) if check is not None else value
 
 
+# -- the declaration -----------------------------------------------------------------------------
+
+
+class ContextAndEnv(SpecModel):
+    """Deployed from CDK context, and read by the Lambdas from their environment."""
+
+    regions: tuple[str, ...] = setting(
+        ("us-east-1", "us-west-2"),
+        "regions",
+        "COSTGUARD_REGIONS",
+        min_length=1,
+        check=valid_regions,
+        fallbacks=("AWS_REGION", "AWS_DEFAULT_REGION"),
+        env_required=True,
+    )
+    """Regions to scan."""
+
+    scan_rate: str = setting("15 minutes", "scanRate", "COSTGUARD_SCAN_RATE", check=valid_rate)
+    """How often the scan runs, from `5 minutes` to `1 day`."""
+
+    dry_run: bool = setting(True, "dryRun", "COSTGUARD_DRY_RUN")
+    """Actions only report what they would do."""
+
+    warning_pct: Decimal = setting(Decimal(80), "warningPct", "COSTGUARD_WARNING_PCT", gt=0, le=100)
+    """Forecast percentage of the budget that makes a project `warning` (above 0, at most 100)."""
+
+    budget_thresholds: tuple[int, ...] = setting(
+        (50, 80, 100), "budgetThresholds", "COSTGUARD_BUDGET_THRESHOLDS", check=valid_thresholds
+    )
+    """Month-to-date percentages of the budget that alert (1–1000)."""
+
+    ttl_hours: int = setting(48, "ttlHours", "COSTGUARD_TTL_HOURS", ge=1, le=24 * 365)
+    """Default time to live (hours) of stale data: an unattached EBS volume is deleted once
+    unattached this long, unless its `costguard:ttl` tag says otherwise."""
+
+    ebs_snapshot_before_delete: bool = setting(
+        True, "ebsSnapshotBeforeDelete", "COSTGUARD_EBS_SNAPSHOT_BEFORE_DELETE"
+    )
+    """Snapshot a stale EBS volume, and wait for the snapshot to complete, before deleting it."""
+
+    ebs_snapshot_ttl: str = setting(
+        "30d", "ebsSnapshotTtl", "COSTGUARD_EBS_SNAPSHOT_TTL", check=valid_ttl
+    )
+    """The `costguard:ttl` written on that snapshot (e.g. `30d`): it is deleted after it."""
+
+    s3_sweep_prefixes: tuple[str, ...] = setting(
+        (), "sweepPrefixes", "COSTGUARD_S3_SWEEP_PREFIXES", check=valid_key_prefixes
+    )
+    """Key prefixes the stale-object sweep is limited to in every `costguard:ttl` bucket (none:
+    the whole bucket)."""
+
+    s3_keep_prefix: str = setting(
+        "keep/", "sweepKeepPrefix", "COSTGUARD_S3_KEEP_PREFIX", max_length=1024, empty_is_value=True
+    )
+    """Objects under this key prefix are never deleted (empty: no keep prefix)."""
+
+    s3_purge_noncurrent: bool = setting(
+        False, "sweepPurgeNoncurrent", "COSTGUARD_S3_PURGE_NONCURRENT"
+    )
+    """Versioned buckets: the lifecycle backstop also expires noncurrent versions after the time
+    to live (otherwise deleted objects stay recoverable behind delete markers)."""
+
+    s3_breaker_pct: int = setting(50, "sweepBreakerPct", "COSTGUARD_S3_BREAKER_PCT", ge=1, le=100)
+    """The sweep stops and asks for `costguard:confirm-delete` before a pass that would delete
+    more than this percentage of the objects in scope, as that pass counted them before its
+    first delete (1–100)."""
+
+    s3_breaker_max_gib: int = setting(
+        1024, "sweepBreakerMaxGib", "COSTGUARD_S3_BREAKER_MAX_GIB", ge=1, le=1024 * 1024
+    )
+    """…or more than this many GiB in one pass (1–1048576)."""
+
+    s3_backstop: bool = setting(True, "sweepBackstop", "COSTGUARD_S3_BACKSTOP")
+    """Merge a lifecycle rule (expire a day after the TTL in whole days, abort uploads after a
+    day) into each swept bucket while the breaker allows its sweep, where it cannot reach the
+    keep prefix."""
+
+    anomaly_min_ratio: Decimal = setting(
+        Decimal(2), "anomalyMinRatio", "COSTGUARD_ANOMALY_MIN_RATIO", ge=1, le=1000
+    )
+    """A burn-rate spike must be at least this many times the baseline (1–1000)."""
+
+    anomaly_min_usd_per_hour: Decimal = setting(
+        Decimal(10),
+        "anomalyMinUsdPerHour",
+        "COSTGUARD_ANOMALY_MIN_USD_PER_HOUR",
+        ge=0,
+        le=1_000_000,
+    )
+    """A burn-rate spike must also be at least this many $/h above the baseline (0–1,000,000)."""
+
+    anomaly_cooldown_minutes: int = setting(
+        60, "anomalyCooldownMinutes", "COSTGUARD_ANOMALY_COOLDOWN_MINUTES", ge=0, le=365 * 24 * 60
+    )
+    """The minimum time between two spike alerts for one project (0 to 525600, a year)."""
+
+    digest_hour_utc: int = setting(8, "digestHourUtc", "COSTGUARD_DIGEST_HOUR_UTC", ge=0, le=23)
+    """The hour (UTC, 0–23) from which the daily findings digest is sent."""
+
+    scan_failed_alert_after: int = setting(
+        3, "scanFailedAlertAfter", "COSTGUARD_SCAN_FAILED_ALERT_AFTER", ge=1, le=1000
+    )
+    """Consecutive failed scans of a region or service before a `scan-failed` alert (1–1000)."""
+
+    advice_alerts: bool = setting(True, "adviceAlerts", "COSTGUARD_ADVICE_ALERTS")
+    """Send the scan's advice (spot with checkpointing, oversized endpoints, pending capacity)
+    as one `info` `advice-digest` alert per project per UTC day, from `digestHourUtc`."""
+
+    advice_min_monthly_usd: Decimal = setting(
+        Decimal(50), "adviceMinMonthlyUsd", "COSTGUARD_ADVICE_MIN_MONTHLY_USD", ge=0, le=1_000_000
+    )
+    """Advice that saves less than this many USD a month is left out of the advice digest, not
+    of the scan report (0–1,000,000)."""
+
+    cost_explorer: bool = setting(False, "costExplorer", "COSTGUARD_COST_EXPLORER")
+    """Reconcile month-to-date with Cost Explorer and forward AWS Cost Anomaly Detection
+    anomalies (below)."""
+
+    price_change_hold_pct: Decimal = setting(
+        Decimal(50), "priceChangeHoldPct", "COSTGUARD_PRICE_CHANGE_HOLD_PCT", ge=1, le=1000
+    )
+    """A refreshed rate that moved more than this percentage either way is held for review (a
+    `price-catalog` finding), not applied (1–1000)."""
+
+    price_catalog_max_age_days: int = setting(
+        30, "priceCatalogMaxAgeDays", "COSTGUARD_PRICE_CATALOG_MAX_AGE_DAYS", ge=1, le=365
+    )
+    """A price catalog whose rates for a scanned region are older than this many days is a
+    `price-catalog` finding and a dashboard warning (1–365)."""
+
+    idle_minutes: int = setting(60, "idleMinutes", "COSTGUARD_IDLE_MINUTES", ge=15, le=10_080)
+    """Idle-notebook window: idle only if every datapoint in it is under the thresholds
+    (15–10080 minutes; the tag `costguard:idle-minutes` overrides it per resource)."""
+
+    idle_gpu_pct: Decimal = setting(
+        Decimal(5), "idleGpuPct", "COSTGUARD_IDLE_GPU_PCT", gt=0, le=100
+    )
+    """A notebook is idle only while every GPU's utilization stays under this percentage (above
+    0, at most 100)."""
+
+    idle_cpu_pct: Decimal = setting(
+        Decimal(5), "idleCpuPct", "COSTGUARD_IDLE_CPU_PCT", gt=0, le=100
+    )
+    """An EC2 notebook is idle only while its CPU utilization stays under this percentage (above
+    0, at most 100)."""
+
+    idle_network_mb: Decimal = setting(
+        Decimal(5), "idleNetworkMb", "COSTGUARD_IDLE_NETWORK_MB", ge=0, le=100_000
+    )
+    """An EC2 notebook is idle only while NetworkIn + NetworkOut stay under this many MB per 5
+    minutes (0–100000): above background agent traffic, below any real transfer."""
+
+    idle_max_runtime_hours: int = setting(
+        12, "idleMaxRuntimeHours", "COSTGUARD_IDLE_MAX_RUNTIME_HOURS", ge=1, le=720
+    )
+    """A SageMaker notebook instance without CostGuard's heartbeat is stopped after this many
+    hours InService (1–720)."""
+
+    idle_grace_minutes: int = setting(
+        60, "idleGraceMinutes", "COSTGUARD_IDLE_GRACE_MINUTES", ge=15, le=10_080
+    )
+    """How long an idle notebook's owner is warned before it is stopped (15–10080 minutes)."""
+
+    idle_all_accelerators: bool = setting(
+        False, "idleAllAccelerators", "COSTGUARD_IDLE_ALL_ACCELERATORS"
+    )
+    """Judge every running accelerator EC2 instance in scope as a notebook, not only those
+    tagged `costguard:role=notebook`."""
+
+    idle_gpu_discovery: Literal["search", "list"] = setting(
+        "search", "idleGpuDiscovery", "COSTGUARD_IDLE_GPU_DISCOVERY"
+    )
+    """How the idle guard finds the CloudWatch agent's GPU series: `search` (a `SEARCH`
+    expression per instance, in the metric reads themselves) or `list` (`ListMetrics` first:
+    for CloudWatch emulators that do not evaluate `SEARCH`, such as moto)."""
+
+    project_tag_keys: tuple[str, ...] = setting(
+        (Tags.PROJECT, *Tags.PROJECT_FALLBACKS),
+        "projectTagKeys",
+        "COSTGUARD_PROJECT_TAG_KEYS",
+        min_length=1,
+        check=valid_tag_keys,
+    )
+    """Tag keys for the project, in order of precedence."""
+
+    projects: dict[str, ProjectEntry] = setting(
+        {}, "projects", "COSTGUARD_PROJECTS_JSON", check=valid_projects
+    )
+    """The central project table (JSON), which overrides tags."""
+
+    # -- Organization mode: the hub (none of it is deployed while `orgAccounts` is empty) --
+    org_accounts: tuple[str, ...] = setting(
+        (), "orgAccounts", "COSTGUARD_ORG_ACCOUNTS", check=valid_org_accounts, org=True
+    )
+    """Organization mode: `discover` (the Organization's ACTIVE accounts, from
+    `organizations:ListAccounts`) or comma-separated 12-digit account ids; none: one account,
+    no hub resources."""
+
+    org_id: str = setting("", "orgId", "COSTGUARD_ORG_ID", check=valid_org_id, org=True)
+    """The Organization's id (`o-…`), required with `orgAccounts`: the hub may assume member
+    roles only in its accounts (`aws:ResourceOrgID`)."""
+
+    org_member_role: str = setting(
+        OrgRoles.MEMBER_READ,
+        "orgMemberRole",
+        "COSTGUARD_MEMBER_ROLE",
+        check=valid_role_name,
+        org=True,
+    )
+    """The role the hub's consumers assume in each member account (the member stack's)."""
+
+    org_per_account_concurrency: int = setting(
+        2, "orgPerAccountConcurrency", "COSTGUARD_PER_ACCOUNT_CONCURRENCY", ge=1, le=10, org=True
+    )
+    """At most this many of one account's regions are scanned at once (FIFO message groups per
+    account, 1–10): each account's API rate limits are its own."""
+
+    org_probe_hours: int = setting(
+        6, "orgProbeHours", "COSTGUARD_PROBE_HOURS", ge=1, le=168, org=True
+    )
+    """Account-regions with nothing to scan are skipped and re-probed this often (1–168 hours):
+    the longest a GPU in a new region can go unseen."""
+
+    org_slice_deadline_minutes: int = setting(
+        10, "orgSliceDeadlineMinutes", "COSTGUARD_SLICE_DEADLINE_MINUTES", ge=1, le=120, org=True
+    )
+    """Each scheduled time is rolled up across accounts when every account-region is in or this
+    many minutes after it (1–120); a later one counts the next time."""
+
+    org_opt_out_tag: str = setting(
+        Tags.ORG_OPT_OUT, "orgOptOutTag", "COSTGUARD_ORG_OPT_OUT_TAG", check=valid_tag_key, org=True
+    )
+    """An account tagged with this key and the value `true` is left out (discovered accounts
+    only)."""
+
+    org_regions: Literal["listed", "enabled"] = setting(
+        "listed", "orgRegions", "COSTGUARD_ORG_REGIONS", org=True
+    )
+    """Which regions of each account are guarded: `listed` (those each account enabled, within
+    `regions`) or `enabled` (every region each account enabled, whatever `regions` says: a
+    GPU in a region nobody listed is still found)."""
+
+
+class ContextOnly(SpecModel):
+    """Read by the CDK app alone: no Lambda has a variable for them."""
+
+    price_refresh_rate: str = setting("7 days", "priceRefreshRate", None, check=valid_refresh_rate)
+    """How often the price-refresh Lambda reads the AWS Price List API into the stored catalog,
+    from `1 day` to `30 days`."""
+
+    idle_rate: str = setting("60 minutes", "idleRate", None, check=valid_rate)
+    """How often the idle-notebook guard runs (`5 minutes` to `1 day`; the window by default,
+    which keeps its CloudWatch bill under $10/month for 1,000 notebooks when enforcing; in
+    dry-run, which reads idle notebooks in full every run, up to $29.20)."""
+
+    alert_emails: tuple[str, ...] = setting((), "alertEmails", None, check=valid_emails)
+    """E-mail addresses subscribed to the alert topic."""
+
+    slack_webhook_secret_name: str = setting(
+        "costguard/slack-webhook", "slackWebhookSecretName", None, check=valid_secret_name
+    )
+    """The Secrets Manager secret that holds the Slack webhook."""
+
+    log_retention_days: int = setting(90, "logRetentionDays", None, check=valid_retention)
+    """Lambda log retention (one of CloudWatch's periods: 1, 3, 5, 7, 14, 30, 60, 90, …)."""
+
+    scan_memory_mb: int = setting(1024, "scanMemoryMb", None, ge=128, le=10240)
+    """Scan Lambda memory (128–10240 MB)."""
+
+    scan_timeout_seconds: int = setting(600, "scanTimeoutSeconds", None, ge=30, le=900)
+    """Scan Lambda timeout (30–900 s); in Organization mode the queue consumer's, and the work
+    queue's visibility timeout is six times it."""
+
+    org_max_concurrency: int = setting(20, "orgMaxConcurrency", None, ge=2, le=1000, org=True)
+    """At most this many queue consumers run at once, all accounts together (the event source's
+    maximum concurrency, 2–1000)."""
+
+    org_max_receives: int = setting(3, "orgMaxReceives", None, ge=1, le=100, org=True)
+    """A work item that failed this many times moves to the dead-letter queue, which alarms
+    (1–100)."""
+
+
+class EnvOnly(SpecModel):
+    """Set by the stack (or the CLI): no context key."""
+
+    table_name: str | None = setting(None, None, "COSTGUARD_TABLE_NAME")
+    """The ledger table (none: in memory)."""
+
+    scope: str = setting("default", None, "COSTGUARD_SCOPE")
+    """Whose spend: the account id when deployed."""
+
+    topic_arn: str | None = setting(None, None, "COSTGUARD_TOPIC_ARN")
+    """The alert topic (none: no alerts)."""
+
+    guard: str | None = setting(None, None, "COSTGUARD_GUARD")
+    """The one guard an actuator Lambda runs (its role holds only that guard's permissions)."""
+
+    sagemaker_tags: Literal["tagging-api", "per-resource"] = setting(
+        "tagging-api", None, "COSTGUARD_SAGEMAKER_TAGS"
+    )
+    """How SageMaker tags are read: one tagging-API call, or ListTags per resource."""
+
+    sagemaker_studio: bool = setting(True, None, "COSTGUARD_SAGEMAKER_STUDIO")
+    """Whether SageMaker Studio apps are listed."""
+
+    queue_url: str | None = setting(None, None, "COSTGUARD_QUEUE_URL", org=True)
+    """The Organization hub's FIFO work queue (the fan-out's only)."""
+
+    act_queue_url: str | None = setting(None, None, "COSTGUARD_ACT_QUEUE_URL", org=True)
+    """The Organization hub's FIFO guard queue: one guard in one member account per message (the
+    fan-out's only)."""
+
+
+@functools.cache
+def _docstrings() -> dict[str, str]:
+    """Each declared field's docstring, read from this file when the docs ask (pydantic's
+    ``use_attribute_docstrings`` would parse it in every Lambda's cold start)."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    declaration = {"ContextAndEnv", "ContextOnly", "EnvOnly"}
+    return {
+        field.target.id: " ".join(str(doc.value.value).split())
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef) and cls.name in declaration
+        for field, doc in itertools.pairwise(cls.body)
+        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+        if isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
+    }
+
+
+SETTINGS: Final[tuple[SettingSpec, ...]] = (
+    _specs(ContextAndEnv) + _specs(ContextOnly) + _specs(EnvOnly)
+)
+BY_NAME: Final[Mapping[str, SettingSpec]] = {s.name: s for s in SETTINGS}
+#: Deployed from CDK context, in the docs' order.
+CONTEXT_SETTINGS: Final = tuple(s for s in SETTINGS if s.context_key)
+#: Read by :meth:`costguard.settings.Settings.from_env`.
+ENV_SETTINGS: Final = tuple(s for s in SETTINGS if s.env_var)
+#: Deployed from CDK context, to every Lambda with a variable, in both modes.
+SHARED_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if not s.org)
+#: Deployed from CDK context to the Organization hub's Lambdas only.
+ORG_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if s.org)
+
+
+# -- the configuration reference (docs/configuration.md) ------------------------------------------
+
+#: The generated table sits between these lines of docs/configuration.md.
+TABLE_BEGIN: Final = "<!-- settings:begin (generated by `make docs`; edit config_spec.py) -->"
+TABLE_END: Final = "<!-- settings:end -->"
+
+
 def markdown_table() -> str:
-    """The README's configuration table (tests/unit/test_settings_spec.py keeps them equal)."""
+    """The configuration table: every setting with a context key."""
     rows = [
         "| key | default | variable (Lambda and CLI) | meaning |",
         "|---|---|---|---|",
@@ -996,5 +819,18 @@ def markdown_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m costguard.config_spec`
-    print(markdown_table(), end="")
+def with_table(page: str) -> str:
+    """``page`` with the text between its markers replaced by :func:`markdown_table`."""
+    head, begin, rest = page.partition(TABLE_BEGIN)
+    _, end, tail = rest.partition(TABLE_END)
+    if not begin or not end:
+        raise ValueError(f"the page has no {TABLE_BEGIN!r} ... {TABLE_END!r} block")
+    return f"{head}{TABLE_BEGIN}\n{markdown_table()}{TABLE_END}{tail}"
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m costguard.config_spec [PAGE]`
+    if len(sys.argv) > 1:
+        page = Path(sys.argv[1])
+        page.write_text(with_table(page.read_text()))
+    else:
+        print(markdown_table(), end="")

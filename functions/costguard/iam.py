@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from costguard.names import OrgRoles
+from costguard.domain.org_roles import OrgRoles
 
 #: Verbs that only read. Everything else counts as mutating in the policy tests.
 READ_ONLY_PREFIXES = ("Describe", "List", "Get", "BatchGet", "Query", "Scan", "Lookup")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard_demo.server import DEMO_ACCOUNT, moto_backend
 
 PRIMARY = "us-east-1"

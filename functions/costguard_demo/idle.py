@@ -20,8 +20,8 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.idle import GpuDiscovery
+from costguard.domain.tags import Tags
 from costguard.handlers.act import actions
-from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
 from costguard_demo.fleet import backdate_instances

@@ -56,7 +56,9 @@ from typing import TYPE_CHECKING, Any
 
 from costguard.config_spec import BY_NAME
 from costguard.domain.money import ZERO, cents, rate
-from costguard.names import Env, OrgRoles, Tags
+from costguard.domain.org_roles import OrgRoles
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard.services.fanout import OrgWork, WorkOutcome
 from costguard_demo.run import ORG_TICKS
 from costguard_demo.server import DEMO_ACCOUNT

@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.domain.decisions import Step
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.org_act import GuardRunOutcome, GuardWork
 
 if TYPE_CHECKING:
@@ -391,10 +391,10 @@ def run_guard_chapter(
     """Seed, then run :data:`SCHEDULE` through the fan-out, the act queue and the act
     consumer; returns the ``guards`` part of the demo's ``--json``."""
     from costguard.adapters.work_queue import GuardItem
+    from costguard.domain.org_roles import OrgRoles
     from costguard.handlers.org import OrgEnvironment
     from costguard.handlers.org_act import GuardFanoutEvent, build_guard_fanout, build_guard_work
     from costguard.handlers.org_act import consume as act_consume
-    from costguard.names import OrgRoles
     from costguard.settings import Settings
     from costguard_demo.org import FANOUT_ROLE, HOME, HUB, drain_queue, lambda_session
     from costguard_demo.server import snapshot_ids, stamp_new_snapshots

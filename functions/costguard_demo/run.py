@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from textwrap import shorten
 from typing import Any
 
-from costguard.names import Env
+from costguard.env import Env
 
 TABLE = "costguard-demo-ledger"
 INTERVAL = timedelta(minutes=15)

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from costguard.names import Env, Tags
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard_demo.server import DEMO_ACCOUNT, backdate_object
 
 GRACE = timedelta(hours=24)

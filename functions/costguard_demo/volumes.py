@@ -24,7 +24,7 @@ from costguard.adapters.ebs import EbsInventory, EbsSnapshotActuator, EbsVolumeA
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Step
 from costguard.domain.stale_volumes import VolumeRules
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
 from costguard_demo.cloudtrail import attach_events

@@ -17,8 +17,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from costguard.names import Figures as F
-from costguard.names import Metrics
+from costguard.telemetry import Figures as F
+from costguard.telemetry import Metrics
 
 _FIGURES = f'filter {F.EVENT_KEY} = "{F.EVENT}"'
 

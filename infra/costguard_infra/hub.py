@@ -35,6 +35,8 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from costguard.actuators import SPECS, guard_ledger_actions
+from costguard.domain.org_roles import OrgRoles
+from costguard.env import Env
 from costguard.iam import (
     FINDINGS_LEDGER_ACTIONS,
     LEDGER_ACTIONS,
@@ -42,7 +44,7 @@ from costguard.iam import (
     hub_assume_permissions,
     org_discovery_permissions,
 )
-from costguard.names import Env, Metrics, OrgRoles
+from costguard.telemetry import Metrics
 from costguard_infra.grants import grant_encrypted_queue_writes
 from costguard_infra.guard_function import GuardFunction
 from costguard_infra.schedules import GuardSchedule

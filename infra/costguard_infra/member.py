@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from costguard.actuators import actuator_permissions
 from costguard.config_spec import valid_role_name
+from costguard.domain.org_roles import OrgRoles
 from costguard.iam import member_read_permissions
-from costguard.names import OrgRoles
 from costguard_infra.config import ConfigError
 from costguard_infra.guard_function import policy_statements
 

@@ -11,7 +11,7 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from costguard.names import Metrics
+from costguard.telemetry import Metrics
 
 if TYPE_CHECKING:
     from aws_cdk import aws_scheduler as scheduler

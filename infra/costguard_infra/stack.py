@@ -16,6 +16,8 @@ from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 from costguard.actuators import SPECS
 from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.alerts import AlertKind
+from costguard.domain.idle import Heartbeat
+from costguard.env import Env
 from costguard.iam import (
     CATALOG_PARTITION,
     CATALOG_STORE_ACTIONS,
@@ -23,7 +25,7 @@ from costguard.iam import (
     refresh_permissions,
     scan_permissions,
 )
-from costguard.names import Env, Heartbeat, Metrics
+from costguard.telemetry import Metrics
 from costguard_agent.lifecycle import on_start_content
 from costguard_infra.alerts import Alerts
 from costguard_infra.bundling import lambda_code, powertools_layer

@@ -9,7 +9,7 @@ from typing import Any
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
 from costguard.domain.decisions import Step
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.ports import AuditEvent
 from tests.unit.test_executor import GRACE, T0, World, idle
 

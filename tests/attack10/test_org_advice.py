@@ -11,7 +11,7 @@ import pytest
 
 from costguard.domain.advice import Advice, AdviceCode
 from costguard.domain.org import ProjectAdvice, Slice
-from costguard.names import Env
+from costguard.env import Env
 
 HUB = "111111111111"
 A = "222222222222"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from costguard.domain.directory import select_accounts
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.org_act import guarded_accounts
 
 A, B = "222222222222", "333333333333"

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from costguard.domain.calendar import month_key
-from costguard.names import Env, Tags
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard.services import org_act as org_act_service
 from tests.attack9.test_org_guards import (  # noqa: F401 - the hub fixture, by name
     HUB,

@@ -21,8 +21,8 @@ from costguard.adapters.aws import ClientFactory
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Action, Decision, Step, Target
+from costguard.domain.tags import Tags
 from costguard.iam import Permission
-from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.fakes import RecordingNotifier
 

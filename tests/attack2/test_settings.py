@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from costguard.names import Env
+from costguard.env import Env
 from costguard.settings import Settings, SettingsError
 from costguard_infra.config import ConfigError, CostGuardConfig
 

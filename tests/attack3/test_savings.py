@@ -8,7 +8,7 @@ from decimal import Decimal
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.domain.models import Resource, ResourceKind
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.ports import Inventory
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.scan import ScanService, ScanSettings

@@ -11,8 +11,8 @@ from costguard.adapters.cloudwatch import CloudWatchMetrics
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Action
-from costguard.domain.idle import GpuDiscovery
-from costguard.names import Heartbeat, Tags
+from costguard.domain.idle import GpuDiscovery, Heartbeat
+from costguard.domain.tags import Tags
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.idle_fleet import REGION, points, put
 

@@ -13,7 +13,7 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.idle import GpuDiscovery
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.fakes import RecordingNotifier

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.sweep import SweepConfig
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.sweep import BucketRef, SweepService, SweepSettings
 from tests.support.fake_s3 import FakeBucket, FakeS3, Unlimited, obj
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.s3 import StaleObjectsPolicy, SweepOptions, TimeLeftHolder
 from costguard.domain.decisions import Action
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.sweep import SweepService, SweepSettings
 from tests.support.fake_s3 import FakeBucket, FakeS3, obj
 

@@ -20,7 +20,8 @@ from botocore.exceptions import ClientError
 
 from costguard.domain.directory import SliceState
 from costguard.domain.org import Slice
-from costguard.names import Env, Tags
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from tests.functional.test_org_slices import _member_session
 from tests.functional.test_scan_handler import Context
 from tests.support.clock import clock_at, snapshots_start_on_the_clock
@@ -146,8 +147,8 @@ def _denying_ec2_in(hub: dict[str, Any], account: str, region: str) -> Any:
     """The member act clients, where every EC2 call in ``region`` of ``account`` is refused
     (a service control policy denying the region, as Organizations often have)."""
     from costguard.adapters.assume import MemberClients
+    from costguard.domain.org_roles import OrgRoles
     from costguard.handlers.org_act import ACT_SESSION
-    from costguard.names import OrgRoles
 
     members = MemberClients(hub["session"], OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
 
@@ -325,8 +326,8 @@ def test_a_member_region_holding_only_a_cpu_notebook_is_guarded_for_idleness(
     from costguard.adapters.assume import MemberClients
     from costguard.adapters.aws import ClientFactory
     from costguard.adapters.member import MemberProbe
+    from costguard.domain.org_roles import OrgRoles
     from costguard.handlers import events, org
-    from costguard.names import OrgRoles
     from costguard.services.fanout import ProbeWork
     from costguard.wiring import build_idle_guard, guard_context
 

@@ -19,7 +19,7 @@ from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.sns import SnsNotifier
 from costguard.domain.decisions import Step
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard_demo.run import create_alert_channels, create_ledger_table, drain
 from costguard_demo.server import embedded_aws

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Env
+from costguard.env import Env
 from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
 from costguard_demo.server import embedded_aws, moto_backend
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
@@ -701,7 +701,7 @@ def test_the_actuator_acts_with_only_the_permissions_the_stack_grants(
     from datetime import timedelta
 
     from costguard.actuators import SPECS
-    from costguard.names import Tags
+    from costguard.domain.tags import Tags
     from tests.support.toy import TOY, toy_spec
 
     monkeypatch.setitem(SPECS, "toy", toy_spec())
@@ -825,7 +825,7 @@ def test_the_stale_volume_guard_records_its_findings_with_only_its_role(
     deployment: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN an unattached project volume whose costguard:ttl is malformed, IAM enforced
-    from costguard.names import Tags
+    from costguard.domain.tags import Tags
 
     monkeypatch.setitem(MOTO_OVERRIDES, Env.REGIONS, REGION)
     ec2 = deployment.session.client("ec2", region_name=REGION)

@@ -29,7 +29,9 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Env, OrgRoles, Tags
+from costguard.domain.org_roles import OrgRoles
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard_demo.server import embedded_aws
 from tests.e2e.test_iam_enforced import (
     INSTANCE_TAGS,

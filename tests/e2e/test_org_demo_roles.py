@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from costguard.names import OrgRoles
+from costguard.domain.org_roles import OrgRoles
 
 pytestmark = pytest.mark.e2e
 

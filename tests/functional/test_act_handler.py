@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
-from costguard.names import Env, Tags
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from costguard.services.guard import Guard
 from tests.support.toy import TOY, ToyPolicy
 

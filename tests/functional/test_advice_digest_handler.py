@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Env
+from costguard.env import Env
 from tests.conftest import NOW
 from tests.support.endpoints import oversized_endpoint, put_gpu
 

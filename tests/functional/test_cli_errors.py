@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from costguard.adapters.catalog import bundled_catalog_path
-from costguard.names import Env
+from costguard.env import Env
 
 
 @pytest.fixture(autouse=True)

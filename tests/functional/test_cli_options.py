@@ -19,7 +19,7 @@ from costguard.adapters.catalog import (
     read_catalog_file,
     write_catalog_file,
 )
-from costguard.names import Env
+from costguard.env import Env
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard_demo.story import STORY_END
 from costguard_demo.volumes import run_volume_chapter
 

@@ -15,7 +15,7 @@ from botocore.stub import Stubber
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Action, ApplyResult, Decision, Step, Target
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
 from tests.support.fakes import RecordingNotifier

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Heartbeat
+from costguard.domain.idle import Heartbeat
 from costguard_agent import heartbeat
 from costguard_agent.lifecycle import MAX_CONTENT, on_start_content, on_start_script
 

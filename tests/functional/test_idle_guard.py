@@ -17,8 +17,8 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Action, Step
-from costguard.domain.idle import GpuDiscovery, MetricQuery
-from costguard.names import Heartbeat, Tags
+from costguard.domain.idle import GpuDiscovery, Heartbeat, MetricQuery
+from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.idle_fleet import REGION, launch, notebook_tags, points, publish_ec2, put

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Env
+from costguard.env import Env
 from tests.support.idle_fleet import REGION, launch, notebook_tags, publish_ec2
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

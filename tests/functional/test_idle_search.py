@@ -23,8 +23,8 @@ from costguard.adapters.ec2 import InstanceTypeCache
 from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.decisions import Action
-from costguard.domain.idle import GpuDiscovery, MetricQuery, SeriesSearch
-from costguard.names import AgentGpu, Tags
+from costguard.domain.idle import AgentGpu, GpuDiscovery, MetricQuery, SeriesSearch
+from costguard.domain.tags import Tags
 from costguard.services.idle import IdlePolicy, IdleSettings
 from tests.support.fake_cloudwatch import FakeCloudWatch
 from tests.support.idle_fleet import REGION, gpu_dims, launch, notebook_tags, points

@@ -17,8 +17,7 @@ import pytest
 from botocore.stub import Stubber
 
 from costguard.adapters.cloudwatch import CloudWatchMetrics
-from costguard.domain.idle import MetricQuery, SeriesSearch
-from costguard.names import AgentGpu
+from costguard.domain.idle import AgentGpu, MetricQuery, SeriesSearch
 
 REGION = "us-east-1"
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

@@ -18,7 +18,9 @@ import pytest
 
 from costguard.domain.directory import SliceState
 from costguard.domain.org import Slice
-from costguard.names import Env, OrgRoles, Tags
+from costguard.domain.org_roles import OrgRoles
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from tests.functional.test_org_fanout import _record
 from tests.functional.test_org_slices import _deny_assume, _member_session
 from tests.functional.test_scan_handler import Context

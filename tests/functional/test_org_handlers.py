@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from costguard.env import Env
 from costguard.handlers import org
 from costguard.handlers.org import (
     MEMBER_ROLE_ENV,
@@ -23,7 +24,6 @@ from costguard.handlers.org import (
     OrgConfigError,
     OrgEnvironment,
 )
-from costguard.names import Env
 from tests.functional.test_org_fanout import _record
 from tests.functional.test_org_slices import HUB, A, B, _launch
 from tests.functional.test_scan_handler import Context

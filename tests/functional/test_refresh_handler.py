@@ -66,8 +66,8 @@ def test_a_region_left_unread_fails_the_invocation_after_storing_the_rest(table:
 def test_the_handler_refuses_an_implausible_event_time_before_any_call(
     aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from costguard.env import Env
     from costguard.handlers.refresh import handler
-    from costguard.names import Env
     from tests.functional.test_scan_handler import Context
 
     monkeypatch.setenv(Env.REGIONS, "us-east-1")

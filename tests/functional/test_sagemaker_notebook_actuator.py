@@ -15,8 +15,8 @@ from costguard.adapters.aws import ClientFactory
 from costguard.adapters.memory import InMemoryLedger
 from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator
 from costguard.domain.decisions import Action, Decision, Step, Target
+from costguard.domain.tags import Tags
 from costguard.iam import tag_conditioned
-from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.fakes import RecordingNotifier
 from tests.support.iam_eval import allowed

@@ -13,7 +13,7 @@ import pytest
 from costguard.adapters.catalog import read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
 from costguard.domain.findings import FindingCode
-from costguard.names import Env
+from costguard.env import Env
 from costguard.report import report_json
 from tests.conftest import NOW
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Env
+from costguard.env import Env
 from tests.conftest import NOW
 
 
@@ -184,7 +184,7 @@ def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
         TableName="ledger", Key={"pk": {"S": "SCOPE#123456789012"}, "sk": {"S": "WATERMARK"}}
     )
     assert "Item" in mark
-    from costguard.names import Figures
+    from costguard.telemetry import Figures
 
     figures = [json.loads(line) for line in log.getvalue().splitlines()]
     assert [f["project"] for f in figures if f.get(Figures.EVENT_KEY) == Figures.EVENT] == ["llm"]

@@ -12,9 +12,9 @@ import pytest
 
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.models import Resource, ResourceKind
-from costguard.names import Figures, Metrics
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
+from costguard.telemetry import Figures, Metrics
 from tests.conftest import NOW
 from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices

@@ -458,8 +458,8 @@ def test_no_configured_webhook_is_a_logged_no_op_not_an_error(secret: str, logs:
 def test_handler_reads_the_secret_with_powertools_and_skips_the_placeholder(
     aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from costguard.env import Env
     from costguard.handlers.slack_notifier import NOT_CONFIGURED, handler
-    from costguard.names import Env
 
     # GIVEN the secret as the stack creates it: a random placeholder
     sm = aws.client("secretsmanager", region_name="us-east-1")

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Env, Tags
+from costguard.domain.tags import Tags
+from costguard.env import Env
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 OWNER_RULE = {

@@ -22,8 +22,8 @@ from costguard.adapters.ebs import EbsInventory, EbsSnapshotActuator, EbsVolumeA
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Step
 from costguard.domain.stale_volumes import VolumeRules
+from costguard.domain.tags import Tags
 from costguard.iam import Permission
-from costguard.names import Tags
 from costguard.services.executor import ExecutionReport, Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
 from tests.support.clock import clock_at, snapshots_start_on_the_clock

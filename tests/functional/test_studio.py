@@ -17,8 +17,8 @@ from costguard.adapters.studio import StudioInventory
 from costguard.domain.decisions import Action, Decision, Target
 from costguard.domain.findings import FindingCode
 from costguard.domain.studio import app_target_id, parse_app_target_id
+from costguard.domain.tags import Tags
 from costguard.iam import tag_conditioned
-from costguard.names import Tags
 from costguard.ports import SourceError
 from tests.support.iam_eval import allowed
 

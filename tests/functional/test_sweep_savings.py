@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from costguard.names import Env, Figures, Tags
+from costguard.domain.tags import Tags
+from costguard.env import Env
+from costguard.telemetry import Figures
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 MIB = 1024**2

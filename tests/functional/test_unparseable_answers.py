@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from costguard.domain.findings import FindingCode
-from costguard.names import Env
+from costguard.env import Env
 from tests.conftest import NOW
 from tests.support.clock import MIDDAY, clock_at
 from tests.support.endpoints import oversized_endpoint

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from costguard.names import Env
+from costguard.env import Env
 
 
 def guard_function(template: Any, guard: str) -> tuple[str, dict[str, Any]]:

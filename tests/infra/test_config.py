@@ -17,7 +17,7 @@ import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
 from costguard.config_spec import BY_NAME, CONTEXT_SETTINGS, ENV_SETTINGS, LOG_RETENTION_DAYS
-from costguard.names import Env
+from costguard.env import Env
 from costguard.settings import ENV_VARS, ORG_ENV_VARS, Settings
 from costguard_infra.config import CostGuardConfig
 

@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 
 from costguard.config_spec import ORG_CONTEXT_SETTINGS
+from costguard.domain.org_roles import OrgRoles
+from costguard.env import Env
 from costguard.iam import LEDGER_ACTIONS
-from costguard.names import Env, Metrics, OrgRoles
 from costguard.settings import ORG_ENV_VARS, Settings, SettingsError
+from costguard.telemetry import Metrics
 from costguard_infra.app_builder import ACKNOWLEDGEMENTS, acknowledgements_for, build_app
 from costguard_infra.config import ConfigError, CostGuardConfig
 from costguard_infra.hub import (

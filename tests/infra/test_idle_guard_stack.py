@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from costguard.names import Env
+from costguard.env import Env
 from tests.infra.iam_model import as_list
 
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from costguard.actuators import actuator_permissions
+from costguard.domain.org_roles import OrgRoles
 from costguard.iam import (
     account_scoped_s3,
     all_actions,
     member_read_permissions,
     tag_conditioned,
 )
-from costguard.names import OrgRoles
 from costguard_infra.config import ConfigError
 from costguard_infra.member import MEMBER_ACKNOWLEDGEMENTS, build_member_app
 from tests.infra.iam_model import Principal, World, as_list, evaluate, mutating

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from costguard.names import Heartbeat
+from costguard.domain.idle import Heartbeat
 from costguard_agent.lifecycle import on_start_script
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from costguard.env import Env
 from costguard.iam import CATALOG_PARTITION, CATALOG_STORE_ACTIONS
-from costguard.names import Env, Figures, Metrics
 from costguard.settings import ENV_VARS, ORG_ENV_VARS
+from costguard.telemetry import Figures, Metrics
 from tests.infra.iam_model import World, as_list, role_may
 
 pytestmark = pytest.mark.infra

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Capture, Match
 
+from costguard.env import Env
 from costguard.iam import Permission, scan_permissions
-from costguard.names import Env, Metrics
 from costguard.settings import ENV_VARS, ORG_ENV_VARS
+from costguard.telemetry import Metrics
 
 pytestmark = pytest.mark.infra
 
@@ -192,7 +193,7 @@ def test_alarms_cover_errors_throttles_dead_letters_and_missing_scans(template: 
 
 
 def test_dashboard_reads_every_projects_figures_from_the_scan_logs(template: Any) -> None:
-    from costguard.names import Figures
+    from costguard.telemetry import Figures
 
     (dashboard,) = resources(template, "AWS::CloudWatch::Dashboard").values()
     body = json.dumps(dashboard["Properties"]["DashboardBody"])

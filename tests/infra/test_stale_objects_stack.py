@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from costguard.env import Env
 from costguard.iam import THIS_ACCOUNT_ONLY
-from costguard.names import Env
 from tests.infra.guard_template import actions, guard_function, role_statements
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from costguard.names import Env, Tags
+from costguard.domain.tags import Tags
+from costguard.env import Env
 from tests.infra.guard_template import actions, guard_function, role_statements
 
 

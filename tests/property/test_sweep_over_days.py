@@ -701,9 +701,9 @@ class World:
             self.oracle.confirms.append(self.now)
 
     def invoke(self, event_time: datetime) -> None:
+        from costguard.env import Env
         from costguard.handlers.act import ActionsFailedError, process, summary
         from costguard.handlers.events import EventTimeError
-        from costguard.names import Env
         from costguard.settings import Settings
 
         self.last_event = event_time

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 
 REGION = "us-east-1"
 STEP = timedelta(minutes=5)

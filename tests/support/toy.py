@@ -14,7 +14,7 @@ from typing import Any
 
 from costguard.adapters.aws import tags_of
 from costguard.domain.decisions import Action, Decision, Target
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 
 TOY = "costguard:toy"
 SCOPE = "123456789012"

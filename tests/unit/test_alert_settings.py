@@ -6,7 +6,7 @@ import boto3
 import pytest
 
 from costguard.adapters.aws import ClientFactory
-from costguard.names import Env
+from costguard.env import Env
 from costguard.services.alerts import AlertSettings
 from costguard.settings import Settings, SettingsError
 from costguard.wiring import build_alert_service

@@ -75,7 +75,7 @@ def test_building_the_graph_creates_clients_lazily_and_typed(
     # The composition root takes typed clients: building the graph makes no AWS call.
     import boto3
 
-    from costguard.names import Env
+    from costguard.env import Env
     from costguard.settings import Settings
     from costguard.wiring import build_scan_graph, clients_for
 

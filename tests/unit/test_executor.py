@@ -12,7 +12,7 @@ import pytest
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
 from costguard.domain.decisions import Action, Decision, Observed, Step, Target
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
 from tests.support.fakes import RecordingNotifier

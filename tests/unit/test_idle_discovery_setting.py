@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from costguard.domain.idle import GpuDiscovery
-from costguard.names import Env
+from costguard.env import Env
 from costguard.settings import Settings, SettingsError
 from costguard.wiring import idle_settings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from costguard.names import Env
+from costguard.env import Env
 from costguard.settings import ENV_VARS, Settings, SettingsError
 
 BASE = {Env.REGIONS: "us-east-1"}
@@ -78,7 +78,7 @@ def test_every_field_is_named_by_a_variable_the_stack_sets() -> None:
 def test_every_variable_the_stack_sets_changes_the_settings() -> None:
     # GIVEN each variable set to a non-default value, WHEN read, THEN it took effect.
     # (COSTGUARD_COST_EXPLORER was listed but never read: costExplorer=true did nothing.)
-    from costguard.names import Env
+    from costguard.env import Env
     from costguard.settings import ENV_VARS, Settings
 
     # An Organization id in the base: COSTGUARD_ORG_ACCOUNTS is refused without one.
@@ -154,7 +154,7 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
     ],
 )
 def test_the_central_table_is_held_to_the_tag_contract(projects: str, problem: str) -> None:
-    from costguard.names import Env
+    from costguard.env import Env
     from costguard.settings import Settings, SettingsError
 
     with pytest.raises(SettingsError, match=problem):

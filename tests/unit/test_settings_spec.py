@@ -26,7 +26,7 @@ from costguard.config_spec import (
 )
 from costguard.domain.alerts import AnomalyPolicy
 from costguard.domain.spend import budget_status
-from costguard.names import Env
+from costguard.env import Env
 from costguard.services.alerts import AlertSettings
 from costguard.services.scan import ScanSettings
 from costguard.settings import ENV_VARS, FIELD_ENV, Settings
@@ -42,38 +42,57 @@ NOT_SETTINGS = {
 
 
 def _env_names() -> set[str]:
-    return {v for k, v in vars(Env).items() if k.isupper()}
+    return {getattr(Env, k) for k in dir(Env)}
 
 
 # -- the models are the spec ----------------------------------------------------------------
 
 
-def _assert_model_is_spec(
-    model: type[BaseModel], specs: tuple[SettingSpec, ...], alias: bool
-) -> None:
-    assert set(model.model_fields) == {s.name for s in specs}
+def _assert_model_is_spec(model: type[BaseModel], specs: tuple[SettingSpec, ...]) -> None:
+    assert list(model.model_fields) == [s.name for s in specs]
     for spec in specs:
         actual = model.model_fields[spec.name]
-        expected = spec.field(alias=alias, required=actual.is_required())
         assert actual.annotation == spec.type, spec.name
-        assert actual.metadata == expected.metadata, spec.name  # ge, le, min_length...
-        assert actual.description == spec.doc, spec.name
-        assert actual.alias == (spec.context_key if alias else None), spec.name
+        assert spec.doc, f"{spec.name}: declared without its one-line docstring"
+        assert actual.alias is None, spec.name
         if actual.is_required():
+            assert spec.env_required and model is Settings, spec.name
             assert spec.env_fallbacks, f"{spec.name}: required, so it needs a fallback"
-        elif actual.default_factory is not None:
-            assert actual.get_default(call_default_factory=True) == spec.default, spec.name
         else:
-            assert actual.default == spec.default, spec.name
+            assert actual.get_default(call_default_factory=True) == spec.default, spec.name
 
 
 def test_settings_has_exactly_the_settings_with_a_variable() -> None:
-    _assert_model_is_spec(Settings, ENV_SETTINGS, alias=False)
+    _assert_model_is_spec(Settings, tuple(sorted(ENV_SETTINGS, key=_settings_order)))
+    assert [n for n, f in Settings.model_fields.items() if f.is_required()] == ["regions"]
+
+
+def _settings_order(spec: SettingSpec) -> int:
+    return list(Settings.model_fields).index(spec.name)
 
 
 def test_the_context_model_has_exactly_the_settings_with_a_context_key() -> None:
-    _assert_model_is_spec(CostGuardConfig, CONTEXT_SETTINGS, alias=True)
+    _assert_model_is_spec(CostGuardConfig, CONTEXT_SETTINGS)
     assert tuple(s.context_key for s in CONTEXT_SETTINGS) == CONTEXT_KEYS
+
+
+def test_the_models_hold_the_declared_bounds() -> None:
+    # GIVEN the declaration's bounds WHEN each model reads its fields THEN they are the same.
+    for spec in SETTINGS:
+        declared = _declared(spec.name).metadata
+        for model in (Settings, CostGuardConfig):
+            field = model.model_fields.get(spec.name)
+            assert field is None or field.metadata == declared, (model, spec.name)
+    assert Settings.model_fields["regions"].metadata[0].min_length == 1  # required, still bounded
+
+
+def _declared(name: str) -> Any:
+    from costguard.config_spec import ContextAndEnv, ContextOnly, EnvOnly
+
+    for model in (ContextAndEnv, ContextOnly, EnvOnly):
+        if name in model.model_fields:
+            return model.model_fields[name]
+    raise KeyError(name)
 
 
 def test_each_setting_is_declared_once_with_a_way_in() -> None:
@@ -187,21 +206,6 @@ def test_cdk_json_holds_only_cdks_own_flags() -> None:
     assert "@aws-cdk/core:target-partitions" in context
 
 
-def _docs_table() -> str:
-    text = (ROOT / "docs" / "configuration.md").read_text()
-    heading = text.index("# Configuration")
-    start = text.index("\n|", heading) + 1
-    end = text.index("\n\n", start) + 1
-    return text[start:end]
-
-
-def test_the_docs_table_is_generated_from_the_spec() -> None:
-    assert _docs_table() == markdown_table(), (
-        "docs/configuration.md's table differs from the spec; replace it with the output of "
-        "`PYTHONPATH=functions python -m costguard.config_spec`"
-    )
-
-
 def test_the_table_lists_every_context_key_with_its_default() -> None:
     table = markdown_table()
     for spec in CONTEXT_SETTINGS:
@@ -265,3 +269,17 @@ def test_a_decimal_survives_its_variable(value: Decimal) -> None:
 
 def test_every_kind_is_used() -> None:
     assert {s.kind for s in SETTINGS} == set(Kind)
+
+
+def test_every_variable_name_the_code_uses_is_declared() -> None:
+    # An `Env` name is looked up in the declaration at run time: a misspelt name anywhere in the
+    # tree (a branch no test runs) is caught here, as mypy caught it when Env was a class.
+    used = set()
+    for folder in ("functions", "infra", "tests", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            used |= set(re.findall(r"\bEnv\.([A-Z][A-Z0-9_]*)\b", path.read_text()))
+    assert used, "no use of Env found: the search is wrong"
+    unknown = sorted(n for n in used if n not in dir(Env))
+    assert not unknown
+    with pytest.raises(AttributeError, match="no CostGuard variable is called 'REGION'"):
+        getattr(Env, "REGION")  # noqa: B009 - the misspelling, spelt out

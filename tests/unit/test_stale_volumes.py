@@ -27,7 +27,7 @@ from costguard.domain.stale_volumes import (
     unproven,
     volume_savings,
 )
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.fakes import RecordingNotifier
 

@@ -16,7 +16,7 @@ import pytest
 
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.sweep import SweepConfig, Tally
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.services.sweep import BucketRef, SweepService, SweepSettings
 from tests.support.fake_s3 import FakeBucket, FakeS3, Unlimited, obj
 from tests.support.fakes import RecordingNotifier

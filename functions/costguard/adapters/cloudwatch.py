@@ -45,6 +45,7 @@ from costguard.adapters.aws import reading
 from costguard.domain.advice import EndpointVariant
 from costguard.domain.idle import (
     UNLABELLED,
+    AgentGpu,
     GpuSeries,
     MetricQuery,
     Readings,
@@ -53,7 +54,6 @@ from costguard.domain.idle import (
     merge_max,
 )
 from costguard.iam import ENDPOINT_METRICS, Permission
-from costguard.names import AgentGpu
 
 #: GetMetricData limits per call.
 MAX_QUERIES_PER_CALL = 500

@@ -27,12 +27,12 @@ from costguard.domain.stale_volumes import (
     VolumeView,
     unproven,
 )
+from costguard.domain.tags import Tags
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
     Permission,
     warning_tag_permissions,
 )
-from costguard.names import Tags
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client

@@ -21,7 +21,7 @@ from costguard.domain.models import (
     Resource,
     ResourceKind,
 )
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 from costguard.ports import Inventory, SourceError
 
 if TYPE_CHECKING:

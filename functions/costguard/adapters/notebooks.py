@@ -22,7 +22,7 @@ from costguard.adapters.sagemaker import TagReader
 from costguard.domain.accelerators import accelerator_of_type
 from costguard.domain.idle import NOTEBOOK_ROLE, Ec2Notebook, NotebookInstance
 from costguard.domain.models import Accelerator, AcceleratorKind
-from costguard.names import Tags
+from costguard.domain.tags import Tags
 
 #: A notebook whose type SageMaker did not report: unknown (as a type EC2 does not know).
 _NO_TYPE = object()

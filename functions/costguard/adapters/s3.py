@@ -30,9 +30,8 @@ from costguard.domain.sweep import (
     objects,
     usd_per_hour,
 )
-from costguard.domain.tags import TagKeys, parse_ttl, read_tags
+from costguard.domain.tags import TagKeys, Tags, parse_ttl, read_tags
 from costguard.iam import THIS_ACCOUNT_ONLY, Permission
-from costguard.names import Tags
 from costguard.ports import DeleteResult, FindingStore, StateStore, TimeLeft
 from costguard.services.sweep import BucketRef, SweepService
 

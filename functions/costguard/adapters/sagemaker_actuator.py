@@ -31,12 +31,12 @@ from costguard.adapters.aws import ClientFor, reading, tags_of
 from costguard.domain.decisions import Decision, Observed, Target
 from costguard.domain.models import ResourceKind
 from costguard.domain.studio import parse_app_target_id
+from costguard.domain.tags import Tags
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
     Permission,
     warning_tag_permissions,
 )
-from costguard.names import Tags
 from costguard.ports import SourceError
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from costguard.adapters.aws import ClientFor, reading, tags_of
 from costguard.adapters.sagemaker_actuator import space_arn, with_space_exemption
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.studio import IDLE_APP_TYPES, StudioApp
+from costguard.domain.tags import Tags
 from costguard.iam import Permission
-from costguard.names import Tags
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import ResourceKind
-from costguard.domain.tags import Exemption, TagKeys, read_tags
-from costguard.names import Tags
+from costguard.domain.tags import Exemption, TagKeys, Tags, read_tags
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PricedResource

@@ -18,8 +18,7 @@ from enum import StrEnum
 
 from costguard.domain.alerts import Alert, AlertKind, AlertSeverity
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO, cents, per_hour
-from costguard.domain.tags import Exemption, ResourceTags, parse_exempt
-from costguard.names import Tags
+from costguard.domain.tags import Exemption, ResourceTags, Tags, parse_exempt
 
 
 class Action(StrEnum):

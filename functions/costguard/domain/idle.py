@@ -18,7 +18,7 @@ Rules (the README's "Idle notebooks" section states them for users):
   period, in bytes). A GPU instance without GPU metrics is ``UNKNOWN``: its CPU alone says
   nothing (one busy core feeding 8 GPUs is 1 % of a p4d's CPU).
 - **SageMaker notebook instances** are judged on CostGuard's heartbeat
-  (:class:`costguard.names.Heartbeat`): idle if every ``JupyterActivity`` datapoint is 0 and
+  (:class:`costguard.domain.idle.Heartbeat`): idle if every ``JupyterActivity`` datapoint is 0 and
   every ``GPUUtilization`` datapoint is under the GPU threshold. A type with GPUs (the
   accelerator table's count, or EC2's for a type the table does not list) needs its
   ``GPUUtilization`` covered like any series: a heartbeat that sends Jupyter activity but
@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
+from typing import Final
 
 from costguard.domain.findings import Finding, FindingCode, Severity
-from costguard.domain.tags import parse_idle_minutes
-from costguard.names import Heartbeat, Tags
+from costguard.domain.tags import Tags, parse_idle_minutes
 
 #: ``costguard:role`` on an EC2 instance the idle guard judges as a notebook.
 NOTEBOOK_ROLE = "notebook"
@@ -55,6 +55,36 @@ MIN_COVERAGE = Decimal("0.8")
 MAX_PERIODS_PER_QUERY = 200
 BASE_PERIOD = timedelta(minutes=5)
 MB = 1_000_000
+
+
+class Heartbeat:
+    """The metrics CostGuard's notebook lifecycle configuration publishes every 5 minutes.
+
+    The contract between the script that runs on a SageMaker notebook instance and the
+    idle-notebook guard that reads it. No datapoint means "unknown", never idle.
+    """
+
+    NAMESPACE: Final = "CostGuard/Notebook"
+    DIMENSION: Final = "NotebookInstanceName"
+    #: 1 when a kernel was busy, or a kernel or terminal saw activity, in the last
+    #: 5 minutes; 0 otherwise.
+    JUPYTER_ACTIVITY: Final = "JupyterActivity"
+    #: The busiest GPU's utilization in percent (absent on an instance without a GPU).
+    GPU_UTILIZATION: Final = "GPUUtilization"
+    PERIOD_SECONDS: Final = 300
+
+
+class AgentGpu:
+    """The CloudWatch agent's NVIDIA GPU metric the idle guard reads on EC2 notebooks.
+
+    The agent adds ``index``, ``name`` and ``host``; ``InstanceId`` only when its
+    ``append_dimensions`` asks for it, which the guard needs to find an instance's series.
+    """
+
+    NAMESPACE: Final = "CWAgent"
+    UTILIZATION: Final = "nvidia_smi_utilization_gpu"
+    INSTANCE: Final = "InstanceId"
+    INDEX: Final = "index"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from costguard.domain.calendar import require_utc
 from costguard.domain.directory import Directory, SliceState
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.org import Slice
-from costguard.names import OrgRoles
+from costguard.domain.org_roles import OrgRoles
 
 
 class Reach(StrEnum):

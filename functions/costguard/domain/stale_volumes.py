@@ -40,9 +40,8 @@ from decimal import Decimal
 from costguard.domain.decisions import Action, Decision, Target
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
-from costguard.domain.tags import TagKeys, parse_ttl, read_tags
+from costguard.domain.tags import TagKeys, Tags, parse_ttl, read_tags
 from costguard.domain.windows import before
-from costguard.names import Tags
 
 VOLUME_KIND = "ebs-volume"
 SNAPSHOT_KIND = "ebs-snapshot"

@@ -73,11 +73,53 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.windows import before
-from costguard.names import Tags
+
+
+class Tags:
+    """Tag keys that CostGuard reads on resources (and writes: the warning, the snapshot's source).
+
+    The public contract with users: one source of truth for the Lambdas, CDK and the docs.
+    """
+
+    PROJECT: Final = "costguard:project"
+    BUDGET: Final = "costguard:budget"
+    OWNER: Final = "costguard:owner"
+    EXEMPT: Final = "costguard:exempt"
+    #: Written by CostGuard when it warns: the UTC time after which it acts.
+    ACTION_AFTER: Final = "costguard:action-after"
+    #: Puts an EC2 instance in the idle-notebook guard's scope: ``notebook``.
+    ROLE: Final = "costguard:role"
+    #: Per-resource idle window in minutes, overriding the deployment's default.
+    IDLE_MINUTES: Final = "costguard:idle-minutes"
+    #: Opts an S3 bucket or an EBS snapshot into the stale-data sweep: ``48h``, ``7d``.
+    TTL: Final = "costguard:ttl"
+    #: Written by CostGuard on the snapshot it takes of a volume before deleting it.
+    SOURCE_VOLUME: Final = "costguard:source-volume"
+    #: Lets a stale-object sweep the breaker stopped go on: the UTC date (YYYY-MM-DD) the
+    #: owner confirmed, on or after the trip.
+    CONFIRM_DELETE: Final = "costguard:confirm-delete"
+    #: On an AWS account (Organizations): ``true`` keeps the hub out of it. Configurable.
+    ORG_OPT_OUT: Final = "costguard:opt-out"
+    #: Accepted, in order, when ``costguard:project`` is absent. Configurable.
+    PROJECT_FALLBACKS: Final = ("Project", "project")
+
+    # Tags that AWS itself puts on EC2 instances of EKS managed node groups / Karpenter.
+    EKS_CLUSTER: Final = "eks:cluster-name"
+    EKS_NODEGROUP: Final = "eks:nodegroup-name"
+    AWS_EKS_CLUSTER: Final = "aws:eks:cluster-name"
+    KARPENTER_NODEPOOL: Final = "karpenter.sh/nodepool"
+    KARPENTER_CLUSTER_PREFIX: Final = "kubernetes.io/cluster/"
+    KARPENTER_PROVISIONER: Final = "karpenter.sh/provisioner-name"
+    # Tags that AWS puts on the instances of a group that replaces a stopped member.
+    AUTOSCALING_GROUP: Final = "aws:autoscaling:groupName"
+    EC2_FLEET: Final = "aws:ec2:fleet-id"
+    SPOT_FLEET: Final = "aws:ec2spot:fleet-request-id"
+    EMR_CLUSTER: Final = "aws:elasticmapreduce:job-flow-id"
+
 
 MAX_PROJECT_LEN = 256
 #: The whole ``costguard:owner`` value; AWS caps any tag value at 256 characters too.
@@ -140,7 +182,7 @@ _SPACES = re.compile(r"\s+")
 
 @dataclass(frozen=True, slots=True)
 class TagKeys:
-    """Which tag keys mean what. Defaults follow :class:`costguard.names.Tags`."""
+    """Which tag keys mean what. Defaults follow :class:`Tags`."""
 
     project: tuple[str, ...] = (Tags.PROJECT, *Tags.PROJECT_FALLBACKS)
     budget: str = Tags.BUDGET

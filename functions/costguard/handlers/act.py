@@ -17,7 +17,7 @@ from aws_lambda_powertools import Logger
 
 from costguard.handlers import events
 from costguard.handlers.events import EventTimeError, ScheduledEvent, parse_event
-from costguard.names import Figures as F
+from costguard.telemetry import Figures as F
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from costguard.names import Env, OrgRoles
+from costguard.config_spec import BY_NAME, ORG_DISCOVER
+from costguard.env import Env
+from costguard.settings import ORG_ENV_VARS as SETTINGS_ORG_ENV_VARS
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
@@ -24,36 +26,17 @@ if TYPE_CHECKING:
     from costguard.services.org import SliceBook
     from costguard.settings import Settings
 
-#: "" (single-account mode: no hub), "discover" (ListAccounts) or comma-separated ids.
-ORG_ACCOUNTS_ENV = "COSTGUARD_ORG_ACCOUNTS"
-#: o-xxxxxxxxxx: the Organization the hub's roles may assume member roles in.
-ORG_ID_ENV = "COSTGUARD_ORG_ID"
-#: The member role the consumers assume (read-only), overridable for a custom name.
-MEMBER_ROLE_ENV = "COSTGUARD_MEMBER_ROLE"
-#: At most this many of one account's items at once (its API rate limits are per account).
-PER_ACCOUNT_CAP_ENV = "COSTGUARD_PER_ACCOUNT_CONCURRENCY"
-#: Empty account-regions are re-probed once per this many hours.
-PROBE_HOURS_ENV = "COSTGUARD_PROBE_HOURS"
-#: A tick is aggregated this many minutes after it, with whatever slices came in.
-SLICE_DEADLINE_ENV = "COSTGUARD_SLICE_DEADLINE_MINUTES"
-#: The account tag whose value ``true`` leaves the account out.
-OPT_OUT_TAG_ENV = "COSTGUARD_ORG_OPT_OUT_TAG"
-#: The FIFO work queue (the fan-out's only).
-QUEUE_URL_ENV = "COSTGUARD_QUEUE_URL"
-DISCOVER = "discover"
-
-ORG_ENV_VARS = (
-    ORG_ACCOUNTS_ENV,
-    ORG_ID_ENV,
-    MEMBER_ROLE_ENV,
-    PER_ACCOUNT_CAP_ENV,
-    PROBE_HOURS_ENV,
-    SLICE_DEADLINE_ENV,
-    OPT_OUT_TAG_ENV,
-    QUEUE_URL_ENV,
-    Env.ACT_QUEUE_URL,
-    Env.ORG_REGIONS,
-)
+# The Organization variables, as the settings declare them (costguard.config_spec).
+ORG_ACCOUNTS_ENV = Env.ORG_ACCOUNTS
+ORG_ID_ENV = Env.ORG_ID
+MEMBER_ROLE_ENV = Env.MEMBER_ROLE
+PER_ACCOUNT_CAP_ENV = Env.PER_ACCOUNT_CONCURRENCY
+PROBE_HOURS_ENV = Env.PROBE_HOURS
+SLICE_DEADLINE_ENV = Env.SLICE_DEADLINE_MINUTES
+OPT_OUT_TAG_ENV = Env.ORG_OPT_OUT_TAG
+QUEUE_URL_ENV = Env.QUEUE_URL
+DISCOVER = ORG_DISCOVER
+ORG_ENV_VARS = SETTINGS_ORG_ENV_VARS
 
 
 class OrgConfigError(ValueError):
@@ -69,11 +52,11 @@ class OrgEnvironment(BaseModel):
     accounts: tuple[str, ...] | None = None
     discover: bool = False
     org_id: str | None = None
-    member_role: str = OrgRoles.MEMBER_READ
-    per_account_cap: int = 2
-    probe_hours: Decimal = Decimal(6)
-    slice_deadline_minutes: int = 10
-    opt_out_tag: str = "costguard:opt-out"
+    member_role: str = BY_NAME["org_member_role"].default
+    per_account_cap: int = BY_NAME["org_per_account_concurrency"].default
+    probe_hours: Decimal = Decimal(BY_NAME["org_probe_hours"].default)
+    slice_deadline_minutes: int = BY_NAME["org_slice_deadline_minutes"].default
+    opt_out_tag: str = BY_NAME["org_opt_out_tag"].default
     queue_url: str | None = None
 
     @property

@@ -31,6 +31,7 @@ from aws_lambda_powertools.utilities.batch import (
 from costguard.adapters.work_queue import SEND_BATCH, SqsWorkQueue, WorkItem, message_group
 from costguard.domain.directory import WorkKind
 from costguard.domain.org import Slice
+from costguard.domain.org_roles import OrgRoles
 from costguard.handlers.events import ScheduledEvent
 from costguard.handlers.hub import (
     DISCOVER,
@@ -50,7 +51,6 @@ from costguard.handlers.hub import (
     hub_parts,
     queue_region,
 )
-from costguard.names import OrgRoles
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord

@@ -27,8 +27,9 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from costguard.domain.org_act import Reach
+from costguard.domain.org_roles import OrgRoles
+from costguard.env import Env
 from costguard.handlers.events import ScheduledEvent
-from costguard.names import Env, OrgRoles
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord

@@ -16,7 +16,7 @@ from aws_lambda_powertools import Logger
 
 from costguard.handlers import events
 from costguard.handlers.events import EventTimeError, ScheduledEvent, scheduled_now
-from costguard.names import Metrics as M
+from costguard.telemetry import Metrics as M
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

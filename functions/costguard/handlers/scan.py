@@ -16,8 +16,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard.handlers import events
 from costguard.handlers.events import EventTimeError, ScheduledEvent, scheduled_now
-from costguard.names import Figures as F
-from costguard.names import Metrics as M
+from costguard.telemetry import Figures as F
+from costguard.telemetry import Metrics as M
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext

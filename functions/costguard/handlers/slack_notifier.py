@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from costguard.names import Env
+from costguard.env import Env
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider

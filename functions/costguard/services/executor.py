@@ -57,9 +57,8 @@ from costguard.domain.decisions import (
     warning_key,
 )
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
-from costguard.domain.tags import TagKeys, read_tags
+from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.domain.windows import before
-from costguard.names import Tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier, StandingActuator
 from costguard.retry import retrying
 

@@ -43,9 +43,11 @@ from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.idle import (
     EMPTY,
     NOTEBOOK_ROLE,
+    AgentGpu,
     Ec2Notebook,
     GpuDiscovery,
     GpuSeries,
+    Heartbeat,
     IdleThresholds,
     Judgement,
     MetricQuery,
@@ -66,9 +68,8 @@ from costguard.domain.models import ResourceKind, resource_key
 from costguard.domain.money import ZERO
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.studio import StudioApp
-from costguard.domain.tags import TagKeys, read_tags
+from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.domain.windows import before
-from costguard.names import AgentGpu, Heartbeat, Tags
 from costguard.ports import MetricReader, NotebookCandidates, SourceError, StudioApps
 
 T = TypeVar("T")

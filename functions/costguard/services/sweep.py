@@ -80,9 +80,8 @@ from costguard.domain.sweep import (
     trip_stamp,
     usd_per_month,
 )
-from costguard.domain.tags import parse_exempt, parse_ttl
+from costguard.domain.tags import Tags, parse_exempt, parse_ttl
 from costguard.domain.windows import before
-from costguard.names import Tags
 from costguard.ports import (
     AuditEvent,
     AuditLog,

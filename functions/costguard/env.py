@@ -1,0 +1,54 @@
+"""The names of the environment variables the CDK stack sets and the Lambdas read.
+
+``Env.REGIONS`` is ``"COSTGUARD_REGIONS"``: each setting's variable is declared once, with
+the setting (:mod:`costguard.config_spec`), and looked up there when first named; the few
+variables that are not settings are listed here. Light on purpose: the Slack notifier names
+its variable without loading the settings' pydantic models into its cold start.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Final
+
+#: Variables the stack sets that are not settings, and who reads them.
+OTHER_VARIABLES: Final[Mapping[str, str]] = {
+    "COSTGUARD_SLACK_SECRET_NAME": "the Slack notifier's only variable, read by its handler",
+    "POWERTOOLS_METRICS_NAMESPACE": "Powertools' own",
+    "POWERTOOLS_SERVICE_NAME": "Powertools' own",
+}
+
+
+def _short(variable: str) -> str:
+    return variable.removeprefix("COSTGUARD_").removeprefix("POWERTOOLS_")
+
+
+_OTHERS: Final = {_short(v): v for v in OTHER_VARIABLES}
+
+
+@functools.cache
+def _declared() -> dict[str, str]:
+    from costguard.config_spec import ENV_SETTINGS  # noqa: PLC0415 - only when a setting is named
+
+    return {_short(s.env_var): s.env_var for s in ENV_SETTINGS if s.env_var}
+
+
+class _EnvNames:
+    """``Env.TTL_HOURS`` is ``"COSTGUARD_TTL_HOURS"``; ``Env.SERVICE_NAME`` is Powertools'
+    ``POWERTOOLS_SERVICE_NAME``. A name nobody declared is an AttributeError
+    (tests/unit/test_settings_spec.py also reads every ``Env.`` in the tree), so the stack
+    and the handlers cannot drift apart."""
+
+    def __getattr__(self, name: str) -> str:
+        variable = _OTHERS.get(name) or _declared().get(name)
+        if variable is None:
+            raise AttributeError(f"no CostGuard variable is called {name!r}")
+        return variable
+
+    def __dir__(self) -> list[str]:
+        return sorted({*_OTHERS, *_declared()})
+
+
+#: The environment variables the handlers read and the CDK stack sets (``Env.REGIONS``).
+Env: Final = _EnvNames()
