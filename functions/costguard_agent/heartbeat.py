@@ -6,7 +6,7 @@ not in a Lambda. Standard library only, plus boto3 when the Python it runs under
 regional CloudWatch endpoint, which a VPC-only notebook reaches through a
 ``com.amazonaws.<region>.monitoring`` interface endpoint.
 
-Contract (costguard.names.Heartbeat): namespace CostGuard/Notebook, dimension
+Contract (costguard.domain.idle.Heartbeat): namespace CostGuard/Notebook, dimension
 NotebookInstanceName; JupyterActivity 1/0; GPUUtilization = busiest GPU's percent.
 What it cannot measure it does not publish: no datapoint is "unknown", never "idle".
 Kept compatible with Python 3.7 (old notebook images).
