@@ -23,7 +23,7 @@ from costguard.adapters.catalog import (
 )
 from costguard.adapters.pricing_api import PriceListApi, refresh_catalog
 from costguard.services.price_refresh import PriceRefresh, RefreshContendedError
-from tests.fake_price_list import FakePriceList, price_item, price_list_server
+from tests.support.fake_price_list import FakePriceList, price_item, price_list_server
 from tests.support.fakes import InMemoryCatalogStore
 
 BUNDLED_AS_OF = date(2026, 11, 15)

@@ -17,7 +17,7 @@ from costguard.ports import CommitOutcome, Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
-from tests.tag_strategies import tag_sets
+from tests.support.tag_strategies import tag_sets
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 REGION = "us-east-1"

@@ -10,7 +10,7 @@ import pytest
 from costguard.domain.calendar import month_key
 from costguard.names import Env, Tags
 from costguard.services import org_act as org_act_service
-from tests.attack9.test_org_guards import (  # noqa: F401 - the hub fixture, by name
+from tests.org.test_guards_across_accounts import (  # noqa: F401 - the hub fixture, by name
     HUB,
     REGION,
     A,

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from costguard.adapters.catalog import read_catalog_file
-from tests.fake_price_list import FakePriceList, price_item, price_list_server
 from tests.support.catalog import FIXTURE_CATALOG_PATH
+from tests.support.fake_price_list import FakePriceList, price_item, price_list_server
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
