@@ -24,6 +24,7 @@ from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.iam import Permission
 from costguard.names import Tags
 from costguard.services.executor import Executor, ExecutorSettings
+from tests.support.ec2 import run_instance
 from tests.support.fakes import RecordingNotifier
 from tests.support.iam_eval import allowed
 
@@ -73,16 +74,7 @@ def ec2(aws: Any) -> Any:
 
 
 def launch(ec2: Any, tags: Mapping[str, str]) -> str:
-    reservation = ec2.run_instances(
-        ImageId="ami-12345678",
-        InstanceType="g5.xlarge",
-        MinCount=1,
-        MaxCount=1,
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-        ],
-    )
-    return str(reservation["Instances"][0]["InstanceId"])
+    return run_instance(ec2, tags)
 
 
 def decision(iid: str, now: datetime, action: Action = Action.STOP_INSTANCE) -> Decision:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from costguard.adapters.sagemaker import SageMakerInventory
+from tests.support.clock import MIDDAY
 
-NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
-CREATED = NOW - timedelta(days=30)
+CREATED = MIDDAY - timedelta(days=30)
 
 
 class _Pages:
@@ -68,9 +68,9 @@ class _SageMaker:
         # never updated: since creation (the config was made just before the endpoint)
         (CREATED, CREATED - timedelta(minutes=5), CREATED),
         # UpdateEndpoint two hours ago to a config made a day ago: since the update
-        (NOW - timedelta(hours=2), NOW - timedelta(days=1), NOW - timedelta(hours=2)),
+        (MIDDAY - timedelta(hours=2), MIDDAY - timedelta(days=1), MIDDAY - timedelta(hours=2)),
         # a config newer than the endpoint's last update (clock skew): the later of both
-        (NOW - timedelta(days=2), NOW - timedelta(hours=1), NOW - timedelta(hours=1)),
+        (MIDDAY - timedelta(days=2), MIDDAY - timedelta(hours=1), MIDDAY - timedelta(hours=1)),
         # either date missing: unknown, so no utilization advice
         (None, CREATED, None),
         (CREATED, None, None),
