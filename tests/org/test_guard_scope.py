@@ -1,4 +1,4 @@
-"""Attack 10: which member accounts the Organization's guards may act in."""
+"""Which member accounts the Organization's guards may act in."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Attack 8: the Organization hub as deployed, against what its Lambdas actually call.
+"""The Organization hub as deployed, against what its Lambdas actually call.
 
 Each test is GIVEN/WHEN/THEN and fails on the current code; the docstring names the
 user's impact in production.

@@ -1,4 +1,4 @@
-"""Attack 10: what the guards saved across accounts when noting the account fails once."""
+"""What the guards saved across accounts when noting the account fails once."""
 
 from __future__ import annotations
 

@@ -10,26 +10,19 @@ from costguard.adapters.sagemaker import SageMakerInventory
 from costguard.domain.advice import AdviceCode, advise, endpoint_variants, endpoint_window
 from costguard.domain.pricing import PricedResource
 from costguard.wiring import BundledCatalog
+from tests.support.fakes import Pages
 
 REGION = "us-east-1"
 AFTER_LEAP_DAY = datetime(2028, 3, 1, 0, 20, tzinfo=UTC)  # just after a leap day, UTC midnight
-
-
-class _Pages:
-    def __init__(self, pages: list[dict[str, Any]]) -> None:
-        self._pages = pages
-
-    def paginate(self, **_: Any) -> Any:
-        return iter(self._pages)
 
 
 class _SageMaker:
     """An endpoint created a month ago and moved to ml.p4d.24xlarge two hours ago
     (UpdateEndpoint to a new endpoint config: same endpoint, same variant name)."""
 
-    def get_paginator(self, name: str) -> _Pages:
+    def get_paginator(self, name: str) -> Pages:
         assert name == "list_endpoints"
-        return _Pages(
+        return Pages(
             [
                 {
                     "Endpoints": [

@@ -9,16 +9,9 @@ import pytest
 
 from costguard.adapters.sagemaker import SageMakerInventory
 from tests.support.clock import MIDDAY
+from tests.support.fakes import Pages
 
 CREATED = MIDDAY - timedelta(days=30)
-
-
-class _Pages:
-    def __init__(self, pages: list[dict[str, Any]]) -> None:
-        self._pages = pages
-
-    def paginate(self, **_: Any) -> Any:
-        return iter(self._pages)
 
 
 class _SageMaker:
@@ -26,8 +19,8 @@ class _SageMaker:
         self._modified = modified
         self._config_created = config_created
 
-    def get_paginator(self, name: str) -> _Pages:
-        return _Pages(
+    def get_paginator(self, name: str) -> Pages:
+        return Pages(
             [
                 {
                     "Endpoints": [
