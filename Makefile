@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: install demo test lint typecheck unit bench synth clean property calendar
+.PHONY: install demo test lint typecheck unit bench synth clean property calendar check
 
 # The venv gets exactly the versions the Lambda asset and layer ship (one pin file),
 # so the tests run what is deployed.
@@ -40,6 +40,10 @@ test: lint typecheck
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+## The fast inner loop: lint, types, and the unit and functional tests.
+check: lint typecheck
+	$(BIN)/python -m pytest -q tests/unit tests/functional
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

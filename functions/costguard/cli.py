@@ -1031,6 +1031,11 @@ class _Flags:
         return _Parser(add_help=False)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level `costguard` parser, for tools that read it (the docs test)."""
+    return parser()
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="costguard",

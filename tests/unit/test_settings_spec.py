@@ -1,4 +1,4 @@
-"""One settings spec: the models, the variables, cdk.json and the README agree with it."""
+"""One settings spec: the models, the variables, cdk.json and the docs agree with it."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def test_the_services_defaults_are_the_spec_defaults() -> None:
     )
 
 
-# -- cdk.json and the README ----------------------------------------------------------------
+# -- cdk.json and the docs ------------------------------------------------------------------
 
 
 def test_cdk_json_holds_only_cdks_own_flags() -> None:
@@ -187,17 +187,17 @@ def test_cdk_json_holds_only_cdks_own_flags() -> None:
     assert "@aws-cdk/core:target-partitions" in context
 
 
-def _readme_table() -> str:
-    text = (ROOT / "README.md").read_text()
-    heading = text.index("### Configuration (CDK context")
+def _docs_table() -> str:
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    heading = text.index("# Configuration")
     start = text.index("\n|", heading) + 1
     end = text.index("\n\n", start) + 1
     return text[start:end]
 
 
-def test_the_readme_table_is_generated_from_the_spec() -> None:
-    assert _readme_table() == markdown_table(), (
-        "README.md's configuration table differs from the spec; replace it with the output of "
+def test_the_docs_table_is_generated_from_the_spec() -> None:
+    assert _docs_table() == markdown_table(), (
+        "docs/configuration.md's table differs from the spec; replace it with the output of "
         "`PYTHONPATH=functions python -m costguard.config_spec`"
     )
 
