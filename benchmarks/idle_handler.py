@@ -52,13 +52,11 @@ def measure(
     from moto import mock_aws
 
     from costguard import wiring
-    from costguard.env import Env
     from costguard.handlers import act
     from costguard.services import executor as executor_module
-    from costguard.settings import Settings
     from costguard_demo.run import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
-    from tests.support.idle_fleet import launch, notebook_tags, publish_ec2
+    from tests.support.idle_fleet import idle_guard_settings, launch, notebook_tags, publish_ec2
 
     saved_logger = act.logger
     act.logger = Logger(service=f"idle-bench-{n}", stream=open(os.devnull, "w"))  # noqa: SIM115
@@ -78,18 +76,7 @@ def measure(
                     NOW + timedelta(hours=passes + 1),
                     gpu=(60.0 if iid in busy else 0.0,),
                 )
-            settings = Settings.from_env(
-                {
-                    Env.REGIONS: "us-east-1",
-                    Env.TABLE_NAME: "ledger",
-                    Env.SCOPE: ACCOUNT,
-                    Env.TOPIC_ARN: topic,
-                    Env.DRY_RUN: "true" if dry_run else "false",
-                    Env.GUARD: "idle-notebooks",
-                    Env.SAGEMAKER_TAGS: "per-resource",
-                    Env.SAGEMAKER_STUDIO: "false",
-                }
-            )
+            settings = idle_guard_settings(topic, dry_run=dry_run, account=ACCOUNT)
             calls: Counter[str] = Counter()
             executing: Counter[str] = Counter()
             phase = {"executor": False}

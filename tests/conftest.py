@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 
@@ -45,6 +44,3 @@ def aws() -> Iterator[object]:
 
     with mock_aws():
         yield boto3.Session()
-
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

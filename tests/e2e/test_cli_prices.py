@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from costguard.adapters.catalog import bundled_catalog_path, read_catalog_file
-from tests.fake_price_list import FakePriceList, price_list_server
 from tests.support.clock import costguard_at
+from tests.support.fake_price_list import FakePriceList, price_list_server
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -30,11 +30,11 @@ from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fle
 from costguard_demo.server import embedded_aws, moto_backend
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
 from tests.support.alert_topic import encrypted_topic_with_subscriber
+from tests.support.clock import MIDDAY
 from tests.support.endpoints import oversized_endpoint, put_gpu
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: What moto cannot run, so the deployed value is replaced for the run (and why).
 MOTO_OVERRIDES = {Env.SAGEMAKER_STUDIO: "false"}  # moto has no SageMaker Studio (ListApps)
 #: Granted actions the run may leave unused, each with the reason it is still granted.
@@ -289,7 +289,7 @@ def slack() -> Iterator[Any]:
 @pytest.fixture
 def deployment(aws: str, body: dict[str, Any], slack: Any) -> Deployment:
     deployed = deploy(body, slack)
-    seed_fleet(deployed.session, NOW - timedelta(minutes=15))
+    seed_fleet(deployed.session, MIDDAY - timedelta(minutes=15))
     sm = deployed.session.client("sagemaker", region_name=REGION)
     sm.create_training_job(
         TrainingJobName="llm-sft",
@@ -311,12 +311,12 @@ def deployment(aws: str, body: dict[str, Any], slack: Any) -> Deployment:
     moto_backend("sagemaker", REGION).training_jobs["llm-sft"].training_job_status = "InProgress"
     # An A100 endpoint a day old and mostly idle: the scan reads its GPU utilization from
     # CloudWatch for the oversized-endpoint advice (and must be granted that read)
-    oversized_endpoint(deployed.session, "chat", "llm-serving", NOW - timedelta(days=2))
+    oversized_endpoint(deployed.session, "chat", "llm-serving", MIDDAY - timedelta(days=2))
     put_gpu(
         deployed.session.client("cloudwatch", region_name=REGION),
         "chat",
         "primary",
-        [(NOW - timedelta(hours=h), 8.0) for h in range(1, 24)],
+        [(MIDDAY - timedelta(hours=h), 8.0) for h in range(1, 24)],
     )
     return deployed
 
@@ -329,7 +329,7 @@ def spot_prices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         SpotInstances, "describe_spot_price_history", SpotInstances.describe_spot_price_history
     )
-    install_spot_prices(DEMO_SPOT_PRICES, NOW - timedelta(hours=1))
+    install_spot_prices(DEMO_SPOT_PRICES, MIDDAY - timedelta(hours=1))
 
 
 def run_as(
@@ -351,7 +351,7 @@ def run_as(
     if function == "scan":
         from costguard.handlers import events, scan
 
-        monkeypatch.setattr(events, "CLOCK", lambda: NOW)  # the schedule's time is recent
+        monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)  # the schedule's time is recent
         handler = scan.handler
     elif function in ("act", "idle", "volumes"):
         from costguard.handlers import act, events
@@ -577,7 +577,7 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the schedule invokes the scan with its role
-    summary = run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+    summary = run_as(deployment, "scan", {"time": MIDDAY.isoformat()}, monkeypatch, recorder)
     # THEN it did its job: inventory priced, ledger written, alerts published
     assert summary["ledger"] == "applied"
     assert summary["resources"] > 10
@@ -607,7 +607,7 @@ def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
     recorder.install(monkeypatch)
     # WHEN the scan runs
     with pytest.raises(AfterScanError) as failure:
-        run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+        run_as(deployment, "scan", {"time": MIDDAY.isoformat()}, monkeypatch, recorder)
     # THEN the publish error propagates (for Lambda's retries), not an AccessDenied from
     # releasing the alert's claim: the role may undo what it claimed
     ((step, delivery),) = failure.value.failures
@@ -631,7 +631,7 @@ def test_a_failed_publish_releases_its_claim_with_the_scan_roles_permissions(
         Endpoint=subscriber_arn,
         Attributes={"RawMessageDelivery": "true"},
     )
-    retried = run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+    retried = run_as(deployment, "scan", {"time": MIDDAY.isoformat()}, monkeypatch, recorder)
     assert retried["alerts"], "the claims were released, so the retry publishes"
     check_calls(deployment, "scan", recorder.calls)
 
@@ -650,7 +650,7 @@ def test_the_slack_notifier_reads_its_secret_with_only_its_role(
         severity=AlertSeverity.WARNING,
         title="80% of budget",
         summary="llm-pretraining has spent 80% of its budget",
-        at=NOW,
+        at=MIDDAY,
     )
     lambda_message = json.loads(sns_message(alert))["lambda"]
     recorder = Recorder()
@@ -687,7 +687,7 @@ def test_a_role_without_the_grant_is_refused_by_the_enforced_run(
     from costguard.handlers.scan import AfterScanError
 
     with pytest.raises(AfterScanError):
-        run_as(deployment, "scan", {"time": NOW.isoformat()}, monkeypatch, recorder)
+        run_as(deployment, "scan", {"time": MIDDAY.isoformat()}, monkeypatch, recorder)
     publishes = [c for c in recorder.calls if c.operation == "Publish"]
     assert publishes and all(c.status == 403 for c in publishes)
     assert os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://127.0.0.1")
@@ -725,14 +725,14 @@ def test_the_actuator_acts_with_only_the_permissions_the_stack_grants(
     recorder.install(monkeypatch)
     # WHEN the guard warns, one instance is used again (warning withdrawn), and the other
     # is stopped after its grace period, each run invoked with the actuator's role
-    start = NOW - timedelta(hours=2)
+    start = MIDDAY - timedelta(hours=2)
     first = run_as(
         deployment, "act", {"time": start.isoformat(), "guard": "toy"}, monkeypatch, recorder
     )
     assert first["counts"] == {"warned": 2}
     ec2.create_tags(Resources=[used], Tags=[{"Key": TOY, "Value": "busy"}])
     second = run_as(
-        deployment, "act", {"time": NOW.isoformat(), "guard": "toy"}, monkeypatch, recorder
+        deployment, "act", {"time": MIDDAY.isoformat(), "guard": "toy"}, monkeypatch, recorder
     )
     assert second["counts"] == {"acted": 1, "cleared": 1}
     states = {
@@ -767,10 +767,10 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     monkeypatch.setitem(MOTO_OVERRIDES, Env.IDLE_GPU_DISCOVERY, "list")
     # a cold Lambda: the instance-type cache of an earlier test would hide a missing grant
     monkeypatch.setattr(wiring, "_INSTANCE_TYPES", InstanceTypeCache())
-    launched = NOW - timedelta(hours=5)
+    launched = MIDDAY - timedelta(hours=5)
     (idle,) = launch(deployment.session, notebook_tags(), at=launched)
     (busy,) = launch(deployment.session, notebook_tags(), at=launched)
-    start, end = NOW - timedelta(hours=4), NOW + timedelta(hours=2)
+    start, end = MIDDAY - timedelta(hours=4), MIDDAY + timedelta(hours=2)
     publish_ec2(deployment.session, idle, start, end)
     publish_ec2(deployment.session, busy, start, end, gpu=(75.0,))
     # (and a busy CPU notebook: its type is not in the accelerator table, so EC2 is asked)
@@ -789,8 +789,8 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     recorder.install(monkeypatch)
     # WHEN the schedule invokes the idle guard now, and after the grace period
     event = {"guard": "idle-notebooks"}
-    first = run_as(deployment, "idle", {**event, "time": NOW.isoformat()}, monkeypatch, recorder)
-    later = NOW + timedelta(minutes=61)
+    first = run_as(deployment, "idle", {**event, "time": MIDDAY.isoformat()}, monkeypatch, recorder)
+    later = MIDDAY + timedelta(minutes=61)
     second = run_as(deployment, "idle", {**event, "time": later.isoformat()}, monkeypatch, recorder)
     # THEN it warned, then stopped the idle one only, and the seeded fleet's SageMaker
     # notebook instances (InService far longer than the maximum runtime, no heartbeat)
@@ -842,7 +842,7 @@ def test_the_stale_volume_guard_records_its_findings_with_only_its_role(
     out = run_as(
         deployment,
         "volumes",
-        {"time": NOW.isoformat(), "guard": "stale-volumes"},
+        {"time": MIDDAY.isoformat(), "guard": "stale-volumes"},
         monkeypatch,
         recorder,
     )

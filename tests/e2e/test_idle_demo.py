@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from tests.support.clock import MIDDAY
+
 pytestmark = pytest.mark.story
-
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def test_the_idle_chapter_warns_then_stops_and_leaves_the_rest(aws: Any) -> None:
     from costguard_demo.idle import run_idle_chapter
 
     said: list[str] = []
-    actions = run_idle_chapter(aws, "us-east-1", said.append, NOW)
+    actions = run_idle_chapter(aws, "us-east-1", said.append, MIDDAY)
     assert [a["outcome"] for a in actions] == ["warned", "acted"]
     for a in actions:
         assert a["kind"] == "ec2-instance" and a["project"] == "vision"

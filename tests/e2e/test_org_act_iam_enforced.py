@@ -23,7 +23,7 @@ import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from tests.e2e.test_iam_enforced import (
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
 from tests.infra.synth import ORG_ID
 from tests.support.alert_topic import encrypted_topic_with_subscriber
+from tests.support.clock import MIDDAY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
 
@@ -54,7 +55,6 @@ HUB = ACCOUNT
 MEMBER = "222222222222"
 #: In the Organization, but without the member stack: the act role is missing there.
 NO_ROLE = "333333333333"
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACT_HANDLER = "costguard.handlers.org_act.handler"
 #: What the Lambda service does with the act consumer's role for its event source.
 EVENT_SOURCE_ACTIONS = (
@@ -405,18 +405,18 @@ def test_the_act_consumer_acts_in_a_member_account_with_only_the_two_stacks_gran
 
     DynamoDbDirectory(
         hub.session.client("dynamodb", region_name=REGION), "costguard-ledger", HUB
-    ).save_listing(AccountListing((MEMBER, NO_ROLE), NOW - timedelta(days=1), "discovered"))
+    ).save_listing(AccountListing((MEMBER, NO_ROLE), MIDDAY - timedelta(days=1), "discovered"))
     idle, busy = _launch(hub.member, "idle"), _launch(hub.member, "idle")
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the act consumer runs the guard in the member account, warns both, one is used
     # again, and the other is stopped after the grace period
-    start = NOW - timedelta(hours=2)
+    start = MIDDAY - timedelta(hours=2)
     first = run_act(hub, _event("toy", MEMBER, start), start, monkeypatch)
     assert first == {"batchItemFailures": []}
     ec2 = hub.member.client("ec2", region_name=REGION)
     ec2.create_tags(Resources=[busy], Tags=[{"Key": TOY, "Value": "busy"}])
-    second = run_act(hub, _event("toy", MEMBER, NOW), NOW, monkeypatch)
+    second = run_act(hub, _event("toy", MEMBER, MIDDAY), MIDDAY, monkeypatch)
     assert second == {"batchItemFailures": []}
     states = {
         i["InstanceId"]: i["State"]["Name"]
@@ -427,10 +427,10 @@ def test_the_act_consumer_acts_in_a_member_account_with_only_the_two_stacks_gran
     # AND in an account without the act role, the run is handed back (for the queue to
     # retry and dead-letter it), leaving a finding and an alert in the hub that name the
     # account
-    refused = run_act(hub, _event("toy", NO_ROLE, NOW), NOW, monkeypatch)
+    refused = run_act(hub, _event("toy", NO_ROLE, MIDDAY), MIDDAY, monkeypatch)
     assert len(refused["batchItemFailures"]) == 1
     ledger = DynamoDbLedger(hub.session.client("dynamodb", region_name=REGION), "costguard-ledger")
-    findings = ledger.findings(HUB, NOW.date().isoformat())
+    findings = ledger.findings(HUB, MIDDAY.date().isoformat())
     assert [f.resource for f in findings] == [f"account/{NO_ROLE}"]
     alerts = drain(hub.session, hub.subscriber, REGION)
     (unreachable,) = [a for a in alerts if "org-act-unreachable" in a["alert_id"]]

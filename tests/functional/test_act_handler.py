@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,9 +11,9 @@ from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.domain.tags import Tags
 from costguard.env import Env
 from costguard.services.guard import Guard
+from tests.support.clock import MIDDAY
+from tests.support.ec2 import run_instance
 from tests.support.toy import TOY, ToyPolicy
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -21,22 +21,11 @@ def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard.handlers import events
     from costguard_demo.run import create_ledger_table
 
-    monkeypatch.setattr(events, "CLOCK", lambda: NOW)
+    monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)
     create_ledger_table(aws, "ledger", "us-east-1")
     ec2 = aws.client("ec2", region_name="us-east-1")
     for tags in ({Tags.PROJECT: "vision", TOY: "idle"}, {Tags.PROJECT: "cv", TOY: "idle"}):
-        ec2.run_instances(
-            ImageId="ami-12345678",
-            InstanceType="g5.xlarge",
-            MinCount=1,
-            MaxCount=1,
-            TagSpecifications=[
-                {
-                    "ResourceType": "instance",
-                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
-                }
-            ],
-        )
+        run_instance(ec2, tags)
     return aws
 
 
@@ -65,7 +54,7 @@ def test_runs_the_named_guard_through_the_executor(account: Any) -> None:
     from costguard.handlers.act import process, summary
 
     report = process(
-        {"time": NOW.isoformat(), "guard": "toy"},
+        {"time": MIDDAY.isoformat(), "guard": "toy"},
         settings(dry_run=True),
         account,
         guards=toy_guard(account),
@@ -80,7 +69,7 @@ def test_an_unknown_guard_is_a_clear_error(account: Any) -> None:
     from costguard.handlers.act import process
 
     with pytest.raises(ValueError, match="unknown guard 'idle'"):
-        process({"time": NOW.isoformat(), "guard": "idle"}, settings(True), account, guards={})
+        process({"time": MIDDAY.isoformat(), "guard": "idle"}, settings(True), account, guards={})
 
 
 def test_a_guard_lambda_runs_only_the_guard_it_is_bound_to(account: Any) -> None:
@@ -99,9 +88,9 @@ def test_a_guard_lambda_runs_only_the_guard_it_is_bound_to(account: Any) -> None
     guards = {**toy_guard(account), "other": toy_guard(account)["toy"]}
     # WHEN an event names another guard THEN it is refused before any call
     with pytest.raises(ValueError, match="runs the 'toy' guard, not 'other'"):
-        process({"time": NOW.isoformat(), "guard": "other"}, bound, account, guards=guards)
+        process({"time": MIDDAY.isoformat(), "guard": "other"}, bound, account, guards=guards)
     # AND an event that names no guard runs the bound one
-    report = process({"time": NOW.isoformat()}, bound, account, guards=guards)
+    report = process({"time": MIDDAY.isoformat()}, bound, account, guards=guards)
     assert report.counts == {"would-warn": 2}
 
 
@@ -109,7 +98,7 @@ def test_an_event_naming_no_guard_for_an_unbound_lambda_is_a_clear_error(account
     from costguard.handlers.act import process
 
     with pytest.raises(ValueError, match="no guard named"):
-        process({"time": NOW.isoformat()}, settings(True), account, guards=toy_guard(account))
+        process({"time": MIDDAY.isoformat()}, settings(True), account, guards=toy_guard(account))
 
 
 def test_a_failed_action_fails_the_invocation_after_the_others_ran(
@@ -118,8 +107,8 @@ def test_a_failed_action_fails_the_invocation_after_the_others_ran(
     from costguard.handlers.act import ActionsFailedError, process
 
     # (warned two hours ago, when that run ran: a guard acts at the clock's time)
-    event = {"time": (NOW - timedelta(hours=2)).isoformat(), "guard": "toy"}
-    earlier = NOW - timedelta(hours=2)
+    event = {"time": (MIDDAY - timedelta(hours=2)).isoformat(), "guard": "toy"}
+    earlier = MIDDAY - timedelta(hours=2)
     process(event, settings(False), account, guards=toy_guard(account), clock=earlier)
     original = Ec2InstanceActuator.apply
     stopped: list[str] = []
@@ -133,7 +122,7 @@ def test_a_failed_action_fails_the_invocation_after_the_others_ran(
     monkeypatch.setattr(Ec2InstanceActuator, "apply", flaky)
     with pytest.raises(ActionsFailedError, match="1 of 2 actions failed"):
         process(
-            {"time": NOW.isoformat(), "guard": "toy"},
+            {"time": MIDDAY.isoformat(), "guard": "toy"},
             settings(False),
             account,
             guards=toy_guard(account),
@@ -167,7 +156,7 @@ def test_the_handler_refuses_an_implausible_time(
 def test_a_guard_acts_at_the_clock_never_at_an_event_time_ahead_of_it(
     account: Any, offset: timedelta
 ) -> None:
-    """GIVEN the Lambda's clock at NOW and a schedule event whose time is ``offset`` from it
+    """GIVEN the Lambda's clock at MIDDAY and a schedule event whose time is ``offset`` from it
     (ahead: clock skew or a hand-written event, within the 5 minutes accepted)
     WHEN the actuator Lambda runs a guard
     THEN the guard's "now" is the clock's, never later: nothing can act before its time.
@@ -186,9 +175,9 @@ def test_a_guard_acts_at_the_clock_never_at_an_event_time_ahead_of_it(
 
     guards = {"clock": lambda _s, clients, _c: Guard("clock", Recording(), [])}
     process(
-        {"time": (NOW + offset).isoformat(), "guard": "clock"},
+        {"time": (MIDDAY + offset).isoformat(), "guard": "clock"},
         settings(False),
         account,
         guards=guards,
     )
-    assert seen == [NOW]
+    assert seen == [MIDDAY]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -12,8 +11,7 @@ import pytest
 from costguard.domain.decisions import Action, Decision, Target
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+from tests.support.clock import MIDDAY
 
 
 def test_lists_what_was_done_and_what_a_dry_run_would_do(
@@ -40,10 +38,12 @@ def test_lists_what_was_done_and_what_a_dry_run_would_do(
         Action.STOP_NOTEBOOK,
         target,
         "idle for 3 h\nURGENT pay now",
-        NOW,
+        MIDDAY,
         usd_per_hour_saved=Decimal("1.41"),
     )
-    Executor([actuator], ledger, None, ExecutorSettings("acct", dry_run=True)).run([decision], NOW)
+    Executor([actuator], ledger, None, ExecutorSettings("acct", dry_run=True)).run(
+        [decision], MIDDAY
+    )
 
     args = ["actions", "--table", "ledger", "--scope", "acct", "--region", "us-east-1"]
     assert main([*args, "--month", "2026-11", "--json"]) == 0

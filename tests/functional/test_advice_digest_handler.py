@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from costguard.env import Env
-from tests.conftest import NOW
+from tests.support.clock import MIDDAY
 from tests.support.endpoints import oversized_endpoint, put_gpu
 
 REGION = "us-east-1"
@@ -52,10 +52,10 @@ def deployed(aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
         Env.SAGEMAKER_STUDIO: "false",
     }.items():
         monkeypatch.setenv(key, value)
-    oversized_endpoint(aws, "chat", "serving", NOW - timedelta(days=3))
+    oversized_endpoint(aws, "chat", "serving", MIDDAY - timedelta(days=3))
     # 2 % of each of the 8 A100s (16 summed), every 10 minutes for two days
     cw = aws.client("cloudwatch", region_name=REGION)
-    points = [(NOW - timedelta(days=1) + timedelta(minutes=10 * n), 16.0) for n in range(288)]
+    points = [(MIDDAY - timedelta(days=1) + timedelta(minutes=10 * n), 16.0) for n in range(288)]
     put_gpu(cw, "chat", "primary", points)
     return aws, queue
 
@@ -80,7 +80,7 @@ def test_the_scan_sends_the_days_advice_once_and_again_the_next_day(
 ) -> None:
     session, queue = deployed
     # WHEN the scheduled scan runs at 12:00
-    scan_at(NOW, monkeypatch)
+    scan_at(MIDDAY, monkeypatch)
     # THEN the subscriber receives one info digest naming a smaller type and its saving
     (digest,) = advice_received(session, queue)
     assert digest["project"] == "serving" and digest["severity"] == "info"
@@ -88,11 +88,11 @@ def test_the_scan_sends_the_days_advice_once_and_again_the_next_day(
     assert "oversized-endpoint · 123456789012/us-east-1/sagemaker-endpoint/chat/primary" in line
     assert "at 2 % GPU utilization per GPU" in line and "/month" in line and "assuming" in line
     # WHEN it runs again at 12:15 and 13:00 THEN nothing more is received
-    scan_at(NOW + timedelta(minutes=15), monkeypatch)
-    scan_at(NOW + timedelta(hours=1), monkeypatch)
+    scan_at(MIDDAY + timedelta(minutes=15), monkeypatch)
+    scan_at(MIDDAY + timedelta(hours=1), monkeypatch)
     assert advice_received(session, queue) == []
     # WHEN the next day's 12:00 scan runs THEN the day's digest is received
-    scan_at(NOW + timedelta(days=1), monkeypatch)
+    scan_at(MIDDAY + timedelta(days=1), monkeypatch)
     (tomorrow,) = advice_received(session, queue)
     assert tomorrow["alert_id"] == "advice-digest/2026-11-21/p/serving"
 
@@ -106,7 +106,7 @@ def test_switched_off_or_under_the_minimum_no_digest_is_sent(
 ) -> None:
     session, queue = deployed
     monkeypatch.setenv(variable, value)
-    summary = scan_at(NOW, monkeypatch)
+    summary = scan_at(MIDDAY, monkeypatch)
     assert advice_received(session, queue) == []
     assert summary["ledger"] == "applied"
 

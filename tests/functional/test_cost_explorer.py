@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -16,9 +16,8 @@ from costguard.domain.spend import Increment
 from costguard.ports import ScanCommit
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.cost_explorer import CostExplorerService
+from tests.support.clock import MIDDAY
 from tests.support.fakes import RecordingNotifier
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def usage(groups: dict[str, str]) -> dict[str, Any]:
@@ -72,15 +71,15 @@ def test_reconciliation_is_rate_limited_to_one_call_per_window() -> None:
     ledger = InMemoryLedger()
     ledger.commit(
         ScanCommit(
-            "acct", None, NOW, {("llm", "2026-11"): Increment(Decimal(10000), Decimal(0))}, []
+            "acct", None, MIDDAY, {("llm", "2026-11"): Increment(Decimal(10000), Decimal(0))}, []
         )
     )
     client = boto3.client("ce", region_name="us-east-1")
     service = CostExplorerService(ledger, CostExplorer(client), "acct", "costguard:project")
     with Stubber(client) as stub:
         stub.add_response("get_cost_and_usage", usage({"costguard:project$llm": "10500.25"}))
-        rows = service.reconcile(NOW)
-        again = [service.reconcile(NOW + timedelta(minutes=15 * n)) for n in range(1, 8)]
+        rows = service.reconcile(MIDDAY)
+        again = [service.reconcile(MIDDAY + timedelta(minutes=15 * n)) for n in range(1, 8)]
         stub.assert_no_pending_responses()
     assert rows is not None
     (row,) = rows
@@ -114,9 +113,9 @@ def test_aws_cost_anomalies_are_forwarded_once() -> None:
         )
         stub.add_response("get_anomalies", {"Anomalies": [ANOMALY]})
         first = CostExplorerService(ledger, CostExplorer(client), "acct", "costguard:project")
-        alerting.deliver(first.anomaly_alerts(NOW))
+        alerting.deliver(first.anomaly_alerts(MIDDAY))
         alerting.deliver(
-            first.anomaly_alerts(NOW + timedelta(hours=9))
+            first.anomaly_alerts(MIDDAY + timedelta(hours=9))
         )  # next window: asked again, not re-sent
     (alert,) = sent
     assert alert.kind is AlertKind.AWS_COST_ANOMALY

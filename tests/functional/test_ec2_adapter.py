@@ -12,7 +12,7 @@ from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices
 from costguard.domain.findings import FindingCode
 from costguard.domain.models import AcceleratorKind, Lifecycle, ResourceKind
 from costguard.ports import AccessDeniedError
-from tests.conftest import NOW
+from tests.support.clock import MIDDAY
 
 
 def run(
@@ -45,7 +45,7 @@ def test_finds_accelerator_instances_and_skips_cpu_ones(aws: Any) -> None:
     run(ec2, "inf2.xlarge")
     run(ec2, "trn1.32xlarge")
     run(ec2, "m5.large")
-    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", NOW)
+    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", MIDDAY)
     instances = {r.instance_type: r for r in inv.resources if r.kind is ResourceKind.EC2_INSTANCE}
     assert set(instances) == {"p5.48xlarge", "inf2.xlarge", "trn1.32xlarge"}
     p5 = instances["p5.48xlarge"]
@@ -64,7 +64,7 @@ def test_spot_instances_are_marked_spot(aws: Any) -> None:
     ec2 = aws.client("ec2", region_name="us-east-1")
     run(ec2, "g5.xlarge", spot=True)
     run(ec2, "g5.xlarge")
-    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", NOW)
+    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", MIDDAY)
     lifecycles = sorted(
         r.lifecycle.value for r in inv.resources if r.kind is ResourceKind.EC2_INSTANCE
     )
@@ -75,7 +75,7 @@ def test_unknown_instance_type_is_kept_with_a_finding(aws: Any) -> None:
     ec2 = aws.client("ec2", region_name="us-east-1")
     (unknown,) = run(ec2, "p9.96xlarge")
     run(ec2, "g5.xlarge")
-    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", NOW)
+    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", MIDDAY)
     ids = {r.id for r in inv.resources}
     assert unknown in ids
     assert [f.code for f in inv.findings] == [FindingCode.UNKNOWN_INSTANCE_TYPE]
@@ -84,7 +84,7 @@ def test_unknown_instance_type_is_kept_with_a_finding(aws: Any) -> None:
 def test_attached_volumes_are_found_and_inherit_the_instance_project(aws: Any) -> None:
     ec2 = aws.client("ec2", region_name="us-east-1")
     (iid,) = run(ec2, "g5.xlarge", tags={"costguard:project": "cv", "costguard:budget": "100"})
-    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", NOW)
+    inv = Ec2Inventory(ClientFactory(aws)).collect("us-east-1", MIDDAY)
     (vol,) = [r for r in inv.resources if r.kind is ResourceKind.EBS_VOLUME]
     assert vol.attached_to == iid
     assert vol.tags == {"costguard:project": "cv"}  # the budget stays on the instance
@@ -96,7 +96,7 @@ def test_api_calls_grow_with_pages_not_with_instances(aws: Any) -> None:
     for itype in ("g5.xlarge", "g6.xlarge", "p4d.24xlarge"):
         run(ec2, itype, count=40)
     factory, calls = counted(aws)
-    inv = Ec2Inventory(factory).collect("us-east-1", NOW)
+    inv = Ec2Inventory(factory).collect("us-east-1", MIDDAY)
     assert len([r for r in inv.resources if r.kind is ResourceKind.EC2_INSTANCE]) == 120
     assert calls == Counter(
         {"DescribeInstances": 1, "DescribeInstanceTypes": 1, "DescribeVolumes": 1}
@@ -111,7 +111,7 @@ def test_access_denied_is_translated_into_a_domain_error(aws: Any) -> None:
             "describe_instances", "UnauthorizedOperation", "You are not authorized"
         )
         try:
-            Ec2Inventory(factory).collect("us-east-1", NOW)
+            Ec2Inventory(factory).collect("us-east-1", MIDDAY)
         except AccessDeniedError as exc:
             assert exc.code == "UnauthorizedOperation"
             assert exc.region == "us-east-1"
@@ -127,27 +127,27 @@ def test_spot_price_takes_the_latest_per_type_and_az(aws: Any) -> None:
             "InstanceType": "p4d.24xlarge",
             "AvailabilityZone": "us-east-1a",
             "SpotPrice": "9.50",
-            "Timestamp": NOW.replace(hour=1),
+            "Timestamp": MIDDAY.replace(hour=1),
             "ProductDescription": "Linux/UNIX",
         },
         {
             "InstanceType": "p4d.24xlarge",
             "AvailabilityZone": "us-east-1a",
             "SpotPrice": "9.88",
-            "Timestamp": NOW.replace(hour=2),
+            "Timestamp": MIDDAY.replace(hour=2),
             "ProductDescription": "Linux/UNIX",
         },
         {
             "InstanceType": "p4d.24xlarge",
             "AvailabilityZone": "us-east-1b",
             "SpotPrice": "11.00",
-            "Timestamp": NOW.replace(hour=1),
+            "Timestamp": MIDDAY.replace(hour=1),
             "ProductDescription": "Linux/UNIX",
         },
     ]
     with Stubber(ec2) as stub:
         stub.add_response("describe_spot_price_history", {"SpotPriceHistory": history})
-        prices = Ec2SpotPrices(factory).latest("us-east-1", ["p4d.24xlarge"], NOW)
+        prices = Ec2SpotPrices(factory).latest("us-east-1", ["p4d.24xlarge"], MIDDAY)
     assert {k: str(v) for k, v in prices.items()} == {
         ("us-east-1", "us-east-1a", "p4d.24xlarge"): "9.88",
         ("us-east-1", "us-east-1b", "p4d.24xlarge"): "11.00",

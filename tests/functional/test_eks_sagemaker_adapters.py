@@ -12,7 +12,7 @@ from costguard.adapters.eks import EksInventory
 from costguard.adapters.sagemaker import PerResourceTags, SageMakerInventory, TaggingApiTags
 from costguard.domain.findings import FindingCode
 from costguard.domain.models import Lifecycle, ResourceKind
-from tests.conftest import NOW
+from tests.support.clock import MIDDAY
 
 ROLE = "arn:aws:iam::123456789012:role/x"
 
@@ -39,7 +39,7 @@ def test_eks_cluster_and_node_group_with_scaling_and_tags(aws: Any) -> None:
         scalingConfig={"minSize": 0, "maxSize": 4, "desiredSize": 2},
         tags={"costguard:project": "cv"},
     )
-    inv = EksInventory(ClientFactory(aws)).collect("us-east-1", NOW)
+    inv = EksInventory(ClientFactory(aws)).collect("us-east-1", MIDDAY)
     by_kind = {r.kind: r for r in inv.resources}
     cluster = by_kind[ResourceKind.EKS_CLUSTER]
     assert (cluster.id, cluster.version, cluster.tags["costguard:project"]) == (
@@ -88,7 +88,7 @@ def test_notebooks_and_endpoint_variants_with_per_resource_tags(aws: Any) -> Non
     )
     factory = ClientFactory(aws)
     inv = SageMakerInventory(factory, PerResourceTags(factory), studio=False).collect(
-        "us-east-1", NOW
+        "us-east-1", MIDDAY
     )
     found = {r.kind: r for r in inv.resources}
     nb = found[ResourceKind.SAGEMAKER_NOTEBOOK]
@@ -118,7 +118,7 @@ def test_studio_apps_are_priced_units_and_tagged_through_their_space(aws: Any) -
             "AppType": "JupyterLab",
             "AppName": "default",
             "Status": "InService",
-            "CreationTime": NOW - timedelta(hours=3),
+            "CreationTime": MIDDAY - timedelta(hours=3),
             "ResourceSpec": {"InstanceType": "ml.g5.xlarge"},
         },
         {
@@ -154,7 +154,7 @@ def test_studio_apps_are_priced_units_and_tagged_through_their_space(aws: Any) -
                 ]
             },
         )
-        inv = SageMakerInventory(factory, TaggingApiTags(factory)).collect("us-east-1", NOW)
+        inv = SageMakerInventory(factory, TaggingApiTags(factory)).collect("us-east-1", MIDDAY)
     (app,) = inv.resources
     assert app.kind is ResourceKind.SAGEMAKER_STUDIO_APP
     assert (app.instance_type, app.tags["costguard:project"]) == ("ml.g5.xlarge", "research")
@@ -185,7 +185,7 @@ def test_one_failing_sagemaker_api_does_not_hide_the_others(aws: Any) -> None:
         stub.add_response("list_training_jobs", {"TrainingJobSummaries": []})
         stub.add_client_error("list_apps", "ThrottlingException", "slow down")
         stub.add_response("list_tags", {"Tags": []})
-        inv = SageMakerInventory(factory, PerResourceTags(factory)).collect("us-east-1", NOW)
+        inv = SageMakerInventory(factory, PerResourceTags(factory)).collect("us-east-1", MIDDAY)
     assert [r.id for r in inv.resources] == ["nb"]
     assert sorted(f.resource for f in inv.findings) == [
         "us-east-1/sagemaker/endpoints",
@@ -208,7 +208,7 @@ def test_in_progress_training_jobs_count_every_instance(aws: Any) -> None:
                     {
                         "TrainingJobName": "llama-ft-7",
                         "TrainingJobArn": arn,
-                        "CreationTime": NOW,
+                        "CreationTime": MIDDAY,
                         "TrainingJobStatus": "InProgress",
                     }
                 ]
@@ -221,8 +221,8 @@ def test_in_progress_training_jobs_count_every_instance(aws: Any) -> None:
                 "TrainingJobArn": arn,
                 "TrainingJobStatus": "InProgress",
                 "SecondaryStatus": "Training",
-                "CreationTime": NOW,
-                "TrainingStartTime": NOW - timedelta(hours=2),
+                "CreationTime": MIDDAY,
+                "TrainingStartTime": MIDDAY - timedelta(hours=2),
                 "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "x"},
                 "ResourceConfig": {
                     "InstanceType": "ml.p4d.24xlarge",
@@ -236,7 +236,7 @@ def test_in_progress_training_jobs_count_every_instance(aws: Any) -> None:
         )
         stub.add_response("list_tags", {"Tags": [{"Key": "costguard:project", "Value": "llm"}]})
         inv = SageMakerInventory(factory, PerResourceTags(factory), studio=False).collect(
-            "us-east-1", NOW
+            "us-east-1", MIDDAY
         )
     (job,) = inv.resources
     assert (job.kind, job.instance_type, job.count, job.lifecycle) == (
@@ -246,14 +246,14 @@ def test_in_progress_training_jobs_count_every_instance(aws: Any) -> None:
         Lifecycle.SPOT,
     )
     assert job.tags == {"costguard:project": "llm"}
-    assert job.launched_at == NOW - timedelta(hours=2)
+    assert job.launched_at == MIDDAY - timedelta(hours=2)
 
 
 def test_an_endpoint_update_is_not_a_restart(aws: Any) -> None:
     # GIVEN an endpoint created three days ago and scaled up five minutes ago
     factory = ClientFactory(aws)
     sm = factory("sagemaker", "us-east-1")
-    created, updated = NOW - timedelta(days=3), NOW - timedelta(minutes=5)
+    created, updated = MIDDAY - timedelta(days=3), MIDDAY - timedelta(minutes=5)
     arn = "arn:aws:sagemaker:us-east-1:123456789012:endpoint/llm"
     with Stubber(sm) as stub:
         stub.add_response("list_notebook_instances", {"NotebookInstances": []})
@@ -299,7 +299,7 @@ def test_an_endpoint_update_is_not_a_restart(aws: Any) -> None:
         stub.add_response("list_training_jobs", {"TrainingJobSummaries": []})
         stub.add_response("list_tags", {"Tags": []})
         inv = SageMakerInventory(factory, PerResourceTags(factory), studio=False).collect(
-            "us-east-1", NOW
+            "us-east-1", MIDDAY
         )
     (endpoint,) = inv.resources
     # THEN it has billed since it was created: the ledger must not cut the interval

@@ -15,10 +15,10 @@ from costguard.adapters.cloudwatch import EndpointGpuMetrics
 from costguard.domain.advice import EndpointVariant, endpoint_window
 from costguard.iam import all_actions, scan_permissions
 from costguard.ports import SourceError
-from tests.conftest import NOW
+from tests.support.clock import MIDDAY
 from tests.support.endpoints import put_gpu
 
-START, END = endpoint_window(NOW)
+START, END = endpoint_window(MIDDAY)
 
 
 def variant(endpoint: str, name: str = "primary") -> EndpointVariant:

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,7 @@ import pytest
 from costguard.domain.idle import Heartbeat
 from costguard_agent import heartbeat
 from costguard_agent.lifecycle import MAX_CONTENT, on_start_content, on_start_script
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+from tests.support.clock import MIDDAY
 
 
 def iso(moment: datetime) -> str:
@@ -88,56 +87,61 @@ def closed_port() -> int:
 
 def test_a_busy_kernel_is_activity(jupyter: FakeJupyter) -> None:
     jupyter.routes["/api/kernels"] = [
-        {"id": "k", "execution_state": "busy", "last_activity": iso(NOW - timedelta(hours=5))}
+        {"id": "k", "execution_state": "busy", "last_activity": iso(MIDDAY - timedelta(hours=5))}
     ]
-    assert heartbeat.jupyter_activity((jupyter.url,), NOW) == 1
+    assert heartbeat.jupyter_activity((jupyter.url,), MIDDAY) == 1
 
 
 def test_a_terminal_typed_in_within_five_minutes_is_activity(jupyter: FakeJupyter) -> None:
     jupyter.routes["/api/kernels"] = [
-        {"id": "k", "execution_state": "idle", "last_activity": iso(NOW - timedelta(hours=2))}
+        {"id": "k", "execution_state": "idle", "last_activity": iso(MIDDAY - timedelta(hours=2))}
     ]
     jupyter.routes["/api/terminals"] = [
-        {"name": "1", "last_activity": iso(NOW - timedelta(seconds=299))}
+        {"name": "1", "last_activity": iso(MIDDAY - timedelta(seconds=299))}
     ]
-    assert heartbeat.jupyter_activity((jupyter.url,), NOW) == 1
+    assert heartbeat.jupyter_activity((jupyter.url,), MIDDAY) == 1
 
 
 def test_idle_kernels_and_old_terminals_are_no_activity_and_the_token_is_sent(
     jupyter: FakeJupyter,
 ) -> None:
     jupyter.routes["/api/kernels"] = [
-        {"id": "k", "execution_state": "idle", "last_activity": iso(NOW - timedelta(seconds=301))}
+        {
+            "id": "k",
+            "execution_state": "idle",
+            "last_activity": iso(MIDDAY - timedelta(seconds=301)),
+        }
     ]
     jupyter.routes["/api/terminals"] = [
-        {"name": "1", "last_activity": iso(NOW - timedelta(days=1))}
+        {"name": "1", "last_activity": iso(MIDDAY - timedelta(days=1))}
     ]
     jupyter.routes["/api/sessions"] = [
         {"kernel": {"execution_state": "idle", "last_activity": "garbage"}}
     ]
-    assert heartbeat.jupyter_activity((jupyter.url,), NOW, token="s3cret") == 0
+    assert heartbeat.jupyter_activity((jupyter.url,), MIDDAY, token="s3cret") == 0
     assert set(jupyter.auth) == {"token s3cret"}
 
 
 def test_no_jupyter_server_is_unknown_not_idle(jupyter: FakeJupyter) -> None:
     # GIVEN nothing listening where Jupyter should be, then a server answering 404s
     assert (
-        heartbeat.jupyter_activity((f"http://127.0.0.1:{closed_port()}",), NOW, timeout=1) is None
+        heartbeat.jupyter_activity((f"http://127.0.0.1:{closed_port()}",), MIDDAY, timeout=1)
+        is None
     )
     jupyter.routes.pop("/api/kernels")
-    assert heartbeat.jupyter_activity((jupyter.url,), NOW) is None
+    assert heartbeat.jupyter_activity((jupyter.url,), MIDDAY) is None
 
 
 def test_terminals_disabled_still_counts_kernels(jupyter: FakeJupyter) -> None:
     jupyter.routes.pop("/api/terminals")
     jupyter.routes["/api/kernels"] = [
-        {"execution_state": "idle", "last_activity": iso(NOW - timedelta(seconds=10))}
+        {"execution_state": "idle", "last_activity": iso(MIDDAY - timedelta(seconds=10))}
     ]
-    assert heartbeat.jupyter_activity((jupyter.url,), NOW) == 1
+    assert heartbeat.jupyter_activity((jupyter.url,), MIDDAY) == 1
 
 
 def test_only_the_local_server_is_ever_asked() -> None:
-    assert heartbeat.jupyter_activity(("http://169.254.169.254",), NOW) is None
+    assert heartbeat.jupyter_activity(("http://169.254.169.254",), MIDDAY) is None
 
 
 # -- GPU ---------------------------------------------------------------------------------
@@ -209,7 +213,7 @@ def test_publishes_the_heartbeat_contract_to_cloudwatch(
     monkeypatch.setenv("COSTGUARD_JUPYTER_URLS", jupyter.url)
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     # WHEN one beat runs
-    sent = heartbeat.beat(NOW)
+    sent = heartbeat.beat(MIDDAY)
     # THEN exactly the contract's two metrics reach CloudWatch in the notebook's region
     cw = aws.client("cloudwatch", region_name="eu-west-1")
     listed = cw.list_metrics(Namespace=Heartbeat.NAMESPACE)["Metrics"]
@@ -227,7 +231,7 @@ def test_publishes_the_heartbeat_contract_to_cloudwatch(
     stats = cw.get_metric_statistics(
         Namespace=Heartbeat.NAMESPACE, MetricName="GPUUtilization",
         Dimensions=[{"Name": Heartbeat.DIMENSION, "Value": "nb-vision"}],
-        StartTime=NOW - timedelta(minutes=5), EndTime=NOW + timedelta(minutes=5), Period=300, Statistics=["Maximum"],
+        StartTime=MIDDAY - timedelta(minutes=5), EndTime=MIDDAY + timedelta(minutes=5), Period=300, Statistics=["Maximum"],
     )  # fmt: skip
     assert [p["Maximum"] for p in stats["Datapoints"]] == [4.0]
     assert (heartbeat.NAMESPACE, heartbeat.DIMENSION, heartbeat.ACTIVITY, heartbeat.GPU, heartbeat.PERIOD) == (
@@ -241,8 +245,8 @@ def test_publishes_nothing_when_it_measured_nothing(
     monkeypatch.setenv("COSTGUARD_NOTEBOOK_NAME", "nb")
     monkeypatch.setenv("COSTGUARD_JUPYTER_URLS", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert heartbeat.metric_data("nb", NOW, None, None) == []
-    assert heartbeat.beat(NOW) == []  # and no CloudWatch call (none is mocked here)
+    assert heartbeat.metric_data("nb", MIDDAY, None, None) == []
+    assert heartbeat.beat(MIDDAY) == []  # and no CloudWatch call (none is mocked here)
 
 
 # -- the on-start script ------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,9 +21,9 @@ from costguard.domain.idle import GpuDiscovery, Heartbeat, MetricQuery
 from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
+from tests.support.clock import MIDDAY
 from tests.support.idle_fleet import REGION, launch, notebook_tags, points, publish_ec2, put
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: moto does not evaluate SEARCH: the guard finds GPU series with ListMetrics here
 #: (tests/functional/test_idle_search.py runs the SEARCH path on a fake CloudWatch).
 LIST = GpuDiscovery.LIST
@@ -83,11 +83,11 @@ def test_the_reader_batches_500_queries_a_call_and_reads_back_dated_maxima(aws: 
         "AWS/EC2",
         "CPUUtilization",
         {"InstanceId": "i-1"},
-        points(NOW - timedelta(hours=1), NOW, 3.0),
+        points(MIDDAY - timedelta(hours=1), MIDDAY, 3.0),
     )
     calls = Calls(aws)
     reader = CloudWatchMetrics(ClientFactory(aws).cloudwatch)
-    start, end = NOW - timedelta(hours=1), NOW
+    start, end = MIDDAY - timedelta(hours=1), MIDDAY
     queries = [
         MetricQuery(
             f"k{n}",
@@ -116,7 +116,7 @@ def test_the_reader_batches_500_queries_a_call_and_reads_back_dated_maxima(aws: 
 def test_the_reader_splits_calls_by_the_datapoint_limit_too(aws: Any) -> None:
     calls = Calls(aws)
     reader = CloudWatchMetrics(ClientFactory(aws).cloudwatch)
-    start, end = NOW - timedelta(hours=16, minutes=40), NOW  # 200 periods a query
+    start, end = MIDDAY - timedelta(hours=16, minutes=40), MIDDAY  # 200 periods a query
     queries = [
         MetricQuery(
             f"k{n}",
@@ -139,7 +139,7 @@ def test_the_reader_splits_calls_by_the_datapoint_limit_too(aws: Any) -> None:
 
 def test_gpu_series_are_found_by_one_listing_and_merged_across_hosts(aws: Any) -> None:
     # GIVEN an instance whose GPU 0 reported under two hosts (it was restarted)
-    t0 = NOW - timedelta(hours=1)
+    t0 = MIDDAY - timedelta(hours=1)
     put(
         aws,
         "CWAgent",
@@ -152,14 +152,14 @@ def test_gpu_series_are_found_by_one_listing_and_merged_across_hosts(aws: Any) -
         "CWAgent",
         "nvidia_smi_utilization_gpu",
         {"InstanceId": "i-a", "index": "0", "name": "A10G", "host": "new"},
-        points(t0 + timedelta(minutes=30), NOW, 0),
+        points(t0 + timedelta(minutes=30), MIDDAY, 0),
     )
     put(
         aws,
         "CWAgent",
         "nvidia_smi_utilization_gpu",
         {"InstanceId": "i-other", "index": "0", "name": "A10G", "host": "x"},
-        points(t0, NOW, 0),
+        points(t0, MIDDAY, 0),
     )
     calls = Calls(aws)
     found = CloudWatchMetrics(ClientFactory(aws).cloudwatch).gpu_series(REGION, ["i-a"])
@@ -172,7 +172,7 @@ def test_gpu_series_are_found_by_one_listing_and_merged_across_hosts(aws: Any) -
 @pytest.fixture
 def fleet(aws: Any) -> dict[str, str]:
     """Four notebooks, launched 3 hours ago, with 5 hours of back-dated metrics."""
-    launched = NOW - timedelta(hours=3)
+    launched = MIDDAY - timedelta(hours=3)
     (idle,) = launch(aws, notebook_tags(Name="idle"), at=launched)
     (busy,) = launch(aws, notebook_tags(Name="busy"), at=launched)
     (silent,) = launch(aws, notebook_tags(Name="silent"), at=launched)
@@ -182,9 +182,9 @@ def fleet(aws: Any) -> dict[str, str]:
     (expired,) = launch(
         aws, notebook_tags(Name="expired", **{Tags.EXEMPT: "2026-11-01"}), at=launched
     )
-    (young,) = launch(aws, notebook_tags(Name="young"), at=NOW - timedelta(minutes=20))
+    (young,) = launch(aws, notebook_tags(Name="young"), at=MIDDAY - timedelta(minutes=20))
     (other,) = launch(aws, {Tags.PROJECT: "vision"}, at=launched)  # not a notebook
-    start, end = NOW - timedelta(hours=3), NOW + timedelta(hours=2)
+    start, end = MIDDAY - timedelta(hours=3), MIDDAY + timedelta(hours=2)
     for iid in (idle, exempt, expired, young, other):
         publish_ec2(aws, iid, start, end)
     publish_ec2(aws, busy, start, end, gpu=(0.0, 87.0))
@@ -205,7 +205,7 @@ def test_warns_then_stops_an_idle_notebook_and_leaves_the_rest(
     policy, actuators = guard(aws)
     ledger, alerts = InMemoryLedger(), Alerts()
     # WHEN the guard runs now
-    decisions = policy.decide(NOW)
+    decisions = policy.decide(MIDDAY)
     by_id = {d.target.id: d for d in decisions}
     # THEN only notebooks were judged, each with its verdict and evidence
     assert fleet["other"] not in by_id
@@ -218,12 +218,12 @@ def test_warns_then_stops_an_idle_notebook_and_leaves_the_rest(
     assert by_id[fleet["exempt"]].evidence["verdict"] == "skipped"
     assert by_id[fleet["young"]].action is Action.NONE
     assert by_id[fleet["expired"]].action is Action.STOP_INSTANCE  # its exemption ran out
-    first = executor(actuators, ledger, alerts).run(decisions, NOW)
+    first = executor(actuators, ledger, alerts).run(decisions, MIDDAY)
     assert first.counts == {"warned": 2}
     assert len(alerts.sent) == 2
     # WHEN it runs during the grace period THEN nothing more is read and it waits
     calls = Calls(aws)
-    middle = NOW + timedelta(minutes=30)
+    middle = MIDDAY + timedelta(minutes=30)
     second = executor(actuators, ledger, alerts).run(policy.decide(middle), middle)
     assert second.counts == {"waiting": 2}
     gpu_reads = [p for n, p in calls.params if n == "cloudwatch.GetMetricData"]
@@ -233,7 +233,7 @@ def test_warns_then_stops_an_idle_notebook_and_leaves_the_rest(
         for q in p["MetricDataQueries"]
     )
     # WHEN it runs at the deadline THEN the idle ones are stopped, once, and told
-    at = NOW + GRACE + timedelta(minutes=1)
+    at = MIDDAY + GRACE + timedelta(minutes=1)
     third = executor(actuators, ledger, alerts).run(policy.decide(at), at)
     # (and the young one, now older than its window, is warned in its turn)
     assert third.counts == {"acted": 2, "warned": 1}
@@ -248,7 +248,7 @@ def test_activity_after_the_warning_withdraws_it_at_the_deadline(
 ) -> None:
     policy, actuators = guard(aws)
     ledger, alerts = InMemoryLedger(), Alerts()
-    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    executor(actuators, ledger, alerts).run(policy.decide(MIDDAY), MIDDAY)
     # GIVEN the owner used the GPU for 5 minutes, 20 minutes after the warning, then left
     put(
         aws,
@@ -260,9 +260,9 @@ def test_activity_after_the_warning_withdraws_it_at_the_deadline(
             "name": "NVIDIA A10G",
             "host": "ip-10-0-0-0.ec2.internal",
         },
-        [(NOW + timedelta(minutes=20), 60.0)],
+        [(MIDDAY + timedelta(minutes=20), 60.0)],
     )
-    at = NOW + GRACE + timedelta(minutes=1)
+    at = MIDDAY + GRACE + timedelta(minutes=1)
     report = executor(actuators, ledger, alerts).run(policy.decide(at), at)
     outcomes = {o.decision.target.id: o.step for o in report.outcomes}
     assert outcomes[fleet["idle"]] is Step.CLEARED
@@ -272,15 +272,17 @@ def test_activity_after_the_warning_withdraws_it_at_the_deadline(
 
 def test_a_late_deadline_run_reads_since_the_warning_in_one_call_for_all(aws: Any) -> None:
     # GIVEN three idle notebooks warned in the same run
-    ids = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3), count=3)
+    ids = launch(aws, notebook_tags(), at=MIDDAY - timedelta(hours=3), count=3)
     for iid in ids:
-        publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=7))
+        publish_ec2(aws, iid, MIDDAY - timedelta(hours=3), MIDDAY + timedelta(hours=7))
     calls = Calls(aws)
     policy, actuators = guard(aws)
     ledger, alerts = InMemoryLedger(), Alerts()
-    assert executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW).counts == {"warned": 3}
+    assert executor(actuators, ledger, alerts).run(policy.decide(MIDDAY), MIDDAY).counts == {
+        "warned": 3
+    }
     # WHEN the run at the deadline comes 5 hours late
-    at = NOW + timedelta(hours=6)
+    at = MIDDAY + timedelta(hours=6)
     calls.calls.clear()
     decisions = policy.decide(at)
     # THEN each is read from the window before its warning to now, over one shared
@@ -293,12 +295,12 @@ def test_a_late_deadline_run_reads_since_the_warning_in_one_call_for_all(aws: An
 
 def test_a_warning_not_judged_within_two_days_of_its_deadline_is_renewed(aws: Any) -> None:
     # GIVEN an idle notebook warned, and a guard that then did not run for three days
-    (iid,) = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3))
+    (iid,) = launch(aws, notebook_tags(), at=MIDDAY - timedelta(hours=3))
     policy, actuators = guard(aws)
     ledger, alerts = InMemoryLedger(), Alerts()
-    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW)
-    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
-    later = NOW + GRACE + timedelta(days=2, minutes=5)
+    publish_ec2(aws, iid, MIDDAY - timedelta(hours=3), MIDDAY)
+    executor(actuators, ledger, alerts).run(policy.decide(MIDDAY), MIDDAY)
+    later = MIDDAY + GRACE + timedelta(days=2, minutes=5)
     publish_ec2(aws, iid, later - timedelta(hours=2), later + timedelta(hours=2))
     # WHEN it runs again
     first = executor(actuators, ledger, alerts).run(policy.decide(later), later)
@@ -315,10 +317,10 @@ def test_exempting_during_the_grace_period_withdraws_the_warning(
 ) -> None:
     policy, actuators = guard(aws)
     ledger, alerts = InMemoryLedger(), Alerts()
-    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    executor(actuators, ledger, alerts).run(policy.decide(MIDDAY), MIDDAY)
     ec2 = aws.client("ec2", region_name=REGION)
     ec2.create_tags(Resources=[fleet["idle"]], Tags=[{"Key": Tags.EXEMPT, "Value": "2027-01-01"}])
-    at = NOW + GRACE + timedelta(minutes=1)
+    at = MIDDAY + GRACE + timedelta(minutes=1)
     report = executor(actuators, ledger, alerts).run(policy.decide(at), at)
     outcomes = {o.decision.target.id: o.step for o in report.outcomes}
     assert outcomes[fleet["idle"]] is Step.CLEARED
@@ -332,7 +334,7 @@ def test_dry_run_reports_each_would_be_action_with_its_savings(
 
     policy, actuators = guard(aws)
     report = executor(actuators, InMemoryLedger(), Alerts(), dry_run=True).run(
-        policy.decide(NOW), NOW
+        policy.decide(MIDDAY), MIDDAY
     )
     actions = summary(report)["actions"]
     assert {a["resource"].rsplit("/", 1)[1] for a in actions} == {fleet["idle"], fleet["expired"]}
@@ -343,19 +345,23 @@ def test_dry_run_reports_each_would_be_action_with_its_savings(
 
 
 def test_a_malformed_window_tag_is_a_finding_and_the_default_window(aws: Any) -> None:
-    (iid,) = launch(aws, notebook_tags(**{Tags.IDLE_MINUTES: "soon"}), at=NOW - timedelta(hours=3))
-    publish_ec2(aws, iid, NOW - timedelta(hours=2), NOW)
+    (iid,) = launch(
+        aws, notebook_tags(**{Tags.IDLE_MINUTES: "soon"}), at=MIDDAY - timedelta(hours=3)
+    )
+    publish_ec2(aws, iid, MIDDAY - timedelta(hours=2), MIDDAY)
     policy, _ = guard(aws)
-    (d,) = policy.decide(NOW)
+    (d,) = policy.decide(MIDDAY)
     assert d.action is Action.STOP_INSTANCE
     assert [f.code.value for f in policy.findings] == ["malformed-idle-minutes"]
 
 
 def test_a_longer_window_from_the_tag_needs_that_long_idle(aws: Any) -> None:
-    (iid,) = launch(aws, notebook_tags(**{Tags.IDLE_MINUTES: "120"}), at=NOW - timedelta(hours=3))
-    publish_ec2(aws, iid, NOW - timedelta(minutes=90), NOW)  # 90 minutes of data
+    (iid,) = launch(
+        aws, notebook_tags(**{Tags.IDLE_MINUTES: "120"}), at=MIDDAY - timedelta(hours=3)
+    )
+    publish_ec2(aws, iid, MIDDAY - timedelta(minutes=90), MIDDAY)  # 90 minutes of data
     policy, _ = guard(aws)
-    (d,) = policy.decide(NOW)
+    (d,) = policy.decide(MIDDAY)
     assert d.evidence["verdict"] == "unknown"
     assert d.evidence["window_minutes"] == "120"
 
@@ -364,8 +370,8 @@ def test_a_notebook_tag_on_an_auto_scaling_member_is_a_finding_never_a_stop(aws:
     # GIVEN an idle GPU instance tagged a notebook, but a member of an Auto Scaling group,
     # and warned by an earlier version of the guard
     tags = notebook_tags(**{"aws:autoscaling:groupName": "gpu-asg"})
-    (iid,) = launch(aws, tags, at=NOW - timedelta(hours=3))
-    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=2))
+    (iid,) = launch(aws, tags, at=MIDDAY - timedelta(hours=3))
+    publish_ec2(aws, iid, MIDDAY - timedelta(hours=3), MIDDAY + timedelta(hours=2))
     ledger, alerts = InMemoryLedger(), Alerts()
     ec2 = aws.client("ec2", region_name=REGION)
     ec2.create_tags(
@@ -374,8 +380,8 @@ def test_a_notebook_tag_on_an_auto_scaling_member_is_a_finding_never_a_stop(aws:
     # WHEN the guard runs
     policy, actuators = guard(aws)
     calls = Calls(aws)
-    (d,) = policy.decide(NOW)
-    report = executor(actuators, ledger, alerts).run([d], NOW)
+    (d,) = policy.decide(MIDDAY)
+    report = executor(actuators, ledger, alerts).run([d], MIDDAY)
     # THEN it is never a candidate: no metric is read, the old warning is withdrawn,
     # and the owner learns why from a finding
     assert d.action is Action.NONE and "Auto Scaling group gpu-asg" in d.reason
@@ -401,14 +407,14 @@ def test_the_fallback_stops_only_notebooks_silent_for_the_whole_maximum_runtime(
             RoleArn=f"arn:aws:iam::{ACCOUNT}:role/notebook",
             Tags=[{"Key": Tags.PROJECT, "Value": "vision"}],
         )
-    backdate_sagemaker(REGION, dict.fromkeys(names, NOW - timedelta(hours=13)), {})
+    backdate_sagemaker(REGION, dict.fromkeys(names, MIDDAY - timedelta(hours=13)), {})
     for name in ("silent-1", "silent-2"):
         put(
             aws,
             Heartbeat.NAMESPACE,
             Heartbeat.JUPYTER_ACTIVITY,
             {Heartbeat.DIMENSION: name},
-            points(NOW - timedelta(hours=13), NOW - timedelta(hours=2), 0.0),
+            points(MIDDAY - timedelta(hours=13), MIDDAY - timedelta(hours=2), 0.0),
         )
     clients = ClientFactory(aws, account=ACCOUNT)
     policy = IdlePolicy(
@@ -419,7 +425,7 @@ def test_the_fallback_stops_only_notebooks_silent_for_the_whole_maximum_runtime(
     )
     calls = Calls(aws)
     # WHEN the guard judges them
-    verdicts = {d.target.id: d.evidence["verdict"] for d in policy.decide(NOW)}
+    verdicts = {d.target.id: d.evidence["verdict"] for d in policy.decide(MIDDAY)}
     # THEN only those that never had a heartbeat are idle by the fallback
     assert verdicts == {
         "never-1": "idle",
@@ -433,9 +439,9 @@ def test_the_fallback_stops_only_notebooks_silent_for_the_whole_maximum_runtime(
 
 def test_busy_notebooks_cost_no_executor_call(aws: Any, fleet: dict[str, str]) -> None:
     policy, actuators = guard(aws)
-    decisions = [d for d in policy.decide(NOW) if not d.acts]
+    decisions = [d for d in policy.decide(MIDDAY) if not d.acts]
     calls = Calls(aws)
-    executor(actuators, InMemoryLedger(), Alerts()).run(decisions, NOW)
+    executor(actuators, InMemoryLedger(), Alerts()).run(decisions, MIDDAY)
     assert not calls.calls
 
 
@@ -449,9 +455,9 @@ def test_two_overlapping_runs_stop_once_and_notify_once(aws: Any, fleet: dict[st
     ledger = DynamoDbLedger(AtomicCalls(aws.client("dynamodb", region_name=REGION)), "ledger")
     alerts = Alerts()
     policy, actuators = guard(aws)
-    executor(actuators, ledger, alerts).run(policy.decide(NOW), NOW)
+    executor(actuators, ledger, alerts).run(policy.decide(MIDDAY), MIDDAY)
     warned = len(alerts.sent)
-    at = NOW + GRACE + timedelta(minutes=1)
+    at = MIDDAY + GRACE + timedelta(minutes=1)
     decisions = policy.decide(at)
     barrier = threading.Barrier(2)
     reports: list[Any] = []
@@ -501,7 +507,7 @@ def studio_app(name: str, last_activity: datetime | None, **tags: str) -> Any:
         region=REGION,
         status="InService",
         instance_type="ml.g5.xlarge",
-        created=NOW - timedelta(hours=6),
+        created=MIDDAY - timedelta(hours=6),
         last_user_activity=last_activity,
         tags={Tags.PROJECT: "vision", Tags.OWNER: "alice@example.com", **tags},
     )
@@ -515,16 +521,16 @@ def test_studio_apps_are_judged_on_last_user_activity_and_gaps_are_findings(aws:
     gap = Finding(FindingCode.STUDIO_IDLE_SHUTDOWN_OFF, "d-abc123", "idle shutdown is off")
     studio = FakeStudio(
         [
-            studio_app("idle", NOW - timedelta(hours=3)),
-            studio_app("busy", NOW - timedelta(minutes=10)),
+            studio_app("idle", MIDDAY - timedelta(hours=3)),
+            studio_app("busy", MIDDAY - timedelta(minutes=10)),
             studio_app("unknown", None),
-            studio_app("exempt", NOW - timedelta(hours=3), **{Tags.EXEMPT: "true"}),
+            studio_app("exempt", MIDDAY - timedelta(hours=3), **{Tags.EXEMPT: "true"}),
         ],
         [gap],
     )
     policy, _ = guard(aws, studio=studio)
     # WHEN the policy judges them
-    decisions = {d.target.id.rsplit("/", 1)[1]: d for d in policy.decide(NOW)}
+    decisions = {d.target.id.rsplit("/", 1)[1]: d for d in policy.decide(MIDDAY)}
     # THEN only the idle one is to be deleted (the space and its storage kept), at the
     # SageMaker rate, and unknown or exempt is never idle
     assert decisions["idle"].action is Action.DELETE_APP
@@ -569,9 +575,9 @@ def test_a_gpu_notebook_instance_without_gpu_readings_is_unknown_and_never_warne
             Heartbeat.NAMESPACE,
             Heartbeat.JUPYTER_ACTIVITY,
             {Heartbeat.DIMENSION: name},
-            points(NOW - timedelta(hours=2), NOW, 0.0),
+            points(MIDDAY - timedelta(hours=2), MIDDAY, 0.0),
         )
-    backdate_sagemaker(REGION, dict.fromkeys(types, NOW - timedelta(hours=3)), {})
+    backdate_sagemaker(REGION, dict.fromkeys(types, MIDDAY - timedelta(hours=3)), {})
     clients = ClientFactory(aws, account=ACCOUNT)
     from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator
 
@@ -582,7 +588,7 @@ def test_a_gpu_notebook_instance_without_gpu_readings_is_unknown_and_never_warne
         IdleSettings(regions=(REGION,), account=ACCOUNT, grace=GRACE, gpu_discovery=LIST),
     )
     calls = Calls(aws)
-    decisions = {d.target.id: d for d in policy.decide(NOW)}
+    decisions = {d.target.id: d for d in policy.decide(MIDDAY)}
     assert decisions["gpu-nb"].action is Action.NONE
     assert decisions["gpu-nb"].evidence["verdict"] == "unknown"
     assert "no GPUUtilization" in decisions["gpu-nb"].reason
@@ -597,7 +603,7 @@ def test_a_gpu_notebook_instance_without_gpu_readings_is_unknown_and_never_warne
     ]
     assert gpu_reads == ["gpu-nb"]
     report = executor([SageMakerNotebookActuator(clients)], InMemoryLedger(), Alerts()).run(
-        list(decisions.values()), NOW
+        list(decisions.values()), MIDDAY
     )
     assert {o.decision.target.id: o.step for o in report.outcomes} == {"cpu-nb": Step.WARNED}
 
@@ -609,7 +615,7 @@ def test_the_ec2_actuator_looks_at_many_instances_in_one_call(aws: Any) -> None:
     (2 x log2(31) at most), never one call per instance; without the gone id, one call."""
     from costguard.domain.decisions import Target
 
-    ids = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3), count=30)
+    ids = launch(aws, notebook_tags(), at=MIDDAY - timedelta(hours=3), count=30)
     actuator = Ec2InstanceActuator(ClientFactory(aws, account=ACCOUNT))
 
     def target(iid: str) -> Target:

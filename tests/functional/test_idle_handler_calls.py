@@ -6,15 +6,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from costguard.env import Env
-from tests.support.idle_fleet import REGION, launch, notebook_tags, publish_ec2
+from tests.support.clock import MIDDAY
+from tests.support.idle_fleet import (
+    REGION,
+    idle_guard_settings,
+    launch,
+    notebook_tags,
+    publish_ec2,
+)
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
 FLEET = 200
 IDLE = 100
@@ -31,13 +36,13 @@ def fleet(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]
     from costguard_demo.run import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
 
-    monkeypatch.setattr(events, "CLOCK", lambda: NOW)
+    monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)
     create_ledger_table(aws, "ledger", REGION)
     topic, _ = create_alert_channels(aws, REGION)
-    ids = launch(aws, notebook_tags(), at=NOW - timedelta(hours=3), count=FLEET)
+    ids = launch(aws, notebook_tags(), at=MIDDAY - timedelta(hours=3), count=FLEET)
     for n, iid in enumerate(ids):
         gpu = 0.0 if n < IDLE else 60.0
-        publish_ec2(aws, iid, NOW - timedelta(hours=2), NOW + timedelta(hours=4), gpu=(gpu,))
+        publish_ec2(aws, iid, MIDDAY - timedelta(hours=2), MIDDAY + timedelta(hours=4), gpu=(gpu,))
     with indexed_moto_cloudwatch():
         yield aws, topic
 
@@ -46,20 +51,8 @@ def run_passes(session: Any, topic: str, *, dry_run: bool, passes: int) -> list[
     """The handler, hourly; each pass's calls by operation and its outcomes."""
     from costguard import wiring
     from costguard.handlers import act
-    from costguard.settings import Settings
 
-    settings = Settings.from_env(
-        {
-            Env.REGIONS: REGION,
-            Env.TABLE_NAME: "ledger",
-            Env.SCOPE: ACCOUNT,
-            Env.TOPIC_ARN: topic,
-            Env.DRY_RUN: "true" if dry_run else "false",
-            Env.GUARD: "idle-notebooks",
-            Env.SAGEMAKER_TAGS: "per-resource",
-            Env.SAGEMAKER_STUDIO: "false",
-        }
-    )
+    settings = idle_guard_settings(topic, dry_run=dry_run, account=ACCOUNT)
     calls: Counter[str] = Counter()
     session.events.register(
         "before-call",
@@ -67,7 +60,7 @@ def run_passes(session: Any, topic: str, *, dry_run: bool, passes: int) -> list[
     )
     out = []
     for p in range(passes):
-        now = NOW + timedelta(hours=p)
+        now = MIDDAY + timedelta(hours=p)
         calls.clear()
         wiring.CATALOG_CACHE.clear()  # an hour on, the catalog is read again
         report = act.process({"time": now.isoformat()}, settings, session, clock=now)

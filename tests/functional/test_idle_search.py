@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import pytest
@@ -26,10 +26,10 @@ from costguard.domain.decisions import Action
 from costguard.domain.idle import AgentGpu, GpuDiscovery, MetricQuery, SeriesSearch
 from costguard.domain.tags import Tags
 from costguard.services.idle import IdlePolicy, IdleSettings
+from tests.support.clock import MIDDAY
 from tests.support.fake_cloudwatch import FakeCloudWatch
 from tests.support.idle_fleet import REGION, gpu_dims, launch, notebook_tags, points
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
 HOUR = timedelta(hours=1)
 
@@ -41,8 +41,8 @@ def publish(
     gpu: Sequence[float] = (0.0,),
     cpu: float = 1.0,
     net: float = 10_000.0,
-    start: datetime = NOW - 2 * HOUR,
-    end: datetime = NOW + 2 * HOUR,
+    start: datetime = MIDDAY - 2 * HOUR,
+    end: datetime = MIDDAY + 2 * HOUR,
     host: str | None = None,
 ) -> None:
     """What the agent and EC2 publish: one GPU series per value, CPU and network."""
@@ -95,8 +95,8 @@ def search(iid: str, expected: int = 1, key: str | None = None) -> SeriesSearch:
         AgentGpu.UTILIZATION,
         ((AgentGpu.INSTANCE, iid),),
         AgentGpu.INDEX,
-        NOW - HOUR,
-        NOW,
+        MIDDAY - HOUR,
+        MIDDAY,
         timedelta(minutes=5),
         expected,
     )
@@ -106,21 +106,30 @@ def test_a_search_finds_every_gpu_of_its_instance_by_index_and_merges_a_restart(
     # GIVEN i-1 with GPU 0 under two hosts (restarted half-way) and GPU 1, and i-10 whose
     # id starts like i-1's
     cw = FakeCloudWatch()
-    half = NOW - timedelta(minutes=30)
+    half = MIDDAY - timedelta(minutes=30)
     cw.put(
         AgentGpu.NAMESPACE,
         AgentGpu.UTILIZATION,
         gpu_dims("i-1", 0, "old"),
-        points(NOW - HOUR, half, 2.0),
+        points(MIDDAY - HOUR, half, 2.0),
     )
     cw.put(
-        AgentGpu.NAMESPACE, AgentGpu.UTILIZATION, gpu_dims("i-1", 0, "new"), points(half, NOW, 3.0)
+        AgentGpu.NAMESPACE,
+        AgentGpu.UTILIZATION,
+        gpu_dims("i-1", 0, "new"),
+        points(half, MIDDAY, 3.0),
     )
     cw.put(
-        AgentGpu.NAMESPACE, AgentGpu.UTILIZATION, gpu_dims("i-1", 1), points(NOW - HOUR, NOW, 0.0)
+        AgentGpu.NAMESPACE,
+        AgentGpu.UTILIZATION,
+        gpu_dims("i-1", 1),
+        points(MIDDAY - HOUR, MIDDAY, 0.0),
     )
     cw.put(
-        AgentGpu.NAMESPACE, AgentGpu.UTILIZATION, gpu_dims("i-10", 0), points(NOW - HOUR, NOW, 90.0)
+        AgentGpu.NAMESPACE,
+        AgentGpu.UTILIZATION,
+        gpu_dims("i-10", 0),
+        points(MIDDAY - HOUR, MIDDAY, 90.0),
     )
     # WHEN i-1's GPUs are searched
     found = CloudWatchMetrics(lambda region: cw).read(REGION, [], [search("i-1", 2)]).found
@@ -140,7 +149,7 @@ def test_searches_are_packed_by_the_series_they_expect_under_500_metrics_a_call(
                 AgentGpu.NAMESPACE,
                 AgentGpu.UTILIZATION,
                 gpu_dims(f"i-{n}", index),
-                points(NOW - HOUR, NOW, 1.0),
+                points(MIDDAY - HOUR, MIDDAY, 1.0),
             )
     cpu = [
         MetricQuery(
@@ -148,8 +157,8 @@ def test_searches_are_packed_by_the_series_they_expect_under_500_metrics_a_call(
             "AWS/EC2",
             "CPUUtilization",
             (("InstanceId", f"i-{n}"),),
-            NOW - HOUR,
-            NOW,
+            MIDDAY - HOUR,
+            MIDDAY,
             timedelta(minutes=5),
         )
         for n in range(100)
@@ -178,7 +187,7 @@ def test_a_call_that_finds_more_series_than_expected_is_read_again_in_halves() -
             AgentGpu.NAMESPACE,
             AgentGpu.UTILIZATION,
             gpu_dims(f"i-{n}", 0),
-            points(NOW - HOUR, NOW, 1.0),
+            points(MIDDAY - HOUR, MIDDAY, 1.0),
         )
         if n % 25 == 0:
             stale = {**gpu_dims(f"i-{n}", 0), "InstanceType": "g4dn.xlarge"}
@@ -186,7 +195,7 @@ def test_a_call_that_finds_more_series_than_expected_is_read_again_in_halves() -
                 AgentGpu.NAMESPACE,
                 AgentGpu.UTILIZATION,
                 stale,
-                points(NOW - timedelta(days=3), NOW - timedelta(days=2), 0.0),
+                points(MIDDAY - timedelta(days=3), MIDDAY - timedelta(days=2), 0.0),
             )
     # WHEN their GPUs are searched, expecting one series each
     found = (
@@ -210,15 +219,15 @@ def test_a_value_that_cannot_be_searched_finds_nothing_and_costs_no_call() -> No
 def test_a_result_cloudwatch_could_not_read_in_full_is_missing_data() -> None:
     # GIVEN a CPU series CloudWatch answers InternalError, with 11 of its 12 values
     cw = FakeCloudWatch()
-    cw.put("AWS/EC2", "CPUUtilization", {"InstanceId": "i-1"}, points(NOW - HOUR, NOW, 1.0))
+    cw.put("AWS/EC2", "CPUUtilization", {"InstanceId": "i-1"}, points(MIDDAY - HOUR, MIDDAY, 1.0))
     cw.fail("AWS/EC2", "CPUUtilization", {"InstanceId": "i-1"}, missing=1)
     q = MetricQuery(
         "cpu",
         "AWS/EC2",
         "CPUUtilization",
         (("InstanceId", "i-1"),),
-        NOW - HOUR,
-        NOW,
+        MIDDAY - HOUR,
+        MIDDAY,
         timedelta(minutes=5),
     )
     # WHEN read THEN nothing of it is kept: a partial series could hide the busy minute
@@ -232,7 +241,7 @@ def test_a_result_cloudwatch_could_not_read_in_full_is_missing_data() -> None:
 def fleet(aws: Any) -> tuple[FakeCloudWatch, dict[str, str]]:
     """Notebooks launched 3 hours ago, each a case of the rules."""
     cw = FakeCloudWatch()
-    at = NOW - timedelta(hours=3)
+    at = MIDDAY - timedelta(hours=3)
 
     def one(name: str, itype: str = "g5.xlarge") -> str:
         (iid,) = launch(aws, notebook_tags(Name=name), itype, at=at)
@@ -259,7 +268,7 @@ def fleet(aws: Any) -> tuple[FakeCloudWatch, dict[str, str]]:
         AgentGpu.NAMESPACE,
         AgentGpu.UTILIZATION,
         gpu_dims(ids["gpu-only"], 0),
-        points(NOW - 2 * HOUR, NOW, 0.0),
+        points(MIDDAY - 2 * HOUR, MIDDAY, 0.0),
     )
     publish(cw, ids["cpu"], gpu=())
     publish(cw, ids["trainium"], gpu=())
@@ -286,7 +295,7 @@ def test_search_judges_every_rule_as_listing_does(
     name = {iid: n for n, iid in ids.items()}
     verdicts = {}
     for discovery in GpuDiscovery:
-        decisions = policy(aws, cw, discovery).decide(NOW)
+        decisions = policy(aws, cw, discovery).decide(MIDDAY)
         verdicts[discovery] = {name[d.target.id]: d.evidence["verdict"] for d in decisions}
     # THEN both ways find the same verdicts, and they are the rules': every GPU of four
     # must be idle and report, missing data is unknown, a Trainium is never judged idle
@@ -299,7 +308,7 @@ def test_search_reports_the_missing_gpu_and_reads_no_cpu_where_a_gpu_is_busy(
     cw, ids = fleet
     guard = policy(aws, cw)
     ec2 = Ec2Calls(aws)
-    by_id = {d.target.id: d for d in guard.decide(NOW)}
+    by_id = {d.target.id: d for d in guard.decide(MIDDAY)}
     # THEN the instance with 3 of its 4 GPUs reporting is unknown, with a finding
     three = by_id[ids["three-of-4"]]
     assert three.action is Action.NONE and "3 of its 4 GPUs" in three.reason
@@ -325,12 +334,12 @@ def test_search_reports_the_missing_gpu_and_reads_no_cpu_where_a_gpu_is_busy(
 def test_an_exempt_or_young_notebook_is_never_searched(aws: Any) -> None:
     cw = FakeCloudWatch()
     (exempt,) = launch(
-        aws, notebook_tags(**{Tags.EXEMPT: "2027-01-01"}), at=NOW - timedelta(hours=3)
+        aws, notebook_tags(**{Tags.EXEMPT: "2027-01-01"}), at=MIDDAY - timedelta(hours=3)
     )
-    (young,) = launch(aws, notebook_tags(), at=NOW - timedelta(minutes=20))
+    (young,) = launch(aws, notebook_tags(), at=MIDDAY - timedelta(minutes=20))
     for iid in (exempt, young):
         publish(cw, iid)
-    decisions = policy(aws, cw).decide(NOW)
+    decisions = policy(aws, cw).decide(MIDDAY)
     assert {d.action for d in decisions} == {Action.NONE}
     assert not cw.calls
 
@@ -381,7 +390,7 @@ def test_an_all_idle_pass_over_1000_notebooks_takes_at_most_10_calls() -> None:
                 "InstanceId": f"i-{n:017x}",
                 "InstanceType": "g5.xlarge",
                 "State": {"Name": "running"},
-                "LaunchTime": NOW - timedelta(hours=3),
+                "LaunchTime": MIDDAY - timedelta(hours=3),
                 "Tags": [{"Key": k, "Value": v} for k, v in notebook_tags().items()],
             }
             for n in range(1000)
@@ -401,7 +410,7 @@ def test_an_all_idle_pass_over_1000_notebooks_takes_at_most_10_calls() -> None:
         IdleSettings(regions=(REGION,), account=ACCOUNT),
     )
     # WHEN one pass judges them, with the default settings
-    decisions = guard.decide(NOW)
+    decisions = guard.decide(MIDDAY)
     # THEN all are idle, after 1 EC2 call and 8 GetMetricData calls (1,000 GPU series,
     # then 3,000 CPU and network metrics, at 500 a call): 9 in all
     assert [d.evidence["verdict"] for d in decisions] == ["idle"] * 1000
@@ -437,7 +446,7 @@ def test_the_accelerator_table_agrees_with_describe_instance_types(aws: Any) -> 
 
 
 def test_only_types_the_table_lacks_are_asked_of_ec2_in_one_batched_call(aws: Any) -> None:
-    at = NOW - timedelta(hours=3)
+    at = MIDDAY - timedelta(hours=3)
     for itype in ("g5.xlarge", "p4d.24xlarge", "m5.large", "c5.xlarge", "trn1.2xlarge"):
         launch(aws, notebook_tags(), itype, at=at)
     clients = ClientFactory(aws, account=ACCOUNT)
@@ -461,25 +470,25 @@ def test_a_late_deadline_run_searches_the_whole_time_since_the_warning(aws: Any)
     # GIVEN two notebooks warned 6 hours ago (deadline 5 hours ago, a late run): one used
     # its GPU once since, 3 hours ago; the other idle all along
     cw = FakeCloudWatch()
-    warned = {Tags.ACTION_AFTER: (NOW - timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    at = NOW - timedelta(hours=10)
+    warned = {Tags.ACTION_AFTER: (MIDDAY - timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    at = MIDDAY - timedelta(hours=10)
     (used,) = launch(aws, notebook_tags(**warned), at=at)
     (idle,) = launch(aws, notebook_tags(**warned), at=at)
     for iid in (used, idle):
-        publish(cw, iid, start=NOW - timedelta(hours=9), end=NOW + HOUR)
+        publish(cw, iid, start=MIDDAY - timedelta(hours=9), end=MIDDAY + HOUR)
     cw.put(
         AgentGpu.NAMESPACE,
         AgentGpu.UTILIZATION,
         gpu_dims(used, 0),
-        [(NOW - timedelta(hours=3), 80.0)],
+        [(MIDDAY - timedelta(hours=3), 80.0)],
     )
     # WHEN the guard runs
-    by_id = {d.target.id: d for d in policy(aws, cw).decide(NOW)}
+    by_id = {d.target.id: d for d in policy(aws, cw).decide(MIDDAY)}
     # THEN both were searched over the 7 hours from the window before the warning, in one
     # call: the activity since the warning keeps one running, the other is stopped
     assert by_id[used].evidence["verdict"] == "busy" and "80.0%" in by_id[used].reason
     assert by_id[idle].action is Action.STOP_INSTANCE
     assert by_id[idle].evidence["window_minutes"] == str(7 * 60)
     first = next(p for n, p in cw.calls if n == "GetMetricData")
-    assert first["StartTime"] == NOW - timedelta(hours=7)
+    assert first["StartTime"] == MIDDAY - timedelta(hours=7)
     assert [q["Id"][0] for q in first["MetricDataQueries"]] == ["s", "s"]

@@ -9,7 +9,7 @@ tests/support/fake_cloudwatch.py (tests/functional/test_idle_search.py).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
@@ -18,10 +18,10 @@ from botocore.stub import Stubber
 
 from costguard.adapters.cloudwatch import CloudWatchMetrics
 from costguard.domain.idle import AgentGpu, MetricQuery, SeriesSearch
+from tests.support.clock import MIDDAY
 
 REGION = "us-east-1"
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-START = NOW - timedelta(hours=1)
+START = MIDDAY - timedelta(hours=1)
 STEP = timedelta(minutes=5)
 TIMES = [START + STEP * n for n in range(12)]
 GPU = 'SEARCH(\'Namespace="CWAgent" MetricName="nvidia_smi_utilization_gpu" InstanceId="{}"\', \'Maximum\', 300)'
@@ -49,7 +49,7 @@ def search(iid: str, expected: int = 1) -> SeriesSearch:
         ((AgentGpu.INSTANCE, iid),),
         AgentGpu.INDEX,
         START,
-        NOW,
+        MIDDAY,
         STEP,
         expected,
     )
@@ -63,7 +63,7 @@ def request(*queries: dict[str, Any], token: str | None = None) -> dict[str, Any
     return {
         "MetricDataQueries": list(queries),
         "StartTime": START,
-        "EndTime": NOW,
+        "EndTime": MIDDAY,
         "ScanBy": "TimestampAscending",
         **({"NextToken": token} if token else {}),
     }
@@ -90,7 +90,7 @@ def test_searches_and_stats_share_a_valid_request_and_are_read_by_id_and_label(
 ) -> None:
     client, stubber = stubbed
     cpu = MetricQuery(
-        "cpu", "AWS/EC2", "CPUUtilization", (("InstanceId", "i-0abc"),), START, NOW, STEP
+        "cpu", "AWS/EC2", "CPUUtilization", (("InstanceId", "i-0abc"),), START, MIDDAY, STEP
     )
     # GIVEN CloudWatch's answer in two pages: GPU 1 cut by the page boundary
     stubber.add_response(

@@ -23,12 +23,13 @@ from costguard.adapters.catalog import (
 )
 from costguard.adapters.pricing_api import PriceListApi, refresh_catalog
 from costguard.services.price_refresh import PriceRefresh, RefreshContendedError
-from tests.fake_price_list import FakePriceList, price_item, price_list_server
+from tests.support.fake_price_list import FakePriceList, price_item, price_list_server
 from tests.support.fakes import InMemoryCatalogStore
 
 BUNDLED_AS_OF = date(2026, 11, 15)
-NOW = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
-TODAY = NOW.date()
+#: When the refresh runs; the catalog it stores is dated that day (TODAY).
+REFRESHED_AT = datetime(2026, 11, 29, 6, 0, tzinfo=UTC)
+TODAY = REFRESHED_AT.date()
 
 
 def fixture_catalog(**changes: Any) -> CatalogFile:
@@ -127,7 +128,7 @@ def test_a_normal_update_applies_the_new_rates_with_their_provenance(client: Any
         region_answers(stub, "us-east-1", FULL_EAST, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
         region_answers(stub, "us-west-2", {"g5.xlarge": "0.999"}, {}, {"gp3": "0.08"})
         # WHEN the guard refreshes
-        outcome = Run(client, store).service.run(("us-east-1", "us-west-2"), NOW)
+        outcome = Run(client, store).service.run(("us-east-1", "us-west-2"), REFRESHED_AT)
         stub.assert_no_pending_responses()
     # THEN the new rate is used, from the API as of today, and the catalog is fresh
     catalog = stored(store)
@@ -155,9 +156,9 @@ def test_a_type_the_api_did_not_return_keeps_its_rate_and_is_listed(client: Any)
     east = {k: v for k, v in FULL_EAST.items() if k != "p5.48xlarge"}
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", east, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
-        first = Run(client, store).service.run(("us-east-1",), NOW)
+        first = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
         region_answers(stub, "us-east-1", east, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
-        later = Run(client, store).service.run(("us-east-1",), NOW + timedelta(days=7))
+        later = Run(client, store).service.run(("us-east-1",), REFRESHED_AT + timedelta(days=7))
     catalog = stored(store)
     assert catalog.ec2["us-east-1"]["p5.48xlarge"] == Decimal("55.04")
     assert "ec2/us-east-1/p5.48xlarge" in first.summary()["kept_from_previous"]
@@ -174,7 +175,7 @@ def test_a_retired_type_the_api_no_longer_returns_is_kept_and_said_to_be_retired
     east = {k: v for k, v in FULL_EAST.items() if k != "p3.2xlarge"}
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", east, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     assert stored(store).ec2["us-east-1"]["p3.2xlarge"] == Decimal("3.06")
     assert "ec2/us-east-1/p3.2xlarge (retired)" in outcome.summary()["kept_from_previous"]
     assert stored(store).retired == {"p3.2xlarge": "AWS no longer offers p3"}
@@ -194,7 +195,7 @@ def test_a_suspicious_jump_is_held_for_review_not_applied(
             {"ml.g5.xlarge": "1.408"},
             {"gp3": "0.08"},
         )
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     catalog = stored(store)
     source = catalog.rate_sources["ec2"]["us-east-1"]["p5.48xlarge"]
     if held:
@@ -219,7 +220,7 @@ def test_the_hold_threshold_is_configurable(client: Any) -> None:
             {"ml.g5.xlarge": "1.408"},
             {"gp3": "0.08"},
         )
-        Run(client, store, hold_pct="150").service.run(("us-east-1",), NOW)
+        Run(client, store, hold_pct="150").service.run(("us-east-1",), REFRESHED_AT)
     assert stored(store).ec2["us-east-1"]["p5.48xlarge"] == Decimal("110.08")
 
 
@@ -229,7 +230,7 @@ def test_an_empty_region_keeps_its_date_and_the_catalog_is_not_marked_fresh(clie
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", FULL_EAST, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
         region_answers(stub, "us-west-2")
-        outcome = Run(client, store).service.run(("us-east-1", "us-west-2"), NOW)
+        outcome = Run(client, store).service.run(("us-east-1", "us-west-2"), REFRESHED_AT)
     catalog = stored(store)
     # THEN us-east-1 is fresh, us-west-2 keeps the bundled date, and so does the catalog
     assert catalog.as_of_by["ec2"]["us-east-1"] == TODAY
@@ -246,7 +247,7 @@ def test_throttling_is_retried_with_backoff_then_the_rates_are_applied(client: A
     with Stubber(client) as stub:
         throttled(stub, 2)
         region_answers(stub, "us-east-1", FULL_EAST, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
-        outcome = run.service.run(("us-east-1",), NOW)
+        outcome = run.service.run(("us-east-1",), REFRESHED_AT)
         stub.assert_no_pending_responses()
     assert run.sleeps == [2.0, 4.0]
     assert outcome.written and outcome.summary()["failed_regions"] == {}
@@ -260,7 +261,7 @@ def test_a_region_throttled_past_the_retries_is_reported_and_left_as_it_was(clie
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", FULL_EAST, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
         throttled(stub, 4)
-        outcome = run.service.run(("us-east-1", "us-west-2"), NOW)
+        outcome = run.service.run(("us-east-1", "us-west-2"), REFRESHED_AT)
         stub.assert_no_pending_responses()
     # THEN us-east-1 is stored, us-west-2 is untouched and named, never half-written
     catalog = stored(store)
@@ -279,7 +280,7 @@ def test_nothing_is_written_when_every_region_is_throttled(client: Any) -> None:
     store = InMemoryCatalogStore()
     with Stubber(client) as stub:
         throttled(stub, 4)
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     assert not outcome.written and store.current() is None and store.puts == 0
 
 
@@ -300,7 +301,7 @@ def test_a_refresh_that_loses_the_race_merges_onto_the_winner(client: Any) -> No
     store.put = put  # type: ignore[method-assign]
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", {"p5.48xlarge": "55.04"}, {}, {"gp3": "0.08"})
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     # THEN ours is stored on top of theirs (their g5 rate kept), fetched only once
     catalog = stored(store)
     assert raced == [3] and outcome.version == 4 == catalog.version
@@ -314,15 +315,15 @@ def test_gives_up_when_other_refreshes_keep_winning(client: Any) -> None:
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", FULL_EAST, {}, {"gp3": "0.08"})
         with pytest.raises(RefreshContendedError):
-            Run(client, store).service.run(("us-east-1",), NOW)
+            Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
 
 
 def test_an_invalid_stored_catalog_is_replaced_from_the_bundled_one_and_said(client: Any) -> None:
     store = InMemoryCatalogStore()
-    store.put({"version": 3, "as_of": "yesterday"}, expected_version=0, at=NOW)
+    store.put({"version": 3, "as_of": "yesterday"}, expected_version=0, at=REFRESHED_AT)
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", FULL_EAST, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     assert outcome.written and stored(store).version == 4
     assert "stored price catalog" in outcome.summary()["stored_catalog_problem"]
 
@@ -434,7 +435,7 @@ def test_an_item_the_filters_exclude_is_never_read_as_the_linux_rate(
         answer(stub, "AmazonSageMaker", [])
         answer(stub, "AmazonEC2", [price_item({"volumeApiName": "gp3"}, "0.08", "GB-Mo")])
         # WHEN the guard refreshes
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     # THEN the Linux rate is applied; the other item is not a candidate at all
     assert stored(store).ec2["us-east-1"]["g5.xlarge"] == Decimal("0.999")
     assert outcome.summary()["rejected_answers"] == []
@@ -451,7 +452,7 @@ def test_two_items_at_different_prices_for_one_type_keep_the_last_rate_and_say_s
         answer(stub, "AmazonSageMaker", twice)
         answer(stub, "AmazonEC2", [price_item({"volumeApiName": "gp3"}, "0.08", "GB-Mo")])
         # WHEN the guard refreshes
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     # THEN neither price is taken: the rate stays, and the ambiguity is reported
     assert stored(store).sagemaker["us-east-1"]["ml.g5.xlarge"] == Decimal("1.408")
     (line,) = outcome.summary()["rejected_answers"]
@@ -464,7 +465,7 @@ def test_a_duplicate_item_at_the_same_price_is_one_rate(client: Any) -> None:
         answer(stub, "AmazonEC2", [price_item(LINUX_G5, "0.999"), price_item(LINUX_G5, "0.99900")])
         answer(stub, "AmazonSageMaker", [])
         answer(stub, "AmazonEC2", [])
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     assert stored(store).ec2["us-east-1"]["g5.xlarge"] == Decimal("0.999")
     assert outcome.summary()["rejected_answers"] == []
 
@@ -481,7 +482,7 @@ def test_a_malformed_price_is_rejected_and_the_other_rates_still_apply(
         answer(stub, "AmazonSageMaker", [])
         answer(stub, "AmazonEC2", [])
         # WHEN the guard refreshes
-        outcome = Run(client, store).service.run(("us-east-1",), NOW)
+        outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     # THEN g5 is updated, p5 keeps its rate, and the bad answer is reported
     catalog = stored(store)
     assert catalog.ec2["us-east-1"]["g5.xlarge"] == Decimal("0.999")

@@ -17,7 +17,7 @@ from costguard.handlers.refresh import RefreshIncompleteError, run
 from costguard.services.price_refresh import PriceRefresh
 from tests.functional.test_prices_refresh import (
     FULL_EAST,
-    NOW,
+    REFRESHED_AT,
     fixture_catalog,
     region_answers,
     throttled,
@@ -42,7 +42,7 @@ def test_what_the_refresh_stores_is_what_the_next_scan_prices_with(table: Any) -
     client = boto3.client("pricing", region_name="us-east-1")
     with Stubber(client) as stub:
         region_answers(stub, "us-east-1", FULL_EAST, {"ml.g5.xlarge": "1.408"}, {"gp3": "0.08"})
-        outcome = run(refresh(table, client), ("us-east-1",), NOW)
+        outcome = run(refresh(table, client), ("us-east-1",), REFRESHED_AT)
     assert outcome.written
     catalog, in_use = CatalogReader(table, bundled=fixture_catalog).read()
     assert (in_use.source, in_use.version) == ("stored", 3)
@@ -57,7 +57,7 @@ def test_a_region_left_unread_fails_the_invocation_after_storing_the_rest(table:
         with pytest.raises(
             RefreshIncompleteError, match="us-west-2: GetProducts failed with ThrottlingException"
         ):
-            run(refresh(table, client), ("us-east-1", "us-west-2"), NOW)
+            run(refresh(table, client), ("us-east-1", "us-west-2"), REFRESHED_AT)
     stored = table.current()
     assert stored is not None and stored.document["ec2"]["us-east-1"]["g5.xlarge"] == "0.999"
     assert stored.document["ec2"]["us-west-2"]["g5.xlarge"] == "1.006"

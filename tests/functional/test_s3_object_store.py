@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from costguard.adapters.s3 import S3ObjectStore
 from costguard.domain.sweep import StoredObject
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+from tests.support.clock import MIDDAY
 
 
 def _store(aws: Any) -> tuple[Any, S3ObjectStore, list[int]]:
@@ -70,7 +68,7 @@ def test_never_reports_a_key_kept_by_its_etag_as_deleted_when_another_reads_back
     # GIVEN 'a\r' rewritten since it was listed, and 'a\n' unchanged: both read back as 'a\n'
     s3 = _ConditionalS3(stale="a\r")
     store = S3ObjectStore(lambda region: s3, lambda bucket: "us-east-1")
-    listed = [StoredObject(k, 1, NOW, '"e"') for k in ("a\r", "a\n", "b\r")]
+    listed = [StoredObject(k, 1, MIDDAY, '"e"') for k in ("a\r", "a\n", "b\r")]
     # WHEN they are deleted as listed
     result = store.delete("scratch", listed)
     # THEN only the unchanged ones count as deleted; the rewritten one is an error, kept

@@ -15,9 +15,10 @@ from costguard.adapters.catalog_store import CatalogCache, CatalogReader, Dynamo
 from costguard.domain.findings import FindingCode
 from costguard.env import Env
 from costguard.report import report_json
-from tests.conftest import NOW
+from tests.support.clock import MIDDAY
+from tests.support.ec2 import run_instance
 
-TODAY = NOW.date()
+TODAY = MIDDAY.date()
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard.handlers import events
     from costguard_demo.run import create_ledger_table
 
-    monkeypatch.setattr(events, "CLOCK", lambda: NOW + timedelta(hours=1))
+    monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY + timedelta(hours=1))
     # The packaged catalog, as of two weeks before the scan: what the stored one supersedes
     # (the real file's date moves with every release; these tests must not).
     from costguard.adapters import catalog_store
@@ -42,15 +43,7 @@ def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     }.items():
         monkeypatch.setenv(key, value)
     ec2 = aws.client("ec2", region_name="us-east-1")
-    ec2.run_instances(
-        ImageId="ami-12345678",
-        InstanceType="g5.xlarge",
-        MinCount=1,
-        MaxCount=1,
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": "costguard:project", "Value": "llm"}]}
-        ],
-    )
+    run_instance(ec2, {"costguard:project": "llm"})
     return aws
 
 
@@ -60,7 +53,7 @@ def store_catalog(session: Any, **changes: Any) -> dict[str, Any]:
     document["ec2"]["us-east-1"]["g5.xlarge"] = "2.0"
     document.update({"version": 3, "as_of": TODAY.isoformat(), **changes})
     store = DynamoDbCatalogStore(session.client("dynamodb", region_name="us-east-1"), "ledger")
-    assert store.put(document, expected_version=0, at=NOW) == 3
+    assert store.put(document, expected_version=0, at=MIDDAY) == 3
     return document
 
 
@@ -77,7 +70,7 @@ def scan(session: Any) -> Any:
     session.events.register("before-parameter-build.dynamodb.GetItem", count)
     import os
 
-    outcome = process({"time": NOW.isoformat()}, Settings.from_env(os.environ), session)
+    outcome = process({"time": MIDDAY.isoformat()}, Settings.from_env(os.environ), session)
     return outcome.report, calls
 
 
@@ -141,7 +134,7 @@ def test_an_invalid_stored_catalog_is_a_finding_and_the_bundled_one_prices_the_s
     document = json.loads(read_catalog_file().model_dump_json())
     document["ec2"]["us-east-1"]["g5.xlarge"] = "-1"
     document["version"] = 3
-    store.put(document, expected_version=0, at=NOW)
+    store.put(document, expected_version=0, at=MIDDAY)
     # WHEN the scan runs, THEN it does not crash: bundled prices, and a finding says why
     report, _ = scan(lambda_env)
     assert g5_rate(report) == read_catalog_file().ec2["us-east-1"]["g5.xlarge"]
@@ -241,7 +234,7 @@ def test_a_newer_package_keeps_the_stored_rates_it_lacks_with_their_dates() -> N
     document["ec2"]["ap-northeast-1"] = {"g5.xlarge": "1.459"}
     document.update(version=7, as_of="2026-10-01")
     store = InMemoryCatalogStore()
-    store.put(document, expected_version=0, at=NOW)
+    store.put(document, expected_version=0, at=MIDDAY)
     # WHEN the upgraded package's (newer) catalog is read with it
     catalog, in_use = CatalogReader(store, bundled=lambda: packaged).read()
     # THEN the package's rates win where it has them, the stored ones fill in the rest

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from costguard.env import Env
-from tests.conftest import NOW
+from tests.support.clock import MIDDAY
+from tests.support.ec2 import run_instance
 
 
 @dataclass
@@ -27,8 +28,8 @@ def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard.handlers import events
     from costguard_demo.run import create_ledger_table
 
-    # The Lambda's clock: an hour after NOW, so NOW and NOW + 1 h are recent scans.
-    monkeypatch.setattr(events, "CLOCK", lambda: NOW + timedelta(hours=1))
+    # The Lambda's clock: an hour after MIDDAY, so MIDDAY and MIDDAY + 1 h are recent scans.
+    monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY + timedelta(hours=1))
 
     create_ledger_table(aws, "ledger", "us-east-1")
     for key, value in {
@@ -46,21 +47,13 @@ def test_scheduled_scan_uses_the_event_time_and_accrues_exactly_once(lambda_env:
     from costguard.handlers.scan import handler
 
     ec2 = lambda_env.client("ec2", region_name="us-east-1")
-    ec2.run_instances(
-        ImageId="ami-12345678",
-        InstanceType="g5.xlarge",
-        MinCount=1,
-        MaxCount=1,
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": "costguard:project", "Value": "cv"}]}
-        ],
-    )
-    first = handler({"time": NOW.isoformat()}, Context())
-    later = (NOW + timedelta(hours=1)).isoformat()
+    run_instance(ec2, {"costguard:project": "cv"})
+    first = handler({"time": MIDDAY.isoformat()}, Context())
+    later = (MIDDAY + timedelta(hours=1)).isoformat()
     second = handler({"time": later}, Context())
     retried = handler({"time": later}, Context())  # the same scheduled event delivered twice
 
-    assert first["scanned_at"] == NOW.isoformat()
+    assert first["scanned_at"] == MIDDAY.isoformat()
     assert second["ledger"] == "applied"
     assert retried["ledger"] == "already-applied"
     (cv,) = [p for p in retried["projects"] if p["project"] == "cv"]
@@ -91,18 +84,8 @@ def test_a_dry_run_deployment_still_alerts_within_the_scan(
     monkeypatch.setenv(Env.TOPIC_ARN, topic)
     monkeypatch.setenv(Env.DRY_RUN, "true")
     ec2 = lambda_env.client("ec2", region_name="us-east-1")
-    tags = [
-        {"Key": "costguard:project", "Value": "llm"},
-        {"Key": "costguard:budget", "Value": "100"},
-    ]
-    ec2.run_instances(
-        ImageId="ami-12345678",
-        InstanceType="p5.48xlarge",
-        MinCount=1,
-        MaxCount=1,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
-    )
-    result = handler({"time": NOW.isoformat()}, Context())
+    run_instance(ec2, {"costguard:project": "llm", "costguard:budget": "100"}, "p5.48xlarge")
+    result = handler({"time": MIDDAY.isoformat()}, Context())
     kinds = sorted(a["kind"] for a in result["alerts"])
     assert kinds == ["budget-forecast"]  # nothing spent yet, but the month will blow $100
     (message,) = drain(lambda_env, queue, "us-east-1")
@@ -125,7 +108,7 @@ def test_an_implausible_event_time_is_refused_and_writes_nothing(
     from costguard.handlers.scan import handler
 
     ec2 = lambda_env.client("ec2", region_name="us-east-1")
-    ec2.run_instances(ImageId="ami-12345678", InstanceType="p5.48xlarge", MinCount=1, MaxCount=1)
+    run_instance(ec2, instance_type="p5.48xlarge")
     result = handler({"time": event_time}, Context())
     assert result["ledger"] == "not-written"
     assert "refused" in result["refused"]
@@ -137,16 +120,16 @@ def test_a_late_retry_within_the_retry_window_is_still_accepted(lambda_env: Any)
     from costguard.handlers.scan import handler
 
     # Two hours late (the schedule's and Lambda's retries together) is a genuine retry.
-    result = handler({"time": (NOW - timedelta(hours=1)).isoformat()}, Context())
+    result = handler({"time": (MIDDAY - timedelta(hours=1)).isoformat()}, Context())
     assert result["ledger"] == "applied"
 
 
 def test_an_event_time_with_an_offset_is_converted_to_utc(lambda_env: Any) -> None:
     from costguard.handlers.scan import handler
 
-    local = NOW.astimezone(timezone(timedelta(hours=-5)))  # 07:00-05:00 is 12:00Z
+    local = MIDDAY.astimezone(timezone(timedelta(hours=-5)))  # 07:00-05:00 is 12:00Z
     result = handler({"time": local.isoformat()}, Context())
-    assert result["scanned_at"] == NOW.isoformat()
+    assert result["scanned_at"] == MIDDAY.isoformat()
 
 
 def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
@@ -164,20 +147,10 @@ def test_a_failed_alert_step_still_commits_and_emits_metrics_then_fails(
     # GIVEN an alert topic that does not exist (every publish fails)
     monkeypatch.setenv(Env.TOPIC_ARN, "arn:aws:sns:us-east-1:123456789012:gone")
     ec2 = lambda_env.client("ec2", region_name="us-east-1")
-    tags = [
-        {"Key": "costguard:project", "Value": "llm"},
-        {"Key": "costguard:budget", "Value": "100"},
-    ]
-    ec2.run_instances(
-        ImageId="ami-12345678",
-        InstanceType="p5.48xlarge",
-        MinCount=1,
-        MaxCount=1,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
-    )
+    run_instance(ec2, {"costguard:project": "llm", "costguard:budget": "100"}, "p5.48xlarge")
     # WHEN the scan runs and its forecast alert cannot be published
     with pytest.raises(AfterScanError, match="alerts"):
-        handler({"time": NOW.isoformat()}, Context())
+        handler({"time": MIDDAY.isoformat()}, Context())
     # THEN the ledger moved and the per-project metrics were still published
     ddb = lambda_env.client("dynamodb", region_name="us-east-1")
     mark = ddb.get_item(
@@ -200,18 +173,8 @@ def test_one_failing_alert_does_not_stop_the_other_alerts_of_the_scan(
     topic, queue = create_alert_channels(lambda_env, "us-east-1")
     monkeypatch.setenv(Env.TOPIC_ARN, topic)
     ec2 = lambda_env.client("ec2", region_name="us-east-1")
-    budget = [
-        {"Key": "costguard:project", "Value": "llm"},
-        {"Key": "costguard:budget", "Value": "100"},
-    ]
-    for itype, tags in (("p5.48xlarge", budget), ("g5.xlarge", [])):
-        ec2.run_instances(
-            ImageId="ami-12345678",
-            InstanceType=itype,
-            MinCount=1,
-            MaxCount=1,
-            **({"TagSpecifications": [{"ResourceType": "instance", "Tags": tags}]} if tags else {}),
-        )
+    run_instance(ec2, {"costguard:project": "llm", "costguard:budget": "100"}, "p5.48xlarge")
+    run_instance(ec2, {}, "g5.xlarge")
     publish = SnsNotifier.publish
 
     def flaky(self: SnsNotifier, alert: Any) -> str:
@@ -222,7 +185,7 @@ def test_one_failing_alert_does_not_stop_the_other_alerts_of_the_scan(
     monkeypatch.setattr(SnsNotifier, "publish", flaky)
     # WHEN one of the scan's alerts cannot be published
     with pytest.raises(AfterScanError, match="budget-forecast"):
-        handler({"time": NOW.isoformat()}, Context())
+        handler({"time": MIDDAY.isoformat()}, Context())
     # THEN the others went out and are logged as published; the invocation still failed
     kinds = sorted(m["kind"] for m in drain(lambda_env, queue, "us-east-1"))
     assert kinds == ["findings-digest", "unattributed-spend"]
@@ -235,8 +198,8 @@ def test_a_deployed_scan_keys_every_resource_with_its_account(lambda_env: Any) -
     from costguard.handlers.scan import handler
 
     ec2 = lambda_env.client("ec2", region_name="us-east-1")
-    ec2.run_instances(ImageId="ami-12345678", InstanceType="g5.xlarge", MinCount=1, MaxCount=1)
-    handler({"time": NOW.isoformat()}, Context())
+    run_instance(ec2)
+    handler({"time": MIDDAY.isoformat()}, Context())
     ledger = DynamoDbLedger(lambda_env.client("dynamodb", region_name="us-east-1"), "ledger")
     keys = list(ledger.observations("123456789012"))
     assert keys and all(k.startswith("123456789012/us-east-1/") for k in keys)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -16,10 +16,10 @@ from costguard.domain.tags import TagKeys, normalise_project, read_tags
 from costguard.ports import CommitOutcome, Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.catalog import fixture_catalog
+from tests.support.clock import MIDDAY
 from tests.support.fakes import StaticInventory, StaticSpotPrices
-from tests.tag_strategies import tag_sets
+from tests.support.tag_strategies import tag_sets
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 REGION = "us-east-1"
 KEYS = TagKeys()
 
@@ -48,7 +48,7 @@ def fleet_of(tag_sets: list[dict[str, str]]) -> tuple[Resource, ...]:
             region=REGION,
             instance_type="g5.xlarge",
             availability_zone=f"{REGION}a",
-            launched_at=NOW - timedelta(hours=3),
+            launched_at=MIDDAY - timedelta(hours=3),
             tags=tags,
         )
         for n, tags in enumerate(tag_sets)
@@ -84,7 +84,7 @@ def test_a_scan_over_arbitrary_tags_completes_and_reports_every_bad_tag(
             settings=ScanSettings(scope=scope, regions=(REGION,), max_workers=1),
         )
         # WHEN they are scanned onto the DynamoDB ledger, THEN the scan completes
-        report = service.run(NOW)
+        report = service.run(MIDDAY)
         assert report.ledger is CommitOutcome.APPLIED
 
         # and every tag problem is a finding of the report, and of the ledger's day

@@ -15,8 +15,8 @@ from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from costguard.telemetry import Figures, Metrics
-from tests.conftest import NOW
 from tests.support.catalog import fixture_catalog
+from tests.support.clock import MIDDAY
 from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 
@@ -47,7 +47,7 @@ def test_logs_budget_spend_forecast_and_run_rate_per_project_and_two_alarm_metri
         kind=ResourceKind.EC2_INSTANCE,
         region="us-east-1",
         instance_type="g5.xlarge",
-        launched_at=NOW,
+        launched_at=MIDDAY,
         tags={"costguard:project": "Vision 計算", "costguard:budget": "500"},
     )
     report = ScanService(
@@ -56,7 +56,7 @@ def test_logs_budget_spend_forecast_and_run_rate_per_project_and_two_alarm_metri
         fixture_catalog(),
         InMemoryLedger(),
         ScanSettings(scope="a", regions=("us-east-1",)),
-    ).run(NOW)
+    ).run(MIDDAY)
     capsys.readouterr()
     emit_metrics(report)
     metrics.flush_metrics()
@@ -87,18 +87,18 @@ def test_a_project_whose_read_failed_logs_no_figures(
         kind=ResourceKind.EC2_INSTANCE,
         region="us-east-1",
         instance_type="p5.48xlarge",
-        launched_at=NOW.replace(hour=0),
+        launched_at=MIDDAY.replace(hour=0),
         tags={"costguard:project": "llm"},
     )
     ledger = InMemoryLedger()
     settings = ScanSettings(scope="a", regions=("us-east-1",))
     ok = StaticInventory("ec2", {"us-east-1": Inventory((p5,))})
-    ScanService([ok], StaticSpotPrices({}), fixture_catalog(), ledger, settings).run(NOW)
+    ScanService([ok], StaticSpotPrices({}), fixture_catalog(), ledger, settings).run(MIDDAY)
     # GIVEN the next scan cannot read EC2 (AccessDenied) while the p5 still runs
     denied = AccessDeniedError("ec2", "us-east-1", "DescribeInstances", "AccessDenied", "no")
     broken = StaticInventory("ec2", {}, failing={"us-east-1": denied})
     report = ScanService([broken], StaticSpotPrices({}), fixture_catalog(), ledger, settings).run(
-        NOW.replace(minute=15)
+        MIDDAY.replace(minute=15)
     )
     assert report.incomplete_projects == frozenset({"llm"})
     assert "llm" in {p.project for p in report.projects}  # it has month-to-date spend

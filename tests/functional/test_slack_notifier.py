@@ -8,7 +8,6 @@ import logging
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -23,8 +22,8 @@ from costguard.adapters.slack import (
 from costguard.domain.alerts import Alert, AlertKind, AlertResource, AlertSeverity
 from costguard.rendering import machine_json
 from costguard_demo.slack_standin import STANDIN_WEBHOOK_PATH, SlackStandIn, sns_event
+from tests.support.clock import MIDDAY
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: The stack's placeholder: a random generated string (punctuation included).
 PLACEHOLDER = "q7#Vx!2:kP/9w.Lz^A&c=Rt%8u;Y_e?b"
 SECRET_PATH = "/services/T01ABCDEF/B02GHIJKL/s3cr3tT0kenDoNotLeak"
@@ -43,7 +42,7 @@ def alert_document(project: str = "vision", **changes: Any) -> dict[str, Any]:
         severity=AlertSeverity.CRITICAL,
         title=f"{project}: spend jumped",
         summary=f"{project} burns more",
-        at=NOW,
+        at=MIDDAY,
         owners=("alice@example.com",),
         resources=(
             AlertResource(
@@ -68,7 +67,7 @@ def hostile_alert() -> dict[str, Any]:
         severity=AlertSeverity.CRITICAL,
         title="spend jumped",
         summary="owner <@U123> said <!here> & left",
-        at=NOW,
+        at=MIDDAY,
         owners=("<!everyone>",),
         resources=(
             AlertResource(
@@ -107,7 +106,7 @@ def huge_alert() -> dict[str, Any]:
         severity=AlertSeverity.CRITICAL,
         title=f"{long_tag}: 400 resource(s) with no project",
         summary=f"{long_tag} " * 40,
-        at=NOW,
+        at=MIDDAY,
         owners=tuple(r.owner for r in resources if r.owner),
         resources=resources,
         facts={f"fact_{n}": long_tag * 10 for n in range(12)},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -25,9 +25,8 @@ from costguard.rendering import sns_message
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.catalog import fixture_catalog
+from tests.support.clock import MIDDAY
 from tests.support.fakes import StaticInventory, StaticSpotPrices
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def queue(aws: Any, topic: str, name: str, filter_policy: dict[str, Any] | None = None) -> str:
@@ -53,7 +52,7 @@ def test_queues_get_the_machine_json_and_filter_policies_route_by_project(aws: A
     critical_only = queue(aws, topic, "critical", {"severity": ["critical"]})
 
     numbers = ProjectNumbers("llm", Decimal(1000), Decimal(1200), Decimal(5000), Decimal(55))
-    alerts = budget_alerts(numbers, (50, 80, 100), NOW)
+    alerts = budget_alerts(numbers, (50, 80, 100), MIDDAY)
     notifier = SnsNotifier(sns, topic)
     for a in alerts:
         assert notifier.publish(a)
@@ -106,7 +105,7 @@ def huge_alert(n: int) -> Alert:
         severity=AlertSeverity.CRITICAL,
         title=f"{LONG_NAME}: {n} resources",
         summary=LONG_NAME * 20,
-        at=NOW,
+        at=MIDDAY,
         owners=tuple(r.owner for r in resources if r.owner),
         resources=resources,
         details=tuple(f"{LONG_NAME} {i}" for i in range(2000)),
@@ -166,7 +165,7 @@ def test_the_limit_is_counted_in_bytes_not_characters(n: int) -> None:
 
 def test_a_small_alert_is_sent_unchanged() -> None:
     numbers = ProjectNumbers("llm", Decimal(1000), Decimal(1200), Decimal(5000), Decimal(55))
-    (alert, _) = budget_alerts(numbers, (50, 80, 100), NOW)
+    (alert, _) = budget_alerts(numbers, (50, 80, 100), MIDDAY)
     client = CapturingSns()
     SnsNotifier(client, "arn:aws:sns:us-east-1:123456789012:t").publish(alert)
     assert client.requests[0]["Message"] == sns_message(alert)
@@ -183,7 +182,7 @@ def test_thousands_of_untagged_gpus_with_unicode_owners_alert_through_sns(aws: A
             kind=ResourceKind.EC2_INSTANCE,
             region="us-east-1",
             instance_type="g5.xlarge",
-            launched_at=NOW - timedelta(hours=3),
+            launched_at=MIDDAY - timedelta(hours=3),
             tags={"costguard:owner": f"{LONG_NAME}{n}"[:256]},
         )
         for n in range(3000)
@@ -195,10 +194,10 @@ def test_thousands_of_untagged_gpus_with_unicode_owners_alert_through_sns(aws: A
         fixture_catalog(),
         ledger,
         ScanSettings(scope="acct", regions=("us-east-1",)),
-    ).run(NOW)
+    ).run(MIDDAY)
     # WHEN the scan alerts through SNS
     sent = AlertService(ledger, SnsNotifier(sns, topic), AlertSettings(scope="acct")).run(
-        report, report.previous, NOW
+        report, report.previous, MIDDAY
     )
     # THEN the unattributed alert and the digest went out
     assert sorted(a.kind.value for a in sent) == ["findings-digest", "unattributed-spend"]

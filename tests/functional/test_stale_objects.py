@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from costguard.domain.tags import Tags
-from costguard.env import Env
+from tests.support.clock import MIDDAY
+from tests.support.sweep import deleted_keys, sweep_settings
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 OWNER_RULE = {
     "ID": "owner-logs",
     "Status": "Enabled",
@@ -23,7 +23,7 @@ def _put(s3: Any, bucket: str, key: str, age_hours: float) -> None:
     from costguard_demo.server import backdate_object
 
     s3.put_object(Bucket=bucket, Key=key, Body=b"x" * 100)
-    backdate_object(bucket, key, NOW - timedelta(hours=age_hours))
+    backdate_object(bucket, key, MIDDAY - timedelta(hours=age_hours))
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard.handlers import events
     from costguard_demo.run import create_ledger_table
 
-    monkeypatch.setattr(events, "CLOCK", lambda: NOW)
+    monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)
     create_ledger_table(aws, "ledger", "us-east-1")
     s3 = aws.client("s3", region_name="us-east-1")
     for bucket, tags in (
@@ -57,26 +57,14 @@ def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return aws
 
 
-def _settings(dry_run: bool) -> Any:
-    from costguard.settings import Settings
-
-    return Settings.from_env(
-        {
-            Env.REGIONS: "us-east-1",
-            Env.TABLE_NAME: "ledger",
-            Env.SCOPE: "123456789012",
-            Env.DRY_RUN: "true" if dry_run else "false",
-            Env.S3_SWEEP_PREFIXES: "tmp/",
-        }
-    )
-
-
 def _run(account: Any, at: datetime, dry_run: bool = False) -> Any:
     from costguard.handlers import events
     from costguard.handlers.act import process
 
     events.CLOCK = lambda: at
-    return process({"time": at.isoformat(), "guard": "stale-objects"}, _settings(dry_run), account)
+    return process(
+        {"time": at.isoformat(), "guard": "stale-objects"}, sweep_settings(dry_run=dry_run), account
+    )
 
 
 def _keys(s3: Any, bucket: str) -> set[str]:
@@ -87,19 +75,19 @@ def test_deletes_only_objects_past_their_ttl_after_warning_and_keeps_the_rest(ac
     s3 = account.client("s3", region_name="us-east-1")
     before = {b: _keys(s3, b) for b in ("scratch", "untagged", "typo")}
     # GIVEN a dry run first: it reports exactly what would go, and deletes nothing
-    report = _run(account, NOW, dry_run=True)
+    report = _run(account, MIDDAY, dry_run=True)
     (outcome,) = [o for o in report.outcomes if o.decision.target.id == "scratch"]
     assert outcome.step.value == "would-warn"
     assert outcome.decision.evidence["objects_to_delete"] == "4"
     assert outcome.decision.evidence["bytes_to_delete"] == "400"
     assert {b: _keys(s3, b) for b in before} == before
     # WHEN live: the first run warns, and nothing is deleted during the grace period
-    first = _run(account, NOW + timedelta(hours=1))
+    first = _run(account, MIDDAY + timedelta(hours=1))
     assert [o.step.value for o in first.outcomes] == ["warned"]
-    assert _run(account, NOW + timedelta(hours=2)).outcomes[0].step.value == "waiting"
+    assert _run(account, MIDDAY + timedelta(hours=2)).outcomes[0].step.value == "waiting"
     assert {b: _keys(s3, b) for b in before} == before
     # THEN after it, the sweep deletes exactly what is past 48 h under tmp/
-    after = NOW + timedelta(hours=26)
+    after = MIDDAY + timedelta(hours=26)
     acted = _run(account, after)
     assert acted.outcomes[0].step.value == "acted", acted.outcomes[0].detail
     assert _keys(s3, "scratch") == {"a", "keep/model.pt", *(f"tmp/new-{i}" for i in range(8))}
@@ -111,15 +99,9 @@ def test_deletes_only_objects_past_their_ttl_after_warning_and_keeps_the_rest(ac
     assert [r["ID"] for r in rules if r["ID"].startswith("costguard")] == ["costguard-ttl-0"]
     # the manifest names every deleted key
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard.services.sweep import decode_manifest
 
+    deleted = deleted_keys(account, "2026-11")
     ledger = DynamoDbLedger(account.client("dynamodb", region_name="us-east-1"), "ledger")
-    deleted = [
-        row[0]
-        for e in ledger.audit_trail("123456789012", "2026-11")
-        if e.outcome == "deleted"
-        for row in decode_manifest(e.details["manifest"])
-    ]
     assert sorted(deleted) == ["tmp/mid", "tmp/old-0", "tmp/old-1", "tmp/old-2", "tmp/young"]
     # and the malformed ttl is a finding, the bucket left alone
     findings = ledger.findings("123456789012", "2026-11-20")
@@ -128,12 +110,12 @@ def test_deletes_only_objects_past_their_ttl_after_warning_and_keeps_the_rest(ac
 
 def test_an_exempt_bucket_is_never_swept(account: Any) -> None:
     s3 = account.client("s3", region_name="us-east-1")
-    _run(account, NOW)  # survey, warn
+    _run(account, MIDDAY)  # survey, warn
     tags = {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"}
     s3.put_bucket_tagging(
         Bucket="scratch", Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]}
     )
     before = _keys(s3, "scratch")
-    report = _run(account, NOW + timedelta(hours=30))
+    report = _run(account, MIDDAY + timedelta(hours=30))
     assert report.outcomes[0].step.value == "cleared"
     assert _keys(s3, "scratch") == before

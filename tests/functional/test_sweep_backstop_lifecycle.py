@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from costguard.domain.tags import Tags
-from costguard.env import Env
+from tests.support.clock import MIDDAY
+from tests.support.sweep import run_sweep, tag_bucket, tagged_bucket
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 OWNER_RULE = {
     "ID": "owner-logs",
     "Status": "Enabled",
@@ -20,9 +20,7 @@ OWNER_RULE = {
 
 
 def _tag(s3: Any, tags: dict[str, str]) -> None:
-    s3.put_bucket_tagging(
-        Bucket="scratch", Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]}
-    )
+    tag_bucket(s3, "scratch", tags)
 
 
 def _run(
@@ -32,21 +30,7 @@ def _run(
     dry_run: bool = False,
     regions: str = "us-east-1",
 ) -> Any:
-    from costguard.handlers import events
-    from costguard.handlers.act import process
-    from costguard.settings import Settings
-
-    monkeypatch.setattr(events, "CLOCK", lambda: at)
-    settings = Settings.from_env(
-        {
-            Env.REGIONS: regions,
-            Env.TABLE_NAME: "ledger",
-            Env.SCOPE: "123456789012",
-            Env.DRY_RUN: "true" if dry_run else "false",
-            Env.S3_SWEEP_PREFIXES: "tmp/",
-        }
-    )
-    return process({"time": at.isoformat(), "guard": "stale-objects"}, settings, aws)
+    return run_sweep(aws, at, monkeypatch, dry_run=dry_run, regions=regions)
 
 
 def _rules(s3: Any) -> list[dict[str, Any]]:
@@ -59,21 +43,17 @@ def _rules(s3: Any) -> list[dict[str, Any]]:
 @pytest.fixture
 def swept(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A bucket with an owner's lifecycle rule, warned and swept once: CostGuard's is on."""
-    from costguard_demo.run import create_ledger_table
     from costguard_demo.server import backdate_object
 
-    create_ledger_table(aws, "ledger", "us-east-1")
-    s3 = aws.client("s3", region_name="us-east-1")
-    s3.create_bucket(Bucket="scratch")
-    _tag(s3, {Tags.TTL: "48h", Tags.PROJECT: "vision"})
+    s3 = tagged_bucket(aws, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision"})
     s3.put_bucket_lifecycle_configuration(
         Bucket="scratch", LifecycleConfiguration={"Rules": [OWNER_RULE]}
     )
     for i, age in enumerate((72, 2, 2, 2)):
         s3.put_object(Bucket="scratch", Key=f"tmp/{i}", Body=b"x")
-        backdate_object("scratch", f"tmp/{i}", NOW - timedelta(hours=age))
-    assert _run(aws, NOW, monkeypatch).outcomes[0].step.value == "warned"
-    assert _run(aws, NOW + timedelta(hours=25), monkeypatch).outcomes[0].step.value == "acted"
+        backdate_object("scratch", f"tmp/{i}", MIDDAY - timedelta(hours=age))
+    assert _run(aws, MIDDAY, monkeypatch).outcomes[0].step.value == "warned"
+    assert _run(aws, MIDDAY + timedelta(hours=25), monkeypatch).outcomes[0].step.value == "acted"
     assert [r["ID"] for r in _rules(s3)] == ["owner-logs", "costguard-ttl-0"]
     return s3
 
@@ -83,7 +63,7 @@ def test_removes_only_costguards_rule_when_the_bucket_is_exempted(
 ) -> None:
     # WHEN the owner exempts the bucket
     _tag(swept, {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"})
-    assert _run(aws, NOW + timedelta(hours=26), monkeypatch).outcomes[0].step.value == "cleared"
+    assert _run(aws, MIDDAY + timedelta(hours=26), monkeypatch).outcomes[0].step.value == "cleared"
     # THEN CostGuard's rule is gone and the owner's is kept as it was
     assert _rules(swept) == [OWNER_RULE]
 
@@ -93,10 +73,10 @@ def test_removes_the_old_rule_when_the_ttl_is_raised_and_installs_the_new_one_af
 ) -> None:
     # WHEN the owner raises the time to live: a new warning, and the old rule goes
     _tag(swept, {Tags.TTL: "30d", Tags.PROJECT: "vision"})
-    assert _run(aws, NOW + timedelta(hours=26), monkeypatch).outcomes[0].step.value == "warned"
+    assert _run(aws, MIDDAY + timedelta(hours=26), monkeypatch).outcomes[0].step.value == "warned"
     assert _rules(swept) == [OWNER_RULE]
     # THEN the first deletion pass after the new grace period installs the new rule
-    later = NOW + timedelta(hours=26 + 25)
+    later = MIDDAY + timedelta(hours=26 + 25)
     assert _run(aws, later, monkeypatch).outcomes[0].step.value in {"acted", "skipped"}
     owner, ours = _rules(swept)
     assert owner == OWNER_RULE
@@ -133,7 +113,7 @@ def test_dry_run_withdraws_costguards_rule_whatever_ended_the_decision(
     writes = _rule_writes(aws)
     # WHEN the owner changes the bucket (or nothing) and the guard runs in dry-run
     _tag(swept, tags)
-    report = _run(aws, NOW + timedelta(hours=26), monkeypatch, dry_run=True)
+    report = _run(aws, MIDDAY + timedelta(hours=26), monkeypatch, dry_run=True)
     assert report.outcomes[0].error is None, report.outcomes[0].detail
     # THEN CostGuard's rule is gone, the owner's kept as it was, and no object deleted
     assert _rules(swept) == [OWNER_RULE], change
@@ -141,7 +121,7 @@ def test_dry_run_withdraws_costguards_rule_whatever_ended_the_decision(
         "tmp/1", "tmp/2", "tmp/3"
     }  # fmt: skip
     # AND the next dry run finds nothing to withdraw and writes nothing
-    _run(aws, NOW + timedelta(hours=27), monkeypatch, dry_run=True)
+    _run(aws, MIDDAY + timedelta(hours=27), monkeypatch, dry_run=True)
     assert len(writes) == 1 and _rules(swept) == [OWNER_RULE]
 
 
@@ -149,10 +129,10 @@ def test_the_rule_returns_after_a_dry_run_pause_only_with_a_pass_the_breaker_all
     aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN enforcement paused with dry-run (CostGuard's rule withdrawn)
-    _run(aws, NOW + timedelta(hours=26), monkeypatch, dry_run=True)
+    _run(aws, MIDDAY + timedelta(hours=26), monkeypatch, dry_run=True)
     assert _rules(swept) == [OWNER_RULE]
     # WHEN enforcement resumes
-    report = _run(aws, NOW + timedelta(hours=27), monkeypatch)
+    report = _run(aws, MIDDAY + timedelta(hours=27), monkeypatch)
     # THEN the pass is judged, and only then does the rule come back
     assert report.outcomes[0].step.value in {"acted", "skipped"}, report.outcomes[0].detail
     assert [r["ID"] for r in _rules(swept)] == ["owner-logs", "costguard-ttl-0"]
@@ -169,9 +149,9 @@ def test_a_tripped_breaker_suspends_costguards_rule_until_the_owner_confirms(
     # GIVEN a swept bucket, into which ten objects past their TTL arrive at once
     for i in range(10):
         swept.put_object(Bucket="scratch", Key=f"tmp/bulk-{i}", Body=b"x")
-        backdate_object("scratch", f"tmp/bulk-{i}", NOW - timedelta(hours=72))
+        backdate_object("scratch", f"tmp/bulk-{i}", MIDDAY - timedelta(hours=72))
     # WHEN the next pass trips the breaker (10 of 13)
-    at = NOW + timedelta(hours=26)
+    at = MIDDAY + timedelta(hours=26)
     report = _run(aws, at, monkeypatch)
     assert "breaker tripped" in report.outcomes[0].detail, report.outcomes[0].detail
     # THEN CostGuard's rule is suspended (the owner's kept) and nothing is deleted
@@ -194,7 +174,7 @@ def test_a_bucket_whose_region_is_no_longer_guarded_loses_costguards_rule(
     aws: Any, swept: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a swept bucket in us-east-1; WHEN the deployment stops guarding that region
-    report = _run(aws, NOW + timedelta(hours=26), monkeypatch, regions="eu-west-1")
+    report = _run(aws, MIDDAY + timedelta(hours=26), monkeypatch, regions="eu-west-1")
     # THEN its warning is withdrawn and CostGuard's rule goes with it (the owner's stays)
     assert [o.step.value for o in report.outcomes] == ["cleared"], report.outcomes
     assert _rules(swept) == [OWNER_RULE]
@@ -221,7 +201,7 @@ def test_an_owner_rule_whose_id_merely_starts_like_costguards_is_kept(
     )
     # WHEN the owner exempts the bucket and CostGuard withdraws its rule
     _tag(swept, {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"})
-    assert _run(aws, NOW + timedelta(hours=26), monkeypatch).outcomes[0].step.value == "cleared"
+    assert _run(aws, MIDDAY + timedelta(hours=26), monkeypatch).outcomes[0].step.value == "cleared"
     # THEN only costguard-ttl-0 is gone: the owner's two rules are kept as they were
     assert _rules(swept) == [OWNER_RULE, archive]
 
@@ -237,14 +217,14 @@ def test_a_stand_down_overlapping_the_pass_that_installs_the_rule_leaves_no_rule
     there") and makes no call: the rule expires the bucket's objects for good, in dry-run
     and on an exempt bucket alike (services/sweep.py _settle, stand_down)."""
     # GIVEN enforcement paused once (CostGuard's rule off), then resumed
-    _run(aws, NOW + timedelta(hours=26), monkeypatch, dry_run=True)
+    _run(aws, MIDDAY + timedelta(hours=26), monkeypatch, dry_run=True)
     assert _rules(swept) == [OWNER_RULE]
     overlapped: list[str] = []
 
     def dry_run_deployed_meanwhile(**_: Any) -> None:
         if not overlapped:  # the overlapping run, once, just before the live pass's PUT
             overlapped.append("dry-run")
-            _run(aws, NOW + timedelta(hours=27, minutes=5), monkeypatch, dry_run=True)
+            _run(aws, MIDDAY + timedelta(hours=27, minutes=5), monkeypatch, dry_run=True)
 
     aws.events.register(
         "before-call.s3.PutBucketLifecycleConfiguration", dry_run_deployed_meanwhile
@@ -252,11 +232,11 @@ def test_a_stand_down_overlapping_the_pass_that_installs_the_rule_leaves_no_rule
     # WHEN the live pass and a dry-run stand-down overlap (the live run fails on the
     # state conflict; the invocation fails for the retry)
     with pytest.raises(Exception, match="another run changed"):
-        _run(aws, NOW + timedelta(hours=27), monkeypatch)
+        _run(aws, MIDDAY + timedelta(hours=27), monkeypatch)
     assert overlapped == ["dry-run"]
     # THEN the dry runs that follow take CostGuard's rule off (the owner's kept)
     for hours in (28, 29, 40):
-        _run(aws, NOW + timedelta(hours=hours), monkeypatch, dry_run=True)
+        _run(aws, MIDDAY + timedelta(hours=hours), monkeypatch, dry_run=True)
     assert _rules(swept) == [OWNER_RULE]
 
 

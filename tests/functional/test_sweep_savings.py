@@ -10,27 +10,24 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from costguard.domain.tags import Tags
-from costguard.env import Env
 from costguard.telemetry import Figures
+from tests.support.clock import MIDDAY
+from tests.support.sweep import put_aged, run_sweep, tagged_bucket
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 MIB = 1024**2
 #: us-east-1 S3 Standard, $/GB-month, as the shipped catalog prices it.
 RATE = Decimal("0.023")
 
 
 def _put(s3: Any, key: str, size: int, age: timedelta) -> None:
-    from costguard_demo.server import backdate_object
-
-    s3.put_object(Bucket="scratch", Key=key, Body=b"x" * size)
-    backdate_object("scratch", key, NOW - age)
+    put_aged(s3, "scratch", key, age, MIDDAY, size)
 
 
 @pytest.fixture
@@ -46,20 +43,9 @@ def log(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
 
 
 def _run(aws: Any, at: datetime, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from costguard.handlers import events
-    from costguard.handlers.act import process, summary
-    from costguard.settings import Settings
+    from costguard.handlers.act import summary
 
-    monkeypatch.setattr(events, "CLOCK", lambda: at)
-    settings = Settings.from_env(
-        {
-            Env.REGIONS: "us-east-1",
-            Env.TABLE_NAME: "ledger",
-            Env.SCOPE: "123456789012",
-            Env.DRY_RUN: "false",
-        }
-    )
-    return summary(process({"time": at.isoformat(), "guard": "stale-objects"}, settings, aws))
+    return summary(run_sweep(aws, at, monkeypatch, prefixes=None))
 
 
 def _usd_per_month(size: int) -> float:
@@ -74,17 +60,8 @@ def test_each_byte_the_sweep_deletes_is_saved_once_whoever_adds_it_up(
     the dashboard sums those lines: 20 MB deleted showed as 5.5 times that after 11 hours.
     The audit trail repeated it on every pass and again on every batch record."""
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard_demo.run import create_ledger_table
 
-    create_ledger_table(aws, "ledger", "us-east-1")
-    s3 = aws.client("s3", region_name="us-east-1")
-    s3.create_bucket(Bucket="scratch")
-    s3.put_bucket_tagging(
-        Bucket="scratch",
-        Tagging={
-            "TagSet": [{"Key": Tags.TTL, "Value": "48h"}, {"Key": Tags.PROJECT, "Value": "vision"}]
-        },
-    )
+    s3 = tagged_bucket(aws, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision"})
     # GIVEN 3 MiB past the TTL when warned, 2 MiB more an hour after the first pass, and
     # ten young objects kept
     hour = timedelta(hours=1)
@@ -94,9 +71,9 @@ def test_each_byte_the_sweep_deletes_is_saved_once_whoever_adds_it_up(
         _put(s3, f"second-{i}", MIB, timedelta(hours=23, minutes=30))
     for i in range(10):
         _put(s3, f"young-{i}", MIB, timedelta(hours=1))
-    assert _run(aws, NOW, monkeypatch)["counts"] == {"warned": 1}
+    assert _run(aws, MIDDAY, monkeypatch)["counts"] == {"warned": 1}
     # WHEN three hourly passes run after the grace period
-    passes = [_run(aws, NOW + timedelta(hours=24) + n * hour, monkeypatch) for n in range(3)]
+    passes = [_run(aws, MIDDAY + timedelta(hours=24) + n * hour, monkeypatch) for n in range(3)]
     # THEN each pass reports what it deleted: 3 MiB, then 2 MiB, then nothing
     assert [p["counts"] for p in passes] == [{"acted": 1}, {"acted": 1}, {"skipped": 1}]
     saved = [p["usd_per_month_saved"] for p in passes]
@@ -129,7 +106,7 @@ def test_each_byte_the_sweep_deletes_is_saved_once_whoever_adds_it_up(
         ledger,
         ScanSettings(scope="123456789012", regions=("us-east-1",)),
     )
-    savings = report._savings("2026-11", NOW + timedelta(days=2))
+    savings = report._savings("2026-11", MIDDAY + timedelta(days=2))
     assert float(savings["vision"].usd_per_hour * 730) == pytest.approx(total)
 
 
@@ -145,17 +122,8 @@ def test_a_run_that_fails_after_deleting_still_counts_what_it_deleted(
     from botocore.exceptions import ClientError
 
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard_demo.run import create_ledger_table
 
-    create_ledger_table(aws, "ledger", "us-east-1")
-    s3 = aws.client("s3", region_name="us-east-1")
-    s3.create_bucket(Bucket="scratch")
-    s3.put_bucket_tagging(
-        Bucket="scratch",
-        Tagging={
-            "TagSet": [{"Key": Tags.TTL, "Value": "48h"}, {"Key": Tags.PROJECT, "Value": "vision"}]
-        },
-    )
+    s3 = tagged_bucket(aws, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision"})
     # GIVEN 200 objects past their TTL, with 1 KB keys (two DeleteObjects batches by
     # manifest size), and 210 young ones, warned
     size = 10_000
@@ -163,7 +131,7 @@ def test_a_run_that_fails_after_deleting_still_counts_what_it_deleted(
         _put(s3, f"old-{i:04d}-" + "k" * 1000, size, timedelta(hours=30))
     for i in range(210):
         _put(s3, f"young-{i}", size, timedelta(hours=1))
-    assert _run(aws, NOW, monkeypatch)["counts"] == {"warned": 1}
+    assert _run(aws, MIDDAY, monkeypatch)["counts"] == {"warned": 1}
     calls: list[str] = []
 
     def throttle_the_second(**_: Any) -> None:
@@ -177,8 +145,8 @@ def test_a_run_that_fails_after_deleting_still_counts_what_it_deleted(
     aws.events.register("before-call.s3.DeleteObjects", throttle_the_second)
     # WHEN the first pass fails at its second batch, and the next run finishes it
     with pytest.raises(Exception, match="SlowDown"):
-        _run(aws, NOW + timedelta(hours=25), monkeypatch)
-    _run(aws, NOW + timedelta(hours=26), monkeypatch)
+        _run(aws, MIDDAY + timedelta(hours=25), monkeypatch)
+    _run(aws, MIDDAY + timedelta(hours=26), monkeypatch)
     assert s3.list_objects_v2(Bucket="scratch", Prefix="old-")["KeyCount"] == 0
     # THEN the audit trail saves the 200 objects deleted, once
     ledger = DynamoDbLedger(aws.client("dynamodb", region_name="us-east-1"), "ledger")

@@ -22,8 +22,8 @@ import pytest
 
 from costguard.domain.findings import FindingCode
 from costguard.env import Env
-from tests.conftest import NOW
 from tests.support.clock import MIDDAY, clock_at
+from tests.support.ec2 import run_instance
 from tests.support.endpoints import oversized_endpoint
 
 REGION = "us-east-1"
@@ -189,19 +189,7 @@ def fleet() -> Iterator[tuple[str, HtmlFor, Any]]:
         session = boto3.Session(region_name=REGION)
         ec2 = session.client("ec2")
         for market in ({}, {"InstanceMarketOptions": {"MarketType": "spot"}}):
-            ec2.run_instances(
-                ImageId="ami-12345678",
-                InstanceType="g5.xlarge",
-                MinCount=1,
-                MaxCount=1,
-                TagSpecifications=[
-                    {
-                        "ResourceType": "instance",
-                        "Tags": [{"Key": "costguard:project", "Value": "cv"}],
-                    }
-                ],
-                **market,  # type: ignore[arg-type]
-            )
+            run_instance(ec2, {"costguard:project": "cv"}, **market)
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
         eks = session.client("eks")
@@ -220,7 +208,7 @@ def fleet() -> Iterator[tuple[str, HtmlFor, Any]]:
         sm.create_notebook_instance(
             NotebookInstanceName="nb", InstanceType="ml.p3.2xlarge", RoleArn=ROLE
         )
-        oversized_endpoint(session, "ep", "serving", NOW - timedelta(days=30), REGION)
+        oversized_endpoint(session, "ep", "serving", MIDDAY - timedelta(days=30), REGION)
         sm.create_training_job(
             TrainingJobName="job",
             AlgorithmSpecification={
@@ -314,7 +302,7 @@ def test_each_inventory_call_answered_with_html_is_a_failed_source_of_the_scan(
     service = build_scan_service(
         settings, clients, ledger=InMemoryLedger(), instance_types=InstanceTypeCache()
     )
-    report = service.run(NOW)
+    report = service.run(MIDDAY)
     assert html.seen, f"the scan never called {operation}"
     named = [
         f

@@ -24,7 +24,8 @@ from tests.property.conftest import CASES
 from tests.support.fake_s3 import Countdown, FakeBucket, FakeS3, obj
 
 EXAMPLES = int(os.environ.get("SWEEP_PROPERTY_EXAMPLES", "60"))
-NOW = datetime(2026, 11, 5, 12, tzinfo=UTC)
+#: When each random bucket is first surveyed; ages and later passes count from here.
+FIRST_SURVEY = datetime(2026, 11, 5, 12, tzinfo=UTC)
 PREFIXES = ["", "a/", "a/b/", "keep/", "tmp/", "ké/", "keep/x/", "kee"]
 REF = BucketRef("b", "us-east-1/s3-bucket/b", "123456789012", "p", ("o@example.com",))
 
@@ -47,13 +48,13 @@ objects = st.dictionaries(
 def _bucket(objs: dict[str, tuple[int, int, str]], locked: bool) -> FakeBucket:
     b = FakeBucket(object_lock=locked)
     for key, (age, size, lock) in objs.items():
-        b.objects[key] = obj(key, size, NOW - timedelta(hours=age), etag=f"e{age}")
+        b.objects[key] = obj(key, size, FIRST_SURVEY - timedelta(hours=age), etag=f"e{age}")
         if lock == "hold":
             b.locks[key] = Lock(legal_hold=True)
         elif lock == "retained":
-            b.locks[key] = Lock(retain_until=NOW + timedelta(days=365))
+            b.locks[key] = Lock(retain_until=FIRST_SURVEY + timedelta(days=365))
         elif lock == "retention-over":
-            b.locks[key] = Lock(retain_until=NOW - timedelta(days=1))
+            b.locks[key] = Lock(retain_until=FIRST_SURVEY - timedelta(days=1))
     return b
 
 
@@ -109,8 +110,10 @@ def test_deletes_exactly_the_expired_in_scope_unprotected_objects_once(
         timedelta(hours=ttl_hours), tuple(prefixes), keep, breaker_pct=100, backstop=False
     )
     # WHEN it is surveyed, then swept `later` hours on, both interrupted at random points
-    survey = _until_complete(lambda b: service.survey(REF, config, NOW, b), interrupts, page_size)
-    now = NOW + timedelta(hours=later)
+    survey = _until_complete(
+        lambda b: service.survey(REF, config, FIRST_SURVEY, b), interrupts, page_size
+    )
+    now = FIRST_SURVEY + timedelta(hours=later)
     tags = {"costguard:ttl": f"{ttl_hours}h"}
     _until_complete(lambda b: service.sweep(REF, config, now, b, tags), interrupts, page_size)
 
@@ -158,10 +161,12 @@ def test_a_first_pass_over_the_breakers_share_deletes_nothing(
     ledger = InMemoryLedger()
     service = _service(s3, ledger)
     config = SweepConfig(timedelta(hours=48), keep_prefix="keep/", breaker_pct=pct)
-    survey = _until_complete(lambda b: service.survey(REF, config, NOW, b), interrupts, page_size)
+    survey = _until_complete(
+        lambda b: service.survey(REF, config, FIRST_SURVEY, b), interrupts, page_size
+    )
     assert survey.in_scope is not None and survey.would_delete is not None
     # WHEN the first deletion run comes
-    result = service.sweep(REF, config, NOW, Countdown(10**6), {})
+    result = service.sweep(REF, config, FIRST_SURVEY, Countdown(10**6), {})
     # THEN over the share it trips and deletes nothing; within it, it deletes at most the share
     over = survey.would_delete.objects * 100 > pct * survey.in_scope.objects
     if over:
@@ -197,7 +202,7 @@ def test_no_pass_deletes_more_than_its_share_of_what_it_found_and_none_empties_t
     ledger = InMemoryLedger()
     service = _service(s3, ledger)
     config = SweepConfig(timedelta(hours=48), keep_prefix="keep/", breaker_pct=pct, backstop=False)
-    _until_complete(lambda b: service.survey(REF, config, NOW, b), interrupts, page_size)
+    _until_complete(lambda b: service.survey(REF, config, FIRST_SURVEY, b), interrupts, page_size)
 
     def in_scope() -> int:
         return sum(1 for k in s3.buckets["b"].objects if config.in_scope(k))
@@ -205,7 +210,7 @@ def test_no_pass_deletes_more_than_its_share_of_what_it_found_and_none_empties_t
     # WHEN passes run at random later hours, each interrupted at random points
     found: dict[str, int] = {}  # pass -> objects in scope when its first delete's run began
     deleted: Counter[str] = Counter()
-    now, counted = NOW, set()
+    now, counted = FIRST_SURVEY, set()
     for step in hours:
         now += timedelta(hours=step)
         for i in range(500):

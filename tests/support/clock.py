@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-#: An ordinary instant for tests that need "now": mid-month, mid-day, a weekday.
+#: An ordinary instant for tests that need "now": mid-month, midday, a weekday (a Friday).
 #: (The demos' own instant is :data:`costguard_demo.story.STORY_END`.)
-MIDDAY = datetime(2026, 11, 18, 14, 0, tzinfo=UTC)
+MIDDAY = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 _BOOT = """
 import sys, time

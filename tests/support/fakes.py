@@ -126,3 +126,13 @@ class StaticEndpointMetrics:
         if self.failing and region in self.failing:
             raise self.failing[region]
         return {v.key: self.by_key[v.key] for v in variants if v.key in self.by_key}
+
+
+class Pages:
+    """A botocore paginator that answers these pages, whatever it is asked."""
+
+    def __init__(self, pages: list[dict[str, Any]]) -> None:
+        self._pages = pages
+
+    def paginate(self, **_: Any) -> Any:
+        return iter(self._pages)

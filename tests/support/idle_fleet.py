@@ -113,3 +113,23 @@ def publish_ec2(
     put(session, "AWS/EC2", "CPUUtilization", {"InstanceId": iid}, points(start, end, cpu))
     for metric in ("NetworkIn", "NetworkOut"):
         put(session, "AWS/EC2", metric, {"InstanceId": iid}, points(start, end, net))
+
+
+def idle_guard_settings(topic: str, *, dry_run: bool, account: str = "123456789012") -> Any:
+    """The act Lambda's settings for the idle-notebook guard on moto: per-resource SageMaker
+    tags (moto's tagging API has none) and Studio off (moto does not implement it)."""
+    from costguard.env import Env
+    from costguard.settings import Settings
+
+    return Settings.from_env(
+        {
+            Env.REGIONS: REGION,
+            Env.TABLE_NAME: "ledger",
+            Env.SCOPE: account,
+            Env.TOPIC_ARN: topic,
+            Env.DRY_RUN: "true" if dry_run else "false",
+            Env.GUARD: "idle-notebooks",
+            Env.SAGEMAKER_TAGS: "per-resource",
+            Env.SAGEMAKER_STUDIO: "false",
+        }
+    )

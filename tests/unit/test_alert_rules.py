@@ -25,8 +25,8 @@ from costguard.domain.alerts import (
     unattributed_alert,
 )
 from costguard.domain.findings import Finding, FindingCode, Severity
+from tests.support.clock import MIDDAY
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 POLICY = AnomalyPolicy()
 
 
@@ -45,7 +45,7 @@ def project(
 def test_crossing_thresholds_claims_all_but_sends_only_the_highest() -> None:
     (alert,) = [
         a
-        for a in budget_alerts(project("850", "900"), (50, 80, 100), NOW)
+        for a in budget_alerts(project("850", "900"), (50, 80, 100), MIDDAY)
         if a.kind is AlertKind.BUDGET_THRESHOLD
     ]
     assert alert.title == "vision: 80% of the monthly budget spent"
@@ -57,32 +57,32 @@ def test_crossing_thresholds_claims_all_but_sends_only_the_highest() -> None:
 
 
 def test_forecast_over_budget_is_its_own_alert_once_a_month() -> None:
-    alerts = budget_alerts(project("100", "1500"), (50, 80, 100), NOW)
+    alerts = budget_alerts(project("100", "1500"), (50, 80, 100), MIDDAY)
     (forecast,) = [a for a in alerts if a.kind is AlertKind.BUDGET_FORECAST]
     assert forecast.dedupe == ("budget/vision/2026-11/1000.00/forecast-100",)
     assert "$500.00 over" in forecast.summary
 
 
 def test_no_budget_no_budget_alerts() -> None:
-    assert budget_alerts(project("5000", "9000", budget=None), (50, 80, 100), NOW) == []
+    assert budget_alerts(project("5000", "9000", budget=None), (50, 80, 100), MIDDAY) == []
 
 
 def test_severity_follows_the_money() -> None:
-    small = budget_alerts(project("1100", "1200"), (100,), NOW)[0]
-    big = budget_alerts(project("60000", "90000", budget="50000"), (100,), NOW)[0]
+    small = budget_alerts(project("1100", "1200"), (100,), MIDDAY)[0]
+    big = budget_alerts(project("60000", "90000", budget="50000"), (100,), MIDDAY)[0]
     assert small.severity is AlertSeverity.CRITICAL  # 100% is always critical
     assert big.severity is AlertSeverity.CRITICAL
-    assert budget_alerts(project("510", "600"), (50,), NOW)[0].severity is AlertSeverity.INFO
+    assert budget_alerts(project("510", "600"), (50,), MIDDAY)[0].severity is AlertSeverity.INFO
 
 
 def history(
     rates: list[str], step: timedelta = timedelta(minutes=15)
 ) -> list[tuple[datetime, Decimal]]:
-    return [(NOW - step * (len(rates) - i), Decimal(r)) for i, r in enumerate(rates)]
+    return [(MIDDAY - step * (len(rates) - i), Decimal(r)) for i, r in enumerate(rates)]
 
 
 def test_a_new_p5_on_a_steady_project_is_a_spike() -> None:
-    baseline, n = baseline_rate(history(["12.4"] * 20), NOW, POLICY)  # type: ignore[misc]
+    baseline, n = baseline_rate(history(["12.4"] * 20), MIDDAY, POLICY)  # type: ignore[misc]
     assert (baseline, n) == (Decimal("12.4"), 20)
     assert is_spike(baseline, Decimal("12.4") + Decimal("55.04"), POLICY)
 
@@ -94,12 +94,12 @@ def test_steady_spend_noise_and_small_absolute_changes_are_quiet() -> None:
 
 
 def test_baseline_is_robust_to_a_one_off_sample() -> None:
-    baseline, _ = baseline_rate(history(["10", "10", "300", "10", "10"]), NOW, POLICY)  # type: ignore[misc]
+    baseline, _ = baseline_rate(history(["10", "10", "300", "10", "10"]), MIDDAY, POLICY)  # type: ignore[misc]
     assert baseline == Decimal(10)
 
 
 def test_too_little_history_judges_nothing() -> None:
-    assert baseline_rate(history(["10", "10"]), NOW, POLICY) is None
+    assert baseline_rate(history(["10", "10"]), MIDDAY, POLICY) is None
 
 
 def test_recovery_when_back_near_the_baseline() -> None:
@@ -108,7 +108,7 @@ def test_recovery_when_back_near_the_baseline() -> None:
 
 
 def test_root_cause_ranks_new_and_costlier_resources_by_added_rate() -> None:
-    since = NOW - timedelta(hours=6)
+    since = MIDDAY - timedelta(hours=6)
     current = [
         AlertResource(
             "us-east-1/ec2-instance/i-old",
@@ -137,7 +137,7 @@ def test_root_cause_ranks_new_and_costlier_resources_by_added_rate() -> None:
         "us-east-1/ec2-instance/i-old": Decimal("1.006"),
         "us-east-1/sagemaker-endpoint/ep/a": Decimal("1.408"),
     }
-    seen = {k: NOW - timedelta(days=3) for k in previous}
+    seen = {k: MIDDAY - timedelta(days=3) for k in previous}
     causes = root_cause(current, previous, seen, since)
     assert [c.key for c in causes] == [
         "us-east-1/ec2-instance/i-p5",
@@ -151,7 +151,7 @@ def test_unattributed_alert_dedupes_each_resource_per_day() -> None:
     r = AlertResource(
         "us-east-1/ec2-instance/i-x", "ec2-instance", "us-east-1", "g5.xlarge", Decimal("1.006")
     )
-    alert = unattributed_alert([r], NOW)
+    alert = unattributed_alert([r], MIDDAY)
     assert alert is not None
     assert alert.dedupe == ("unattributed/us-east-1/ec2-instance/i-x/2026-11-20",)
 
@@ -200,7 +200,7 @@ def test_steady_spend_with_ten_percent_noise_never_fires(
 ) -> None:
     level = samples[0]
     steady = [level * (Decimal(1) + (s % 10 - 5) / 100) for s in samples]
-    found = baseline_rate(history([str(x) for x in steady]), NOW, POLICY)
+    found = baseline_rate(history([str(x) for x in steady]), MIDDAY, POLICY)
     assert found is not None
     assert not is_spike(found[0], level * jitter, POLICY)
 
@@ -269,7 +269,7 @@ def resource(n: int, usd: str = "1.006", owner: str | None = None) -> AlertResou
 
 def test_an_unattributed_alert_lists_the_dearest_few_and_counts_the_rest() -> None:
     many = [resource(n) for n in range(5000)] + [resource(9_999_999, "98.32")]
-    alert = unattributed_alert(many, NOW)
+    alert = unattributed_alert(many, MIDDAY)
     assert alert is not None
     assert len(alert.resources) == MAX_LISTED_RESOURCES
     assert alert.resources[0].usd_per_hour == Decimal("98.32")
@@ -283,7 +283,7 @@ def test_an_unattributed_alert_lists_the_dearest_few_and_counts_the_rest() -> No
 
 def test_an_unattributed_alert_names_the_owners_of_the_listed_resources_only() -> None:
     many = [resource(n, owner=f"owner-{n}@example.com") for n in range(500)]
-    alert = unattributed_alert(many, NOW)
+    alert = unattributed_alert(many, MIDDAY)
     assert alert is not None
     assert set(alert.owners) == {r.owner for r in alert.resources}
 
@@ -292,7 +292,7 @@ def test_shrinking_is_deterministic_and_ends_small() -> None:
     long = "資" * 5000
     alert = unattributed_alert(
         [resource(n, owner=long) for n in range(300)],
-        NOW,
+        MIDDAY,
     )
     assert alert is not None
     alert = replace(alert, summary=long, details=tuple(long for _ in range(100)))
@@ -314,7 +314,7 @@ def test_digest_lines_are_bounded_however_long_a_finding_is() -> None:
         Finding(FindingCode.MALFORMED_PROJECT, f"r{n}", "x" * 100_000, Severity.WARNING)
         for n in range(1000)
     ]
-    digest = findings_digest(findings, NOW)
+    digest = findings_digest(findings, MIDDAY)
     assert digest is not None
     assert len(digest.details) <= 26
     assert all(len(d) <= 400 for d in digest.details)
@@ -324,5 +324,5 @@ def test_digest_lines_are_bounded_however_long_a_finding_is() -> None:
 def test_a_project_with_hundreds_of_owners_names_the_first_twenty() -> None:
     owners = tuple(f"user{n}@example.com" for n in range(500))
     p = ProjectNumbers("vision", Decimal(1000), Decimal(900), Decimal(1200), Decimal(1), owners)
-    for alert in budget_alerts(p, (80,), NOW):
+    for alert in budget_alerts(p, (80,), MIDDAY):
         assert alert.owners == owners[:20]

@@ -6,7 +6,6 @@ boto3 session to run, these tests could not build it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -20,9 +19,8 @@ from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
 from tests.support.catalog import fixture_catalog
+from tests.support.clock import MIDDAY
 from tests.support.fakes import RecordingNotifier, StaticInventory, StaticSpotPrices
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def test_the_scan_handlers_graph_runs_on_fakes() -> None:
@@ -37,7 +35,7 @@ def test_the_scan_handlers_graph_runs_on_fakes() -> None:
         region="us-east-1",
         account="123456789012",
         instance_type="p5.48xlarge",
-        launched_at=NOW.replace(hour=0),
+        launched_at=MIDDAY.replace(hour=0),
         tags={"costguard:project": "llm", "costguard:budget": "100"},
     )
     graph = ScanGraph(
@@ -50,7 +48,7 @@ def test_the_scan_handlers_graph_runs_on_fakes() -> None:
         ),
         alerts=AlertService(ledger, RecordingNotifier(sent), AlertSettings(scope="123456789012")),
     )
-    outcome = run(NOW, graph)
+    outcome = run(MIDDAY, graph)
     (llm,) = outcome.report.projects
     assert llm.month_to_date_usd == Decimal("55.04") * 12
     assert sorted(a.kind.value for a in outcome.alerts) == ["budget-forecast", "budget-threshold"]
@@ -62,10 +60,10 @@ def test_the_actuator_handlers_executor_runs_on_fakes() -> None:
         "sagemaker-notebook", {"nb-1": FakeResource(tags={"costguard:project": "vision"})}
     )
     target = Target("us-east-1/sagemaker-notebook/nb-1", "sagemaker-notebook", "us-east-1", "nb-1")
-    decision = Decision(Action.STOP_NOTEBOOK, target, "idle", NOW)
+    decision = Decision(Action.STOP_NOTEBOOK, target, "idle", MIDDAY)
     report = Executor(
         [actuator], InMemoryLedger(), RecordingNotifier([]), ExecutorSettings("s", dry_run=True)
-    ).run([decision], NOW)
+    ).run([decision], MIDDAY)
     assert [o.step for o in report.outcomes] == [Step.WOULD_WARN]
 
 

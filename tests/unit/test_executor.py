@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
 from costguard.domain.decisions import Action, Decision, Observed, Step, Target
 from costguard.domain.tags import Tags
+from costguard.ports import AuditEvent
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
 from tests.support.fakes import RecordingNotifier
@@ -608,3 +610,248 @@ def test_a_withdrawal_landing_after_the_shared_read_stops_the_action() -> None:
     w.ledger.statuses = read_then_withdrawn  # type: ignore[method-assign]
     assert w.run(idle()) == [Step.WARNED]
     assert w.resources["nb-1"].state == "InService"
+
+
+# -- a failing notifier, a copied or hand-set deadline, a racing run (was tests/attack) --------
+
+
+class FlakyAuditLedger(InMemoryLedger):
+    """A ledger whose audit write fails ``failures`` times for the outcomes given."""
+
+    def __init__(self, failures: int, outcomes: set[str] | None = None) -> None:
+        super().__init__()
+        self.failures = failures
+        self.outcomes = outcomes
+
+    def audit(self, event: AuditEvent) -> bool:
+        if self.failures > 0 and (self.outcomes is None or event.outcome in self.outcomes):
+            self.failures -= 1
+            raise RuntimeError("ProvisionedThroughputExceededException")
+        return super().audit(event)
+
+
+def test_a_warning_that_never_reached_the_owner_does_not_start_the_countdown() -> None:
+    # GIVEN an idle notebook, and SNS failing when CostGuard first warns about it
+    w = World("nb-1")
+    w.notifier.fail = True
+    first = w.executor().run([idle()], T0)
+    assert [o.step for o in first.outcomes] == [Step.FAILED]
+    left = w.resources["nb-1"].tags.get(Tags.ACTION_AFTER)
+    # WHEN SNS is back and later runs judge it idle until the grace period has passed
+    w.notifier.fail = False
+    w.run(idle(), now=T0 + timedelta(minutes=15))
+    w.run(idle(), now=T0 + GRACE + timedelta(minutes=15))
+    # THEN it is never stopped before its owner has been told
+    warnings = [a for a in w.sent if a.kind is AlertKind.ACTION_WARNING]
+    assert warnings or w.resources["nb-1"].state != "Stopped", (
+        "stopped with no warning ever delivered; the failed warn left "
+        f"{Tags.ACTION_AFTER}={left!r} behind"
+    )
+
+
+def test_a_copied_or_hand_set_past_deadline_does_not_skip_the_warning() -> None:
+    # GIVEN a fresh instance that was never warned, but carries an action-after tag in the
+    # past (copied by "Launch more like this" / a launch template, or hand-edited)
+    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "2026-01-01"}})
+    # WHEN CostGuard first judges it idle
+    steps = w.run(idle())
+    # THEN it warns first, as for any resource it never warned about
+    assert steps == [Step.WARNED], f"got {steps}; state {w.resources['nb-1'].state}"
+    assert w.resources["nb-1"].state == "InService"
+
+
+def test_a_deadline_far_beyond_the_grace_period_is_not_a_silent_exemption() -> None:
+    # GIVEN an owner who hand-edits the deadline to the year 9998 instead of exempting
+    w = World("nb-1", **{"nb-1": {Tags.ACTION_AFTER: "9998-01-01T00:00:00Z"}})
+    # WHEN it is judged idle, run after run
+    steps = w.run(idle()) + w.run(idle(), now=T0 + 30 * GRACE)
+    # THEN the executor does not wait 7,971 years: a deadline later than any warning it
+    # could have set (now + grace) is not one it set, so it warns afresh
+    assert Step.WAITING not in steps, steps
+
+
+def test_an_action_whose_audit_write_fails_is_still_reported_as_done_and_the_owner_told() -> None:
+    # GIVEN a notebook whose grace period has run out, and one audit write that fails
+    w = World("nb-1")
+    w.ledger = FlakyAuditLedger(failures=1, outcomes={"acted"})
+    w.warned("nb-1")
+    # WHEN the executor stops it
+    report = w.executor().run([idle()], T0)
+    assert w.resources["nb-1"].state == "Stopped"
+    # THEN the outcome says it was stopped (with the error), the owner is told, and the
+    # audit trail does not claim the stop failed
+    steps = [o.step for o in report.outcomes]
+    trail = w.trail()
+    taken = [a for a in w.sent if a.kind is AlertKind.ACTION_TAKEN]
+    assert steps == [Step.ACTED] and taken and "failed" not in trail, (
+        f"the notebook was stopped, yet outcome={steps}, audit trail={trail}, "
+        f"owner told={bool(taken)}"
+    )
+
+
+def test_a_ledger_error_while_auditing_one_failure_does_not_abandon_the_other_resources() -> None:
+    # GIVEN two overdue notebooks, and the audit write throttled twice in a row
+    w = World("nb-1", "nb-2")
+    flaky = FlakyAuditLedger(failures=0)
+    w.ledger = flaky
+    w.warned("nb-1", "nb-2")
+    flaky.failures = 2
+    # WHEN the executor runs
+    try:
+        report: Any = w.executor().run([idle("nb-1"), idle("nb-2")], T0)
+    except Exception as exc:  # the defect: one resource's error escapes
+        report = exc
+    # THEN the failure is recorded for nb-1 and nb-2 is still handled
+    assert not isinstance(report, Exception), f"run() raised {report!r}; nb-2 never handled"
+    assert [o.step for o in report.outcomes][1] == Step.ACTED
+
+
+def test_two_runs_either_side_of_midnight_warn_the_owner_once() -> None:
+    # GIVEN an idle notebook never warned, and two overlapping runs, one at 23:59:59 and
+    # one at 00:00:01 UTC (a slow run and the next scheduled one), both inspecting first
+    w = World("nb-1")
+    midnight = T0.replace(hour=0) + timedelta(days=1)
+    w.actuator.inspect_barrier = threading.Barrier(2)
+    steps: list[Step] = []
+
+    def run(now: Any) -> None:
+        steps.extend(w.run(idle(now=now), now=now))
+
+    threads = [
+        threading.Thread(target=run, args=(midnight - timedelta(seconds=1),)),
+        threading.Thread(target=run, args=(midnight + timedelta(seconds=1),)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # THEN the owner gets one warning, not two with different deadlines
+    warnings = [a for a in w.sent if a.kind is AlertKind.ACTION_WARNING]
+    assert len(warnings) == 1, [a.title for a in warnings]
+
+
+def test_a_key_only_exempt_tag_protects_the_resource() -> None:
+    # GIVEN an owner who adds the tag key costguard:exempt with no value (the console's
+    # default for a flag tag; opt-in tags are read by presence too), i.e. who tried to
+    # exempt the resource; the README: "When an owner tried to exempt a resource,
+    # CostGuard never acts on it"
+    w = World("nb-1", **{"nb-1": {Tags.EXEMPT: "", Tags.ACTION_AFTER: "2026-11-19T00:00:00Z"}})
+    # WHEN the executor judges it idle past its deadline
+    steps = w.run(idle())
+    # THEN it is left alone
+    assert w.resources["nb-1"].state == "InService", f"stopped despite the exempt tag: {steps}"
+
+
+# -- a flaky ledger: a throttled claim, audit or confirm (was tests/attack2) ---------------
+
+
+class FlakyLedger(InMemoryLedger):
+    """Fails the next ``n`` calls of one method (optionally for one namespace only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail: dict[tuple[str, str | None], int] = {}
+
+    def _maybe_fail(self, method: str, namespace: str | None = None) -> None:
+        for key in ((method, namespace), (method, None)):
+            if self.fail.get(key, 0) > 0:
+                self.fail[key] -= 1
+                raise RuntimeError(f"ProvisionedThroughputExceededException ({method})")
+
+    def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
+        self._maybe_fail("put_once", namespace)
+        return super().put_once(namespace, key, now, attrs)
+
+    def audit(self, event: AuditEvent) -> bool:
+        self._maybe_fail("audit")
+        return super().audit(event)
+
+    def confirm(self, namespace: str, key: str, now: datetime) -> None:
+        self._maybe_fail("confirm", namespace)
+        super().confirm(namespace, key, now)
+
+
+def test_a_ledger_hiccup_after_the_owner_was_warned_does_not_warn_them_again_with_a_new_deadline() -> (
+    None
+):
+    # GIVEN an idle notebook, and the ledger throttling the one write that records the
+    # warning ("warned"), after the tag was written and the owner was told
+    w = World("nb-1")
+    flaky = FlakyLedger()
+    flaky.fail[("put_once", "warned")] = 1
+    w.ledger = flaky
+    first = w.run(idle())
+    # WHEN the next run, 15 minutes later, judges it idle again
+    second = w.run(idle(), now=T0 + timedelta(minutes=15))
+    # THEN the owner has one warning and one deadline, not two contradicting ones
+    warnings = [a for a in w.sent if a.kind is AlertKind.ACTION_WARNING]
+    assert len(warnings) == 1, (
+        f"runs {first} then {second}; the owner got {len(warnings)} warnings: "
+        + " / ".join(a.title for a in warnings)
+    )
+
+
+def test_a_dry_run_report_whose_audit_write_failed_is_written_by_a_later_run_that_day() -> None:
+    # GIVEN a dry-run deployment (the default) and one throttled audit write
+    w = World("nb-1", dry_run=True)
+    flaky = FlakyLedger()
+    flaky.fail[("audit", None)] = 1
+    w.ledger = flaky
+    first = w.run(idle())
+    # WHEN the next runs of the day judge the notebook idle again and the ledger is fine
+    later = w.run(idle(), now=T0 + timedelta(minutes=15)) + w.run(
+        idle(), now=T0 + timedelta(hours=1)
+    )
+    # THEN the audit trail holds the day's "would-warn" report (what dry-run is for:
+    # "It records what it would do and what that would save in the audit trail, once
+    # per resource a day")
+    assert "would-warn" in w.trail(), (
+        f"runs {first} then {later}; audit trail for the day: {w.trail()} "
+        "(the once-a-day marker was written before the audit row, which failed)"
+    )
+
+
+def test_a_warning_withdrawn_by_activity_during_dry_run_is_not_acted_on_when_enforcement_resumes() -> (
+    None
+):
+    # GIVEN a notebook warned by an enforcing deployment (deadline T0 + 24 h)
+    w = World("nb-1")
+    assert w.run(idle()) == [Step.WARNED]
+    # WHEN the operator turns dryRun back on, and the owner uses the notebook before the
+    # deadline (the warning said: "activity before the deadline withdraws the warning")
+    w.dry_run = True
+    withdrawn = w.run(busy(), now=T0 + timedelta(hours=2))
+    assert withdrawn == [Step.CLEARED]
+    # AND a week later, enforcement resumes and the notebook is idle again
+    w.dry_run = False
+    later = T0 + 7 * GRACE
+    steps = w.run(idle(now=later), now=later)
+    # THEN the owner is warned afresh, not stopped at once on the withdrawn warning
+    # (a stop wipes local instance store: "one reason every stop is warned first")
+    assert w.resources["nb-1"].state == "InService", (
+        f"dry-run reported {withdrawn} (would withdraw), then enforcement did {steps} "
+        "with no warning since the owner used it"
+    )
+
+
+def test_a_delivered_and_recorded_warning_is_audited_as_warned_even_if_a_claim_confirm_fails() -> (
+    None
+):
+    # GIVEN an idle notebook, and the ledger throttling the confirm of the warn claim,
+    # the last step after the tag, the message and the "warned" record all succeeded
+    w = World("nb-1")
+    flaky = FlakyLedger()
+    flaky.fail[("confirm", "action")] = 1
+    w.ledger = flaky
+    first = w.run(idle())
+    warned = [a for a in w.sent if a.kind is AlertKind.ACTION_WARNING]
+    assert len(warned) == 1  # the owner was told, and the deadline counts from here
+    # WHEN the grace period runs out and the notebook is stopped
+    w.run(idle(), now=T0 + GRACE)
+    assert w.resources["nb-1"].state == "Stopped"
+    # THEN the audit trail shows the warning that preceded the stop, not a failure
+    trail = w.trail()
+    assert trail[0] == "warned", (
+        f"first run reported {first}; the audit trail says {trail}: the stop has no "
+        "recorded warning, and a 'failed' for a warning that was delivered"
+    )

@@ -24,15 +24,15 @@ from costguard.domain.idle import (
     period_for,
     window_of,
 )
+from tests.support.clock import MIDDAY
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 T = IdleThresholds()
 KEY = "us-east-1/ec2-instance/i-1"
 
 
 def series(*values: float, every: timedelta = timedelta(minutes=5)) -> Series:
-    stamps = tuple(NOW - HOUR + every * i for i in range(len(values)))
+    stamps = tuple(MIDDAY - HOUR + every * i for i in range(len(values)))
     return Series(tuple(values), stamps)
 
 
@@ -178,7 +178,7 @@ def test_a_week_long_window_judged_on_coarser_maxima_keeps_the_rule() -> None:
     week = timedelta(days=7)
     period = period_for(week)
     n = int(week / period)
-    stamps = tuple(NOW - week + period * i for i in range(n))
+    stamps = tuple(MIDDAY - week + period * i for i in range(n))
     quiet = Series(tuple([0.0] * n), stamps)
     j = judge_ec2(
         gpus=[],
@@ -201,7 +201,7 @@ def heartbeat(activity: Series, gpu: Series = EMPTY, since: datetime | None = No
         activity=activity,
         gpu=gpu,
         in_service_since=since,
-        now=NOW,
+        now=MIDDAY,
         window=HOUR,
         thresholds=T,
         resource=KEY,
@@ -230,8 +230,8 @@ def test_a_gpu_notebook_whose_heartbeat_has_no_gpu_reading_is_unknown() -> None:
         return judge_heartbeat(
             activity=flat(0),
             gpu=gpu,
-            in_service_since=NOW - timedelta(hours=3),
-            now=NOW,
+            in_service_since=MIDDAY - timedelta(hours=3),
+            now=MIDDAY,
             window=HOUR,
             thresholds=T,
             resource=KEY,
@@ -257,8 +257,8 @@ def test_a_notebook_without_heartbeat_falls_back_to_its_maximum_runtime_with_a_f
     j = judge_heartbeat(
         activity=Series(),
         gpu=Series(),
-        in_service_since=NOW - timedelta(hours=12),
-        now=NOW,
+        in_service_since=MIDDAY - timedelta(hours=12),
+        now=MIDDAY,
         window=HOUR,
         thresholds=T,
         resource=KEY,
@@ -267,7 +267,7 @@ def test_a_notebook_without_heartbeat_falls_back_to_its_maximum_runtime_with_a_f
     assert j.verdict is Verdict.IDLE
     assert "maximum runtime 12 hours" in j.reason
     assert [f.code for f in j.findings] == [FindingCode.NO_HEARTBEAT]
-    assert heartbeat(Series(), since=NOW - timedelta(hours=11, minutes=59)) is Verdict.UNKNOWN
+    assert heartbeat(Series(), since=MIDDAY - timedelta(hours=11, minutes=59)) is Verdict.UNKNOWN
     assert heartbeat(Series(), since=None) is Verdict.UNKNOWN
 
 
@@ -277,8 +277,8 @@ def test_a_heartbeat_that_went_silent_is_unknown_never_the_fallbacks_idle() -> N
         return judge_heartbeat(
             activity=Series(),
             gpu=Series(),
-            in_service_since=NOW - timedelta(hours=13),
-            now=NOW,
+            in_service_since=MIDDAY - timedelta(hours=13),
+            now=MIDDAY,
             window=HOUR,
             thresholds=T,
             resource=KEY,
@@ -300,12 +300,12 @@ def test_a_heartbeat_that_went_silent_is_unknown_never_the_fallbacks_idle() -> N
 
 
 def test_a_studio_app_is_idle_without_user_activity_for_the_window() -> None:
-    old = NOW - timedelta(days=1)
-    assert judge_studio(NOW - timedelta(minutes=61), old, NOW, HOUR).verdict is Verdict.IDLE
-    assert judge_studio(NOW - timedelta(minutes=59), old, NOW, HOUR).verdict is Verdict.BUSY
-    assert judge_studio(None, old, NOW, HOUR).verdict is Verdict.UNKNOWN
+    old = MIDDAY - timedelta(days=1)
+    assert judge_studio(MIDDAY - timedelta(minutes=61), old, MIDDAY, HOUR).verdict is Verdict.IDLE
+    assert judge_studio(MIDDAY - timedelta(minutes=59), old, MIDDAY, HOUR).verdict is Verdict.BUSY
+    assert judge_studio(None, old, MIDDAY, HOUR).verdict is Verdict.UNKNOWN
     # activity in the future (a clock skew) is activity
-    assert judge_studio(NOW + timedelta(minutes=5), old, NOW, HOUR).verdict is Verdict.BUSY
+    assert judge_studio(MIDDAY + timedelta(minutes=5), old, MIDDAY, HOUR).verdict is Verdict.BUSY
 
 
 def test_thresholds_are_the_documented_defaults() -> None:

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import os
 import re
-from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,9 @@ from costguard.rendering import (
     sns_message,
 )
 from costguard_demo.slack_standin import slack_error
+from tests.support.clock import MIDDAY
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def spike() -> object:
@@ -71,7 +70,7 @@ def spike() -> object:
         Decimal("255.30"),
         causes,
         ("alice@example.com",),
-        NOW,
+        MIDDAY,
         "20261120T1200",
     )
 
@@ -141,7 +140,7 @@ def test_slack_escaping(raw: str, safe: str) -> None:
 
 
 def test_email_subject_is_ascii_and_short() -> None:
-    alert = anomaly_alert("計算チーム" * 20, Decimal(1), Decimal(50), [], (), NOW, "e")
+    alert = anomaly_alert("計算チーム" * 20, Decimal(1), Decimal(50), [], (), MIDDAY, "e")
     subject = email_subject(alert)
     assert len(subject) <= 100
     assert subject.isascii()
@@ -164,7 +163,7 @@ def big_alert(resources: int = 300, owners: int = 300, tag: str = "<&>" * 85 + "
         severity=AlertSeverity.CRITICAL,
         title=f"{tag}: {resources} resource(s) with no project",
         summary=f"{tag} " * 40,
-        at=NOW,
+        at=MIDDAY,
         owners=tuple(f"owner-{n}-{tag}" for n in range(owners)),
         resources=tuple(
             AlertResource(
@@ -352,7 +351,7 @@ def test_no_user_string_can_add_a_line_to_the_email(brk: str) -> None:
         severity=AlertSeverity.WARNING,
         title=f"{injected}: spend jumped",
         summary=f"{injected} burns more",
-        at=NOW,
+        at=MIDDAY,
         owners=(f"alice{brk}Reply-To: x",),
         resources=(
             AlertResource(
@@ -421,7 +420,7 @@ def test_chat_notification_neutralises_mentions_links_and_markup_in_user_strings
             )
         ],
         ("dave@example.com",),
-        NOW,
+        MIDDAY,
         "e",
     )
     # WHEN rendered for Amazon Q
@@ -460,7 +459,7 @@ def test_an_alert_about_hundreds_of_resources_still_fits_in_one_sns_message(
         )
         for n in range(resources)
     ]
-    alert = unattributed_alert(many, NOW)
+    alert = unattributed_alert(many, MIDDAY)
     assert alert is not None
     # WHEN it is rendered for SNS
     body = sns_message(alert)

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from costguard.adapters.sagemaker import SageMakerInventory
+from tests.support.clock import MIDDAY
+from tests.support.fakes import Pages
 
-NOW = datetime(2026, 11, 20, 12, tzinfo=UTC)
-CREATED = NOW - timedelta(days=30)
-
-
-class _Pages:
-    def __init__(self, pages: list[dict[str, Any]]) -> None:
-        self._pages = pages
-
-    def paginate(self, **_: Any) -> Any:
-        return iter(self._pages)
+CREATED = MIDDAY - timedelta(days=30)
 
 
 class _SageMaker:
@@ -26,8 +19,8 @@ class _SageMaker:
         self._modified = modified
         self._config_created = config_created
 
-    def get_paginator(self, name: str) -> _Pages:
-        return _Pages(
+    def get_paginator(self, name: str) -> Pages:
+        return Pages(
             [
                 {
                     "Endpoints": [
@@ -68,9 +61,9 @@ class _SageMaker:
         # never updated: since creation (the config was made just before the endpoint)
         (CREATED, CREATED - timedelta(minutes=5), CREATED),
         # UpdateEndpoint two hours ago to a config made a day ago: since the update
-        (NOW - timedelta(hours=2), NOW - timedelta(days=1), NOW - timedelta(hours=2)),
+        (MIDDAY - timedelta(hours=2), MIDDAY - timedelta(days=1), MIDDAY - timedelta(hours=2)),
         # a config newer than the endpoint's last update (clock skew): the later of both
-        (NOW - timedelta(days=2), NOW - timedelta(hours=1), NOW - timedelta(hours=1)),
+        (MIDDAY - timedelta(days=2), MIDDAY - timedelta(hours=1), MIDDAY - timedelta(hours=1)),
         # either date missing: unknown, so no utilization advice
         (None, CREATED, None),
         (CREATED, None, None),

@@ -14,7 +14,8 @@ from costguard.services.scan import ScanReport, ScanService, ScanSettings
 from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticEndpointMetrics, StaticInventory, StaticSpotPrices
 
-NOW = datetime(2026, 11, 20, 12, 7, tzinfo=UTC)
+#: Seven minutes past the hour: the metrics window read ends on the hour before (12:00).
+PAST_THE_HOUR = datetime(2026, 11, 20, 12, 7, tzinfo=UTC)
 REGIONS = ("us-east-1", "us-west-2")
 
 
@@ -30,8 +31,8 @@ def endpoint(
         kind=ResourceKind.SAGEMAKER_ENDPOINT,
         region=region,
         instance_type=itype,
-        launched_at=NOW - timedelta(days=days),
-        config_since=NOW - timedelta(days=days),
+        launched_at=PAST_THE_HOUR - timedelta(days=days),
+        config_since=PAST_THE_HOUR - timedelta(days=days),
         name=name,
         tags={"costguard:project": "serving"},
     )
@@ -50,7 +51,7 @@ def scan(resources: list[Resource], metrics: StaticEndpointMetrics | None) -> Sc
         ledger=InMemoryLedger(),
         settings=ScanSettings(scope="acct", regions=REGIONS),
         endpoint_metrics=metrics,
-    ).run(NOW)
+    ).run(PAST_THE_HOUR)
 
 
 def test_an_idle_a100_endpoint_is_advised_a_smaller_type_from_its_measured_utilization() -> None:

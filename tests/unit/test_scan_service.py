@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
@@ -12,9 +12,8 @@ from costguard.domain.spend import BudgetStatus
 from costguard.ports import AccessDeniedError, Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.catalog import fixture_catalog
+from tests.support.clock import MIDDAY
 from tests.support.fakes import StaticInventory, StaticSpotPrices
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def instance(
@@ -26,7 +25,7 @@ def instance(
         region=region,
         instance_type=itype,
         availability_zone=f"{region}a",
-        launched_at=NOW - timedelta(hours=hours_ago),
+        launched_at=MIDDAY - timedelta(hours=hours_ago),
         tags={k.replace("__", ":"): v for k, v in tags.items()},
     )
 
@@ -54,8 +53,8 @@ def test_budget_report_from_backfill_then_exact_accrual() -> None:
     }
     ledger = InMemoryLedger()
     # WHEN it is scanned twice, 15 minutes apart
-    first = service(fleet, ledger).run(NOW)
-    second = service(fleet, ledger).run(NOW + timedelta(minutes=15))
+    first = service(fleet, ledger).run(MIDDAY)
+    second = service(fleet, ledger).run(MIDDAY + timedelta(minutes=15))
     # THEN month-to-date is the back-fill plus exactly 15 minutes, and the forecast is over budget
     (p1,) = first.projects
     assert p1.month_to_date_usd == Decimal("550.40")
@@ -76,7 +75,7 @@ def test_one_failing_region_is_reported_and_the_rest_completes() -> None:
     denied = AccessDeniedError(
         "ec2", "us-east-1", "DescribeInstances", "UnauthorizedOperation", "not allowed"
     )
-    report = service(fleet, InMemoryLedger(), {"us-east-1": denied}).run(NOW)
+    report = service(fleet, InMemoryLedger(), {"us-east-1": denied}).run(MIDDAY)
     assert [p.project for p in report.projects] == ["cv"]
     (failure,) = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
     assert failure.resource == "us-east-1/ec2"
@@ -92,7 +91,7 @@ def test_unattributed_and_unpriced_are_reported_never_zero() -> None:
             )
         )
     }
-    report = service(fleet, InMemoryLedger()).run(NOW)
+    report = service(fleet, InMemoryLedger()).run(MIDDAY)
     assert report.unattributed.run_rate_usd_per_hour == Decimal("1.006")
     (llm,) = report.projects
     assert llm.unpriced == 1
@@ -106,8 +105,8 @@ def test_projects_with_spend_this_month_but_nothing_running_still_report() -> No
             (instance("i-a", "g5.xlarge", costguard__project="cv", costguard__budget="100"),)
         )
     }
-    service(running, ledger).run(NOW)
-    report = service({}, ledger).run(NOW + timedelta(hours=1))
+    service(running, ledger).run(MIDDAY)
+    report = service({}, ledger).run(MIDDAY + timedelta(hours=1))
     (cv,) = report.projects
     assert cv.run_rate_usd_per_hour == 0
     assert cv.month_to_date_usd > 0
@@ -129,11 +128,11 @@ def test_pending_node_group_capacity_is_reported_not_spent() -> None:
         kind=ResourceKind.EC2_INSTANCE,
         region="us-east-1",
         instance_type="g5.12xlarge",
-        launched_at=NOW - timedelta(hours=1),
+        launched_at=MIDDAY - timedelta(hours=1),
         eks_cluster="c",
         eks_nodegroup="gpu",
     )
-    report = service({"us-east-1": Inventory((ng, node))}, InMemoryLedger()).run(NOW)
+    report = service({"us-east-1": Inventory((ng, node))}, InMemoryLedger()).run(MIDDAY)
     (pending,) = report.pending_capacity
     assert (pending.running, pending.pending) == (1, 2)
     (cv,) = report.projects
@@ -195,7 +194,7 @@ def test_a_throttled_region_is_reported_and_the_other_regions_still_count() -> N
     throttled = ThrottledError(
         "ec2", "us-east-1", "DescribeInstances", "RequestLimitExceeded", "slow down"
     )
-    report = service(fleet, InMemoryLedger(), {"us-east-1": throttled}).run(NOW)
+    report = service(fleet, InMemoryLedger(), {"us-east-1": throttled}).run(MIDDAY)
     assert [p.project for p in report.projects] == ["cv"]
     assert any(
         f.code is FindingCode.SCAN_FAILED and "RequestLimitExceeded" in f.message

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
@@ -11,9 +11,8 @@ from costguard.domain.decisions import Action
 from costguard.domain.findings import FindingCode, Severity
 from costguard.domain.tags import Tags
 from costguard.services.sweep import SweepService, SweepSettings
+from tests.support.clock import MIDDAY
 from tests.support.fake_s3 import FakeBucket, FakeS3, obj
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def test_reports_a_failing_bucket_as_a_finding_and_judges_the_others() -> None:
@@ -22,9 +21,9 @@ def test_reports_a_failing_bucket_as_a_finding_and_judges_the_others() -> None:
     names = ("a", "b-denied", "c")
     for name in names:
         bucket = FakeBucket(tags={Tags.TTL: "48h", Tags.PROJECT: "vision"})
-        bucket.objects["old"] = obj("old", 10, NOW - timedelta(days=5))
-        bucket.objects["new"] = obj("new", 10, NOW)
-        bucket.objects["new2"] = obj("new2", 10, NOW)
+        bucket.objects["old"] = obj("old", 10, MIDDAY - timedelta(days=5))
+        bucket.objects["new"] = obj("new", 10, MIDDAY)
+        bucket.objects["new2"] = obj("new2", 10, MIDDAY)
         s3.buckets[name] = bucket
     s3.fail_on.add("b-denied")
     ledger = InMemoryLedger()
@@ -43,7 +42,7 @@ def test_reports_a_failing_bucket_as_a_finding_and_judges_the_others() -> None:
         list_buckets=lambda: [(n, "us-east-1") for n in names],
     )
     # WHEN the policy judges them
-    decisions = policy.decide(NOW)
+    decisions = policy.decide(MIDDAY)
     # THEN the healthy buckets (before and after it) are judged, the failing one not at all
     assert {d.target.id: d.action for d in decisions} == {
         "a": Action.DELETE_OBJECTS,

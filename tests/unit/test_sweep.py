@@ -22,7 +22,8 @@ from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.sweep import BucketRef, SweepService, SweepSettings
 from tests.support.fake_s3 import Countdown, FakeBucket, FakeS3, Unlimited, obj
 
-NOW = datetime(2026, 11, 5, 12, tzinfo=UTC)
+#: The day the sweeps below run on, at noon: the confirmation tags name it ("2026-11-05").
+SWEEP_DAY = datetime(2026, 11, 5, 12, tzinfo=UTC)
 OWNER_RULE = {
     "ID": "owner-logs",
     "Status": "Enabled",
@@ -94,28 +95,28 @@ def test_trips_the_breaker_over_its_share_or_bytes() -> None:
 
 
 def test_confirms_only_with_a_date_on_or_after_the_trip() -> None:
-    assert confirms("2026-11-05", NOW, NOW)
-    assert not confirms("2026-11-04", NOW, NOW)  # left from an earlier trip
-    assert not confirms("2099-01-01", NOW, NOW)  # would confirm trips not yet seen
-    assert not confirms("yes", NOW, NOW)
-    assert not confirms(None, NOW, NOW)
+    assert confirms("2026-11-05", SWEEP_DAY, SWEEP_DAY)
+    assert not confirms("2026-11-04", SWEEP_DAY, SWEEP_DAY)  # left from an earlier trip
+    assert not confirms("2099-01-01", SWEEP_DAY, SWEEP_DAY)  # would confirm trips not yet seen
+    assert not confirms("yes", SWEEP_DAY, SWEEP_DAY)
+    assert not confirms(None, SWEEP_DAY, SWEEP_DAY)
 
 
 def test_confirms_one_trip_with_its_stamp_and_never_with_a_spent_value() -> None:
-    trip = NOW.replace(hour=4, minute=0, second=12)
+    trip = SWEEP_DAY.replace(hour=4, minute=0, second=12)
     # a trip's stamp confirms that trip (seconds and Z optional), not one a minute later
-    assert confirms("2026-11-05T04:00Z", trip, NOW)
-    assert confirms(" 2026-11-05T04:00:59", trip, NOW)
-    assert not confirms("2026-11-05T04:00Z", trip + timedelta(minutes=1), NOW)
-    assert not confirms("2026-11-05T25:00Z", trip, NOW)  # not a time
+    assert confirms("2026-11-05T04:00Z", trip, SWEEP_DAY)
+    assert confirms(" 2026-11-05T04:00:59", trip, SWEEP_DAY)
+    assert not confirms("2026-11-05T04:00Z", trip + timedelta(minutes=1), SWEEP_DAY)
+    assert not confirms("2026-11-05T25:00Z", trip, SWEEP_DAY)  # not a time
     # a value that already unlocked a pass confirms nothing more, however it is written
     assert confirmation_key(" 2026-11-05 ") == "2026-11-05"
     assert confirmation_key("2026-11-05T04:00:30") == "2026-11-05T04:00Z"
-    assert not confirms("2026-11-05", trip, NOW, used="2026-11-05")
-    assert not confirms("2026-11-05T04:00", trip, NOW, used="2026-11-05T04:00Z")
+    assert not confirms("2026-11-05", trip, SWEEP_DAY, used="2026-11-05")
+    assert not confirms("2026-11-05T04:00", trip, SWEEP_DAY, used="2026-11-05T04:00Z")
     # but a later value does: tomorrow's date, or this trip's stamp
-    assert confirms("2026-11-06", trip, NOW, used="2026-11-05")
-    assert confirms("2026-11-05T04:00Z", trip, NOW, used="2026-11-05")
+    assert confirms("2026-11-06", trip, SWEEP_DAY, used="2026-11-05")
+    assert confirms("2026-11-05T04:00Z", trip, SWEEP_DAY, used="2026-11-05")
 
 
 def test_a_trip_stamp_unlocks_a_second_trip_the_same_day() -> None:
@@ -124,18 +125,18 @@ def test_a_trip_stamp_unlocks_a_second_trip_the_same_day() -> None:
     ledger = InMemoryLedger()
     service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
     config = SweepConfig(timedelta(hours=48))
-    service.survey(REF, config, NOW, Unlimited())
-    assert service.sweep(REF, config, NOW, Unlimited(), {}).phase == "tripped"
+    service.survey(REF, config, SWEEP_DAY, Unlimited())
+    assert service.sweep(REF, config, SWEEP_DAY, Unlimited(), {}).phase == "tripped"
     day = {"costguard:confirm-delete": "2026-11-05"}
-    service.sweep(REF, config, NOW + timedelta(minutes=5), Unlimited(), day)
+    service.sweep(REF, config, SWEEP_DAY + timedelta(minutes=5), Unlimited(), day)
     assert len(s3.deleted) == 10
     for i in range(30):
-        s3.buckets["b"].objects[f"n{i:03}"] = obj(f"n{i:03}", 10, NOW - timedelta(days=3))
-    second = service.sweep(REF, config, NOW + timedelta(hours=1, seconds=7), Unlimited(), day)
+        s3.buckets["b"].objects[f"n{i:03}"] = obj(f"n{i:03}", 10, SWEEP_DAY - timedelta(days=3))
+    second = service.sweep(REF, config, SWEEP_DAY + timedelta(hours=1, seconds=7), Unlimited(), day)
     assert second.phase == "tripped" and "2026-11-05T13:00Z" in second.detail
     # WHEN the owner tags the second trip's stamp (as its alert says); THEN it goes on
     stamp = {"costguard:confirm-delete": "2026-11-05T13:00Z"}
-    service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), stamp)
+    service.sweep(REF, config, SWEEP_DAY + timedelta(hours=2), Unlimited(), stamp)
     assert len(s3.deleted) == 40
     # AND a configuration change does not revive the spent value
     changed = SweepConfig(timedelta(hours=47))
@@ -146,8 +147,8 @@ def _bucket_with(ages: list[int]) -> FakeS3:
     s3 = FakeS3()
     b = FakeBucket(tags={"costguard:ttl": "48h"})
     for i, age in enumerate(ages):
-        b.objects[f"k{i:03}"] = obj(f"k{i:03}", 10, NOW - timedelta(hours=age))
-    b.objects["keep/old"] = obj("keep/old", 10, NOW - timedelta(days=30))
+        b.objects[f"k{i:03}"] = obj(f"k{i:03}", 10, SWEEP_DAY - timedelta(hours=age))
+    b.objects["keep/old"] = obj("keep/old", 10, SWEEP_DAY - timedelta(days=30))
     s3.buckets["b"] = b
     return s3
 
@@ -161,15 +162,15 @@ def test_stops_a_first_run_over_a_bucket_full_of_old_data_until_confirmed() -> N
     ledger = InMemoryLedger()
     service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
     config = SweepConfig(timedelta(hours=48))
-    service.survey(REF, config, NOW, Unlimited())
+    service.survey(REF, config, SWEEP_DAY, Unlimited())
     # WHEN it is swept: THEN the breaker trips and nothing is deleted
-    assert service.sweep(REF, config, NOW, Unlimited(), {}).phase == "tripped"
+    assert service.sweep(REF, config, SWEEP_DAY, Unlimited(), {}).phase == "tripped"
     assert s3.deleted == []
     # and a stale confirmation does nothing, a fresh one lets it go on (never keep/)
     stale = {"costguard:confirm-delete": "2026-11-04"}
-    assert service.sweep(REF, config, NOW, Unlimited(), stale).phase == "tripped"
+    assert service.sweep(REF, config, SWEEP_DAY, Unlimited(), stale).phase == "tripped"
     fresh = {"costguard:confirm-delete": "2026-11-05"}
-    service.sweep(REF, config, NOW + timedelta(hours=1), Unlimited(), fresh)
+    service.sweep(REF, config, SWEEP_DAY + timedelta(hours=1), Unlimited(), fresh)
     assert len(s3.deleted) == 10 and "keep/old" in s3.buckets["b"].objects
 
 
@@ -178,16 +179,16 @@ def test_keeps_an_object_rewritten_after_it_was_listed() -> None:
     ledger = InMemoryLedger()
     service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
     config = SweepConfig(timedelta(hours=48), breaker_pct=100)
-    service.survey(REF, config, NOW, Unlimited())
+    service.survey(REF, config, SWEEP_DAY, Unlimited())
     real_list = s3.list_page
 
     def list_then_rewrite(bucket: str, prefix: str, after: str):  # type: ignore[no-untyped-def]
         page = real_list(bucket, prefix, after)
-        s3.buckets["b"].objects["k000"] = obj("k000", 99, NOW, etag="new")  # rewritten now
+        s3.buckets["b"].objects["k000"] = obj("k000", 99, SWEEP_DAY, etag="new")  # rewritten now
         return page
 
     s3.list_page = list_then_rewrite  # type: ignore[method-assign]
-    result = service.sweep(REF, config, NOW, Unlimited(), {})
+    result = service.sweep(REF, config, SWEEP_DAY, Unlimited(), {})
     assert s3.buckets["b"].objects["k000"].size == 99 and s3.deleted == []
     assert result.errors == {"k000": "PreconditionFailed"}
 
@@ -230,17 +231,17 @@ def test_acts_on_every_run_after_one_standing_warning_and_warns_again_on_a_new_c
         None,
         ExecutorSettings("s", dry_run=False, opt_in_tags=("costguard:ttl",)),
     )
-    assert ex.run([_decision(NOW, "v1")], NOW).outcomes[0].step is Step.WARNED
+    assert ex.run([_decision(SWEEP_DAY, "v1")], SWEEP_DAY).outcomes[0].step is Step.WARNED
     # WHEN runs come after the grace period: THEN each acts, one at a time, without re-warning
     steps = [
-        ex.run([_decision(NOW + timedelta(hours=h), "v1")], NOW + timedelta(hours=h))
+        ex.run([_decision(SWEEP_DAY + timedelta(hours=h), "v1")], SWEEP_DAY + timedelta(hours=h))
         .outcomes[0]
         .step
         for h in (2, 3, 4)
     ]
     assert steps == [Step.ACTED] * 3 and actuator.applied == 3
     # and a changed configuration is warned about again before any further action
-    later = NOW + timedelta(hours=5)
+    later = SWEEP_DAY + timedelta(hours=5)
     assert ex.run([_decision(later, "v2")], later).outcomes[0].step is Step.WARNED
     assert actuator.applied == 3
 
@@ -281,13 +282,13 @@ def test_a_standing_action_is_stood_down_on_every_path_where_its_decision_does_n
 
     # WHEN it is warned, waits, acts, runs in dry-run, and is exempted; THEN it is stood
     # down on every path but the one that acts, where the actuator's apply keeps it
-    assert run(NOW) == ["stand-down", "mark"]  # a new warning: the old machinery first
-    assert run(NOW + timedelta(minutes=30)) == ["stand-down"]  # the grace period
-    assert run(NOW + timedelta(hours=2)) == ["apply"]  # acting: the actuator keeps it
-    assert run(NOW + timedelta(hours=3), dry_run=True) == ["stand-down"]  # would act
+    assert run(SWEEP_DAY) == ["stand-down", "mark"]  # a new warning: the old machinery first
+    assert run(SWEEP_DAY + timedelta(minutes=30)) == ["stand-down"]  # the grace period
+    assert run(SWEEP_DAY + timedelta(hours=2)) == ["apply"]  # acting: the actuator keeps it
+    assert run(SWEEP_DAY + timedelta(hours=3), dry_run=True) == ["stand-down"]  # would act
     actuator.tags["costguard:exempt"] = "true"
-    assert run(NOW + timedelta(hours=4), dry_run=True) == ["stand-down"]  # would withdraw
-    assert run(NOW + timedelta(hours=5)) == ["stand-down", "unmark"]  # withdrawn
+    assert run(SWEEP_DAY + timedelta(hours=4), dry_run=True) == ["stand-down"]  # would withdraw
+    assert run(SWEEP_DAY + timedelta(hours=5)) == ["stand-down", "unmark"]  # withdrawn
 
 
 OURS = ["costguard-ttl-0", "costguard-ttl-1"]
@@ -301,10 +302,10 @@ def test_a_stand_down_mid_pass_withdraws_the_rule_until_the_breaker_allows_a_new
     ledger = InMemoryLedger()
     service = SweepService(s3, ledger, ledger, None, SweepSettings("s", Decimal("0.023"), False))
     config = SweepConfig(timedelta(hours=48), ("k0", "k1"))
-    service.survey(REF, config, NOW, Unlimited())
-    service.sweep(REF, config, NOW, Unlimited(), {})
-    s3.buckets["b"].objects["k100"] = obj("k100", 10, NOW - timedelta(days=3))
-    service.sweep(REF, config, NOW + timedelta(hours=1), Countdown(1), {})
+    service.survey(REF, config, SWEEP_DAY, Unlimited())
+    service.sweep(REF, config, SWEEP_DAY, Unlimited(), {})
+    s3.buckets["b"].objects["k100"] = obj("k100", 10, SWEEP_DAY - timedelta(days=3))
+    service.sweep(REF, config, SWEEP_DAY + timedelta(hours=1), Countdown(1), {})
     assert service.load("b", config)[0]["start_after"]  # mid-pass
     assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]
     # WHEN the decision stops acting (the rule goes, the owner's stays)
@@ -316,6 +317,6 @@ def test_a_stand_down_mid_pass_withdraws_the_rule_until_the_breaker_allows_a_new
     # THEN the pass under way is abandoned; the next run counts anew, and the rule
     # returns with the pass the breaker allows
     assert service.load("b", config)[0]["phase"] == "ready"
-    result = service.sweep(REF, config, NOW + timedelta(hours=2), Unlimited(), {})
+    result = service.sweep(REF, config, SWEEP_DAY + timedelta(hours=2), Unlimited(), {})
     assert result.deleted.objects == 1, result.detail
     assert [r["ID"] for r in s3.buckets["b"].rules] == ["owner-logs", *OURS]

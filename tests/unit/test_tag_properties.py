@@ -24,7 +24,7 @@ from costguard.domain.tags import (
     parse_project,
     read_tags,
 )
-from tests.tag_strategies import KEYS, tag_sets
+from tests.support.tag_strategies import KEYS, tag_sets
 
 REF = "eu-west-1/ec2-instance/i-0123456789abcdef0"
 PROJECT_KEYS = KEYS.project

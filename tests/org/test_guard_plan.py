@@ -1,4 +1,4 @@
-"""Attack 9: the guard fan-out's plan and the act queue's messages, on fakes (no AWS).
+"""The guard fan-out's plan and the act queue's messages, on fakes (no AWS).
 
 Each test is GIVEN/WHEN/THEN; the docstring names what a user loses in production.
 """

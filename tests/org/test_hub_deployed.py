@@ -1,4 +1,4 @@
-"""Attack 8: the Organization hub as deployed, against what its Lambdas actually call.
+"""The Organization hub as deployed, against what its Lambdas actually call.
 
 Each test is GIVEN/WHEN/THEN and fails on the current code; the docstring names the
 user's impact in production.
@@ -37,7 +37,7 @@ TICK = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 def _member_roles(context: dict[str, Any]) -> set[str]:
     from costguard_infra.member import build_member_app
 
-    outdir = tempfile.mkdtemp(prefix="costguard-attack8-member-")
+    outdir = tempfile.mkdtemp(prefix="costguard-hub-deployed-member-")
     app, _stack = build_member_app(context, outdir=outdir)
     app.synth()
     body = json.loads((Path(outdir) / "CostGuardMember.template.json").read_text())

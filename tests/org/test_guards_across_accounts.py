@@ -1,4 +1,4 @@
-"""Attack 9: guards acting across an Organization, on moto (one backend per account,
+"""Guards acting across an Organization, on moto (one backend per account,
 reached through assumed-role credentials).
 
 Each test is GIVEN/WHEN/THEN; the docstring names what a user loses in production.

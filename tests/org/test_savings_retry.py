@@ -1,4 +1,4 @@
-"""Attack 10: what the guards saved across accounts when noting the account fails once."""
+"""What the guards saved across accounts when noting the account fails once."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from costguard.domain.calendar import month_key
 from costguard.domain.tags import Tags
 from costguard.env import Env
 from costguard.services import org_act as org_act_service
-from tests.attack9.test_org_guards import (  # noqa: F401 - the hub fixture, by name
+from tests.org.test_guards_across_accounts import (  # noqa: F401 - the hub fixture, by name
     HUB,
     REGION,
     A,

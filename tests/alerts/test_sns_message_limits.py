@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -19,8 +19,8 @@ from costguard.domain.decisions import (
     taken_alert,
     warning_alert,
 )
+from tests.support.clock import MIDDAY
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: Characters SNS accepts in a message body and String attribute values (XML 1.0).
 _INVALID = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -60,7 +60,7 @@ def _decision(project: str, owner: str, name: str, detail: str) -> Decision:
             owners=(owner,),
         ),
         reason="objects untouched for 90 days",
-        decided_at=NOW,
+        decided_at=MIDDAY,
         evidence={f"prefix-{i}": detail for i in range(40)},
         usd_per_hour_saved=Decimal("0.5"),
     )
@@ -88,9 +88,9 @@ def test_guard_alerts_with_huge_or_odd_user_text_are_published_within_sns_rules(
     notifier = SnsNotifier(sns, "arn:aws:sns:us-east-1:123456789012:costguard")  # type: ignore[arg-type]
     # WHEN each guard alert is published THEN SNS accepts every one
     for alert in (
-        warning_alert(d, NOW + timedelta(hours=24), NOW),
-        taken_alert(d, "deleted 3 objects " + ODD * 2000, "present", NOW),
-        notice_alert(d, "could not " + ODD * 2000, "present", NOW),
+        warning_alert(d, MIDDAY + timedelta(hours=24), MIDDAY),
+        taken_alert(d, "deleted 3 objects " + ODD * 2000, "present", MIDDAY),
+        notice_alert(d, "could not " + ODD * 2000, "present", MIDDAY),
     ):
         notifier.publish(alert)
     assert len(sns.sent) == 3

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from costguard.adapters.aws import ClientFactory
@@ -14,9 +14,9 @@ from costguard.domain.decisions import Action
 from costguard.domain.idle import GpuDiscovery, Heartbeat
 from costguard.domain.tags import Tags
 from costguard.services.idle import IdlePolicy, IdleSettings
+from tests.support.clock import MIDDAY
 from tests.support.idle_fleet import REGION, points, put
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
 
 
@@ -41,13 +41,13 @@ def test_a_notebook_whose_heartbeat_went_silent_is_unknown_not_idle(aws: Any) ->
         ],
     )
     # GIVEN a notebook InService for 13 hours, whose heartbeat said "busy" until 2 h ago
-    backdate_sagemaker(REGION, {"train-nb": NOW - timedelta(hours=13)}, {})
+    backdate_sagemaker(REGION, {"train-nb": MIDDAY - timedelta(hours=13)}, {})
     dims = {Heartbeat.DIMENSION: "train-nb"}
-    busy_until = NOW - timedelta(hours=2)
+    busy_until = MIDDAY - timedelta(hours=2)
     put(aws, Heartbeat.NAMESPACE, Heartbeat.JUPYTER_ACTIVITY, dims,
-        points(NOW - timedelta(hours=13), busy_until, 1.0))  # fmt: skip
+        points(MIDDAY - timedelta(hours=13), busy_until, 1.0))  # fmt: skip
     put(aws, Heartbeat.NAMESPACE, Heartbeat.GPU_UTILIZATION, dims,
-        points(NOW - timedelta(hours=13), busy_until, 95.0))  # fmt: skip
+        points(MIDDAY - timedelta(hours=13), busy_until, 95.0))  # fmt: skip
     clients = ClientFactory(aws, account=ACCOUNT)
     policy = IdlePolicy(
         NotebookCandidateSource(clients, PerResourceTags(clients)),
@@ -60,6 +60,6 @@ def test_a_notebook_whose_heartbeat_went_silent_is_unknown_not_idle(aws: Any) ->
         ),
     )
     # WHEN the idle guard judges it
-    decisions = [d for d in policy.decide(NOW) if d.target.id == "train-nb"]
+    decisions = [d for d in policy.decide(MIDDAY) if d.target.id == "train-nb"]
     # THEN the silent heartbeat is unknown: no stop is decided
     assert [d.action for d in decisions] == [Action.NONE], [(d.action, d.reason) for d in decisions]

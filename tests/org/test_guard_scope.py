@@ -1,15 +1,13 @@
-"""Attack 10: which member accounts the Organization's guards may act in."""
+"""Which member accounts the Organization's guards may act in."""
 
 from __future__ import annotations
-
-from datetime import UTC, datetime
 
 from costguard.domain.directory import select_accounts
 from costguard.domain.tags import Tags
 from costguard.services.org_act import guarded_accounts
+from tests.support.clock import MIDDAY
 
 A, B = "222222222222", "333333333333"
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def test_guards_do_not_act_in_an_account_whose_opt_out_tag_is_not_understood() -> None:
@@ -23,7 +21,7 @@ def test_guards_do_not_act_in_an_account_whose_opt_out_tag_is_not_understood() -
         [(A, "ACTIVE"), (B, "ACTIVE")],
         {A: {Tags.ORG_OPT_OUT: "yes"}, B: {}},
         Tags.ORG_OPT_OUT,
-        NOW,
+        MIDDAY,
     )
     assert A in listing.unclear  # reported, and scanned (read-only)
     # WHEN the guards decide where they may act

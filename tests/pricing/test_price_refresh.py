@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from costguard.adapters.catalog import read_catalog_file
-from tests.fake_price_list import FakePriceList, price_item, price_list_server
 from tests.support.catalog import FIXTURE_CATALOG_PATH
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+from tests.support.clock import MIDDAY
+from tests.support.fake_price_list import FakePriceList, price_item, price_list_server
 
 
 @pytest.fixture(autouse=True)
@@ -135,7 +134,7 @@ def test_an_ambiguous_price_list_answer_does_not_silently_replace_a_rate(
         client = boto3.client("pricing", region_name="us-east-1", endpoint_url=fake.url)
         # WHEN the catalog is refreshed
         summary = refresh_catalog(
-            client, regions=("us-east-1",), output=out, today=NOW.date(), sleep=lambda _s: None
+            client, regions=("us-east-1",), output=out, today=MIDDAY.date(), sleep=lambda _s: None
         )
     # THEN the Linux rate stands (or the ambiguity is held for review), never the other price
     rate = read_catalog_file(out).ec2["us-east-1"]["g5.xlarge"]
@@ -162,7 +161,7 @@ def test_a_requested_region_without_prices_keeps_the_catalog_as_of(tmp_path: Pat
             client,
             regions=("us-east-1", "us-west-2", "eu-west-1", "us-est-1"),
             output=out,
-            today=NOW.date(),
+            today=MIDDAY.date(),
             sleep=lambda _s: None,
         )
     # THEN the region that returned nothing is listed and as_of keeps its old date
@@ -209,15 +208,15 @@ def test_a_refresh_after_an_operator_rollback_stores_a_new_version(table: Any) -
     from costguard.adapters.catalog_store import CURRENT, PARTITION, version_key
 
     # GIVEN two refreshes stored, then CURRENT rolled back to the first of them
-    first = refresher(table, "1.05").run(("us-east-1",), NOW)
-    second = refresher(table, "1.10").run(("us-east-1",), NOW.replace(day=21))
+    first = refresher(table, "1.05").run(("us-east-1",), MIDDAY)
+    second = refresher(table, "1.10").run(("us-east-1",), MIDDAY.replace(day=21))
     assert (first.written, second.written) == (True, True)
     old = table.get_item(
         TableName="ledger", Key={"pk": {"S": PARTITION}, "sk": {"S": version_key(first.version)}}
     )["Item"]
     table.put_item(TableName="ledger", Item={**old, "sk": {"S": CURRENT}})
     # WHEN the next weekly refresh runs
-    third = refresher(table, "1.12").run(("us-east-1",), NOW.replace(day=28))
+    third = refresher(table, "1.12").run(("us-east-1",), MIDDAY.replace(day=28))
     # THEN it stores a new version above every stored one
     assert third.written
     assert third.version > second.version
@@ -245,7 +244,7 @@ def test_a_corrupt_stored_catalog_does_not_stop_the_refresh_that_would_repair_it
         },
     )
     # WHEN the weekly refresh runs
-    outcome = refresher(table, "1.05").run(("us-east-1",), NOW)
+    outcome = refresher(table, "1.05").run(("us-east-1",), MIDDAY)
     # THEN it starts from the bundled catalog, stores a new version, and says why
     assert outcome.written
     assert outcome.version > 4
@@ -269,12 +268,12 @@ def test_two_racing_refreshes_store_two_versions_neither_lost(table: Any) -> Non
     def put_after_a(self: Any, document: Any, *, expected_version: int, at: datetime) -> Any:
         if not raced:
             raced.append(None)
-            raced[0] = a.run(("us-east-1",), NOW)
+            raced[0] = a.run(("us-east-1",), MIDDAY)
         return original(self, document, expected_version=expected_version, at=at)
 
     catalog_store.DynamoDbCatalogStore.put = put_after_a  # type: ignore[method-assign]
     try:
-        outcome_b = b.run(("us-east-1",), NOW)
+        outcome_b = b.run(("us-east-1",), MIDDAY)
     finally:
         catalog_store.DynamoDbCatalogStore.put = original  # type: ignore[method-assign]
     assert raced[0].written and outcome_b.written
@@ -282,7 +281,7 @@ def test_two_racing_refreshes_store_two_versions_neither_lost(table: Any) -> Non
     current = store.current()
     assert current is not None
     assert Decimal(current.document["ec2"]["us-east-1"]["g5.xlarge"]) == Decimal("1.10")
-    assert date.fromisoformat(current.document["as_of"]) <= NOW.date()
+    assert date.fromisoformat(current.document["as_of"]) <= MIDDAY.date()
 
 
 def test_the_readme_does_not_tell_users_to_write_the_package_catalog_the_cli_refuses() -> None:

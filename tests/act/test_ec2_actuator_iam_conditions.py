@@ -24,39 +24,14 @@ from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.domain.tags import Tags
 from costguard.iam import Permission
 from costguard.services.executor import Executor, ExecutorSettings
+from tests.support.ec2 import run_instance
 from tests.support.fakes import RecordingNotifier
+from tests.support.iam_eval import allowed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GRACE = timedelta(hours=24)
 SCOPE = "123456789012"
 REGION = "us-east-1"
-
-
-def _condition_holds(
-    conditions: Mapping[str, Mapping[str, Any]], tags: Mapping[str, str], request_keys: list[str]
-) -> bool:
-    """IAM's evaluation of the operators CostGuard's statements use."""
-    for operator, clauses in conditions.items():
-        for key, expected in clauses.items():
-            values = [expected] if isinstance(expected, str) else list(expected)
-            if key.startswith("aws:ResourceTag/"):
-                present = key.removeprefix("aws:ResourceTag/") in tags
-                actual = tags.get(key.removeprefix("aws:ResourceTag/"))
-            else:
-                present, actual = bool(request_keys), None
-            if operator == "Null":
-                # "false": the key must be present.
-                if (values[0] == "false") != present:
-                    return False
-            elif operator == "StringNotEqualsIgnoreCase":
-                if actual is not None and actual.lower() in {v.lower() for v in values}:
-                    return False
-            elif operator == "ForAllValues:StringEquals":
-                if not set(request_keys) <= set(values):
-                    return False
-            else:  # pragma: no cover - a new operator needs evaluating here
-                raise AssertionError(f"unmodelled IAM operator {operator}")
-    return True
 
 
 def enforce_conditions(session: Any, permissions: Sequence[Permission]) -> list[str]:
@@ -76,7 +51,8 @@ def enforce_conditions(session: Any, permissions: Sequence[Permission]) -> list[
         for iid in ids:
             found = observer.describe_instances(InstanceIds=[iid])["Reservations"][0]
             tags = {t["Key"]: t["Value"] for t in found["Instances"][0].get("Tags", [])}
-            if not any(_condition_holds(p.conditions, tags, request_keys) for p in statements):
+            arn = f"arn:aws:ec2:{REGION}:{SCOPE}:instance/{iid}"
+            if not allowed(statements, action, arn, tags, request_keys, account=SCOPE):
                 refused.append(f"{action} on {iid} with tags {sorted(tags)}")
                 raise ClientError(
                     {
@@ -98,16 +74,7 @@ def ec2(aws: Any) -> Any:
 
 
 def launch(ec2: Any, tags: Mapping[str, str]) -> str:
-    reservation = ec2.run_instances(
-        ImageId="ami-12345678",
-        InstanceType="g5.xlarge",
-        MinCount=1,
-        MaxCount=1,
-        TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-        ],
-    )
-    return str(reservation["Instances"][0]["InstanceId"])
+    return run_instance(ec2, tags)
 
 
 def decision(iid: str, now: datetime, action: Action = Action.STOP_INSTANCE) -> Decision:

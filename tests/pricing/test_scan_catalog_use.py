@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,7 @@ from tests.support.catalog import FIXTURE_CATALOG_PATH, fixture_catalog
 from tests.support.clock import MIDDAY, costguard_at
 from tests.support.fakes import InMemoryCatalogStore
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-TODAY = NOW.date()
+TODAY = MIDDAY.date()
 
 
 def bundled_document(**changes: Any) -> dict[str, Any]:
@@ -33,7 +32,7 @@ def bundled_document(**changes: Any) -> dict[str, Any]:
 def read_stored(document: dict[str, Any], bundled_as_of: Any = None) -> Any:
     """What the deployed scan prices with, given ``document`` in the store."""
     store = InMemoryCatalogStore()
-    assert store.put(document, expected_version=0, at=NOW) == document["version"]
+    assert store.put(document, expected_version=0, at=MIDDAY) == document["version"]
     packaged = read_catalog_file()
     if bundled_as_of is not None:
         packaged = packaged.model_copy(update={"as_of": bundled_as_of})
@@ -121,13 +120,13 @@ def test_spot_advice_is_never_given_for_a_retired_type() -> None:
         "us-east-1",
         account="123456789012",
         instance_type="p3.2xlarge",
-        launched_at=NOW - timedelta(days=10),
+        launched_at=MIDDAY - timedelta(days=10),
         state="running",
         accelerator=Accelerator(AcceleratorKind.GPU, "V100", 1),
     )
     priced = PricedResource(p3, catalog.ec2_on_demand("us-east-1", "p3.2xlarge"), "ec2 on-demand")
     # WHEN the scan advises
-    advice = advise([priced], [], catalog, NOW)
+    advice = advise([priced], [], catalog, MIDDAY)
     # THEN spot on a retired type is not offered
     assert [a.code.value for a in advice] == [], advice
 

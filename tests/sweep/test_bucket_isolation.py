@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
@@ -10,9 +10,8 @@ from costguard.adapters.s3 import StaleObjectsPolicy, SweepOptions, TimeLeftHold
 from costguard.domain.decisions import Action
 from costguard.domain.tags import Tags
 from costguard.services.sweep import SweepService, SweepSettings
+from tests.support.clock import MIDDAY
 from tests.support.fake_s3 import FakeBucket, FakeS3, obj
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 
 def test_a_bucket_that_cannot_be_listed_does_not_stop_the_other_buckets() -> None:
@@ -26,9 +25,9 @@ def test_a_bucket_that_cannot_be_listed_does_not_stop_the_other_buckets() -> Non
     s3 = FakeS3()
     for name in ("a-denied", "b-scratch"):
         bucket = FakeBucket(tags={Tags.TTL: "48h", Tags.PROJECT: "vision"})
-        bucket.objects["tmp/old"] = obj("tmp/old", 10, NOW - timedelta(days=5))
-        bucket.objects["tmp/new"] = obj("tmp/new", 10, NOW - timedelta(hours=1))
-        bucket.objects["tmp/new2"] = obj("tmp/new2", 10, NOW - timedelta(hours=1))
+        bucket.objects["tmp/old"] = obj("tmp/old", 10, MIDDAY - timedelta(days=5))
+        bucket.objects["tmp/new"] = obj("tmp/new", 10, MIDDAY - timedelta(hours=1))
+        bucket.objects["tmp/new2"] = obj("tmp/new2", 10, MIDDAY - timedelta(hours=1))
         s3.buckets[name] = bucket
     s3.fail_on.add("a-denied")  # every call on it fails, like an AccessDenied
     ledger = InMemoryLedger()
@@ -49,7 +48,7 @@ def test_a_bucket_that_cannot_be_listed_does_not_stop_the_other_buckets() -> Non
     )
     # WHEN the policy judges the account's buckets
     try:
-        decisions = policy.decide(NOW)
+        decisions = policy.decide(MIDDAY)
     except Exception as exc:  # the defect: the whole pass is lost
         raise AssertionError(f"one bucket's failure stopped every bucket: {exc!r}") from exc
     # THEN the healthy bucket is still judged (and the failing one left alone)

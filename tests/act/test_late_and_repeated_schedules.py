@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.functional.test_act_handler import NOW, account, settings, toy_guard
+from tests.functional.test_act_handler import account, settings, toy_guard
+from tests.support.clock import MIDDAY
 
 __all__ = ["account"]
 
@@ -34,18 +35,18 @@ def test_a_late_scheduled_event_does_not_shorten_the_owners_warning(
     from costguard.handlers.act import process
 
     # GIVEN an idle instance and a guard whose grace period is 1 h
-    late = NOW - timedelta(hours=2, minutes=30)
-    # WHEN a 2 h 30 min late schedule retry reaches the guard Lambda at NOW
+    late = MIDDAY - timedelta(hours=2, minutes=30)
+    # WHEN a 2 h 30 min late schedule retry reaches the guard Lambda at MIDDAY
     first = process(
         {"time": late.isoformat(), "guard": "toy"},
         settings(dry_run=False),
         account,
         guards=toy_guard(account),
-        clock=NOW,
+        clock=MIDDAY,
     )
     assert {o.step.value for o in first.outcomes} == {"warned"}
     # AND the next on-time run comes 15 minutes later
-    then = NOW + timedelta(minutes=15)
+    then = MIDDAY + timedelta(minutes=15)
     process(
         {"time": then.isoformat(), "guard": "toy"},
         settings(dry_run=False),
@@ -63,9 +64,9 @@ def test_the_same_scheduled_time_twice_warns_the_owner_once(account: Any) -> Non
     """Control: a repeated event (same time) neither warns twice nor acts."""
     from costguard.handlers.act import process
 
-    event = {"time": NOW.isoformat(), "guard": "toy"}
-    a = process(event, settings(False), account, guards=toy_guard(account), clock=NOW)
-    b = process(event, settings(False), account, guards=toy_guard(account), clock=NOW)
+    event = {"time": MIDDAY.isoformat(), "guard": "toy"}
+    a = process(event, settings(False), account, guards=toy_guard(account), clock=MIDDAY)
+    b = process(event, settings(False), account, guards=toy_guard(account), clock=MIDDAY)
     assert [o.step.value for o in a.outcomes] == ["warned", "warned"]
     assert "acted" not in {o.step.value for o in b.outcomes}
     assert set(_states(account).values()) == {"running"}
@@ -78,7 +79,7 @@ def test_an_odd_guard_name_is_refused_before_any_call(account: Any, guard: str) 
 
     with pytest.raises(ValueError):
         process(
-            {"time": NOW.isoformat(), "guard": guard},
+            {"time": MIDDAY.isoformat(), "guard": guard},
             settings(True),
             account,
             guards=toy_guard(account),

@@ -10,34 +10,27 @@ from costguard.adapters.sagemaker import SageMakerInventory
 from costguard.domain.advice import AdviceCode, advise, endpoint_variants, endpoint_window
 from costguard.domain.pricing import PricedResource
 from costguard.wiring import BundledCatalog
+from tests.support.fakes import Pages
 
 REGION = "us-east-1"
-NOW = datetime(2028, 3, 1, 0, 20, tzinfo=UTC)  # just after a leap day, UTC midnight
-
-
-class _Pages:
-    def __init__(self, pages: list[dict[str, Any]]) -> None:
-        self._pages = pages
-
-    def paginate(self, **_: Any) -> Any:
-        return iter(self._pages)
+AFTER_LEAP_DAY = datetime(2028, 3, 1, 0, 20, tzinfo=UTC)  # just after a leap day, UTC midnight
 
 
 class _SageMaker:
     """An endpoint created a month ago and moved to ml.p4d.24xlarge two hours ago
     (UpdateEndpoint to a new endpoint config: same endpoint, same variant name)."""
 
-    def get_paginator(self, name: str) -> _Pages:
+    def get_paginator(self, name: str) -> Pages:
         assert name == "list_endpoints"
-        return _Pages(
+        return Pages(
             [
                 {
                     "Endpoints": [
                         {
                             "EndpointName": "chat",
                             "EndpointArn": f"arn:aws:sagemaker:{REGION}:1:endpoint/chat",
-                            "CreationTime": NOW - timedelta(days=30),
-                            "LastModifiedTime": NOW - timedelta(hours=2),
+                            "CreationTime": AFTER_LEAP_DAY - timedelta(days=30),
+                            "LastModifiedTime": AFTER_LEAP_DAY - timedelta(hours=2),
                             "EndpointStatus": "InService",
                         }
                     ]
@@ -49,15 +42,15 @@ class _SageMaker:
         return {
             "EndpointName": EndpointName,
             "EndpointConfigName": "chat-p4d",
-            "CreationTime": NOW - timedelta(days=30),
-            "LastModifiedTime": NOW - timedelta(hours=2),
+            "CreationTime": AFTER_LEAP_DAY - timedelta(days=30),
+            "LastModifiedTime": AFTER_LEAP_DAY - timedelta(hours=2),
             "ProductionVariants": [{"VariantName": "AllTraffic", "CurrentInstanceCount": 1}],
         }
 
     def describe_endpoint_config(self, EndpointConfigName: str) -> dict[str, Any]:
         return {
             "EndpointConfigName": EndpointConfigName,
-            "CreationTime": NOW - timedelta(hours=2),
+            "CreationTime": AFTER_LEAP_DAY - timedelta(hours=2),
             "ProductionVariants": [
                 {"VariantName": "AllTraffic", "InstanceType": "ml.p4d.24xlarge"}
             ],
@@ -77,7 +70,7 @@ def test_an_endpoint_moved_to_a_new_type_within_the_window_gets_no_advice() -> N
     # GIVEN the inventory of that endpoint
     found = SageMakerInventory._endpoints(_SageMaker(), REGION)  # type: ignore[arg-type]
     resources = [r for _arn, r in found]
-    start, _end = endpoint_window(NOW)
+    start, _end = endpoint_window(AFTER_LEAP_DAY)
     # WHEN the scan chooses the variants whose day of GPU utilization it reads and advises on
     variants = endpoint_variants(resources, start)
     blended = (Decimal(22) * 90 + Decimal(2) * 400) / 24  # what CloudWatch's Average reads
@@ -86,7 +79,7 @@ def test_an_endpoint_moved_to_a_new_type_within_the_window_gets_no_advice() -> N
         PricedResource(r, catalog.sagemaker_rate(REGION, "ml.p4d.24xlarge"), "list")
         for r in resources
     ]
-    advice = advise(priced, [], catalog, NOW, {v.key: blended for v in variants})
+    advice = advise(priced, [], catalog, AFTER_LEAP_DAY, {v.key: blended for v in variants})
     # THEN its mixed window is not read, and no endpoint is called oversized
     oversized = [a for a in advice if a.code is AdviceCode.OVERSIZED_ENDPOINT]
     assert variants == [] and oversized == [], (

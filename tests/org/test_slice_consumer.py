@@ -14,8 +14,8 @@ from costguard.handlers.org import consume
 from costguard.ports import CommitOutcome
 from costguard.services.org import SliceWork
 from tests.functional.test_org_slices import _event
+from tests.support.clock import MIDDAY
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 S = Slice("111111111111", "us-east-1")
 
 
@@ -44,12 +44,12 @@ def test_a_message_for_an_implausible_or_unplanned_time_is_not_scanned() -> None
     work = SliceWork(book, lambda s: RecordingScan(calls), None, ())
     for tick in (
         datetime(1970, 1, 1, tzinfo=UTC),
-        NOW + timedelta(days=30),
-        NOW - timedelta(days=9),
+        MIDDAY + timedelta(days=30),
+        MIDDAY - timedelta(days=9),
     ):
         # WHEN a message for that time reaches the consumer
         with contextlib.suppress(BatchProcessingError):  # a refusal may fail the batch
-            consume(_event((tick, S)), work, NOW)
+            consume(_event((tick, S)), work, MIDDAY)
     # THEN no member account was scanned at those times
     assert calls == [], f"scanned at implausible, unplanned times: {calls}"
 
@@ -71,10 +71,10 @@ def test_a_malformed_body_fails_alone_not_the_batch() -> None:
             return R()
 
     book = InMemorySliceBook()
-    book.plan(NOW, [S, Slice("222222222222", "us-east-1")], NOW + timedelta(minutes=30))
+    book.plan(MIDDAY, [S, Slice("222222222222", "us-east-1")], MIDDAY + timedelta(minutes=30))
     work = SliceWork(book, lambda s: Ok(), None, ())
-    event = _event((NOW, S), (NOW, Slice("222222222222", "us-east-1")))
+    event = _event((MIDDAY, S), (MIDDAY, Slice("222222222222", "us-east-1")))
     event["Records"][0]["body"] = '{"time": "2026-11-20T12:00:00Z", "account": "1", "region": "x"}'
-    response = consume(event, work, NOW)
+    response = consume(event, work, MIDDAY)
     assert response["batchItemFailures"] == [{"itemIdentifier": "m0"}]
-    assert calls == [NOW]
+    assert calls == [MIDDAY]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from costguard.adapters.aws import ClientFactory
@@ -16,10 +16,10 @@ from costguard.domain.idle import GpuDiscovery
 from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
+from tests.support.clock import MIDDAY
 from tests.support.fakes import RecordingNotifier
 from tests.support.idle_fleet import REGION, launch, publish_ec2
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 ACCOUNT = "123456789012"
 
 
@@ -39,8 +39,8 @@ def test_all_accelerators_never_stops_an_eks_node_group_instance(aws: Any) -> No
         Tags.EKS_CLUSTER: "vision-eks",
         "eks:nodegroup-name": "gpu-a10g",
     }
-    (node,) = launch(aws, node_tags, at=NOW - timedelta(hours=3))
-    publish_ec2(aws, node, NOW - timedelta(hours=3), NOW + timedelta(hours=3))
+    (node,) = launch(aws, node_tags, at=MIDDAY - timedelta(hours=3))
+    publish_ec2(aws, node, MIDDAY - timedelta(hours=3), MIDDAY + timedelta(hours=3))
     clients = ClientFactory(aws, account=ACCOUNT)
     policy = IdlePolicy(
         NotebookCandidateSource(
@@ -63,7 +63,7 @@ def test_all_accelerators_never_stops_an_eks_node_group_instance(aws: Any) -> No
         ExecutorSettings(scope=ACCOUNT, dry_run=False),
     )
     # WHEN the idle guard runs, and again after the grace period
-    for at in (NOW, NOW + timedelta(hours=1, minutes=5)):
+    for at in (MIDDAY, MIDDAY + timedelta(hours=1, minutes=5)):
         executor.run(policy.decide(at), at)
     # THEN the node is still running, never stopped
     ec2 = aws.client("ec2", region_name=REGION)

@@ -7,7 +7,7 @@ since the warning". A stop must always follow a warning about the idle spell it 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from costguard.adapters.aws import ClientFactory
@@ -21,9 +21,9 @@ from costguard.domain.decisions import Step
 from costguard.domain.idle import GpuDiscovery
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
+from tests.support.clock import MIDDAY
 from tests.support.idle_fleet import REGION, gpu_dims, launch, notebook_tags, publish_ec2, put
 
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GRACE = timedelta(hours=1)
 ACCOUNT = "123456789012"
 
@@ -76,21 +76,21 @@ def test_activity_after_the_warning_withdraws_it_even_when_the_next_run_is_late(
     the settings allow), the owner's activity right after the warning is not read and the
     notebook is stopped on the old warning, although that activity came before the
     deadline and should have withdrawn it."""
-    # GIVEN an idle GPU notebook, warned at NOW (deadline NOW + 1 h)
-    (iid,) = launch(aws, notebook_tags(Name="nb"), at=NOW - timedelta(hours=3))
-    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=8))
+    # GIVEN an idle GPU notebook, warned at MIDDAY (deadline MIDDAY + 1 h)
+    (iid,) = launch(aws, notebook_tags(Name="nb"), at=MIDDAY - timedelta(hours=3))
+    publish_ec2(aws, iid, MIDDAY - timedelta(hours=3), MIDDAY + timedelta(hours=8))
     ledger, alerts = InMemoryLedger(), Alerts()
-    assert _run(aws, ledger, alerts, NOW)[iid] is Step.WARNED
+    assert _run(aws, ledger, alerts, MIDDAY)[iid] is Step.WARNED
     # AND its owner worked on the GPU 20 minutes later, before the deadline, then left
     put(
         aws,
         "CWAgent",
         "nvidia_smi_utilization_gpu",
         gpu_dims(iid, 0),
-        [(NOW + timedelta(minutes=20 + 5 * i), 80.0) for i in range(6)],
+        [(MIDDAY + timedelta(minutes=20 + 5 * i), 80.0) for i in range(6)],
     )
     # WHEN the next run comes 6 hours after the warning
-    steps = _run(aws, ledger, alerts, NOW + timedelta(hours=6))
+    steps = _run(aws, ledger, alerts, MIDDAY + timedelta(hours=6))
     # THEN the old warning was withdrawn by that activity: no stop without a new warning
     assert steps[iid] is not Step.ACTED, steps
     assert _state(aws, iid) == "running"
@@ -107,21 +107,21 @@ def test_a_notebook_stopped_by_its_owner_during_the_grace_period_is_warned_again
     (the policy's plausibility check is not repeated there) and stops the new session at
     once, with no warning about it."""
     # GIVEN a warned idle notebook, which its owner stops himself during the grace period
-    (iid,) = launch(aws, notebook_tags(Name="nb"), at=NOW - timedelta(hours=3))
-    publish_ec2(aws, iid, NOW - timedelta(hours=3), NOW + timedelta(hours=9))
+    (iid,) = launch(aws, notebook_tags(Name="nb"), at=MIDDAY - timedelta(hours=3))
+    publish_ec2(aws, iid, MIDDAY - timedelta(hours=3), MIDDAY + timedelta(hours=9))
     ledger, alerts = InMemoryLedger(), Alerts()
-    assert _run(aws, ledger, alerts, NOW)[iid] is Step.WARNED
+    assert _run(aws, ledger, alerts, MIDDAY)[iid] is Step.WARNED
     ec2 = aws.client("ec2", region_name=REGION)
     ec2.stop_instances(InstanceIds=[iid])
-    _run(aws, ledger, alerts, NOW + timedelta(minutes=30))
+    _run(aws, ledger, alerts, MIDDAY + timedelta(minutes=30))
     # AND starts it again 5 hours later (a new session, idle since)
     from costguard_demo.fleet import backdate_instances
 
     ec2.start_instances(InstanceIds=[iid])
-    backdate_instances(REGION, {iid: NOW + timedelta(hours=5)})
+    backdate_instances(REGION, {iid: MIDDAY + timedelta(hours=5)})
     warned_before = len(alerts.sent)
     # WHEN the guard runs once the new session has been idle for a whole window
-    steps = _run(aws, ledger, alerts, NOW + timedelta(hours=6, minutes=10))
+    steps = _run(aws, ledger, alerts, MIDDAY + timedelta(hours=6, minutes=10))
     # THEN its owner is warned about this session before any stop
     assert steps.get(iid) is Step.WARNED, steps
     assert _state(aws, iid) == "running"

@@ -7,40 +7,26 @@ must therefore not outlive the owner's consent to be swept.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from costguard.domain.tags import Tags
-from costguard.env import Env
-
-NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+from tests.support.clock import MIDDAY
+from tests.support.sweep import put_aged, run_sweep, tag_bucket, tagged_bucket
 
 
 def _put(s3: Any, bucket: str, key: str, age_hours: float) -> None:
-    from costguard_demo.server import backdate_object
-
-    s3.put_object(Bucket=bucket, Key=key, Body=b"x" * 100)
-    backdate_object(bucket, key, NOW - timedelta(hours=age_hours))
-
-
-def _tag(s3: Any, bucket: str, tags: dict[str, str]) -> None:
-    s3.put_bucket_tagging(
-        Bucket=bucket, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]}
-    )
+    put_aged(s3, bucket, key, timedelta(hours=age_hours), MIDDAY)
 
 
 @pytest.fixture
 def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard.handlers import events
-    from costguard_demo.run import create_ledger_table
 
-    monkeypatch.setattr(events, "CLOCK", lambda: NOW)
-    create_ledger_table(aws, "ledger", "us-east-1")
-    s3 = aws.client("s3", region_name="us-east-1")
-    s3.create_bucket(Bucket="scratch")
-    _tag(s3, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision"})
+    monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)
+    s3 = tagged_bucket(aws, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision"})
     for i in range(3):
         _put(s3, "scratch", f"tmp/old-{i}", 72)
     for i in range(8):
@@ -49,21 +35,7 @@ def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _run(account: Any, at: datetime, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.handlers import events
-    from costguard.handlers.act import process
-    from costguard.settings import Settings
-
-    monkeypatch.setattr(events, "CLOCK", lambda: at)
-    settings = Settings.from_env(
-        {
-            Env.REGIONS: "us-east-1",
-            Env.TABLE_NAME: "ledger",
-            Env.SCOPE: "123456789012",
-            Env.DRY_RUN: "false",
-            Env.S3_SWEEP_PREFIXES: "tmp/",
-        }
-    )
-    return process({"time": at.isoformat(), "guard": "stale-objects"}, settings, account)
+    return run_sweep(account, at, monkeypatch)
 
 
 def _ours(s3: Any) -> list[dict[str, Any]]:
@@ -77,8 +49,8 @@ def _ours(s3: Any) -> list[dict[str, Any]]:
 def _swept_once(account: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Warn, wait out the grace period, sweep: the backstop rule is now on the bucket."""
     s3 = account.client("s3", region_name="us-east-1")
-    assert [o.step.value for o in _run(account, NOW, monkeypatch).outcomes] == ["warned"]
-    acted = _run(account, NOW + timedelta(hours=25), monkeypatch)
+    assert [o.step.value for o in _run(account, MIDDAY, monkeypatch).outcomes] == ["warned"]
+    acted = _run(account, MIDDAY + timedelta(hours=25), monkeypatch)
     assert acted.outcomes[0].step.value == "acted", acted.outcomes[0].detail
     assert [r["Expiration"] for r in _ours(s3)] == [{"Days": 3}]
     return s3
@@ -96,8 +68,8 @@ def test_exempting_a_swept_bucket_removes_costguards_lifecycle_rule(
     # GIVEN a bucket swept once, so CostGuard's backstop rule is on it
     s3 = _swept_once(account, monkeypatch)
     # WHEN its owner exempts it and the guard runs again
-    _tag(s3, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"})
-    report = _run(account, NOW + timedelta(hours=26), monkeypatch)
+    tag_bucket(s3, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.EXEMPT: "true"})
+    report = _run(account, MIDDAY + timedelta(hours=26), monkeypatch)
     assert report.outcomes[0].step.value == "cleared"
     # THEN no CostGuard rule is left to expire its objects behind the exemption
     assert _ours(s3) == []
@@ -112,8 +84,8 @@ def test_removing_the_ttl_tag_removes_costguards_lifecycle_rule(
     withdraws the warning, and the backstop rule is never taken off."""
     s3 = _swept_once(account, monkeypatch)
     # WHEN the owner opts out by removing costguard:ttl
-    _tag(s3, "scratch", {Tags.PROJECT: "vision"})
-    report = _run(account, NOW + timedelta(hours=26), monkeypatch)
+    tag_bucket(s3, "scratch", {Tags.PROJECT: "vision"})
+    report = _run(account, MIDDAY + timedelta(hours=26), monkeypatch)
     assert report.outcomes[0].step.value == "cleared"
     # THEN CostGuard no longer expires anything in it
     assert _ours(s3) == []
@@ -130,8 +102,8 @@ def test_raising_the_ttl_stops_the_old_lifecycle_rule_before_it_deletes(
     (backstop_due), and a configuration change never touches it."""
     s3 = _swept_once(account, monkeypatch)
     # WHEN the owner raises the time to live
-    _tag(s3, "scratch", {Tags.TTL: "30d", Tags.PROJECT: "vision"})
-    report = _run(account, NOW + timedelta(hours=26), monkeypatch)
+    tag_bucket(s3, "scratch", {Tags.TTL: "30d", Tags.PROJECT: "vision"})
+    report = _run(account, MIDDAY + timedelta(hours=26), monkeypatch)
     assert report.outcomes[0].step.value in {"warned", "would-warn", "waiting"}
     # THEN no CostGuard rule expires objects younger than 30 days
     assert all(r["Expiration"]["Days"] >= 30 for r in _ours(s3)), _ours(s3)

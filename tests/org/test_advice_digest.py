@@ -1,4 +1,4 @@
-"""Attack 10: advice digests in Organization mode (the done item, the digest window)."""
+"""Advice digests in Organization mode (the done item, the digest window)."""
 
 from __future__ import annotations
 
