@@ -15,7 +15,7 @@ backend per account, reached through assumed-role credentials):
    FIFO work queue whose dead-letter queue takes a message after ``orgMaxReceives``
    receives, and the two Lambda roles.
 4. A few scheduled times (15 simulated minutes apart) each run the fan-out's code
-   (:func:`costguard.handlers.org.build_fanout` ``.tick``), then the queue is delivered to
+   (:func:`costguard.wiring.org.build_fanout` ``.tick``), then the queue is delivered to
    the consumer's code (:func:`costguard.handlers.org.consume`) as Lambda's event source
    does: batches of up to ten records with their receipt handles; the records the consumer
    reports as failed are not deleted, come back after the visibility timeout, and after
@@ -436,7 +436,7 @@ def deploy_member_role(admin: Any, hub: str, org_id: str) -> None:
     read-only permissions, trusting the hub's scan role, and its act role, with the guards'
     tag-conditioned ones, trusting the hub's act role; both only from inside the
     Organization."""
-    from costguard.actuators import actuator_permissions
+    from costguard.guards import actuator_permissions
     from costguard.iam import member_read_permissions
 
     iam = admin.client("iam", region_name=HOME)
@@ -638,7 +638,7 @@ def hub_environment(org: Organization, hub: Hub, *, dry_run: bool = False) -> di
 
     ``dry_run``: the deployment's ``dryRun``. The demo deploys with it off, as ``costguard
     demo``'s guards act (the scan never acts either way)."""
-    from costguard.handlers.org import (
+    from costguard.wiring.org import (
         MEMBER_ROLE_ENV,
         ORG_ACCOUNTS_ENV,
         ORG_ID_ENV,
@@ -1114,14 +1114,14 @@ def _ticks(
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.domain.calendar import month_key
-    from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work
     from costguard.handlers.slack_notifier import process as notify_slack
     from costguard.settings import Settings
+    from costguard.wiring.org import HubSettings, build_fanout, build_org_work
     from costguard_demo.run import drain
 
     environ = hub_environment(org, hub, dry_run=dry_run)
     settings = Settings.from_env(environ)
-    env = OrgEnvironment.from_settings(settings, environ)
+    env = HubSettings.from_settings(settings)
     fanout_session = lambda_session(HUB, FANOUT_ROLE)
     consumer_session = lambda_session(HUB, OrgRoles.HUB_SCAN)
     fanout = build_fanout(settings, env, fanout_session)

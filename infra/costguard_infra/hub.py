@@ -34,7 +34,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from costguard.actuators import SPECS, guard_ledger_actions
+from costguard.guards import SPECS, guard_ledger_actions
 from costguard.iam import (
     FINDINGS_LEDGER_ACTIONS,
     LEDGER_ACTIONS,

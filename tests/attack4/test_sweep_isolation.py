@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.adapters.s3 import BudgetHolder, StaleObjectsPolicy, SweepOptions
 from costguard.domain.decisions import Action
 from costguard.names import Tags
+from costguard.services.stale_objects import BudgetHolder, StaleObjectsPolicy, SweepOptions
 from costguard.services.sweep import SweepService, SweepSettings
 from tests.support.fake_s3 import FakeBucket, FakeS3, obj
 

@@ -24,8 +24,8 @@ def test_an_object_whose_key_ends_in_a_carriage_return_is_in_the_deleted_manifes
     audited" fails for it. (S3 asks clients to use EncodingType=url for such keys;
     DeleteObjects has no such option, so the answer must be matched leniently or the
     keys deleted one by one.)"""
+    from costguard import events
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard.handlers import events
     from costguard.handlers.act import process
     from costguard.services.sweep import decode_manifest
     from costguard.settings import Settings

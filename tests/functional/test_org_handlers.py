@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from costguard.handlers import org
-from costguard.handlers.org import (
+from costguard.names import Env
+from costguard.wiring.org import (
     MEMBER_ROLE_ENV,
     OPT_OUT_TAG_ENV,
     ORG_ACCOUNTS_ENV,
@@ -20,10 +21,9 @@ from costguard.handlers.org import (
     PROBE_HOURS_ENV,
     QUEUE_URL_ENV,
     SLICE_DEADLINE_ENV,
+    HubSettings,
     OrgConfigError,
-    OrgEnvironment,
 )
-from costguard.names import Env
 from tests.functional.test_org_fanout import _record
 from tests.functional.test_org_slices import HUB, A, B, _launch
 from tests.functional.test_scan_handler import Context
@@ -33,7 +33,7 @@ T0 = datetime.fromisoformat("2026-11-20T12:00:00+00:00")
 
 @pytest.fixture
 def hub_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
-    from costguard.handlers import events
+    from costguard import events
     from costguard_demo.run import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: T0 + timedelta(minutes=1))
@@ -105,15 +105,15 @@ REGION = {"COSTGUARD_REGIONS": "us-east-1"}
 
 
 def test_reads_the_contract_s_variables_with_their_defaults() -> None:
-    env = OrgEnvironment.from_env(
+    env = HubSettings.from_env(
         {ORG_ACCOUNTS_ENV: " Discover ", ORG_ID_ENV: "o-abc1234567", **REGION}
     )
     assert env.discover and env.org_mode and env.accounts is None
     assert env.member_role == "costguard-member-read" and env.per_account_cap == 2
     assert env.probe_interval == timedelta(hours=6) and env.deadline == timedelta(minutes=10)
     assert env.opt_out_tag == "costguard:opt-out"
-    assert not OrgEnvironment.from_env(REGION).org_mode
-    custom = OrgEnvironment.from_env(
+    assert not HubSettings.from_env(REGION).org_mode
+    custom = HubSettings.from_env(
         {
             ORG_ACCOUNTS_ENV: f"{A}, {B},{A}",
             ORG_ID_ENV: "o-abc1234567",
@@ -144,7 +144,7 @@ def test_reads_the_contract_s_variables_with_their_defaults() -> None:
 
 def test_names_every_wrong_variable_at_once() -> None:
     with pytest.raises(OrgConfigError) as caught:
-        OrgEnvironment.from_env(
+        HubSettings.from_env(
             {
                 ORG_ACCOUNTS_ENV: "12345",
                 ORG_ID_ENV: "org-1",
@@ -175,8 +175,8 @@ def test_regions_are_read_from_a_region_no_account_can_disable(
 
     import boto3
 
-    from costguard.handlers.org import build_fanout
     from costguard.settings import Settings
+    from costguard.wiring.org import build_fanout
     from costguard_demo.run import create_ledger_table
 
     session, _url = hub_env
@@ -184,7 +184,7 @@ def test_regions_are_read_from_a_region_no_account_can_disable(
     create_ledger_table(hub, "ledger", "af-south-1")
     fanout = build_fanout(
         Settings.from_env(os.environ),
-        OrgEnvironment.from_env(os.environ),
+        HubSettings.from_env(os.environ),
         hub,
         sqs=session.client("sqs", region_name="us-east-1"),
     )

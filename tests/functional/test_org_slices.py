@@ -15,15 +15,11 @@ from botocore.exceptions import ClientError
 
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.slices import DynamoDbSliceBook
+from costguard.adapters.work_queue import message_group
 from costguard.domain.org import Slice, slice_scope
-from costguard.handlers.org import (
-    build_slice_work,
-    consume,
-    message_group,
-    plan_and_enqueue,
-    slices_of,
-)
+from costguard.handlers.org import consume, plan_and_enqueue, slices_of
 from costguard.settings import Settings
+from costguard.wiring.org import build_slice_work
 
 HUB = "111111111111"
 A, B, C = "222222222222", "333333333333", "444444444444"
@@ -184,7 +180,7 @@ def test_a_late_slice_of_an_aggregated_time_counts_in_the_next_aggregation(hub: 
     book.plan(T0, [a, b], T0 + timedelta(minutes=10))
     work = build_slice_work(_settings(), hub)
     consume(_event((T0, a)), work, T0)
-    from costguard.handlers.org import build_slice_work as build
+    from costguard.wiring.org import build_slice_work as build
 
     aggregation = build(_settings(), hub)._aggregation
     assert aggregation is not None

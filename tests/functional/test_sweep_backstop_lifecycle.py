@@ -31,7 +31,7 @@ def _run(
     dry_run: bool = False,
     regions: str = "us-east-1",
 ) -> Any:
-    from costguard.handlers import events
+    from costguard import events
     from costguard.handlers.act import process
     from costguard.settings import Settings
 

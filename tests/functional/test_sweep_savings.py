@@ -44,7 +44,7 @@ def log(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
 
 
 def _run(aws: Any, at: datetime, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from costguard.handlers import events
+    from costguard import events
     from costguard.handlers.act import process, summary
     from costguard.settings import Settings
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from costguard.actuators import actuator_permissions
+from costguard.guards import actuator_permissions
 from costguard.iam import (
     account_scoped_s3,
     all_actions,

@@ -27,7 +27,7 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 
 def test_the_scan_handlers_graph_runs_on_fakes() -> None:
     from costguard.handlers.scan import run
-    from costguard.wiring import ScanGraph
+    from costguard.services.scan_cycle import ScanCycle
 
     ledger = InMemoryLedger()
     sent: list[object] = []
@@ -40,7 +40,7 @@ def test_the_scan_handlers_graph_runs_on_fakes() -> None:
         launched_at=NOW.replace(hour=0),
         tags={"costguard:project": "llm", "costguard:budget": "100"},
     )
-    graph = ScanGraph(
+    graph = ScanCycle(
         scan=ScanService(
             [StaticInventory("ec2", {"us-east-1": Inventory((p5,))})],
             StaticSpotPrices({}),
@@ -77,7 +77,7 @@ def test_building_the_graph_creates_clients_lazily_and_typed(
 
     from costguard.names import Env
     from costguard.settings import Settings
-    from costguard.wiring import build_scan_graph, clients_for
+    from costguard.wiring import build_scan_cycle, clients_for
 
     calls: list[str] = []
     session = boto3.Session(region_name="us-east-1")
@@ -91,6 +91,6 @@ def test_building_the_graph_creates_clients_lazily_and_typed(
             Env.COST_EXPLORER: "true",
         }
     )
-    graph = build_scan_graph(settings, clients_for(settings, session))
+    graph = build_scan_cycle(settings, clients_for(settings, session))
     assert graph.alerts is not None and graph.cost_explorer is not None
     assert calls == []

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from costguard.domain.idle import GpuDiscovery
+from costguard.guards.idle_notebooks import idle_settings
 from costguard.names import Env
 from costguard.settings import Settings, SettingsError
-from costguard.wiring import idle_settings
 
 BASE = {Env.REGIONS: "us-east-1"}
 
