@@ -638,14 +638,6 @@ def hub_environment(org: Organization, hub: Hub, *, dry_run: bool = False) -> di
 
     ``dry_run``: the deployment's ``dryRun``. The demo deploys with it off, as ``costguard
     demo``'s guards act (the scan never acts either way)."""
-    from costguard.wiring.org import (
-        MEMBER_ROLE_ENV,
-        ORG_ACCOUNTS_ENV,
-        ORG_ID_ENV,
-        PER_ACCOUNT_CAP_ENV,
-        QUEUE_URL_ENV,
-    )
-
     return {
         Env.TOPIC_ARN: hub.topic_arn,
         Env.REGIONS: ",".join(REGIONS),
@@ -659,11 +651,11 @@ def hub_environment(org: Organization, hub: Hub, *, dry_run: bool = False) -> di
         # The embedded CloudWatch (moto) does not evaluate SEARCH: the idle guard lists the
         # GPU series first (the setting exists for emulators like it).
         Env.IDLE_GPU_DISCOVERY: "list",
-        ORG_ACCOUNTS_ENV: "discover",
-        ORG_ID_ENV: org.id,
-        MEMBER_ROLE_ENV: OrgRoles.MEMBER_READ,
-        PER_ACCOUNT_CAP_ENV: "2",
-        QUEUE_URL_ENV: hub.queue_url,
+        Env.ORG_ACCOUNTS: "discover",
+        Env.ORG_ID: org.id,
+        Env.MEMBER_ROLE: OrgRoles.MEMBER_READ,
+        Env.PER_ACCOUNT_CONCURRENCY: "2",
+        Env.QUEUE_URL: hub.queue_url,
         Env.ACT_QUEUE_URL: hub.act_queue_url,
     }
 

@@ -8,7 +8,7 @@ would fail the run).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from costguard.adapters import ec2
 from costguard.adapters.cloudwatch import PERMISSIONS as CLOUDWATCH_READS
@@ -26,6 +26,7 @@ from costguard.services.idle import IdlePolicy, IdleSettings
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
+    from costguard.guards.spec import DeclaresPermissions
     from costguard.ports import Actuator
     from costguard.settings import Settings
 
@@ -94,7 +95,11 @@ IDLE_NOTEBOOKS = GuardSpec(
     description="warns, then stops notebooks idle for their whole window (GPU, CPU, network, "
     "heartbeat); unknown is never idle",
     build=build,
-    actuators=(Ec2InstanceActuator, SageMakerNotebookActuator, StudioAppActuator),
+    actuators=(
+        cast("DeclaresPermissions", Ec2InstanceActuator),
+        cast("DeclaresPermissions", SageMakerNotebookActuator),
+        cast("DeclaresPermissions", StudioAppActuator),
+    ),
     reads=(*CLOUDWATCH_READS, *EC2_NOTEBOOK_READS, *SAGEMAKER_NOTEBOOK_READS, *STUDIO_READS),
     every_minutes=60,
     rate_setting="idle_rate",

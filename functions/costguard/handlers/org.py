@@ -9,8 +9,7 @@ Their graphs are built in :mod:`costguard.wiring.org`, which holds the hub's set
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -21,8 +20,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 
 from costguard import events
-from costguard.adapters.work_queue import SqsWorkQueue, WorkItem
-from costguard.domain.directory import Work, WorkKind
+from costguard.adapters.work_queue import WorkItem
 from costguard.domain.org import Slice
 from costguard.events import EventTimeError, ScheduledEvent, parse_event, scheduled_now
 
@@ -33,7 +31,7 @@ if TYPE_CHECKING:
     from costguard.adapters.assume import MemberClients
     from costguard.adapters.ec2 import InstanceTypeCache
     from costguard.services.fanout import OrgWork, WorkOutcome
-    from costguard.services.org import SliceBook, SliceWork
+    from costguard.services.org import SliceWork
     from costguard.settings import Settings
 
 logger = Logger(service="costguard-org")
@@ -190,27 +188,7 @@ def consumer_handler(event: dict[str, Any], context: LambdaContext) -> dict[str,
     return consume(event, work, events.CLOCK())
 
 
-# -- helpers for tests and benchmarks ----------------------------------------------------------
-
-
-def plan_and_enqueue(
-    book: SliceBook,
-    sqs: Any,
-    queue_url: str,
-    tick: datetime,
-    slices: Sequence[Slice],
-    deadline: timedelta,
-    per_account_cap: int = 1,
-) -> int:
-    """The fan-out of a fixed list of slices (no directory): plan the time (once), then
-    one scan message per slice (deduplicated)."""
-    book.plan(tick, slices, tick + deadline)
-    queue = SqsWorkQueue(sqs, queue_url, per_account_cap)
-    return queue.send([Work(tick, WorkKind.SCAN, s) for s in slices])
-
-
-def slices_of(accounts: Iterable[str], regions: Iterable[str]) -> list[Slice]:
-    return [Slice(a, r) for a in dict.fromkeys(accounts) for r in dict.fromkeys(regions)]
+# -- for the CLI --------------------------------------------------------------------------------
 
 
 def parse_accounts(text: str) -> list[str]:

@@ -35,7 +35,7 @@ from costguard.adapters.member import MemberProbe, MemberRegions, regions_read_f
 from costguard.adapters.organizations import OrganizationAccounts, organizations_region
 from costguard.adapters.slices import DynamoDbSliceBook, InMemorySliceBook
 from costguard.adapters.work_queue import SqsGuardQueue, SqsWorkQueue
-from costguard.config_spec import rate_minutes
+from costguard.config_spec import ORG_DISCOVER, rate_minutes
 from costguard.domain.directory import TickPolicy
 from costguard.domain.org import Slice, in_digest_window, slice_scope
 from costguard.domain.org_act import GuardRun, Reach, guard_scope
@@ -68,37 +68,6 @@ if TYPE_CHECKING:
     from costguard.ports import Ledger
     from costguard.services.guard import Guard, GuardContext
     from costguard.services.org import SliceBook
-
-#: "" (single-account mode: no hub), "discover" (ListAccounts) or comma-separated ids.
-ORG_ACCOUNTS_ENV = Env.ORG_ACCOUNTS
-#: o-xxxxxxxxxx: the Organization the hub's roles may assume member roles in.
-ORG_ID_ENV = Env.ORG_ID
-#: The member role the consumers assume (read-only), overridable for a custom name.
-MEMBER_ROLE_ENV = Env.MEMBER_ROLE
-#: At most this many of one account's items at once (its API rate limits are per account).
-PER_ACCOUNT_CAP_ENV = Env.PER_ACCOUNT_CONCURRENCY
-#: Empty account-regions are re-probed once per this many hours.
-PROBE_HOURS_ENV = Env.PROBE_HOURS
-#: A tick is aggregated this many minutes after it, with whatever slices came in.
-SLICE_DEADLINE_ENV = Env.SLICE_DEADLINE_MINUTES
-#: The account tag whose value ``true`` leaves the account out.
-OPT_OUT_TAG_ENV = Env.ORG_OPT_OUT_TAG
-#: The FIFO work queue (the fan-out's only).
-QUEUE_URL_ENV = Env.QUEUE_URL
-DISCOVER = "discover"
-
-ORG_ENV_VARS = (
-    ORG_ACCOUNTS_ENV,
-    ORG_ID_ENV,
-    MEMBER_ROLE_ENV,
-    PER_ACCOUNT_CAP_ENV,
-    PROBE_HOURS_ENV,
-    SLICE_DEADLINE_ENV,
-    OPT_OUT_TAG_ENV,
-    QUEUE_URL_ENV,
-    Env.ACT_QUEUE_URL,
-    Env.ORG_REGIONS,
-)
 
 #: The session name of the act consumers in member accounts: their CloudTrail shows who
 #: acted (the role assumed is ``OrgRoles.MEMBER_ACT``).
@@ -155,7 +124,7 @@ class HubSettings(BaseModel):
     @classmethod
     def from_settings(cls, settings: Settings) -> HubSettings:
         accounts = settings.org_accounts
-        discover = accounts == (DISCOVER,)
+        discover = accounts == (ORG_DISCOVER,)
         return cls(
             accounts=None if discover or not accounts else accounts,
             discover=discover,
@@ -266,11 +235,11 @@ def build_fanout(
     Organizations (only to discover), and the aggregation with its alerts."""
     if not env.org_mode:
         raise OrgConfigError(
-            f"{ORG_ACCOUNTS_ENV} is empty: single-account mode has no fan-out (set it to "
+            f"{Env.ORG_ACCOUNTS} is empty: single-account mode has no fan-out (set it to "
             "'discover' or to account ids)"
         )
     if not env.queue_url:
-        raise OrgConfigError(f"{QUEUE_URL_ENV} is not set: the fan-out has nowhere to send")
+        raise OrgConfigError(f"{Env.QUEUE_URL} is not set: the fan-out has nowhere to send")
     hub = Hub.of(settings, session)
     source = None
     if env.discover:
@@ -354,7 +323,7 @@ def _slice_work(hub: Hub, members: Callable[[Slice], ClientFactory]) -> SliceWor
 
 
 def _member_role(role_name: str | None) -> str:
-    return role_name or os.environ.get(MEMBER_ROLE_ENV) or OrgRoles.MEMBER_READ
+    return role_name or os.environ.get(Env.MEMBER_ROLE) or OrgRoles.MEMBER_READ
 
 
 def build_slice_work(
