@@ -551,7 +551,10 @@ def measure_member_work(ticks: int = 7) -> dict[str, Any]:
             projects={"llm": {"budget": 100_000}},
         )
         env = HubSettings(accounts=accounts, queue_url=url, per_account_cap=PER_ACCOUNT_CAP)
-        fanout = build_fanout(settings, env, hub)
+        # Its warnings go to the handler's log, as the fan-out Lambda's do.
+        fanout = build_fanout(
+            settings, env, hub, log=lambda m, x: org.logger.warning(m, extra=dict(x))
+        )
         inner = MemberClients(hub, env.member_role)
         entered: set[int] = set()
 
