@@ -41,7 +41,6 @@ from costguard.domain.org import Slice, in_digest_window, slice_scope
 from costguard.domain.org_act import GuardRun, Reach, guard_scope
 from costguard.guards import SPECS
 from costguard.names import Env, OrgRoles
-from costguard.services.executor import ExecutorSettings
 from costguard.services.fanout import Fanout, FanoutSettings, OrgWork, ProbeWork, RegionsWork
 from costguard.services.org import Aggregation, OrgSettings, SliceWork, alert_after
 from costguard.services.org_act import (
@@ -53,6 +52,7 @@ from costguard.services.org_act import (
     guarded_accounts,
 )
 from costguard.settings import Settings, SettingsError
+from costguard.wiring.guards import executor_settings
 from costguard.wiring.parts import (
     BundledCatalog,
     build_alert_service,
@@ -414,9 +414,7 @@ def build_guard_work(
         lambda run: enter(Slice(run.account, run.regions[0])),
         build,
         context,
-        ExecutorSettings(
-            scope=settings.scope, dry_run=settings.dry_run, tag_keys=settings.tag_keys
-        ),
+        executor_settings(settings),
         (AccountAccessError,),
         findings=context.ledger,
         alerts=build_alert_service(settings, hub.clients, context.ledger),
