@@ -30,6 +30,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check functions infra tests benchmarks
 	$(BIN)/ruff format --check functions infra tests benchmarks
+	PYTHONPATH=functions $(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -32,9 +32,9 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal
 
 from benchmarks.guard_bill import ALARMS, GUARD_MEMORY_GB, GUARD_SECONDS_UPPER_BOUND, PRICES
-from costguard.actuators import SPECS
 from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.org_act import Reach
+from costguard.guards import SPECS
 
 #: SQS FIFO requests (each up to 10 messages and 64 KiB) and the month used throughout.
 SQS_FIFO_REQUEST = 0.50 / 1_000_000

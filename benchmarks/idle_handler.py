@@ -51,15 +51,15 @@ def measure(
     from aws_lambda_powertools import Logger
     from moto import mock_aws
 
-    from costguard import wiring
+    from costguard import run_log, wiring
     from costguard.handlers import act
     from costguard.services import executor as executor_module
     from costguard_demo.run import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
     from tests.support.idle_fleet import idle_guard_settings, launch, notebook_tags, publish_ec2
 
-    saved_logger = act.logger
-    act.logger = Logger(service=f"idle-bench-{n}", stream=open(os.devnull, "w"))  # noqa: SIM115
+    saved_logger = run_log.logger
+    run_log.logger = Logger(service=f"idle-bench-{n}", stream=open(os.devnull, "w"))  # noqa: SIM115
     results: list[dict[str, Any]] = []
     try:
         with indexed_moto_cloudwatch() as series_read, mock_aws():
@@ -124,7 +124,7 @@ def measure(
             finally:
                 executor_module.Executor.run = run  # type: ignore[method-assign]
     finally:
-        act.logger = saved_logger
+        run_log.logger = saved_logger
     return {
         "candidates": n,
         "idle_share": idle_share,

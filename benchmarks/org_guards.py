@@ -80,8 +80,9 @@ ONE_VCPU_MB = 1769
 #: What a cold act consumer imports before and during its first run (boto3 included).
 ACT_IMPORTS = (
     "costguard.handlers.org_act",
-    "costguard.wiring",
-    "costguard.actuators",
+    "costguard.wiring.org",
+    "costguard.guards",
+    "costguard.services.stale_objects",
     "costguard.services.idle",
     "costguard.services.stale_volumes",
     "costguard.services.sweep",
@@ -329,7 +330,8 @@ class _Act:
         import boto3
         from aws_lambda_powertools import Logger
 
-        from costguard.handlers import act, org_act
+        from costguard import run_log
+        from costguard.handlers import org_act
 
         self.settings = settings
         self.not_ours = not_ours
@@ -340,7 +342,7 @@ class _Act:
         self.base = boto3.Session(region_name="us-east-1")
         self.hub_calls.attach(self.base)
         self.log = io.StringIO()
-        self._modules = (act, org_act)
+        self._modules = (run_log, org_act)
         self._saved = [m.logger for m in self._modules]
         for m in self._modules:
             m.logger = Logger(service=f"bench-{m.__name__}", stream=self.log)
@@ -361,8 +363,8 @@ class _Act:
 
     def _members(self) -> Any:
         from costguard.adapters.assume import MemberClients
-        from costguard.domain.org_roles import OrgRoles
-        from costguard.handlers.org_act import ACT_SESSION
+        from costguard.names import OrgRoles
+        from costguard.wiring.org import ACT_SESSION
 
         inner = MemberClients(self.base, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
 
@@ -380,7 +382,8 @@ class _Act:
         self, guard: str, account: str, regions: Sequence[str], at: datetime, case: str
     ) -> RunSample:
         from costguard.adapters.work_queue import GuardItem
-        from costguard.handlers.org_act import build_guard_work, consume
+        from costguard.handlers.org_act import consume
+        from costguard.wiring.org import build_guard_work
 
         gc.collect()
         gc.freeze()
@@ -614,8 +617,9 @@ def measure_fanout(accounts: int = ACCOUNTS, fraction: float = HOLDING) -> dict[
     import boto3
     from aws_lambda_powertools import Logger
 
+    from costguard import events
     from costguard.adapters.directory import DynamoDbDirectory
-    from costguard.handlers import events, org_act
+    from costguard.handlers import org
     from costguard_demo.run import create_ledger_table
     from tests.support.org_fakes import OrgWorld
 
@@ -632,9 +636,9 @@ def measure_fanout(accounts: int = ACCOUNTS, fraction: float = HOLDING) -> dict[
         meter = SizedMeter(plain.client("dynamodb"), not_ours)
         settings = _settings(org_accounts=tuple(world.accounts), act_queue_url=url)
         log = io.StringIO()
-        saved_logger, saved_clock = org_act.logger, events.CLOCK
+        saved_logger, saved_clock = org.guard_logger, events.CLOCK
         # A logger of its own per measurement (Powertools shares one per service name).
-        org_act.logger = Logger(service=f"bench-guard-fanout-{accounts}", stream=log)
+        org.guard_logger = Logger(service=f"bench-guard-fanout-{accounts}", stream=log)
         events.CLOCK = lambda: T0
         try:
             for guard in GUARDS:
@@ -648,9 +652,7 @@ def measure_fanout(accounts: int = ACCOUNTS, fraction: float = HOLDING) -> dict[
                 hub = boto3.Session(region_name="us-east-1")
                 calls.attach(hub)
                 meter.attach(hub)
-                summary = org_act.guard_fanout(
-                    {"time": T0.isoformat(), "guard": guard}, settings, hub
-                )
+                summary = org.guard_fanout({"time": T0.isoformat(), "guard": guard}, settings, hub)
                 figures = {
                     "runs": summary["runs"],
                     "account_regions_covered": summary["account_regions"],
@@ -668,7 +670,7 @@ def measure_fanout(accounts: int = ACCOUNTS, fraction: float = HOLDING) -> dict[
                 for _ in _drain(sqs, url):
                     pass
         finally:
-            org_act.logger, events.CLOCK = saved_logger, saved_clock
+            org.guard_logger, events.CLOCK = saved_logger, saved_clock
             gc.unfreeze()
     return {
         "accounts": accounts,

@@ -519,8 +519,9 @@ def measure_member_work(ticks: int = 7) -> dict[str, Any]:
     from costguard.domain.directory import Work, after_probe
     from costguard.domain.org import Slice
     from costguard.handlers import org
-    from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work, consume
+    from costguard.handlers.org import consume
     from costguard.settings import Settings
+    from costguard.wiring.org import HubSettings, build_fanout, build_org_work
     from costguard_demo.run import create_alert_channels, create_ledger_table
 
     samples: list[ItemSample] = []
@@ -549,8 +550,11 @@ def measure_member_work(ticks: int = 7) -> dict[str, Any]:
             topic_arn=topic,
             projects={"llm": {"budget": 100_000}},
         )
-        env = OrgEnvironment(accounts=accounts, queue_url=url, per_account_cap=PER_ACCOUNT_CAP)
-        fanout = build_fanout(settings, env, hub)
+        env = HubSettings(accounts=accounts, queue_url=url, per_account_cap=PER_ACCOUNT_CAP)
+        # Its warnings go to the handler's log, as the fan-out Lambda's do.
+        fanout = build_fanout(
+            settings, env, hub, log=lambda m, x: org.logger.warning(m, extra=dict(x))
+        )
         inner = MemberClients(hub, env.member_role)
         entered: set[int] = set()
 
@@ -815,10 +819,10 @@ def measure_hub(
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.adapters.slices import DynamoDbSliceBook
     from costguard.adapters.work_queue import WorkItem
-    from costguard.handlers.org import OrgEnvironment, build_fanout
     from costguard.services.fanout import OrgWork, ProbeWork, RegionsWork
     from costguard.services.org import Aggregation, OrgSettings, SliceWork
     from costguard.settings import Settings
+    from costguard.wiring.org import HubSettings, build_fanout
     from costguard_demo.run import create_ledger_table
     from tests.support.org_fakes import FakeAccessError, OrgWorld
 
@@ -836,7 +840,7 @@ def measure_hub(
         meter.attach(hub)
         sqs = StandInSqs(calls)
         settings = Settings(table_name="ledger", scope=HUB, regions=REGIONS)
-        env = OrgEnvironment(
+        env = HubSettings(
             accounts=tuple(world.accounts),
             queue_url=f"https://sqs.us-east-1.amazonaws.com/{HUB}/work.fifo",
             per_account_cap=PER_ACCOUNT_CAP,

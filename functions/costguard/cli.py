@@ -791,8 +791,8 @@ def _refresh_outcome(summary: dict[str, Any], where: str, progress: Callable[[st
 
 def cmd_prices_refresh(args: argparse.Namespace) -> int:
     from costguard.adapters.catalog import read_catalog_file
-    from costguard.adapters.pricing_api import refresh_catalog
     from costguard.config_spec import BY_NAME
+    from costguard.wiring.refresh import refresh_catalog
 
     session = _session(args)
     hold_pct = (

@@ -32,10 +32,10 @@ class CommandError(Exception):
 def now() -> datetime:
     """The command's one clock read, taken at the edge as the Lambdas take theirs.
 
-    It is :data:`costguard.handlers.events.CLOCK`, the one clock every entry point reads:
+    It is :data:`costguard.events.CLOCK`, the one clock every entry point reads:
     tests set it (in the process, or in a child process through a test helper) to run a
     command at any instant; nothing else in the product reads the wall clock.
     """
-    from costguard.handlers import events  # noqa: PLC0415 - pydantic only when a command asks the time
+    from costguard import events  # noqa: PLC0415 - pydantic only when a command asks the time
 
     return events.CLOCK()

@@ -15,7 +15,7 @@ backend per account, reached through assumed-role credentials):
    FIFO work queue whose dead-letter queue takes a message after ``orgMaxReceives``
    receives, and the two Lambda roles.
 4. A few scheduled times (15 simulated minutes apart) each run the fan-out's code
-   (:func:`costguard.handlers.org.build_fanout` ``.tick``), then the queue is delivered to
+   (:func:`costguard.wiring.org.build_fanout` ``.tick``), then the queue is delivered to
    the consumer's code (:func:`costguard.handlers.org.consume`) as Lambda's event source
    does: batches of up to ten records with their receipt handles; the records the consumer
    reports as failed are not deleted, come back after the visibility timeout, and after
@@ -438,7 +438,7 @@ def deploy_member_role(admin: Any, hub: str, org_id: str) -> None:
     read-only permissions, trusting the hub's scan role, and its act role, with the guards'
     tag-conditioned ones, trusting the hub's act role; both only from inside the
     Organization."""
-    from costguard.actuators import actuator_permissions
+    from costguard.guards import actuator_permissions
     from costguard.iam import member_read_permissions
 
     iam = admin.client("iam", region_name=HOME)
@@ -640,14 +640,6 @@ def hub_environment(org: Organization, hub: Hub, *, dry_run: bool = False) -> di
 
     ``dry_run``: the deployment's ``dryRun``. The demo deploys with it off, as ``costguard
     demo``'s guards act (the scan never acts either way)."""
-    from costguard.handlers.org import (
-        MEMBER_ROLE_ENV,
-        ORG_ACCOUNTS_ENV,
-        ORG_ID_ENV,
-        PER_ACCOUNT_CAP_ENV,
-        QUEUE_URL_ENV,
-    )
-
     return {
         Env.TOPIC_ARN: hub.topic_arn,
         Env.REGIONS: ",".join(REGIONS),
@@ -661,11 +653,11 @@ def hub_environment(org: Organization, hub: Hub, *, dry_run: bool = False) -> di
         # The embedded CloudWatch (moto) does not evaluate SEARCH: the idle guard lists the
         # GPU series first (the setting exists for emulators like it).
         Env.IDLE_GPU_DISCOVERY: "list",
-        ORG_ACCOUNTS_ENV: "discover",
-        ORG_ID_ENV: org.id,
-        MEMBER_ROLE_ENV: OrgRoles.MEMBER_READ,
-        PER_ACCOUNT_CAP_ENV: "2",
-        QUEUE_URL_ENV: hub.queue_url,
+        Env.ORG_ACCOUNTS: "discover",
+        Env.ORG_ID: org.id,
+        Env.MEMBER_ROLE: OrgRoles.MEMBER_READ,
+        Env.PER_ACCOUNT_CONCURRENCY: "2",
+        Env.QUEUE_URL: hub.queue_url,
         Env.ACT_QUEUE_URL: hub.act_queue_url,
     }
 
@@ -1116,14 +1108,14 @@ def _ticks(
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.domain.calendar import month_key
-    from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work
     from costguard.handlers.slack_notifier import process as notify_slack
     from costguard.settings import Settings
+    from costguard.wiring.org import HubSettings, build_fanout, build_org_work
     from costguard_demo.run import drain
 
     environ = hub_environment(org, hub, dry_run=dry_run)
     settings = Settings.from_env(environ)
-    env = OrgEnvironment.from_settings(settings, environ)
+    env = HubSettings.from_settings(settings)
     fanout_session = lambda_session(HUB, FANOUT_ROLE)
     consumer_session = lambda_session(HUB, OrgRoles.HUB_SCAN)
     fanout = build_fanout(settings, env, fanout_session)

@@ -3,7 +3,7 @@ simulated time, on the Organization the scan ticks listed.
 
 Each guard's schedule is run at a few simulated times as EventBridge Scheduler invokes the
 hub's fan-out (``{"guard": name, "time": ...}``): the fan-out's code
-(:func:`costguard.handlers.org_act.build_guard_fanout` ``.tick``) plans one run per member
+(:func:`costguard.wiring.org.build_guard_fanout` ``.tick``) plans one run per member
 account from the directory the scan ticks keep, and sends each to the FIFO act queue (one
 message group per account). The queue is then delivered to the act consumer's code
 (:func:`costguard.handlers.org_act.consume`) one record per invocation, as its event source
@@ -38,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.domain.decisions import Step
+from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
 from costguard.services.org_act import GuardRunOutcome, GuardWork
 
@@ -391,16 +392,15 @@ def run_guard_chapter(
     """Seed, then run :data:`SCHEDULE` through the fan-out, the act queue and the act
     consumer; returns the ``guards`` part of the demo's ``--json``."""
     from costguard.adapters.work_queue import GuardItem
-    from costguard.domain.org_roles import OrgRoles
-    from costguard.handlers.org import OrgEnvironment
-    from costguard.handlers.org_act import GuardFanoutEvent, build_guard_fanout, build_guard_work
+    from costguard.handlers.org import GuardFanoutEvent
     from costguard.handlers.org_act import consume as act_consume
     from costguard.settings import Settings
+    from costguard.wiring.org import HubSettings, build_guard_fanout, build_guard_work
     from costguard_demo.org import FANOUT_ROLE, HOME, HUB, drain_queue, lambda_session
     from costguard_demo.server import snapshot_ids, stamp_new_snapshots
 
     settings = Settings.from_env(environ)
-    env = OrgEnvironment.from_settings(settings, environ)
+    env = HubSettings.from_settings(settings)
     names = {a.id: a.name for a in org.members} | {org.management: "management"}
     day = first_day(scan_start)
     seeded = seed_targets(org, sessions, day)

@@ -34,9 +34,9 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from costguard.actuators import SPECS, guard_ledger_actions
 from costguard.domain.org_roles import OrgRoles
 from costguard.env import Env
+from costguard.guards import SPECS, guard_ledger_actions
 from costguard.iam import (
     FINDINGS_LEDGER_ACTIONS,
     LEDGER_ACTIONS,

@@ -7,7 +7,7 @@ template is self-contained and a new account of the OU gets it on joining.
 - ``costguard-member-read``: what the scan reads (``costguard.iam.scan_permissions``) and
   the account's opted-in regions (``ec2:DescribeRegions``, ``costguard.iam.ORG_MEMBER_EXTRA``),
   nothing that changes anything.
-- ``costguard-member-act``: what the guards may do (``costguard.actuators``), every
+- ``costguard-member-act``: what the guards may do (``costguard.guards``), every
   mutating statement tag-conditioned exactly as in the single-account stack.
 
 Each trusts only the hub role that needs it (``OrgRoles.READ_TRUSTS``: the scan consumer;
@@ -32,9 +32,9 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from costguard.actuators import actuator_permissions
 from costguard.config_spec import valid_role_name
 from costguard.domain.org_roles import OrgRoles
+from costguard.guards import actuator_permissions
 from costguard.iam import member_read_permissions
 from costguard_infra.config import ConfigError
 from costguard_infra.guard_function import policy_statements

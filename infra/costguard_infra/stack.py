@@ -13,11 +13,11 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
-from costguard.actuators import SPECS
 from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.alerts import AlertKind
 from costguard.domain.idle import Heartbeat
 from costguard.env import Env
+from costguard.guards import SPECS
 from costguard.iam import (
     CATALOG_PARTITION,
     CATALOG_STORE_ACTIONS,

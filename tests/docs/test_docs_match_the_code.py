@@ -227,7 +227,7 @@ def _link_problems(page: Path) -> list[str]:
 PATH = re.compile(
     r"[\w.*-]+(/[\w.*-]+)*\.(py|json|txt)|(tests|functions|infra|benchmarks|docs)(/[\w.*-]+)*/"
 )
-#: A module, or a name in one: ``costguard.handlers.events.CLOCK``.
+#: A module, or a name in one: ``costguard.events.CLOCK``.
 DOTTED = re.compile(r"(costguard|costguard_demo)(\.\w+)+")
 #: Where a relative path may start.
 BASES = ("", "functions", "functions/costguard", "infra")

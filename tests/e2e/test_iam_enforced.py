@@ -349,12 +349,14 @@ def run_as(
         monkeypatch.setenv(key, value)
     context = Context(logical, world.arn(logical))
     if function == "scan":
-        from costguard.handlers import events, scan
+        from costguard import events
+        from costguard.handlers import scan
 
         monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)  # the schedule's time is recent
         handler = scan.handler
     elif function in ("act", "idle", "volumes"):
-        from costguard.handlers import act, events
+        from costguard import events
+        from costguard.handlers import act
 
         when = datetime.fromisoformat(event["time"])
         monkeypatch.setattr(events, "CLOCK", lambda: when)
@@ -700,8 +702,8 @@ def test_the_actuator_acts_with_only_the_permissions_the_stack_grants(
     # policy) registered by name, with enforcement on
     from datetime import timedelta
 
-    from costguard.actuators import SPECS
-    from costguard.domain.tags import Tags
+    from costguard.guards import SPECS
+    from costguard.names import Tags
     from tests.support.toy import TOY, toy_spec
 
     monkeypatch.setitem(SPECS, "toy", toy_spec())
@@ -757,7 +759,7 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     deployment: Deployment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN an idle GPU notebook and a busy one with back-dated metrics, IAM enforced
-    from costguard import wiring
+    from costguard.adapters import ec2
     from costguard.adapters.ec2 import InstanceTypeCache
     from tests.support.idle_fleet import launch, notebook_tags, publish_ec2
 
@@ -766,7 +768,7 @@ def test_the_idle_guard_runs_with_only_the_permissions_the_stack_grants(
     # moto does not evaluate SEARCH: the guard lists the GPU series first (ListMetrics)
     monkeypatch.setitem(MOTO_OVERRIDES, Env.IDLE_GPU_DISCOVERY, "list")
     # a cold Lambda: the instance-type cache of an earlier test would hide a missing grant
-    monkeypatch.setattr(wiring, "_INSTANCE_TYPES", InstanceTypeCache())
+    monkeypatch.setattr(ec2, "INSTANCE_TYPES", InstanceTypeCache())
     launched = MIDDAY - timedelta(hours=5)
     (idle,) = launch(deployment.session, notebook_tags(), at=launched)
     (busy,) = launch(deployment.session, notebook_tags(), at=launched)

@@ -259,7 +259,8 @@ def run_act(
     from moto.core.authorization import enable_iam_authentication
     from moto.iam.access_control import IAMRequest
 
-    from costguard.handlers import events, org_act
+    from costguard import events
+    from costguard.handlers import org_act
     from costguard_demo.org import checked_assume_role
 
     env = {
@@ -393,8 +394,8 @@ def test_the_act_consumer_acts_in_a_member_account_with_only_the_two_stacks_gran
 ) -> None:
     # GIVEN the hub and the member act role deployed from their templates, IAM enforced, two
     # idle-tagged instances in the member account, and a guard (the test-only toy guard)
-    from costguard.actuators import SPECS
     from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard.guards import SPECS
     from costguard_demo.run import drain
     from tests.support.toy import TOY, toy_spec
 

@@ -18,7 +18,7 @@ from tests.support.toy import TOY, ToyPolicy
 
 @pytest.fixture
 def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.handlers import events
+    from costguard import events
     from costguard_demo.run import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)

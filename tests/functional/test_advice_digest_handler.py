@@ -61,7 +61,7 @@ def deployed(aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
 
 
 def scan_at(at: datetime, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from costguard.handlers import events
+    from costguard import events
     from costguard.handlers.scan import handler
 
     monkeypatch.setattr(events, "CLOCK", lambda: at + timedelta(minutes=1))

@@ -21,6 +21,7 @@ from costguard.domain.org import Slice
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
 from costguard.env import Env
+from costguard.wiring.org import build_guard_work
 from tests.functional.test_org_fanout import _record
 from tests.functional.test_org_slices import _deny_assume, _member_session
 from tests.functional.test_scan_handler import Context
@@ -88,7 +89,7 @@ def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def _clock(monkeypatch: pytest.MonkeyPatch, at: datetime) -> None:
-    from costguard.handlers import events
+    from costguard import events
 
     monkeypatch.setattr(events, "CLOCK", lambda: at)
 
@@ -152,7 +153,7 @@ def _guard_tick(
     if handler:
         consumed = org_act.handler(event, Context())
     else:
-        work = org_act.build_guard_work(Settings.from_env(os.environ), hub["session"])
+        work = build_guard_work(Settings.from_env(os.environ), hub["session"])
         consumed = org_act.consume(event, work, at)
     return fanned, consumed, messages
 
@@ -341,7 +342,7 @@ def test_a_run_planned_too_long_ago_is_dropped_without_entering_the_account(
     org.fanout_handler({"time": T0.isoformat(), "guard": "stale-volumes"}, Context())
     records = [_record(m) for m in _drain(session, hub["act"])]
     # WHEN the messages are redriven from the dead-letter queue a day later
-    work = org_act.build_guard_work(Settings.from_env(os.environ), session)
+    work = build_guard_work(Settings.from_env(os.environ), session)
     out = org_act.consume({"Records": records}, work, T0 + 24 * H)
     assert out == {"batchItemFailures": []} and assumed == []
 
@@ -393,7 +394,7 @@ def test_a_message_naming_no_allowed_region_fails_and_acts_nowhere(
         "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:act.fifo",
         "awsRegion": REGION,
     }
-    work = org_act.build_guard_work(Settings.from_env(os.environ), hub["session"])
+    work = build_guard_work(Settings.from_env(os.environ), hub["session"])
     # WHEN a message names only a region outside the deployment's, or not a region at all
     out = org_act.consume({"Records": [record]}, work, T0 + timedelta(minutes=1))
     # THEN it is handed back (SQS retries it, then dead-letters it)

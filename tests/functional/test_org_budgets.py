@@ -15,8 +15,8 @@ from costguard.domain.findings import FindingCode
 from costguard.domain.org import Slice
 from costguard.domain.spend import BudgetStatus
 from costguard.domain.tags import Tags
-from costguard.handlers.org import build_slice_work
 from costguard.settings import Settings
+from costguard.wiring.org import build_slice_work
 from tests.functional.test_org_slices import HUB, REGIONS, T0, A, B, _member_session
 
 EAST, WEST = Slice(A, "us-east-1"), Slice(B, "us-west-2")

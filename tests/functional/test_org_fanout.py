@@ -21,9 +21,10 @@ from costguard.adapters.organizations import OrganizationAccounts
 from costguard.adapters.work_queue import SqsWorkQueue, WorkItem
 from costguard.domain.directory import SliceState, Work, WorkKind
 from costguard.domain.org import Slice, slice_scope
-from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work, consume
+from costguard.handlers.org import consume
 from costguard.services.fanout import OrgWork, ProbeWork
 from costguard.settings import Settings
+from costguard.wiring.org import HubSettings, build_fanout, build_org_work
 from tests.functional.test_org_slices import (
     HUB,
     REGIONS,
@@ -65,9 +66,9 @@ def _settings(**extra: Any) -> Settings:
     )
 
 
-def _env(url: str, **extra: Any) -> OrgEnvironment:
+def _env(url: str, **extra: Any) -> HubSettings:
     values: dict[str, Any] = {"accounts": (A, B, C), "queue_url": url, "per_account_cap": 2}
-    return OrgEnvironment(**(values | extra))
+    return HubSettings(**(values | extra))
 
 
 def _record(m: dict[str, Any]) -> dict[str, Any]:

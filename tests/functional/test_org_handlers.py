@@ -11,19 +11,8 @@ import pytest
 
 from costguard.env import Env
 from costguard.handlers import org
-from costguard.handlers.org import (
-    MEMBER_ROLE_ENV,
-    OPT_OUT_TAG_ENV,
-    ORG_ACCOUNTS_ENV,
-    ORG_ENV_VARS,
-    ORG_ID_ENV,
-    PER_ACCOUNT_CAP_ENV,
-    PROBE_HOURS_ENV,
-    QUEUE_URL_ENV,
-    SLICE_DEADLINE_ENV,
-    OrgConfigError,
-    OrgEnvironment,
-)
+from costguard.settings import ORG_ENV_VARS
+from costguard.wiring.org import HubSettings, OrgConfigError
 from tests.functional.test_org_fanout import _record
 from tests.functional.test_org_slices import HUB, A, B, _launch
 from tests.functional.test_scan_handler import Context
@@ -33,7 +22,7 @@ T0 = datetime.fromisoformat("2026-11-20T12:00:00+00:00")
 
 @pytest.fixture
 def hub_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
-    from costguard.handlers import events
+    from costguard import events
     from costguard_demo.run import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: T0 + timedelta(minutes=1))
@@ -46,9 +35,9 @@ def hub_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
         Env.TABLE_NAME: "ledger",
         Env.SCOPE: HUB,
         Env.SAGEMAKER_STUDIO: "false",
-        ORG_ACCOUNTS_ENV: f"{A},{B}",
-        ORG_ID_ENV: "o-abc1234567",
-        QUEUE_URL_ENV: url,
+        Env.ORG_ACCOUNTS: f"{A},{B}",
+        Env.ORG_ID: "o-abc1234567",
+        Env.QUEUE_URL: url,
     }.items():
         monkeypatch.setenv(key, value)
     return aws, url
@@ -96,8 +85,8 @@ def test_the_fan_out_refuses_an_implausible_time_and_enqueues_nothing(
 
 
 def test_single_account_mode_has_no_fan_out(hub_env: tuple[Any, str], monkeypatch: Any) -> None:
-    monkeypatch.setenv(ORG_ACCOUNTS_ENV, "")
-    with pytest.raises(OrgConfigError, match=ORG_ACCOUNTS_ENV):
+    monkeypatch.setenv(Env.ORG_ACCOUNTS, "")
+    with pytest.raises(OrgConfigError, match=Env.ORG_ACCOUNTS):
         org.fanout_handler({"time": T0.isoformat()}, Context())
 
 
@@ -105,23 +94,23 @@ REGION = {"COSTGUARD_REGIONS": "us-east-1"}
 
 
 def test_reads_the_contract_s_variables_with_their_defaults() -> None:
-    env = OrgEnvironment.from_env(
-        {ORG_ACCOUNTS_ENV: " Discover ", ORG_ID_ENV: "o-abc1234567", **REGION}
+    env = HubSettings.from_env(
+        {Env.ORG_ACCOUNTS: " Discover ", Env.ORG_ID: "o-abc1234567", **REGION}
     )
     assert env.discover and env.org_mode and env.accounts is None
     assert env.member_role == "costguard-member-read" and env.per_account_cap == 2
     assert env.probe_interval == timedelta(hours=6) and env.deadline == timedelta(minutes=10)
     assert env.opt_out_tag == "costguard:opt-out"
-    assert not OrgEnvironment.from_env(REGION).org_mode
-    custom = OrgEnvironment.from_env(
+    assert not HubSettings.from_env(REGION).org_mode
+    custom = HubSettings.from_env(
         {
-            ORG_ACCOUNTS_ENV: f"{A}, {B},{A}",
-            ORG_ID_ENV: "o-abc1234567",
-            PROBE_HOURS_ENV: "2",
-            PER_ACCOUNT_CAP_ENV: "3",
-            SLICE_DEADLINE_ENV: "20",
-            MEMBER_ROLE_ENV: "custom-read",
-            OPT_OUT_TAG_ENV: "finops:skip",
+            Env.ORG_ACCOUNTS: f"{A}, {B},{A}",
+            Env.ORG_ID: "o-abc1234567",
+            Env.PROBE_HOURS: "2",
+            Env.PER_ACCOUNT_CONCURRENCY: "3",
+            Env.SLICE_DEADLINE_MINUTES: "20",
+            Env.MEMBER_ROLE: "custom-read",
+            Env.ORG_OPT_OUT_TAG: "finops:skip",
             **REGION,
         }
     )
@@ -129,14 +118,14 @@ def test_reads_the_contract_s_variables_with_their_defaults() -> None:
     assert custom.per_account_cap == 3 and custom.deadline == timedelta(minutes=20)
     assert custom.member_role == "custom-read" and custom.opt_out_tag == "finops:skip"
     assert set(ORG_ENV_VARS) == {
-        ORG_ACCOUNTS_ENV,
-        ORG_ID_ENV,
-        MEMBER_ROLE_ENV,
-        PER_ACCOUNT_CAP_ENV,
-        PROBE_HOURS_ENV,
-        SLICE_DEADLINE_ENV,
-        OPT_OUT_TAG_ENV,
-        QUEUE_URL_ENV,
+        Env.ORG_ACCOUNTS,
+        Env.ORG_ID,
+        Env.MEMBER_ROLE,
+        Env.PER_ACCOUNT_CONCURRENCY,
+        Env.PROBE_HOURS,
+        Env.SLICE_DEADLINE_MINUTES,
+        Env.ORG_OPT_OUT_TAG,
+        Env.QUEUE_URL,
         Env.ACT_QUEUE_URL,
         Env.ORG_REGIONS,
     }
@@ -144,25 +133,25 @@ def test_reads_the_contract_s_variables_with_their_defaults() -> None:
 
 def test_names_every_wrong_variable_at_once() -> None:
     with pytest.raises(OrgConfigError) as caught:
-        OrgEnvironment.from_env(
+        HubSettings.from_env(
             {
-                ORG_ACCOUNTS_ENV: "12345",
-                ORG_ID_ENV: "org-1",
-                PROBE_HOURS_ENV: "NaN",
-                PER_ACCOUNT_CAP_ENV: "0",
-                SLICE_DEADLINE_ENV: "-5",
-                MEMBER_ROLE_ENV: "bad role/name",
+                Env.ORG_ACCOUNTS: "12345",
+                Env.ORG_ID: "org-1",
+                Env.PROBE_HOURS: "NaN",
+                Env.PER_ACCOUNT_CONCURRENCY: "0",
+                Env.SLICE_DEADLINE_MINUTES: "-5",
+                Env.MEMBER_ROLE: "bad role/name",
                 **REGION,
             }
         )
     message = str(caught.value)
     for name in (
-        ORG_ACCOUNTS_ENV,
-        ORG_ID_ENV,
-        PROBE_HOURS_ENV,
-        PER_ACCOUNT_CAP_ENV,
-        SLICE_DEADLINE_ENV,
-        MEMBER_ROLE_ENV,
+        Env.ORG_ACCOUNTS,
+        Env.ORG_ID,
+        Env.PROBE_HOURS,
+        Env.PER_ACCOUNT_CONCURRENCY,
+        Env.SLICE_DEADLINE_MINUTES,
+        Env.MEMBER_ROLE,
     ):
         assert name in message
 
@@ -175,8 +164,8 @@ def test_regions_are_read_from_a_region_no_account_can_disable(
 
     import boto3
 
-    from costguard.handlers.org import build_fanout
     from costguard.settings import Settings
+    from costguard.wiring.org import build_fanout
     from costguard_demo.run import create_ledger_table
 
     session, _url = hub_env
@@ -184,7 +173,7 @@ def test_regions_are_read_from_a_region_no_account_can_disable(
     create_ledger_table(hub, "ledger", "af-south-1")
     fanout = build_fanout(
         Settings.from_env(os.environ),
-        OrgEnvironment.from_env(os.environ),
+        HubSettings.from_env(os.environ),
         hub,
         sqs=session.client("sqs", region_name="us-east-1"),
     )

@@ -4,7 +4,7 @@ aggregation once per scheduled time, a poison account isolated and reported."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,21 +15,39 @@ from botocore.exceptions import ClientError
 
 from costguard.adapters.dynamodb import DynamoDbLedger
 from costguard.adapters.slices import DynamoDbSliceBook
+from costguard.adapters.work_queue import SqsWorkQueue, message_group
+from costguard.domain.directory import Work, WorkKind
 from costguard.domain.org import Slice, slice_scope
-from costguard.handlers.org import (
-    build_slice_work,
-    consume,
-    message_group,
-    plan_and_enqueue,
-    slices_of,
-)
+from costguard.handlers.org import consume
+from costguard.services.org import SliceBook
 from costguard.settings import Settings
+from costguard.wiring.org import build_slice_work
 
 HUB = "111111111111"
 A, B, C = "222222222222", "333333333333", "444444444444"
 REGIONS = ("us-east-1", "us-west-2")
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=15)
+
+
+def plan_and_enqueue(
+    book: SliceBook,
+    sqs: Any,
+    queue_url: str,
+    tick: datetime,
+    slices: Sequence[Slice],
+    deadline: timedelta,
+    per_account_cap: int = 1,
+) -> int:
+    """The fan-out of a fixed list of slices (no directory): plan the time (once), then
+    one scan message per slice (deduplicated)."""
+    book.plan(tick, slices, tick + deadline)
+    queue = SqsWorkQueue(sqs, queue_url, per_account_cap)
+    return queue.send([Work(tick, WorkKind.SCAN, s) for s in slices])
+
+
+def slices_of(accounts: Iterable[str], regions: Iterable[str]) -> list[Slice]:
+    return [Slice(a, r) for a in dict.fromkeys(accounts) for r in dict.fromkeys(regions)]
 
 
 def _member_session(base: Any, account: str, region: str) -> Any:
@@ -184,7 +202,7 @@ def test_a_late_slice_of_an_aggregated_time_counts_in_the_next_aggregation(hub: 
     book.plan(T0, [a, b], T0 + timedelta(minutes=10))
     work = build_slice_work(_settings(), hub)
     consume(_event((T0, a)), work, T0)
-    from costguard.handlers.org import build_slice_work as build
+    from costguard.wiring.org import build_slice_work as build
 
     aggregation = build(_settings(), hub)._aggregation
     assert aggregation is not None

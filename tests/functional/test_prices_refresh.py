@@ -21,8 +21,9 @@ from costguard.adapters.catalog import (
     read_catalog_file,
     write_catalog_file,
 )
-from costguard.adapters.pricing_api import PriceListApi, refresh_catalog
+from costguard.adapters.pricing_api import PriceListApi
 from costguard.services.price_refresh import PriceRefresh, RefreshContendedError
+from costguard.wiring.refresh import refresh_catalog
 from tests.support.fake_price_list import FakePriceList, price_item, price_list_server
 from tests.support.fakes import InMemoryCatalogStore
 

@@ -23,7 +23,7 @@ TODAY = MIDDAY.date()
 
 @pytest.fixture
 def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.handlers import events
+    from costguard import events
     from costguard_demo.run import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY + timedelta(hours=1))

@@ -25,7 +25,7 @@ class Context:
 
 @pytest.fixture
 def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.handlers import events
+    from costguard import events
     from costguard_demo.run import create_ledger_table
 
     # The Lambda's clock: an hour after MIDDAY, so MIDDAY and MIDDAY + 1 h are recent scans.

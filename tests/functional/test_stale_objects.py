@@ -28,7 +28,7 @@ def _put(s3: Any, bucket: str, key: str, age_hours: float) -> None:
 
 @pytest.fixture
 def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.handlers import events
+    from costguard import events
     from costguard_demo.run import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)
@@ -58,7 +58,7 @@ def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _run(account: Any, at: datetime, dry_run: bool = False) -> Any:
-    from costguard.handlers import events
+    from costguard import events
     from costguard.handlers.act import process
 
     events.CLOCK = lambda: at

@@ -32,13 +32,14 @@ def _put(s3: Any, key: str, size: int, age: timedelta) -> None:
 
 @pytest.fixture
 def log(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
-    """The act handler's structured log (the dashboard's source), into a buffer."""
+    """The act handler's structured log of a guard run (the dashboard's source), into a
+    buffer."""
     from aws_lambda_powertools import Logger
 
-    from costguard.handlers import act
+    from costguard import run_log
 
     buffer = io.StringIO()
-    monkeypatch.setattr(act, "logger", Logger(service="savings-under-test", stream=buffer))
+    monkeypatch.setattr(run_log, "logger", Logger(service="savings-under-test", stream=buffer))
     return buffer
 
 

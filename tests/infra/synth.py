@@ -59,7 +59,7 @@ def _tempdir(prefix: str) -> Path:
 def with_toy_guard() -> Iterator[None]:
     """The shipped guards plus the test-only toy guard (tests/support/toy.py), so that the
     guard Lambdas' roles are checked on a guard whose every call a test replays."""
-    from costguard.actuators import SPECS
+    from costguard.guards import SPECS
     from tests.support.toy import toy_spec
 
     added = "toy" not in SPECS

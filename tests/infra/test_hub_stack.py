@@ -176,7 +176,7 @@ def test_single_account_stack_holds_no_hub_resource(body: dict[str, Any]) -> Non
 def test_switching_to_org_mode_keeps_every_other_resources_logical_id(
     body: dict[str, Any], org_body: dict[str, Any]
 ) -> None:
-    from costguard.actuators import SPECS
+    from costguard.guards import SPECS
     from tests.support.toy import toy_spec
 
     # The ledger, its key and the alert topic survive a switch either way (no replacement).
@@ -480,7 +480,7 @@ def test_org_mode_deploys_no_guard_lambda_and_no_function_bound_to_a_guard(org: 
 def test_each_guard_schedule_invokes_the_fanout_with_its_name_and_the_scheduled_time_at_its_rate(
     body: dict[str, Any], org: World
 ) -> None:
-    from costguard.actuators import SPECS
+    from costguard.guards import SPECS
 
     single, hub = _guard_schedules(World(body)), _guard_schedules(org)
     # Every guard, the shipped ones and the test-only toy (tests/infra/synth.py).
@@ -550,7 +550,7 @@ def test_act_consumer_takes_one_guard_run_per_invocation_reporting_failures_unde
 
 
 def test_act_consumer_is_the_named_act_lambda_with_the_hub_environment(org: World) -> None:
-    from costguard.actuators import SPECS
+    from costguard.guards import SPECS
     from costguard.services.executor import ACTION_LEASE
     from tests.support.toy import toy_spec
 

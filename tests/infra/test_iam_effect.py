@@ -330,8 +330,8 @@ def test_every_mutating_statement_names_costguards_own_resources_or_is_tag_condi
 
 
 def test_every_declared_mutating_permission_carries_a_tag_condition() -> None:
-    from costguard.actuators import actuator_permissions
     from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+    from costguard.guards import actuator_permissions
 
     declared = (
         *scan_permissions(cost_explorer=True),
@@ -339,7 +339,7 @@ def test_every_declared_mutating_permission_carries_a_tag_condition() -> None:
         *actuator_permissions(),
     )
     assert any(p.mutating for p in declared)
-    from costguard.adapters.s3 import S3BucketActuator
+    from costguard.adapters.s3 import S3ObjectStore
     from costguard.iam import account_scoped_s3, tag_conditioned
 
     for permission in declared:
@@ -349,7 +349,7 @@ def test_every_declared_mutating_permission_carries_a_tag_condition() -> None:
             assert tag_conditioned(permission.conditions) or account_scoped_s3(
                 permission.actions, permission.conditions
             ), permission
-    for permission in S3BucketActuator.permissions:
+    for permission in S3ObjectStore.permissions:
         if permission.mutating:
             assert account_scoped_s3(permission.actions, permission.conditions), permission
 

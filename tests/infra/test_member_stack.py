@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from costguard.actuators import actuator_permissions
 from costguard.domain.org_roles import OrgRoles
+from costguard.guards import actuator_permissions
 from costguard.iam import (
     account_scoped_s3,
     all_actions,

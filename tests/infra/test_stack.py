@@ -84,7 +84,7 @@ def test_every_variable_the_handler_reads_is_set_by_the_stack(template: Any) -> 
 def test_each_guard_has_its_own_lambda_bound_to_it_with_its_own_role_and_schedule(
     template: Any,
 ) -> None:
-    from costguard.actuators import SPECS
+    from costguard.guards import SPECS
 
     guards = {
         f["Properties"]["Environment"]["Variables"][Env.GUARD]: f
@@ -244,7 +244,7 @@ def test_no_wildcard_actions_and_no_unconditioned_mutation_on_every_resource(tem
 def test_roles_grant_the_declared_permissions_and_otherwise_only_costguards_own_resources(
     template: Any,
 ) -> None:
-    from costguard.actuators import actuator_permissions
+    from costguard.guards import actuator_permissions
     from costguard.iam import refresh_permissions
     from tests.support.toy import toy_spec
 

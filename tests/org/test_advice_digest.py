@@ -66,8 +66,8 @@ def test_an_org_scan_every_few_hours_keeps_advice_on_some_time_of_each_day(
     their advice only on times within one hour of the digest hour, so with a 2-hour or daily
     scan no time of the day keeps any, and no Organization advice digest is ever sent
     (`in_digest_window` takes the scan period for exactly this; the handler passes 1 h)."""
-    from costguard.handlers.org import build_slice_work
     from costguard.settings import Settings
+    from costguard.wiring.org import build_slice_work
     from costguard_demo.run import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")

@@ -22,6 +22,7 @@ from costguard.domain.directory import SliceState
 from costguard.domain.org import Slice
 from costguard.domain.tags import Tags
 from costguard.env import Env
+from costguard.wiring.org import build_guard_work
 from tests.functional.test_org_slices import _member_session
 from tests.functional.test_scan_handler import Context
 from tests.support.clock import clock_at, snapshots_start_on_the_clock
@@ -138,7 +139,7 @@ def _consume(
         _record(GuardItem(time=at, guard=g, account=a, regions=r).model_dump_json(), i)
         for i, (g, a, r) in enumerate(runs)
     ]
-    work = org_act.build_guard_work(_settings(), hub["session"], members=members)
+    work = build_guard_work(_settings(), hub["session"], members=members)
     with clock_at(at):
         return org_act.consume({"Records": records}, work, at, budget)
 
@@ -147,8 +148,8 @@ def _denying_ec2_in(hub: dict[str, Any], account: str, region: str) -> Any:
     """The member act clients, where every EC2 call in ``region`` of ``account`` is refused
     (a service control policy denying the region, as Organizations often have)."""
     from costguard.adapters.assume import MemberClients
-    from costguard.domain.org_roles import OrgRoles
-    from costguard.handlers.org_act import ACT_SESSION
+    from costguard.names import OrgRoles
+    from costguard.wiring.org import ACT_SESSION
 
     members = MemberClients(hub["session"], OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
 
@@ -323,13 +324,15 @@ def test_a_member_region_holding_only_a_cpu_notebook_is_guarded_for_idleness(
     (CPU ones are judged on CPU and network). The probe calls a region active only for
     accelerators, and the compute guard runs only in active regions: a member region whose
     only notebook is an m5 is never guarded, though in one account it would be stopped."""
+    from costguard import events
     from costguard.adapters.assume import MemberClients
     from costguard.adapters.aws import ClientFactory
     from costguard.adapters.member import MemberProbe
-    from costguard.domain.org_roles import OrgRoles
-    from costguard.handlers import events, org
+    from costguard.guards.idle_notebooks import build as build_idle_guard
+    from costguard.handlers import org
+    from costguard.names import OrgRoles
     from costguard.services.fanout import ProbeWork
-    from costguard.wiring import build_idle_guard, guard_context
+    from costguard.wiring import guard_context
 
     # GIVEN A's only instance in us-west-2 is a CPU notebook, idle for 3 hours (CPU 1 %,
     # network 10 kB per 5 minutes)

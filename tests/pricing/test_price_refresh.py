@@ -125,7 +125,7 @@ def test_an_ambiguous_price_list_answer_does_not_silently_replace_a_rate(
     a Windows item, silently replaces the Linux rate (+30 %, inside the hold threshold)."""
     import boto3
 
-    from costguard.adapters.pricing_api import refresh_catalog
+    from costguard.wiring.refresh import refresh_catalog
 
     # GIVEN an answer with g5.xlarge at its Linux rate and a second item at +30 %
     fake = DoubledPriceList(extra_attrs=extra_attrs)
@@ -147,7 +147,7 @@ def test_a_requested_region_without_prices_keeps_the_catalog_as_of(tmp_path: Pat
     (us-est-1) moves as_of to today, and the exit-3 message says "as_of stays <today>"."""
     import boto3
 
-    from costguard.adapters.pricing_api import refresh_catalog
+    from costguard.wiring.refresh import refresh_catalog
 
     # GIVEN a catalog checked on 2026-11-01, refreshed for its three regions and a typo
     out = tmp_path / "prices.json"

@@ -4,7 +4,7 @@ own lifecycle expiry at every midnight, judged against the README by an independ
 Each generated case is a bucket (objects of random ages under random prefixes), a
 deployment (``sweepPrefixes``, ``sweepKeepPrefix``, ``sweepBreakerPct``, ``dryRun``) and a
 list of steps over days: hourly, late and repeated runs of ``costguard.handlers.act.process``
-(guard ``stale-objects``, its clock ``costguard.handlers.events.CLOCK`` at the simulated
+(guard ``stale-objects``, its clock ``costguard.events.CLOCK`` at the simulated
 time); faults (a call throttled, the Lambda killed before or after a call, its time running
 out) followed by retries of the same event; the operator switching ``dryRun``; the owner
 exempting the bucket, removing, mangling, raising or lowering ``costguard:ttl``, writing
@@ -701,9 +701,9 @@ class World:
             self.oracle.confirms.append(self.now)
 
     def invoke(self, event_time: datetime) -> None:
-        from costguard.env import Env
+        from costguard.events import EventTimeError
         from costguard.handlers.act import ActionsFailedError, process, summary
-        from costguard.handlers.events import EventTimeError
+        from costguard.names import Env
         from costguard.settings import Settings
 
         self.last_event = event_time

@@ -1,6 +1,6 @@
 """Run the product at a chosen instant, in this process or in a child process.
 
-Every entry point reads one clock, :data:`costguard.handlers.events.CLOCK` (the Lambdas
+Every entry point reads one clock, :data:`costguard.events.CLOCK` (the Lambdas
 and the ``costguard`` command alike). A test sets it here; a child process gets it set by
 a short boot script before the real command's ``main`` runs. Time then advances from the
 chosen instant as it does on a wall clock, so a command's own durations stay real. No
@@ -22,7 +22,7 @@ MIDDAY = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 _BOOT = """
 import sys, time
 from datetime import datetime, timedelta
-from costguard.handlers import events
+from costguard import events
 start, origin = datetime.fromisoformat(sys.argv[1]), time.monotonic()
 events.CLOCK = lambda: start + timedelta(seconds=time.monotonic() - origin)
 from costguard.cli import main
@@ -49,7 +49,7 @@ def clock_at(instant: datetime, *, frozen: bool = False) -> Iterator[None]:
     import time
     from datetime import timedelta
 
-    from costguard.handlers import events
+    from costguard import events
 
     saved, origin = events.CLOCK, time.monotonic()
     if frozen:
@@ -64,7 +64,7 @@ def clock_at(instant: datetime, *, frozen: bool = False) -> Iterator[None]:
 
 def snapshots_start_on_the_clock(monkeypatch: Any) -> None:
     """moto starts an EBS snapshot at the real clock's time; from here on, at
-    :data:`costguard.handlers.events.CLOCK`'s, the simulated time a test runs its guard at.
+    :data:`costguard.events.CLOCK`'s, the simulated time a test runs its guard at.
 
     A guard judges a snapshot by when it started (newer than the volume was first seen
     unattached, or old enough to expire), so a simulated timeline needs the two clocks to
@@ -73,7 +73,7 @@ def snapshots_start_on_the_clock(monkeypatch: Any) -> None:
     """
     from moto.ec2.models.elastic_block_store import Snapshot
 
-    from costguard.handlers import events
+    from costguard import events
 
     created = Snapshot.__init__
 

@@ -45,7 +45,7 @@ def run_sweep(
     regions: str = REGION,
 ) -> Any:
     """One scheduled run of the stale-objects guard through the act handler, at ``at``."""
-    from costguard.handlers import events
+    from costguard import events
     from costguard.handlers.act import process
 
     monkeypatch.setattr(events, "CLOCK", lambda: at)

@@ -6,9 +6,9 @@ from datetime import timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.adapters.s3 import StaleObjectsPolicy, SweepOptions, TimeLeftHolder
 from costguard.domain.decisions import Action
 from costguard.domain.tags import Tags
+from costguard.services.stale_objects import StaleObjectsPolicy, SweepOptions, TimeLeftHolder
 from costguard.services.sweep import SweepService, SweepSettings
 from tests.support.clock import MIDDAY
 from tests.support.fake_s3 import FakeBucket, FakeS3, obj

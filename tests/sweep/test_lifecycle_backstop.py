@@ -23,7 +23,7 @@ def _put(s3: Any, bucket: str, key: str, age_hours: float) -> None:
 
 @pytest.fixture
 def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from costguard.handlers import events
+    from costguard import events
 
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)
     s3 = tagged_bucket(aws, "scratch", {Tags.TTL: "48h", Tags.PROJECT: "vision"})
@@ -63,7 +63,7 @@ def test_exempting_a_swept_bucket_removes_costguards_lifecycle_rule(
     after the owner exempts the bucket. The executor withdraws the warning (outcome
     "cleared") but S3 keeps expiring the bucket's objects every day through CostGuard's
     rule: costguard:exempt is not honoured by the backstop (services/executor.py
-    _withdraw -> adapters/s3.py S3BucketActuator.unmark only forgets the ledger deadline;
+    _withdraw -> services/stale_objects.py S3BucketActuator.unmark only forgets the ledger deadline;
     nothing ever removes the rule written by services/sweep.py _backstop)."""
     # GIVEN a bucket swept once, so CostGuard's backstop rule is on it
     s3 = _swept_once(account, monkeypatch)

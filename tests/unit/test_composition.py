@@ -25,7 +25,7 @@ from tests.support.fakes import RecordingNotifier, StaticInventory, StaticSpotPr
 
 def test_the_scan_handlers_graph_runs_on_fakes() -> None:
     from costguard.handlers.scan import run
-    from costguard.wiring import ScanGraph
+    from costguard.services.scan_cycle import ScanCycle
 
     ledger = InMemoryLedger()
     sent: list[object] = []
@@ -38,7 +38,7 @@ def test_the_scan_handlers_graph_runs_on_fakes() -> None:
         launched_at=MIDDAY.replace(hour=0),
         tags={"costguard:project": "llm", "costguard:budget": "100"},
     )
-    graph = ScanGraph(
+    graph = ScanCycle(
         scan=ScanService(
             [StaticInventory("ec2", {"us-east-1": Inventory((p5,))})],
             StaticSpotPrices({}),
@@ -75,7 +75,7 @@ def test_building_the_graph_creates_clients_lazily_and_typed(
 
     from costguard.env import Env
     from costguard.settings import Settings
-    from costguard.wiring import build_scan_graph, clients_for
+    from costguard.wiring import build_scan_cycle, clients_for
 
     calls: list[str] = []
     session = boto3.Session(region_name="us-east-1")
@@ -89,6 +89,6 @@ def test_building_the_graph_creates_clients_lazily_and_typed(
             Env.COST_EXPLORER: "true",
         }
     )
-    graph = build_scan_graph(settings, clients_for(settings, session))
+    graph = build_scan_cycle(settings, clients_for(settings, session))
     assert graph.alerts is not None and graph.cost_explorer is not None
     assert calls == []

@@ -1,4 +1,4 @@
-"""Hostile scheduled events for the scan and actuator Lambdas (handlers/events.py)."""
+"""Hostile scheduled events for the scan and actuator Lambdas (costguard/events.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from costguard.handlers.events import EventTimeError, ScheduledEvent, scheduled_now
+from costguard.events import EventTimeError, ScheduledEvent, scheduled_now
 
 CLOCK = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 

@@ -6,8 +6,8 @@ import pytest
 
 from costguard.domain.idle import GpuDiscovery
 from costguard.env import Env
+from costguard.guards.idle_notebooks import idle_settings
 from costguard.settings import Settings, SettingsError
-from costguard.wiring import idle_settings
 
 BASE = {Env.REGIONS: "us-east-1"}
 

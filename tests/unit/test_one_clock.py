@@ -1,7 +1,7 @@
 """One clock: the product and the demos read the wall clock in exactly one place.
 
 Every entry point (each Lambda, each ``costguard`` command) takes its "now" from
-:data:`costguard.handlers.events.CLOCK`, once, at the edge; the demos take theirs from
+:data:`costguard.events.CLOCK`, once, at the edge; the demos take theirs from
 :data:`costguard_demo.story.STORY_END`. A second read anywhere else is how a story comes
 to depend on the calendar (``make test`` failed on the 1st of a month), so it is refused
 here, by reading the source: calls are found in the syntax tree, not by text.
@@ -24,7 +24,7 @@ WALL_CLOCK_READS = {
     ("time", "gmtime"),
 }
 #: The one place allowed to read it.
-THE_CLOCK = FUNCTIONS_DIR / "costguard" / "handlers" / "events.py"
+THE_CLOCK = FUNCTIONS_DIR / "costguard" / "events.py"
 
 
 def _wall_clock_reads(path: Path) -> list[str]:

@@ -118,6 +118,12 @@ class InstanceTypeCache:
             self._known[(region, itype)] = found.get(itype, _UNKNOWN)
 
 
+#: Accelerator info per instance type outlives one invocation: a warm Lambda asks once.
+#: Shared by the scan, the idle-notebook guard and the Organization probe, which all judge
+#: accelerators the same way.
+INSTANCE_TYPES = InstanceTypeCache()
+
+
 class Ec2Inventory:
     """Running and pending accelerator instances, and the EBS volumes attached to them."""
 

@@ -15,18 +15,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import chunks, reading
-from costguard.adapters.catalog import CatalogDocuments, CatalogFile, FileCatalogStore
-from costguard.config_spec import REGION
-from costguard.domain.catalog_merge import DEFAULT_HOLD_PCT
 from costguard.ports import PriceAnswer, ThrottledError
 from costguard.retry import exponential, retrying
-from costguard.services.price_refresh import PriceRefresh
 from costguard.settings import one_line
 
 if TYPE_CHECKING:
@@ -260,37 +254,3 @@ class PriceListApi:
             "ebs_gb_month": noting(lambda n: fetch_ebs(c, region, n)),
         }
         return PriceAnswer(prices, rejected)
-
-
-def refresh_catalog(
-    client: PricingClient,
-    *,
-    regions: tuple[str, ...],
-    output: Path,
-    today: date,
-    progress: Callable[[str], None] = lambda _m: None,
-    previous: CatalogFile | None = None,
-    hold_pct: Decimal = DEFAULT_HOLD_PCT,
-    sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any]:
-    """Fetch current list prices and merge them into the catalog at ``output``.
-
-    The catalog already at ``output`` is the starting point (else ``previous``, else the
-    packaged one), and the merge never makes it worse (``domain.catalog_merge``). A
-    region that returns no prices keeps its date and is listed under
-    ``regions_without_prices``; the caller should fail.
-    """
-    regions = tuple(dict.fromkeys(regions))
-    bad = [r for r in regions if not (r.isascii() and REGION.fullmatch(r))]
-    if not regions:
-        raise ValueError("no regions to refresh")
-    if bad:
-        raise ValueError(f"not AWS region names: {', '.join(map(repr, bad))}")
-    outcome = PriceRefresh(
-        FileCatalogStore(output),
-        PriceListApi(client, sleep=sleep),
-        CatalogDocuments(previous),
-        hold_pct=hold_pct,
-        progress=progress,
-    ).run(regions, datetime.combine(today, datetime.min.time(), UTC))
-    return {"output": str(output), **outcome.summary()}

@@ -76,6 +76,12 @@ class PerResourceTags:
         return found
 
 
+def tag_reader(client_for: ClientFor, how: str) -> TagReader:
+    """The deployment's way of reading SageMaker tags (``sagemakerTags``): the tagging API,
+    or one ``ListTags`` per resource."""
+    return TaggingApiTags(client_for) if how == "tagging-api" else PerResourceTags(client_for)
+
+
 def resource_part(arn: str) -> str:
     """``arn:aws:sagemaker:r:acct:space/d/s`` -> ``space/d/s``: matches across accounts' ARNs."""
     parts = arn.split(":", 5)

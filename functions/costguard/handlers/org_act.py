@@ -1,12 +1,9 @@
-"""The Organization hub's guards: the act consumer (one guard in one member account per
-message), and the guard fan-out the hub's fan-out Lambda runs for a guard's schedule.
+"""The Organization hub's act consumer: one guard in one member account per message.
 
-The act consumer's role (``costguard-hub-act``) may do one thing outside the hub:
-assume ``costguard-member-act`` inside the Organization. What it may do in a member
-account is that role's tag-conditioned policy, built from the same declarations as the
-single-account guards' roles. Its claims, audit trail, sweep state and findings are
-kept in the hub's ledger under the account's own scope; warnings go to the hub's topic.
-``dryRun`` is the deployment's, as in one account.
+Its graph (:func:`costguard.wiring.org.build_guard_work`) keeps claims, audit trail,
+sweep state and findings in the hub's ledger under the account's own scope, and sends
+warnings to the hub's topic; it acts in the member account through
+``costguard-member-act``. ``dryRun`` is the deployment's, as in one account.
 
 The act queue is FIFO with one message group per account: one guard at a time in an
 account. Its event source hands one message per invocation, so a run has the Lambda's
@@ -26,165 +23,17 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 
-from costguard.domain.org_act import Reach
-from costguard.domain.org_roles import OrgRoles
-from costguard.env import Env
-from costguard.handlers.events import ScheduledEvent
+from costguard import events
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from costguard.adapters.assume import MemberClients
-    from costguard.handlers.hub import OrgEnvironment
     from costguard.ports import TimeLeft
-    from costguard.services.org_act import GuardFanout, GuardWork
-    from costguard.settings import Settings
+    from costguard.services.org_act import GuardWork
 
 logger = Logger(service="costguard-org-act")
-
-#: The session name of the act consumers in member accounts: their CloudTrail shows who
-#: acted (the role assumed is ``OrgRoles.MEMBER_ACT``).
-ACT_SESSION = "costguard-hub-act"
-
-
-class RegionNotAllowedError(ValueError):
-    """A guard run names only regions outside the deployment's allow-list."""
-
-
-class GuardFanoutEvent(ScheduledEvent):
-    """A guard's schedule, sent to the hub's fan-out: ``{"time": ..., "guard": name}``."""
-
-    guard: str
-
-
-def reaches() -> dict[str, Reach]:
-    """Each shipped guard's reach (its declaration's)."""
-    from costguard.actuators import SPECS
-
-    return {name: spec.reach for name, spec in SPECS.items()}
-
-
-def build_guard_fanout(
-    settings: Settings, env: OrgEnvironment, session: Any, *, sqs: Any = None
-) -> GuardFanout:
-    from costguard.adapters.aws import RETRY_CONFIG
-    from costguard.adapters.work_queue import SqsGuardQueue
-    from costguard.handlers.hub import (
-        OrgConfigError,
-        allowed_regions,
-        home_region,
-        hub_parts,
-        queue_region,
-    )
-    from costguard.services.org_act import GuardFanout, GuardFanoutSettings
-
-    url = (settings.act_queue_url or "").strip()
-    if not env.org_mode:
-        raise OrgConfigError("single-account mode has no guard fan-out")
-    if not url:
-        raise OrgConfigError(f"{Env.ACT_QUEUE_URL} is not set: guard runs have nowhere to go")
-    _hub_clients, _ledger, _book, store = hub_parts(settings, session)
-    home = home_region(settings, session)
-    client = sqs or session.client("sqs", region_name=queue_region(url, home), config=RETRY_CONFIG)
-    return GuardFanout(
-        store,
-        SqsGuardQueue(client, url),
-        GuardFanoutSettings(
-            reaches=reaches(),
-            accounts=None if env.discover else env.accounts,
-            allow=allowed_regions(settings),
-        ),
-    )
-
-
-def guard_fanout(event: dict[str, Any], settings: Settings, session: Any) -> dict[str, Any]:
-    """The fan-out Lambda's answer to a guard's schedule (``handlers.org.fanout_handler``)."""
-    from costguard.handlers import events
-    from costguard.handlers.events import EventTimeError, parse_event
-    from costguard.handlers.hub import OrgEnvironment
-
-    try:
-        parsed = parse_event(GuardFanoutEvent, event)
-        tick = parsed.now(events.CLOCK())
-    except EventTimeError as exc:
-        logger.error("guard fan-out refused: implausible event", extra={"reason": str(exc)})
-        return {"refused": str(exc), "sent": 0}
-    env = OrgEnvironment.from_settings(settings, os.environ)
-    summary = build_guard_fanout(settings, env, session).tick(parsed.guard, tick)
-    out = summary.as_dict()
-    logger.info("guard runs enqueued", extra=out)
-    return out
-
-
-# -- the act consumer ---------------------------------------------------------------------
-
-
-def build_guard_work(
-    settings: Settings, session: Any, *, members: MemberClients | None = None
-) -> GuardWork:
-    """The act consumer's graph: the hub's ledger, topic and catalog (the guard context),
-    and each run's guard built on the member account's clients through its act role."""
-    from costguard.actuators import SPECS
-    from costguard.adapters.assume import AccountAccessError, MemberClients
-    from costguard.adapters.aws import ClientFactory
-    from costguard.domain.org import Slice
-    from costguard.domain.org_act import GuardRun, guard_scope
-    from costguard.handlers.hub import OrgEnvironment, allowed_regions, hub_parts
-    from costguard.services.executor import ExecutorSettings
-    from costguard.services.guard import Guard, GuardContext
-    from costguard.services.org_act import GuardWork, UnknownGuardError, guarded_accounts
-    from costguard.wiring import build_alert_service, guard_context
-
-    hub = ClientFactory(session, account=settings.scope)
-    context = guard_context(settings, hub)
-    allow = allowed_regions(settings)
-    env = OrgEnvironment.from_settings(settings, os.environ)
-    _hub_clients, _ledger, _book, store = hub_parts(settings, session)
-    listed: list[frozenset[str]] = []
-
-    def guarded(account: str) -> bool:
-        # The accounts the deployment guards now: the configured list, or the stored
-        # listing (read once per invocation, and only when a run asks).
-        if not env.discover:
-            return account in (env.accounts or ())
-        if not listed:
-            listed.append(frozenset(guarded_accounts(store.listing())))
-        return account in listed[0]
-
-    enter = members or MemberClients(session, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
-
-    def build(run: GuardRun, clients: ClientFactory, ctx: GuardContext) -> Guard:
-        spec = SPECS.get(run.guard)
-        if spec is None:
-            raise UnknownGuardError(f"unknown guard {run.guard!r} (known: {', '.join(SPECS)})")
-        # Only the fan-out sends here, but a message is still input: a region outside the
-        # deployment's allow-list is never acted in, whatever the message says.
-        regions = tuple(r for r in run.regions if allow is None or r in allow)
-        if not regions:
-            raise RegionNotAllowedError(
-                f"guard run of {run.guard} in {run.account} names no allowed region "
-                f"({', '.join(run.regions)[:200]}); nothing was done"
-            )
-        narrowed = settings.model_copy(
-            update={"scope": guard_scope(settings.scope, run.account), "regions": regions}
-        )
-        return spec.build(narrowed, clients, ctx)
-
-    return GuardWork(
-        lambda run: enter(Slice(run.account, run.regions[0])),
-        build,
-        context,
-        ExecutorSettings(
-            scope=settings.scope, dry_run=settings.dry_run, tag_keys=settings.tag_keys
-        ),
-        (AccountAccessError,),
-        findings=context.ledger,
-        alerts=build_alert_service(settings, hub, context.ledger),
-        state=context.ledger,
-        known=frozenset(SPECS),
-        guarded=guarded,
-    )
 
 
 def consume(
@@ -195,7 +44,8 @@ def consume(
     queue's ``maxReceiveCount``. Actions already taken stay taken: the retry's executor
     finds them claimed and done."""
     from costguard.adapters.work_queue import GuardItem
-    from costguard.handlers.act import ActionsFailedError, failed_message, log_run
+    from costguard.run_log import log_run
+    from costguard.services.executor import ActionsFailedError, failed_message
 
     def record_handler(record: SQSRecord) -> None:
         item = GuardItem.model_validate_json(record.body)
@@ -235,14 +85,12 @@ _MEMBERS: list[MemberClients] = []
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     import boto3
 
-    from costguard.adapters.assume import MemberClients
-    from costguard.handlers import events
-    from costguard.handlers.act import LambdaTimeLeft
     from costguard.settings import Settings
+    from costguard.wiring.org import act_members, build_guard_work
 
     settings = Settings.from_env(os.environ)
     session = boto3.Session()
     if not _MEMBERS:
-        _MEMBERS.append(MemberClients(session, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION))
+        _MEMBERS.append(act_members(session))
     work = build_guard_work(settings, session, members=_MEMBERS[0])
-    return consume(event, work, events.CLOCK(), LambdaTimeLeft(context))
+    return consume(event, work, events.CLOCK(), events.LambdaTimeLeft(context))

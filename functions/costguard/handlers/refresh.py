@@ -14,20 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from costguard.handlers import events
-from costguard.handlers.events import EventTimeError, ScheduledEvent, scheduled_now
+from costguard import events
+from costguard.events import EventTimeError, ScheduledEvent, scheduled_now
 from costguard.telemetry import Metrics as M
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from costguard.services.price_refresh import PriceRefresh, RefreshOutcome
-    from costguard.settings import Settings
 
 logger = Logger(service=M.REFRESH_SERVICE)
-
-#: The Price List Query API's endpoint; it serves every region's prices.
-PRICING_REGION = "us-east-1"
 
 
 class RefreshEvent(ScheduledEvent):
@@ -36,25 +32,6 @@ class RefreshEvent(ScheduledEvent):
 
 class RefreshIncompleteError(RuntimeError):
     """Some regions could not be read; what was read is stored, the rest is unchanged."""
-
-
-def build_refresh(settings: Settings, session: Any) -> PriceRefresh:
-    from costguard.adapters.aws import RETRY_CONFIG
-    from costguard.adapters.catalog import CatalogDocuments
-    from costguard.adapters.catalog_store import DynamoDbCatalogStore
-    from costguard.adapters.pricing_api import PriceListApi
-    from costguard.services.price_refresh import PriceRefresh
-
-    if not settings.table_name:
-        raise ValueError("the price refresh stores into the ledger table: set COSTGUARD_TABLE_NAME")
-    region = session.region_name or settings.regions[0]
-    return PriceRefresh(
-        DynamoDbCatalogStore(session.client("dynamodb", region_name=region), settings.table_name),
-        PriceListApi(session.client("pricing", region_name=PRICING_REGION, config=RETRY_CONFIG)),
-        CatalogDocuments(),
-        hold_pct=settings.price_change_hold_pct,
-        progress=logger.info,
-    )
 
 
 def run(refresh: PriceRefresh, regions: tuple[str, ...], now: datetime) -> RefreshOutcome:
@@ -78,6 +55,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     import boto3
 
     from costguard.settings import Settings
+    from costguard.wiring.refresh import build_refresh
 
     settings = Settings.from_env(os.environ)
     try:
@@ -85,5 +63,6 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     except EventTimeError as exc:
         logger.error("refresh refused: implausible event time", extra={"reason": str(exc)})
         return {"refused": str(exc)}
-    outcome = run(build_refresh(settings, boto3.Session()), settings.regions, now)
+    refresh = build_refresh(settings, boto3.Session(), progress=logger.info)
+    outcome = run(refresh, settings.regions, now)
     return outcome.summary()

@@ -7,27 +7,25 @@ Lambda's clock, is "now", so a retried invocation accrues exactly the same inter
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from costguard.handlers import events
-from costguard.handlers.events import EventTimeError, ScheduledEvent, scheduled_now
+from costguard import events
+from costguard.events import EventTimeError, ScheduledEvent, scheduled_now
+from costguard.services.scan_cycle import AfterScanError, ScanCycle, ScanOutcome
 from costguard.telemetry import Figures as F
 from costguard.telemetry import Metrics as M
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from costguard.domain.alerts import Alert
-    from costguard.services.alerts import AlertService
-    from costguard.services.cost_explorer import CostExplorerService
     from costguard.services.scan import ScanReport
     from costguard.settings import Settings
-    from costguard.wiring import ScanGraph
+
+__all__ = ["AfterScanError", "ScanOutcome", "handler", "process", "run", "summary"]
 
 logger = Logger(service=M.SCAN_SERVICE)
 metrics = Metrics(namespace=M.NAMESPACE, service=M.SCAN_SERVICE)
@@ -123,22 +121,6 @@ class ScanEvent(ScheduledEvent):
     """What the schedule sends the scan: ``{"time": <scheduled time>}``."""
 
 
-class AfterScanError(RuntimeError):
-    """Steps after the ledger commit failed; the spend is recorded, a retry adds nothing."""
-
-    def __init__(self, failures: list[tuple[str, BaseException]]) -> None:
-        super().__init__(
-            "; ".join(f"{name}: {type(exc).__name__}: {exc}" for name, exc in failures)
-        )
-        self.failures = failures
-
-
-@dataclass(frozen=True)
-class ScanOutcome:
-    report: ScanReport
-    alerts: list[Alert]
-
-
 def process(
     event: dict[str, Any], settings: Settings, session: Any, clock: datetime | None = None
 ) -> ScanOutcome:
@@ -147,39 +129,27 @@ def process(
     Raises :class:`EventTimeError` before touching AWS when the event's time is not
     plausible; the handler logs it and reports the refusal.
     """
-    from costguard.wiring import CallCounter, build_scan_graph, clients_for
+    from costguard.wiring.scan import scan_cycle
 
     now = scheduled_now(ScanEvent, event, clock or events.CLOCK())
-    clients = clients_for(settings, session)
-    counter = CallCounter()
-    counter.attach(clients.session)
-    return run(now, build_scan_graph(settings, clients, counter))
+    return run(now, scan_cycle(settings, session))
 
 
-def run(now: datetime, graph: ScanGraph) -> ScanOutcome:
-    """The scan use case, then its independent steps; built from clients or from fakes."""
-    from costguard.services.alerts import AlertDeliveryError
-
-    report = graph.scan.run(now)
-    # The spend is committed. What follows are independent steps: one failing must not
-    # stop the others (metrics are the dashboard's and the alarms' only signal), but
-    # the invocation still fails at the end, so that the retry and the DLQ see it.
-    alerts: list[Alert] = []
-    failures: list[tuple[str, BaseException]] = []
-    if graph.alerts is not None:
-        try:
-            alerts += graph.alerts.run(report, report.previous, now)
-        except AlertDeliveryError as exc:  # every alert was attempted; log the ones sent
-            alerts += exc.run.sent
-            failures.append(("alerts", exc))
-        except Exception as exc:  # reported below and re-raised after the other steps
-            failures.append(("alerts", exc))
-    if graph.cost_explorer is not None:
-        try:
-            alerts += _cost_explorer(graph.cost_explorer, graph.alerts, now)
-        except Exception as exc:
-            failures.append(("cost-explorer", exc))
-    for a in alerts:
+def run(now: datetime, cycle: ScanCycle) -> ScanOutcome:
+    """The scan and its independent steps (built from clients or from fakes), logged; the
+    invocation fails after the logs and metrics when a step after the commit failed."""
+    outcome = cycle.run(now)
+    report, failures = outcome.report, outcome.failures
+    for r in outcome.reconciliation:
+        logger.info(
+            "cost explorer reconciliation",
+            extra={
+                "project": r.project,
+                "ledger_usd": str(r.ledger_usd),
+                "cost_explorer_usd": str(r.cost_explorer_usd),
+            },
+        )
+    for a in outcome.alerts:
         logger.info(
             "alert published",
             extra={"alert_id": a.alert_id, "kind": a.kind.value, "project": a.project},
@@ -197,7 +167,7 @@ def run(now: datetime, graph: ScanGraph) -> ScanOutcome:
             "ledger": report.ledger.value,
             "api_calls": sum(report.api_calls.values()),
             "duration_s": round(report.duration_s, 3),
-            "alerts": len(alerts),
+            "alerts": len(outcome.alerts),
             "failed_steps": [name for name, _ in failures],
         },
     )
@@ -208,24 +178,7 @@ def run(now: datetime, graph: ScanGraph) -> ScanOutcome:
                 extra={"step": name, "error": f"{type(error).__name__}: {error}"},
             )
         raise AfterScanError(failures)
-    return ScanOutcome(report, alerts)
-
-
-def _cost_explorer(
-    service: CostExplorerService, alerting: AlertService | None, now: datetime
-) -> list[Alert]:
-    rows = service.reconcile(now)
-    for r in rows or []:
-        logger.info(
-            "cost explorer reconciliation",
-            extra={
-                "project": r.project,
-                "ledger_usd": str(r.ledger_usd),
-                "cost_explorer_usd": str(r.cost_explorer_usd),
-            },
-        )
-    forwarded = service.anomaly_alerts(now)
-    return list(alerting.deliver(forwarded)) if alerting and forwarded else []
+    return outcome
 
 
 @logger.inject_lambda_context

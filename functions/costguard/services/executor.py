@@ -119,6 +119,13 @@ class ActionsFailedError(RuntimeError):
     """Some actions failed; the others were applied. Raised so the retry and DLQ see it."""
 
 
+def failed_message(report: ExecutionReport) -> str:
+    """What :class:`ActionsFailedError` says: how many failed, and the first ten."""
+    return f"{len(report.failures)} of {len(report.outcomes)} actions failed: " + "; ".join(
+        f"{o.decision.target.key}: {o.error}" for o in report.failures[:10]
+    )
+
+
 @dataclass
 class _Pass:
     """One run's shared reads and pending writes (each decision still has its own steps)."""

@@ -18,10 +18,8 @@ from costguard.ports import Actuator, TimeLeft
 from costguard.services.executor import ExecutionReport, Executor, ExecutorSettings
 
 if TYPE_CHECKING:
-    from costguard.adapters.aws import ClientFactory
     from costguard.domain.pricing import PriceCatalog
     from costguard.ports import Ledger, Notifier
-    from costguard.settings import Settings
 
 
 class Policy(Protocol):
@@ -59,11 +57,6 @@ class GuardContext:
     notifier: Notifier | None
     #: The prices savings are counted at (the stored catalog when deployed).
     catalog: PriceCatalog
-
-
-#: Builds a guard from settings, the clients it reads and acts with, and the context it
-#: records in; the actuator Lambda's registry holds these.
-GuardFactory = Callable[["Settings", "ClientFactory", GuardContext], Guard]
 
 
 def run_guard(

@@ -237,7 +237,7 @@ class UnplannedSliceError(ValueError):
     """A work item for an implausible time (too old, or ahead): refused before any call."""
 
 
-#: The same bounds as a scheduled scan's event time (handlers/events.py).
+#: The same bounds as a scheduled scan's event time (costguard/events.py).
 MAX_SLICE_AGE = timedelta(hours=3)
 MAX_SLICE_LEAD = timedelta(minutes=5)
 #: How long an aggregation's claim holds before another run may take it over: a Lambda

@@ -1,15 +1,15 @@
-"""The guards CostGuard ships, declared once for the actuator Lambda and for the stack.
+"""What a guard declares: its policy's builder, the actuators it acts through, the read
+permissions its policy needs, and the cadence it runs at.
 
-A guard is a policy (a pure judgement that returns decisions), the actuators it acts
-through, the read permissions its policy needs, and the cadence it runs at. The stack
-builds one Lambda per guard from its declaration: a role holding only that guard's
-permissions (the idle-notebook guard can never delete an object, the stale-data
-guard can never stop a notebook), and a schedule that invokes it with its name.
-The executor, the handler and the ledger are shared.
+The stack builds one Lambda per guard from its declaration: a role holding only that
+guard's permissions (the idle-notebook guard can never delete an object, the stale-data
+guard can never stop a notebook), and a schedule that invokes it with its name. The
+executor, the handler and the ledger are shared.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,13 +17,20 @@ from costguard.domain.org_act import Reach
 from costguard.iam import EXECUTOR_LEDGER_ACTIONS, FINDINGS_LEDGER_ACTIONS, Permission
 
 if TYPE_CHECKING:
-    from costguard.services.guard import GuardFactory
+    from costguard.adapters.aws import ClientFactory
+    from costguard.services.guard import Guard, GuardContext
+    from costguard.settings import Settings
 
 
 class DeclaresPermissions(Protocol):
-    """An actuator class: what it may do, declared next to the code that does it."""
+    """What makes a guard's calls: what it may do, declared next to the code that does it."""
 
     permissions: tuple[Permission, ...]
+
+
+#: Builds a guard from settings, the clients it reads and acts with, and the context it
+#: records in; the actuator Lambda's registry holds these.
+GuardFactory = Callable[["Settings", "ClientFactory", "GuardContext"], "Guard"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,7 @@ class GuardSpec:
     description: str
     #: Builds the guard (policy and actuators) from settings and typed clients.
     build: GuardFactory
+    #: What makes its mutating calls (its actuators, or the store they act through).
     actuators: tuple[DeclaresPermissions, ...]
     #: What the policy reads (CloudWatch metrics, inventories): never mutating.
     reads: tuple[Permission, ...] = ()

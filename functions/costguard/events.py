@@ -1,16 +1,20 @@
-"""Scheduled events: the scheduled time is "now", if it is plausibly a schedule's time.
+"""The Lambdas' edge: the one clock, scheduled events, and an invocation's time time_left.
 
-Shared by every scheduled Lambda (the scan, the actuators): time is captured once, at
-the edge, and a retried invocation of the same event acts on exactly the same "now".
+The scheduled time is "now", if it is plausibly a schedule's time. Shared by every
+scheduled Lambda (the scan, the actuators): time is captured once, at the edge, and a
+retried invocation of the same event acts on exactly the same "now".
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 #: How far in the past an event's ``time`` may be. The schedule retries for up to 1 h
 #: (``max_event_age``) and Lambda's asynchronous retries for up to 1 h more, so a
@@ -81,3 +85,16 @@ def parse_event(model: type[E], event: Any) -> E:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise EventTimeError(f"event {problems}; refused, nothing was written") from None
+
+
+class LambdaTimeLeft:
+    """The Lambda's remaining time, less a margin for the executor's follow-ups and the
+    ledger writes after the last page."""
+
+    MARGIN_SECONDS = 60.0
+
+    def __init__(self, context: LambdaContext) -> None:
+        self._context = context
+
+    def seconds_left(self) -> float:
+        return self._context.get_remaining_time_in_millis() / 1000.0 - self.MARGIN_SECONDS
