@@ -13,7 +13,7 @@ def test_docs_estimates_md_is_generated_from_the_code() -> None:
     text = (ROOT / "docs" / "estimates.md").read_text(encoding="utf-8")
     assert text == estimates_markdown(), (
         "docs/estimates.md differs from the code; regenerate it with "
-        "`PYTHONPATH=functions python -m costguard.cli_estimate > docs/estimates.md`"
+        "`PYTHONPATH=functions python -m costguard.cli.estimate > docs/estimates.md`"
     )
 
 
