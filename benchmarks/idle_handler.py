@@ -56,7 +56,7 @@ def measure(
     from costguard.names import Env
     from costguard.services import executor as executor_module
     from costguard.settings import Settings
-    from costguard_demo.run import create_alert_channels, create_ledger_table
+    from costguard_demo.plumbing import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
     from tests.support.idle_fleet import launch, notebook_tags, publish_ec2
 

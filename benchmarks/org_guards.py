@@ -496,7 +496,7 @@ def measure_runs(repeats: int = 3) -> dict[str, Any]:
     scheduled one) and of one account holding three times that over two regions."""
     import boto3
 
-    from costguard_demo.run import create_alert_channels, create_ledger_table
+    from costguard_demo.plumbing import create_alert_channels, create_ledger_table
 
     samples: list[RunSample] = []
     held: dict[str, dict[str, int]] = {}
@@ -616,7 +616,7 @@ def measure_fanout(accounts: int = ACCOUNTS, fraction: float = HOLDING) -> dict[
 
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.handlers import events, org_act
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from tests.support.org_fakes import OrgWorld
 
     world = OrgWorld.build(accounts, REGIONS, fraction)

@@ -521,7 +521,7 @@ def measure_member_work(ticks: int = 7) -> dict[str, Any]:
     from costguard.handlers import org
     from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work, consume
     from costguard.settings import Settings
-    from costguard_demo.run import create_alert_channels, create_ledger_table
+    from costguard_demo.plumbing import create_alert_channels, create_ledger_table
 
     samples: list[ItemSample] = []
     fanouts: list[dict[str, Any]] = []
@@ -819,7 +819,7 @@ def measure_hub(
     from costguard.services.fanout import OrgWork, ProbeWork, RegionsWork
     from costguard.services.org import Aggregation, OrgSettings, SliceWork
     from costguard.settings import Settings
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from tests.support.org_fakes import FakeAccessError, OrgWorld
 
     per_tick: list[dict[str, Any]] = []

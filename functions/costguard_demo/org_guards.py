@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from costguard.domain.org_act import GuardRun
     from costguard.ports import Budget
     from costguard.services.guard import Guard, GuardContext, Policy
-    from costguard_demo.org import Hub, Organization
+    from costguard_demo.org_world import Hub, Organization
 
 STALE_VOLUMES = "stale-volumes"
 IDLE_NOTEBOOKS = "idle-notebooks"
@@ -394,7 +394,7 @@ def run_guard_chapter(
     from costguard.handlers.org_act import consume as act_consume
     from costguard.names import OrgRoles
     from costguard.settings import Settings
-    from costguard_demo.org import FANOUT_ROLE, HOME, HUB, drain_queue, lambda_session
+    from costguard_demo.org_world import FANOUT_ROLE, HOME, HUB, drain_queue, lambda_session
     from costguard_demo.server import snapshot_ids, stamp_new_snapshots
 
     settings = Settings.from_env(environ)

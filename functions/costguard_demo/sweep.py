@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from costguard.names import Env, Tags
+from costguard_demo.plumbing import create_ledger_table
 from costguard_demo.server import DEMO_ACCOUNT, backdate_object
 
 GRACE = timedelta(hours=24)
@@ -45,7 +46,6 @@ def run_sweep_chapter(
     """Warn, then sweep after the grace period; returns the actions (``actions[]``)."""
     from costguard.handlers.act import actions, process
     from costguard.settings import Settings
-    from costguard_demo.run import create_ledger_table
 
     s3 = session.client("s3", region_name=region)
     ttl = {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.OWNER: "alice@example.com"}

@@ -29,7 +29,7 @@ def test_an_object_whose_key_ends_in_a_carriage_return_is_in_the_deleted_manifes
     from costguard.handlers.act import process
     from costguard.services.sweep import decode_manifest
     from costguard.settings import Settings
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from costguard_demo.server import backdate_object
 
     create_ledger_table(aws, "ledger", "us-east-1")

@@ -565,7 +565,7 @@ def unused_grants(deployed: Deployment, function: str, used: set[str]) -> set[st
 
 
 def _drain(deployed: Deployment) -> list[dict[str, Any]]:
-    from costguard_demo.run import drain
+    from costguard_demo.plumbing import drain
 
     return drain(deployed.session, deployed.subscriber, REGION)
 

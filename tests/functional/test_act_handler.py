@@ -18,7 +18,7 @@ NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 @pytest.fixture
 def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard.handlers import events
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: NOW)
     create_ledger_table(aws, "ledger", "us-east-1")

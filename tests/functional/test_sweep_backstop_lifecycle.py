@@ -58,7 +58,7 @@ def _rules(s3: Any) -> list[dict[str, Any]]:
 @pytest.fixture
 def swept(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A bucket with an owner's lifecycle rule, warned and swept once: CostGuard's is on."""
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from costguard_demo.server import backdate_object
 
     create_ledger_table(aws, "ledger", "us-east-1")

@@ -72,7 +72,7 @@ def test_each_byte_the_sweep_deletes_is_saved_once_whoever_adds_it_up(
     the dashboard sums those lines: 20 MB deleted showed as 5.5 times that after 11 hours.
     The audit trail repeated it on every pass and again on every batch record."""
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     s3 = aws.client("s3", region_name="us-east-1")
@@ -143,7 +143,7 @@ def test_a_run_that_fails_after_deleting_still_counts_what_it_deleted(
     from botocore.exceptions import ClientError
 
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     s3 = aws.client("s3", region_name="us-east-1")

@@ -584,7 +584,7 @@ class World:
     def __init__(self, aws: Any, setup: Setup) -> None:
         import boto3
 
-        from costguard_demo.run import create_ledger_table
+        from costguard_demo.plumbing import create_ledger_table
 
         self.setup = setup
         self.now = START
