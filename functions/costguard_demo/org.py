@@ -457,122 +457,34 @@ def _ticks(
     dry_run: bool,
     admins: Mapping[str, Any],
 ) -> dict[str, Any]:
+    """The hub's story: its scheduled times, the last one retried, then the guards."""
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.domain.calendar import month_key
-    from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work
-    from costguard.handlers.slack_notifier import process as notify_slack
-    from costguard.settings import Settings
-    from costguard_demo.plumbing import drain
 
-    environ = hub_environment(org, hub, dry_run=dry_run)
-    settings = Settings.from_env(environ)
-    env = OrgEnvironment.from_settings(settings, environ)
-    fanout_session = lambda_session(HUB, FANOUT_ROLE)
-    consumer_session = lambda_session(HUB, OrgRoles.HUB_SCAN)
-    fanout = build_fanout(settings, env, fanout_session)
-    # One consumer graph for the whole run: a warm Lambda keeps its member credentials.
-    recording = RecordingWork(build_org_work(settings, consumer_session, role_name=env.member_role))
-    webhook = slack.webhook()
-    delivered: list[dict[str, Any]] = []
-    tick_docs: list[dict[str, Any]] = []
-    last_report: OrgReport | None = None
-    resources: dict[Slice, int] = {}
-    dead_letters: list[dict[str, Any]] = []
-    kept: list[dict[str, Any]] = []
-
-    inbox = consumer_session.client("sqs", region_name=HOME)
-
-    def alerts_out() -> list[dict[str, Any]]:
-        new = drain(consumer_session, hub.inbox_url, HOME, inbox)
-        for message in new:
-            delivered.append(message)
-            notify_slack(sns_event(json.dumps(message)), webhook)
-        return new
-
+    run = _HubRun.deploy(say, org, hub, slack, sns_event, dry_run)
     for n in range(ticks):
-        now = start + INTERVAL * n
-        summary = fanout.tick(now)
-        first = len(recording.outcomes)
-        delivery = deliver(consumer_session, hub, recording, now + CONSUMER_DELAY)
-        outcomes = recording.outcomes[first:]
-        for o in outcomes:
-            if o.scan is not None:
-                resources[o.work.slice] = o.scan.resources
-                if o.scan.aggregated is not None:
-                    last_report = o.scan.aggregated
-        for r in summary.aggregated:
-            last_report = r if last_report is None or r.tick >= last_report.tick else last_report
-        dead_letters += [d for d in delivery.dead_lettered if d not in dead_letters]
-        if n == ticks - 1:
-            kept = [b for b in delivery.bodies if b.get("kind", "scan") == "scan"]
-        alerts_out()
-        doc = _tick_json(n + 1, summary, delivery, outcomes)
-        tick_docs.append(doc)
-        w = doc["work"]
-        say(
-            f"tick {n + 1}/{ticks} at {now:%H:%M} UTC: {summary.accounts} accounts, "
-            f"{summary.known} account-regions; enqueued {w['regions']} regions, {w['probe']} "
-            f"probes, {w['scan']} scans; consumed {delivery.done} in {delivery.batches} "
-            f"batches, {delivery.failed_receives} failed receives, "
-            f"{len(delivery.dead_lettered)} dead-lettered"
-        )
-        for u in summary.unreachable:
-            say(f"    unreachable: {u.account} {u.region or '(regions)'}: {u.failure[:90]}")
-        if doc["aggregated"]:
-            say(f"    aggregated {', '.join(t[11:16] for t in doc['aggregated'])} UTC")
-
-    ledger = DynamoDbLedger(consumer_session.client("dynamodb", region_name=HOME), TABLE)
+        run.scheduled_time(n, start + INTERVAL * n, ticks)
+    ledger = DynamoDbLedger(run.consumer_session.client("dynamodb", region_name=HOME), TABLE)
     directory = DynamoDbDirectory(
-        consumer_session.client("dynamodb", region_name=HOME), TABLE, HUB
+        run.consumer_session.client("dynamodb", region_name=HOME), TABLE, HUB
     ).load()
     last = start + INTERVAL * (ticks - 1)
     month = month_key(last)
-    slices_before = _slice_rows(org, directory, ledger, month, resources)
-
-    # -- exactly once: the last time again (a retried fan-out), and its scans redelivered
-    replay_summary = fanout.tick(last)
-    first = len(recording.outcomes)
-    replay_delivery = deliver(consumer_session, hub, recording, last + CONSUMER_DELAY)
-    redelivered = _redeliver(
-        consumer_session, hub, recording, kept, last + CONSUMER_DELAY, env.per_account_cap
-    )
-    replay_outcomes = recording.outcomes[first:]
-    alerts_out()
-    slices_after = _slice_rows(org, directory, ledger, month, resources)
-    outcomes_seen: list[str] = sorted({o.scan.ledger.value for o in replay_outcomes if o.scan})
-    replay = {
-        "tick": ticks,
-        "planned": replay_summary.planned,
-        "sent": replay_summary.sent,
-        "received_from_queue": replay_delivery.received,
-        "redelivered": redelivered,
-        "ledger": outcomes_seen,
-        "newly_done": sum(1 for o in replay_outcomes if o.scan and o.scan.newly_done),
-        "spend_changed": slices_after != slices_before,
-    }
-    say(
-        f"re-ran tick {ticks} (a retried fan-out): planned again: {replay['planned']}; "
-        f"{replay_summary.sent} sends, {replay_delivery.received} delivered; then "
-        f"{redelivered} of its scans redelivered: ledger {', '.join(outcomes_seen) or '-'}, "
-        f"spend changed: {replay['spend_changed']}"
-    )
+    before = _slice_rows(org, directory, ledger, month, run.resources)
+    replay = run.retry_last_time(last, ticks)
+    slices = _slice_rows(org, directory, ledger, month, run.resources)
+    replay["spend_changed"] = slices != before
+    _say_replay(say, replay, ticks)
 
     # -- the guards: their schedules at simulated times, through the act queue
     from costguard_demo.org_guards import run_guard_chapter
 
-    guards = run_guard_chapter(say, org, hub, environ, start, alerts_out, admins)
-
-    findings = []
-    days = sorted({(start + INTERVAL * n).strftime("%Y-%m-%d") for n in range(ticks)})
-    for day in days:
-        for f in ledger.findings(HUB, day):
-            row = f.as_dict()
-            if row not in findings:
-                findings.append(row)
+    guards = run_guard_chapter(say, org, hub, run.environ, start, run.alerts_out, admins)
+    findings = _findings(ledger, start, ticks)
     alerts = [
         {k: m.get(k) for k in ("alert_id", "kind", "project", "severity", "title", "summary")}
-        for m in delivered
+        for m in run.delivered
     ]
     guards["findings"] = _guard_findings(ledger, org, guards)
     guards["not_entered"] = _not_entered(org, directory, guards, findings, alerts)
@@ -584,52 +496,215 @@ def _ticks(
             "hub": HUB,
             "regions": list(REGIONS),
         },
-        "accounts": [
-            {
-                "account": a.id,
-                "name": a.name,
-                "member_role": a.member_role,
-                "guarded": a.id in (directory.listing.accounts if directory.listing else ()),
-            }
-            for a in org.members
-        ]
-        + [
-            {
-                "account": org.management,
-                "name": "management",
-                "member_role": False,
-                "guarded": False,
-                "skipped": "opted out (costguard:opt-out=true)",
-            }
-        ],
+        "accounts": _accounts_json(org, directory),
         "listing": {
             "accounts": list(directory.listing.accounts) if directory.listing else [],
             "opted_out": list(directory.listing.opted_out) if directory.listing else [],
         },
-        "fleet": [
-            {
-                "account": f.account,
-                "region": f.region,
-                "instance_type": f.instance_type,
-                "project": f.project,
-                "name": f.name,
-                "state": "stopped" if f.stopped else "running",
-                "launched_at": (start - f.age).isoformat(),
-            }
-            for f in fleet
-        ],
-        "ticks": tick_docs,
-        "slices": slices_after,
-        "projects": _project_rows(last_report) if last_report else [],
-        "aggregated_at": last_report.tick.isoformat() if last_report else None,
+        "fleet": _fleet_json(fleet, start),
+        "ticks": run.tick_docs,
+        "slices": slices,
+        "projects": _project_rows(run.last_report) if run.last_report else [],
+        "aggregated_at": run.last_report.tick.isoformat() if run.last_report else None,
         "findings": findings,
         "alerts": alerts,
-        "alerts_delivered": {"sqs": len(delivered), "slack": len(slack.received)},
-        "dead_letters": dead_letters,
+        "alerts_delivered": {"sqs": len(run.delivered), "slack": len(slack.received)},
+        "dead_letters": run.dead_letters,
         "assume_role_refused": sorted(set(refused)),
         "replay": replay,
         "guards": guards,
     }
+
+
+@dataclass
+class _HubRun:
+    """The deployed hub at work: its fan-out and consumer (one warm graph each for the whole
+    run), and what they delivered, scanned and aggregated so far."""
+
+    say: Callable[[str], None]
+    hub: Hub
+    environ: dict[str, str]
+    consumer_session: Any
+    inbox: Any
+    fanout: Any
+    recording: RecordingWork
+    per_account_cap: int
+    notify: Callable[[dict[str, Any]], None]
+    delivered: list[dict[str, Any]] = field(default_factory=list)
+    tick_docs: list[dict[str, Any]] = field(default_factory=list)
+    last_report: OrgReport | None = None
+    resources: dict[Slice, int] = field(default_factory=dict)
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def deploy(
+        cls,
+        say: Callable[[str], None],
+        org: Organization,
+        hub: Hub,
+        slack: Any,
+        sns_event: Callable[..., dict[str, Any]],
+        dry_run: bool,
+    ) -> _HubRun:
+        """The hub's Lambdas as the stack configures them, on their own roles' sessions."""
+        from costguard.handlers.org import OrgEnvironment, build_fanout, build_org_work
+        from costguard.handlers.slack_notifier import process as notify_slack
+        from costguard.settings import Settings
+
+        environ = hub_environment(org, hub, dry_run=dry_run)
+        settings = Settings.from_env(environ)
+        env = OrgEnvironment.from_settings(settings, environ)
+        fanout_session = lambda_session(HUB, FANOUT_ROLE)
+        consumer_session = lambda_session(HUB, OrgRoles.HUB_SCAN)
+        fanout = build_fanout(settings, env, fanout_session)
+        # One consumer graph for the whole run: a warm Lambda keeps its member credentials.
+        recording = RecordingWork(
+            build_org_work(settings, consumer_session, role_name=env.member_role)
+        )
+        webhook = slack.webhook()
+        return cls(
+            say,
+            hub,
+            environ,
+            consumer_session,
+            consumer_session.client("sqs", region_name=HOME),
+            fanout,
+            recording,
+            env.per_account_cap,
+            lambda message: notify_slack(sns_event(json.dumps(message)), webhook),
+        )
+
+    def alerts_out(self) -> list[dict[str, Any]]:
+        """The alerts the topic's SQS subscriber got, each posted on to Slack."""
+        from costguard_demo.plumbing import drain
+
+        new = drain(self.consumer_session, self.hub.inbox_url, HOME, self.inbox)
+        for message in new:
+            self.delivered.append(message)
+            self.notify(message)
+        return new
+
+    def scheduled_time(self, n: int, now: datetime, ticks: int) -> None:
+        """One scheduled time: the fan-out's tick, then the work queue delivered."""
+        summary = self.fanout.tick(now)
+        first = len(self.recording.outcomes)
+        delivery = deliver(self.consumer_session, self.hub, self.recording, now + CONSUMER_DELAY)
+        outcomes = self.recording.outcomes[first:]
+        for o in outcomes:
+            if o.scan is not None:
+                self.resources[o.work.slice] = o.scan.resources
+                if o.scan.aggregated is not None:
+                    self.last_report = o.scan.aggregated
+        for r in summary.aggregated:
+            last = self.last_report
+            self.last_report = r if last is None or r.tick >= last.tick else last
+        self.dead_letters += [d for d in delivery.dead_lettered if d not in self.dead_letters]
+        if n == ticks - 1:
+            self.kept = [b for b in delivery.bodies if b.get("kind", "scan") == "scan"]
+        self.alerts_out()
+        doc = _tick_json(n + 1, summary, delivery, outcomes)
+        self.tick_docs.append(doc)
+        _say_tick(self.say, n, ticks, now, summary, delivery, doc)
+
+    def retry_last_time(self, last: datetime, ticks: int) -> dict[str, Any]:
+        """Exactly once: the last time again (a retried fan-out), and its scans redelivered
+        (``spend_changed`` is for the caller to say, from the ledger before and after)."""
+        replay_summary = self.fanout.tick(last)
+        first = len(self.recording.outcomes)
+        at = last + CONSUMER_DELAY
+        replay_delivery = deliver(self.consumer_session, self.hub, self.recording, at)
+        redelivered = _redeliver(
+            self.consumer_session, self.hub, self.recording, self.kept, at, self.per_account_cap
+        )
+        replay_outcomes = self.recording.outcomes[first:]
+        self.alerts_out()
+        outcomes_seen: list[str] = sorted({o.scan.ledger.value for o in replay_outcomes if o.scan})
+        return {
+            "tick": ticks,
+            "planned": replay_summary.planned,
+            "sent": replay_summary.sent,
+            "received_from_queue": replay_delivery.received,
+            "redelivered": redelivered,
+            "ledger": outcomes_seen,
+            "newly_done": sum(1 for o in replay_outcomes if o.scan and o.scan.newly_done),
+            "spend_changed": None,
+        }
+
+
+def _say_tick(
+    say: Callable[[str], None],
+    n: int,
+    ticks: int,
+    now: datetime,
+    summary: TickSummary,
+    delivery: Delivery,
+    doc: Mapping[str, Any],
+) -> None:
+    w = doc["work"]
+    say(
+        f"tick {n + 1}/{ticks} at {now:%H:%M} UTC: {summary.accounts} accounts, "
+        f"{summary.known} account-regions; enqueued {w['regions']} regions, {w['probe']} "
+        f"probes, {w['scan']} scans; consumed {delivery.done} in {delivery.batches} "
+        f"batches, {delivery.failed_receives} failed receives, "
+        f"{len(delivery.dead_lettered)} dead-lettered"
+    )
+    for u in summary.unreachable:
+        say(f"    unreachable: {u.account} {u.region or '(regions)'}: {u.failure[:90]}")
+    if doc["aggregated"]:
+        say(f"    aggregated {', '.join(t[11:16] for t in doc['aggregated'])} UTC")
+
+
+def _say_replay(say: Callable[[str], None], replay: Mapping[str, Any], ticks: int) -> None:
+    say(
+        f"re-ran tick {ticks} (a retried fan-out): planned again: {replay['planned']}; "
+        f"{replay['sent']} sends, {replay['received_from_queue']} delivered; then "
+        f"{replay['redelivered']} of its scans redelivered: ledger "
+        f"{', '.join(replay['ledger']) or '-'}, spend changed: {replay['spend_changed']}"
+    )
+
+
+def _findings(ledger: Any, start: datetime, ticks: int) -> list[dict[str, Any]]:
+    """The hub's findings of each day the scans ran, each once."""
+    findings: list[dict[str, Any]] = []
+    days = sorted({(start + INTERVAL * n).strftime("%Y-%m-%d") for n in range(ticks)})
+    for day in days:
+        for f in ledger.findings(HUB, day):
+            row = f.as_dict()
+            if row not in findings:
+                findings.append(row)
+    return findings
+
+
+def _accounts_json(org: Organization, directory: Any) -> list[dict[str, Any]]:
+    guarded = directory.listing.accounts if directory.listing else ()
+    members = [
+        {"account": a.id, "name": a.name, "member_role": a.member_role, "guarded": a.id in guarded}
+        for a in org.members
+    ]
+    management = {
+        "account": org.management,
+        "name": "management",
+        "member_role": False,
+        "guarded": False,
+        "skipped": "opted out (costguard:opt-out=true)",
+    }
+    return [*members, management]
+
+
+def _fleet_json(fleet: Sequence[Launch], start: datetime) -> list[dict[str, Any]]:
+    return [
+        {
+            "account": f.account,
+            "region": f.region,
+            "instance_type": f.instance_type,
+            "project": f.project,
+            "name": f.name,
+            "state": "stopped" if f.stopped else "running",
+            "launched_at": (start - f.age).isoformat(),
+        }
+        for f in fleet
+    ]
 
 
 def _guard_findings(
