@@ -850,21 +850,39 @@ def _money(value: float | None) -> str:
 
 
 def org_table(doc: Mapping[str, Any]) -> str:
+    """The story as text: each part of the ``--json`` document, in the order it happened."""
     org = doc["organization"]
-    names = {a["account"]: a["name"] for a in doc["accounts"]}
     lines = [
         f"CostGuard Organization demo: {org['id']}, hub {org['hub']}, regions "
         f"{', '.join(org['regions'])}",
-        "",
-        "Accounts:",
+        *_account_lines(doc),
+        *_tick_lines(doc),
+        *_slice_lines(doc),
+        *_project_lines(doc),
+        *_finding_and_alert_lines(doc),
+        *_replay_lines(doc),
     ]
+    if "guards" in doc:
+        from costguard_demo.org_guards import guard_lines
+
+        lines += guard_lines(doc)
+    lines += ["", f"Wall time: {doc.get('wall_seconds', 0)} s"]
+    return "\n".join(lines)
+
+
+def _account_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = ["", "Accounts:"]
     for a in doc["accounts"]:
         what = a.get("skipped") or (
             ("listed" if a["guarded"] else "not listed")
             + ("" if a["member_role"] else "; member role MISSING: cannot be entered")
         )
         lines.append(f"  {a['account']}  {a['name']:<12} {what}")
-    lines += ["", "Work items per tick:"]
+    return lines
+
+
+def _tick_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = ["", "Work items per tick:"]
     lines.append(
         f"  {'tick':<4} {'time':<5}  {'accts':>5} {'regions':>7} {'probe':>5} {'scan':>4}  "
         f"{'done':>4} {'failed':>6} {'DLQ':>3}  aggregated"
@@ -876,7 +894,11 @@ def org_table(doc: Mapping[str, Any]) -> str:
             f"{w['probe']:>5} {w['scan']:>4}  {d['done']:>4} {d['failed_receives']:>6} "
             f"{len(d['dead_lettered']):>3}  {', '.join(x[11:16] for x in t['aggregated']) or '-'}"
         )
-    lines += ["", f"Accounts x regions (after tick {len(doc['ticks'])}):"]
+    return lines
+
+
+def _slice_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = ["", f"Accounts x regions (after tick {len(doc['ticks'])}):"]
     lines.append(
         f"  {'account':<12}  {'name':<12} {'region':<10} {'state':<12} {'res':>3} "
         f"{'$/h':>9} {'month-to-date':>14}"
@@ -888,7 +910,12 @@ def org_table(doc: Mapping[str, Any]) -> str:
             f"  {s['account']:<12}  {s['name']:<12} {s['region']:<10} {s['state']:<12} "
             f"{res:>3} {per_hour:>9} {_money(s['month_to_date_usd']):>14}"
         )
-    lines += ["", f"Projects rolled up across accounts (aggregated {doc['aggregated_at']}):"]
+    return lines
+
+
+def _project_lines(doc: Mapping[str, Any]) -> list[str]:
+    names = {a["account"]: a["name"] for a in doc["accounts"]}
+    lines = ["", f"Projects rolled up across accounts (aggregated {doc['aggregated_at']}):"]
     lines.append(
         f"  {'project':<14} {'accounts':<27} {'$/h':>8} {'month-to-date':>14} "
         f"{'forecast':>12} {'budget':>10}  status"
@@ -909,7 +936,11 @@ def org_table(doc: Mapping[str, Any]) -> str:
         ]
         if len(parts) > 1:
             lines.append(f"  {'':<14} = {' + '.join(parts)}")
-    lines += ["", f"Findings ({len(doc['findings'])}):"]
+    return lines
+
+
+def _finding_and_alert_lines(doc: Mapping[str, Any]) -> list[str]:
+    lines = ["", f"Findings ({len(doc['findings'])}):"]
     for f in doc["findings"]:
         lines.append(f"  [{f['severity']}] {f['code']} {f['resource']}: {f['message'][:110]}")
     sent = doc["alerts_delivered"]
@@ -925,8 +956,12 @@ def org_table(doc: Mapping[str, Any]) -> str:
             f"  {d.get('kind', 'scan')} {d['account']} {d['region']} {d['time'][11:16]} "
             f"after {d['receives']} receives"
         )
+    return lines
+
+
+def _replay_lines(doc: Mapping[str, Any]) -> list[str]:
     r = doc["replay"]
-    lines += [
+    return [
         "",
         f"Exactly once: tick {r['tick']} run again: planned again: {r['planned']}; "
         f"{r['sent']} sends, {r['received_from_queue']} delivered (AWS would drop them as "
@@ -935,9 +970,3 @@ def org_table(doc: Mapping[str, Any]) -> str:
         f"{', '.join(r['ledger']) or '-'}, {r['newly_done']} newly done, spend changed: "
         f"{r['spend_changed']}",
     ]
-    if "guards" in doc:
-        from costguard_demo.org_guards import guard_lines
-
-        lines += guard_lines(doc)
-    lines += ["", f"Wall time: {doc.get('wall_seconds', 0)} s"]
-    return "\n".join(lines)
