@@ -529,7 +529,7 @@ class _HubRun:
     fanout: Any
     recording: RecordingWork
     per_account_cap: int
-    notify: Callable[[dict[str, Any]], None]
+    notify: Callable[[dict[str, Any]], Any]
     delivered: list[dict[str, Any]] = field(default_factory=list)
     tick_docs: list[dict[str, Any]] = field(default_factory=list)
     last_report: OrgReport | None = None
