@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import timedelta
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from textwrap import shorten
 from typing import Any
 
@@ -62,40 +64,50 @@ def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = Fa
         from costguard_demo.org import DEFAULT_TICKS, run_org_demo
 
         return run_org_demo(as_json=as_json, ticks=cycles or DEFAULT_TICKS)
-    if cycles is None:
-        cycles = DEFAULT_CYCLES
     import boto3
 
-    from costguard.domain.findings import FindingCode
-    from costguard.report import report_json, report_table
-    from costguard.settings import Settings
-    from costguard_demo.fleet import (
-        DEMO_SPOT_PRICES,
-        PRIMARY,
-        _run,
-        _tags,
-        backdate_instances,
-        install_spot_prices,
-        seed_fleet,
-    )
     from costguard_demo.server import embedded_aws
-    from costguard_demo.slack_standin import SlackStandIn, sns_event
+    from costguard_demo.slack_standin import SlackStandIn
     from costguard_demo.story import STORY_END
 
     say = narrator(as_json)
-    cycles = max(1, cycles)
+    cycles = max(1, DEFAULT_CYCLES if cycles is None else cycles)
     start, end = demo_window(STORY_END, cycles)
     with borrowed_environ(demo_environment(TABLE)), embedded_aws() as url, SlackStandIn() as slack:
         say(f"embedded AWS (moto server) listening on {url}; Slack stand-in on {slack.url}")
-        session = boto3.Session()
+        demo = _Demo.set_up(boto3.Session(), slack, say, start)
+        for n in range(cycles):
+            demo.cycle(n, start + INTERVAL * n, cycles)
+        say("\nGuards that act (not dry-run here), with simulated time:")
+        return demo.finish(url, demo.guards_act(end), as_json)
+
+
+@dataclass
+class _Demo:
+    """The embedded account as the deployed scan sees it: the scan handler run on a
+    schedule, its alerts delivered through the topic's queue to the Slack notifier."""
+
+    session: Any
+    slack: Any
+    say: Callable[[str], None]
+    topic: str
+    queue_url: str
+    webhook: Any
+    settings: Any
+    delivered: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    report: Any = None
+    spike: str = ""
+
+    @classmethod
+    def set_up(cls, session: Any, slack: Any, say: Callable[[str], None], start: datetime) -> _Demo:
+        """The alert channels, the Lambda's environment, the ledger and the fleet."""
+        from costguard.settings import Settings
+        from costguard_demo.fleet import DEMO_SPOT_PRICES, PRIMARY, install_spot_prices, seed_fleet
+
         topic, queue_url = create_alert_channels(session, PRIMARY)
         os.environ.update(demo_environment(TABLE, topic))
-        # Imported after the environment is set: Powertools reads it at import.
-        from costguard.handlers.scan import process, summary
-        from costguard.handlers.slack_notifier import process as notify_slack
-
         webhook = slack.webhook()
-        delivered: list[dict[str, Any]] = []
         create_ledger_table(session, TABLE, PRIMARY)
         fleet = seed_fleet(session, start)
         install_spot_prices(DEMO_SPOT_PRICES, start)
@@ -103,100 +115,147 @@ def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = Fa
             f"seeded {len(fleet.instances)} instances, {len(fleet.notebooks)} notebooks, "
             f"{len(fleet.endpoints)} endpoint, 1 EKS cluster in 2 regions"
         )
-        settings = Settings.from_env(os.environ)
-        history = []
-        report = None
-        spike = ""
-        for n in range(cycles):
-            now = start + INTERVAL * n
-            ec2 = session.client("ec2", region_name=PRIMARY)
-            if n == cycles // 2 and cycles > 1:
-                # Mid-run, someone starts a p5 in the vision project (a burn-rate spike) ...
-                owner = _tags("vision-research", owner="dave@example.com")
-                spike = _run(ec2, "p5.48xlarge", owner, "us-east-1b")[0]
-                backdate_instances(PRIMARY, {spike: now - timedelta(minutes=5)})
-                # ... and the serving team stops its exploration notebook.
-                session.client("sagemaker", region_name=PRIMARY).stop_notebook_instance(
-                    NotebookInstanceName="recsys-explore"
-                )
-                say(
-                    "fleet changed: +1 p5.48xlarge (vision-research), notebook recsys-explore stopped"
-                )
-            if spike and n == cycles - 1 and cycles > 3:
-                ec2.terminate_instances(InstanceIds=[spike])
-                say("fleet changed: the vision-research p5 was terminated")
-            outcome = process({"time": now.isoformat()}, settings, session, clock=now)
-            report = outcome.report
-            history.append(summary(outcome))
-            # Every alert reaches the subscribed queue; each is handed to the Slack
-            # notifier as SNS would invoke it, and posted to the Slack stand-in over HTTP.
-            for message in drain(session, queue_url, PRIMARY):
-                delivered.append(message)
-                notify_slack(sns_event(json.dumps(message)), webhook)
-            say(
-                f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {report.resource_count} resources, "
-                f"ledger {report.ledger.value}, {len(outcome.alerts)} alerts, "
-                f"{sum(report.api_calls.values())} API calls, {report.duration_s:.2f}s"
+        return cls(session, slack, say, topic, queue_url, webhook, Settings.from_env(os.environ))
+
+    def cycle(self, n: int, now: datetime, cycles: int) -> None:
+        """One scheduled scan, after the fleet changed (or not) since the last one."""
+        # Imported after the environment is set: Powertools reads it at import.
+        from costguard.handlers.scan import process, summary
+
+        self._change_fleet(n, now, cycles)
+        outcome = process({"time": now.isoformat()}, self.settings, self.session, clock=now)
+        report = self.report = outcome.report
+        self.history.append(summary(outcome))
+        self.deliver_alerts()
+        self.say(
+            f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {report.resource_count} resources, "
+            f"ledger {report.ledger.value}, {len(outcome.alerts)} alerts, "
+            f"{sum(report.api_calls.values())} API calls, {report.duration_s:.2f}s"
+        )
+        for a in outcome.alerts:
+            self.say(f"    alert [{a.severity.value}] {a.kind.value}: {a.title}")
+
+    def _change_fleet(self, n: int, now: datetime, cycles: int) -> None:
+        from costguard_demo.fleet import PRIMARY, _run, _tags, backdate_instances
+
+        ec2 = self.session.client("ec2", region_name=PRIMARY)
+        if n == cycles // 2 and cycles > 1:
+            # Mid-run, someone starts a p5 in the vision project (a burn-rate spike) ...
+            owner = _tags("vision-research", owner="dave@example.com")
+            self.spike = _run(ec2, "p5.48xlarge", owner, "us-east-1b")[0]
+            backdate_instances(PRIMARY, {self.spike: now - timedelta(minutes=5)})
+            # ... and the serving team stops its exploration notebook.
+            self.session.client("sagemaker", region_name=PRIMARY).stop_notebook_instance(
+                NotebookInstanceName="recsys-explore"
             )
-            for a in outcome.alerts:
-                say(f"    alert [{a.severity.value}] {a.kind.value}: {a.title}")
-        assert report is not None
-        # The guards that act, each through the one executor with simulated time: the
-        # idle-notebook warn -> stop cycle, the stale-volume snapshot -> delete, and the
-        # stale-object sweep (its warnings reach Slack through the alert topic).
+            self.say(
+                "fleet changed: +1 p5.48xlarge (vision-research), notebook recsys-explore stopped"
+            )
+        if self.spike and n == cycles - 1 and cycles > 3:
+            ec2.terminate_instances(InstanceIds=[self.spike])
+            self.say("fleet changed: the vision-research p5 was terminated")
+
+    def deliver_alerts(self) -> None:
+        """Every alert reaches the subscribed queue; each is handed to the Slack notifier
+        as SNS would invoke it, and posted to the Slack stand-in over HTTP."""
+        from costguard.handlers.slack_notifier import process as notify_slack
+        from costguard_demo.fleet import PRIMARY
+        from costguard_demo.slack_standin import sns_event
+
+        for message in drain(self.session, self.queue_url, PRIMARY):
+            self.delivered.append(message)
+            notify_slack(sns_event(json.dumps(message)), self.webhook)
+
+    def guards_act(self, end: datetime) -> list[dict[str, Any]]:
+        """The guards that act, each through the one executor with simulated time: the
+        idle-notebook warn -> stop cycle, the stale-volume snapshot -> delete, and the
+        stale-object sweep (its warnings reach Slack through the alert topic)."""
+        from costguard_demo.fleet import PRIMARY
         from costguard_demo.idle import run_idle_chapter
         from costguard_demo.sweep import run_sweep_chapter
         from costguard_demo.volumes import run_volume_chapter
 
-        say("\nGuards that act (not dry-run here), with simulated time:")
+        session, say = self.session, self.say
         guard_actions = [
             *run_idle_chapter(session, PRIMARY, say, end),
             *run_volume_chapter(session, PRIMARY, say, end),
-            *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=topic),
+            *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=self.topic),
         ]
-        for message in drain(session, queue_url, PRIMARY):
-            delivered.append(message)
-            notify_slack(sns_event(json.dumps(message)), webhook)
-        failed_actions = [a for a in guard_actions if a.get("outcome") == "failed"]
-        failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
+        self.deliver_alerts()
+        return guard_actions
+
+    def finish(self, url: str, guard_actions: list[dict[str, Any]], as_json: bool) -> int:
+        """The report, the alerts and the actions; 1 when anything failed."""
+        from costguard.domain.findings import FindingCode
+
+        report, delivered, received = self.report, self.delivered, self.slack.received
+        assert report is not None
         alerts = [
             {k: m[k] for k in ("alert_id", "kind", "project", "severity", "summary")}
             for m in delivered
         ]
         if as_json:
-            document = {
-                "endpoint": url,
-                "cycles": history,
-                "alerts": alerts,
-                "alerts_delivered": {"sqs": len(delivered), "slack": len(slack.received)},
-                "report": report_json(report),
-                "actions": guard_actions,
-            }
-            json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
-            sys.stdout.write("\n")
+            _print_json(url, self.history, alerts, delivered, received, report, guard_actions)
         else:
-            print(report_table(report))
-            print(
-                f"\nAlerts: {len(delivered)} delivered to the SQS subscriber and "
-                f"{len(slack.received)} posted to Slack as Block Kit"
-            )
-            for item in alerts:
-                line = f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
-                print(f"{line} {shorten(item['summary'], 100, placeholder=' …')}")
-            print(f"\nActions ({len(guard_actions)}):")
-            for act in guard_actions:
-                monthly = act.get("usd_per_hour_saved", 0) * 730
-                print(
-                    f"  {act.get('outcome', act.get('kind')):<10} {act['resource']:<48} "
-                    f"{act['project'] or '-':<10} ${monthly:>8.2f}/month"
-                )
+            _print_text(report, alerts, delivered, received, guard_actions)
+        failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
         if failures:
             print(f"costguard demo: {len(failures)} scan failures", file=sys.stderr)
             return 1
+        failed_actions = [a for a in guard_actions if a.get("outcome") == "failed"]
         if failed_actions:
             print(f"costguard demo: {len(failed_actions)} actions failed", file=sys.stderr)
             return 1
-        if len(slack.received) != len(delivered):
+        if len(received) != len(delivered):
             print("costguard demo: some alerts did not reach Slack", file=sys.stderr)
             return 1
         return 0
+
+
+def _print_json(
+    url: str,
+    history: list[dict[str, Any]],
+    alerts: list[dict[str, Any]],
+    delivered: list[dict[str, Any]],
+    received: Sequence[Any],
+    report: Any,
+    guard_actions: list[dict[str, Any]],
+) -> None:
+    from costguard.report import report_json
+
+    document = {
+        "endpoint": url,
+        "cycles": history,
+        "alerts": alerts,
+        "alerts_delivered": {"sqs": len(delivered), "slack": len(received)},
+        "report": report_json(report),
+        "actions": guard_actions,
+    }
+    json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _print_text(
+    report: Any,
+    alerts: list[dict[str, Any]],
+    delivered: list[dict[str, Any]],
+    received: Sequence[Any],
+    guard_actions: list[dict[str, Any]],
+) -> None:
+    from costguard.report import report_table
+
+    print(report_table(report))
+    print(
+        f"\nAlerts: {len(delivered)} delivered to the SQS subscriber and "
+        f"{len(received)} posted to Slack as Block Kit"
+    )
+    for item in alerts:
+        line = f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
+        print(f"{line} {shorten(item['summary'], 100, placeholder=' …')}")
+    print(f"\nActions ({len(guard_actions)}):")
+    for act in guard_actions:
+        monthly = act.get("usd_per_hour_saved", 0) * 730
+        print(
+            f"  {act.get('outcome', act.get('kind')):<10} {act['resource']:<48} "
+            f"{act['project'] or '-':<10} ${monthly:>8.2f}/month"
+        )
