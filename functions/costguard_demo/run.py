@@ -136,13 +136,13 @@ class _Demo:
             self.say(f"    alert [{a.severity.value}] {a.kind.value}: {a.title}")
 
     def _change_fleet(self, n: int, now: datetime, cycles: int) -> None:
-        from costguard_demo.fleet import PRIMARY, _run, _tags, backdate_instances
+        from costguard_demo.fleet import PRIMARY, backdate_instances, project_tags, run_instances
 
         ec2 = self.session.client("ec2", region_name=PRIMARY)
         if n == cycles // 2 and cycles > 1:
             # Mid-run, someone starts a p5 in the vision project (a burn-rate spike) ...
-            owner = _tags("vision-research", owner="dave@example.com")
-            self.spike = _run(ec2, "p5.48xlarge", owner, "us-east-1b")[0]
+            owner = project_tags("vision-research", owner="dave@example.com")
+            self.spike = run_instances(ec2, "p5.48xlarge", owner, "us-east-1b")[0]
             backdate_instances(PRIMARY, {self.spike: now - timedelta(minutes=5)})
             # ... and the serving team stops its exploration notebook.
             self.session.client("sagemaker", region_name=PRIMARY).stop_notebook_instance(
