@@ -141,7 +141,7 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
     from costguard.env import Env
     from costguard.handlers import scan
     from costguard.settings import Settings
-    from costguard_demo.run import create_alert_channels, create_ledger_table
+    from costguard_demo.plumbing import create_alert_channels, create_ledger_table
 
     saved = dict(os.environ)
     os.environ.update(

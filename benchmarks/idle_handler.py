@@ -54,7 +54,7 @@ def measure(
     from costguard import run_log, wiring
     from costguard.handlers import act
     from costguard.services import executor as executor_module
-    from costguard_demo.run import create_alert_channels, create_ledger_table
+    from costguard_demo.plumbing import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
     from tests.support.idle_fleet import idle_guard_settings, launch, notebook_tags, publish_ec2
 

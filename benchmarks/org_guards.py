@@ -363,7 +363,7 @@ class _Act:
 
     def _members(self) -> Any:
         from costguard.adapters.assume import MemberClients
-        from costguard.names import OrgRoles
+        from costguard.domain.org_roles import OrgRoles
         from costguard.wiring.org import ACT_SESSION
 
         inner = MemberClients(self.base, OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
@@ -499,7 +499,7 @@ def measure_runs(repeats: int = 3) -> dict[str, Any]:
     scheduled one) and of one account holding three times that over two regions."""
     import boto3
 
-    from costguard_demo.run import create_alert_channels, create_ledger_table
+    from costguard_demo.plumbing import create_alert_channels, create_ledger_table
 
     samples: list[RunSample] = []
     held: dict[str, dict[str, int]] = {}
@@ -620,7 +620,7 @@ def measure_fanout(accounts: int = ACCOUNTS, fraction: float = HOLDING) -> dict[
     from costguard import events
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.handlers import org
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from tests.support.org_fakes import OrgWorld
 
     world = OrgWorld.build(accounts, REGIONS, fraction)

@@ -47,12 +47,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import hub_bill
 from benchmarks.guard_bill import CapacityMeter, _size
 from benchmarks.hub_schedule import Message, schedule
 from costguard.config_spec import BY_NAME, rate_minutes
+
+if TYPE_CHECKING:
+    from costguard.domain.directory import Work
 
 START = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 #: The default schedule (scanRate).
@@ -510,26 +513,53 @@ class ItemSample:
 
 def measure_member_work(ticks: int = 7) -> dict[str, Any]:
     """The consumer's work items in member accounts on moto, per kind (see the module)."""
-    import boto3
-    from aws_lambda_powertools import Logger
     from moto import mock_aws
 
-    from costguard.adapters.assume import MemberClients
-    from costguard.adapters.directory import DynamoDbDirectory
-    from costguard.domain.directory import Work, after_probe
-    from costguard.domain.org import Slice
-    from costguard.handlers import org
-    from costguard.handlers.org import consume
-    from costguard.settings import Settings
-    from costguard.wiring.org import HubSettings, build_fanout, build_org_work
-    from costguard_demo.run import create_alert_channels, create_ledger_table
-
-    samples: list[ItemSample] = []
-    fanouts: list[dict[str, Any]] = []
-    builds: list[tuple[float, dict[str, int]]] = []
-    log_bytes: list[float] = []
     not_ours = NotOurs()
     with _moto_env(), mock_aws(), not_ours.around_moto():
+        bench = _MemberBench.build(not_ours)
+        with bench.org_log(), _timed_aggregation(bench.calls, bench.meter, not_ours) as agg:
+            for n in range(ticks):
+                bench.one_tick(n, ticks, agg)
+        sts = bench.cold_entries()
+        sends = _send_batches(bench.hub, bench.plain, not_ours)
+    summary = _member_summary(bench.samples, bench.fanouts, bench.builds, bench.log_bytes, sts)
+    return {**summary, "send_batch": sends}
+
+
+@dataclass
+class _MemberBench:
+    """The hub's fan-out and consumer on moto, entering four member accounts of different
+    shapes (see the module), with every call, unit and second of ours recorded."""
+
+    not_ours: NotOurs
+    hub: Any
+    plain: Any
+    sqs: Any
+    url: str
+    calls: Calls
+    meter: SizedMeter
+    settings: Any
+    env: Any
+    fanout: Any
+    inner: Any
+    log: io.StringIO = field(default_factory=io.StringIO)
+    entered: set[int] = field(default_factory=set)
+    samples: list[ItemSample] = field(default_factory=list)
+    fanouts: list[dict[str, Any]] = field(default_factory=list)
+    builds: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+    log_bytes: list[float] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, not_ours: NotOurs) -> _MemberBench:
+        import boto3
+
+        from costguard.adapters.assume import MemberClients
+        from costguard.handlers import org
+        from costguard.settings import Settings
+        from costguard.wiring.org import HubSettings, build_fanout
+        from costguard_demo.plumbing import create_alert_channels, create_ledger_table
+
         hub = boto3.Session(region_name="us-east-1")
         plain = boto3.Session(region_name="us-east-1")
         create_ledger_table(plain, "ledger", "us-east-1")
@@ -556,94 +586,120 @@ def measure_member_work(ticks: int = 7) -> dict[str, Any]:
             settings, env, hub, log=lambda m, x: org.logger.warning(m, extra=dict(x))
         )
         inner = MemberClients(hub, env.member_role)
-        entered: set[int] = set()
+        return cls(not_ours, hub, plain, sqs, url, calls, meter, settings, env, fanout, inner)
 
-        def members(s: Slice) -> Any:
-            clients = inner(s)
-            if id(clients.session) not in entered:
-                entered.add(id(clients.session))
-                calls.attach(clients.session)
-                _stub_studio(clients.session, calls)
-            return clients
+    def members(self, s: Any) -> Any:
+        """Member clients as the consumer enters them, each new session counted."""
+        clients = self.inner(s)
+        if id(clients.session) not in self.entered:
+            self.entered.add(id(clients.session))
+            self.calls.attach(clients.session)
+            _stub_studio(clients.session, self.calls)
+        return clients
 
-        log = io.StringIO()
+    @contextmanager
+    def org_log(self) -> Iterator[None]:
+        """The consumer's log into :attr:`log`, to count its bytes per item."""
+        from aws_lambda_powertools import Logger
+
+        from costguard.handlers import org
+
         saved_logger = org.logger
-        org.logger = Logger(service="costguard-org-bench", stream=log)
+        org.logger = Logger(service="costguard-org-bench", stream=self.log)
         try:
-            with _timed_aggregation(calls, meter, not_ours) as aggregation:
-                for n in range(ticks):
-                    tick = START + n * TICK
-                    now = tick + timedelta(minutes=1)
-                    if n == ticks - 1:
-                        # A GPU appeared (a probe saw it) and is gone by the scan: the scan
-                        # of an empty account-region and of a CPU-only one, which it
-                        # turns empty again.
-                        store = DynamoDbDirectory(plain.client("dynamodb"), "ledger", HUB)
-                        seen = tick - timedelta(minutes=14)
-                        for s in (Slice(EMPTY, "us-east-1"), Slice(CPU_ONLY, "us-east-1")):
-                            store.update_slice(s, lambda st, at=seen: after_probe(st, at, True))
-                    c0, u0, lap = calls.snapshot(), meter.snapshot(), Lap(not_ours)
-                    summary = fanout.tick(tick)
-                    fanouts.append(
-                        {
-                            "tick": n,
-                            "sent": summary.sent,
-                            "wall_on_moto": lap.wall(),
-                            "ours": lap.ours(),
-                            "calls": dict(calls.snapshot() - c0),
-                            "units": dict(meter.snapshot() - u0),
-                        }
-                    )
-                    for batch in _receive_all(sqs, url):
-                        c0, lap = calls.snapshot(), Lap(not_ours)
-                        work = build_org_work(settings, hub, members=members)  # type: ignore[arg-type]
-                        builds.append((lap.ours(), dict(calls.snapshot() - c0)))
-                        run = work.run
-
-                        def timed(w: Work, at: datetime, run: Any = run, n: int = n) -> Any:
-                            aggregation.clear()
-                            c0, u0, lap = calls.snapshot(), meter.snapshot(), Lap(not_ours)
-                            out = run(w, at)
-                            sample = ItemSample(
-                                w.kind.value,
-                                w.slice.key,
-                                n,
-                                lap.wall(),
-                                lap.ours(),
-                                dict(calls.snapshot() - c0),
-                                dict(meter.snapshot() - u0),
-                            )
-                            if aggregation:
-                                sample.aggregation = dict(aggregation)
-                                sample.wall -= aggregation["wall"]
-                                sample.ours -= aggregation["ours"]
-                                sample.calls = dict(
-                                    Counter(sample.calls) - Counter(aggregation["calls"])
-                                )
-                                sample.units = dict(
-                                    Counter(sample.units) - Counter(aggregation["units"])
-                                )
-                            samples.append(sample)
-                            return out
-
-                        work.run = timed  # type: ignore[method-assign]
-                        log.seek(0)
-                        log.truncate()
-                        records = [_record(m, i) for i, m in enumerate(batch)]
-                        out = consume({"Records": records}, work, now)
-                        if out != {"batchItemFailures": []}:
-                            raise RuntimeError(f"a work item failed on moto: {out}")
-                        log_bytes.append(len(log.getvalue().encode()) / len(batch))
+            yield
         finally:
             org.logger = saved_logger
-        # Entering an account with fresh credentials, as a cold consumer does.
+
+    def one_tick(self, n: int, ticks: int, aggregation: dict[str, Any]) -> None:
+        """Scheduled time ``n``: the fan-out, then each batch of the queue consumed."""
+        tick = START + n * TICK
+        now = tick + timedelta(minutes=1)
+        if n == ticks - 1:
+            self._gpu_came_and_went(tick)
+        c0, u0, lap = self.calls.snapshot(), self.meter.snapshot(), Lap(self.not_ours)
+        summary = self.fanout.tick(tick)
+        self.fanouts.append(
+            {
+                "tick": n,
+                "sent": summary.sent,
+                "wall_on_moto": lap.wall(),
+                "ours": lap.ours(),
+                "calls": dict(self.calls.snapshot() - c0),
+                "units": dict(self.meter.snapshot() - u0),
+            }
+        )
+        for batch in _receive_all(self.sqs, self.url):
+            self._consume(batch, n, now, aggregation)
+
+    def _gpu_came_and_went(self, tick: datetime) -> None:
+        """A GPU appeared (a probe saw it) and is gone by the scan: the scan of an empty
+        account-region and of a CPU-only one, which it turns empty again."""
+        from costguard.adapters.directory import DynamoDbDirectory
+        from costguard.domain.directory import after_probe
+        from costguard.domain.org import Slice
+
+        store = DynamoDbDirectory(self.plain.client("dynamodb"), "ledger", HUB)
+        seen = tick - timedelta(minutes=14)
+        for s in (Slice(EMPTY, "us-east-1"), Slice(CPU_ONLY, "us-east-1")):
+            store.update_slice(s, lambda st, at=seen: after_probe(st, at, True))
+
+    def _consume(
+        self, batch: list[dict[str, Any]], n: int, now: datetime, aggregation: dict[str, Any]
+    ) -> None:
+        """One batch through a freshly built consumer, as one Lambda invocation."""
+        from costguard.handlers.org import build_org_work, consume
+
+        c0, lap = self.calls.snapshot(), Lap(self.not_ours)
+        work = build_org_work(self.settings, self.hub, members=self.members)  # type: ignore[arg-type]
+        self.builds.append((lap.ours(), dict(self.calls.snapshot() - c0)))
+        work.run = self._timed(work.run, n, aggregation)  # type: ignore[method-assign]
+        self.log.seek(0)
+        self.log.truncate()
+        records = [_record(m, i) for i, m in enumerate(batch)]
+        out = consume({"Records": records}, work, now)
+        if out != {"batchItemFailures": []}:
+            raise RuntimeError(f"a work item failed on moto: {out}")
+        self.log_bytes.append(len(self.log.getvalue().encode()) / len(batch))
+
+    def _timed(self, run: Any, n: int, aggregation: dict[str, Any]) -> Any:
+        """``run``, each item recorded as a sample, the aggregation it completed taken out."""
+
+        def timed(w: Work, at: datetime) -> Any:
+            aggregation.clear()
+            c0, u0, lap = self.calls.snapshot(), self.meter.snapshot(), Lap(self.not_ours)
+            out = run(w, at)
+            sample = ItemSample(
+                w.kind.value,
+                w.slice.key,
+                n,
+                lap.wall(),
+                lap.ours(),
+                dict(self.calls.snapshot() - c0),
+                dict(self.meter.snapshot() - u0),
+            )
+            if aggregation:
+                sample.aggregation = dict(aggregation)
+                sample.wall -= aggregation["wall"]
+                sample.ours -= aggregation["ours"]
+                sample.calls = dict(Counter(sample.calls) - Counter(aggregation["calls"]))
+                sample.units = dict(Counter(sample.units) - Counter(aggregation["units"]))
+            self.samples.append(sample)
+            return out
+
+        return timed
+
+    def cold_entries(self) -> list[tuple[float, float]]:
+        """Entering an account with fresh credentials, as a cold consumer does."""
+        from costguard.adapters.assume import MemberClients
+        from costguard.domain.org import Slice
+
         sts: list[tuple[float, float]] = []
         for _ in range(5):
-            lap = Lap(not_ours)
-            MemberClients(plain, env.member_role)(Slice(EMPTY, "us-east-1"))
+            lap = Lap(self.not_ours)
+            MemberClients(self.plain, self.env.member_role)(Slice(EMPTY, "us-east-1"))
             sts.append((lap.wall(), lap.ours()))
-        sends = _send_batches(hub, plain, not_ours)
-    return {**_member_summary(samples, fanouts, builds, log_bytes, sts), "send_batch": sends}
+        return sts
 
 
 def _send_batches(hub: Any, plain: Any, not_ours: NotOurs, batches: int = 20) -> dict[str, Any]:
@@ -812,23 +868,53 @@ def measure_hub(
     """The fan-out's and the consumers' hub-side work (DynamoDB, SQS) for ``accounts`` x 4
     regions: tick 0 reads every account's regions, tick 1 probes every account-region,
     tick 2 scans the active ones for the first time, then the steady state."""
-    import boto3
     from moto import mock_aws
-
-    from costguard.adapters.directory import DynamoDbDirectory
-    from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard.adapters.slices import DynamoDbSliceBook
-    from costguard.adapters.work_queue import WorkItem
-    from costguard.services.fanout import OrgWork, ProbeWork, RegionsWork
-    from costguard.services.org import Aggregation, OrgSettings, SliceWork
-    from costguard.settings import Settings
-    from costguard.wiring.org import HubSettings, build_fanout
-    from costguard_demo.run import create_ledger_table
-    from tests.support.org_fakes import FakeAccessError, OrgWorld
 
     per_tick: list[dict[str, Any]] = []
     not_ours = NotOurs()
     with _moto_env(), mock_aws(), not_ours.around_moto():
+        bench = _HubBench.build(accounts, fraction, not_ours)
+        with _timed_aggregation(bench.calls, bench.meter, not_ours) as aggregation:
+            for n in range(ticks):
+                per_tick.append(bench.one_tick(n, aggregation))
+        directory_bytes = _directory_bytes(bench.raw)
+        stress = bench.all_active(ticks) if all_active else {}
+    return {
+        "accounts": accounts,
+        "account_regions": accounts * len(REGIONS),
+        "holding_fraction": fraction,
+        "directory_bytes": directory_bytes,
+        "directory_bytes_per_account_region": round(directory_bytes / (accounts * len(REGIONS)), 1),
+        "ticks": per_tick,
+        "all_active": stress,
+    }
+
+
+@dataclass
+class _HubBench:
+    """The hub on moto, instrumented: its fan-out and its consumer's work over a simulated
+    Organization (the members answer from :class:`OrgWorld`, not from moto)."""
+
+    not_ours: NotOurs
+    calls: Calls
+    meter: SizedMeter
+    raw: Any
+    sqs: StandInSqs
+    world: Any
+    store: Any
+    fanout: Any
+    work: Any
+
+    @classmethod
+    def build(cls, accounts: int, fraction: float, not_ours: NotOurs) -> _HubBench:
+        import boto3
+
+        from costguard.adapters.directory import DynamoDbDirectory
+        from costguard.settings import Settings
+        from costguard.wiring.org import HubSettings, build_fanout
+        from costguard_demo.plumbing import create_ledger_table
+        from tests.support.org_fakes import OrgWorld
+
         hub = boto3.Session(region_name="us-east-1")
         plain = boto3.Session(region_name="us-east-1")
         create_ledger_table(plain, "ledger", "us-east-1")
@@ -848,112 +934,130 @@ def measure_hub(
         fanout = build_fanout(settings, env, hub, sqs=sqs)
         ddb = hub.client("dynamodb", region_name="us-east-1")
         store = DynamoDbDirectory(ddb, "ledger", HUB)
-        book = DynamoDbSliceBook(ddb, "ledger", HUB)
-        errors = (FakeAccessError,)
-        work = OrgWork(
-            SliceWork(
-                book,
-                world.scan_for,
-                # One reader thread, so that our time is measurable; the estimate spreads
-                # the calls' latency over the deployed 16 (AGGREGATION_THREADS).
-                Aggregation(
-                    book, DynamoDbLedger(ddb, "ledger"), OrgSettings(scope=HUB, read_workers=1)
-                ),
-                errors,
-            ),
-            store,
-            ProbeWork(store, world.prober_for, errors),
-            RegionsWork(store, world.reader_for, errors),
-        )
-        with _timed_aggregation(calls, meter, not_ours) as aggregation:
-            for n in range(ticks):
-                tick = START + n * TICK
-                now = tick + timedelta(minutes=1)
-                aggregation.clear()
-                c0, u0, lap = calls.snapshot(), meter.snapshot(), Lap(not_ours)
-                summary = fanout.tick(tick)
-                fan_calls = dict(calls.snapshot() - c0)
-                fan = {
-                    "sent": summary.sent,
-                    "seconds_wall_on_moto": round(lap.wall(), 3),
-                    "seconds_ours": round(lap.ours(), 3),
-                    # SQS is the stand-in here: see fanout_seconds for the estimate.
-                    "seconds_aws_estimate_without_sqs_client": round(
-                        aws_seconds(lap.ours(), fan_calls), 3
-                    ),
-                    "calls": fan_calls,
-                    **units_of(meter.snapshot() - u0),
-                    "units_by_kind": dict(meter.snapshot() - u0),
-                    "log_bytes": len(json.dumps(summary.as_dict()).encode()),
+        work = _hub_work(ddb, store, world)
+        return cls(not_ours, calls, meter, raw, sqs, world, store, fanout, work)
+
+    def one_tick(self, n: int, aggregation: dict[str, Any]) -> dict[str, Any]:
+        """Tick ``n``: the fan-out, then every item it sent, consumed one by one."""
+        tick = START + n * TICK
+        aggregation.clear()
+        fan = self._fanout(tick)
+        aggregation.clear()
+        kinds, item_calls, item_units, item_ours = self._consume(tick + timedelta(minutes=1))
+        agg = dict(aggregation)
+        if agg:
+            # The tick's, not the scan's that happened to complete the plan.
+            item_calls["scan"].subtract(agg["calls"])
+            item_units["scan"].subtract(agg["units"])
+            item_ours["scan"] -= agg["ours"]
+        plan = self.raw.get_item(
+            TableName="ledger",
+            Key={"pk": {"S": f"ORG#{HUB}#TICKS"}, "sk": {"S": _stamp(tick)}},
+        ).get("Item")
+        return {
+            "tick": n,
+            "items": dict(kinds),
+            "fanout": fan,
+            "consumer_hub_side_per_item": {
+                k: {
+                    "calls": {c: round(v / kinds[k], 2) for c, v in (+item_calls[k]).items()},
+                    **{u: round(v / kinds[k], 2) for u, v in units_of(+item_units[k]).items()},
+                    "seconds_ours": round(item_ours[k] / kinds[k], 5),
                 }
-                aggregation.clear()
-                kinds: Counter[str] = Counter()
-                item_calls: dict[str, Counter[str]] = defaultdict(Counter)
-                item_units: dict[str, Counter[str]] = defaultdict(Counter)
-                item_ours: Counter[str] = Counter()
-                for m in sqs.drain():
-                    w = WorkItem.model_validate_json(m["MessageBody"]).work()
-                    c0, u0, lap = calls.snapshot(), meter.snapshot(), Lap(not_ours)
-                    work.run(w, now)
-                    kinds[w.kind.value] += 1
-                    item_ours[w.kind.value] += lap.ours()
-                    item_calls[w.kind.value].update(calls.snapshot() - c0)
-                    item_units[w.kind.value].update(meter.snapshot() - u0)
-                agg = dict(aggregation)
-                if agg:
-                    # The tick's, not the scan's that happened to complete the plan.
-                    item_calls["scan"].subtract(agg["calls"])
-                    item_units["scan"].subtract(agg["units"])
-                    item_ours["scan"] -= agg["ours"]
-                plan = raw.get_item(
-                    TableName="ledger",
-                    Key={"pk": {"S": f"ORG#{HUB}#TICKS"}, "sk": {"S": _stamp(tick)}},
-                ).get("Item")
-                per_tick.append(
-                    {
-                        "tick": n,
-                        "items": dict(kinds),
-                        "fanout": fan,
-                        "consumer_hub_side_per_item": {
-                            k: {
-                                "calls": {
-                                    c: round(v / kinds[k], 2) for c, v in (+item_calls[k]).items()
-                                },
-                                **{
-                                    u: round(v / kinds[k], 2)
-                                    for u, v in units_of(+item_units[k]).items()
-                                },
-                                "seconds_ours": round(item_ours[k] / kinds[k], 5),
-                            }
-                            for k in kinds
-                        },
-                        "aggregation": _aggregation_figures(agg),
-                        "plan": _plan_figures(plan),
-                    }
-                )
-        directory_bytes = sum(
-            _size(item)
-            for page in raw.get_paginator("query").paginate(
-                TableName="ledger",
-                KeyConditionExpression="pk = :pk",
-                ExpressionAttributeValues={":pk": {"S": f"ORG#{HUB}#DIR"}},
-            )
-            for item in page["Items"]
+                for k in kinds
+            },
+            "aggregation": _aggregation_figures(agg),
+            "plan": _plan_figures(plan),
+        }
+
+    def _fanout(self, tick: datetime) -> dict[str, Any]:
+        calls, meter = self.calls, self.meter
+        c0, u0, lap = calls.snapshot(), meter.snapshot(), Lap(self.not_ours)
+        summary = self.fanout.tick(tick)
+        fan_calls = dict(calls.snapshot() - c0)
+        return {
+            "sent": summary.sent,
+            "seconds_wall_on_moto": round(lap.wall(), 3),
+            "seconds_ours": round(lap.ours(), 3),
+            # SQS is the stand-in here: see fanout_seconds for the estimate.
+            "seconds_aws_estimate_without_sqs_client": round(aws_seconds(lap.ours(), fan_calls), 3),
+            "calls": fan_calls,
+            **units_of(meter.snapshot() - u0),
+            "units_by_kind": dict(meter.snapshot() - u0),
+            "log_bytes": len(json.dumps(summary.as_dict()).encode()),
+        }
+
+    def _consume(
+        self, now: datetime
+    ) -> tuple[Counter[str], dict[str, Counter[str]], dict[str, Counter[str]], Counter[str]]:
+        """Each queued item through the consumer's work: counts, calls, units and our time."""
+        from costguard.adapters.work_queue import WorkItem
+
+        kinds: Counter[str] = Counter()
+        item_calls: dict[str, Counter[str]] = defaultdict(Counter)
+        item_units: dict[str, Counter[str]] = defaultdict(Counter)
+        item_ours: Counter[str] = Counter()
+        for m in self.sqs.drain():
+            w = WorkItem.model_validate_json(m["MessageBody"]).work()
+            c0, u0, lap = self.calls.snapshot(), self.meter.snapshot(), Lap(self.not_ours)
+            self.work.run(w, now)
+            kinds[w.kind.value] += 1
+            item_ours[w.kind.value] += lap.ours()
+            item_calls[w.kind.value].update(self.calls.snapshot() - c0)
+            item_units[w.kind.value].update(self.meter.snapshot() - u0)
+        return kinds, item_calls, item_units, item_ours
+
+    def all_active(self, ticks: int) -> dict[str, Any]:
+        return _all_active(
+            self.fanout,
+            self.store,
+            self.world,
+            self.raw,
+            self.calls,
+            self.meter,
+            self.not_ours,
+            ticks,
         )
-        stress = (
-            _all_active(fanout, store, world, raw, calls, meter, not_ours, ticks)
-            if all_active
-            else {}
+
+
+def _hub_work(ddb: Any, store: Any, world: Any) -> Any:
+    """The consumer's work as the hub builds it, its members answered by ``world``."""
+    from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard.adapters.slices import DynamoDbSliceBook
+    from costguard.services.fanout import OrgWork, ProbeWork, RegionsWork
+    from costguard.services.org import Aggregation, OrgSettings, SliceWork
+    from tests.support.org_fakes import FakeAccessError
+
+    book = DynamoDbSliceBook(ddb, "ledger", HUB)
+    errors = (FakeAccessError,)
+    return OrgWork(
+        SliceWork(
+            book,
+            world.scan_for,
+            # One reader thread, so that our time is measurable; the estimate spreads
+            # the calls' latency over the deployed 16 (AGGREGATION_THREADS).
+            Aggregation(
+                book, DynamoDbLedger(ddb, "ledger"), OrgSettings(scope=HUB, read_workers=1)
+            ),
+            errors,
+        ),
+        store,
+        ProbeWork(store, world.prober_for, errors),
+        RegionsWork(store, world.reader_for, errors),
+    )
+
+
+def _directory_bytes(raw: Any) -> int:
+    """The size of the hub's directory: every account-region's row."""
+    return sum(
+        _size(item)
+        for page in raw.get_paginator("query").paginate(
+            TableName="ledger",
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"ORG#{HUB}#DIR"}},
         )
-    return {
-        "accounts": accounts,
-        "account_regions": accounts * len(REGIONS),
-        "holding_fraction": fraction,
-        "directory_bytes": directory_bytes,
-        "directory_bytes_per_account_region": round(directory_bytes / (accounts * len(REGIONS)), 1),
-        "ticks": per_tick,
-        "all_active": stress,
-    }
+        for item in page["Items"]
+    )
 
 
 def _aggregation_figures(agg: Mapping[str, Any]) -> dict[str, Any]:
@@ -1594,15 +1698,24 @@ def bottlenecks(
     load: hub_bill.HubLoad, member: Mapping[str, Any], hub: Mapping[str, Any], costs: Costs
 ) -> dict[str, Any]:
     """The next limits, each with the size at which it bites and the next step."""
-    seconds = costs.seconds
-    stress = hub["all_active"]
+    fan_per_slice = fanout_seconds(hub["all_active"], member) / max(1, hub["all_active"]["slices"])
+    return {
+        "plan_item_400kb": _plan_item(load, hub["all_active"], costs.seconds["scan"]),
+        "fanout_timeout": _fanout_timeout(fan_per_slice),
+        "sqs_fifo": _sqs_fifo(fan_per_slice),
+        "lambda_concurrency": _lambda_concurrency(load, costs.seconds["scan"]),
+        "member_ec2_rate": _member_ec2_rate(member, costs.seconds["scan"]),
+        "sts_assume_role": _sts_assume_role(costs.seconds),
+        "aggregation_in_one_lambda": _aggregation_in_one_lambda(costs),
+        "directory_partition": _directory_partition(hub["directory_bytes_per_account_region"]),
+    }
+
+
+def _plan_item(load: hub_bill.HubLoad, stress: Mapping[str, Any], scan_s: float) -> dict[str, Any]:
+    """1. The plan item holds the expected keys once and is written once a tick; a mark
+    writes the slice's own done item and the small counter item (1 WCU each)."""
     per_key = load.plan_bytes_per_slice
-    base = load.plan_base_bytes
-    item = LIMITS["dynamodb_item_bytes"]
-    scan_s = seconds["scan"]
-    # 1. The plan item holds the expected keys once and is written once a tick; a mark
-    # writes the slice's own done item and the small counter item (1 WCU each).
-    plan_put_limit = int((item - base) // per_key)
+    plan_put_limit = int((LIMITS["dynamodb_item_bytes"] - load.plan_base_bytes) // per_key)
     # Hot key: every mark decrements the one counter item (1 WCU), against 1,000 WCU/s.
     marks_per_s = MAX_CONCURRENCY / scan_s
     counter_wcu_per_s = marks_per_s * 1
@@ -1614,123 +1727,138 @@ def bottlenecks(
         units = hub_bill.plan_write_units(slices, replace(load))
         return round(ticks * units * hub_bill.PRICES["dynamodb_write_unit"], 2)
 
-    # 2. The fan-out: its time per slice (800 active) against its timeout.
-    fan_per_slice = fanout_seconds(stress, member) / max(1, stress["slices"])
+    return {
+        "bytes_per_slice_key": per_key,
+        "write_units_per_mark": load.write_units_per_mark,
+        "active_slices_when_marks_fail": None,
+        "active_slices_when_the_plan_put_fails": plan_put_limit,
+        "checked_on_moto": stress.get("plan_put_on_moto"),
+        "plan_write_usd_per_month": {n: plan_usd(n) for n in (80, 400, 800, 2000, 5000)},
+        "hot_key": {
+            "marks_per_second": round(marks_per_s, 1),
+            "counter_write_units_per_s": round(counter_wcu_per_s, 1),
+            "limit_write_units_per_s": LIMITS["dynamodb_partition_write_units_per_s"],
+            "active_slices": None,
+        },
+        "next_step": (
+            "marks are constant (a done item and the counter, 2 WCU); the plan item "
+            "still holds the expected keys once: page them over several items beyond "
+            f"~{plan_put_limit:,} active slices"
+        ),
+    }
+
+
+def _fanout_timeout(fan_per_slice: float) -> dict[str, Any]:
+    """2. The fan-out: its time per slice (800 active) against its timeout."""
     fan_timeout_slices = int(LAMBDA_TIMEOUT_SECONDS / fan_per_slice)
     fan_max_slices = int(LIMITS["lambda_timeout_s"] / fan_per_slice)
-    # 3. SQS: one fan-out sends sequentially.
+    return {
+        "seconds_per_active_slice": round(fan_per_slice, 5),
+        "slices_in_the_default_timeout_600s": fan_timeout_slices,
+        "slices_in_lambdas_900s": fan_max_slices,
+        "next_step": (
+            "fan out in two stages (one message per account, whose consumer enqueues "
+            "its regions) or a Step Functions Distributed Map over the directory"
+        ),
+    }
+
+
+def _sqs_fifo(fan_per_slice: float) -> dict[str, Any]:
+    """3. SQS: one fan-out sends sequentially."""
     send_rate = 10 / (LATENCY["hub"] + fan_per_slice * 10)
-    # 4. Consumers: a tick must end before the next one.
+    return {
+        "fanout_send_rate_messages_per_s": round(send_rate),
+        "quota_messages_per_s_batched": LIMITS["sqs_fifo_messages_per_s_batched"],
+        "in_flight_at_max_concurrency": MAX_CONCURRENCY * 10,
+        "quota_in_flight": LIMITS["sqs_fifo_in_flight"],
+        "bites": "not while one fan-out sends sequentially; in flight needs 2,000 consumers",
+        "next_step": "high-throughput FIFO mode (per message group) if sends are parallelised",
+    }
+
+
+def _lambda_concurrency(load: hub_bill.HubLoad, scan_s: float) -> dict[str, Any]:
+    """4. Consumers: a tick must end before the next one."""
     tick_s = load.scan_minutes * 60
     per_item_overhead = load.seconds_per_invocation / load.items_per_invocation
     active_per_tick = int(MAX_CONCURRENCY * tick_s / (scan_s + per_item_overhead))
-    # 5. Member APIs: EC2 throttles per account and Region. The two items of an account in
-    # flight (its two FIFO groups) are in two different Regions: one scan per Region.
+    return {
+        "active_slices_per_tick_at_max_concurrency_20": active_per_tick,
+        "account_concurrency_default": LIMITS["lambda_account_concurrency"],
+        "next_step": (
+            "raise orgMaxConcurrency (up to 1,000, the event source's limit) within the "
+            "account's unreserved concurrency; each consumer pays its own cold start"
+        ),
+    }
+
+
+def _member_ec2_rate(member: Mapping[str, Any], scan_s: float) -> dict[str, Any]:
+    """5. Member APIs: EC2 throttles per account and Region. The two items of an account in
+    flight (its two FIFO groups) are in two different Regions: one scan per Region."""
     items = member["items"]["scan_representative"]["calls"]
     ec2_calls = sum(v for k, v in items.items() if k.startswith("ec2."))
     ec2_rate = ec2_calls / scan_s
-    # 6. STS: at most one AssumeRole per item, each consumer an item at a time.
+    return {
+        "ec2_calls_per_scan": ec2_calls,
+        "peak_calls_per_s_per_account_region": round(ec2_rate, 2),
+        "describe_bucket": LIMITS["ec2_describe_bucket"],
+        "refill_per_s": LIMITS["ec2_describe_refill_per_s"],
+        "share_of_refill_percent": round(100 * ec2_rate / LIMITS["ec2_describe_refill_per_s"], 1),
+        "bites": (
+            "not for EC2: each Region has its own bucket and an account's two items in "
+            "flight are in two Regions. What grows with resources is SageMaker's Describe "
+            "per endpoint (3 calls each; benchmarks/api_calls: 1,821 calls at 600 endpoints)"
+        ),
+        "next_step": (
+            "orgPerAccountConcurrency 1 for accounts near their limits; cache endpoint "
+            "configurations (immutable) across ticks"
+        ),
+    }
+
+
+def _sts_assume_role(seconds: Mapping[str, float]) -> dict[str, Any]:
+    """6. STS: at most one AssumeRole per item, each consumer an item at a time."""
     sts_rate = MAX_CONCURRENCY / min(seconds.values())
     sts_consumers = int(LIMITS["sts_requests_per_s_assumed"] * min(seconds.values()))
-    # 7. The directory: one partition, read whole by every tick's Query.
-    per_slice_dir = hub["directory_bytes_per_account_region"]
-    # 8. The aggregation: one Lambda (the consumer completing the plan, or the fan-out's
-    # sweep at the deadline) reads every active slice's ledger, 16 at a time.
+    return {
+        "upper_bound_per_s_at_max_concurrency_20": round(sts_rate, 1),
+        "assumed_quota_per_s": LIMITS["sts_requests_per_s_assumed"],
+        "consumers_at_which_cold_credentials_hit_it": sts_consumers,
+        "next_step": (
+            "already cached per account and container for 45 minutes (MemberClients); "
+            "route messages of one account to one group so a container keeps its accounts"
+        ),
+    }
+
+
+def _aggregation_in_one_lambda(costs: Costs) -> dict[str, Any]:
+    """8. The aggregation: one Lambda (the consumer completing the plan, or the fan-out's
+    sweep at the deadline) reads every active slice's ledger, 16 at a time."""
     per_slice_agg = costs.aggregation_seconds(1000) / 1000
     agg_slices = int(LAMBDA_TIMEOUT_SECONDS / per_slice_agg)
     return {
-        "plan_item_400kb": {
-            "bytes_per_slice_key": per_key,
-            "write_units_per_mark": load.write_units_per_mark,
-            "active_slices_when_marks_fail": None,
-            "active_slices_when_the_plan_put_fails": plan_put_limit,
-            "checked_on_moto": stress.get("plan_put_on_moto"),
-            "plan_write_usd_per_month": {n: plan_usd(n) for n in (80, 400, 800, 2000, 5000)},
-            "hot_key": {
-                "marks_per_second": round(marks_per_s, 1),
-                "counter_write_units_per_s": round(counter_wcu_per_s, 1),
-                "limit_write_units_per_s": LIMITS["dynamodb_partition_write_units_per_s"],
-                "active_slices": None,
-            },
-            "next_step": (
-                "marks are constant (a done item and the counter, 2 WCU); the plan item "
-                "still holds the expected keys once: page them over several items beyond "
-                f"~{plan_put_limit:,} active slices"
-            ),
-        },
-        "fanout_timeout": {
-            "seconds_per_active_slice": round(fan_per_slice, 5),
-            "slices_in_the_default_timeout_600s": fan_timeout_slices,
-            "slices_in_lambdas_900s": fan_max_slices,
-            "next_step": (
-                "fan out in two stages (one message per account, whose consumer enqueues "
-                "its regions) or a Step Functions Distributed Map over the directory"
-            ),
-        },
-        "sqs_fifo": {
-            "fanout_send_rate_messages_per_s": round(send_rate),
-            "quota_messages_per_s_batched": LIMITS["sqs_fifo_messages_per_s_batched"],
-            "in_flight_at_max_concurrency": MAX_CONCURRENCY * 10,
-            "quota_in_flight": LIMITS["sqs_fifo_in_flight"],
-            "bites": "not while one fan-out sends sequentially; in flight needs 2,000 consumers",
-            "next_step": "high-throughput FIFO mode (per message group) if sends are parallelised",
-        },
-        "lambda_concurrency": {
-            "active_slices_per_tick_at_max_concurrency_20": active_per_tick,
-            "account_concurrency_default": LIMITS["lambda_account_concurrency"],
-            "next_step": (
-                "raise orgMaxConcurrency (up to 1,000, the event source's limit) within the "
-                "account's unreserved concurrency; each consumer pays its own cold start"
-            ),
-        },
-        "member_ec2_rate": {
-            "ec2_calls_per_scan": ec2_calls,
-            "peak_calls_per_s_per_account_region": round(ec2_rate, 2),
-            "describe_bucket": LIMITS["ec2_describe_bucket"],
-            "refill_per_s": LIMITS["ec2_describe_refill_per_s"],
-            "share_of_refill_percent": round(
-                100 * ec2_rate / LIMITS["ec2_describe_refill_per_s"], 1
-            ),
-            "bites": (
-                "not for EC2: each Region has its own bucket and an account's two items in "
-                "flight are in two Regions. What grows with resources is SageMaker's Describe "
-                "per endpoint (3 calls each; benchmarks/api_calls: 1,821 calls at 600 endpoints)"
-            ),
-            "next_step": (
-                "orgPerAccountConcurrency 1 for accounts near their limits; cache endpoint "
-                "configurations (immutable) across ticks"
-            ),
-        },
-        "sts_assume_role": {
-            "upper_bound_per_s_at_max_concurrency_20": round(sts_rate, 1),
-            "assumed_quota_per_s": LIMITS["sts_requests_per_s_assumed"],
-            "consumers_at_which_cold_credentials_hit_it": sts_consumers,
-            "next_step": (
-                "already cached per account and container for 45 minutes (MemberClients); "
-                "route messages of one account to one group so a container keeps its accounts"
-            ),
-        },
-        "aggregation_in_one_lambda": {
-            "seconds_per_active_slice": round(per_slice_agg, 4),
-            "seconds_at_80": round(costs.aggregation_seconds(80), 2),
-            "active_slices_in_the_default_timeout_600s": agg_slices,
-            "next_step": (
-                "roll up per account (or per shard of accounts) as slices come in, and let "
-                "the aggregation read the partial roll-ups"
-            ),
-        },
-        "directory_partition": {
-            "bytes_per_account_region": per_slice_dir,
-            "account_regions_per_1mb_query_page": int(
-                LIMITS["dynamodb_query_page_bytes"] / per_slice_dir
-            ),
-            "read_units_per_tick_at_800": math.ceil(per_slice_dir * 800 / 4096),
-            "bites": (
-                "pages, not limits: a Query reads the whole directory every tick, one page "
-                "per MB, at 3,000 read units a second per partition"
-            ),
-            "next_step": "shard the directory by account hash once it spans many pages",
-        },
+        "seconds_per_active_slice": round(per_slice_agg, 4),
+        "seconds_at_80": round(costs.aggregation_seconds(80), 2),
+        "active_slices_in_the_default_timeout_600s": agg_slices,
+        "next_step": (
+            "roll up per account (or per shard of accounts) as slices come in, and let "
+            "the aggregation read the partial roll-ups"
+        ),
+    }
+
+
+def _directory_partition(per_slice_dir: float) -> dict[str, Any]:
+    """7. The directory: one partition, read whole by every tick's Query."""
+    return {
+        "bytes_per_account_region": per_slice_dir,
+        "account_regions_per_1mb_query_page": int(
+            LIMITS["dynamodb_query_page_bytes"] / per_slice_dir
+        ),
+        "read_units_per_tick_at_800": math.ceil(per_slice_dir * 800 / 4096),
+        "bites": (
+            "pages, not limits: a Query reads the whole directory every tick, one page "
+            "per MB, at 3,000 read units a second per partition"
+        ),
+        "next_step": "shard the directory by account hash once it spans many pages",
     }
 
 

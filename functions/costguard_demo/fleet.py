@@ -38,7 +38,7 @@ class Fleet:
     endpoints: list[str] = field(default_factory=list)
 
 
-def _tags(
+def project_tags(
     project: str | None = None, budget: str | None = None, owner: str | None = None, **extra: str
 ) -> list[dict[str, str]]:
     tags = dict(extra)
@@ -51,7 +51,7 @@ def _tags(
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 
 
-def _run(
+def run_instances(
     ec2: Any,
     itype: str,
     tags: list[dict[str, str]],
@@ -123,34 +123,43 @@ def seed_fleet(session: Any, start: datetime) -> Fleet:
     east = session.client("ec2", region_name=PRIMARY)
     west = session.client("ec2", region_name=SECONDARY)
 
-    llm = _tags("llm-pretraining", "$12,000", "alice@example.com")
-    ids = _run(east, "p5.48xlarge", llm, "us-east-1a", count=2, volume_gib=2000)
+    llm = project_tags("llm-pretraining", "$12,000", "alice@example.com")
+    ids = run_instances(east, "p5.48xlarge", llm, "us-east-1a", count=2, volume_gib=2000)
     fleet.instances.update({"p5-a": ids[0], "p5-b": ids[1]})
-    fleet.instances["p4d-spot"] = _run(east, "p4d.24xlarge", llm, "us-east-1a", spot=True)[0]
-
-    vision = _tags("vision-research", "20000", "U024BE7LH")
-    fleet.instances["g5-dev"] = _run(east, "g5.2xlarge", vision, "us-east-1b", volume_gib=500)[0]
-    fleet.instances["g6-spot"] = _run(west, "g6.xlarge", vision, "us-west-2a", spot=True)[0]
-
-    nlp = _tags("nlp-team", "8000", "bob@example.com")
-    fleet.instances["g6e"] = _run(west, "g6e.2xlarge", nlp, "us-west-2b")[0]
-    # Someone typed a budget that is not a number; the scan names it and goes on.
-    fleet.instances["g4dn-bad-budget"] = _run(
-        west, "g4dn.xlarge", _tags("nlp-team", "abc"), "us-west-2b"
-    )[0]
-    # ... and someone else tagged a different budget on the same project.
-    fleet.instances["g4dn-other-budget"] = _run(
-        west, "g4dn.2xlarge", _tags("nlp-team", "12000"), "us-west-2a"
-    )[0]
-
-    fleet.instances["untagged"] = _run(east, "g5.xlarge", _tags(Name="scratch-box"), "us-east-1c")[
+    fleet.instances["p4d-spot"] = run_instances(east, "p4d.24xlarge", llm, "us-east-1a", spot=True)[
         0
     ]
-    fleet.instances["unknown-type"] = _run(
-        east, "p9.96xlarge", _tags("llm-pretraining", owner="alice@example.com"), "us-east-1b"
+
+    vision = project_tags("vision-research", "20000", "U024BE7LH")
+    fleet.instances["g5-dev"] = run_instances(
+        east, "g5.2xlarge", vision, "us-east-1b", volume_gib=500
+    )[0]
+    fleet.instances["g6-spot"] = run_instances(west, "g6.xlarge", vision, "us-west-2a", spot=True)[
+        0
+    ]
+
+    nlp = project_tags("nlp-team", "8000", "bob@example.com")
+    fleet.instances["g6e"] = run_instances(west, "g6e.2xlarge", nlp, "us-west-2b")[0]
+    # Someone typed a budget that is not a number; the scan names it and goes on.
+    fleet.instances["g4dn-bad-budget"] = run_instances(
+        west, "g4dn.xlarge", project_tags("nlp-team", "abc"), "us-west-2b"
+    )[0]
+    # ... and someone else tagged a different budget on the same project.
+    fleet.instances["g4dn-other-budget"] = run_instances(
+        west, "g4dn.2xlarge", project_tags("nlp-team", "12000"), "us-west-2a"
+    )[0]
+
+    fleet.instances["untagged"] = run_instances(
+        east, "g5.xlarge", project_tags(Name="scratch-box"), "us-east-1c"
+    )[0]
+    fleet.instances["unknown-type"] = run_instances(
+        east,
+        "p9.96xlarge",
+        project_tags("llm-pretraining", owner="alice@example.com"),
+        "us-east-1b",
     )[0]
     # A CPU instance: out of CostGuard's scope, must not show up.
-    _run(east, "m5.large", _tags("llm-pretraining"), "us-east-1a")
+    run_instances(east, "m5.large", project_tags("llm-pretraining"), "us-east-1a")
 
     _seed_eks(session, east, fleet)
     _seed_sagemaker(session, fleet)
@@ -209,8 +218,10 @@ def _seed_eks(session: Any, ec2: Any, fleet: Fleet) -> None:
         tags={Tags.PROJECT: "vision-research"},
     )
     # Two of the three desired nodes are up; the instances carry only the EKS tags.
-    node_tags = _tags(**{Tags.EKS_CLUSTER: "vision-eks", Tags.EKS_NODEGROUP: "gpu-a10g"})
-    for n, instance_id in enumerate(_run(ec2, "g5.12xlarge", node_tags, "us-east-1a", count=2)):
+    node_tags = project_tags(**{Tags.EKS_CLUSTER: "vision-eks", Tags.EKS_NODEGROUP: "gpu-a10g"})
+    for n, instance_id in enumerate(
+        run_instances(ec2, "g5.12xlarge", node_tags, "us-east-1a", count=2)
+    ):
         fleet.instances[f"eks-node-{n}"] = instance_id
 
 

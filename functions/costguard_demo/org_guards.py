@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from costguard.domain.org_act import GuardRun
     from costguard.ports import TimeLeft
     from costguard.services.guard import Guard, GuardContext, Policy
-    from costguard_demo.org import Hub, Organization
+    from costguard_demo.org_world import Hub, Organization
 
 STALE_VOLUMES = "stale-volumes"
 IDLE_NOTEBOOKS = "idle-notebooks"
@@ -391,88 +391,110 @@ def run_guard_chapter(
 ) -> dict[str, Any]:
     """Seed, then run :data:`SCHEDULE` through the fan-out, the act queue and the act
     consumer; returns the ``guards`` part of the demo's ``--json``."""
-    from costguard.adapters.work_queue import GuardItem
-    from costguard.handlers.org import GuardFanoutEvent
-    from costguard.handlers.org_act import consume as act_consume
-    from costguard.settings import Settings
-    from costguard.wiring.org import HubSettings, build_guard_fanout, build_guard_work
-    from costguard_demo.org import FANOUT_ROLE, HOME, HUB, drain_queue, lambda_session
-    from costguard_demo.server import snapshot_ids, stamp_new_snapshots
-
-    settings = Settings.from_env(environ)
-    env = HubSettings.from_settings(settings)
-    names = {a.id: a.name for a in org.members} | {org.management: "management"}
-    day = first_day(scan_start)
-    seeded = seed_targets(org, sessions, day)
-    labels = {s.id: s.label for s in seeded}
-    inspector = Inspector(sessions, seeded)
-    fanout = build_guard_fanout(settings, env, lambda_session(HUB, FANOUT_ROLE))
-    act_session = lambda_session(HUB, OrgRoles.HUB_ACT)
-    act_sqs = act_session.client("sqs", region_name=HOME)
-    # One consumer graph for the whole run: a warm Lambda keeps its member credentials.
-    work = RecordingGuardWork(build_guard_work(settings, act_session))
-    mode = "dryRun=true: nothing is changed" if settings.dry_run else "dryRun=false: they act"
-    say(
-        f"\nGuards acting in member accounts ({mode}), simulated "
-        f"{day + SCHEDULE[0].offset:%Y-%m-%d %H:%M} .. {day + SCHEDULE[-1].offset:%Y-%m-%d %H:%M} "
-        "UTC, days before the scans:"
-    )
-    for s in seeded:
-        say(f"  seeded {names[s.account]} {s.region} {s.id} {s.label}: {s.what}")
-
+    run = _GuardRun.start(say, org, hub, environ, scan_start, alerts_out, sessions)
     ticks: list[dict[str, Any]] = []
-    dead_letters: list[dict[str, Any]] = []
-    # Nothing changes them between two times but the guards: each time's "after" is the
-    # next one's "before".
-    states = [inspector.state()]
-    # moto starts a snapshot at the real clock's time: each is set to the simulated time
-    # of the run that asked for it, so the story holds whatever the wall clock reads.
-    places = {(s.account, s.region) for s in seeded}
-    snapshots = {p: snapshot_ids(p[1], p[0]) for p in places}
+    for t in SCHEDULE:
+        ticks.append(run.time(t))
+        if t.replay:
+            ticks.append(run.time(t, again=ticks[-1]["_bodies"]))
+    for doc in ticks:
+        del doc["_bodies"]
+    return run.chapter_json(ticks)
 
-    def tick(t: Time, again: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+
+@dataclass
+class _GuardRun:
+    """The hub's guards at work over the seeded targets: the guard fan-out, the act queue
+    and one warm act consumer, and the targets' state after each time."""
+
+    say: Callable[[str], None]
+    hub: Hub
+    settings: Any
+    names: dict[str, str]
+    day: datetime
+    seeded: list[Seeded]
+    inspector: Inspector
+    fanout: Any
+    act_session: Any
+    act_sqs: Any
+    work: RecordingGuardWork
+    alerts_out: Callable[[], list[dict[str, Any]]]
+    dead_letters: list[dict[str, Any]] = field(default_factory=list)
+    states: list[dict[str, Any]] = field(default_factory=list)
+    snapshots: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls,
+        say: Callable[[str], None],
+        org: Organization,
+        hub: Hub,
+        environ: Mapping[str, str],
+        scan_start: datetime,
+        alerts_out: Callable[[], list[dict[str, Any]]],
+        sessions: Mapping[str, Any],
+    ) -> _GuardRun:
+        """The targets seeded, and the guards' Lambdas built as the stack configures them."""
+        from costguard.settings import Settings
+        from costguard.wiring.org import HubSettings, build_guard_fanout, build_guard_work
+        from costguard_demo.org_world import FANOUT_ROLE, HOME, HUB, lambda_session
+
+        settings = Settings.from_env(environ)
+        env = HubSettings.from_settings(settings)
+        names = {a.id: a.name for a in org.members} | {org.management: "management"}
+        day = first_day(scan_start)
+        seeded = seed_targets(org, sessions, day)
+        inspector = Inspector(sessions, seeded)
+        fanout = build_guard_fanout(settings, env, lambda_session(HUB, FANOUT_ROLE))
+        act_session = lambda_session(HUB, OrgRoles.HUB_ACT)
+        act_sqs = act_session.client("sqs", region_name=HOME)
+        # One consumer graph for the whole run: a warm Lambda keeps its member credentials.
+        work = RecordingGuardWork(build_guard_work(settings, act_session))
+        run = cls(
+            say, hub, settings, names, day, seeded, inspector, fanout, act_session, act_sqs,
+            work, alerts_out,
+        )  # fmt: skip
+        run.introduce()
+        # Nothing changes them between two times but the guards: each time's "after" is the
+        # next one's "before".
+        run.states.append(inspector.state())
+        run.snapshots = run.known_snapshots()
+        return run
+
+    def introduce(self) -> None:
+        mode = (
+            "dryRun=true: nothing is changed" if self.settings.dry_run else "dryRun=false: they act"
+        )
+        first, last = self.day + SCHEDULE[0].offset, self.day + SCHEDULE[-1].offset
+        self.say(
+            f"\nGuards acting in member accounts ({mode}), simulated "
+            f"{first:%Y-%m-%d %H:%M} .. {last:%Y-%m-%d %H:%M} "
+            "UTC, days before the scans:"
+        )
+        for s in self.seeded:
+            self.say(f"  seeded {self.names[s.account]} {s.region} {s.id} {s.label}: {s.what}")
+
+    def known_snapshots(self) -> dict[tuple[str, str], Any]:
+        """moto starts a snapshot at the real clock's time: each is set to the simulated time
+        of the run that asked for it, so the story holds whatever the wall clock reads."""
+        from costguard_demo.server import snapshot_ids
+
+        places = {(s.account, s.region) for s in self.seeded}
+        return {p: snapshot_ids(p[1], p[0]) for p in places}
+
+    def time(self, t: Time, again: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
         """The guard's schedule at ``t`` (the fan-out, then the act consumer); with
         ``again``, no fan-out: those act-queue messages delivered a second time."""
-        at = day + t.offset
+        at = self.day + t.offset
         now = at + CONSUMER_DELAY
-        before = states[-1]
-        if again:
-            # Once each, however often a failing one was received.
-            items = list(
-                {i.dedupe_id(): i for i in (GuardItem.model_validate(b) for b in again)}.values()
-            )
-            for item in items:
-                # SQS delivers at least once: the same runs, as new messages (another
-                # deduplication id, as after the five-minute window).
-                act_sqs.send_message(
-                    QueueUrl=hub.act_queue_url,
-                    MessageBody=item.model_dump_json(),
-                    MessageGroupId=item.account,
-                    MessageDeduplicationId=f"{item.dedupe_id()}/again",
-                )
-            runs = [item.run() for item in items]
-            accounts, sent = len({r.account for r in runs}), len(runs)
-        else:
-            # What the schedule sends (validated as the fan-out parses it).
-            event = GuardFanoutEvent.model_validate({"guard": t.guard, "time": at.isoformat()})
-            summary = fanout.tick(event.guard, at)
-            runs, accounts, sent = list(summary.runs), summary.accounts, summary.sent
-        first = len(work.runs)
-        delivery = drain_queue(
-            act_session,
-            hub.act_queue_url,
-            hub.act_dead_letters_url,
-            lambda e: act_consume(e, work, now),
-            batch_size=1,  # the act event source's: one guard run an invocation
-            sqs=act_sqs,
-        )
-        dead_letters.extend(delivery.dead_lettered)
-        for account, region in places:
-            known = snapshots[account, region]
-            snapshots[account, region] = stamp_new_snapshots(region, known, now, account)
-        alerts = alerts_out()
-        after = inspector.state()
-        states.append(after)
+        before = self.states[-1]
+        runs, accounts, sent = self._send_again(again) if again else self._fan_out(t, at)
+        first = len(self.work.runs)
+        delivery = self._deliver(now)
+        alerts = self.alerts_out()
+        after = self.inspector.state()
+        self.states.append(after)
+        labels = {s.id: s.label for s in self.seeded}
         doc = {
             "time": at.isoformat(),
             "guard": t.guard,
@@ -482,56 +504,97 @@ def run_guard_chapter(
             "planned": [
                 {
                     "account": r.account,
-                    "name": names.get(r.account, r.account),
+                    "name": self.names.get(r.account, r.account),
                     "regions": list(r.regions),
                 }
                 for r in runs
             ],
             "sent": sent,
             "delivery": delivery.as_dict(),
-            "runs": [_run_json(w, names, labels) for w in work.runs[first:]],
+            "runs": [_run_json(w, self.names, labels) for w in self.work.runs[first:]],
             "alerts": [
                 {k: a.get(k) for k in ("kind", "project", "severity", "title")} for a in alerts
             ],
             "changed": sorted(k for k in after if after[k] != before[k]),
             "_bodies": delivery.bodies,
         }
-        _say_tick(say, doc, replay=bool(again))
+        _say_tick(self.say, doc, replay=bool(again))
         return doc
 
-    for t in SCHEDULE:
-        ticks.append(tick(t))
-        if t.replay:
-            ticks.append(tick(t, again=ticks[-1]["_bodies"]))
-    for doc in ticks:
-        del doc["_bodies"]
+    def _fan_out(self, t: Time, at: datetime) -> tuple[list[Any], int, int]:
+        """What the schedule sends (validated as the fan-out parses it)."""
+        from costguard.handlers.org import GuardFanoutEvent
 
-    final = states[-1]
-    resources = [
-        {
-            "account": s.account,
-            "name": names[s.account],
-            "region": s.region,
-            "kind": s.kind,
-            "id": s.id,
-            "label": s.label,
-            "what": s.what,
-            "expected": s.expect if not settings.dry_run else _unchanged(s),
-            **final[s.id],
+        event = GuardFanoutEvent.model_validate({"guard": t.guard, "time": at.isoformat()})
+        summary = self.fanout.tick(event.guard, at)
+        return list(summary.runs), summary.accounts, summary.sent
+
+    def _send_again(self, again: Sequence[Mapping[str, Any]]) -> tuple[list[Any], int, int]:
+        """SQS delivers at least once: the same runs, as new messages (another deduplication
+        id, as after the five-minute window); once each, however often a failing one was
+        received."""
+        from costguard.adapters.work_queue import GuardItem
+
+        items = list(
+            {i.dedupe_id(): i for i in (GuardItem.model_validate(b) for b in again)}.values()
+        )
+        for item in items:
+            self.act_sqs.send_message(
+                QueueUrl=self.hub.act_queue_url,
+                MessageBody=item.model_dump_json(),
+                MessageGroupId=item.account,
+                MessageDeduplicationId=f"{item.dedupe_id()}/again",
+            )
+        runs = [item.run() for item in items]
+        return runs, len({r.account for r in runs}), len(runs)
+
+    def _deliver(self, now: datetime) -> Any:
+        """The act queue to the act consumer, then the new snapshots stamped at ``now``."""
+        from costguard.handlers.org_act import consume as act_consume
+        from costguard_demo.org_world import drain_queue
+        from costguard_demo.server import stamp_new_snapshots
+
+        delivery = drain_queue(
+            self.act_session,
+            self.hub.act_queue_url,
+            self.hub.act_dead_letters_url,
+            lambda e: act_consume(e, self.work, now),
+            batch_size=1,  # the act event source's: one guard run an invocation
+            sqs=self.act_sqs,
+        )
+        self.dead_letters.extend(delivery.dead_lettered)
+        for account, region in self.snapshots:
+            known = self.snapshots[account, region]
+            self.snapshots[account, region] = stamp_new_snapshots(region, known, now, account)
+        return delivery
+
+    def chapter_json(self, ticks: list[dict[str, Any]]) -> dict[str, Any]:
+        final = self.states[-1]
+        resources = [
+            {
+                "account": s.account,
+                "name": self.names[s.account],
+                "region": s.region,
+                "kind": s.kind,
+                "id": s.id,
+                "label": s.label,
+                "what": s.what,
+                "expected": s.expect if not self.settings.dry_run else _unchanged(s),
+                **final[s.id],
+            }
+            for s in self.seeded
+        ]
+        return {
+            "dry_run": self.settings.dry_run,
+            "first_time": (self.day + SCHEDULE[0].offset).isoformat(),
+            "last_time": (self.day + SCHEDULE[-1].offset).isoformat(),
+            "ticks": ticks,
+            "resources": resources,
+            "accounts": _by_account(ticks, self.names),
+            "savings": _savings(ticks),
+            "dead_letters": self.dead_letters,
+            "alerts": [a for t in ticks for a in t["alerts"]],
         }
-        for s in seeded
-    ]
-    return {
-        "dry_run": settings.dry_run,
-        "first_time": (day + SCHEDULE[0].offset).isoformat(),
-        "last_time": (day + SCHEDULE[-1].offset).isoformat(),
-        "ticks": ticks,
-        "resources": resources,
-        "accounts": _by_account(ticks, names),
-        "savings": _savings(ticks),
-        "dead_letters": dead_letters,
-        "alerts": [a for t in ticks for a in t["alerts"]],
-    }
 
 
 def _unchanged(s: Seeded) -> str:

@@ -12,31 +12,28 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from textwrap import shorten
 from typing import Any
 
 from costguard.env import Env
+from costguard_demo.plumbing import (
+    INTERVAL,
+    ORG_TICKS,
+    borrowed_environ,
+    create_alert_channels,
+    create_ledger_table,
+    demo_window,
+    drain,
+    narrator,
+)
+
+#: What ``costguard demo`` imports (:mod:`costguard.cli.demo`).
+__all__ = ["ORG_TICKS", "run_demo"]
 
 TABLE = "costguard-demo-ledger"
-INTERVAL = timedelta(minutes=15)
-
-
-def create_ledger_table(session: Any, name: str, region: str) -> None:
-    ddb = session.client("dynamodb", region_name=region)
-    ddb.create_table(
-        TableName=name,
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        KeySchema=[
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    ddb.get_waiter("table_exists").wait(TableName=name)
 
 
 def demo_environment(table: str, topic_arn: str = "") -> dict[str, str]:
@@ -57,55 +54,6 @@ def demo_environment(table: str, topic_arn: str = "") -> dict[str, str]:
     }
 
 
-def create_alert_channels(session: Any, region: str) -> tuple[str, str]:
-    """The alert topic and a queue subscribed to it (what a `sqs` subscriber receives)."""
-    sns = session.client("sns", region_name=region)
-    sqs = session.client("sqs", region_name=region)
-    topic = sns.create_topic(Name="costguard-alerts")["TopicArn"]
-    url = sqs.create_queue(QueueName="costguard-alerts-demo")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    sns.subscribe(
-        TopicArn=topic, Protocol="sqs", Endpoint=arn, Attributes={"RawMessageDelivery": "true"}
-    )
-    return topic, url
-
-
-def drain(session: Any, url: str, region: str, sqs: Any = None) -> list[dict[str, Any]]:
-    sqs = sqs or session.client("sqs", region_name=region)
-    found: list[dict[str, Any]] = []
-    while True:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
-            "Messages", []
-        )
-        if not messages:
-            return found
-        for m in messages:
-            found.append(json.loads(m["Body"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
-
-
-def demo_window(now: datetime, cycles: int) -> tuple[datetime, datetime]:
-    """The simulated scans' first and last time: ``cycles`` scans 15 minutes apart, ending
-    at ``now``, or, when that would span two UTC days, ending just before today began.
-
-    Daily alerts (unattributed spend, the findings digest) are deduplicated per UTC day, so
-    a run across midnight would rightly send them twice and the demo would show the same
-    alert twice; a demo started at 00:30 UTC tells the same story as one started at noon.
-    (A run of more than a day of cycles spans days whatever the time: it shows each day's.)
-    """
-    end = now.astimezone(UTC).replace(second=0, microsecond=0)
-    start = end - INTERVAL * (cycles - 1)
-    if start.date() != end.date() and end - start < timedelta(days=1):
-        end = end.replace(hour=0, minute=0) - timedelta(minutes=1)
-        start = end - INTERVAL * (cycles - 1)
-    return start, end
-
-
-#: ``--cycles`` with ``--org``: the scheduled times of the Organization demo (regions, then
-#: probes, then scans: three at least; a day of them at most).
-ORG_TICKS = range(3, 97)
 DEFAULT_CYCLES = 6
 
 
@@ -116,154 +64,198 @@ def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = Fa
         from costguard_demo.org import DEFAULT_TICKS, run_org_demo
 
         return run_org_demo(as_json=as_json, ticks=cycles or DEFAULT_TICKS)
-    if cycles is None:
-        cycles = DEFAULT_CYCLES
     import boto3
 
-    from costguard.domain.findings import FindingCode
-    from costguard.report import report_json, report_table
-    from costguard.settings import Settings
-    from costguard_demo.fleet import (
-        DEMO_SPOT_PRICES,
-        PRIMARY,
-        _run,
-        _tags,
-        backdate_instances,
-        install_spot_prices,
-        seed_fleet,
-    )
     from costguard_demo.server import embedded_aws
-    from costguard_demo.slack_standin import SlackStandIn, sns_event
+    from costguard_demo.slack_standin import SlackStandIn
     from costguard_demo.story import STORY_END
 
-    def say(message: str) -> None:
-        if not as_json:
-            print(message, file=sys.stderr, flush=True)
-
-    cycles = max(1, cycles)
+    say = narrator(as_json)
+    cycles = max(1, DEFAULT_CYCLES if cycles is None else cycles)
     start, end = demo_window(STORY_END, cycles)
-    saved = {k: os.environ.get(k) for k in demo_environment(TABLE)}
-    try:
-        with embedded_aws() as url, SlackStandIn() as slack:
-            say(f"embedded AWS (moto server) listening on {url}; Slack stand-in on {slack.url}")
-            session = boto3.Session()
-            topic, queue_url = create_alert_channels(session, PRIMARY)
-            os.environ.update(demo_environment(TABLE, topic))
-            # Imported after the environment is set: Powertools reads it at import.
-            from costguard.handlers.scan import process, summary
-            from costguard.handlers.slack_notifier import process as notify_slack
+    with borrowed_environ(demo_environment(TABLE)), embedded_aws() as url, SlackStandIn() as slack:
+        say(f"embedded AWS (moto server) listening on {url}; Slack stand-in on {slack.url}")
+        demo = _Demo.set_up(boto3.Session(), slack, say, start)
+        for n in range(cycles):
+            demo.cycle(n, start + INTERVAL * n, cycles)
+        say("\nGuards that act (not dry-run here), with simulated time:")
+        return demo.finish(url, demo.guards_act(end), as_json)
 
-            webhook = slack.webhook()
-            delivered: list[dict[str, Any]] = []
-            create_ledger_table(session, TABLE, PRIMARY)
-            fleet = seed_fleet(session, start)
-            install_spot_prices(DEMO_SPOT_PRICES, start)
-            say(
-                f"seeded {len(fleet.instances)} instances, {len(fleet.notebooks)} notebooks, "
-                f"{len(fleet.endpoints)} endpoint, 1 EKS cluster in 2 regions"
+
+@dataclass
+class _Demo:
+    """The embedded account as the deployed scan sees it: the scan handler run on a
+    schedule, its alerts delivered through the topic's queue to the Slack notifier."""
+
+    session: Any
+    slack: Any
+    say: Callable[[str], None]
+    topic: str
+    queue_url: str
+    webhook: Any
+    settings: Any
+    delivered: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    report: Any = None
+    spike: str = ""
+
+    @classmethod
+    def set_up(cls, session: Any, slack: Any, say: Callable[[str], None], start: datetime) -> _Demo:
+        """The alert channels, the Lambda's environment, the ledger and the fleet."""
+        from costguard.settings import Settings
+        from costguard_demo.fleet import DEMO_SPOT_PRICES, PRIMARY, install_spot_prices, seed_fleet
+
+        topic, queue_url = create_alert_channels(session, PRIMARY)
+        os.environ.update(demo_environment(TABLE, topic))
+        webhook = slack.webhook()
+        create_ledger_table(session, TABLE, PRIMARY)
+        fleet = seed_fleet(session, start)
+        install_spot_prices(DEMO_SPOT_PRICES, start)
+        say(
+            f"seeded {len(fleet.instances)} instances, {len(fleet.notebooks)} notebooks, "
+            f"{len(fleet.endpoints)} endpoint, 1 EKS cluster in 2 regions"
+        )
+        return cls(session, slack, say, topic, queue_url, webhook, Settings.from_env(os.environ))
+
+    def cycle(self, n: int, now: datetime, cycles: int) -> None:
+        """One scheduled scan, after the fleet changed (or not) since the last one."""
+        # Imported after the environment is set: Powertools reads it at import.
+        from costguard.handlers.scan import process, summary
+
+        self._change_fleet(n, now, cycles)
+        outcome = process({"time": now.isoformat()}, self.settings, self.session, clock=now)
+        report = self.report = outcome.report
+        self.history.append(summary(outcome))
+        self.deliver_alerts()
+        self.say(
+            f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {report.resource_count} resources, "
+            f"ledger {report.ledger.value}, {len(outcome.alerts)} alerts, "
+            f"{sum(report.api_calls.values())} API calls, {report.duration_s:.2f}s"
+        )
+        for a in outcome.alerts:
+            self.say(f"    alert [{a.severity.value}] {a.kind.value}: {a.title}")
+
+    def _change_fleet(self, n: int, now: datetime, cycles: int) -> None:
+        from costguard_demo.fleet import PRIMARY, backdate_instances, project_tags, run_instances
+
+        ec2 = self.session.client("ec2", region_name=PRIMARY)
+        if n == cycles // 2 and cycles > 1:
+            # Mid-run, someone starts a p5 in the vision project (a burn-rate spike) ...
+            owner = project_tags("vision-research", owner="dave@example.com")
+            self.spike = run_instances(ec2, "p5.48xlarge", owner, "us-east-1b")[0]
+            backdate_instances(PRIMARY, {self.spike: now - timedelta(minutes=5)})
+            # ... and the serving team stops its exploration notebook.
+            self.session.client("sagemaker", region_name=PRIMARY).stop_notebook_instance(
+                NotebookInstanceName="recsys-explore"
             )
-            settings = Settings.from_env(os.environ)
-            history = []
-            report = None
-            spike = ""
-            for n in range(cycles):
-                now = start + INTERVAL * n
-                ec2 = session.client("ec2", region_name=PRIMARY)
-                if n == cycles // 2 and cycles > 1:
-                    # Mid-run, someone starts a p5 in the vision project (a burn-rate spike) ...
-                    owner = _tags("vision-research", owner="dave@example.com")
-                    spike = _run(ec2, "p5.48xlarge", owner, "us-east-1b")[0]
-                    backdate_instances(PRIMARY, {spike: now - timedelta(minutes=5)})
-                    # ... and the serving team stops its exploration notebook.
-                    session.client("sagemaker", region_name=PRIMARY).stop_notebook_instance(
-                        NotebookInstanceName="recsys-explore"
-                    )
-                    say(
-                        "fleet changed: +1 p5.48xlarge (vision-research), notebook recsys-explore stopped"
-                    )
-                if spike and n == cycles - 1 and cycles > 3:
-                    ec2.terminate_instances(InstanceIds=[spike])
-                    say("fleet changed: the vision-research p5 was terminated")
-                outcome = process({"time": now.isoformat()}, settings, session, clock=now)
-                report = outcome.report
-                history.append(summary(outcome))
-                # Every alert reaches the subscribed queue; each is handed to the Slack
-                # notifier as SNS would invoke it, and posted to the Slack stand-in over HTTP.
-                for message in drain(session, queue_url, PRIMARY):
-                    delivered.append(message)
-                    notify_slack(sns_event(json.dumps(message)), webhook)
-                say(
-                    f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {report.resource_count} resources, "
-                    f"ledger {report.ledger.value}, {len(outcome.alerts)} alerts, "
-                    f"{sum(report.api_calls.values())} API calls, {report.duration_s:.2f}s"
-                )
-                for a in outcome.alerts:
-                    say(f"    alert [{a.severity.value}] {a.kind.value}: {a.title}")
-            assert report is not None
-            # The guards that act, each through the one executor with simulated time: the
-            # idle-notebook warn -> stop cycle, the stale-volume snapshot -> delete, and the
-            # stale-object sweep (its warnings reach Slack through the alert topic).
-            from costguard_demo.idle import run_idle_chapter
-            from costguard_demo.sweep import run_sweep_chapter
-            from costguard_demo.volumes import run_volume_chapter
+            self.say(
+                "fleet changed: +1 p5.48xlarge (vision-research), notebook recsys-explore stopped"
+            )
+        if self.spike and n == cycles - 1 and cycles > 3:
+            ec2.terminate_instances(InstanceIds=[self.spike])
+            self.say("fleet changed: the vision-research p5 was terminated")
 
-            say("\nGuards that act (not dry-run here), with simulated time:")
-            guard_actions = [
-                *run_idle_chapter(session, PRIMARY, say, end),
-                *run_volume_chapter(session, PRIMARY, say, end),
-                *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=topic),
-            ]
-            for message in drain(session, queue_url, PRIMARY):
-                delivered.append(message)
-                notify_slack(sns_event(json.dumps(message)), webhook)
-            failed_actions = [a for a in guard_actions if a.get("outcome") == "failed"]
-            failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
-            alerts = [
-                {k: m[k] for k in ("alert_id", "kind", "project", "severity", "summary")}
-                for m in delivered
-            ]
-            if as_json:
-                document = {
-                    "endpoint": url,
-                    "cycles": history,
-                    "alerts": alerts,
-                    "alerts_delivered": {"sqs": len(delivered), "slack": len(slack.received)},
-                    "report": report_json(report),
-                    "actions": guard_actions,
-                }
-                json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
-                sys.stdout.write("\n")
-            else:
-                print(report_table(report))
-                print(
-                    f"\nAlerts: {len(delivered)} delivered to the SQS subscriber and "
-                    f"{len(slack.received)} posted to Slack as Block Kit"
-                )
-                for item in alerts:
-                    line = (
-                        f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
-                    )
-                    print(f"{line} {shorten(item['summary'], 100, placeholder=' …')}")
-                print(f"\nActions ({len(guard_actions)}):")
-                for act in guard_actions:
-                    monthly = act.get("usd_per_hour_saved", 0) * 730
-                    print(
-                        f"  {act.get('outcome', act.get('kind')):<10} {act['resource']:<48} "
-                        f"{act['project'] or '-':<10} ${monthly:>8.2f}/month"
-                    )
-            if failures:
-                print(f"costguard demo: {len(failures)} scan failures", file=sys.stderr)
-                return 1
-            if failed_actions:
-                print(f"costguard demo: {len(failed_actions)} actions failed", file=sys.stderr)
-                return 1
-            if len(slack.received) != len(delivered):
-                print("costguard demo: some alerts did not reach Slack", file=sys.stderr)
-                return 1
-            return 0
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    def deliver_alerts(self) -> None:
+        """Every alert reaches the subscribed queue; each is handed to the Slack notifier
+        as SNS would invoke it, and posted to the Slack stand-in over HTTP."""
+        from costguard.handlers.slack_notifier import process as notify_slack
+        from costguard_demo.fleet import PRIMARY
+        from costguard_demo.slack_standin import sns_event
+
+        for message in drain(self.session, self.queue_url, PRIMARY):
+            self.delivered.append(message)
+            notify_slack(sns_event(json.dumps(message)), self.webhook)
+
+    def guards_act(self, end: datetime) -> list[dict[str, Any]]:
+        """The guards that act, each through the one executor with simulated time: the
+        idle-notebook warn -> stop cycle, the stale-volume snapshot -> delete, and the
+        stale-object sweep (its warnings reach Slack through the alert topic)."""
+        from costguard_demo.fleet import PRIMARY
+        from costguard_demo.idle import run_idle_chapter
+        from costguard_demo.sweep import run_sweep_chapter
+        from costguard_demo.volumes import run_volume_chapter
+
+        session, say = self.session, self.say
+        guard_actions = [
+            *run_idle_chapter(session, PRIMARY, say, end),
+            *run_volume_chapter(session, PRIMARY, say, end),
+            *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=self.topic),
+        ]
+        self.deliver_alerts()
+        return guard_actions
+
+    def finish(self, url: str, guard_actions: list[dict[str, Any]], as_json: bool) -> int:
+        """The report, the alerts and the actions; 1 when anything failed."""
+        from costguard.domain.findings import FindingCode
+
+        report, delivered, received = self.report, self.delivered, self.slack.received
+        assert report is not None
+        alerts = [
+            {k: m[k] for k in ("alert_id", "kind", "project", "severity", "summary")}
+            for m in delivered
+        ]
+        if as_json:
+            _print_json(url, self.history, alerts, delivered, received, report, guard_actions)
+        else:
+            _print_text(report, alerts, delivered, received, guard_actions)
+        failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
+        if failures:
+            print(f"costguard demo: {len(failures)} scan failures", file=sys.stderr)
+            return 1
+        failed_actions = [a for a in guard_actions if a.get("outcome") == "failed"]
+        if failed_actions:
+            print(f"costguard demo: {len(failed_actions)} actions failed", file=sys.stderr)
+            return 1
+        if len(received) != len(delivered):
+            print("costguard demo: some alerts did not reach Slack", file=sys.stderr)
+            return 1
+        return 0
+
+
+def _print_json(
+    url: str,
+    history: list[dict[str, Any]],
+    alerts: list[dict[str, Any]],
+    delivered: list[dict[str, Any]],
+    received: Sequence[Any],
+    report: Any,
+    guard_actions: list[dict[str, Any]],
+) -> None:
+    from costguard.report import report_json
+
+    document = {
+        "endpoint": url,
+        "cycles": history,
+        "alerts": alerts,
+        "alerts_delivered": {"sqs": len(delivered), "slack": len(received)},
+        "report": report_json(report),
+        "actions": guard_actions,
+    }
+    json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _print_text(
+    report: Any,
+    alerts: list[dict[str, Any]],
+    delivered: list[dict[str, Any]],
+    received: Sequence[Any],
+    guard_actions: list[dict[str, Any]],
+) -> None:
+    from costguard.report import report_table
+
+    print(report_table(report))
+    print(
+        f"\nAlerts: {len(delivered)} delivered to the SQS subscriber and "
+        f"{len(received)} posted to Slack as Block Kit"
+    )
+    for item in alerts:
+        line = f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
+        print(f"{line} {shorten(item['summary'], 100, placeholder=' …')}")
+    print(f"\nActions ({len(guard_actions)}):")
+    for act in guard_actions:
+        monthly = act.get("usd_per_hour_saved", 0) * 730
+        print(
+            f"  {act.get('outcome', act.get('kind')):<10} {act['resource']:<48} "
+            f"{act['project'] or '-':<10} ${monthly:>8.2f}/month"
+        )

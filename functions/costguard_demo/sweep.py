@@ -16,6 +16,7 @@ from typing import Any
 
 from costguard.domain.tags import Tags
 from costguard.env import Env
+from costguard_demo.plumbing import create_ledger_table
 from costguard_demo.server import DEMO_ACCOUNT, backdate_object
 
 GRACE = timedelta(hours=24)
@@ -46,7 +47,6 @@ def run_sweep_chapter(
     """Warn, then sweep after the grace period; returns the actions (``actions[]``)."""
     from costguard.handlers.act import actions, process
     from costguard.settings import Settings
-    from costguard_demo.run import create_ledger_table
 
     s3 = session.client("s3", region_name=region)
     ttl = {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.OWNER: "alice@example.com"}

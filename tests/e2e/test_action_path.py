@@ -21,7 +21,7 @@ from costguard.adapters.sns import SnsNotifier
 from costguard.domain.decisions import Step
 from costguard.domain.tags import Tags
 from costguard.services.executor import Executor, ExecutorSettings
-from costguard_demo.run import create_alert_channels, create_ledger_table, drain
+from costguard_demo.plumbing import create_alert_channels, create_ledger_table, drain
 from costguard_demo.server import embedded_aws
 from tests.support.atomic import AtomicCalls
 from tests.support.moto_requests import RequestCounter

@@ -273,7 +273,7 @@ def test_show_of_a_type_the_catalog_lacks_exits_3(fake: FakePriceList) -> None:
 def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) -> None:
     import boto3
 
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from costguard_demo.server import embedded_aws
 
     with embedded_aws() as aws:
@@ -310,7 +310,7 @@ def test_a_corrupt_stored_catalog_is_repaired_by_refresh_table_or_one_line(
 ) -> None:
     import boto3
 
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from costguard_demo.server import embedded_aws
 
     with embedded_aws() as aws:

@@ -242,7 +242,7 @@ def test_scan_with_a_table_reads_the_ledger_and_never_writes_it(server: str) -> 
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.domain.spend import Increment
     from costguard.ports import ScanCommit
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     now = MIDDAY
     seed(now)

@@ -567,7 +567,7 @@ def unused_grants(deployed: Deployment, function: str, used: set[str]) -> set[st
 
 
 def _drain(deployed: Deployment) -> list[dict[str, Any]]:
-    from costguard_demo.run import drain
+    from costguard_demo.plumbing import drain
 
     return drain(deployed.session, deployed.subscriber, REGION)
 
@@ -702,8 +702,8 @@ def test_the_actuator_acts_with_only_the_permissions_the_stack_grants(
     # policy) registered by name, with enforcement on
     from datetime import timedelta
 
+    from costguard.domain.tags import Tags
     from costguard.guards import SPECS
-    from costguard.names import Tags
     from tests.support.toy import TOY, toy_spec
 
     monkeypatch.setitem(SPECS, "toy", toy_spec())

@@ -396,7 +396,7 @@ def test_the_act_consumer_acts_in_a_member_account_with_only_the_two_stacks_gran
     # idle-tagged instances in the member account, and a guard (the test-only toy guard)
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.guards import SPECS
-    from costguard_demo.run import drain
+    from costguard_demo.plumbing import drain
     from tests.support.toy import TOY, toy_spec
 
     monkeypatch.setitem(SPECS, "toy", toy_spec())
@@ -514,7 +514,7 @@ def test_the_hub_scan_role_cannot_assume_the_member_act_role_whatever_its_own_po
     from moto.core.authorization import enable_iam_authentication
     from moto.iam.access_control import IAMRequest
 
-    from costguard_demo.org import checked_assume_role
+    from costguard_demo.org_world import checked_assume_role
 
     _deploy_member_role(hub.member, member_body, OrgRoles.MEMBER_READ, hub.member_world)
     callers = {

@@ -23,11 +23,11 @@ pytestmark = pytest.mark.e2e
 def org() -> Iterator[dict[str, Any]]:
     import boto3
 
-    from costguard_demo.org import (
+    from costguard_demo.org_world import (
         ADMIN_ROLE,
         HOME,
         HUB,
-        _assume,
+        assume,
         checked_assume_role,
         create_hub,
         create_organization,
@@ -40,7 +40,7 @@ def org() -> Iterator[dict[str, Any]]:
         made = create_organization(management)
         for a in made.members:
             if a.member_role:
-                admin = _assume(management, f"arn:aws:iam::{a.id}:role/{ADMIN_ROLE}", "seed")
+                admin = assume(management, f"arn:aws:iam::{a.id}:role/{ADMIN_ROLE}", "seed")
                 deploy_member_role(admin, HUB, made.id)
         create_hub(management, made.id)
         org_of = {a.id: made.id for a in made.members} | {made.management: made.id}
@@ -55,7 +55,7 @@ def org() -> Iterator[dict[str, Any]]:
 def _enter(caller_role: str, account: str, role: str) -> str:
     """``ok`` or the error code, for the hub's ``caller_role`` (as Lambda hands it its
     credentials) assuming ``role`` in ``account``."""
-    from costguard_demo.org import HUB, lambda_session
+    from costguard_demo.org_world import HUB, lambda_session
 
     sts = lambda_session(HUB, caller_role).client("sts", region_name="us-east-1")
     try:

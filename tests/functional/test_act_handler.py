@@ -19,7 +19,7 @@ from tests.support.toy import TOY, ToyPolicy
 @pytest.fixture
 def account(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard import events
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)
     create_ledger_table(aws, "ledger", "us-east-1")

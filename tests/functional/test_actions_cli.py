@@ -19,7 +19,7 @@ def test_lists_what_was_done_and_what_a_dry_run_would_do(
 ) -> None:
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.cli import main
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     ledger = DynamoDbLedger(aws.client("dynamodb", region_name="us-east-1"), "ledger")

@@ -30,7 +30,7 @@ class Context:
 
 @pytest.fixture
 def deployed(aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", REGION)
     sns = aws.client("sns", region_name=REGION)
@@ -70,7 +70,7 @@ def scan_at(at: datetime, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 def advice_received(session: Any, queue: str) -> list[dict[str, Any]]:
-    from costguard_demo.run import drain
+    from costguard_demo.plumbing import drain
 
     return [m for m in drain(session, queue, REGION) if m["kind"] == "advice-digest"]
 
@@ -114,7 +114,7 @@ def test_switched_off_or_under_the_minimum_no_digest_is_sent(
 def test_a_five_thousand_piece_digest_is_one_message_the_subscriber_receives(aws: Any) -> None:
     # GIVEN a digest of 5,000 pieces of advice, published to SNS as the scan does
     from costguard.adapters.sns import SnsNotifier
-    from costguard_demo.run import drain
+    from costguard_demo.plumbing import drain
     from tests.unit.test_advice_alerts import many
 
     sns = aws.client("sns", region_name=REGION)

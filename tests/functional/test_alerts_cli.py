@@ -14,7 +14,7 @@ from tests.support.clock import MIDDAY, clock_at
 def test_lists_recent_alerts_from_the_ledger(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
     from costguard.adapters.dynamodb import DynamoDbLedger
     from costguard.cli import main
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     ledger = DynamoDbLedger(aws.client("dynamodb", region_name="us-east-1"), "ledger")

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from costguard import cli
+from costguard.cli import common
 from tests.functional.test_org_slices import T0, A, B, C, _deny_assume, _launch
 
 
 @pytest.fixture
 def session(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(cli, "_session", lambda _args: aws)
+    monkeypatch.setattr(common, "session", lambda _args: aws)
     monkeypatch.delenv("COSTGUARD_REGIONS", raising=False)
     monkeypatch.setenv("COSTGUARD_SAGEMAKER_STUDIO", "false")  # moto has no ListApps
     return aws
@@ -54,7 +55,7 @@ def test_refuses_a_malformed_account_list(bad: str, capsys: pytest.CaptureFixtur
 
 def test_scans_at_most_the_given_number_of_accounts_at_once(session: Any) -> None:
     # GIVEN six accounts, where entering each takes a moment
-    from costguard.cli_org import scan_accounts
+    from costguard.cli.org import scan_accounts
     from costguard.settings import Settings
     from costguard.wiring import BundledCatalog
 

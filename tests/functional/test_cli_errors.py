@@ -69,7 +69,7 @@ def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_aws_reach
 
 @pytest.fixture
 def ledger(aws: Any) -> str:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     return "ledger"

@@ -115,7 +115,8 @@ class _Ledger:
 
 @pytest.fixture
 def ledger(monkeypatch: pytest.MonkeyPatch) -> Any:
-    import costguard.cli_estimate as mod
+    import costguard.cli.estimate as mod
+    from costguard.cli import common
 
     state: dict[str, Any] = {}
 
@@ -125,7 +126,7 @@ def ledger(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     monkeypatch.setattr(mod, "_read_ledger", read)
     # 2026-11-10 00:00 UTC: 504 hours left in the month
-    monkeypatch.setattr(mod, "_now", lambda: datetime(2026, 11, 10, tzinfo=UTC))
+    monkeypatch.setattr(common, "now", lambda: datetime(2026, 11, 10, tzinfo=UTC))
     return state
 
 
@@ -320,7 +321,7 @@ def _python_m(*args: str, home: Any) -> Any:
 
 
 def test_estimate_usage_errors_exit_2_under_python_m(tmp_path: Any) -> None:
-    # GIVEN the command run as `python -m costguard.cli`, where cli.py is `__main__`
+    # GIVEN the command run as `python -m costguard.cli`, where the package's __main__ runs
     # WHEN an estimate is asked for wrongly (no budget for the gate)
     done = _python_m(*TRAIN, "--project", "llm", home=tmp_path)
     # THEN it is bad input, one line, as under the installed `costguard` command
@@ -333,12 +334,14 @@ def test_estimate_usage_errors_exit_2_under_python_m(tmp_path: Any) -> None:
 
 
 def test_one_command_error_class_whichever_way_the_cli_starts() -> None:
-    import costguard.cli
-    import costguard.cli_common
+    import costguard.cli.common
+    import costguard.cli.estimate
 
-    # failure() recognises the shared class, which cli re-exports rather than redefines
-    assert costguard.cli.CommandError is costguard.cli_common.CommandError
-    assert costguard.cli.failure(costguard.cli_common.CommandError("x")) == (2, "x")
+    # failure() recognises the one shared class, which the command modules use, never redefine
+    assert (
+        costguard.cli.estimate.__dict__["common"].CommandError is costguard.cli.common.CommandError
+    )
+    assert costguard.cli.common.failure(costguard.cli.common.CommandError("x")) == (2, "x")
 
 
 @pytest.mark.parametrize("command", ["train", "iteration"])
@@ -449,7 +452,7 @@ def test_the_largest_run_at_the_lowest_mfu_is_estimated_as_json(
 def test_json_rounding_never_overflows_decimal_precision(
     value: Decimal, places: str, expected: float
 ) -> None:
-    from costguard.cli_estimate import _num
+    from costguard.cli.estimate import _num
 
     # quantize to 0.01 of 1e40 needs 43 digits, past the default context's 28
     assert _num(value, places) == pytest.approx(expected)

@@ -131,11 +131,11 @@ def test_every_command_refuses_a_region_botocore_does_not_know_naming_it(
 )
 def test_opt_in_and_other_partitions_regions_are_accepted(region: str) -> None:
     # GIVEN a region that needs opting in, or one of another partition, which botocore knows
-    from costguard.cli import parser
+    from costguard.cli import build_parser
 
     # WHEN it is given THEN every command takes it
-    assert parser().parse_args(["scan", "--region", region]).region == [region]
-    assert parser().parse_args(["alerts", "--region", region]).region == region
+    assert build_parser().parse_args(["scan", "--region", region]).region == [region]
+    assert build_parser().parse_args(["alerts", "--region", region]).region == region
 
 
 @pytest.mark.parametrize(
@@ -187,26 +187,26 @@ def test_a_shared_flag_is_documented_once(
 
 
 def test_scan_and_refresh_repeat_region_while_alerts_take_one() -> None:
-    from costguard.cli import parser
+    from costguard.cli import build_parser
 
     regions = ["--region", "us-east-1", "--region", "eu-west-1"]
-    assert parser().parse_args(["scan", *regions]).region == ["us-east-1", "eu-west-1"]
-    assert parser().parse_args(["prices", "refresh", *regions]).region == [
+    assert build_parser().parse_args(["scan", *regions]).region == ["us-east-1", "eu-west-1"]
+    assert build_parser().parse_args(["prices", "refresh", *regions]).region == [
         "us-east-1",
         "eu-west-1",
     ]
     # One ledger lives in one region: as before, the last one given is the one read.
-    assert parser().parse_args(["alerts", *regions]).region == "eu-west-1"
-    assert parser().parse_args(["actions", *regions]).region == "eu-west-1"
+    assert build_parser().parse_args(["alerts", *regions]).region == "eu-west-1"
+    assert build_parser().parse_args(["actions", *regions]).region == "eu-west-1"
 
 
 # -- settings from the options, not through environment-variable names ------------------------
 
 
 def _scan_args(*argv: str) -> argparse.Namespace:
-    from costguard.cli import parser
+    from costguard.cli import build_parser
 
-    return parser().parse_args(["scan", *argv])
+    return build_parser().parse_args(["scan", *argv])
 
 
 class _Session:
@@ -217,14 +217,14 @@ class _Session:
 
 
 def test_an_option_error_names_the_option_not_a_variable() -> None:
-    from costguard.cli import _settings_for_scan
+    from costguard.cli.scan import settings_for_scan
     from costguard.settings import SettingsError
 
     # GIVEN a region that got past argparse (a caller building the arguments itself)
     args = argparse.Namespace(region=["mars-1"], table=None, scope=None, sagemaker_tags=None)
     # WHEN settings are built, THEN the error says --region, which is what the user wrote
     with pytest.raises(SettingsError) as caught:
-        _settings_for_scan(args, _Session(None), environ={})
+        settings_for_scan(args, _Session(None), environ={})
     assert str(caught.value) == (
         "invalid CostGuard settings: --region: must be AWS region names like us-east-1, "
         "got 'mars-1'"
@@ -247,7 +247,7 @@ def test_a_bad_default_region_names_where_it_came_from(
 
 
 def test_options_beat_their_variables_and_the_rest_of_the_environment_applies() -> None:
-    from costguard.cli import _settings_for_scan
+    from costguard.cli.scan import settings_for_scan
 
     # GIVEN variables for every option (some invalid) and for settings without an option
     environ = {
@@ -264,7 +264,7 @@ def test_options_beat_their_variables_and_the_rest_of_the_environment_applies() 
         *("--scope", "acct", "--sagemaker-tags", "per-resource"),
     )
     # WHEN settings are built
-    settings = _settings_for_scan(args, _Session("ap-south-1"), environ=environ)
+    settings = settings_for_scan(args, _Session("ap-south-1"), environ=environ)
     # THEN each option wins over its variable, and the other variables still configure the scan
     assert settings.regions == ("eu-west-1", "us-east-1")
     assert (settings.table_name, settings.scope) == ("ledger", "acct")
@@ -285,26 +285,26 @@ def test_options_beat_their_variables_and_the_rest_of_the_environment_applies() 
 def test_without_region_options_the_regions_come_from_the_environment(
     environ: dict[str, str], session_region: str, regions: tuple[str, ...]
 ) -> None:
-    from costguard.cli import _settings_for_scan
+    from costguard.cli.scan import settings_for_scan
 
-    settings = _settings_for_scan(_scan_args(), _Session(session_region), environ=environ)
+    settings = settings_for_scan(_scan_args(), _Session(session_region), environ=environ)
     assert settings.regions == regions
 
 
 def test_with_no_options_and_no_variables_the_settings_are_the_defaults() -> None:
-    from costguard.cli import _settings_for_scan
+    from costguard.cli.scan import settings_for_scan
     from costguard.settings import Settings
 
-    settings = _settings_for_scan(_scan_args(), _Session("us-east-1"), environ={})
+    settings = settings_for_scan(_scan_args(), _Session("us-east-1"), environ={})
     assert settings == Settings(regions=("us-east-1",))
 
 
 def test_a_bad_variable_is_still_named_by_its_variable() -> None:
-    from costguard.cli import _settings_for_scan
+    from costguard.cli.scan import settings_for_scan
     from costguard.settings import SettingsError
 
     with pytest.raises(SettingsError, match=f"{Env.PROJECTS_JSON}: must be JSON"):
-        _settings_for_scan(
+        settings_for_scan(
             _scan_args("--region", "us-east-1"), _Session(None), environ={Env.PROJECTS_JSON: "{"}
         )
 
@@ -457,7 +457,7 @@ def test_scan_says_which_catalog_it_used(scan: Any) -> None:
 def test_the_user_catalog_follows_xdg_data_home(
     environ: dict[str, str], expected: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from costguard.cli import user_catalog_path
+    from costguard.cli.common import user_catalog_path
 
     monkeypatch.setenv("HOME", environ["HOME"])
     found = user_catalog_path(environ)

@@ -9,12 +9,13 @@ import pytest
 from botocore.stub import Stubber
 
 from costguard import cli
+from costguard.cli import common
 from tests.functional.test_org_slices import T0, _launch
 
 
 @pytest.fixture
 def session(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setattr(cli, "_session", lambda _args: aws)
+    monkeypatch.setattr(common, "session", lambda _args: aws)
     monkeypatch.delenv("COSTGUARD_REGIONS", raising=False)
     monkeypatch.setenv("COSTGUARD_SAGEMAKER_STUDIO", "false")  # moto has no ListApps
     return aws

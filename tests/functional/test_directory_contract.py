@@ -38,7 +38,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[Any]:
     import boto3
     from moto import mock_aws
 
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     with mock_aws():
         session = boto3.Session()

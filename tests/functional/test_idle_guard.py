@@ -448,7 +448,7 @@ def test_busy_notebooks_cost_no_executor_call(aws: Any, fleet: dict[str, str]) -
 def test_two_overlapping_runs_stop_once_and_notify_once(aws: Any, fleet: dict[str, str]) -> None:
     # GIVEN a DynamoDB ledger on moto (each call atomic, as in AWS) and a warned notebook
     from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
     from tests.support.atomic import AtomicCalls
 
     create_ledger_table(aws, "ledger", REGION)

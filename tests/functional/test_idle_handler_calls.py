@@ -33,7 +33,7 @@ def fleet(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]
     """200 single-GPU EC2 notebooks launched 3 hours ago, the first 100 idle; the ledger
     table and the alert topic; moto's CloudWatch indexed (same answers, SEARCH evaluated)."""
     from costguard import events
-    from costguard_demo.run import create_alert_channels, create_ledger_table
+    from costguard_demo.plumbing import create_alert_channels, create_ledger_table
     from tests.support.fake_cloudwatch import indexed_moto_cloudwatch
 
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)

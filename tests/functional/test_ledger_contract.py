@@ -21,7 +21,7 @@ T2 = T1 + timedelta(minutes=15)
 
 
 def make_table(session: object, name: str = "ledger") -> None:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(session, name, "us-east-1")
 

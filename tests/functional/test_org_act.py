@@ -42,7 +42,7 @@ def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.domain.directory import AccountRegions
     from costguard.handlers import org_act
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     monkeypatch.setattr(org_act, "_MEMBERS", [])
     create_ledger_table(aws, "ledger", REGION)

@@ -24,7 +24,7 @@ EAST, WEST = Slice(A, "us-east-1"), Slice(B, "us-west-2")
 
 @pytest.fixture
 def hub(aws: Any) -> Iterator[Any]:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     yield aws

@@ -9,7 +9,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from costguard_demo.org import checked_assume_role, identity_allows, trust_admits
+from costguard_demo.org_world import checked_assume_role, identity_allows, trust_admits
 
 MEMBER = "222222222222"
 

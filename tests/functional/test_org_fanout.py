@@ -42,7 +42,7 @@ TICK = timedelta(minutes=15)
 
 @pytest.fixture
 def hub(aws: Any) -> Iterator[Any]:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     yield aws

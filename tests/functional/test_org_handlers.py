@@ -23,7 +23,7 @@ T0 = datetime.fromisoformat("2026-11-20T12:00:00+00:00")
 @pytest.fixture
 def hub_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, str]:
     from costguard import events
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: T0 + timedelta(minutes=1))
     monkeypatch.setattr(org, "_MEMBERS", {})  # no member credentials from another test
@@ -166,7 +166,7 @@ def test_regions_are_read_from_a_region_no_account_can_disable(
 
     from costguard.settings import Settings
     from costguard.wiring.org import build_fanout
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     session, _url = hub_env
     hub = boto3.Session(region_name="af-south-1")

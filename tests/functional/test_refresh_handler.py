@@ -26,7 +26,7 @@ from tests.functional.test_prices_refresh import (
 
 @pytest.fixture
 def table(aws: Any) -> Any:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     return DynamoDbCatalogStore(aws.client("dynamodb", region_name="us-east-1"), "ledger")

@@ -24,7 +24,7 @@ TODAY = MIDDAY.date()
 @pytest.fixture
 def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard import events
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY + timedelta(hours=1))
     # The packaged catalog, as of two weeks before the scan: what the stored one supersedes

@@ -26,7 +26,7 @@ class Context:
 @pytest.fixture
 def lambda_env(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     from costguard import events
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     # The Lambda's clock: an hour after MIDDAY, so MIDDAY and MIDDAY + 1 h are recent scans.
     monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY + timedelta(hours=1))
@@ -78,7 +78,7 @@ def test_a_dry_run_deployment_still_alerts_within_the_scan(
 ) -> None:
 
     from costguard.handlers.scan import handler
-    from costguard_demo.run import create_alert_channels, drain
+    from costguard_demo.plumbing import create_alert_channels, drain
 
     topic, queue = create_alert_channels(lambda_env, "us-east-1")
     monkeypatch.setenv(Env.TOPIC_ARN, topic)
@@ -168,7 +168,7 @@ def test_one_failing_alert_does_not_stop_the_other_alerts_of_the_scan(
 ) -> None:
     from costguard.adapters.sns import SnsNotifier
     from costguard.handlers.scan import AfterScanError, handler
-    from costguard_demo.run import create_alert_channels, drain
+    from costguard_demo.plumbing import create_alert_channels, drain
 
     topic, queue = create_alert_channels(lambda_env, "us-east-1")
     monkeypatch.setenv(Env.TOPIC_ARN, topic)

@@ -27,7 +27,7 @@ def book(request: pytest.FixtureRequest) -> Iterator[Any]:
     import boto3
     from moto import mock_aws
 
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     with mock_aws():
         session = boto3.Session()
@@ -306,7 +306,7 @@ def test_marking_a_slice_done_costs_the_same_in_a_plan_of_2000_slices() -> None:
     import boto3
     from moto import mock_aws
 
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     slices = [Slice(f"{100_000_000_000 + i:012d}", "ap-southeast-2") for i in range(2000)]
     with mock_aws():
@@ -360,7 +360,7 @@ def ddb() -> Iterator[Any]:
     import boto3
     from moto import mock_aws
 
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     with mock_aws():
         session = boto3.Session()

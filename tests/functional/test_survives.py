@@ -74,7 +74,7 @@ class FaultyClient:
 
 @pytest.fixture
 def ddb(aws: Any) -> Iterator[FaultyClient]:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     yield FaultyClient(aws.client("dynamodb", region_name="us-east-1"))
@@ -203,7 +203,7 @@ class Guard:
     def __init__(self, aws: Any, ddb: FaultyClient) -> None:
         from costguard.adapters.sns import SnsNotifier
         from costguard.services.alerts import AlertService, AlertSettings
-        from costguard_demo.run import create_alert_channels
+        from costguard_demo.plumbing import create_alert_channels
 
         self.aws = aws
         self.ledger = DynamoDbLedger(ddb, "ledger")
@@ -235,7 +235,7 @@ class Guard:
         return report, self.alerts.attempt(report, now)
 
     def received(self) -> list[dict[str, Any]]:
-        from costguard_demo.run import drain
+        from costguard_demo.plumbing import drain
 
         return drain(self.aws, self.queue, "us-east-1")
 

@@ -58,7 +58,7 @@ MUST_NOT_SHIP = (
 )
 #: The one import in the shipped package that the asset cannot satisfy, by design:
 #: ``costguard demo`` runs from a development install, never in a Lambda.
-DEMO_IMPORT = {"in": "costguard.cli", "module": "costguard_demo.run", "function": "cmd_demo"}
+DEMO_IMPORT = {"in": "costguard.cli.demo", "module": "costguard_demo.run", "function": "cmd_demo"}
 
 
 def _must_not_ship(name: str) -> bool:

@@ -380,7 +380,7 @@ def test_refuses_the_act_roles_name_for_the_read_role(name: str) -> None:
 def test_the_org_demo_writes_this_trust_policy_and_judges_it_as_iam_does(
     world: World, name: str, caller: str, org: str | None
 ) -> None:
-    from costguard_demo.org import member_trust_policy, trust_admits
+    from costguard_demo.org_world import member_trust_policy, trust_admits
 
     # GIVEN the trust policy `costguard demo --org` puts on each member role
     role = _role(world, name)

@@ -30,7 +30,7 @@ def test_a_slice_advising_many_projects_is_still_marked_done(aws: Any) -> None:
     is never done: every retry fails the same way, it is dead-lettered, and the digest
     hour's times report the account as "could not scan" every day, without its advice."""
     from costguard.adapters.slices import DynamoDbSliceBook
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     book = DynamoDbSliceBook(aws.client("dynamodb", region_name="us-east-1"), "ledger", HUB)
@@ -68,7 +68,7 @@ def test_an_org_scan_every_few_hours_keeps_advice_on_some_time_of_each_day(
     (`in_digest_window` takes the scan period for exactly this; the handler passes 1 h)."""
     from costguard.settings import Settings
     from costguard.wiring.org import build_slice_work
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     for key, value in {

@@ -44,7 +44,7 @@ def hub(aws: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     snapshots_start_on_the_clock(monkeypatch)
     from costguard.adapters.directory import DynamoDbDirectory
     from costguard.handlers import org_act
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     monkeypatch.setattr(org_act, "_MEMBERS", [])
     create_ledger_table(aws, "ledger", REGION)
@@ -148,7 +148,7 @@ def _denying_ec2_in(hub: dict[str, Any], account: str, region: str) -> Any:
     """The member act clients, where every EC2 call in ``region`` of ``account`` is refused
     (a service control policy denying the region, as Organizations often have)."""
     from costguard.adapters.assume import MemberClients
-    from costguard.names import OrgRoles
+    from costguard.domain.org_roles import OrgRoles
     from costguard.wiring.org import ACT_SESSION
 
     members = MemberClients(hub["session"], OrgRoles.MEMBER_ACT, session_name=ACT_SESSION)
@@ -328,9 +328,9 @@ def test_a_member_region_holding_only_a_cpu_notebook_is_guarded_for_idleness(
     from costguard.adapters.assume import MemberClients
     from costguard.adapters.aws import ClientFactory
     from costguard.adapters.member import MemberProbe
+    from costguard.domain.org_roles import OrgRoles
     from costguard.guards.idle_notebooks import build as build_idle_guard
     from costguard.handlers import org
-    from costguard.names import OrgRoles
     from costguard.services.fanout import ProbeWork
     from costguard.wiring import guard_context
 

@@ -186,7 +186,7 @@ class StaticPrices:
 
 @pytest.fixture
 def table(aws: Any) -> Iterator[Any]:
-    from costguard_demo.run import create_ledger_table
+    from costguard_demo.plumbing import create_ledger_table
 
     create_ledger_table(aws, "ledger", "us-east-1")
     yield aws.client("dynamodb", region_name="us-east-1")

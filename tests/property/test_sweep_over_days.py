@@ -584,7 +584,7 @@ class World:
     def __init__(self, aws: Any, setup: Setup) -> None:
         import boto3
 
-        from costguard_demo.run import create_ledger_table
+        from costguard_demo.plumbing import create_ledger_table
 
         self.setup = setup
         self.now = START
@@ -701,9 +701,9 @@ class World:
             self.oracle.confirms.append(self.now)
 
     def invoke(self, event_time: datetime) -> None:
+        from costguard.env import Env
         from costguard.events import EventTimeError
         from costguard.handlers.act import ActionsFailedError, process, summary
-        from costguard.names import Env
         from costguard.settings import Settings
 
         self.last_event = event_time

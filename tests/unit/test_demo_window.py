@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from costguard_demo.run import INTERVAL, demo_window
+from costguard_demo.plumbing import INTERVAL, demo_window
 
 
 @pytest.mark.parametrize(

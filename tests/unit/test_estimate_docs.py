@@ -19,7 +19,7 @@ def test_docs_estimates_md_is_generated_from_the_code() -> None:
     assert text[text.index(heading) :] == generated, (
         "docs/estimates.md differs from the code; replace the page from "
         f"{heading!r} to its end with the output of "
-        "`PYTHONPATH=functions python -m costguard.cli_estimate`"
+        "`PYTHONPATH=functions python -m costguard.cli.estimate`"
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from costguard_demo.org import DEFAULT_TICKS
 from costguard_demo.org_guards import CONSUMER_DELAY, SCHEDULE, STALE_VOLUMES, first_day
-from costguard_demo.run import demo_window
+from costguard_demo.plumbing import demo_window
 
 MINUTE = timedelta(minutes=1)
 

@@ -43,7 +43,7 @@ def test_only_the_cli_demo_command_imports_the_demo_and_only_inside_itself() -> 
     imports = _product_imports()
     assert "costguard.handlers.scan" in imports and "costguard.cli" in imports
     # THEN the one reach into tooling is `costguard demo` running the demo, lazily
-    assert _tooling_imports(imports) == [("costguard.cli", "costguard_demo.run", "cmd_demo")]
+    assert _tooling_imports(imports) == [("costguard.cli.demo", "costguard_demo.run", "cmd_demo")]
 
 
 def test_the_demo_lives_outside_the_product_package() -> None:

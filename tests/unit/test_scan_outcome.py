@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from costguard.cli import EXIT_NO_DATA, EXIT_OK, InventoryCalls, scan_outcome
+from costguard.cli.common import EXIT_NO_DATA, EXIT_OK
+from costguard.cli.scan import InventoryCalls, scan_outcome
 from costguard.domain.findings import Finding, FindingCode, Severity
 
 

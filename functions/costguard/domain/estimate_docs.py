@@ -2,7 +2,7 @@
 accelerator table and a worked example, every number computed by
 :mod:`costguard.domain.estimate`.
 
-``python -m costguard.cli_estimate`` prints it; tests/unit/test_estimate_docs.py keeps the
+``python -m costguard.cli.estimate`` prints it; tests/unit/test_estimate_docs.py keeps the
 page's end equal to it, so the documented example can never drift from the code.
 """
 
@@ -109,7 +109,7 @@ def estimates_markdown() -> str:
         "## Cost before launch: `costguard estimate`",
         "",
         "<!-- Generated, from this heading to the end of the page, by "
-        "`PYTHONPATH=functions python -m costguard.cli_estimate`; "
+        "`PYTHONPATH=functions python -m costguard.cli.estimate`; "
         "tests/unit/test_estimate_docs.py keeps it equal. Do not edit by hand. -->",
         "",
         "```",

@@ -4,14 +4,13 @@ Registered from :mod:`costguard.cli` (``register``); the exit codes are the CLI'
 ``EXIT_OVER_BUDGET`` (4): ``estimate train --project P`` found that the run would take
 the project's month forecast over its budget.
 
-``python -m costguard.cli_estimate`` prints docs/estimates.md (formulas, calibration and a
+``python -m costguard.cli.estimate`` prints docs/estimates.md (formulas, calibration and a
 worked example, computed by this code); a test keeps the file equal to it.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -20,8 +19,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from costguard.cli_common import EXIT_OK, EXIT_OVER_BUDGET, CommandError
-from costguard.cli_common import now as clock_now
+from costguard.cli import common
 from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
     DEFAULT_BYTES_PER_PARAM,
@@ -83,18 +81,6 @@ def _number(
     return parse
 
 
-def _whole(what: str, low: int, high: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        text = value.strip()
-        if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
-            raise argparse.ArgumentTypeError(
-                f"{what} must be a whole number from {low} to {high}, got {value!r}"
-            )
-        return int(text)
-
-    return parse
-
-
 params_count = _number("--params", Decimal(0), Decimal("1e15"))
 tokens_count = _number("--tokens", Decimal(0), Decimal("1e17"))
 _mfu_number = _number("a fraction", MFU_FLOOR, Decimal(1), low_open=False)
@@ -118,8 +104,9 @@ usd_arg = _number("USD", Decimal(0), Decimal(10_000_000), low_open=False)
 per_hour = _number("a rate per hour", Decimal(0), Decimal(1), low_open=False)
 percent = _number("a percentage", Decimal(0), Decimal(99), low_open=False)
 bytes_arg = _number("bytes per parameter", Decimal(0), Decimal(64))
-gpu_count = _whole("--gpus", 1, 1_000_000)
-iterations = _whole("--iterations-per-setup", 1, 100_000)
+_WHOLE = "{option} must be a whole number from {{low}} to {{high}}, got {{value!r}}"
+gpu_count = common.whole_number(1, 1_000_000, _WHOLE.format(option="--gpus"))
+iterations = common.whole_number(1, 100_000, _WHOLE.format(option="--iterations-per-setup"))
 
 
 # -- shared output ---------------------------------------------------------------------------
@@ -155,15 +142,8 @@ def _span_usd(span: Span) -> str:
     return f"{usd(span.low)}–{usd(span.high)}"
 
 
-def _emit_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
-
-
 def _catalog(path: Path | None) -> Any:
-    from costguard.cli import choose_catalog
-
-    chosen, _which = choose_catalog(path, lambda m: print(f"costguard: {m}", file=sys.stderr))
+    chosen, _which, _source = common.choose_catalog(path, common.progress(True))
     return chosen.to_domain()
 
 
@@ -175,7 +155,7 @@ def _known_region(catalog: Any, region: str) -> str:
     """
     known = sorted(catalog.ec2)
     if region not in known:
-        raise CommandError(
+        raise common.CommandError(
             f"the price catalog (as of {catalog.as_of}) has no EC2 prices for region "
             f"{region!r}; it knows {', '.join(known) or 'no region'}: check --region, or "
             f"add the region with `costguard prices refresh --region {region}`"
@@ -367,14 +347,14 @@ def cmd_estimate_train(args: argparse.Namespace) -> int:
     gate = None
     if args.project:
         if not estimate.options:
-            raise CommandError(
+            raise common.CommandError(
                 f"no instance option in {request.region} to gate on: pick another --gpu or --region"
             )
         chosen = _chosen_option(estimate, args.instance_type)
         run_usd, wall = _run_cost(chosen, args.market)
         gate = _gate(args, run_usd, wall)
     if args.json:
-        _emit_json(estimate_json(estimate, gate, catalog.as_of.isoformat()))
+        common.emit_json(estimate_json(estimate, gate, catalog.as_of.isoformat()))
     else:
         print(estimate_text(estimate, gate))
     if gate is not None and gate.over:
@@ -383,11 +363,11 @@ def cmd_estimate_train(args: argparse.Namespace) -> int:
             f"{usd(gate.forecast_with_run_usd)}, over its budget of {usd(gate.budget_usd or Decimal(0))}",
             file=sys.stderr,
         )
-        return EXIT_OVER_BUDGET
+        return common.EXIT_OVER_BUDGET
     if gate is not None and gate.unpriced:
         # Passing is not proof when part of the run-rate is unknown: say so where CI looks.
         print(f"costguard: warning: {unpriced_text(gate)}", file=sys.stderr)
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 def _chosen_option(e: TrainingEstimate, itype: str | None) -> TrainingOption:
@@ -397,13 +377,13 @@ def _chosen_option(e: TrainingEstimate, itype: str | None) -> TrainingOption:
         if o.instance_type == itype:
             return o
     offered = ", ".join(o.instance_type for o in e.options)
-    raise CommandError(f"--instance-type {itype!r} is not one of the options ({offered})")
+    raise common.CommandError(f"--instance-type {itype!r} is not one of the options ({offered})")
 
 
 def _run_cost(o: TrainingOption, market: str) -> tuple[Decimal, Decimal]:
     if market == "spot":
         if o.spot is None:
-            raise CommandError(
+            raise common.CommandError(
                 f"no spot estimate for {o.instance_type}: gate on --market on-demand"
             )
         return o.spot.usd.mid, o.wall_hours.mid + o.spot.rework_hours
@@ -413,30 +393,25 @@ def _run_cost(o: TrainingOption, market: str) -> tuple[Decimal, Decimal]:
 def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGate:
     from costguard.domain.calendar import hours_left_in_month
 
-    now = _now()
+    at = common.now()
     budget = args.budget if args.budget is not None else _budget_from_env(args.project)
     if budget is None:
-        raise CommandError(
+        raise common.CommandError(
             f"no budget for project {args.project!r}: pass --budget USD, or set it in "
             "COSTGUARD_PROJECTS_JSON"
         )
-    mtd, observations, watermark = _read_ledger(args, now)
+    mtd, observations, watermark = _read_ledger(args, at)
     running = project_run_rate(observations.values(), args.project, watermark)
     return budget_gate(
         args.project,
         budget,
         mtd,
         running.usd_per_hour,
-        hours_left_in_month(now),
+        hours_left_in_month(at),
         run_usd,
         wall,
         running.unpriced,
     )
-
-
-def _now() -> datetime:
-    """The one clock read of the gate (:func:`costguard.cli_common.now`)."""
-    return clock_now()
 
 
 def _budget_from_env(project: str) -> Decimal | None:
@@ -453,47 +428,28 @@ def _budget_from_env(project: str) -> Decimal | None:
         entry = table.get(project)
         return entry.to_domain(project).budget if entry else None
     except (ValidationError, ValueError) as exc:
-        raise CommandError(f"{Env.PROJECTS_JSON}: {str(exc).splitlines()[0]}") from None
+        raise common.CommandError(f"{Env.PROJECTS_JSON}: {str(exc).splitlines()[0]}") from None
 
 
 def _read_ledger(
-    args: argparse.Namespace, now: datetime
+    args: argparse.Namespace, at: datetime
 ) -> tuple[Decimal, Mapping[str, Observation], datetime | None]:
     """The project's month-to-date, the ledger's observations and the last scan's
     watermark, read from the deployed ledger (the run-rate is computed from them by
     :func:`project_run_rate`)."""
-    from costguard.cli import (
-        _account,
-        _default_region,
-        _missing_table,
-        _require_credentials,
-        _session,
-    )
     from costguard.domain.calendar import month_key
 
-    if not args.table:
-        raise CommandError(
-            "--project reads the project's month-to-date and forecast from a deployed "
-            "ledger: pass --table (the stack's LedgerTable output)"
-        )
-    from costguard.adapters.dynamodb import DynamoDbLedger
-
-    session = _session(args)
-    region = args.ledger_region or _default_region(session)
-    if not region:
-        raise CommandError("no region for the ledger: pass --ledger-region")
-    _require_credentials(session)
-    ledger = DynamoDbLedger(session.client("dynamodb", region_name=region), args.table)
-    scope = args.scope or _account(session, region)
-    try:
-        totals = ledger.month_totals(scope, month_key(now))
+    ledger, scope, region = common.deployed_ledger(
+        args,
+        args.ledger_region,
+        no_table="--project reads the project's month-to-date and forecast from a deployed "
+        "ledger: pass --table (the stack's LedgerTable output)",
+        no_region="no region for the ledger: pass --ledger-region",
+    )
+    with common.table_errors(args.table, region):
+        totals = ledger.month_totals(scope, month_key(at))
         watermark = ledger.watermark(scope)
         observations = ledger.observations(scope)
-    except Exception as exc:
-        missing = _missing_table(exc, args.table, region)
-        if missing is None:
-            raise
-        raise missing from None
     row = totals.get(args.project)
     return (row.usd if row else Decimal(0)), observations, watermark
 
@@ -510,7 +466,7 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         rate is None or saving is None or (bucket is None and args.interruptions_per_hour is None)
     )
     if needs_catalog and not args.instance_type:
-        raise CommandError(
+        raise common.CommandError(
             "pass --instance-type (priced from the catalog), or --usd-per-hour with "
             "--spot-saving-pct and --interruption-bucket or --interruptions-per-hour"
         )
@@ -534,13 +490,13 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
                 why = catalog.why_unpriced(region, args.instance_type) or (
                     f"retired: {retired}" if retired else None
                 )
-                raise CommandError(
+                raise common.CommandError(
                     f"no on-demand rate for {args.instance_type} in {region}"
                     + (f": {why}" if why else "")
                     + "; pass --usd-per-hour"
                 )
         if catalog.spot is None:
-            raise CommandError("the price catalog has no spot table: pass the spot options")
+            raise common.CommandError("the price catalog has no spot table: pass the spot options")
         profile = catalog.spot.profile(args.instance_type)
         basis = f"spot table of {catalog.spot.as_of} ({profile.basis})"
         saving = profile.saving if saving is None else saving
@@ -569,10 +525,10 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
     )
     data = iteration_json(plan, bucket, basis, instance_type=args.instance_type, retired=retired)
     if args.json:
-        _emit_json(data)
+        common.emit_json(data)
     else:
         print(iteration_text(data))
-    return EXIT_OK
+    return common.EXIT_OK
 
 
 #: The bucket rates when the spot options are all given (no catalog read).
@@ -684,7 +640,7 @@ def iteration_text(data: dict[str, Any]) -> str:
 # -- registration ----------------------------------------------------------------------------
 
 
-def register(sub: Any, flags: Any) -> None:
+def register(sub: Any, flags: common.Flags) -> None:
     """Add ``estimate train`` and ``estimate iteration`` to the ``costguard`` parser."""
     estimate = sub.add_parser(
         "estimate", help="what a run or an iteration will cost, before launch"
@@ -700,7 +656,7 @@ def register(sub: Any, flags: Any) -> None:
             "BF16/FP16 peak and an MFU (default 0.35, range 0.25-0.45, calibrated on published "
             "runs). Ranked instance options offered in --region, with on-demand and spot cost "
             "as ranges, a coarse memory check, and with --project a budget gate "
-            f"(exit {EXIT_OVER_BUDGET} when the run would take the month forecast over budget)."
+            f"(exit {common.EXIT_OVER_BUDGET} when the run would take the month forecast over budget)."
         ),
     )
     train.add_argument("--params", type=params_count, required=True, help="parameters, e.g. 7e9")
@@ -803,11 +759,9 @@ def register(sub: Any, flags: Any) -> None:
 
 
 def _pricing_flags(p: argparse.ArgumentParser) -> None:
-    from costguard.cli import region_name
-
     p.add_argument(
         "--region",
-        type=region_name,
+        type=common.region_name,
         help="region whose prices and offered types apply (default us-east-1)",
     )
     p.add_argument(
@@ -818,7 +772,7 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m costguard.cli_estimate`
+if __name__ == "__main__":  # pragma: no cover - `python -m costguard.cli.estimate`
     from costguard.domain.estimate_docs import estimates_markdown
 
     print(estimates_markdown(), end="")

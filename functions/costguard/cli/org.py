@@ -15,7 +15,6 @@ throttled STS) is reported on stderr and in the JSON, and the others complete.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.assume import AccountAccessError, member_clients
+from costguard.cli.common import EXIT_AWS, EXIT_NO_DATA, EXIT_OK, CommandError, emit_json
 from costguard.domain.org import Slice
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def scan_accounts(
     progress: Callable[[str], None] = lambda _m: None,
 ) -> list[AccountScan]:
     """Every account's scan, in the order given; failures to enter an account are results."""
-    from costguard.wiring import build_scan_service  # noqa: PLC0415
+    from costguard.wiring import build_scan_service
 
     done = 0
     lock = threading.Lock()
@@ -99,13 +99,12 @@ def discover_accounts(
     progress: Callable[[str], None] = lambda _m: None,
 ) -> list[str]:
     """The Organization's accounts to scan; what was skipped, and why, goes to ``progress``."""
-    from costguard.adapters.aws import RETRY_CONFIG  # noqa: PLC0415
-    from costguard.adapters.organizations import (  # noqa: PLC0415
+    from costguard.adapters.aws import RETRY_CONFIG
+    from costguard.adapters.organizations import (
         OrganizationAccounts,
         organizations_region,
     )
-    from costguard.cli_common import EXIT_AWS, EXIT_NO_DATA, CommandError  # noqa: PLC0415
-    from costguard.domain.directory import (  # noqa: PLC0415
+    from costguard.domain.directory import (
         ACTIVE_ACCOUNT,
         DiscoveryError,
         select_accounts,
@@ -166,8 +165,7 @@ def discover_accounts(
 
 def print_accounts(results: Sequence[AccountScan], as_json: bool) -> int:
     """Print the reports; exit 3 when no account could be scanned, else 0 (failures warned)."""
-    from costguard.cli_common import EXIT_NO_DATA, EXIT_OK  # noqa: PLC0415
-    from costguard.report import report_json, report_table  # noqa: PLC0415
+    from costguard.report import report_json, report_table
 
     failed = [r for r in results if r.error is not None]
     if as_json:
@@ -179,8 +177,7 @@ def print_accounts(results: Sequence[AccountScan], as_json: bool) -> int:
                 if r.error
             },
         }
-        json.dump(doc, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        emit_json(doc)
     else:
         for r in results:
             if r.report is not None:
