@@ -12,9 +12,9 @@ import pytest
 
 from costguard.adapters.catalog import read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
+from costguard.cli.report import report_json
 from costguard.domain.findings import FindingCode
 from costguard.env import Env
-from costguard.report import report_json
 from tests.support.clock import MIDDAY
 from tests.support.ec2 import run_instance
 
