@@ -17,6 +17,7 @@ from costguard.ports import CommitOutcome, Inventory
 from costguard.services.scan import ScanService, ScanSettings
 from tests.support.catalog import fixture_catalog
 from tests.support.fakes import StaticInventory, StaticSpotPrices
+from tests.support.profiles import examples
 from tests.tag_strategies import tag_sets
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -60,8 +61,10 @@ def test_a_scan_over_arbitrary_tags_completes_and_reports_every_bad_tag(
 ) -> None:
     scopes = itertools.count()
 
+    # Each example is a whole scan onto DynamoDB (about half a second): `make test` runs 10
+    # generated ones and the 4 below, `make property` 200 (tests/support/profiles.py).
     @settings(
-        max_examples=50,
+        max_examples=examples(10, 200),
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
