@@ -56,6 +56,7 @@ def fleet_of(tag_sets: list[dict[str, str]]) -> tuple[Resource, ...]:
     )
 
 
+@pytest.mark.hypothesis  # its @given is inside: `make property` selects it by this mark
 def test_a_scan_over_arbitrary_tags_completes_and_reports_every_bad_tag(
     ddb_ledger: object,
 ) -> None:
