@@ -12,9 +12,10 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
 .PHONY: install demo test check lint typecheck unit bench synth clean property calendar
 
-#: pytest-xdist workers (`auto`: one per core, 2 on the reference machine). Tests that share
-#: an expensive fixture (the Organization demo, a CDK synth) carry one `xdist_group`, and
-#: `--dist loadgroup` runs each group on one worker, so the fixture is built once.
+#: pytest-xdist workers (`auto`: one per core, 2 on the reference machine). The tests of a
+#: module that share an expensive module fixture (the Organization demo, a CDK synth) carry
+#: one `xdist_group` (tests/conftest.py), and `--dist loadgroup` runs a group on one worker,
+#: so the fixture is built once; session synths are built once per worker.
 WORKERS ?= auto
 PARALLEL := -n $(WORKERS) --dist loadgroup
 #: mypy's cache lives in the venv: it holds the third-party stubs (boto3-stubs, aws-cdk-lib,
@@ -49,8 +50,9 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/python -m pytest $(PARALLEL)
 
-## The inner loop, under a minute: lint, types, and the tests that need neither moto's
-## HTTP server nor a CDK synth (no e2e, no infra) nor the full-strength properties.
+## The inner loop: lint, types (mypy's cache warm), and the unit and functional tests, i.e.
+## every test that needs neither moto's HTTP server nor a CDK synth (not e2e, not infra),
+## the property folder left to `make test` and `make property`.
 check: lint typecheck
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not e2e and not infra" --ignore=tests/property
 
@@ -70,8 +72,9 @@ clean:
 
 ## The properties at full strength: 3 x 5,000 generated cases of the stale-object sweep,
 ## 250 of simulated days through the act handler (test_sweep_over_days.py), then every other
-## Hypothesis test under the "property" profile (tests/conftest.py), whose examples
-## `make test` runs fewer of where each one is a whole scan.
+## Hypothesis test under the "property" profile (tests/support/profiles.py): ten times
+## Hypothesis's default examples, and the full count of those `make test` runs few of
+## because each example is a whole scan.
 property: $(STAMP)
 	SWEEP_PROPERTY_EXAMPLES=5000 $(BIN)/python -m pytest -q -p no:cacheprovider tests/property
 	HYPOTHESIS_PROFILE=property $(BIN)/python -m pytest -q -p no:cacheprovider $(PARALLEL) \
