@@ -10,7 +10,17 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: install demo test lint typecheck unit bench synth clean property calendar check docs
+.PHONY: install demo test check lint typecheck unit bench synth clean property calendar docs
+
+#: pytest-xdist workers (`auto`: one per core, 2 on the reference machine). The tests of a
+#: module that share an expensive module fixture (the Organization demo, a CDK synth) carry
+#: one `xdist_group` (tests/conftest.py), and `--dist loadgroup` runs a group on one worker,
+#: so the fixture is built once; session synths are built once per worker.
+WORKERS ?= auto
+PARALLEL := -n $(WORKERS) --dist loadgroup
+#: mypy's cache lives in the venv: it holds the third-party stubs (boto3-stubs, aws-cdk-lib,
+#: pydantic), which change only when the venv does, and a prebuilt venv carries it warm.
+MYPY := $(BIN)/mypy --cache-dir $(VENV)/.mypy_cache
 
 # The venv gets exactly the versions the Lambda asset and layer ship (one pin file),
 # so the tests run what is deployed.
@@ -18,6 +28,8 @@ $(STAMP): pyproject.toml infra/lambda-constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c infra/lambda-constraints.txt -e '.[dev]'
+	@echo "warming mypy's cache in $(VENV)/.mypy_cache (once per venv)"
+	-@$(MYPY) >/dev/null
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -33,18 +45,25 @@ lint: $(STAMP)
 	PYTHONPATH=functions $(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	$(MYPY)
 
-## Everything CI runs: lint, types, the whole test suite.
+## Everything CI runs: lint, types, the whole test suite (in parallel: WORKERS=1 for serial).
+## The Organization demo's tests run alone after the rest: its in-process runs fail
+## intermittently while another worker is busy ("work items failed their last receive, but
+## the dead-letter queue took 0", the act or work queue), a timing defect still open.
+ORG_DEMO_TESTS := tests/e2e/test_org_demo.py
 test: lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL) --ignore=$(ORG_DEMO_TESTS)
+	$(BIN)/python -m pytest -q $(ORG_DEMO_TESTS)
+
+## The inner loop: lint, types (mypy's cache warm), and the unit and functional tests, i.e.
+## every test that needs neither moto's HTTP server nor a CDK synth (not e2e, not infra),
+## the property folder left to `make test` and `make property`.
+check: lint typecheck
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not e2e and not infra" --ignore=tests/property
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
-
-## The fast inner loop: lint, types, and the unit and functional tests.
-check: lint typecheck
-	$(BIN)/python -m pytest -q tests/unit tests/functional
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
@@ -61,10 +80,15 @@ docs: $(STAMP)
 clean:
 	rm -rf $(VENV) cdk.out .pytest_cache .mypy_cache .ruff_cache
 
-## The stale-object sweep's properties at full strength: 3 x 5,000 generated cases of the
-## sweep, and 250 of simulated days through the act handler (test_sweep_over_days.py).
+## The properties at full strength: 3 x 5,000 generated cases of the stale-object sweep,
+## 250 of simulated days through the act handler (test_sweep_over_days.py), then every other
+## Hypothesis test under the "property" profile (tests/support/profiles.py): ten times
+## Hypothesis's default examples, and the full count of those `make test` runs few of
+## because each example is a whole scan.
 property: $(STAMP)
 	SWEEP_PROPERTY_EXAMPLES=5000 $(BIN)/python -m pytest -q -p no:cacheprovider tests/property
+	HYPOTHESIS_PROFILE=property $(BIN)/python -m pytest -q -p no:cacheprovider $(PARALLEL) \
+		-m hypothesis --ignore=tests/property tests
 
 ## The demo stories at calendar edges: every test marked `story`, under libfaketime, at a
 ## month's first minute, a year's last second, and a leap day in a zone far from UTC. The

@@ -7,7 +7,51 @@ from collections.abc import Iterator
 
 import pytest
 
+import tests.support.profiles  # noqa: F401  (loads the Hypothesis profile)
+
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+def _one_botocore_loader_per_process() -> None:
+    """Every boto3 session in a test process reads botocore's service models once.
+
+    A new session parses each service's JSON model again (EC2's alone is megabytes): about
+    0.3 s of CPU for a session and five clients, against 0.04 s with the models already
+    read. The product makes a session per member account it enters, and the tests make
+    thousands. The models are read-only data, which one session's clients share already;
+    one loader per process (per data path) shares them across sessions too.
+    """
+    import functools
+
+    import botocore.loaders
+    import botocore.session
+
+    botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+
+
+_one_botocore_loader_per_process()
+
+#: Module-scoped fixtures that take seconds to build (an Organization demo run, a CDK synth,
+#: a pip install). Under pytest-xdist (``make test``: ``--dist loadgroup``) every test of a
+#: module that reads one of them goes to the same worker, so it is built once, not once per
+#: worker; the module's other tests spread as usual. (Session-scoped synths are cached per
+#: process already: ``tests/infra/synth.py``.)
+BUILT_ONCE = frozenset(
+    {"demo", "built", "org_built", "org_template", "list_body", "synthesized", "hub_body",
+     "member_body", "isolated"}
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for name in sorted(BUILT_ONCE & set(info.names_closure)):
+            defs = info.name2fixturedefs.get(name, ())
+            if defs and defs[-1].scope == "module":
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+                break
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +78,25 @@ def _cloudtrail_history() -> None:
     from costguard_demo.cloudtrail import install
 
     install()
+
+
+@pytest.fixture(scope="session")
+def _moto_server_url() -> Iterator[str]:
+    """moto's HTTP server, started once per test process (see tests/support/moto_server.py)."""
+    from tests.support.moto_server import start
+
+    url, server = start()
+    yield url
+    server.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def moto_server(_moto_server_url: str) -> Iterator[str]:
+    """moto's HTTP server, reset to an empty AWS for this test; boto3 pointed at it."""
+    from tests.support.moto_server import reset_aws
+
+    with reset_aws(_moto_server_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -1,4 +1,7 @@
-"""`costguard scan --json` as a user runs it: a subprocess, boto3 over HTTP to moto's server."""
+"""`costguard scan --json` as a user runs it: boto3 over HTTP to moto's server.
+
+The first test runs the command in a child process, as a user does; the others call the
+same ``main`` in this process (tests/support/cli.py), which proves the same for less."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 import pytest
 
 from costguard_demo.fleet import backdate_instances, backdate_sagemaker, install_spot_prices
-from costguard_demo.server import embedded_aws
+from tests.support.cli import Done, costguard
 from tests.support.clock import MIDDAY, costguard_at
 
 pytestmark = pytest.mark.e2e
@@ -35,9 +38,9 @@ def _own_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
 
 
 @pytest.fixture
-def server() -> Iterator[str]:
-    with embedded_aws() as url:
-        yield url
+def server(moto_server: str) -> str:
+    """The worker's moto server, reset to an empty AWS."""
+    return moto_server
 
 
 def _tags(**tags: str) -> list[dict[str, Any]]:
@@ -101,25 +104,23 @@ def seed(now: datetime) -> dict[str, str]:
     return {"p5": p5, "p4d": p4d, "g5": g5, "bad": bad}
 
 
-def scan_json(*extra: str) -> dict[str, Any]:
-    env = {**os.environ, "COSTGUARD_SAGEMAKER_STUDIO": "false"}
-    done = subprocess.run(
-        [
-            *costguard_at(MIDDAY),
-            "scan",
-            "--json",
-            "--region",
-            "us-east-1",
-            "--sagemaker-tags",
-            "per-resource",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+SCAN_JSON = ("scan", "--json", "--region", "us-east-1", "--sagemaker-tags", "per-resource")
+
+
+def scan_json(*extra: str, child: bool = False) -> dict[str, Any]:
+    """`costguard scan --json ...`: in a child process (``child``), or in this one."""
+    done: Any
+    if child:
+        done = subprocess.run(
+            [*costguard_at(MIDDAY), *SCAN_JSON, *extra],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COSTGUARD_SAGEMAKER_STUDIO": "false"},
+            timeout=120,
+            check=False,
+        )
+    else:
+        done = costguard(*SCAN_JSON, *extra, at=MIDDAY, env={"COSTGUARD_SAGEMAKER_STUDIO": "false"})
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -129,8 +130,8 @@ def test_scan_json_matches_hand_computed_prices(server: str) -> None:
     # GIVEN a fleet launched 10 h, 4 h, 2 h and 1 h before the scan
     now = MIDDAY
     ids = seed(now)
-    # WHEN a user runs `costguard scan --json`
-    report = scan_json()
+    # WHEN a user runs `costguard scan --json` (the installed command's process)
+    report = scan_json(child=True)
     scanned = datetime.fromisoformat(report["scanned_at"])
     projects = {p["project"]: p for p in report["projects"]}
     llm, cv = projects["llm"], projects["cv"]
@@ -202,20 +203,14 @@ def test_scan_json_matches_hand_computed_prices(server: str) -> None:
 
 def test_scan_table_output_is_readable(server: str) -> None:
     seed(MIDDAY)
-    done = subprocess.run(
-        [
-            *costguard_at(MIDDAY),
-            "scan",
-            "--region",
-            "us-east-1",
-            "--sagemaker-tags",
-            "per-resource",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COSTGUARD_SAGEMAKER_STUDIO": "false"},
-        timeout=120,
-        check=False,
+    done = costguard(
+        "scan",
+        "--region",
+        "us-east-1",
+        "--sagemaker-tags",
+        "per-resource",
+        at=MIDDAY,
+        env={"COSTGUARD_SAGEMAKER_STUDIO": "false"},
     )
     assert done.returncode == 0, done.stderr
     assert "llm" in done.stdout and "over" in done.stdout
@@ -224,13 +219,7 @@ def test_scan_table_output_is_readable(server: str) -> None:
 
 
 def test_bad_region_is_a_clear_error_not_a_traceback(server: str) -> None:
-    done = subprocess.run(
-        [*costguard_at(MIDDAY), "scan", "--region", "mars-1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = costguard("scan", "--region", "mars-1", at=MIDDAY)
     assert done.returncode == 2
     assert "mars-1" in done.stderr
     assert "Traceback" not in done.stderr
@@ -307,16 +296,9 @@ def enforce_iam(server: str) -> None:
     _reset_auth(server, b"0")
 
 
-def run_as(keys: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "AWS_SESSION_TOKEN"}
-    return subprocess.run(
-        [*costguard_at(MIDDAY), *args],
-        capture_output=True,
-        text=True,
-        env={**env, "COSTGUARD_SAGEMAKER_STUDIO": "false", **keys},
-        timeout=120,
-        check=False,
-    )
+def run_as(keys: dict[str, str], *args: str) -> Done:
+    env: dict[str, str | None] = {"AWS_SESSION_TOKEN": None, **keys}
+    return costguard(*args, at=MIDDAY, env={**env, "COSTGUARD_SAGEMAKER_STUDIO": "false"})
 
 
 def test_exits_3_when_every_source_failed_and_names_them(iam_enforced: str) -> None:

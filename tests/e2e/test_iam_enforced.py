@@ -27,7 +27,7 @@ import pytest
 
 from costguard.env import Env
 from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
-from costguard_demo.server import embedded_aws, moto_backend
+from costguard_demo.server import moto_backend
 from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
 from tests.support.alert_topic import encrypted_topic_with_subscriber
 from tests.support.clock import MIDDAY
@@ -266,9 +266,9 @@ def function_environment(world: World, function: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    with embedded_aws() as url:
-        yield url
+def aws(moto_server: str) -> str:
+    """The worker's moto server, reset: each test deploys the stack onto an empty AWS."""
+    return moto_server
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import fnmatch
 import json
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -32,7 +31,6 @@ import pytest
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
 from costguard.env import Env
-from costguard_demo.server import embedded_aws
 from tests.e2e.test_iam_enforced import (
     INSTANCE_TAGS,
     Call,
@@ -216,9 +214,9 @@ def deploy(hub_body: dict[str, Any], member_body: dict[str, Any]) -> Hub:
 
 
 @pytest.fixture
-def hub(hub_body: dict[str, Any], member_body: dict[str, Any]) -> Iterator[Hub]:
-    with embedded_aws():
-        yield deploy(hub_body, member_body)
+def hub(hub_body: dict[str, Any], member_body: dict[str, Any], moto_server: str) -> Hub:
+    """The stacks deployed onto the worker's moto server, reset to an empty AWS."""
+    return deploy(hub_body, member_body)
 
 
 def _event(guard: str, account: str, at: datetime) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from costguard.config_spec import BY_NAME
 from costguard.domain.calendar import month_start
 from costguard.wiring import BundledCatalog
 
@@ -78,6 +79,25 @@ def test_names_the_account_without_its_member_role_in_a_finding_an_alert_and_the
     assert {s["state"] for s in rows} == {"unreachable"}
     assert all(s["usd_per_hour"] is None for s in rows)
     assert not any(sandbox in p["accounts"] for p in demo["projects"])
+
+
+@pytest.mark.story
+def test_the_ticks_fall_in_one_regions_retry_window_of_the_account_without_its_role(
+    demo: dict[str, Any],
+) -> None:
+    """Defect (seen once under pytest-xdist, and not caused by it): an extra "regions" dead
+    letter. A failed regions read is retried once per probe interval, in a window phased
+    per account; the ticks were placed by the wall clock, so in one run in eight (45 of
+    every 360 minutes) a later tick crossed the sandbox account's window, its regions were
+    read and dead-lettered again, and the story changed. The ticks now end at the story's
+    fixed instant (``STORY_END``): this pins that they stay inside one window."""
+    from costguard.domain.directory import window_crossed
+
+    sandbox = _ids(demo)["sandbox"]
+    first, *later = [datetime.fromisoformat(t["time"]) for t in demo["ticks"]]
+    interval = timedelta(hours=BY_NAME["org_probe_hours"].default)  # the demo hub's
+    crossed = [t for t in later if window_crossed(first, t, f"regions/{sandbox}", interval)]
+    assert crossed == []
 
 
 @pytest.mark.story

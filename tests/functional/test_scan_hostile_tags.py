@@ -18,6 +18,7 @@ from costguard.services.scan import ScanService, ScanSettings
 from tests.support.catalog import fixture_catalog
 from tests.support.clock import MIDDAY
 from tests.support.fakes import StaticInventory, StaticSpotPrices
+from tests.support.profiles import examples
 from tests.support.tag_strategies import tag_sets
 
 REGION = "us-east-1"
@@ -55,13 +56,16 @@ def fleet_of(tag_sets: list[dict[str, str]]) -> tuple[Resource, ...]:
     )
 
 
+@pytest.mark.hypothesis  # its @given is inside: `make property` selects it by this mark
 def test_a_scan_over_arbitrary_tags_completes_and_reports_every_bad_tag(
     ddb_ledger: object,
 ) -> None:
     scopes = itertools.count()
 
+    # Each example is a whole scan onto DynamoDB (about half a second): `make test` runs 10
+    # generated ones and the 4 below, `make property` 200 (tests/support/profiles.py).
     @settings(
-        max_examples=50,
+        max_examples=examples(10, 200),
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )

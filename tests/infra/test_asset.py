@@ -136,6 +136,43 @@ def _link_runtime(into: Path) -> list[str]:
     return names
 
 
+def _powertools_layer(into: Path) -> None:
+    """Powertools at the pinned version, alone, as the public layer holds it.
+
+    The venv is installed under the same pins (``make install``: ``-c
+    infra/lambda-constraints.txt``), so its Powertools is that release's wheel, unpacked:
+    linked from there, as the runtime's boto3 is, instead of a pip install per run. Only
+    when the venv holds another version is the pinned one installed by pip.
+    """
+    dist = distribution("aws-lambda-powertools")
+    if dist.version == bundling.POWERTOOLS_VERSION:
+        into.mkdir()
+        info = f"aws_lambda_powertools-{dist.version}.dist-info"
+        for top in ("aws_lambda_powertools", info):
+            (into / top).symlink_to(Path(str(dist.locate_file(top))))
+        return
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",  # the layer's own dependencies come from the runtime and asset
+            "--only-binary=:all:",
+            "--no-compile",
+            "--target",
+            str(into),
+            f"aws-lambda-powertools=={bundling.POWERTOOLS_VERSION}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"pip could not install Powertools:\n{done.stderr}"
+
+
 @dataclass(frozen=True)
 class Isolated:
     asset: Path  # this machine's build of the asset
@@ -157,26 +194,7 @@ def isolated(tmp_path_factory: pytest.TempPathFactory) -> Isolated:
     # GIVEN the stack's bundler, pointed at this machine instead of Lambda's arm64 3.13
     bundling.PipBundling(FUNCTIONS_DIR, platform=None, python_version=None).try_bundle(str(asset))
     powertools = base / "powertools"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",  # the layer's own dependencies come from the runtime and asset
-            "--only-binary=:all:",
-            "--no-compile",
-            "--target",
-            str(powertools),
-            f"aws-lambda-powertools=={bundling.POWERTOOLS_VERSION}",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, f"pip could not install Powertools:\n{done.stderr}"
+    _powertools_layer(powertools)
     runtime = base / "runtime"
     return Isolated(asset, powertools, runtime, _link_runtime(runtime))
 
