@@ -370,6 +370,10 @@ class BreakEven:
 MAX_EXPERIMENT_HOURS = Decimal(100_000)
 _GRID = 240
 _TOLERANCE = Decimal("0.0001")
+#: On-demand and spot costs closer than this (USD per iteration) are a tie: Decimal rounding
+#: at 28 digits, not a saving (plans with no spot discount would otherwise find spurious
+#: windows where spot is "cheaper" by 1E-28).
+TIE_USD = Decimal("1e-9")
 
 
 def _advantage(p: IterationPlan, w: Decimal) -> Decimal:
@@ -390,10 +394,10 @@ def break_even(p: IterationPlan) -> BreakEven:
     linear_from = c if c > 0 else MAX_EXPERIMENT_HOURS
     points = _grid(linear_from)
     crossings: list[tuple[Decimal, bool]] = []  # (w, spot cheaper above w)
-    previous_w, previous = points[0], _advantage(p, points[0]) > 0
+    previous_w, previous = points[0], _advantage(p, points[0]) > TIE_USD
     start_cheaper = previous
     for w in points[1:]:
-        now = _advantage(p, w) > 0
+        now = _advantage(p, w) > TIE_USD
         if now != previous:
             crossings.append((_bisect(p, previous_w, w, previous), now))
         previous_w, previous = w, now
@@ -403,7 +407,7 @@ def break_even(p: IterationPlan) -> BreakEven:
         d_next = _advantage(p, c + 1)
         if d_c.is_finite() and d_next.is_finite():
             slope = d_next - d_c
-            if slope != 0:
+            if abs(slope) > TIE_USD:
                 root = c - d_c / slope
                 if c < root <= MAX_EXPERIMENT_HOURS:
                     crossings.append((root, slope > 0))
@@ -421,7 +425,7 @@ def _grid(upper: Decimal) -> list[Decimal]:
 def _bisect(p: IterationPlan, lo: Decimal, hi: Decimal, lo_cheaper: bool) -> Decimal:
     while hi - lo > _TOLERANCE:
         mid = (lo + hi) / 2
-        if (_advantage(p, mid) > 0) == lo_cheaper:
+        if (_advantage(p, mid) > TIE_USD) == lo_cheaper:
             lo = mid
         else:
             hi = mid
