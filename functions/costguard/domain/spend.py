@@ -79,6 +79,9 @@ def accrue(
     """
     now = require_utc(now)
     this_month = month_start(now)
+    # Resources share few start instants (the last scan's time, the month start): each
+    # instant's hours, split by month, are computed once per call.
+    spans: dict[datetime, list[tuple[str, Decimal]]] = {}
     usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     estimated_usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     observations: list[Observation] = []
@@ -100,7 +103,10 @@ def accrue(
             estimated = True
             first_seen = now
         if rate is not None and start < now:
-            for month, hours in split_by_month(start, now):
+            parts = spans.get(start)
+            if parts is None:
+                parts = spans[start] = split_by_month(start, now)
+            for month, hours in parts:
                 key = (item.project, month)
                 amount = rate * hours
                 usd[key] += amount
