@@ -118,7 +118,8 @@ def attribute(
     for item in items:
         res = item.resource
         tags = parsed[res.key]
-        project, via = tags.project, "tag" if tags.project else ""
+        project = tags.project
+        via = "tag" if project else ""
         if project is None and res.kind in _EKS_MEMBERS:
             cluster = res.eks_cluster or _cluster_of(res.tags)
             nodegroup = res.eks_nodegroup or res.tags.get(Tags.EKS_NODEGROUP)

@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
-from operator import attrgetter
 from typing import NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode, Severity
@@ -355,29 +354,26 @@ class Pricer:
         self._memo: dict[tuple[object, ...], tuple[Decimal | None, str, tuple[Finding, ...]]] = {}
 
     def price(self, resource: Resource) -> tuple[PricedResource, list[Finding]]:
-        shape = _shape(resource)
+        r = resource
+        shape = (
+            r.kind,
+            r.region,
+            r.instance_type,
+            r.count,
+            r.lifecycle,
+            r.availability_zone,
+            r.volume_type,
+            r.size_gib,
+            r.version,
+        )
         hit = self._memo.get(shape)
         if hit is None:
-            priced, found = price_resource(resource, self._catalog, self._spot, self._today)
+            priced, found = price_resource(r, self._catalog, self._spot, self._today)
             self._memo[shape] = (priced.usd_per_hour, priced.basis, tuple(found))
             return priced, found
         usd, basis, found_for_shape = hit
-        priced = PricedResource(resource, usd, basis)
+        priced = PricedResource(r, usd, basis)
         if not found_for_shape:
             return priced, []
-        key = resource.key
+        key = r.key
         return priced, [Finding(f.code, key, f.message, f.severity) for f in found_for_shape]
-
-
-#: What a price depends on: resources of one shape cost the same and raise the same findings.
-_shape = attrgetter(
-    "kind",
-    "region",
-    "instance_type",
-    "count",
-    "lifecycle",
-    "availability_zone",
-    "volume_type",
-    "size_gib",
-    "version",
-)

@@ -86,10 +86,10 @@ def accrue(
     estimated_usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     observations: list[Observation] = []
     for item in resources:
-        res = item.priced.resource
+        res, rate, _basis = item.priced
         if not res.billable:
             continue
-        rate = item.priced.usd_per_hour
+        project = item.project
         previous = last_seen.get(res.key)
         launched = require_utc(res.launched_at) if res.launched_at else None
         if previous is not None:
@@ -107,13 +107,13 @@ def accrue(
             if parts is None:
                 parts = spans[start] = split_by_month(start, now)
             for month, hours in parts:
-                key = (item.project, month)
+                key = (project, month)
                 amount = rate * hours
                 usd[key] += amount
                 if estimated:
                     estimated_usd[key] += amount
         observations.append(
-            Observation(res.key, item.project, rate if rate is not None else ZERO, now, first_seen)
+            Observation(res.key, project, rate if rate is not None else ZERO, now, first_seen)
         )
     increments = {key: Increment(total, estimated_usd.get(key, ZERO)) for key, total in usd.items()}
     return Accrual(increments, tuple(observations))
