@@ -20,8 +20,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode, Severity
-from costguard.domain.models import ResourceKind
-from costguard.domain.tags import Exemption, TagKeys, Tags, read_tags
+from costguard.domain.models import Resource, ResourceKind
+from costguard.domain.tags import Exemption, ResourceTags, TagKeys, Tags, read_tags
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PricedResource
@@ -84,17 +84,22 @@ def attribute(
     table = table or {}
     items = list(priced)
     findings: list[Finding] = []
-    parsed = {}
+    # One pass reads every resource's tags; the few EKS clusters and node groups are
+    # kept aside for the second pass, which only they need.
+    parsed: dict[str, ResourceTags] = {}
+    eks_parents: list[Resource] = []
     for item in items:
         res = item.resource
         tags = read_tags(res.key, res.tags, keys)
         parsed[res.key] = tags
-        findings.extend(tags.findings)
+        if tags.findings:
+            findings.extend(tags.findings)
+        if res.kind is _NODEGROUP or res.kind is _CLUSTER:
+            eks_parents.append(res)
 
     nodegroup_project: dict[tuple[str, str, str, str], str] = {}
     cluster_project: dict[tuple[str, str, str], str] = {}
-    for item in items:
-        res = item.resource
+    for res in eks_parents:
         project = parsed[res.key].project
         if project is None:
             continue
@@ -106,12 +111,14 @@ def attribute(
             cluster_project[(res.account, res.region, res.id)] = project
 
     attributed: list[AttributedResource] = []
+    unattributed: list[AttributedResource] = []
     budgets_seen: dict[str, dict[Decimal, list[str]]] = defaultdict(lambda: defaultdict(list))
     owners: dict[str, list[str]] = defaultdict(list)
     for item in items:
         res = item.resource
         tags = parsed[res.key]
-        project, via = tags.project, "tag" if tags.project else ""
+        project = tags.project
+        via = "tag" if project else ""
         if project is None and res.kind in _EKS_MEMBERS:
             cluster = res.eks_cluster or _cluster_of(res.tags)
             nodegroup = res.eks_nodegroup or res.tags.get(Tags.EKS_NODEGROUP)
@@ -127,7 +134,10 @@ def attribute(
             for owner in tags.owners:
                 if owner not in owners[project]:
                     owners[project].append(owner)
-        attributed.append(AttributedResource(item, project, tags.owner, tags.exemption, via))
+        a = AttributedResource(item, project, tags.owner, tags.exemption, via)
+        attributed.append(a)
+        if project is None and res.billable:
+            unattributed.append(a)
 
     projects = {a.project for a in attributed if a.project is not None} | set(table)
     budgets: dict[str, Budget] = {}
@@ -162,17 +172,16 @@ def attribute(
         if config.owners:
             owner_map[project] = config.owners
 
-    for a in attributed:
-        if a.project is None and a.priced.resource.billable:
-            rate = a.priced.usd_per_hour
-            findings.append(
-                Finding(
-                    FindingCode.UNATTRIBUTED,
-                    a.priced.resource.key,
-                    f"{a.priced.resource.instance_type or a.priced.resource.kind.value} "
-                    f"has no project tag ({keys.project[0]})"
-                    + (f" and costs ${rate:.4f}/h" if rate is not None else ""),
-                    Severity.WARNING,
-                )
+    for a in unattributed:
+        rate = a.priced.usd_per_hour
+        findings.append(
+            Finding(
+                FindingCode.UNATTRIBUTED,
+                a.priced.resource.key,
+                f"{a.priced.resource.instance_type or a.priced.resource.kind.value} "
+                f"has no project tag ({keys.project[0]})"
+                + (f" and costs ${rate:.4f}/h" if rate is not None else ""),
+                Severity.WARNING,
             )
+        )
     return Attribution(tuple(attributed), budgets, owner_map, tuple(findings))

@@ -369,11 +369,11 @@ class Pricer:
         hit = self._memo.get(shape)
         if hit is None:
             priced, found = price_resource(r, self._catalog, self._spot, self._today)
-            hit = (priced.usd_per_hour, priced.basis, tuple(found))
-            self._memo[shape] = hit
+            self._memo[shape] = (priced.usd_per_hour, priced.basis, tuple(found))
             return priced, found
         usd, basis, found_for_shape = hit
-        return (
-            PricedResource(r, usd, basis),
-            [Finding(f.code, r.key, f.message, f.severity) for f in found_for_shape],
-        )
+        priced = PricedResource(r, usd, basis)
+        if not found_for_shape:
+            return priced, []
+        key = r.key
+        return priced, [Finding(f.code, key, f.message, f.severity) for f in found_for_shape]

@@ -79,14 +79,17 @@ def accrue(
     """
     now = require_utc(now)
     this_month = month_start(now)
+    # Resources share few start instants (the last scan's time, the month start): each
+    # instant's hours, split by month, are computed once per call.
+    spans: dict[datetime, list[tuple[str, Decimal]]] = {}
     usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     estimated_usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     observations: list[Observation] = []
     for item in resources:
-        res = item.priced.resource
+        res, rate, _basis = item.priced
         if not res.billable:
             continue
-        rate = item.priced.usd_per_hour
+        project = item.project
         previous = last_seen.get(res.key)
         launched = require_utc(res.launched_at) if res.launched_at else None
         if previous is not None:
@@ -100,14 +103,17 @@ def accrue(
             estimated = True
             first_seen = now
         if rate is not None and start < now:
-            for month, hours in split_by_month(start, now):
-                key = (item.project, month)
+            parts = spans.get(start)
+            if parts is None:
+                parts = spans[start] = split_by_month(start, now)
+            for month, hours in parts:
+                key = (project, month)
                 amount = rate * hours
                 usd[key] += amount
                 if estimated:
                     estimated_usd[key] += amount
         observations.append(
-            Observation(res.key, item.project, rate if rate is not None else ZERO, now, first_seen)
+            Observation(res.key, project, rate if rate is not None else ZERO, now, first_seen)
         )
     increments = {key: Increment(total, estimated_usd.get(key, ZERO)) for key, total in usd.items()}
     return Accrual(increments, tuple(observations))

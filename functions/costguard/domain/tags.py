@@ -458,10 +458,10 @@ def parse_owners(raw: str) -> Owners:
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
-    project: str | None
-    budget: Decimal | None
-    owners: tuple[str, ...]
-    exemption: Exemption | None
+    """One combination of tag values, parsed: ``tags`` is the answer for every resource
+    that carries it, once the ``problems`` are addressed to the resource as findings."""
+
+    tags: ResourceTags
     problems: tuple[tuple[FindingCode, str], ...]
 
 
@@ -527,7 +527,10 @@ def _parse(
                     f"tag {owner_key}={_quote(owner_raw)} {parsed_owners.problem}",
                 )
             )
-    return _Parsed(project, budget, owners, exemption, tuple(problems))
+    return _Parsed(
+        ResourceTags(project, budget, ", ".join(owners) or None, exemption, (), owners),
+        tuple(problems),
+    )
 
 
 def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> ResourceTags:
@@ -547,12 +550,10 @@ def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> Reso
         keys.exempt,
         tags.get(keys.exempt),
     )
-    findings = (
-        tuple(Finding(code, resource_ref, message) for code, message in parsed.problems)
-        if parsed.problems
-        else ()
-    )
-    owner = ", ".join(parsed.owners) or None
+    found = parsed.tags
+    if not parsed.problems:
+        return found  # the common case: shared, since a NamedTuple cannot change
+    findings = tuple(Finding(code, resource_ref, message) for code, message in parsed.problems)
     return ResourceTags(
-        parsed.project, parsed.budget, owner, parsed.exemption, findings, parsed.owners
+        found.project, found.budget, found.owner, found.exemption, findings, found.owners
     )
