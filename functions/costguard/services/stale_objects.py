@@ -12,7 +12,7 @@ permissions they need) are :class:`costguard.adapters.s3.S3ObjectStore`'s.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -45,15 +45,7 @@ class SweepOptions:
     backstop: bool = True
 
     def config(self, ttl: timedelta) -> SweepConfig:
-        return SweepConfig(
-            ttl=ttl,
-            prefixes=self.prefixes,
-            keep_prefix=self.keep_prefix,
-            purge_noncurrent=self.purge_noncurrent,
-            breaker_pct=self.breaker_pct,
-            breaker_max_bytes=self.breaker_max_bytes,
-            backstop=self.backstop,
-        )
+        return SweepConfig(ttl=ttl, **asdict(self))
 
 
 class TimeLeftHolder:
