@@ -130,9 +130,7 @@ class S3BucketActuator:
         self._index(lambda b: b - {target.id})
 
     def stand_down(self, target: Target) -> str | None:
-        """The decision does not act this run: CostGuard's lifecycle rule comes off (the
-        owner's stay), and a pass under way is abandoned. Dry-run included; no call when
-        nothing can be on the bucket."""
+        """The decision does not act this run: :meth:`SweepService.stand_down`."""
         return self._sweeps.stand_down(target.id)
 
     def _put_warning(self, bucket: str, deadline: str | None) -> None:
