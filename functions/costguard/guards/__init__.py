@@ -48,7 +48,4 @@ def actuator_permissions() -> tuple[Permission, ...]:
 def guard_ledger_actions() -> tuple[str, ...]:
     """What a role that runs every guard (the Organization hub's act consumer) may do on
     the ledger table."""
-    seen: list[str] = []
-    for spec in SPECS.values():
-        seen.extend(a for a in spec.ledger_actions() if a not in seen)
-    return tuple(seen)
+    return tuple(dict.fromkeys(a for spec in SPECS.values() for a in spec.ledger_actions()))

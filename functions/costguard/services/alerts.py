@@ -500,14 +500,14 @@ class AlertService:
                 alert = scan_failed_alert(fresh, now)
                 if alert is not None and self._send(alert, out, claimed=list(alert.dedupe)):
                     keys = [e.failure.key for e in fresh]
-                    self._best_effort(out, alert, partial(self._mark_alerted, keys))
+                    self._best_effort(out, alert, partial(self._mark_sources, keys, forget=False))
         recovery = scan_recovered_alert(recovered, now)
         if recovery is not None:
             before = len(out.failed)
             self._send(recovery, out)
             if len(out.failed) == before:  # sent now, or by another scan already
                 keys = [k for k, _ in recovered]
-                self._best_effort(out, recovery, partial(self._forget, keys))
+                self._best_effort(out, recovery, partial(self._mark_sources, keys, forget=True))
 
     def _best_effort(self, out: _Outcome, alert: Alert, work: Callable[[], None]) -> None:
         try:
@@ -515,22 +515,17 @@ class AlertService:
         except Exception as exc:
             out.fail(alert.alert_id, alert.kind.value, exc, published=True)
 
-    def _mark_alerted(self, keys: Sequence[str]) -> None:
+    def _mark_sources(self, keys: Sequence[str], *, forget: bool) -> None:
+        """Mark episodes alerted, or (``forget``) drop the alerted ones that recovered."""
+
         def change(doc: dict[str, Any]) -> dict[str, Any] | None:
             sources = doc.get("sources", {})
-            todo = [k for k in keys if k in sources and not sources[k].get("alerted")]
+            todo = [k for k in keys if k in sources and bool(sources[k].get("alerted")) == forget]
             for k in todo:
-                sources[k]["alerted"] = True
-            return doc if todo else None
-
-        self._update_state(SCAN_FAILURE_STATE, change)
-
-    def _forget(self, keys: Sequence[str]) -> None:
-        def change(doc: dict[str, Any]) -> dict[str, Any] | None:
-            sources = doc.get("sources", {})
-            todo = [k for k in keys if k in sources and sources[k].get("alerted")]
-            for k in todo:
-                del sources[k]
+                if forget:
+                    del sources[k]
+                else:
+                    sources[k]["alerted"] = True
             return doc if todo else None
 
         self._update_state(SCAN_FAILURE_STATE, change)
@@ -587,22 +582,14 @@ class AlertService:
         grouped: dict[str | None, list[Advice]] = {}
         for advice in report.advice:
             grouped.setdefault(owner_of.get(advice.resource), []).append(advice)
-        candidates = [
-            alert
-            for project, found in sorted(
-                grouped.items(), key=lambda kv: (kv[0] is None, kv[0] or "")
+        candidates: list[Alert] = []
+        minimum = self._s.advice_min_usd_per_month
+        for project, found in sorted(grouped.items(), key=lambda kv: (kv[0] is None, kv[0] or "")):
+            alert = advice_digest(
+                project, found, now, min_usd_per_month=minimum, owners=owners.get(project, ())
             )
-            if (
-                alert := advice_digest(
-                    project,
-                    found,
-                    now,
-                    min_usd_per_month=self._s.advice_min_usd_per_month,
-                    owners=owners.get(project, ()),
-                )
-            )
-            is not None
-        ]
+            if alert is not None:
+                candidates.append(alert)
         if not candidates:
             return
         state, _ = self._ledger.get_state(self._s.scope, ADVICE_STATE)

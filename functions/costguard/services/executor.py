@@ -170,10 +170,7 @@ class Executor:
         self._journal = "reports/" + "+".join(sorted(self._actuators))
 
     def run(self, decisions: Sequence[Decision], now: datetime) -> ExecutionReport:
-        """Every decision in order, on reads shared across them: one ``inspect`` per
-        actuator (batched by the actuator), one read of the ledger records of the
-        warnings found, audit records written together; each action re-reads its
-        resource just before it acts."""
+        """Every decision in order, on the reads they share (see the module docstring)."""
         p = _Pass(require_utc(now))
         self._look(decisions, p)
         self._prefetch(decisions, p)
@@ -197,8 +194,7 @@ class Executor:
 
     def _look(self, decisions: Sequence[Decision], p: _Pass) -> None:
         """What each resource looks like: as its policy listed it in this run (no call),
-        else one ``inspect`` per actuator for all of its resources (batched by region).
-        An action looks again on its own just before it acts."""
+        else one ``inspect`` per actuator for all of its resources (batched by region)."""
         wanted: dict[str, dict[str, Target]] = {}
         for d in decisions:
             t = d.target
@@ -679,22 +675,16 @@ def acted_savings(
     what that run did (a sweep pass, the bytes it deleted, never the warning's estimate),
     so each is its own entry: the passes add up to what was deleted, each byte once.
     """
-    rows: list[tuple[str | None, datetime, Decimal, str]] = []
-    for e in events:
-        if e.outcome != Step.ACTED.value:
-            continue
-        resource = e.resource
-        if e.details.get("standing"):
-            resource = f"{resource}#{e.at.isoformat()}"
-        rows.append(
-            (
-                e.details.get("project"),
-                e.at,
-                Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
-                resource,
-            )
+    return [
+        (
+            e.details.get("project"),
+            e.at,
+            Decimal(str(e.details.get("usd_per_hour_saved", "0"))),
+            f"{e.resource}#{e.at.isoformat()}" if e.details.get("standing") else e.resource,
         )
-    return rows
+        for e in events
+        if e.outcome == Step.ACTED.value
+    ]
 
 
 def _warning_key(d: Decision, deadline: datetime) -> str:

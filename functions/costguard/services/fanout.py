@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from costguard.domain.calendar import require_utc
 from costguard.domain.directory import (
@@ -57,16 +57,16 @@ from costguard.domain.org import Slice
 from costguard.ports import FindingStore, SourceError
 from costguard.retry import exponential, retrying
 from costguard.services.org import (
-    MAX_SLICE_AGE,
-    MAX_SLICE_LEAD,
     Aggregation,
     AggregationError,
     OrgReport,
     SliceBook,
     SliceResult,
     SliceWork,
-    UnplannedSliceError,
+    plausible,
 )
+
+R = TypeVar("R")
 
 # -- ports ------------------------------------------------------------------------------
 
@@ -307,7 +307,7 @@ class Fanout:
             # Out of scope while still active: marked so that its carry ends with the
             # month (this tick already carries it; a failed mark is tried next tick).
             try:
-                self._store.update_slice(s, partial(_departure, at=tick))
+                self._store.update_slice(s, partial(after_departure, at=tick))
             except Exception as exc:
                 failures.append(f"departure of {s.key}: {type(exc).__name__}: {exc}")
         if work.out_of_scope:
@@ -369,21 +369,7 @@ class Fanout:
         return [a.alert_id for a in run.sent]
 
 
-def _departure(status: SliceStatus, *, at: datetime) -> SliceStatus | None:
-    return after_departure(status, at)
-
-
 # -- the consumer ---------------------------------------------------------------------------
-
-
-def _plausible(tick: datetime, now: datetime, what: str) -> datetime:
-    tick = require_utc(tick)
-    if not (now - MAX_SLICE_AGE <= tick <= now + MAX_SLICE_LEAD):
-        raise UnplannedSliceError(
-            f"{what} at {tick.isoformat()} is more than {MAX_SLICE_AGE} before or "
-            f"{MAX_SLICE_LEAD} after now; not run"
-        )
-    return tick
 
 
 def _failure(exc: Exception) -> str:
@@ -401,8 +387,8 @@ class ProbeOutcome:
     state: SliceState | None
 
 
-class ProbeWork:
-    """Probe one account-region; mark it active or empty (or record why it failed).
+class _InAccount(Generic[R]):
+    """Work done in a member account through ``enter`` (its prober or region reader).
 
     A failure is recorded in the directory (the next try waits for the next window; the
     fan-out reports the account) and raised, so that SQS retries the item and dead-letters
@@ -412,17 +398,21 @@ class ProbeWork:
     def __init__(
         self,
         store: DirectoryStore,
-        prober_for: Callable[[Slice], Prober],
+        enter: Callable[[Slice], R],
         access_errors: tuple[type[Exception], ...] = (),
     ) -> None:
         self._store = store
-        self._prober_for = prober_for
+        self._enter = enter
         self._errors: tuple[type[Exception], ...] = (*access_errors, SourceError)
 
+
+class ProbeWork(_InAccount[Prober]):
+    """Probe one account-region; mark it active or empty (or record why it failed)."""
+
     def run(self, tick: datetime, s: Slice, now: datetime) -> ProbeOutcome:
-        tick = _plausible(tick, now, f"probe of {s}")
+        tick = plausible(tick, now, f"probe of {s}")
         try:
-            answer = self._prober_for(s).probe(s.region)
+            answer = self._enter(s).probe(s.region)
         except self._errors as exc:
             why = _failure(exc)
             self._store.update_slice(s, lambda st: after_probe_failure(st, tick, why))
@@ -454,23 +444,13 @@ class RegionsOutcome:
     stored: bool
 
 
-class RegionsWork:
+class RegionsWork(_InAccount[RegionReader]):
     """Read one account's opted-in regions (DescribeRegions, in the account itself)."""
 
-    def __init__(
-        self,
-        store: DirectoryStore,
-        reader_for: Callable[[Slice], RegionReader],
-        access_errors: tuple[type[Exception], ...] = (),
-    ) -> None:
-        self._store = store
-        self._reader_for = reader_for
-        self._errors: tuple[type[Exception], ...] = (*access_errors, SourceError)
-
     def run(self, tick: datetime, s: Slice, now: datetime) -> RegionsOutcome:
-        tick = _plausible(tick, now, f"regions of {s.account}")
+        tick = plausible(tick, now, f"regions of {s.account}")
         try:
-            regions = self._reader_for(s).opted_in(s.region)
+            regions = self._enter(s).opted_in(s.region)
         except self._errors as exc:
             why = _failure(exc)
             self._store.update_regions(s.account, lambda e: after_regions_failure(e, tick, why))

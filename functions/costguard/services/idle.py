@@ -31,6 +31,7 @@ What one pass reads, cheapest first (GetMetricData is billed per metric requeste
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -354,8 +355,9 @@ class IdlePolicy:
         metric: str,
         dims: tuple[tuple[str, str], ...],
         now: datetime,
+        window: timedelta | None = None,
     ) -> MetricQuery:
-        start, end, period = aligned_window(now, c.window)
+        start, end, period = aligned_window(now, c.window if window is None else window)
         return MetricQuery(f"{id(c)}|{name}", ns, metric, dims, start, end, period)
 
     def _gpu_queries(self, c: _Candidate, now: datetime) -> list[MetricQuery]:
@@ -399,10 +401,9 @@ class IdlePolicy:
         """``JupyterActivity`` over the last ``max_runtime``: did it ever have a heartbeat?"""
         assert c.notebook is not None
         dims = ((Heartbeat.DIMENSION, c.notebook.name),)
-        start, end, period = aligned_window(now, self._s.thresholds.max_runtime)
         metric = Heartbeat.JUPYTER_ACTIVITY
-        key = f"{id(c)}|{HISTORY}"
-        return MetricQuery(key, Heartbeat.NAMESPACE, metric, dims, start, end, period)
+        window = self._s.thresholds.max_runtime
+        return self._query(c, HISTORY, Heartbeat.NAMESPACE, metric, dims, now, window)
 
     # -- judging -----------------------------------------------------------------------
 
@@ -620,11 +621,7 @@ def _merged(series: Mapping[str, Series], gpu: GpuSeries) -> Series:
 
 def counts(decisions: Iterable[Decision]) -> dict[str, int]:
     """Verdicts of a pass, for logs and the demo."""
-    out: dict[str, int] = {}
-    for d in decisions:
-        v = d.evidence.get("verdict", "?")
-        out[v] = out.get(v, 0) + 1
-    return out
+    return dict(Counter(d.evidence.get("verdict", "?") for d in decisions))
 
 
 def _hours(delta: timedelta) -> str:

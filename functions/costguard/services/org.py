@@ -11,8 +11,9 @@
   (a two-phase claim in the plan: claimed with a lease, marked done only after the
   reads, findings and alerts; a failure gives the claim back and a crash loses it when
   the lease runs out, so the deadline sweep aggregates the time all the same): when the
-  last slice comes in, or at the deadline, whichever is first. Slices still missing then are reported (a finding and an alert naming the
-  account); when they come in later their spend is in the next aggregation, never twice.
+  last slice comes in, or at the deadline, whichever is first. Slices still missing then
+  are reported (a finding and an alert naming the account); when they come in later
+  their spend is in the next aggregation, never twice.
 """
 
 from __future__ import annotations
@@ -96,14 +97,6 @@ class SliceBook(Protocol):
         ...
 
 
-class SliceAccessError(Protocol):
-    """What a slice's scan raises when the account cannot be entered."""
-
-    account: str
-    code: str
-    detail: str
-
-
 @dataclass(frozen=True, slots=True)
 class SliceResult:
     slice: Slice
@@ -140,6 +133,17 @@ class OrgSettings:
 ScanFor = Callable[[Slice], ScanService]
 
 
+def plausible(tick: datetime, now: datetime, what: str, refused: str = "not run") -> datetime:
+    """A work item's time, refused (``UnplannedSliceError``) when it is implausibly old or new."""
+    tick = require_utc(tick)
+    if not (now - MAX_SLICE_AGE <= tick <= now + MAX_SLICE_LEAD):
+        raise UnplannedSliceError(
+            f"{what} at {tick.isoformat()} is more than {MAX_SLICE_AGE} before or "
+            f"{MAX_SLICE_LEAD} after now; {refused}"
+        )
+    return tick
+
+
 class SliceWork:
     """One work item: scan one account-region at one scheduled time, exactly once."""
 
@@ -162,16 +166,11 @@ class SliceWork:
     def run(self, tick: datetime, s: Slice, now: datetime) -> SliceResult:
         """Raises when the slice fails (after recording why), so that the queue retries it
         and dead-letters it after its last attempt; other slices are not affected."""
-        tick = require_utc(tick)
         # A message's time is trusted only while it is plausible (the scan's own event
         # check): a DLQ redrive days later or a hand-sent message would otherwise re-accrue,
         # or freeze, a member account's spend. Within the bounds, a slice whose plan is gone
         # is committed by the ledger alone and aggregates nothing.
-        if not (now - MAX_SLICE_AGE <= tick <= now + MAX_SLICE_LEAD):
-            raise UnplannedSliceError(
-                f"slice {s} at {tick.isoformat()} is more than {MAX_SLICE_AGE} before or "
-                f"{MAX_SLICE_LEAD} after now; not scanned"
-            )
+        tick = plausible(tick, now, f"slice {s}", "not scanned")
         try:
             report = self._scan_for(s).run(tick)
         except self._access_errors as exc:

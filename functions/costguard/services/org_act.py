@@ -128,14 +128,6 @@ class GuardFanout:
 # -- one run ---------------------------------------------------------------------------------
 
 
-class AccessError(Protocol):
-    """What entering a member account raises when it cannot (no role, denied, throttled)."""
-
-    account: str
-    code: str
-    detail: str
-
-
 #: Builds the guard for a run: its settings narrowed to the run's account scope and
 #: regions, its reads and actuators on ``clients`` (the member account's), its records in
 #: the context (the hub's).

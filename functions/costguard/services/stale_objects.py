@@ -12,7 +12,7 @@ permissions they need) are :class:`costguard.adapters.s3.S3ObjectStore`'s.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -45,15 +45,7 @@ class SweepOptions:
     backstop: bool = True
 
     def config(self, ttl: timedelta) -> SweepConfig:
-        return SweepConfig(
-            ttl=ttl,
-            prefixes=self.prefixes,
-            keep_prefix=self.keep_prefix,
-            purge_noncurrent=self.purge_noncurrent,
-            breaker_pct=self.breaker_pct,
-            breaker_max_bytes=self.breaker_max_bytes,
-            backstop=self.backstop,
-        )
+        return SweepConfig(ttl=ttl, **asdict(self))
 
 
 class TimeLeftHolder:
@@ -138,9 +130,7 @@ class S3BucketActuator:
         self._index(lambda b: b - {target.id})
 
     def stand_down(self, target: Target) -> str | None:
-        """The decision does not act this run: CostGuard's lifecycle rule comes off (the
-        owner's stay), and a pass under way is abandoned. Dry-run included; no call when
-        nothing can be on the bucket."""
+        """The decision does not act this run: :meth:`SweepService.stand_down`."""
         return self._sweeps.stand_down(target.id)
 
     def _put_warning(self, bucket: str, deadline: str | None) -> None:

@@ -72,9 +72,6 @@ class StaleVolumePolicy:
 
     def _region(self, region: str, now: datetime) -> tuple[list[Decision], list[Finding]]:
         findings: list[Finding] = []
-        return self._judge_region(region, now, findings), findings
-
-    def _judge_region(self, region: str, now: datetime, findings: list[Finding]) -> list[Decision]:
         try:
             volumes = self.source.volumes(region)
         except SourceError as exc:
@@ -98,10 +95,10 @@ class StaleVolumePolicy:
             snapshots = self.source.snapshots(region)
         except SourceError as exc:
             findings.append(Finding(FindingCode.SCAN_FAILED, f"{region}/ebs-snapshots", str(exc)))
-            return decisions
+            return decisions, findings
         judged = judge_snapshots(snapshots, now, self.rules, self.snapshot_prices)
         findings.extend(judged.findings)
-        return decisions + list(judged.decisions)
+        return decisions + list(judged.decisions), findings
 
     def _tick(
         self, region: str, volumes: Sequence[VolumeView], now: datetime, findings: list[Finding]

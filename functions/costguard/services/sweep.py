@@ -151,6 +151,16 @@ class StepResult:
     errors: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What one run of :meth:`SweepService.survey` or :meth:`SweepService.sweep` works with."""
+
+    bucket: BucketRef
+    config: SweepConfig
+    now: datetime
+    time_left: TimeLeft
+
+
 def state_name(bucket: str) -> str:
     return f"s3sweep#{bucket}"
 
@@ -290,7 +300,7 @@ class SweepService:
                        "survey": doc["survey"]}  # fmt: skip
         if doc["phase"] != "survey":
             return self._result(doc, f"survey complete ({doc['phase']})", complete=True)
-        return self._walk(bucket, config, now, time_left, doc, version, stage="survey")
+        return self._walk(_Run(bucket, config, now, time_left), doc, version, stage="survey")
 
     # -- deletion -----------------------------------------------------------------
 
@@ -309,10 +319,7 @@ class SweepService:
         """
         now = require_utc(now)
         doc, version = self.load(bucket.name, config)
-        judged = doc.get("backstop_cutoff")
-        if doc.get("backstop_on") is not False and (
-            judged is None or not before(now, backstop_safe_until(_at(judged), config.ttl))
-        ):
+        if doc.get("backstop_on") is not False and _unsafe(doc.get("backstop_cutoff"), now, config):
             # S3 could soon reach objects the pass that allowed the rule did not judge (a
             # pass spanning more than the margin): off until a newer pass is allowed.
             doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=None)
@@ -320,7 +327,7 @@ class SweepService:
         if phase == "survey":
             return self._result(doc, "still surveying; nothing deleted")
         if phase == "tripped":
-            return self._tripped(bucket, config, now, time_left, doc, version, tags)
+            return self._tripped(_Run(bucket, config, now, time_left), doc, version, tags)
         if phase == "delete" and "approved" not in doc:
             phase = "ready"  # a pass begun before passes were counted first: count it anew
         if phase == "ready":
@@ -335,17 +342,10 @@ class SweepService:
         # so that a value written before the trip (today's date) cannot confirm it.
         seen = tags.get(Tags.CONFIRM_DELETE)
         doc = {**doc, "confirm_seen": confirmation_key(seen) if seen is not None else None}
-        return self._walk(bucket, config, now, time_left, doc, version, stage=stage)
+        return self._walk(_Run(bucket, config, now, time_left), doc, version, stage=stage)
 
     def _tripped(
-        self,
-        bucket: BucketRef,
-        config: SweepConfig,
-        now: datetime,
-        time_left: TimeLeft,
-        doc: dict[str, Any],
-        version: int,
-        tags: Mapping[str, str],
+        self, r: _Run, doc: dict[str, Any], version: int, tags: Mapping[str, str]
     ) -> StepResult:
         """A trip waits for its confirmation, its rule off; confirmed, its pass goes on."""
         trip = doc["trip"]
@@ -355,11 +355,11 @@ class SweepService:
         if (
             raw is None
             or (before is not None and confirmation_key(raw) == before)
-            or not confirms(raw, tripped_at, now, doc.get("confirm_used"))
+            or not confirms(raw, tripped_at, r.now, doc.get("confirm_used"))
         ):
-            doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=None)
+            doc, version = self._settle(r.bucket.name, r.config, doc, version, r.now, cutoff=None)
             if not trip.get("alerted", True):  # the run that tripped failed before telling
-                doc, version = self._alert_trip(bucket, doc, version)
+                doc, version = self._alert_trip(r.bucket, doc, version)
             return self._result(
                 doc,
                 f"breaker tripped at {trip['at']}: {trip['reason']}; nothing deleted, "
@@ -368,35 +368,34 @@ class SweepService:
                 complete=True,
             )
         doc = {
-            **_fresh(config.fingerprint(), "delete", doc),
+            **_fresh(r.config.fingerprint(), "delete", doc),
             "survey": doc.get("survey"),
             # What the trip counted, as its alert told the owner: the same cutoff, no more.
-            "cutoff": trip.get("cutoff") or config.cutoff(tripped_at).isoformat(),
+            "cutoff": trip.get("cutoff") or r.config.cutoff(tripped_at).isoformat(),
             "approved": trip["would_delete"],
             "counted": {"in_scope": trip.get("in_scope"), "would_delete": trip["would_delete"]},
             "confirmed": True,
             "allowed": True,
             "confirm_used": confirmation_key(raw),  # spent: it unlocks this pass only
         }
-        version = self._save(bucket.name, doc, version)
-        doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=doc["cutoff"])
-        return self._walk(bucket, config, now, time_left, doc, version, stage="delete")
+        version = self._save(r.bucket.name, doc, version)
+        doc, version = self._settle(
+            r.bucket.name, r.config, doc, version, r.now, cutoff=doc["cutoff"]
+        )
+        return self._walk(r, doc, version, stage="delete")
 
     def _judge(
         self,
-        bucket: BucketRef,
-        config: SweepConfig,
-        now: datetime,
-        time_left: TimeLeft,
+        r: _Run,
         doc: dict[str, Any],
         version: int,
         held: list[tuple[int, StoredObject]] | None,
     ) -> StepResult:
         """The whole pass is counted: the breaker decides it before its first delete."""
         would, in_scope = _tally(doc["candidates"]), _tally(doc["seen"])
-        why = breaker_reason(would, in_scope, config)
+        why = breaker_reason(would, in_scope, r.config)
         if why is not None:
-            return self._trip(bucket, config, now, doc, version, why, would, in_scope)
+            return self._trip(r, doc, version, why, would, in_scope)
         doc = {
             **doc,
             "phase": "delete",
@@ -406,24 +405,18 @@ class SweepService:
             "prefix_index": 0,
             "start_after": "",
         }
-        version = self._save(bucket.name, doc, version)
-        doc, version = self._settle(bucket.name, config, doc, version, now, cutoff=doc["cutoff"])
+        version = self._save(r.bucket.name, doc, version)
+        doc, version = self._settle(
+            r.bucket.name, r.config, doc, version, r.now, cutoff=doc["cutoff"]
+        )
         if would.objects == 0:
-            return self._finish(bucket, now, doc, version, Tally(), {})
+            return self._finish(r.bucket, r.now, doc, version, Tally(), {})
         if held is not None:
-            return self._delete_held(bucket, config, now, time_left, doc, version, held)
-        return self._walk(bucket, config, now, time_left, doc, version, stage="delete")
+            return self._delete_held(r, doc, version, held)
+        return self._walk(r, doc, version, stage="delete")
 
     def _trip(
-        self,
-        bucket: BucketRef,
-        config: SweepConfig,
-        now: datetime,
-        doc: dict[str, Any],
-        version: int,
-        why: str,
-        would: Tally,
-        in_scope: Tally,
+        self, r: _Run, doc: dict[str, Any], version: int, why: str, would: Tally, in_scope: Tally
     ) -> StepResult:
         """Nothing of the pass is deleted; CostGuard's rule goes off; the owner is told."""
         tripped = {
@@ -431,7 +424,7 @@ class SweepService:
             "phase": "tripped",
             "allowed": False,
             "trip": {
-                "at": now.isoformat(),
+                "at": r.now.isoformat(),
                 "reason": why,
                 "would_delete": _raw(would),
                 "in_scope": _raw(in_scope),
@@ -440,13 +433,15 @@ class SweepService:
                 "confirm_before": doc.get("confirm_seen"),
             },
         }
-        version = self._save(bucket.name, tripped, version)
-        tripped, version = self._settle(bucket.name, config, tripped, version, now, cutoff=None)
-        tripped, version = self._alert_trip(bucket, tripped, version)
+        version = self._save(r.bucket.name, tripped, version)
+        tripped, version = self._settle(
+            r.bucket.name, r.config, tripped, version, r.now, cutoff=None
+        )
+        tripped, version = self._alert_trip(r.bucket, tripped, version)
         return self._result(
             tripped,
             f"breaker tripped: {why}; nothing deleted in this pass until "
-            f"{Tags.CONFIRM_DELETE}={trip_stamp(now)}",
+            f"{Tags.CONFIRM_DELETE}={trip_stamp(r.now)}",
             complete=True,
         )
 
@@ -499,24 +494,16 @@ class SweepService:
 
     # -- the walk over pages ---------------------------------------------------------
 
-    def _walk(
-        self,
-        bucket: BucketRef,
-        config: SweepConfig,
-        now: datetime,
-        time_left: TimeLeft,
-        doc: dict[str, Any],
-        version: int,
-        *,
-        stage: str,
-    ) -> StepResult:
+    def _walk(self, r: _Run, doc: dict[str, Any], version: int, *, stage: str) -> StepResult:
         """List a stage's pages from its saved place: a survey and a count only count;
         a delete stage deletes what its count approved. Each page is saved whole."""
-        prefixes = config.swept_prefixes
-        locked = self._store.object_lock(bucket.name)
+        prefixes = r.config.swept_prefixes
+        locked = self._store.object_lock(r.bucket.name)
         deleting = stage == "delete"
         cutoff = (
-            config.cutoff(now) if stage == "survey" else datetime.fromisoformat(str(doc["cutoff"]))
+            r.config.cutoff(r.now)
+            if stage == "survey"
+            else datetime.fromisoformat(str(doc["cutoff"]))
         )
         # A count begun in this run holds its candidates for its deletes (no second listing).
         held: list[tuple[int, StoredObject]] | None = (
@@ -528,25 +515,27 @@ class SweepService:
 
         def checkpoint() -> None:  # between a page's batches: what went is on record
             nonlocal version
-            version = self._save(bucket.name, doc, version)
+            version = self._save(r.bucket.name, doc, version)
 
         while True:
-            if time_left.seconds_left() < PAGE_RESERVE_SECONDS:
-                return self._pause(bucket, doc, version, run, stage, errors)
+            if r.time_left.seconds_left() < PAGE_RESERVE_SECONDS:
+                return self._pause(r.bucket, doc, version, run, stage, errors)
             if deleting and pages and pages % TAG_RECHECK_PAGES == 0:
-                self._recheck(bucket.name, config, now)
+                self._recheck(r.bucket.name, r.config, r.now)
             index = int(doc["prefix_index"])
             objects, more = self._store.list_page(
-                bucket.name, prefixes[index], str(doc["start_after"])
+                r.bucket.name, prefixes[index], str(doc["start_after"])
             )
             pages += 1
-            in_scope = [o for o in objects if config.in_scope(o.key)]
+            in_scope = [o for o in objects if r.config.in_scope(o.key)]
             expired = [o for o in in_scope if o.last_modified < cutoff]
-            candidates, kept_locked = self._unlocked(bucket.name, expired, now, locked, time_left)
+            candidates, kept_locked = self._unlocked(
+                r.bucket.name, expired, r.now, locked, r.time_left
+            )
             if candidates is None:  # ran out of time checking locks: redo this page
-                return self._pause(bucket, doc, version, run, stage, errors)
+                return self._pause(r.bucket, doc, version, run, stage, errors)
             if deleting:
-                run = self._delete_all(bucket, doc, candidates, now, run, errors, checkpoint)
+                run = self._delete_all(r, doc, candidates, run, errors, checkpoint)
             else:
                 doc["seen"] = _raw(
                     _tally(doc["seen"]).plus(len(in_scope), sum(o.size for o in in_scope))
@@ -566,22 +555,15 @@ class SweepService:
                     doc["prefix_index"] = index + 1
                     doc["start_after"] = ""
                 elif stage == "survey":
-                    return self._surveyed(now, doc, version, bucket)
+                    return self._surveyed(r.now, doc, version, r.bucket)
                 elif stage == "count":
-                    return self._judge(bucket, config, now, time_left, doc, version, held)
+                    return self._judge(r, doc, version, held)
                 else:
-                    return self._finish(bucket, now, doc, version, run, errors)
-            version = self._save(bucket.name, doc, version)
+                    return self._finish(r.bucket, r.now, doc, version, run, errors)
+            version = self._save(r.bucket.name, doc, version)
 
     def _delete_held(
-        self,
-        bucket: BucketRef,
-        config: SweepConfig,
-        now: datetime,
-        time_left: TimeLeft,
-        doc: dict[str, Any],
-        version: int,
-        held: list[tuple[int, StoredObject]],
+        self, r: _Run, doc: dict[str, Any], version: int, held: list[tuple[int, StoredObject]]
     ) -> StepResult:
         """Delete the candidates the count held, batch by batch, each batch saved as the
         place a listing would resume from (its last key), should the run stop."""
@@ -589,23 +571,22 @@ class SweepService:
         errors: dict[str, str] = {}
         done = 0
         for n, batch in enumerate(batches([o for _, o in held])):
-            if time_left.seconds_left() < PAGE_RESERVE_SECONDS:
-                return self._pause(bucket, doc, version, run, "delete", errors)
+            if r.time_left.seconds_left() < PAGE_RESERVE_SECONDS:
+                return self._pause(r.bucket, doc, version, run, "delete", errors)
             if n and n % TAG_RECHECK_PAGES == 0:
-                self._recheck(bucket.name, config, now)
-            run = self._delete_all(bucket, doc, batch, now, run, errors, lambda: None)
+                self._recheck(r.bucket.name, r.config, r.now)
+            run = self._delete_all(r, doc, batch, run, errors, lambda: None)
             done += len(batch)
             index, last = held[done - 1]
             doc["prefix_index"], doc["start_after"] = index, last.key
-            version = self._save(bucket.name, doc, version)
-        return self._finish(bucket, now, doc, version, run, errors)
+            version = self._save(r.bucket.name, doc, version)
+        return self._finish(r.bucket, r.now, doc, version, run, errors)
 
     def _delete_all(
         self,
-        bucket: BucketRef,
+        r: _Run,
         doc: dict[str, Any],
         objects: list[StoredObject],
-        now: datetime,
         run: Tally,
         errors: dict[str, str],
         checkpoint: Callable[[], None],
@@ -622,7 +603,7 @@ class SweepService:
                 continue
             first = False
             doc["batch_seq"] = int(doc["batch_seq"]) + 1
-            result = self._delete_batch(bucket, doc, batch, now)
+            result = self._delete_batch(r.bucket, doc, batch, r.now)
             done = {o.key: o for o in batch}
             for key in result.deleted:
                 obj = done.get(key)
@@ -716,19 +697,16 @@ class SweepService:
 
     def _progress(self, doc: Mapping[str, Any], run: Tally, stage: str, tail: str) -> str:
         seen, cand = _tally(doc["seen"]), _tally(doc["candidates"])
-        kept = int(doc["kept_locked"])
-        locked = f"; {kept:,} kept under Object Lock" if kept else ""
-        changed = int(doc.get("kept_changed", 0))
-        changed_text = f"; {changed:,} kept, changed since listed" if changed else ""
-        failed = int(doc.get("failed", 0))
-        failed_text = f"; {failed:,} could not be deleted" if failed else ""
-        deferred = int(doc.get("deferred", 0))
-        deferred_text = (
-            f"; {deferred:,} past the TTL but beyond what the count approved, left for the "
-            f"next pass"
-            if deferred
-            else ""
+        kept = (
+            (int(doc["kept_locked"]), "kept under Object Lock"),
+            (int(doc.get("kept_changed", 0)), "kept, changed since listed"),
+            (int(doc.get("failed", 0)), "could not be deleted"),
+            (
+                int(doc.get("deferred", 0)),
+                "past the TTL but beyond what the count approved, left for the next pass",
+            ),
         )
+        counts = "".join(f"; {n:,} {what}" for n, what in kept if n)
         if stage == "delete":
             usd = cents(usd_per_month(run.bytes, self._s.usd_per_gb_month))
             approved = _tally(doc.get("approved"))
@@ -744,7 +722,7 @@ class SweepService:
                 f"({cand.bytes:,} bytes, ${usd:,}/month)"
             )
         notes = "".join(f"; backstop: {n}" for n in doc.get("backstop_notes") or ())
-        return f"{head}{locked}{changed_text}{failed_text}{deferred_text}{notes}; {tail}"
+        return f"{head}{counts}{notes}; {tail}"
 
     def _unlocked(
         self,
@@ -802,36 +780,33 @@ class SweepService:
             # No saving here: the pass's run record (``acted``) counts what it deleted.
             "manifest": encode_manifest(rows),
         }
-        self._audit.audit(
-            AuditEvent(
-                scope=self._s.scope,
-                at=now,
-                event_id=f"deleting/s3/{bucket.account or '-'}/{bucket.name}/{batch_id}",
-                action="delete-objects",
-                resource=bucket.resource,
-                outcome="deleting",
-                details=base,
+
+        def audit(outcome: str, details: dict[str, Any]) -> None:
+            self._audit.audit(
+                AuditEvent(
+                    scope=self._s.scope,
+                    at=now,
+                    event_id=f"{outcome}/s3/{bucket.account or '-'}/{bucket.name}/{batch_id}",
+                    action="delete-objects",
+                    resource=bucket.resource,
+                    outcome=outcome,
+                    details=details,
+                )
             )
-        )
+
+        audit("deleting", base)
         result = self._store.delete(bucket.name, batch)
         gone = set(result.deleted)
         deleted_rows = [r for r in rows if r[0] in gone]
-        self._audit.audit(
-            AuditEvent(
-                scope=self._s.scope,
-                at=now,
-                event_id=f"deleted/s3/{bucket.account or '-'}/{bucket.name}/{batch_id}",
-                action="delete-objects",
-                resource=bucket.resource,
-                outcome="deleted",
-                details={
-                    **base,
-                    "objects": len(deleted_rows),
-                    "bytes": sum(int(r[1]) for r in deleted_rows),
-                    "manifest": encode_manifest(deleted_rows),
-                    "errors": dict(sorted(result.errors.items())[:100]),
-                },
-            )
+        audit(
+            "deleted",
+            {
+                **base,
+                "objects": len(deleted_rows),
+                "bytes": sum(int(r[1]) for r in deleted_rows),
+                "manifest": encode_manifest(deleted_rows),
+                "errors": dict(sorted(result.errors.items())[:100]),
+            },
         )
         return result
 
@@ -850,29 +825,21 @@ class SweepService:
         """Put CostGuard's rule in step with the sweep: on while it is allowed, else off.
 
         Allowed means: by the breaker, for the pass of ``cutoff`` (None: no pass allows
-        the rule now), and only until S3's rule could
-        reach an object that pass did not judge (:func:`backstop_safe_until`). The
-        cutoff the rule stands on is kept (``backstop_cutoff``), and each run checks it
-        (no call) before anything else.
+        the rule now), and only until S3's rule could reach an object that pass did not
+        judge (:func:`backstop_safe_until`); that cutoff is kept (``backstop_cutoff``) and
+        checked, with no call, at the start of every run.
 
         Read-modify-write: every rule CostGuard did not write is kept as it is, and drift
-        from what CostGuard would write is reported. Only a live pass (one at a time, under
-        the executor's claim) calls this. Before it writes its rule it records the intent
-        (``backstop_pending``) in a state write that fails if any other run changed the
-        state since this one read it; a stand-down that overlaps the write sees the
-        intent and never records "off" (:meth:`stand_down`). After the write, the intent
-        is cleared in a state write of the same kind; should that fail (a stand-down came
-        in between), this run takes its rule off again before it stops
-        (:meth:`_undo_install`). So "off" is recorded only by a run that knows no rule of
-        CostGuard's is on the bucket or on its way, and when it says "off" and none is
-        wanted, no call is made.
+        is reported. Only a live pass (one at a time, under the executor's claim) calls
+        this. The intent (``backstop_pending``) is saved before the rule is written and
+        cleared after it, each in a state write that fails if another run changed the
+        state since; should the second fail (a stand-down came in between), the rule
+        comes off again (:meth:`_undo_install`). So "off" is recorded only by a run that
+        knows no rule of CostGuard's is on the bucket or on its way.
         """
-        judged = cutoff
         wanted = bool(doc.get("allowed")) and doc.get("phase") != "tripped"
         skipped: list[str] = []
-        if wanted and (
-            judged is None or not before(now, backstop_safe_until(_at(judged), config.ttl))
-        ):
+        if wanted and _unsafe(cutoff, now, config):
             wanted = False
             skipped.append(
                 "off until a newer pass is allowed: S3's rule could soon reach objects that "
@@ -899,7 +866,7 @@ class SweepService:
             "backstop_notes": notes,
             "backstop_on": bool(rules),
             "backstop_pending": False,
-            "backstop_cutoff": judged if rules else None,
+            "backstop_cutoff": cutoff if rules else None,
         }
         try:
             return doc, self._save(bucket, doc, version)
@@ -916,23 +883,26 @@ class SweepService:
             doc, version = self._state.get_state(self._s.scope, state_name(bucket))
             if doc.get("allowed") and doc.get("phase") != "tripped":
                 return  # still allowed: the rule may stay, and the record says it may be on
-            current = self._store.lifecycle(bucket)
-            merged = merge_lifecycle(current.rules, ())
-            if merged.changed:
-                self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
+            self._withdraw(bucket)
             new = {**doc, "backstop_on": False, "backstop_pending": False}
             if self._state.put_state(self._s.scope, state_name(bucket), new, version):
                 return
+
+    def _withdraw(self, bucket: str) -> bool:
+        """Take CostGuard's rule off the bucket (the owner's stay); whether one was on."""
+        current = self._store.lifecycle(bucket)
+        merged = merge_lifecycle(current.rules, ())
+        if merged.changed:
+            self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
+        return merged.changed
 
     def stand_down(self, bucket: str) -> str | None:
         """The decision to sweep does not act this run: withdraw what it left running.
 
         S3 applies a lifecycle rule with no executor, exemption, ``costguard:ttl`` or
         breaker check, so CostGuard's rule must not outlive the decision it belongs to.
-        The executor calls this wherever the decision does not act (dry-run, exempt,
-        no valid ``costguard:ttl``, a new warning, the grace period, out of scope), dry-run
-        included: it removes only CostGuard's own machinery (the owner's rules are kept),
-        so it is not an action that dry-run reports. A pass under way is abandoned, since
+        Dry-run included: it removes only CostGuard's own machinery (the owner's rules are
+        kept), so it is not an action that dry-run reports. A pass under way is abandoned, since
         the breaker allowed it for a decision that no longer holds: the next deletion run
         counts a new pass, and the rule returns only when the breaker allows one. A trip
         stays (it holds deletions until confirmed). Free when nothing is left: no call.
@@ -950,13 +920,7 @@ class SweepService:
                 and not under_way
             ):
                 return None
-            removed = False
-            if doc.get("backstop_on") is not False or pending:
-                current = self._store.lifecycle(bucket)
-                merged = merge_lifecycle(current.rules, ())
-                if merged.changed:
-                    self._store.put_lifecycle(bucket, replace(current, rules=merged.rules))
-                    removed = True
+            removed = (doc.get("backstop_on") is not False or pending) and self._withdraw(bucket)
             new = {**doc, "allowed": False, "backstop_on": pending, "backstop_pending": pending}
             if under_way:
                 survey = doc.get("survey")
@@ -978,6 +942,11 @@ def _with_earlier(summary: str, saved: Tally, run: Tally) -> str:
         f"{summary}; also counted: {objects(earlier.objects)} ({earlier.bytes:,} bytes) "
         f"deleted by an earlier run that failed before counting them"
     )
+
+
+def _unsafe(cutoff: Any, now: datetime, config: SweepConfig) -> bool:
+    """Whether S3's rule could now reach objects the pass of ``cutoff`` did not judge."""
+    return cutoff is None or not before(now, backstop_safe_until(_at(cutoff), config.ttl))
 
 
 def _at(text: Any) -> datetime:

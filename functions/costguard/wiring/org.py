@@ -168,14 +168,9 @@ class Hub:
         if not settings.table_name:
             return cls(settings, session, clients, ledger, InMemorySliceBook(), InMemoryDirectory())
         ddb = clients.dynamodb(session.region_name or settings.regions[0])
-        return cls(
-            settings,
-            session,
-            clients,
-            ledger,
-            DynamoDbSliceBook(ddb, settings.table_name, settings.scope),
-            DynamoDbDirectory(ddb, settings.table_name, settings.scope),
-        )
+        book = DynamoDbSliceBook(ddb, settings.table_name, settings.scope)
+        directory = DynamoDbDirectory(ddb, settings.table_name, settings.scope)
+        return cls(settings, session, clients, ledger, book, directory)
 
     @property
     def home(self) -> str:

@@ -25,7 +25,6 @@ from costguard.services.cost_explorer import CostExplorerService
 from costguard.services.guard import GuardContext
 
 if TYPE_CHECKING:
-    from costguard.domain.pricing import PriceCatalog
     from costguard.ports import Ledger
     from costguard.settings import Settings
 
