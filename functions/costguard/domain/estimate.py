@@ -8,7 +8,7 @@ from it, with a worked example computed by this module).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
@@ -727,10 +727,3 @@ def calibration_rows(runs: Iterable[PublishedRun] = PUBLISHED_RUNS) -> list[str]
 
 def monthly(usd_per_hour: Decimal) -> Decimal:
     return usd_per_hour * HOURS_PER_PRICING_MONTH
-
-
-def median(values: Sequence[Decimal]) -> Decimal:
-    ordered = sorted(values)
-    n = len(ordered)
-    mid = n // 2
-    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2

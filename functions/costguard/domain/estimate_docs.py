@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
+from statistics import median
 
 from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
@@ -23,7 +24,6 @@ from costguard.domain.estimate import (
     IterationPlan,
     break_even,
     calibration_rows,
-    median,
     on_demand_cost,
     spot_cost,
 )
