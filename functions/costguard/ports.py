@@ -73,7 +73,6 @@ class SpotPriceSource(Protocol):
         self, region: str, instance_types: Sequence[str], now: datetime
     ) -> Mapping[SpotKey, Decimal]:
         """Latest Linux spot price per (region, AZ, type) for the given types."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +138,6 @@ class SpendStore(Protocol):
         ``previous_watermark`` and ``now`` is after it; ``ALREADY_APPLIED`` (nothing
         written) when the watermark is already ``now``.
         """
-        ...
 
     def month_totals(self, scope: str, month: str) -> dict[str | None, ProjectMonth]: ...
 
@@ -147,7 +145,6 @@ class SpendStore(Protocol):
 class FindingStore(Protocol):
     def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
         """Keep the day's findings, one per (code, resource), however many scans saw them."""
-        ...
 
     def findings(self, scope: str, day: str) -> list[Finding]: ...
 
@@ -157,7 +154,6 @@ class ClaimStore(Protocol):
 
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
         """Record ``key`` once; True for the first writer only, even under concurrency."""
-        ...
 
     def claim(
         self,
@@ -175,13 +171,11 @@ class ClaimStore(Protocol):
         ``now`` older than the key's last claim (a late retry) is refused: its lease would
         otherwise have run out before it began, and let a second holder in.
         """
-        ...
 
     def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
         """Phase two: the work is done; the key is not claimable again, unless that work
         is undone (:meth:`reopen`, naming the same ``fence``: what the work was, e.g. the
         deadline of a warning)."""
-        ...
 
     def reopen(self, namespace: str, key: str, fence: str, *, keep: str | None = None) -> bool:
         """The confirmed work named ``fence`` was undone (a warning withdrawn): the key is
@@ -195,7 +189,6 @@ class ClaimStore(Protocol):
         under the same key) are left as they are, so a late retry of an old withdrawal
         can never free a newer claim.
         """
-        ...
 
     def release(self, namespace: str, key: str, claimed_at: datetime) -> None:
         """The work failed: the key is claimable again at once (no delete is needed).
@@ -203,28 +196,23 @@ class ClaimStore(Protocol):
         Fenced: only the holder that claimed at ``claimed_at`` can release, so a holder
         whose lease ran out cannot free the claim of the run that took over.
         """
-        ...
 
     def status(self, namespace: str, key: str) -> str | None:
         """``pending``, ``sent`` (confirmed, or a put_once record), ``released`` or None."""
-        ...
 
     def statuses(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """:meth:`status` of many ``(namespace, key)`` at once, in shared reads (a pass
         reads the records of every warning it holds in calls per 100, not per warning).
         Keys without a record are absent."""
-        ...
 
 
 class AuditLog(Protocol):
     def audit(self, event: AuditEvent) -> bool:
         """Append to the audit trail; False if that event id was already recorded."""
-        ...
 
     def audit_many(self, events: Sequence[AuditEvent]) -> None:
         """Append many events in shared writes (25 a call on DynamoDB). Idempotent: an
         event written again (same scope, time and id) is the same record, not another."""
-        ...
 
     def audit_trail(self, scope: str, month: str) -> list[AuditEvent]: ...
 
@@ -232,7 +220,6 @@ class AuditLog(Protocol):
 class RateHistory(Protocol):
     def record_rates(self, scope: str, at: datetime, rates: Mapping[str, Decimal]) -> None:
         """Append one run-rate sample per project (the anomaly baseline)."""
-        ...
 
     def rate_history(
         self, scope: str, since: datetime
@@ -242,13 +229,11 @@ class RateHistory(Protocol):
 class StateStore(Protocol):
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
         """A small JSON document and its version (0 when absent)."""
-        ...
 
     def put_state(
         self, scope: str, name: str, value: Mapping[str, Any], expected_version: int
     ) -> bool:
         """Optimistic write: False if someone else wrote since ``expected_version``."""
-        ...
 
 
 class AlertLog(Protocol):
@@ -282,7 +267,6 @@ class Notifier(Protocol):
 
     def publish(self, alert: Alert) -> str:
         """Returns the message id; raises if the alert could not be published."""
-        ...
 
 
 class Actuator(Protocol):
@@ -303,7 +287,6 @@ class Actuator(Protocol):
         answer no longer exists. Read in as few calls as the service allows (one
         ``DescribeInstances`` for up to 1,000 instances), never one per resource where
         a batched read exists."""
-        ...
 
     def mark(self, target: Target, key: str, value: str) -> None: ...
 
@@ -317,7 +300,6 @@ class Actuator(Protocol):
         action that spans runs (snapshot, then delete) returns :class:`NotYet` until it
         is done: no action is counted, and a later run calls ``apply`` again.
         """
-        ...
 
 
 class AttachHistory(Protocol):
@@ -333,7 +315,6 @@ class AttachHistory(Protocol):
         grow with the region's pages of events, not with the volumes asked about), and a
         later run reads afresh. Raises :class:`SourceError` when the history cannot be read.
         """
-        ...
 
 
 @runtime_checkable
@@ -352,7 +333,6 @@ class StandingActuator(Actuator, Protocol):
     def stand_down(self, target: Target) -> str | None:
         """Withdraw what this actuator left running for ``target``; idempotent, and free
         when nothing is left. Returns what was withdrawn, in words, or None."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,16 +363,13 @@ class CatalogStore(Protocol):
         """The catalog the scan uses; None when no refresh has stored one.
 
         Raises :class:`CatalogStoreError` when it is stored but cannot be read."""
-        ...
 
     def latest_version(self) -> int:
         """The highest version ever stored (0: none), which may be above ``current()``'s
         after an operator rolled ``CURRENT`` back: a new version goes above it."""
-        ...
 
     def get(self, version: int) -> StoredCatalog | None:
         """An earlier version (audit, rollback); None if it was never stored."""
-        ...
 
     def put(
         self, document: Mapping[str, Any], *, expected_version: int, at: datetime
@@ -401,7 +378,6 @@ class CatalogStore(Protocol):
         if the current one is still ``expected_version`` (0: none yet). Returns the new
         version, or None when another writer stored first: nothing is written, and the
         caller merges again."""
-        ...
 
 
 class CatalogSource(Protocol):
@@ -434,7 +410,6 @@ class PriceSource(Protocol):
         Raises :class:`SourceError` (:class:`ThrottledError` after its retries) when the
         region cannot be read; a region the source does not know returns nothing.
         """
-        ...
 
 
 class MetricReader(Protocol):
@@ -448,14 +423,12 @@ class MetricReader(Protocol):
     ) -> Readings:
         """Each query's period maxima in its range (empty when none), and each search's
         series found, by name (none found: an empty mapping), in shared calls."""
-        ...
 
     def gpu_series(
         self, region: str, instance_ids: Collection[str]
     ) -> Mapping[str, tuple[GpuSeries, ...]]:
         """The agent's GPU series of each instance, listed (absent: none reported); for
         ``GpuDiscovery.LIST``."""
-        ...
 
 
 class EndpointMetrics(Protocol):
@@ -467,7 +440,6 @@ class EndpointMetrics(Protocol):
         """By ``variant.key``: ``GPUUtilization`` averaged over ``[start, end)`` as CloudWatch
         reports it (summed over each instance's GPUs). A variant without data is absent:
         its utilization is unknown, never 0. Raises :class:`SourceError`."""
-        ...
 
 
 class NotebookCandidates(Protocol):
@@ -485,7 +457,6 @@ class StudioApps(Protocol):
 
     def idle_shutdown_gaps(self, region: str) -> Sequence[Finding]:
         """Domains and spaces without Studio's own idle shutdown (or tag propagation)."""
-        ...
 
 
 class ObjectStore(Protocol):
@@ -496,32 +467,25 @@ class ObjectStore(Protocol):
     ) -> tuple[Sequence[StoredObject], bool]:
         """Up to 1,000 current objects under ``prefix`` after ``start_after``, in key order,
         and whether more follow."""
-        ...
 
     def object_lock(self, bucket: str) -> bool:
         """Whether Object Lock is enabled on the bucket (then each candidate is checked)."""
-        ...
 
     def lock_of(self, bucket: str, obj: StoredObject) -> Lock | None:
         """The object's retention and legal hold now; None if it is gone."""
-        ...
 
     def delete(self, bucket: str, objects: Sequence[StoredObject]) -> DeleteResult:
         """Delete at most 1,000 keys, each conditional on its ETag, in one ``DeleteObjects``
         call (more only when keys would read back alike); results name the keys as given."""
-        ...
 
     def bucket_tags(self, bucket: str) -> dict[str, str] | None:
         """The bucket's tags now; None if the bucket is gone."""
-        ...
 
     def lifecycle(self, bucket: str) -> Lifecycle:
         """The bucket's lifecycle configuration (no rules when it has none)."""
-        ...
 
     def put_lifecycle(self, bucket: str, lifecycle: Lifecycle) -> None:
         """Replace the configuration with ``lifecycle`` (delete it when it has no rules)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

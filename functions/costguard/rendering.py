@@ -150,16 +150,7 @@ def machine_json(alert: Alert, *, max_listed: int | None = None) -> dict[str, An
     With ``max_listed`` (only for an alert too large for SNS), owners and resources are
     cut to that many and ``owners_total``/``resources_total`` give the full counts.
     """
-    document = _machine_json(alert, max_listed)
-    resources_total = len(alert.resources) + alert.omitted_resources
-    if resources_total > len(document["resources"]) or len(alert.owners) > len(document["owners"]):
-        document["owners_total"] = len(alert.owners)
-        document["resources_total"] = resources_total
-    return document
-
-
-def _machine_json(alert: Alert, max_listed: int | None) -> dict[str, Any]:
-    return {
+    document: dict[str, Any] = {
         "schema": MACHINE_SCHEMA,
         "alert_id": alert.alert_id,
         "kind": alert.kind.value,
@@ -188,6 +179,11 @@ def _machine_json(alert: Alert, max_listed: int | None) -> dict[str, Any]:
             for r in alert.resources[:max_listed]
         ],
     }
+    resources_total = len(alert.resources) + alert.omitted_resources
+    if resources_total > len(document["resources"]) or len(alert.owners) > len(document["owners"]):
+        document["owners_total"] = len(alert.owners)
+        document["resources_total"] = resources_total
+    return document
 
 
 class MachineResource(BaseModel):
@@ -299,14 +295,10 @@ def sns_message(alert: Alert) -> str:
     """
     body = ""
     for cap in _LISTING_CAPS:
-        body = _sns_body(alert, cap)
+        body = sns_safe(_sns_json(alert, cap))
         if len(body.encode()) <= SNS_MESSAGE_BUDGET_BYTES:
             return body
     return body  # huge free text, not a list: let SNS refuse it loudly
-
-
-def _sns_body(alert: Alert, max_listed: int | None) -> str:
-    return sns_safe(_sns_json(alert, max_listed))
 
 
 def _sns_json(alert: Alert, max_listed: int | None) -> str:
@@ -355,7 +347,6 @@ SLACK_MAX_SECTION_TEXT = 3000
 SLACK_MAX_FIELD_TEXT = 2000
 SLACK_MAX_FIELDS = 10
 SLACK_MAX_HEADER_TEXT = 150
-SLACK_MAX_CONTEXT_ELEMENTS = 10
 #: Shown in full up to these counts, then "+N more".
 SLACK_MAX_RESOURCES = 8
 SLACK_MAX_OWNERS = 10
@@ -482,6 +473,10 @@ def _resource_lines(resources: Sequence[MachineResource], total: int) -> str:
     return _joined_within(lines, "\n", SLACK_MAX_SECTION_TEXT, "\n…and {n} more", total)
 
 
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
 def _detail_sections(details: Sequence[str]) -> list[dict[str, Any]]:
     """A digest's lines as up to :data:`SLACK_MAX_DETAIL_SECTIONS` sections, whole lines
     each, then the count of lines that did not fit."""
@@ -508,7 +503,7 @@ def _detail_sections(details: Sequence[str]) -> list[dict[str, Any]]:
         current.append(f"…and {len(lines) - shown} more line(s)")
     if current:
         sections.append("\n".join(current))
-    return [{"type": "section", "text": {"type": "mrkdwn", "text": t}} for t in sections]
+    return [_section(t) for t in sections]
 
 
 def _cap_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -535,15 +530,9 @@ def slack_blocks(alert: MachineAlert) -> dict[str, Any]:
                 "emoji": False,
             },
         },
-        {
-            "type": "section",
-            "text": {
-                "type": "mrkdwn",
-                "text": fit_mrkdwn(
-                    f"{icon} {slack_escape(one_line(alert.summary))}", SLACK_MAX_SECTION_TEXT
-                ),
-            },
-        },
+        _section(
+            fit_mrkdwn(f"{icon} {slack_escape(one_line(alert.summary))}", SLACK_MAX_SECTION_TEXT)
+        ),
     ]
     fields = []
     if alert.project:
@@ -556,30 +545,13 @@ def slack_blocks(alert: MachineAlert) -> dict[str, Any]:
         fields.append(_field(_user(k.replace("_", " "), 100), _user(v, SLACK_MAX_FIELD_TEXT)))
     blocks.append({"type": "section", "fields": fields[:SLACK_MAX_FIELDS]})
     if alert.resources:
-        blocks.append(
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": _resource_lines(
-                        alert.resources, max(alert.resources_total or 0, len(alert.resources))
-                    ),
-                },
-            }
-        )
+        total = max(alert.resources_total or 0, len(alert.resources))
+        blocks.append(_section(_resource_lines(alert.resources, total)))
     if alert.details:
         blocks.extend(_detail_sections(alert.details))
     if alert.next_steps:
         steps = "\n".join(f"{i}. {_user(s, 500)}" for i, s in enumerate(alert.next_steps[:20], 1))
-        blocks.append(
-            {
-                "type": "section",
-                "text": {
-                    "type": "mrkdwn",
-                    "text": fit_mrkdwn(f"*Next steps*\n{steps}", SLACK_MAX_SECTION_TEXT),
-                },
-            }
-        )
+        blocks.append(_section(fit_mrkdwn(f"*Next steps*\n{steps}", SLACK_MAX_SECTION_TEXT)))
     blocks.append(
         {
             "type": "context",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -209,15 +210,16 @@ def money_severity(
     at_stake_usd: Decimal, floor: AlertSeverity = AlertSeverity.INFO
 ) -> AlertSeverity:
     """Severity follows the money: $10k+ a month at stake is critical, $1k+ a warning."""
-    found = (
-        AlertSeverity.CRITICAL
-        if at_stake_usd >= 10_000
-        else AlertSeverity.WARNING
-        if at_stake_usd >= 1_000
-        else AlertSeverity.INFO
-    )
+    found = _rung(at_stake_usd, 10_000, 1_000)
     order = list(AlertSeverity)
     return max(found, floor, key=order.index)
+
+
+def _rung(value: Decimal | int, critical: int, warning: int) -> AlertSeverity:
+    """``critical`` and up: critical; ``warning`` and up: a warning; below: info."""
+    if value >= critical:
+        return AlertSeverity.CRITICAL
+    return AlertSeverity.WARNING if value >= warning else AlertSeverity.INFO
 
 
 def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -> list[Alert]:
@@ -237,13 +239,7 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
     if crossed:
         highest = crossed[-1]
         over = p.month_to_date - p.budget
-        floor = (
-            AlertSeverity.CRITICAL
-            if highest >= 100
-            else AlertSeverity.WARNING
-            if highest >= 80
-            else AlertSeverity.INFO
-        )
+        floor = _rung(highest, 100, 80)
         alerts.append(
             Alert(
                 alert_id=f"{AlertKind.BUDGET_THRESHOLD}/{month}/{highest}/{p.project}",
@@ -366,17 +362,13 @@ def root_cause(
         now_rate = r.usd_per_hour or ZERO
         seen = first_seen.get(r.key)
         if seen is None or seen >= since:
-            ranked.append((now_rate, _with_change(r, "new")))
+            ranked.append((now_rate, replace(r, change="new")))
             continue
         before = previous_rates.get(r.key)
         if before is not None and now_rate > before:
-            ranked.append((now_rate - before, _with_change(r, f"+{per_hour(now_rate - before)}")))
+            ranked.append((now_rate - before, replace(r, change=f"+{per_hour(now_rate - before)}")))
     ranked.sort(key=lambda pair: (-pair[0], pair[1].key))
     return tuple(r for delta, r in ranked if delta > 0)[:10]
-
-
-def _with_change(r: AlertResource, change: str) -> AlertResource:
-    return AlertResource(r.key, r.kind, r.region, r.instance_type, r.usd_per_hour, r.owner, change)
 
 
 def anomaly_alert(
@@ -526,9 +518,7 @@ def findings_digest(findings: Sequence[Finding], now: datetime, hour_utc: int = 
     if not relevant:
         return None
     day = now.date().isoformat()
-    counts: dict[str, int] = {}
-    for f in relevant:
-        counts[f.code.value] = counts.get(f.code.value, 0) + 1
+    counts = Counter(f.code.value for f in relevant)
     lines = tuple(
         clip(f"{f.code.value}: {f.resource}: {f.message}", MAX_LINE_CHARS)
         for f in relevant[:MAX_DIGEST_LINES]

@@ -6,8 +6,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
 
-SECONDS_PER_HOUR = Decimal(3600)
-
 
 def require_utc(moment: datetime) -> datetime:
     if moment.tzinfo is UTC:

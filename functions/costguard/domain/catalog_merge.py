@@ -269,14 +269,7 @@ def merge(
                 as_of_by.setdefault(section, {}).setdefault(
                     region, book.region_as_of(section, region)
                 )
-    new = RateBook(
-        version=book.version,
-        as_of=book.as_of,
-        rates=rates,
-        sources=sources,
-        as_of_by=as_of_by,
-        retired=book.retired,
-    )
+    new = replace(book, rates=rates, sources=sources, as_of_by=as_of_by)
     as_of = new.oldest_as_of()
     if empty or failed:
         # "Every rate here was checked on or after as_of" is about every region asked

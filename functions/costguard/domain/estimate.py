@@ -8,13 +8,13 @@ from it, with a worked example computed by this module).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 
-from costguard.domain.accelerators import ACCELERATORS, AcceleratorSpec
+from costguard.domain.accelerators import ACCELERATORS, BY_KEY, AcceleratorSpec
 from costguard.domain.calendar import require_utc
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.pricing import PriceCatalog
@@ -56,7 +56,7 @@ class PublishedRun:
     source: str
 
     def implied_mfu(self) -> Decimal:
-        spec = _spec(self.accelerator)
+        spec = BY_KEY[self.accelerator]
         return training_flops(self.params, self.tokens) / (
             spec.peak_tflops * TERA * SECONDS_PER_HOUR * self.gpu_hours
         )
@@ -98,13 +98,6 @@ OUTLIER_RUNS: tuple[PublishedRun, ...] = (
         "Llama 3.1 8B", Decimal("8e9"), Decimal("15e12"), "h100", Decimal("1.46e6"), _LLAMA31
     ),
 )
-
-
-def _spec(key: str) -> AcceleratorSpec:
-    for a in ACCELERATORS:
-        if a.key == key:
-            return a
-    raise KeyError(key)
 
 
 # -- small value types -----------------------------------------------------------------------
@@ -724,17 +717,10 @@ def calibration_rows(runs: Iterable[PublishedRun] = PUBLISHED_RUNS) -> list[str]
     return [
         f"| {r.name} | {r.accelerator} | {_fmt(r.gpu_hours)} | "
         f"{r.implied_mfu():.3f} | "
-        f"{_fmt(gpu_hours(training_flops(r.params, r.tokens), _spec(r.accelerator).peak_tflops, DEFAULT_MFU))} |"
+        f"{_fmt(gpu_hours(training_flops(r.params, r.tokens), BY_KEY[r.accelerator].peak_tflops, DEFAULT_MFU))} |"
         for r in runs
     ]
 
 
 def monthly(usd_per_hour: Decimal) -> Decimal:
     return usd_per_hour * HOURS_PER_PRICING_MONTH
-
-
-def median(values: Sequence[Decimal]) -> Decimal:
-    ordered = sorted(values)
-    n = len(ordered)
-    mid = n // 2
-    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -8,7 +8,9 @@ page's end equal to it, so the documented example can never drift from the code.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
+from statistics import median
 
 from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
@@ -22,7 +24,6 @@ from costguard.domain.estimate import (
     IterationPlan,
     break_even,
     calibration_rows,
-    median,
     on_demand_cost,
     spot_cost,
 )
@@ -42,31 +43,11 @@ EXAMPLE = IterationPlan(
 )
 #: The same experiment where a spot launch waits 15 minutes for capacity and spot is
 #: reclaimed about once every 50 hours: a finite break-even.
-EXAMPLE_CAPACITY = IterationPlan(
-    work_hours=Decimal(2),
-    usd_per_hour=Decimal(10),
-    setup_hours=Decimal("0.5"),
-    iterations_per_setup=1,
-    checkpoint_hours=Decimal("0.5"),
-    spot_saving=Decimal("0.6"),
-    interruptions_per_hour=Decimal("0.02"),
-    researcher_usd_per_hour=Decimal(100),
-    latency_share=Decimal("0.5"),
-    spot_extra_setup_hours=Decimal("0.25"),
+EXAMPLE_CAPACITY = replace(
+    EXAMPLE, interruptions_per_hour=Decimal("0.02"), spot_extra_setup_hours=Decimal("0.25")
 )
 #: ... and once every ten hours: never.
-EXAMPLE_HARSH = IterationPlan(
-    work_hours=Decimal(2),
-    usd_per_hour=Decimal(10),
-    setup_hours=Decimal("0.5"),
-    iterations_per_setup=1,
-    checkpoint_hours=Decimal("0.5"),
-    spot_saving=Decimal("0.6"),
-    interruptions_per_hour=Decimal("0.1"),
-    researcher_usd_per_hour=Decimal(100),
-    latency_share=Decimal("0.5"),
-    spot_extra_setup_hours=Decimal("0.25"),
-)
+EXAMPLE_HARSH = replace(EXAMPLE_CAPACITY, interruptions_per_hour=Decimal("0.1"))
 
 
 def _d(value: Decimal, places: int = 2) -> str:

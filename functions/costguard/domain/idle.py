@@ -390,8 +390,7 @@ def judge_ec2(
         f"CPU under {thresholds.cpu_pct}% and network under "
         f"{thresholds.network_bytes_per_5min / MB} MB per 5 minutes"
     )
-    v, why, ev = _judge(checks, window, period, what)
-    return Judgement(v, why, ev)
+    return Judgement(*_judge(checks, window, period, what))
 
 
 def combined(a: Series, b: Series) -> Series:

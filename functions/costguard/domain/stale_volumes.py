@@ -39,8 +39,9 @@ from decimal import Decimal
 
 from costguard.domain.decisions import Action, Decision, Target
 from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.models import resource_key
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
-from costguard.domain.tags import TagKeys, Tags, parse_ttl, read_tags
+from costguard.domain.tags import ResourceTags, TagKeys, Tags, parse_ttl, read_tags
 from costguard.domain.windows import before
 
 VOLUME_KIND = "ebs-volume"
@@ -204,11 +205,6 @@ def merge_clock(
 # -- judgement -------------------------------------------------------------------------
 
 
-def _key(account: str, region: str, kind: str, rid: str) -> str:
-    base = f"{region}/{kind}/{rid}"
-    return f"{account}/{base}" if account else base
-
-
 def _ttl(
     ref: str, tags: Mapping[str, str], default: timedelta | None
 ) -> tuple[timedelta | None, Finding | None]:
@@ -259,19 +255,23 @@ def volume_savings(
     return max(volume - snap, ZERO) / HOURS_PER_PRICING_MONTH, evidence
 
 
-def _out_of_scope(
-    account: str, region: str, kind: str, view: VolumeView | SnapshotView, now: datetime
-) -> Decision:
-    """The NONE decision that withdraws the warning on a resource no longer in scope."""
-    target = Target(
-        key=_key(account, region, kind, view.id),
+def _target(kind: str, view: VolumeView | SnapshotView, tags: ResourceTags | None = None) -> Target:
+    return Target(
+        key=resource_key(view.account, view.region, kind, view.id),
         kind=kind,
-        region=region,
+        region=view.region,
         id=view.id,
-        account=account,
+        account=view.account,
+        project=tags.project if tags is not None else None,
+        owners=tags.owners if tags is not None else (),
         name=view.tags.get("Name"),
         tags_seen=dict(view.tags),
     )
+
+
+def _out_of_scope(kind: str, view: VolumeView | SnapshotView, now: datetime) -> Decision:
+    """The NONE decision that withdraws the warning on a resource no longer in scope."""
+    target = _target(kind, view)
     missing = [k for k in (Tags.PROJECT, Tags.TTL) if k not in view.tags]
     if kind == VOLUME_KIND:
         missing = missing[:1]  # a volume's time to live has a default
@@ -300,21 +300,11 @@ def judge_volumes(
             # Out of scope, but warned while it was in: a NONE decision withdraws that
             # warning now, so that the old deadline cannot act the day it comes back.
             if Tags.ACTION_AFTER in v.tags:
-                decisions.append(_out_of_scope(v.account, v.region, VOLUME_KIND, v, now))
+                decisions.append(_out_of_scope(VOLUME_KIND, v, now))
             continue
-        key = _key(v.account, v.region, VOLUME_KIND, v.id)
+        key = resource_key(v.account, v.region, VOLUME_KIND, v.id)
         tags = read_tags(key, v.tags, rules.tag_keys)
-        target = Target(
-            key=key,
-            kind=VOLUME_KIND,
-            region=v.region,
-            id=v.id,
-            account=v.account,
-            project=tags.project,
-            owners=tags.owners,
-            name=v.tags.get("Name"),
-            tags_seen=dict(v.tags),
-        )
+        target = _target(VOLUME_KIND, v, tags)
 
         def none(reason: str, target: Target = target) -> None:
             decisions.append(Decision(Action.NONE, target, reason, now))
@@ -389,21 +379,11 @@ def judge_snapshots(
             # Warned, then its project or time to live removed: withdraw that warning
             # (a NONE decision), so that the tag coming back starts a new one.
             if Tags.ACTION_AFTER in s.tags:
-                decisions.append(_out_of_scope(s.account, s.region, SNAPSHOT_KIND, s, now))
+                decisions.append(_out_of_scope(SNAPSHOT_KIND, s, now))
             continue
-        key = _key(s.account, s.region, SNAPSHOT_KIND, s.id)
+        key = resource_key(s.account, s.region, SNAPSHOT_KIND, s.id)
         tags = read_tags(key, s.tags, rules.tag_keys)
-        target = Target(
-            key=key,
-            kind=SNAPSHOT_KIND,
-            region=s.region,
-            id=s.id,
-            account=s.account,
-            project=tags.project,
-            owners=tags.owners,
-            name=s.tags.get("Name"),
-            tags_seen=dict(s.tags),
-        )
+        target = _target(SNAPSHOT_KIND, s, tags)
         ttl, problem = _ttl(key, s.tags, None)
         if problem is not None:
             findings.append(problem)

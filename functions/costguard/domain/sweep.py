@@ -145,14 +145,6 @@ class StoredObject:
     etag: str = ""
 
 
-def is_candidate(obj: StoredObject, config: SweepConfig, now: datetime) -> bool:
-    """In scope, outside the keep prefix, and strictly older than the time to live.
-
-    Object Lock is checked separately (it needs a call per object, made only for these).
-    """
-    return config.in_scope(obj.key) and obj.last_modified < config.cutoff(now)
-
-
 @dataclass(frozen=True, slots=True)
 class Lock:
     """An object's Object Lock state, as a HEAD shows it."""
