@@ -143,9 +143,17 @@ class _Tagging:
     """Warning tags (``costguard:action-after``) on volumes and snapshots."""
 
     _clients: ClientFor
+    opt_in_tags: tuple[str, ...] = ()
 
     def _ec2(self, region: str) -> EC2Client:
         return self._clients.ec2(region)
+
+    def _inspect_one(self, target: Target) -> Observed | None:
+        raise NotImplementedError
+
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        # No batched read of these (state and tags) exists: one look per target.
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def mark(self, target: Target, key: str, value: str) -> None:
         with reading("ec2", target.region, "CreateTags"):
@@ -228,15 +236,10 @@ class EbsVolumeActuator(_Tagging):
         *warning_tag_permissions("ec2", "volumes", (VOLUME_ARN,)),
         *cloudtrail.READS,
     )
-    opt_in_tags: tuple[str, ...] = ()
 
     def __init__(self, clients: ClientFor, history: AttachHistory | None = None) -> None:
         self._clients = clients
         self._history = history or cloudtrail.CloudTrailAttachHistory(clients)
-
-    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
-        # No batched read of these (state and tags) exists: one look per target.
-        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def _inspect_one(self, target: Target) -> Observed | None:
         try:
@@ -374,14 +377,9 @@ class EbsSnapshotActuator(_Tagging):
         ),
         *warning_tag_permissions("ec2", "snapshots", (SNAPSHOT_ARN,)),
     )
-    opt_in_tags: tuple[str, ...] = ()
 
     def __init__(self, clients: ClientFor) -> None:
         self._clients = clients
-
-    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
-        # No batched read of these (state and tags) exists: one look per target.
-        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def _inspect_one(self, target: Target) -> Observed | None:
         try:
