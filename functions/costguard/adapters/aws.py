@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import functools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from mypy_boto3_resourcegroupstaggingapi import ResourceGroupsTaggingAPIClient
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sns import SNSClient
+
+    from costguard.domain.decisions import Observed, Target
 
 #: Adaptive retries back off on throttling across the threads of one scan.
 RETRY_CONFIG = Config(
@@ -239,6 +241,22 @@ class ClientFor(Protocol):
     def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient: ...
 
     def cloudtrail(self, region: str) -> Any: ...
+
+
+class OneLookActuator:
+    """An actuator whose resource kind has no batched read of state and tags: ``inspect``
+    looks at one target at a time (``_inspect_one``: None when it is gone)."""
+
+    opt_in_tags: tuple[str, ...] = ()
+
+    def __init__(self, clients: ClientFor) -> None:
+        self._clients = clients
+
+    def _inspect_one(self, target: Target) -> Observed | None:
+        raise NotImplementedError
+
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
 
 def tags_of(

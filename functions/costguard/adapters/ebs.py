@@ -9,14 +9,13 @@ and is not permanently exempt; a snapshot is created only *with* CostGuard's tag
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from botocore.exceptions import ClientError
 
 from costguard.adapters import cloudtrail
-from costguard.adapters.aws import ClientFor, reading, tags_of
+from costguard.adapters.aws import ClientFor, OneLookActuator, reading, tags_of
 from costguard.domain.decisions import Decision, NotYet, Observed, Target
 from costguard.domain.stale_volumes import (
     ATTACH_MARGIN,
@@ -139,21 +138,11 @@ class EbsInventory:
         return list(found.values())
 
 
-class _Tagging:
+class _Tagging(OneLookActuator):
     """Warning tags (``costguard:action-after``) on volumes and snapshots."""
-
-    _clients: ClientFor
-    opt_in_tags: tuple[str, ...] = ()
 
     def _ec2(self, region: str) -> EC2Client:
         return self._clients.ec2(region)
-
-    def _inspect_one(self, target: Target) -> Observed | None:
-        raise NotImplementedError
-
-    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
-        # No batched read of these (state and tags) exists: one look per target.
-        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def mark(self, target: Target, key: str, value: str) -> None:
         with reading("ec2", target.region, "CreateTags"):
@@ -238,7 +227,7 @@ class EbsVolumeActuator(_Tagging):
     )
 
     def __init__(self, clients: ClientFor, history: AttachHistory | None = None) -> None:
-        self._clients = clients
+        super().__init__(clients)
         self._history = history or cloudtrail.CloudTrailAttachHistory(clients)
 
     def _inspect_one(self, target: Target) -> Observed | None:
@@ -377,9 +366,6 @@ class EbsSnapshotActuator(_Tagging):
         ),
         *warning_tag_permissions("ec2", "snapshots", (SNAPSHOT_ARN,)),
     )
-
-    def __init__(self, clients: ClientFor) -> None:
-        self._clients = clients
 
     def _inspect_one(self, target: Target) -> Observed | None:
         try:
