@@ -7,7 +7,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import botocore
 from botocore.config import Config
@@ -186,28 +186,22 @@ class ClientFactory:
     # Typed accessors: mypy checks every call and response field against the stubs.
 
     def ec2(self, region: str) -> EC2Client:
-        client: EC2Client = self("ec2", region)
-        return client
+        return cast("EC2Client", self("ec2", region))
 
     def eks(self, region: str) -> EKSClient:
-        client: EKSClient = self("eks", region)
-        return client
+        return cast("EKSClient", self("eks", region))
 
     def sagemaker(self, region: str) -> SageMakerClient:
-        client: SageMakerClient = self("sagemaker", region)
-        return client
+        return cast("SageMakerClient", self("sagemaker", region))
 
     def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient:
-        client: ResourceGroupsTaggingAPIClient = self("resourcegroupstaggingapi", region)
-        return client
+        return cast("ResourceGroupsTaggingAPIClient", self("resourcegroupstaggingapi", region))
 
     def dynamodb(self, region: str) -> DynamoDBClient:
-        client: DynamoDBClient = self("dynamodb", region)
-        return client
+        return cast("DynamoDBClient", self("dynamodb", region))
 
     def sns(self, region: str) -> SNSClient:
-        client: SNSClient = self("sns", region)
-        return client
+        return cast("SNSClient", self("sns", region))
 
     def cloudwatch(self, region: str) -> Any:
         """CloudWatch (no stubs are installed for it: ``mypy-boto3-cloudwatch`` would type it)."""
@@ -218,8 +212,7 @@ class ClientFactory:
         return self("cloudtrail", region)
 
     def cost_explorer(self) -> CostExplorerClient:
-        client: CostExplorerClient = self("ce", "us-east-1")  # a global service
-        return client
+        return cast("CostExplorerClient", self("ce", "us-east-1"))  # a global service
 
     @property
     def session(self) -> Any:
