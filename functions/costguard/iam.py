@@ -288,31 +288,28 @@ def org_discovery_permissions(org_id: str) -> tuple[Permission, ...]:
     )
 
 
-def hub_assume_permissions(member_role: str, org_id: str) -> tuple[Permission, ...]:
-    """The hub's scan consumers: the member read role, in the Organization's accounts only."""
+def _assume_in_org(role: str, org_id: str, what: str) -> tuple[Permission, ...]:
     return (
         Permission(
             ("sts:AssumeRole",),
-            "scan each member account through its read role, and only inside the "
-            "Organization (aws:ResourceOrgID): never a role of the same name elsewhere",
-            resources=(f"arn:{{partition}}:iam::*:role/{member_role}",),
+            f"{what}, and only inside the Organization (aws:ResourceOrgID): never a role of "
+            "the same name elsewhere",
+            resources=(f"arn:{{partition}}:iam::*:role/{role}",),
             conditions={"StringEquals": {"aws:ResourceOrgID": org_id}},
         ),
     )
+
+
+def hub_assume_permissions(member_role: str, org_id: str) -> tuple[Permission, ...]:
+    """The hub's scan consumers: the member read role, in the Organization's accounts only."""
+    return _assume_in_org(member_role, org_id, "scan each member account through its read role")
 
 
 def hub_act_permissions(org_id: str) -> tuple[Permission, ...]:
     """The hub's guard consumers: the member act role (fixed name), in the Organization's
     accounts only. What they may do there is the act role's own, tag-conditioned policy."""
-    return (
-        Permission(
-            ("sts:AssumeRole",),
-            "act in each member account through its tag-conditioned act role, and only "
-            "inside the Organization (aws:ResourceOrgID): never a role of the same name elsewhere",
-            resources=(f"arn:{{partition}}:iam::*:role/{OrgRoles.MEMBER_ACT}",),
-            conditions={"StringEquals": {"aws:ResourceOrgID": org_id}},
-        ),
-    )
+    what = "act in each member account through its tag-conditioned act role"
+    return _assume_in_org(OrgRoles.MEMBER_ACT, org_id, what)
 
 
 def org_scoped_assume(actions: Iterable[str], conditions: Mapping[str, Any]) -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 import functools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import botocore
 from botocore.config import Config
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from mypy_boto3_resourcegroupstaggingapi import ResourceGroupsTaggingAPIClient
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sns import SNSClient
+
+    from costguard.domain.decisions import Observed, Target
 
 #: Adaptive retries back off on throttling across the threads of one scan.
 RETRY_CONFIG = Config(
@@ -184,28 +186,22 @@ class ClientFactory:
     # Typed accessors: mypy checks every call and response field against the stubs.
 
     def ec2(self, region: str) -> EC2Client:
-        client: EC2Client = self("ec2", region)
-        return client
+        return cast("EC2Client", self("ec2", region))
 
     def eks(self, region: str) -> EKSClient:
-        client: EKSClient = self("eks", region)
-        return client
+        return cast("EKSClient", self("eks", region))
 
     def sagemaker(self, region: str) -> SageMakerClient:
-        client: SageMakerClient = self("sagemaker", region)
-        return client
+        return cast("SageMakerClient", self("sagemaker", region))
 
     def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient:
-        client: ResourceGroupsTaggingAPIClient = self("resourcegroupstaggingapi", region)
-        return client
+        return cast("ResourceGroupsTaggingAPIClient", self("resourcegroupstaggingapi", region))
 
     def dynamodb(self, region: str) -> DynamoDBClient:
-        client: DynamoDBClient = self("dynamodb", region)
-        return client
+        return cast("DynamoDBClient", self("dynamodb", region))
 
     def sns(self, region: str) -> SNSClient:
-        client: SNSClient = self("sns", region)
-        return client
+        return cast("SNSClient", self("sns", region))
 
     def cloudwatch(self, region: str) -> Any:
         """CloudWatch (no stubs are installed for it: ``mypy-boto3-cloudwatch`` would type it)."""
@@ -216,8 +212,7 @@ class ClientFactory:
         return self("cloudtrail", region)
 
     def cost_explorer(self) -> CostExplorerClient:
-        client: CostExplorerClient = self("ce", "us-east-1")  # a global service
-        return client
+        return cast("CostExplorerClient", self("ce", "us-east-1"))  # a global service
 
     @property
     def session(self) -> Any:
@@ -239,6 +234,22 @@ class ClientFor(Protocol):
     def tagging(self, region: str) -> ResourceGroupsTaggingAPIClient: ...
 
     def cloudtrail(self, region: str) -> Any: ...
+
+
+class OneLookActuator:
+    """An actuator whose resource kind has no batched read of state and tags: ``inspect``
+    looks at one target at a time (``_inspect_one``: None when it is gone)."""
+
+    opt_in_tags: tuple[str, ...] = ()
+
+    def __init__(self, clients: ClientFor) -> None:
+        self._clients = clients
+
+    def _inspect_one(self, target: Target) -> Observed | None:
+        raise NotImplementedError
+
+    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
+        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
 
 def tags_of(

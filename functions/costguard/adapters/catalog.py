@@ -180,12 +180,7 @@ def read_catalog_file(path: Path | None = None) -> CatalogFile:
         raise CatalogError(f"price catalog {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CatalogError(f"price catalog {path} is not JSON: {one_line(str(exc))}") from None
-    try:
-        return CatalogFile.model_validate(raw)
-    except ValidationError as exc:
-        problems = validation_problems(exc)
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise CatalogError(f"price catalog {path}: {problems[0]}{more}") from None
+    return parse_catalog(raw, f"price catalog {path}")
 
 
 def load_catalog(path: Path | None = None) -> PriceCatalog:
@@ -197,20 +192,17 @@ def write_catalog_file(catalog: CatalogFile, path: Path) -> None:
     data = json.loads(catalog.model_dump_json())
     text = json.dumps(data, indent=1) + "\n"
     target = Path(os.path.realpath(path))  # through a symlink, to the file it names
+    tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise CatalogError(
-            f"cannot write the price catalog to {path}: {exc.strerror or exc}"
-        ) from None
-    try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         # mkstemp makes the file private; a catalog is as readable as the one it replaces.
         os.chmod(tmp, target.stat().st_mode & 0o777 if target.is_file() else 0o644)
         os.replace(tmp, target)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise CatalogError(
             f"cannot write the price catalog to {path}: {exc.strerror or exc}"
         ) from None
@@ -453,8 +445,7 @@ class CatalogDocuments:
 
 
 def _as_json(catalog: CatalogFile) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(catalog.model_dump_json())
-    return data
+    return dict(json.loads(catalog.model_dump_json()))
 
 
 def parse_catalog(document: Mapping[str, Any], what: str) -> CatalogFile:

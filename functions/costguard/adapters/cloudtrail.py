@@ -55,7 +55,8 @@ class _Window:
     failure: SourceError | None = None
 
 
-def _utc(value: Any) -> datetime:
+def as_utc(value: Any) -> datetime:
+    """A time as boto3 or an event gives it (datetime, epoch seconds or ISO text), in UTC."""
     if isinstance(value, datetime):
         return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, int | float):
@@ -101,7 +102,7 @@ class CloudTrailAttachHistory:
     def attachments(
         self, region: str, volume_id: str, since: datetime, run: datetime
     ) -> AttachRecord:
-        since = _utc(since)
+        since = as_utc(since)
         with self._lock:
             if run != self._run:
                 self._run, self._windows = run, {}
@@ -136,7 +137,7 @@ class CloudTrailAttachHistory:
                     for event in page.get("Events") or []:
                         if event.get("EventName", EVENT_NAME) != EVENT_NAME:
                             continue
-                        at = _utc(event["EventTime"])
+                        at = as_utc(event["EventTime"])
                         for vid in attached_volumes(event):
                             w.attached.setdefault(vid, []).append(at)
                     if page.get("NextToken") and w.pages >= self._max_pages:

@@ -9,14 +9,13 @@ and is not permanently exempt; a snapshot is created only *with* CostGuard's tag
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from botocore.exceptions import ClientError
 
 from costguard.adapters import cloudtrail
-from costguard.adapters.aws import ClientFor, reading, tags_of
+from costguard.adapters.aws import ClientFor, OneLookActuator, reading, tags_of
+from costguard.adapters.cloudtrail import as_utc
 from costguard.domain.decisions import Decision, NotYet, Observed, Target
 from costguard.domain.stale_volumes import (
     ATTACH_MARGIN,
@@ -57,12 +56,6 @@ READS = (
 )
 
 
-def _utc(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return datetime.fromisoformat(str(value)).astimezone(UTC)
-
-
 def volume_view(v: Any, region: str, account: str) -> VolumeView:
     created = v.get("CreateTime")
     return VolumeView(
@@ -73,7 +66,7 @@ def volume_view(v: Any, region: str, account: str) -> VolumeView:
         size_gib=int(v.get("Size", 0)),
         volume_type=str(v.get("VolumeType", "")),
         account=account,
-        created_at=_utc(created) if created else None,
+        created_at=as_utc(created) if created else None,
     )
 
 
@@ -83,7 +76,7 @@ def snapshot_view(s: Any, region: str, account: str) -> SnapshotView:
         id=str(s["SnapshotId"]),
         region=region,
         state=str(s.get("State", "unknown")),
-        started_at=_utc(s["StartTime"]),
+        started_at=as_utc(s["StartTime"]),
         tags=tags_of(s.get("Tags")),
         volume_id=str(s.get("VolumeId", "")),
         volume_size_gib=int(s.get("VolumeSize", 0)),
@@ -139,10 +132,8 @@ class EbsInventory:
         return list(found.values())
 
 
-class _Tagging:
+class _Tagging(OneLookActuator):
     """Warning tags (``costguard:action-after``) on volumes and snapshots."""
-
-    _clients: ClientFor
 
     def _ec2(self, region: str) -> EC2Client:
         return self._clients.ec2(region)
@@ -228,15 +219,10 @@ class EbsVolumeActuator(_Tagging):
         *warning_tag_permissions("ec2", "volumes", (VOLUME_ARN,)),
         *cloudtrail.READS,
     )
-    opt_in_tags: tuple[str, ...] = ()
 
     def __init__(self, clients: ClientFor, history: AttachHistory | None = None) -> None:
-        self._clients = clients
+        super().__init__(clients)
         self._history = history or cloudtrail.CloudTrailAttachHistory(clients)
-
-    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
-        # No batched read of these (state and tags) exists: one look per target.
-        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def _inspect_one(self, target: Target) -> Observed | None:
         try:
@@ -287,22 +273,22 @@ class EbsVolumeActuator(_Tagging):
         """The id of a completed backup that holds everything the volume holds, or what
         is being waited for."""
         t = decision.target
-        since = _utc(decision.params["first_seen"]) if "first_seen" in decision.params else None
+        since = as_utc(decision.params["first_seen"]) if "first_seen" in decision.params else None
         mine = sorted(
             (
                 s
                 for s in self._backups(t)
                 # A snapshot from before this unattached spell may miss what was written since.
-                if s.get("VolumeId") == t.id and (since is None or _utc(s["StartTime"]) >= since)
+                if s.get("VolumeId") == t.id and (since is None or as_utc(s["StartTime"]) >= since)
             ),
-            key=lambda s: _utc(s["StartTime"]),
+            key=lambda s: as_utc(s["StartTime"]),
             reverse=True,
         )
         completed = [s for s in mine if s.get("State") == "completed"]
         pending = [s for s in mine if s.get("State") == "pending"]
         if completed:
             newest = completed[0]
-            began = _utc(newest["StartTime"])
+            began = as_utc(newest["StartTime"])
             # One lookup per region and run serves every volume asked about in it.
             record = self._history.attachments(
                 t.region, t.id, began - ATTACH_MARGIN, decision.decided_at
@@ -374,14 +360,6 @@ class EbsSnapshotActuator(_Tagging):
         ),
         *warning_tag_permissions("ec2", "snapshots", (SNAPSHOT_ARN,)),
     )
-    opt_in_tags: tuple[str, ...] = ()
-
-    def __init__(self, clients: ClientFor) -> None:
-        self._clients = clients
-
-    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
-        # No batched read of these (state and tags) exists: one look per target.
-        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def _inspect_one(self, target: Target) -> Observed | None:
         try:

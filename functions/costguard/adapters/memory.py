@@ -77,8 +77,8 @@ class InMemoryLedger:
         self._lock = threading.Lock()
         self._watermarks: dict[str, datetime] = {}
         self._observations: dict[str, dict[str, Observation]] = {}
-        self._months: dict[tuple[str, str, str | None], tuple[ProjectMonth, datetime]] = {}
-        self._findings: dict[tuple[str, str, str, str], tuple[Finding, datetime]] = {}
+        self._months: dict[tuple[str, str, str | None], ProjectMonth] = {}
+        self._findings: dict[tuple[str, str, str, str], Finding] = {}
         self._leases = InMemoryLeases()
         self._audit: dict[tuple[str, str], AuditEvent] = {}  # (scope, time#id)
         self._rates: dict[str, dict[str, dict[datetime, Decimal]]] = {}
@@ -105,20 +105,7 @@ class InMemoryLedger:
             # All or nothing, like the one DynamoDB transaction.
             for (project, month), inc in commit.increments.items():
                 key = (commit.scope, month, project)
-                existing = self._months.get(key)
-                base = (
-                    existing[0]
-                    if existing
-                    else ProjectMonth(project, month, Decimal(0), Decimal(0))
-                )
-                self._months[key] = (
-                    replace(
-                        base,
-                        usd=base.usd + inc.usd,
-                        estimated_usd=base.estimated_usd + inc.estimated_usd,
-                    ),
-                    commit.now,
-                )
+                self._months[key] = _plus(self._months.get(key), project, month, inc)
             self._observations[commit.scope] = {o.key: o for o in commit.observations}
             self._watermarks[commit.scope] = commit.now
             return CommitOutcome.APPLIED
@@ -127,7 +114,7 @@ class InMemoryLedger:
         with self._lock:
             return {
                 project: row
-                for (s, m, project), (row, _) in self._months.items()
+                for (s, m, project), row in self._months.items()
                 if s == scope and m == month
             }
 
@@ -135,14 +122,11 @@ class InMemoryLedger:
         day = now.date().isoformat()
         with self._lock:
             for f in findings:
-                key = (scope, day, f.code.value, f.resource)
-                self._findings[key] = (f, now)
+                self._findings[(scope, day, f.code.value, f.resource)] = f
 
     def findings(self, scope: str, day: str) -> list[Finding]:
         with self._lock:
-            found = [
-                f for (s, d, _, _), (f, _) in self._findings.items() if s == scope and d == day
-            ]
+            found = [f for (s, d, _, _), f in self._findings.items() if s == scope and d == day]
         return sorted(found, key=lambda f: (f.code.value, f.resource))
 
     def put_once(self, namespace: str, key: str, now: datetime, attrs: Mapping[str, Any]) -> bool:
@@ -290,12 +274,7 @@ class ReadOnlyLedger:
         totals = dict(self._inner.month_totals(scope, month))
         for (s, m, project), extra in self._overlay.items():
             if s == scope and m == month:
-                base = totals.get(project, ProjectMonth(project, month, Decimal(0), Decimal(0)))
-                totals[project] = replace(
-                    base,
-                    usd=base.usd + extra.usd,
-                    estimated_usd=base.estimated_usd + extra.estimated_usd,
-                )
+                totals[project] = _plus(totals.get(project), project, month, extra)
         return totals
 
     # -- writes: kept in memory or dropped -------------------------------------------
@@ -308,10 +287,7 @@ class ReadOnlyLedger:
             return CommitOutcome.CONTENDED
         for (project, month), inc in commit.increments.items():
             key = (commit.scope, month, project)
-            base = self._overlay.get(key, ProjectMonth(project, month, Decimal(0), Decimal(0)))
-            self._overlay[key] = replace(
-                base, usd=base.usd + inc.usd, estimated_usd=base.estimated_usd + inc.estimated_usd
-            )
+            self._overlay[key] = _plus(self._overlay.get(key), project, month, inc)
         return CommitOutcome.APPLIED
 
     def record_findings(self, scope: str, now: datetime, findings: Sequence[Finding]) -> None:
@@ -361,3 +337,10 @@ class ReadOnlyLedger:
 
     def record_alert(self, scope: str, at: datetime, alert: Mapping[str, Any]) -> None:
         return None
+
+
+def _plus(base: ProjectMonth | None, project: str | None, month: str, add: Any) -> ProjectMonth:
+    """``base`` (none: nothing yet) with ``add``'s spend and estimated spend added."""
+    base = base or ProjectMonth(project, month, Decimal(0), Decimal(0))
+    usd, est = base.usd + add.usd, base.estimated_usd + add.estimated_usd
+    return replace(base, usd=usd, estimated_usd=est)

@@ -24,10 +24,9 @@ that do not propagate tags.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from costguard.adapters.aws import ClientFor, reading, tags_of
+from costguard.adapters.aws import ClientFor, OneLookActuator, reading, tags_of
 from costguard.domain.decisions import Decision, Observed, Target
 from costguard.domain.models import ResourceKind
 from costguard.domain.studio import parse_app_target_id
@@ -62,7 +61,25 @@ def _missing(exc: SourceError) -> bool:
     )
 
 
-class SageMakerNotebookActuator:
+class _SageMakerActuator(OneLookActuator):
+    def __init__(self, clients: ClientFor) -> None:
+        super().__init__(clients)
+        #: ARN by target id, from ``inspect`` (which the executor always calls first).
+        self._arns: dict[str, str] = {}
+
+    def _sm(self, region: str) -> SageMakerClient:
+        return self._clients.sagemaker(region)
+
+    def _tags(self, region: str, arn: str) -> dict[str, str]:
+        with reading("sagemaker", region, "ListTags"):
+            return tags_of(
+                t
+                for page in self._sm(region).get_paginator("list_tags").paginate(ResourceArn=arn)
+                for t in page.get("Tags", [])
+            )
+
+
+class SageMakerNotebookActuator(_SageMakerActuator):
     """``Target.id`` is the notebook instance's name."""
 
     kind = ResourceKind.SAGEMAKER_NOTEBOOK.value
@@ -83,39 +100,21 @@ class SageMakerNotebookActuator:
             "sagemaker", "notebook instances", (NOTEBOOK_ARN,), tag_verb="AddTags"
         ),
     )
-    opt_in_tags: tuple[str, ...] = ()
-
-    def __init__(self, clients: ClientFor) -> None:
-        self._clients = clients
-        #: ARN by notebook name, from ``inspect`` (which the executor always calls first).
-        self._arns: dict[str, str] = {}
-
-    def _sm(self, region: str) -> SageMakerClient:
-        return self._clients.sagemaker(region)
-
-    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
-        # No batched read of these (state and tags) exists: one look per target.
-        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def _inspect_one(self, target: Target) -> Observed | None:
-        sm = self._sm(target.region)
         try:
             with reading("sagemaker", target.region, "DescribeNotebookInstance"):
-                found = sm.describe_notebook_instance(NotebookInstanceName=target.id)
+                found = self._sm(target.region).describe_notebook_instance(
+                    NotebookInstanceName=target.id
+                )
         except SourceError as exc:
             if _missing(exc):
                 return None
             raise
         arn = str(found["NotebookInstanceArn"])
         self._arns[target.id] = arn
-        with reading("sagemaker", target.region, "ListTags"):
-            tags = tags_of(
-                t
-                for page in sm.get_paginator("list_tags").paginate(ResourceArn=arn)
-                for t in page.get("Tags", [])
-            )
         state = str(found.get("NotebookInstanceStatus", "unknown"))
-        return Observed(state, tags, settled=state in NOTEBOOK_SETTLED)
+        return Observed(state, self._tags(target.region, arn), settled=state in NOTEBOOK_SETTLED)
 
     def _arn(self, target: Target) -> str:
         if target.id not in self._arns:
@@ -146,7 +145,7 @@ class SageMakerNotebookActuator:
         )
 
 
-class StudioAppActuator:
+class StudioAppActuator(_SageMakerActuator):
     """``Target.id`` is ``<domain id>/<space name>/<app type>/<app name>``
     (:func:`costguard.domain.studio.app_target_id`); only apps in spaces."""
 
@@ -172,14 +171,6 @@ class StudioAppActuator:
         ),
         *warning_tag_permissions("sagemaker", "Studio apps", (APP_ARN,), tag_verb="AddTags"),
     )
-    opt_in_tags: tuple[str, ...] = ()
-
-    def __init__(self, clients: ClientFor) -> None:
-        self._clients = clients
-        self._arns: dict[str, str] = {}
-
-    def _sm(self, region: str) -> SageMakerClient:
-        return self._clients.sagemaker(region)
 
     def _describe(self, target: Target) -> dict[str, object] | None:
         domain_id, space, app_type, app_name = parse_app_target_id(target.id)
@@ -198,18 +189,6 @@ class StudioAppActuator:
         if found.get("AppArn"):
             self._arns[target.id] = str(found["AppArn"])
         return dict(found)
-
-    def _tags(self, region: str, arn: str) -> dict[str, str]:
-        with reading("sagemaker", region, "ListTags"):
-            return tags_of(
-                t
-                for page in self._sm(region).get_paginator("list_tags").paginate(ResourceArn=arn)
-                for t in page.get("Tags", [])
-            )
-
-    def inspect(self, targets: Sequence[Target]) -> Mapping[str, Observed]:
-        # No batched read of these (state and tags) exists: one look per target.
-        return {t.key: seen for t in targets if (seen := self._inspect_one(t)) is not None}
 
     def _inspect_one(self, target: Target) -> Observed | None:
         found = self._describe(target)

@@ -83,6 +83,12 @@ BUDGETS_PREFIX = "budgets/"
 #: The sort keys of a time's partition: its counter, and one item per done slice.
 REMAINING = "remaining"
 DONE_PREFIX = "done#"
+#: The plan's aggregation claim: its time, its lease's end, and when the work was done.
+_AGGREGATION_NAMES = {
+    "#agg": "aggregated_at",
+    "#claimed": "aggregating_at",
+    "#expires": "aggregation_expires",
+}
 
 
 class DynamoDbSliceBook:
@@ -310,11 +316,7 @@ class DynamoDbSliceBook:
             "SET #claimed = :now, #expires = :expires",
             "attribute_exists(pk) AND attribute_not_exists(#agg) "
             "AND (attribute_not_exists(#expires) OR #expires <= :now)",
-            {
-                "#agg": "aggregated_at",
-                "#claimed": "aggregating_at",
-                "#expires": "aggregation_expires",
-            },
+            _AGGREGATION_NAMES,
             {":now": stamp(now), ":expires": stamp(now + lease)},
         )
 
@@ -334,11 +336,7 @@ class DynamoDbSliceBook:
             tick,
             "REMOVE #claimed, #expires",
             "attribute_not_exists(#agg) AND #claimed = :claimed",
-            {
-                "#agg": "aggregated_at",
-                "#claimed": "aggregating_at",
-                "#expires": "aggregation_expires",
-            },
+            _AGGREGATION_NAMES,
             {":claimed": stamp(claimed_at)},
         )
 

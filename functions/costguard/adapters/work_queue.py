@@ -84,24 +84,20 @@ class WorkQueueError(RuntimeError):
     """SQS refused some entries of a batch (the fan-out fails, and its retry re-sends)."""
 
 
-class SqsWorkQueue:
-    """:class:`costguard.services.fanout.WorkQueue` on an SQS FIFO queue."""
-
-    def __init__(self, client: SQSClient, queue_url: str, per_account_cap: int = 1) -> None:
+class _FifoQueue:
+    def __init__(self, client: SQSClient, queue_url: str) -> None:
         self._sqs = client
         self._url = queue_url
-        self._cap = per_account_cap
 
-    def send(self, items: Sequence[Work]) -> int:
-        messages = [WorkItem.of(w) for w in items]
-        sent = 0
+    def _send(self, messages: Sequence[WorkItem | GuardItem], groups: list[str], what: str) -> int:
+        """Each message in its FIFO group, ``SEND_BATCH`` a call; a refused entry fails it."""
         for start in range(0, len(messages), SEND_BATCH):
             batch = messages[start : start + SEND_BATCH]
             entries: list[SendMessageBatchRequestEntryTypeDef] = [
                 {
                     "Id": str(i),
                     "MessageBody": m.model_dump_json(),
-                    "MessageGroupId": message_group(m.slice, self._cap),
+                    "MessageGroupId": groups[start + i],
                     "MessageDeduplicationId": m.dedupe_id(),
                 }
                 for i, m in enumerate(batch)
@@ -109,10 +105,22 @@ class SqsWorkQueue:
             response = self._sqs.send_message_batch(QueueUrl=self._url, Entries=entries)
             if response.get("Failed"):
                 raise WorkQueueError(
-                    f"SQS refused {len(response['Failed'])} work items: {response['Failed'][:3]}"
+                    f"SQS refused {len(response['Failed'])} {what}: {response['Failed'][:3]}"
                 )
-            sent += len(batch)
-        return sent
+        return len(messages)
+
+
+class SqsWorkQueue(_FifoQueue):
+    """:class:`costguard.services.fanout.WorkQueue` on an SQS FIFO queue."""
+
+    def __init__(self, client: SQSClient, queue_url: str, per_account_cap: int = 1) -> None:
+        super().__init__(client, queue_url)
+        self._cap = per_account_cap
+
+    def send(self, items: Sequence[Work]) -> int:
+        messages = [WorkItem.of(w) for w in items]
+        groups = [message_group(m.slice, self._cap) for m in messages]
+        return self._send(messages, groups, "work items")
 
 
 # -- the guards' queue -----------------------------------------------------------------------
@@ -151,7 +159,7 @@ class GuardItem(BaseModel):
         return f"{self.time:%Y%m%dT%H%M%SZ}/{self.account}/act/{self.guard}"
 
 
-class SqsGuardQueue:
+class SqsGuardQueue(_FifoQueue):
     """:class:`costguard.services.org_act.GuardQueue` on the act FIFO queue.
 
     One message group per account and guard: one run of a guard in an account at a time,
@@ -160,26 +168,7 @@ class SqsGuardQueue:
     while one is retried, so a run failing on one resource would hold the account's other
     guards for hours. The executor's claims make any overlap safe."""
 
-    def __init__(self, client: SQSClient, queue_url: str) -> None:
-        self._sqs = client
-        self._url = queue_url
-
     def send(self, runs: Sequence[GuardRun]) -> int:
         messages = [GuardItem.of(r) for r in runs]
-        for start in range(0, len(messages), SEND_BATCH):
-            batch = messages[start : start + SEND_BATCH]
-            entries: list[SendMessageBatchRequestEntryTypeDef] = [
-                {
-                    "Id": str(i),
-                    "MessageBody": m.model_dump_json(),
-                    "MessageGroupId": f"{m.account}#{m.guard}",
-                    "MessageDeduplicationId": m.dedupe_id(),
-                }
-                for i, m in enumerate(batch)
-            ]
-            response = self._sqs.send_message_batch(QueueUrl=self._url, Entries=entries)
-            if response.get("Failed"):
-                raise WorkQueueError(
-                    f"SQS refused {len(response['Failed'])} guard runs: {response['Failed'][:3]}"
-                )
-        return len(messages)
+        groups = [f"{m.account}#{m.guard}" for m in messages]
+        return self._send(messages, groups, "guard runs")
