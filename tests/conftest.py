@@ -31,23 +31,18 @@ def _one_botocore_loader_per_process() -> None:
 
 _one_botocore_loader_per_process()
 
-#: Module-scoped fixtures that take seconds to build (an Organization demo run, a CDK synth,
-#: a pip install). Under pytest-xdist (``make test``: ``--dist loadgroup``) every test of a
-#: module that reads one of them goes to the same worker, so it is built once, not once per
-#: worker; the module's other tests spread as usual. (Session-scoped synths are cached per
-#: process already: ``tests/infra/synth.py``.)
-BUILT_ONCE = frozenset(
-    {"demo", "built", "org_built", "org_template", "list_body", "synthesized", "hub_body",
-     "member_body", "isolated"}
-)  # fmt: skip
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``: ``--dist loadgroup``), every test of a module that
+    reads a module-scoped fixture goes to one worker, so the fixture (an Organization demo
+    run, a CDK synth, a deployed template, a seeded fleet) is built once, not once per
+    worker; the other tests spread as usual. (Session-scoped synths are cached per process
+    already: ``tests/infra/synth.py``.)"""
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
-        for name in sorted(BUILT_ONCE & set(info.names_closure)):
+        for name in sorted(info.names_closure):
             defs = info.name2fixturedefs.get(name, ())
             if defs and defs[-1].scope == "module":
                 item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

@@ -81,7 +81,7 @@ from tests.support.clock import clock_at
 _SCALE = os.environ.get("SWEEP_PROPERTY_EXAMPLES")
 #: Each case is a few dozen handler runs on moto (about a second): the everyday suite runs
 #: a small reproducible profile, `make property` a fraction of its sweep-property count.
-EXAMPLES = max(1, int(_SCALE) // 20) if _SCALE else 24
+EXAMPLES = max(1, int(_SCALE) // 20) if _SCALE else 8
 #: Monday morning, at odd minutes and seconds: no run and no object lands on a midnight,
 #: where S3's rounding of an object's age would be ambiguous.
 START = datetime(2026, 11, 2, 7, 13, 29, tzinfo=UTC)
