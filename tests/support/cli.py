@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from costguard_demo.plumbing import borrowed_environ
 from tests.support.clock import clock_at
 
 
@@ -29,20 +30,13 @@ class Done:
 @contextlib.contextmanager
 def environment(changes: Mapping[str, str | None]) -> Iterator[None]:
     """``os.environ`` with ``changes`` (None: unset), restored after."""
-    saved = {k: os.environ.get(k) for k in changes}
-    try:
+    with borrowed_environ(changes):
         for key, value in changes.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def costguard(*args: str, at: datetime, env: Mapping[str, str | None] | None = None) -> Done:
