@@ -83,11 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = Parser(
         prog="costguard",
-        description=(__doc__ or "").split("\n\n", 1)[0],
+        description="Scan a real account, run the demo, refresh prices, estimate a run.",
         epilog=(
             "exit codes: 0 ok, 1 AWS error, 2 bad input, 3 no data, 4 over budget, "
             "130 interrupted, "
-            "141 stdout closed (see the README)"
+            "141 stdout closed (see docs/cli.md)"
         ),
     )
     p.add_argument("--version", action=_VersionAction)
