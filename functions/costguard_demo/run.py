@@ -221,7 +221,7 @@ def _print_json(
     report: Any,
     guard_actions: list[dict[str, Any]],
 ) -> None:
-    from costguard.cli.report import report_json
+    from costguard.cli.scan_output import report_json
 
     document = {
         "endpoint": url,
@@ -242,7 +242,7 @@ def _print_text(
     received: Sequence[Any],
     guard_actions: list[dict[str, Any]],
 ) -> None:
-    from costguard.cli.report import report_table
+    from costguard.cli.scan_output import report_table
 
     print(report_table(report))
     print(

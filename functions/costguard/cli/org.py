@@ -165,7 +165,7 @@ def discover_accounts(
 
 def print_accounts(results: Sequence[AccountScan], as_json: bool) -> int:
     """Print the reports; exit 3 when no account could be scanned, else 0 (failures warned)."""
-    from costguard.cli.report import report_json, report_table
+    from costguard.cli.scan_output import report_json, report_table
 
     failed = [r for r in results if r.error is not None]
     if as_json:

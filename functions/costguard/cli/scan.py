@@ -190,7 +190,7 @@ def settings_for_scan(
 
 def cmd_scan(args: argparse.Namespace) -> int:
     from costguard.adapters.catalog import rate_book
-    from costguard.cli.report import report_json, report_table
+    from costguard.cli.scan_output import report_json, report_table
     from costguard.domain.catalog_merge import CatalogInUse
     from costguard.settings import one_line
     from costguard.wiring import CallCounter, build_scan_service, clients_for
