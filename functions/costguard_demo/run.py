@@ -57,13 +57,15 @@ def demo_environment(table: str, topic_arn: str = "") -> dict[str, str]:
 DEFAULT_CYCLES = 6
 
 
-def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = False) -> int:
+def run_demo(*, fmt: str = "table", cycles: int | None = None, org: bool = False) -> int:
     """The single-account demo, or with ``org`` the Organization hub's
-    (:mod:`costguard_demo.org`); ``cycles`` None: each one's default."""
+    (:mod:`costguard_demo.org`); ``cycles`` None: each one's default. ``fmt`` is the
+    ``--format``: the story is told on stderr only for ``table``."""
     if org:
         from costguard_demo.org import DEFAULT_TICKS, run_org_demo
 
-        return run_org_demo(as_json=as_json, ticks=cycles or DEFAULT_TICKS)
+        return run_org_demo(as_json=fmt == "json", ticks=cycles or DEFAULT_TICKS)
+    as_json = fmt != "table"
     import boto3
 
     from costguard_demo.server import embedded_aws
@@ -79,7 +81,7 @@ def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = Fa
         for n in range(cycles):
             demo.cycle(n, start + INTERVAL * n, cycles)
         say("\nGuards that act (not dry-run here), with simulated time:")
-        return demo.finish(url, demo.guards_act(end), as_json)
+        return demo.finish(url, demo.guards_act(end), fmt)
 
 
 @dataclass
@@ -184,7 +186,7 @@ class _Demo:
         self.deliver_alerts()
         return guard_actions
 
-    def finish(self, url: str, guard_actions: list[dict[str, Any]], as_json: bool) -> int:
+    def finish(self, url: str, guard_actions: list[dict[str, Any]], fmt: str) -> int:
         """The report, the alerts and the actions; 1 when anything failed."""
         from costguard.domain.findings import FindingCode
 
@@ -194,8 +196,23 @@ class _Demo:
             {k: m[k] for k in ("alert_id", "kind", "project", "severity", "summary")}
             for m in delivered
         ]
-        if as_json:
+        if fmt == "json":
             _print_json(url, self.history, alerts, delivered, received, report, guard_actions)
+        elif fmt != "table":
+            # The final scan's report, as `costguard scan --format` prints it.
+            from costguard.cli.output import write
+            from costguard.cli.scan_output import report_json, scan_markdown_heading, scan_tables
+
+            table, views = scan_tables([(None, report)])
+            write(
+                fmt,
+                kind="demo",
+                data=report_json(report),
+                table=table,
+                views=views,
+                heading=scan_markdown_heading([report]),
+                generated_at=report.now,
+            )
         else:
             _print_text(report, alerts, delivered, received, guard_actions)
         failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
@@ -221,6 +238,7 @@ def _print_json(
     report: Any,
     guard_actions: list[dict[str, Any]],
 ) -> None:
+    from costguard.cli.output import write
     from costguard.cli.scan_output import report_json
 
     document = {
@@ -231,8 +249,12 @@ def _print_json(
         "report": report_json(report),
         "actions": guard_actions,
     }
-    json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    # The envelope every command prints; its time is the story's (simulated), not the clock's.
+    write("json", kind="demo", data=document, table=_NO_TABLE, generated_at=report.now)
+
+
+#: ``demo --format json`` prints no table.
+_NO_TABLE: Any = None
 
 
 def _print_text(
@@ -254,8 +276,8 @@ def _print_text(
         print(f"{line} {shorten(item['summary'], 100, placeholder=' …')}")
     print(f"\nActions ({len(guard_actions)}):")
     for act in guard_actions:
-        monthly = act.get("usd_per_hour_saved", 0) * 730
+        monthly = act["usd_per_month_saved"]
         print(
-            f"  {act.get('outcome', act.get('kind')):<10} {act['resource']:<48} "
+            f"  {act['outcome']:<10} {act['resource']:<48} "
             f"{act['project'] or '-':<10} ${monthly:>8.2f}/month"
         )

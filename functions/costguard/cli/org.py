@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.assume import AccountAccessError, member_clients
-from costguard.cli.common import EXIT_AWS, EXIT_NO_DATA, EXIT_OK, CommandError, emit_json
+from costguard.cli.common import EXIT_AWS, EXIT_NO_DATA, EXIT_OK, CommandError
 from costguard.domain.org import Slice
 
 if TYPE_CHECKING:
@@ -163,26 +163,38 @@ def discover_accounts(
     return list(listing.accounts)
 
 
-def print_accounts(results: Sequence[AccountScan], as_json: bool) -> int:
-    """Print the reports; exit 3 when no account could be scanned, else 0 (failures warned)."""
-    from costguard.cli.scan_output import report_json, report_table
+def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datetime) -> int:
+    """Print the reports in ``fmt`` (the envelope's kind is ``scan.accounts``); exit 3 when
+    no account could be scanned, else 0 (failures warned on stderr, and in the JSON)."""
+    from costguard.cli.output import write
+    from costguard.cli.scan_output import (
+        report_json,
+        report_table,
+        scan_markdown_heading,
+        scan_tables,
+    )
 
     failed = [r for r in results if r.error is not None]
-    if as_json:
-        doc = {
-            "accounts": {r.account: report_json(r.report) for r in results if r.report},
-            "failed_accounts": {
-                r.account: {"code": r.error.code, "message": r.error.detail}
-                for r in failed
-                if r.error
-            },
-        }
-        emit_json(doc)
-    else:
-        for r in results:
-            if r.report is not None:
-                print(f"== account {r.account}")
-                print(report_table(r.report))
+    scanned = [(r.account, r.report) for r in results if r.report is not None]
+    doc = {
+        "accounts": {account: report_json(report) for account, report in scanned},
+        "failed_accounts": {
+            r.account: {"code": r.error.code, "message": r.error.detail} for r in failed if r.error
+        },
+    }
+    table, views = scan_tables(scanned)
+    text = "\n".join(f"== account {account}\n{report_table(report)}" for account, report in scanned)
+    write(
+        fmt,
+        kind="scan.accounts",
+        data=doc,
+        table=table,
+        views=views,
+        generated_at=scanned[0][1].now if scanned else generated_at,
+        text=text,
+        heading=scan_markdown_heading([report for _, report in scanned]),
+        empty="none found",
+    )
     sys.stdout.flush()
     if failed:
         names = ", ".join(f"{r.account} ({r.error.code})" for r in failed if r.error)

@@ -243,7 +243,7 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
                         "retired": name in book.retired or name.removeprefix("ml.") in book.retired,
                     }
                 )
-    if args.json:
+    if args.format == "json":  # the prices helper gives `prices show` its --format
         doc = {"catalog": which, "version": in_use.version, "as_of": book.as_of.isoformat()}
         common.emit_json({**doc, "rates": rows}, ensure_ascii=True)
         return common.EXIT_OK if rows else common.EXIT_NO_DATA
@@ -324,7 +324,7 @@ def register(sub: Any, flags: common.Flags) -> None:
     refresh.set_defaults(func=cmd_prices_refresh)
     show = prices_sub.add_parser(
         "show",
-        parents=[flags.profile, flags.json],
+        parents=[flags.profile, flags.format],
         help="the rates the guard uses, and where each came from",
         description=(
             "The rates a guard prices with, and where each came from (bundled with the "
