@@ -33,7 +33,9 @@ def demo() -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    document: dict[str, Any] = json.loads(done.stdout)
+    envelope: dict[str, Any] = json.loads(done.stdout)
+    assert (envelope["schema_version"], envelope["kind"]) == (2, "demo.org")
+    document: dict[str, Any] = envelope["data"]
     return document
 
 
@@ -400,7 +402,7 @@ def test_with_dry_run_the_guards_say_what_they_would_do_and_save_and_change_noth
     code = org.run_org_demo(as_json=True, ticks=3, dry_run=True)
     out = capsys.readouterr()
     assert code == 0, out.err[-3000:]
-    doc = json.loads(out.out)
+    doc = json.loads(out.out)["data"]
     g = doc["guards"]
     # THEN the guards reported what they would do, and what it would save ...
     assert g["dry_run"] is True
@@ -482,7 +484,7 @@ def test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_gu
     code = org.run_org_demo(as_json=True, ticks=3)
     out = capsys.readouterr()
     assert out.out, out.err[-3000:]
-    doc = json.loads(out.out)
+    doc = json.loads(out.out)["data"]
     g, account = doc["guards"], vision[0]
     # THEN it exits 1 (not part of the story), saying why
     assert code == 1 and "guard runs were dead-lettered" in out.err
