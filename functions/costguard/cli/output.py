@@ -130,10 +130,8 @@ class Table:
         out = []
         for c in self.columns:
             cell = row.get(c.key, "")
-            if isinstance(cell, Cell):
-                out.append(cell.value if for_tools else cell.text)
-            else:
-                out.append(_csv_safe(cell) if for_tools else cell)
+            text = cell if isinstance(cell, str) else cell.value if for_tools else cell.text
+            out.append(_csv_safe(text) if for_tools else text)
         return out
 
 
@@ -142,7 +140,14 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _csv_safe(text: str) -> str:
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    """``text``, or ``'text`` when a spreadsheet would run it; a number (``-1.50``) is kept."""
+    if not text.startswith(_FORMULA_START):
+        return text
+    try:
+        number = Decimal(text)
+    except ArithmeticError:
+        return "'" + text
+    return text if number.is_finite() else "'" + text
 
 
 def csv_text(table: Table) -> str:
