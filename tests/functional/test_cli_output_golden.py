@@ -352,3 +352,28 @@ def test_money_in_csv_is_a_number_and_unpriced_is_a_word() -> None:
     )
     assert (rate_cell(None).text, rate_cell(None).value) == ("unpriced", "unpriced")
     assert rate_cell(Decimal("0.526")).value == "0.5260"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_reader_that_goes_away_is_not_a_traceback(fmt: str) -> None:
+    """`costguard estimate train --format F | head -c0`: the reader is gone before the
+    first byte; the command stops with the shell's code for SIGPIPE, and says nothing."""
+    import subprocess
+
+    from tests.support.clock import costguard_at
+
+    proc = subprocess.Popen(
+        [
+            *costguard_at(MIDDAY),
+            *("estimate", "train", "--params", "7e9", "--tokens", "2e12", "--gpu", "a100-40gb"),
+            *("--catalog", str(FIXTURE_CATALOG_PATH), "--format", fmt),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err
