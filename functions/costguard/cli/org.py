@@ -166,6 +166,8 @@ def discover_accounts(
 def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datetime) -> int:
     """Print the reports in ``fmt`` (the envelope's kind is ``scan.accounts``); exit 3 when
     no account could be scanned, else 0 (failures warned on stderr, and in the JSON)."""
+    from functools import cache
+
     from costguard.cli.output import write
     from costguard.cli.scan_output import (
         report_json,
@@ -176,22 +178,28 @@ def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datet
 
     failed = [r for r in results if r.error is not None]
     scanned = [(r.account, r.report) for r in results if r.report is not None]
-    doc = {
-        "accounts": {account: report_json(report) for account, report in scanned},
-        "failed_accounts": {
-            r.account: {"code": r.error.code, "message": r.error.detail} for r in failed if r.error
-        },
-    }
-    table, views = scan_tables(scanned)
-    text = "\n".join(f"== account {account}\n{report_table(report)}" for account, report in scanned)
+
+    def doc() -> dict[str, Any]:
+        return {
+            "accounts": {account: report_json(report) for account, report in scanned},
+            "failed_accounts": {
+                r.account: {"code": r.error.code, "message": r.error.detail}
+                for r in failed
+                if r.error
+            },
+        }
+
+    tables = cache(lambda: scan_tables(scanned))
     write(
         fmt,
         kind="scan.accounts",
         data=doc,
-        table=table,
-        views=views,
+        table=lambda: tables()[0],
+        views=lambda: tables()[1],
         generated_at=scanned[0][1].now if scanned else generated_at,
-        text=text,
+        text=lambda: "\n".join(
+            f"== account {account}\n{report_table(report)}" for account, report in scanned
+        ),
         heading=scan_markdown_heading([report for _, report in scanned]),
         empty="none found",
     )

@@ -239,6 +239,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 def print_scan(fmt: str, report: ScanReport) -> None:
     """One account's scan in ``fmt``: the envelope (kind ``scan``), its rows, or the text."""
+    from functools import cache
+
     from costguard.cli.output import write
     from costguard.cli.scan_output import (
         report_json,
@@ -247,15 +249,15 @@ def print_scan(fmt: str, report: ScanReport) -> None:
         scan_tables,
     )
 
-    table, views = scan_tables([(None, report)])
+    tables = cache(lambda: scan_tables([(None, report)]))
     write(
         fmt,
         kind="scan",
-        data=report_json(report),
-        table=table,
-        views=views,
+        data=lambda: report_json(report),
+        table=lambda: tables()[0],
+        views=lambda: tables()[1],
         generated_at=report.now,
-        text=report_table(report),
+        text=lambda: report_table(report),
         heading=scan_markdown_heading([report]),
         empty="none found",
     )

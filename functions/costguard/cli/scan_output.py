@@ -223,13 +223,13 @@ def _project_row(account: str, p: ProjectReport) -> dict[str, str | Cell]:
     }
 
 
-def _resource_row(account: str, a: AttributedResource) -> dict[str, str | Cell]:
+def _resource_row(account: str, project: Cell, a: AttributedResource) -> dict[str, str | Cell]:
     r = a.priced.resource
     what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
     return {
         "account": account,
         "row": "resource",
-        "project": Cell(a.project or UNATTRIBUTED, a.project or ""),
+        "project": project,
         "owner": a.owner or "",
         "resource_kind": r.kind.value,
         "resource": r.id,
@@ -262,9 +262,11 @@ def scan_tables(
             row = _project_row(who, p)
             rows.append(row)
             projects.append(row)
+            project = row["project"]
+            assert isinstance(project, Cell)
             for a in p.resources:
                 if a.priced.resource.billable:
-                    rrow = _resource_row(who, a)
+                    rrow = _resource_row(who, project, a)
                     rows.append(rrow)
                     resources.append((a, rrow))
     several = len(reports) > 1
