@@ -112,9 +112,10 @@ def fetch_regions(
             fetched.append(Fetched(region, {}, failed=why))
             continue
         rejected = got.rejected if isinstance(got, PriceAnswer) else ()
+        absent = got.absent if isinstance(got, PriceAnswer) else {}
         for line in rejected:
             progress(f"not taken as a price: {line}")
-        result = Fetched(region, got, rejected=rejected)
+        result = Fetched(region, got, rejected=rejected, absent=absent)
         if result.empty:
             progress(f"{region}: the Price List API returned no prices; {region} is left as it was")
         fetched.append(result)
