@@ -261,7 +261,7 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
     known_regions = catalog_regions(catalog, book)
     if args.region and args.region not in known_regions:
         raise _unknown_region(args.region, known_regions)
-    if args.type and not any(_matches(r.name, args.type) for r in every):
+    if args.type is not None and not any(_matches(r.name, args.type) for r in every):
         raise _unknown_type(args.type)
     rows = [
         r
@@ -350,7 +350,7 @@ def _row_cells(r: Any, catalog: str, dollars: bool = True) -> dict[str, str]:
         *([f"{r.reason}"] if r.reason and r.priced else []),
         *([f"kept since {r.kept_since} (the API stopped returning it)"] if r.kept_since else []),
         *([f"${r.held_usd} held for review"] if r.held_usd is not None else []),
-        *(["retired"] if r.retired else []),
+        *(["retired"] if r.retired and not (r.reason or "").startswith("retired") else []),
         *([f"confidence {r.confidence}"] if r.confidence else []),
     ]
     return {

@@ -167,8 +167,10 @@ def _reference_rows(
         if usd is None:
             priced = sorted(table)
             reason = (
-                f"the price catalog has no {what} rate for {region} (it has "
-                f"{', '.join(priced) or 'none'}); a refresh does not fetch it"
+                f"the price catalog has no {what} rate for {region} (it has one for "
+                f"{', '.join(priced)}); a refresh does not fetch it"
+                if priced
+                else f"the price catalog has no {what} rates; a refresh does not fetch them"
             )
             if service == "s3" and priced:
                 dearest = max(table[r] for r in priced)
