@@ -260,8 +260,9 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
     assert text.returncode == 0, text.stderr
     lines = text.stdout.strip().splitlines()
     assert lines[0].startswith(f"Prices from {out}")
-    assert any("g5.xlarge" in line and "price-list-api" in line for line in lines[1:])
-    assert all("us-east-1" in line for line in lines[1:])
+    assert lines[1].split()[:3] == ["service", "region", "name"]  # the columns' header
+    assert any("g5.xlarge" in line and "price-list-api" in line for line in lines[2:])
+    assert all("us-east-1" in line for line in lines[2:])
 
 
 def test_show_of_a_type_the_catalog_lacks_is_named_and_exits_2(fake: FakePriceList) -> None:

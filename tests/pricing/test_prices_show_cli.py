@@ -144,7 +144,13 @@ def test_a_refresh_leaves_the_price_lists_reasons_for_show(
         "prices", "refresh", "--region", "us-west-2", "--out", str(out), at=AT, env=env
     )
     assert done.returncode == 0, done.stderr
-    # THEN show gives each missing rate the reason the Price List gave, and its date
+    # THEN the refresh's summary lists them
+    summary = json.loads(done.stdout)
+    assert (
+        "ec2/us-west-2/zz1.xlarge: not offered in us-west-2 (no EC2 product in the Price List)"
+        in summary["without_a_rate"]
+    )
+    # AND show gives each missing rate the reason the Price List gave, and its date
     shown = json.loads(
         show("--region", "us-west-2", "--service", "ec2", "--json", catalog=out).stdout
     )

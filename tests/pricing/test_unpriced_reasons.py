@@ -12,7 +12,13 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
-from costguard.adapters.catalog import parse_catalog, rate_book, read_catalog_file, with_rate_book
+from costguard.adapters.catalog import (
+    CatalogFile,
+    parse_catalog,
+    rate_book,
+    read_catalog_file,
+    with_rate_book,
+)
 from costguard.domain.catalog_merge import Fetched, NoRate, merge
 from costguard.domain.findings import FindingCode
 from costguard.domain.models import Resource, ResourceKind
@@ -25,7 +31,7 @@ CATALOG = fixture_catalog()
 FILE = read_catalog_file(FIXTURE_CATALOG_PATH)
 
 
-def sheet(catalog_file=FILE) -> list[RateRow]:  # type: ignore[no-untyped-def]
+def sheet(catalog_file: CatalogFile = FILE) -> list[RateRow]:
     return rate_sheet(catalog_file.to_domain(), rate_book(catalog_file))
 
 

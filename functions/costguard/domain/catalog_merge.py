@@ -203,6 +203,9 @@ class MergeResult:
     #: "section/region/name: why" for every answer not taken as a price (malformed,
     #: ambiguous, not a positive finite number): its last rate is kept.
     rejected: tuple[str, ...] = ()
+    #: "section/region/name: why" for every name asked for that the API has no rate for,
+    #: in a region that holds none (recorded in the catalog's ``no_rate``).
+    without_rate: tuple[str, ...] = ()
 
 
 def change_is_suspicious(old: Decimal, new: Decimal, hold_pct: Decimal) -> bool:
@@ -304,6 +307,14 @@ def merge(
         # oldest_as_of cannot see it) keeps the catalog's date where it was.
         as_of = min(as_of, book.as_of)
     new = replace(new, as_of=as_of)
+    read = {f.region for f in fetched if f.failed is None and not f.empty}
+    without_rate = tuple(
+        f"{section}/{region}/{name}: {note.reason}"
+        for section, regions in sorted(new.no_rate.items())
+        for region, names in sorted(regions.items())
+        if region in read
+        for name, note in sorted(names.items())
+    )
     return MergeResult(
         book=new,
         changed=tuple(changed),
@@ -312,6 +323,7 @@ def merge(
         empty_regions=tuple(empty),
         failed_regions=failed,
         rejected=tuple(rejected),
+        without_rate=without_rate,
     )
 
 

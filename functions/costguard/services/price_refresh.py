@@ -82,6 +82,7 @@ class RefreshOutcome:
             "held_for_review": [h.describe() for h in r.held],
             "rejected_answers": list(r.rejected),
             "kept_from_previous": list(r.kept),
+            "without_a_rate": list(r.without_rate),
             **({"stored_catalog_problem": self.problem} if self.problem else {}),
         }
 
