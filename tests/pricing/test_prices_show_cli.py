@@ -165,3 +165,25 @@ def test_a_refresh_leaves_the_price_lists_reasons_for_show(
     )
     # AND a type the API priced shows the API as its source
     assert rates["g5.xlarge"]["source"] == "price-list-api" and rates["g5.xlarge"]["priced"]
+
+
+def test_odd_names_inside_a_catalog_stay_on_their_row(tmp_path: Path) -> None:
+    # GIVEN a hand-edited catalog whose names carry a newline, a pipe and an escape
+    data = json.loads(FIXTURE_CATALOG_PATH.read_text())
+    data["ec2"]["us-east-1"]["g5.x|large\nnext\x1b[2J"] = "1.5"
+    catalog = tmp_path / "odd.json"
+    catalog.write_text(json.dumps(data))
+    for fmt in ("table", "markdown"):
+        # WHEN it is shown for a person or pasted into a pull request
+        done = show("--region", "us-east-1", "--type", "g5", "--format", fmt, catalog=catalog)
+        assert done.returncode == 0, done.stderr
+        # THEN each rate is one line, and no escape reaches the terminal
+        assert "\x1b" not in done.stdout
+        rows = [line for line in done.stdout.splitlines() if line.lstrip("| ").startswith("ec2")]
+        assert len(rows) == 4  # g5.xlarge, g5.2xlarge, g5.12xlarge and the odd one
+        assert any("g5.x" in row and "next" in row for row in rows)
+    # AND the JSON keeps the name exactly, for a script
+    doc = json.loads(
+        show("--region", "us-east-1", "--type", "g5", "--json", catalog=catalog).stdout
+    )
+    assert "g5.x|large\nnext\x1b[2J" in {r["name"] for r in doc["data"]["rates"]}

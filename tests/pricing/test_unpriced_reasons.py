@@ -185,3 +185,26 @@ def test_the_packaged_catalog_dates_its_reference_rates(tmp_path: Path) -> None:
     assert packaged.reference_as_of is not None
     rows = sheet(packaged)
     assert all(r.as_of is not None for r in rows if r.service in ("eks", "s3", "ebs-snapshot"))
+
+
+def test_a_newer_package_keeps_the_stored_reasons_for_what_it_does_not_price() -> None:
+    from costguard.adapters.catalog import overlay
+
+    # GIVEN a stored catalog that prices a region the package lacks and recorded why the
+    # API had no rate for two names, one of which the (newer) package now prices
+    data = json.loads(FIXTURE_CATALOG_PATH.read_text())
+    data["ec2"]["ap-south-1"] = {"g5.xlarge": "1.2"}
+    note = {
+        "reason": "not offered in us-west-2 (no EC2 product in the Price List)",
+        "since": "2026-10-01",
+    }
+    data["no_rate"] = {"ec2": {"us-west-2": {"zz1.xlarge": note, "g5.xlarge": note}}}
+    stored = parse_catalog(data, "stored")
+    # WHEN a scan reads the package's catalog with the stored-only rates on top
+    both = overlay(FILE, stored)
+    # THEN the reason for what nobody prices is kept; the one the package answers is gone
+    assert both is not None
+    assert set(both.no_rate["ec2"]["us-west-2"]) == {"zz1.xlarge"}
+    assert "Price List API, since 2026-10-01" in (
+        both.to_domain().why_unpriced("us-west-2", "zz1.xlarge") or ""
+    )
