@@ -187,3 +187,14 @@ def test_odd_names_inside_a_catalog_stay_on_their_row(tmp_path: Path) -> None:
         show("--region", "us-east-1", "--type", "g5", "--json", catalog=catalog).stdout
     )
     assert "g5.x|large\nnext\x1b[2J" in {r["name"] for r in doc["data"]["rates"]}
+
+
+def test_an_estimate_for_a_type_without_a_rate_gives_the_same_reason() -> None:
+    # GIVEN a type the catalog prices in us-east-1 only
+    done = costguard(
+        "estimate", "iteration", "--work-hours", "2", "--instance-type", "g5.2xlarge",
+        "--region", "eu-west-1", "--catalog", str(FIXTURE_CATALOG_PATH), at=AT,
+    )  # fmt: skip
+    # THEN the estimate says why there is no rate, as `prices show` does, not only that
+    assert done.returncode == 2
+    assert "the price catalog prices EC2 g5.2xlarge in us-east-1 only" in done.stderr
