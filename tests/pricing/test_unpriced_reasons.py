@@ -208,3 +208,12 @@ def test_a_newer_package_keeps_the_stored_reasons_for_what_it_does_not_price() -
     assert "Price List API, since 2026-10-01" in (
         both.to_domain().why_unpriced("us-west-2", "zz1.xlarge") or ""
     )
+
+
+def test_sizes_are_listed_as_aws_lists_them() -> None:
+    from costguard.domain.rate_sheet import by_size
+
+    names = ["g5.48xlarge", "g5.metal", "g5.2xlarge", "g5.xlarge", "g5.12xlarge", "g5.large"]
+    assert sorted(names, key=by_size) == [
+        "g5.large", "g5.xlarge", "g5.2xlarge", "g5.12xlarge", "g5.48xlarge", "g5.metal",
+    ]  # fmt: skip

@@ -94,6 +94,22 @@ def rate_sheet(catalog: PriceCatalog, book: RateBook) -> list[RateRow]:
     return rows
 
 
+_SIZES = {"nano": 0, "micro": 1, "small": 2, "medium": 3, "large": 4, "xlarge": 5}
+
+
+def by_size(name: str) -> tuple[str, int, str]:
+    """Sort key: a family's sizes smallest first (g5.xlarge, g5.2xlarge, ... g5.48xlarge,
+    g5.metal), as AWS lists them, not as text sorts them (g5.12xlarge before g5.2xlarge)."""
+    family, _, size = name.rpartition(".")
+    if size in _SIZES:
+        rank = _SIZES[size]
+    elif size.endswith("xlarge") and size[:-6].isdigit():
+        rank = 5 + int(size[:-6])
+    else:
+        rank = 10_000  # metal, and whatever else: after the numbered sizes
+    return family, rank, size
+
+
 def _known_names(service: str, catalog: PriceCatalog, book: RateBook) -> set[str]:
     """Every name of ``service`` the catalog knows: priced anywhere, given a reason, or
     reported by a refresh."""
@@ -113,7 +129,7 @@ def _instance_rows(
 ) -> Iterator[RateRow]:
     section = SECTION_OF[service]
     unit = "GB-month" if service == "ebs" else "hour"
-    known = sorted(_known_names(service, catalog, book))
+    known = sorted(_known_names(service, catalog, book), key=by_size)
     for region in regions:
         rates = book.rates.get(section, {}).get(region, {})
         for name in known:
