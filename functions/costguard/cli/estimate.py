@@ -487,13 +487,10 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
             _known_region(catalog, region)
             rate = catalog.ec2_on_demand(region, args.instance_type)
             if rate is None:
-                why = catalog.why_unpriced(region, args.instance_type) or (
-                    f"retired: {retired}" if retired else None
-                )
+                why = catalog.unpriced_reason("ec2", region, args.instance_type)
                 raise common.CommandError(
-                    f"no on-demand rate for {args.instance_type} in {region}"
-                    + (f": {why}" if why else "")
-                    + "; pass --usd-per-hour"
+                    f"no on-demand rate for {args.instance_type} in {region}: {why}; "
+                    "pass --usd-per-hour"
                 )
         if catalog.spot is None:
             raise common.CommandError("the price catalog has no spot table: pass the spot options")

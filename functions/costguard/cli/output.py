@@ -167,11 +167,12 @@ def csv_text(table: Table) -> str:
 #: Characters that end a line, or reorder or hide text, in some renderer: a line break
 #: would end the table row, a bidi override would make a name read as another.
 _INVISIBLE = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}
-#: Markdown that would change a cell's meaning: a pipe ends the cell, a backtick opens
-#: code, ``*`` emphasis, ``[`` a link, ``<`` HTML. (``_`` is left: inside a word it is
-#: no emphasis in GitHub's Markdown, and names such as ``my_project`` stay readable; so
-#: is ``>``, a quote only at a line's start, which a cell never is: ``>20%`` stays.)
-_MARKUP = str.maketrans({ch: "\\" + ch for ch in "\\|`*[]<"})
+#: Markdown that would change a cell's meaning: a pipe ends the cell, ``*`` is emphasis,
+#: ``[`` a link, ``<`` HTML. A backtick is left: a code span makes the markup inside it
+#: inert (and CostGuard's own advice quotes commands in one); ``_`` is left: inside a word
+#: it is no emphasis in GitHub's Markdown, and names such as ``my_project`` stay
+#: readable; so is ``>``, a quote only at a line's start, which a cell never is.
+_MARKUP = str.maketrans({ch: "\\" + ch for ch in "\\|*[]<"})
 
 
 def _md_cell(text: str) -> str:
@@ -184,9 +185,7 @@ def _md_cell(text: str) -> str:
 def markdown_table(table: Table) -> str:
     head = "| " + " | ".join(_md_cell(c.header) for c in table.columns) + " |"
     rule = "|" + "|".join("---:" if c.align == "right" else "---" for c in table.columns) + "|"
-    body = [
-        "| " + " | ".join(_md_cell(x) or " " for x in table.cells(row)) + " |" for row in table.rows
-    ]
+    body = ["| " + " | ".join(_md_cell(x) for x in table.cells(row)) + " |" for row in table.rows]
     return "\n".join([head, rule, *body]) + "\n"
 
 
