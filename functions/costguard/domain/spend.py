@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -21,6 +21,7 @@ from costguard.domain.calendar import (
     month_key,
     month_start,
     require_utc,
+    split_by_day,
     split_by_month,
 )
 from costguard.domain.money import ZERO
@@ -47,9 +48,23 @@ class Observation(NamedTuple):
 class Increment:
     usd: Decimal = ZERO
     estimated_usd: Decimal = ZERO
+    #: The same spend by UTC day of the month (1-31): what the report's burn-down draws.
+    days: Mapping[int, Decimal] = field(default_factory=dict)
 
     def __add__(self, other: Increment) -> Increment:
-        return Increment(self.usd + other.usd, self.estimated_usd + other.estimated_usd)
+        return Increment(
+            self.usd + other.usd,
+            self.estimated_usd + other.estimated_usd,
+            add_days(self.days, other.days),
+        )
+
+
+def add_days(a: Mapping[int, Decimal], b: Mapping[int, Decimal]) -> dict[int, Decimal]:
+    """Two per-day maps added day by day."""
+    out = dict(a)
+    for day, usd in b.items():
+        out[day] = out.get(day, ZERO) + usd
+    return out
 
 
 AccrualKey = tuple[str | None, str]
@@ -83,6 +98,9 @@ def accrue(
     # instant's hours, split by month, are computed once per call.
     spans: dict[datetime, list[tuple[str, Decimal]]] = {}
     usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
+    # The day split is done once per (project, start instant) on the summed rate, not per
+    # resource: a first scan back-fills up to 31 days for every resource.
+    rate_from: dict[tuple[str | None, datetime], Decimal] = defaultdict(Decimal)
     estimated_usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     observations: list[Observation] = []
     for item in resources:
@@ -112,10 +130,19 @@ def accrue(
                 usd[key] += amount
                 if estimated:
                     estimated_usd[key] += amount
+            rate_from[(project, start)] += rate
         observations.append(
             Observation(res.key, project, rate if rate is not None else ZERO, now, first_seen)
         )
-    increments = {key: Increment(total, estimated_usd.get(key, ZERO)) for key, total in usd.items()}
+    days: dict[AccrualKey, dict[int, Decimal]] = defaultdict(dict)
+    for (project, start), rate in rate_from.items():
+        for month, day, hours in split_by_day(start, now):
+            row = days[(project, month)]
+            row[day] = row.get(day, ZERO) + rate * hours
+    increments = {
+        key: Increment(total, estimated_usd.get(key, ZERO), days.get(key, {}))
+        for key, total in usd.items()
+    }
     return Accrual(increments, tuple(observations))
 
 
