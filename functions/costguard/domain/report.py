@@ -152,8 +152,13 @@ def burn(
         rates = [run_rate]
         rates += [usd for at, usd in rate_samples if now - RATE_LOOKBACK <= at <= now]
         if days is not None:
+            # Whole days after the project's first spend: a day before it existed (or the
+            # day it began, part of a day) says nothing about its rate.
             today = int(elapsed) + 1
-            rates += [days.get(d, ZERO) / 24 for d in range(max(1, today - DAY_LOOKBACK), today)]
+            first = min((d for d, usd in days.items() if usd > 0), default=today)
+            rates += [
+                days.get(d, ZERO) / 24 for d in range(max(first + 1, today - DAY_LOOKBACK), today)
+            ]
         left = hours_left_in_month(now)
         low = month_to_date + min(rates) * left
         high = month_to_date + max(rates) * left

@@ -180,10 +180,7 @@ def build_report(
         ),
         thresholds=tuple(sorted(set(request.thresholds))),
         live=live,
-        narrowed=tuple(
-            [f"project {', '.join(sorted(request.projects))}"] if request.projects else []
-        )
-        + ([f"team {request.team}"] if request.team is not None else []),
+        narrowed=_narrowed(request),
     )
 
 
@@ -259,3 +256,13 @@ def _age(as_of: str, now: datetime) -> int | None:
         return (now.date() - date.fromisoformat(as_of[:10])).days
     except ValueError:
         return None
+
+
+def _narrowed(request: ReportRequest) -> tuple[str, ...]:
+    """What the report was narrowed to, for its heading."""
+    out = []
+    if request.projects:
+        out.append(f"project {', '.join(sorted(request.projects))}")
+    if request.team is not None:
+        out.append(f"team {request.team}")
+    return tuple(out)
