@@ -196,6 +196,10 @@ def chart(b: Burn, thresholds: Sequence[int]) -> str:
             f'<text x="{x0 + 4}" y="{y - 5}" fill="var(--budget)" style="fill:var(--budget)">'
             "budget</text>"
         )
+    else:
+        parts.append(
+            f'<text data-role="no-budget" x="{x0 + 4}" y="{TOP + 14}">no budget set</text>'
+        )
     if b.series:
         points = [_xy(b, top, p.day, p.usd) for p in b.series]
         line = " ".join(f"{x},{y}" for x, y in points)
@@ -247,6 +251,12 @@ def chart(b: Burn, thresholds: Sequence[int]) -> str:
     )
 
 
+def _range(b: Burn) -> str:
+    """The forecast's range; one figure when the rate has held steady."""
+    low, high = usd(b.forecast_low), usd(b.forecast_high)
+    return _num(low) if low == high else f"{_num(low)} to {_num(high)}"
+
+
 def _crossing_text(b: Burn) -> str:
     words = []
     for c in b.crossings:
@@ -268,9 +278,7 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
     if b.elapsed < b.days_in_month:
         figs.append(f"<span>forecast {_num(usd(b.forecast))}</span>")
         if b.range_basis:
-            figs.append(
-                f"<span>range {_num(usd(b.forecast_low))} to {_num(usd(b.forecast_high))}</span>"
-            )
+            figs.append(f"<span>range {_range(b)}</span>")
         figs.append(f"<span>now {_num(per_hour(b.run_rate))}</span>")
     notes = []
     crossing = _crossing_text(b)
@@ -390,7 +398,7 @@ def render(report: Report) -> str:
                     _num(usd(b.month_to_date)),
                     _num(usd(b.budget)) if b.budget is not None else "none",
                     _num(usd(b.forecast)),
-                    f"{_num(usd(b.forecast_low))} to {_num(usd(b.forecast_high))}",
+                    _range(b),
                     _num(per_hour(b.run_rate)),
                 ]
                 for b in burns
