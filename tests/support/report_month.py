@@ -10,7 +10,6 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.models import Resource, ResourceKind
@@ -42,7 +41,11 @@ DEMO_PROJECTS: tuple[Project, ...] = (
         "llm-pretraining",
         "12000",
         "alice@example.com",
-        [("p4d.24xlarge", 1, 0, None), ("p5.48xlarge", 2, 13.5, None), ("p9.96xlarge", 1, 15, None)],
+        [
+            ("p4d.24xlarge", 1, 0, None),
+            ("p5.48xlarge", 2, 13.5, None),
+            ("p9.96xlarge", 1, 15, None),
+        ],
         team="research",
     ),
     Project(
@@ -52,13 +55,20 @@ DEMO_PROJECTS: tuple[Project, ...] = (
         [("g5.12xlarge", 2, 0, None), ("g5.2xlarge", 1, 3, None), ("p5.48xlarge", 1, 9, 11)],
         team="research",
     ),
-    Project("nlp-team", "8000", "bob@example.com", [("g5.xlarge", 3, 0, None), ("g6.xlarge", 2, 6, None)]),
+    Project(
+        "nlp-team",
+        "8000",
+        "bob@example.com",
+        [("g5.xlarge", 3, 0, None), ("g6.xlarge", 2, 6, None)],
+    ),
     Project("recsys-serving", "15000", "carol@example.com", [("g5.2xlarge", 2, 0, None)]),
     Project("speech-lab", None, "erin@example.com", [("g5.xlarge", 1, 4, None)]),
 )
 
 
-def fleet_at(projects: Sequence[Project], at: datetime, *, region: str = "us-east-1") -> list[Resource]:
+def fleet_at(
+    projects: Sequence[Project], at: datetime, *, region: str = "us-east-1"
+) -> list[Resource]:
     """The running resources at ``at``: those launched by then and not yet stopped."""
     out = []
     for p, project in enumerate(projects):
@@ -212,16 +222,17 @@ def audit_trail(projects: Sequence[Project], at: datetime) -> list[AuditEvent]:
 
 
 def many_projects(n: int, per_project: int, *, seed: int = 11) -> list[Project]:
-    """``n`` projects of ``per_project`` instances each, some with long or hostile names."""
+    """``n`` projects of ``per_project`` instances each, some with long or hostile names
+    (that a scan accepts: 1 to 256 visible characters)."""
     rng = random.Random(seed)
     types = ["g5.xlarge", "g5.2xlarge", "g5.12xlarge", "p4d.24xlarge", "g6.xlarge"]
     out = []
     for i in range(n):
         name = f"project-{i:03d}"
         if i % 10 == 3:
-            name = f"<script>alert({i})</script>‮-{i}"
+            name = f"<script>alert({i})</script>"
         if i % 10 == 7:
-            name = f"team-{i}-" + "very-long-name-" * 12
+            name = f"{i:03d}" + "計算機視覚の研究" * 31 + "計"
         out.append(
             Project(
                 name,
