@@ -279,7 +279,7 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
         figs.append(f"<span>forecast {_num(usd(b.forecast))}</span>")
         if b.range_basis:
             figs.append(f"<span>range {_range(b)}</span>")
-        figs.append(f"<span>now {_num(per_hour(b.run_rate))}</span>")
+        figs.append(f"<span>run-rate {_num(per_hour(b.run_rate))}</span>")
     notes = []
     crossing = _crossing_text(b)
     if crossing:
