@@ -4,13 +4,16 @@ test_report_in_chromium.py.)"""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 
+from costguard.adapters.memory import InMemoryLedger
 from costguard.cli.report_html import esc, render, user
 from costguard.domain.report import Report
-from costguard.ports import SourceError
+from costguard.ports import ProjectMonth, SourceError
+from costguard.services.report import ReportRequest, build_report
 from tests.support.report_month import (
     DEMO_PROJECTS,
     Project,
@@ -107,3 +110,34 @@ def test_money_on_the_page_is_never_cut() -> None:
     # every figure sits in one no-wrap span
     assert re.search(r'<span class="n">\$[0-9,]+\.[0-9]{2}</span>', page)
     assert not re.search(r"\$[0-9,.]+</span>[0-9]", page)
+
+
+def test_a_closed_month_shows_who_spent_in_it_with_the_budgets_tagged_today() -> None:
+    """A month written by an older version (no days) and closed: its spenders only, drawn
+    as one point each, with today's budgets; the page says both."""
+    month = live_month(DEMO_PROJECTS, every=timedelta(hours=12))
+    old_row = ProjectMonth("llm-pretraining", "2026-10", Decimal(9000), Decimal(0))
+
+    class OctoberByOlderVersion(InMemoryLedger):
+        def month_totals(self, scope: str, month_: str) -> dict[str | None, ProjectMonth]:
+            return {"llm-pretraining": old_row} if month_ == "2026-10" else {}
+
+    report = build_report(
+        month.scan, OctoberByOlderVersion(), ReportRequest(month="2026-10"), month.at
+    )
+    page = render(report)
+    assert [b.project for b in report.burns] == ["llm-pretraining"]
+    assert report.unattributed is None
+    assert report.burns[0].budget == 12000
+    assert '<circle data-role="spent"' in page
+    assert "Month-to-date only" in page and "budgets are those tagged today" in page
+
+
+def test_the_first_instant_of_a_month_draws_a_point_not_an_invisible_line() -> None:
+    """Defect guarded: at 00:00 on the 1st the spend line had one point, which SVG draws
+    as nothing: the chart looked as if spend were missing."""
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    month = live_month(DEMO_PROJECTS, every=timedelta(days=10))
+    report = build_report(month.scan, InMemoryLedger(), ReportRequest(month="2026-12"), at)
+    page = render(report)
+    assert page.count('<circle data-role="spent"') == len(report.burns) + 1

@@ -200,7 +200,7 @@ def chart(b: Burn, thresholds: Sequence[int]) -> str:
         parts.append(
             f'<text data-role="no-budget" x="{x0 + 4}" y="{TOP + 14}">no budget set</text>'
         )
-    if b.series:
+    if len(b.series) > 1:
         points = [_xy(b, top, p.day, p.usd) for p in b.series]
         line = " ".join(f"{x},{y}" for x, y in points)
         _, base = _xy(b, top, 0, ZERO)
@@ -212,7 +212,8 @@ def chart(b: Burn, thresholds: Sequence[int]) -> str:
         )
         start = points[-1]
     else:
-        # Month-to-date only: one point at today, no line through days the ledger did not keep.
+        # Month-to-date only (no line through days the ledger did not keep), or the month's
+        # first instant: one point, at today.
         start = _xy(b, top, b.elapsed, b.month_to_date)
         parts.append(
             f'<circle data-role="spent" cx="{start[0]}" cy="{start[1]}" r="4" fill="var(--spent)"/>'
@@ -339,11 +340,13 @@ def render(report: Report) -> str:
     saved = r.actions.saved_usd_per_month
     narrowed = f" ({esc(', '.join(r.narrowed))})" if r.narrowed else ""
     stats = [
-        ("spent this month", usd(r.month_to_date)),
-        ("forecast to month end" if r.live else "month total", usd(r.forecast)),
+        ("spent this month" if r.live else "spent in the month", usd(r.month_to_date)),
+        ("forecast to month end", usd(r.forecast)),
         ("budgets", usd(r.budget) if r.budget else "none set"),
         ("saved by actions, a month", usd(saved)),
     ]
+    if not r.live:
+        del stats[1]  # a closed month's forecast is what it spent
     over = sum(1 for b in r.burns if b.status is BudgetStatus.OVER)
     out = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
@@ -369,8 +372,12 @@ def render(report: Report) -> str:
         )
     out.append(_blind_html(r))
     out.append(
-        "<h2>Projects: the month so far and where it is heading</h2>"
-        '<div class="legend"><span><i class="sw" style="background:var(--spent)"></i>spent</span>'
+        (
+            "<h2>Projects: the month so far and where it is heading</h2>"
+            if r.live
+            else "<h2>Projects: the month by day</h2>"
+        )
+        + '<div class="legend"><span><i class="sw" style="background:var(--spent)"></i>spent</span>'
         '<span><i class="sw" style="background:var(--fc)"></i>forecast and its range</span>'
         '<span><i class="sw" style="background:var(--budget)"></i>budget</span>'
         '<span><i class="sw" style="background:var(--warn)"></i>'
@@ -591,7 +598,7 @@ def _blind_html(r: Report) -> str:
     if not r.live:
         lines.append(
             "This month is closed: resources, advice and findings are shown for the current "
-            "month only."
+            "month only, and budgets are those tagged today."
         )
     if not lines:
         return ""

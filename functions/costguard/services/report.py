@@ -67,18 +67,24 @@ def build_report(
     history = ledger.rate_history(scope, now - RATE_LOOKBACK) if live else {}
     by_name = {p.project: p for p in scan.projects}
     wanted = _wanted(scan, request)
-    names = sorted({p for p in totals if p is not None} | {p for p in by_name if p is not None})
+    # A closed month shows the projects that spent in it; this month also those running now.
+    names = sorted(
+        {p for p in totals if p is not None}
+        | ({p for p in by_name if p is not None} if live else set())
+    )
     burns = []
     for name in names:
         if wanted is not None and name not in wanted:
             continue
         live_row = by_name.get(name) if live else None
-        budget = live_row.budget_usd if live_row else None
+        # The budget is the one tagged now, for a closed month too (tags keep no history).
+        tagged = by_name.get(name)
+        budget = tagged.budget_usd if tagged else None
         if budget is None and project_budgets is not None:
             budget = project_budgets(name)
         burns.append(_burn(name, month, now, totals.get(name), live_row, history, request, budget))
     unattributed = None
-    if wanted is None and (None in totals or scan.unattributed.resources):
+    if wanted is None and (None in totals or (live and scan.unattributed.resources)):
         unattributed = _burn(
             None,
             month,
