@@ -281,8 +281,8 @@ def register(sub: Any, flags: common.Flags) -> None:
     report.add_argument(
         "--table",
         type=common.table_name,
-        help="deployed ledger table to read, never write (default: none: the month starts "
-        "at this scan)",
+        help="deployed ledger table to read, never write (default: none: the month is "
+        "back-filled from launch times)",
     )
     report.add_argument("--scope", help="ledger scope to read (default: the account id)")
     report.add_argument("--month", type=month_name, help="YYYY-MM (default: this month)")
