@@ -31,6 +31,7 @@ from costguard.domain.report import (
     ordered,
     unpriced_types,
 )
+from costguard.domain.tags import Tags
 from costguard.ports import Ledger, ProjectMonth
 from costguard.services.alerts import AlertSettings
 from costguard.services.scan import ProjectReport, ScanReport
@@ -46,7 +47,7 @@ class ReportRequest:
     projects: frozenset[str] = frozenset()
     #: Only projects whose resources carry this team tag (None: no narrowing).
     team: str | None = None
-    team_tag: str = "costguard:team"
+    team_tag: str = Tags.TEAM
     thresholds: tuple[int, ...] = THRESHOLDS
     warning_pct: Decimal = Decimal(80)
 
