@@ -81,6 +81,12 @@ class ProjectMonth:
     month: str
     usd: Decimal
     estimated_usd: Decimal
+    #: The month's spend by UTC day of the month (1-31). None: the row was written before
+    #: the ledger kept days, so only the month-to-date is known.
+    days: Mapping[int, Decimal] | None = None
+    #: Spend the row held before it began keeping days (a row written by an older
+    #: version, then accrued by this one): part of ``usd``, in no day.
+    undated_usd: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from textwrap import shorten
 from typing import Any
 
@@ -55,6 +57,15 @@ def demo_environment(table: str, topic_arn: str = "") -> dict[str, str]:
 
 
 DEFAULT_CYCLES = 6
+#: Where ``costguard demo`` writes the month's report, unless this variable names a file.
+REPORT_PATH_VARIABLE = "COSTGUARD_DEMO_REPORT"
+
+
+def report_path() -> Path:
+    """``$COSTGUARD_DEMO_REPORT``, else ``costguard-demo-report.html`` in the temporary
+    directory (``$TMPDIR``, else ``/tmp``): the same path every run, outside the checkout."""
+    named = os.environ.get(REPORT_PATH_VARIABLE)
+    return Path(named) if named else Path(tempfile.gettempdir()) / "costguard-demo-report.html"
 
 
 def run_demo(*, fmt: str = "table", cycles: int | None = None, org: bool = False) -> int:
@@ -81,7 +92,9 @@ def run_demo(*, fmt: str = "table", cycles: int | None = None, org: bool = False
         for n in range(cycles):
             demo.cycle(n, start + INTERVAL * n, cycles)
         say("\nGuards that act (not dry-run here), with simulated time:")
-        return demo.finish(url, demo.guards_act(end), fmt)
+        code = demo.finish(url, demo.guards_act(end), fmt)
+        say(f"\nThe month's report (open it in a browser): {demo.write_report(end)}")
+        return code
 
 
 @dataclass
@@ -178,13 +191,34 @@ class _Demo:
         from costguard_demo.volumes import run_volume_chapter
 
         session, say = self.session, self.say
+        # The guards audit into the deployed ledger, where the month's report reads them.
+        ledger = self.ledger()
         guard_actions = [
-            *run_idle_chapter(session, PRIMARY, say, end),
-            *run_volume_chapter(session, PRIMARY, say, end),
+            *run_idle_chapter(session, PRIMARY, say, end, ledger),
+            *run_volume_chapter(session, PRIMARY, say, end, ledger),
             *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=self.topic),
         ]
         self.deliver_alerts()
         return guard_actions
+
+    def ledger(self) -> Any:
+        """The demo's ledger table, as the deployed Lambdas read and write it."""
+        from costguard.adapters.dynamodb import DynamoDbLedger
+        from costguard_demo.fleet import PRIMARY
+
+        return DynamoDbLedger(self.session.client("dynamodb", region_name=PRIMARY), TABLE)
+
+    def write_report(self, end: datetime) -> Path:
+        """The month's report, as ``costguard report --table`` draws it, from the demo's
+        ledger and last scan: :func:`report_path`."""
+        from costguard.cli.report import write_html
+        from costguard.domain.calendar import month_key
+        from costguard.services.report import ReportRequest, build_report
+
+        report = build_report(self.report, self.ledger(), ReportRequest(month_key(end)), end)
+        path = report_path()
+        write_html(report, path)
+        return path
 
     def finish(self, url: str, guard_actions: list[dict[str, Any]], fmt: str) -> int:
         """The report, the alerts and the actions; 1 when anything failed."""

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from costguard.ports import Ledger
 
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.catalog import load_catalog
@@ -54,7 +57,11 @@ def _volume(ec2: Any, region: str, size: int, name: str, **extra: str) -> str:
 
 
 def run_volume_chapter(
-    session: Any, region: str, say: Callable[[str], None], now: datetime
+    session: Any,
+    region: str,
+    say: Callable[[str], None],
+    now: datetime,
+    ledger: Ledger | None = None,
 ) -> list[dict[str, Any]]:
     """Run the chapter; return ``actions[]`` entries for the JSON report."""
     ec2 = session.client("ec2", region_name=region)
@@ -72,7 +79,7 @@ def run_volume_chapter(
 
     clients = ClientFactory(session, account=ACCOUNT)
     catalog = load_catalog()
-    ledger = InMemoryLedger()
+    ledger = ledger or InMemoryLedger()
     policy = StaleVolumePolicy(
         EbsInventory(clients),
         ledger,
