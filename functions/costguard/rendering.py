@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from costguard.domain.alerts import Alert, AlertResource
 from costguard.domain.models import KeyParts, parse_key
 from costguard.domain.money import per_hour, rate
+from costguard.domain.text import plural
 
 MACHINE_SCHEMA = "costguard.alert/v1"
 KEYLESS = KeyParts("", "", "", "")
@@ -485,7 +486,7 @@ def _detail_sections(details: Sequence[str]) -> list[dict[str, Any]]:
     current: list[str] = []
     used = 0
     shown = 0
-    reserve = slack_length("\n…and 100000 more line(s)")
+    reserve = slack_length("\n…and 100,000 more lines")
     for line in lines:
         cost = slack_length(line) + (1 if current else 0)
         last = len(sections) == SLACK_MAX_DETAIL_SECTIONS - 1
@@ -500,7 +501,7 @@ def _detail_sections(details: Sequence[str]) -> list[dict[str, Any]]:
         used += cost
         shown += 1
     if shown < len(lines):
-        current.append(f"…and {len(lines) - shown} more line(s)")
+        current.append(f"…and {plural(len(lines) - shown, 'more line')}")
     if current:
         sections.append("\n".join(current))
     return [_section(t) for t in sections]

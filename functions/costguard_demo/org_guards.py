@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.domain.decisions import Step
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
+from costguard.domain.text import plural
 from costguard.services.org_act import GuardRunOutcome, GuardWork
 
 if TYPE_CHECKING:
@@ -660,7 +661,7 @@ def _say_tick(say: Callable[[str], None], doc: Mapping[str, Any], *, replay: boo
     failed = [f"{r['name']}: {r['error'][:80]}" for r in doc["runs"] if r["error"]]
     say(
         f"{'  again ' if replay else '  '}{_when(doc['time'])} {doc['guard']}: "
-        f"{len(doc['planned'])} runs; " + ("; ".join(steps + failed) or "nothing to do")
+        f"{plural(len(doc['planned']), 'run')}; " + ("; ".join(steps + failed) or "nothing to do")
     )
 
 
@@ -701,7 +702,7 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
                 f"  {_when(t['time'])}  {t['guard']:<15} again (its runs delivered a second "
                 "time): "
                 f"{', '.join(steps)}; changed {', '.join(t['changed']) or 'nothing'}, "
-                f"{len(t['alerts'])} alerts"
+                f"{plural(len(t['alerts']), 'alert')}"
             )
             continue
         lines.append(
@@ -762,9 +763,9 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
         )
     sv = g["savings"]
     lines.append(
-        f"Saved: ${sv['usd_per_month']:,.2f}/month by {len(sv['acted'])} actions"
+        f"Saved: ${sv['usd_per_month']:,.2f}/month by {plural(len(sv['acted']), 'action')}"
         + (
-            f"; would save ${sv['would_usd_per_month']:,.2f}/month ({len(sv['would'])} resources)"
+            f"; would save ${sv['would_usd_per_month']:,.2f}/month ({plural(len(sv['would']), 'resource')})"
             if g["dry_run"]
             else ""
         )
@@ -823,7 +824,7 @@ def guard_problems(doc: Mapping[str, Any]) -> list[str]:
         if t["replay"] and (t["changed"] or t["alerts"]):
             problems.append(
                 f"the {t['guard']} run of {t['time']} delivered again changed {t['changed']} "
-                f"and sent {len(t['alerts'])} alerts"
+                f"and sent {plural(len(t['alerts']), 'alert')}"
             )
     members = [a for a in doc["accounts"] if a["name"] != "management"]
     guarded = {a["account"] for a in g["accounts"]}

@@ -25,6 +25,7 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Step
 from costguard.domain.stale_volumes import VolumeRules
 from costguard.domain.tags import Tags
+from costguard.domain.text import labelled
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
 from costguard_demo.cloudtrail import attach_events
@@ -107,7 +108,7 @@ def run_volume_chapter(
         say(f"  +{int(offset.total_seconds() // 3600)} h, {label}")
         for o in report.outcomes:
             t = o.decision.target
-            say(f"    {t.id}: {o.step.value}: {o.error or o.detail}")
+            say(f"    {t.id}: {labelled(o.step.value, o.error or o.detail)}")
             kind = {Step.ACTED: o.decision.action.value}.get(o.step)
             if o.step is Step.WAITING and "started" in o.detail:
                 kind = "snapshot-volume"
