@@ -259,8 +259,8 @@ def _print_text(
     heads = terminal.columns(
         [[f"[{a['severity']}]", a["kind"], a["project"] or "-", "-"] for a in alerts]
     )
-    for head, item in zip(heads, alerts, strict=True):
-        head = head[:-1]
+    for padded, item in zip(heads, alerts, strict=True):
+        head = padded[:-1]
         severity = f"[{item['severity']}]"
         shown = terminal.status(severity, colour) + head[len(severity) :]
         rest = None if room is None else room - len(head) - 2

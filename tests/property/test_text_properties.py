@@ -24,7 +24,9 @@ protected = st.one_of(
     st.decimals(min_value=0, max_value=10**9, places=2).map(lambda d: f"${d:,}"),
     st.integers(-(10**12), 10**12).map(lambda n: f"{n:,}"),
     st.floats(0, 1e6, allow_nan=False).map(lambda f: f"{f:.4f}"),
-    st.from_regex(r"arn:aws:(iam|sts|s3|ec2)::[0-9]{12}:[a-z-]{1,12}/[a-z0-9-]{1,20}", fullmatch=True),
+    st.from_regex(
+        r"arn:aws:(iam|sts|s3|ec2)::[0-9]{12}:[a-z-]{1,12}/[a-z0-9-]{1,20}", fullmatch=True
+    ),
     st.from_regex(r"(i|vol|snap)-[0-9a-f]{17}", fullmatch=True),
     st.from_regex(r"[0-9]{12}/us-east-1/ec2-instance/i-[0-9a-f]{8}", fullmatch=True),
 )

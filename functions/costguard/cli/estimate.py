@@ -441,10 +441,10 @@ def _read_ledger(
 
     ledger, scope, region = common.deployed_ledger(
         args,
-        args.ledger_region,
+        args.table_region,
         no_table="--project reads the project's month-to-date and forecast from a deployed "
         "ledger: pass --table (the stack's LedgerTable output)",
-        no_region="no region for the ledger: pass --ledger-region",
+        no_region="no region for the ledger: pass --table-region (the stack's region)",
     )
     with common.table_errors(args.table, region):
         totals = ledger.month_totals(scope, month_key(at))
@@ -697,10 +697,17 @@ def register(sub: Any, flags: common.Flags) -> None:
         help="what an interruption costs to restart (default 30)",
     )
     gate = train.add_argument_group("budget gate")
-    gate.add_argument("--project", help="gate the launch on this project's budget")
-    gate.add_argument("--table", help="the deployed ledger table (stack output LedgerTable)")
-    gate.add_argument("--ledger-region", help="the ledger's region (default: the default region)")
-    gate.add_argument("--scope", help="ledger scope (default: the account id)")
+    gate.add_argument(
+        "--project", type=common.PROJECT, help="gate the launch on this project's budget"
+    )
+    gate.add_argument(
+        "--table",
+        type=common.table_name,
+        metavar="TABLE",
+        help="the deployed ledger table (stack output LedgerTable)",
+    )
+    gate.add_argument("--table-region", **common.TABLE_REGION)
+    gate.add_argument("--scope", type=common.SCOPE, help="ledger scope (default: the account id)")
     gate.add_argument(
         "--budget",
         type=usd_arg,

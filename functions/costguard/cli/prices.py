@@ -301,13 +301,7 @@ def register(sub: Any, flags: common.Flags) -> None:
         help="refresh the catalog a deployed guard stores in its ledger table (the "
         "LedgerTable output), as its weekly price-refresh Lambda does",
     )
-    refresh.add_argument(
-        "--table-region",
-        type=common.region_name,
-        metavar="REGION",
-        help="the ledger table's region (default: AWS_REGION, AWS_DEFAULT_REGION or the "
-        "profile's region)",
-    )
+    refresh.add_argument("--table-region", **common.TABLE_REGION)
     refresh.add_argument(
         "--hold-pct",
         type=_hold_pct,
@@ -342,10 +336,5 @@ def register(sub: Any, flags: common.Flags) -> None:
     show_from.add_argument(
         "--catalog", type=Path, metavar="PATH", help="a catalog file (as `scan --catalog`)"
     )
-    show.add_argument(
-        "--table-region",
-        type=common.region_name,
-        metavar="REGION",
-        help="the ledger table's region",
-    )
+    show.add_argument("--table-region", **common.TABLE_REGION)
     show.set_defaults(func=cmd_prices_show)

@@ -282,6 +282,11 @@ def account_list(text: str) -> list[str]:
     return accounts
 
 
+#: ``--account-workers``: each account scans its regions in threads of its own, and STS
+#: throttles AssumeRole beyond a few dozen calls a second.
+MAX_ACCOUNT_WORKERS = 32
+
+
 def register(sub: Any, flags: common.Flags) -> None:
     """Add ``scan`` to the ``costguard`` parser."""
     scan = sub.add_parser(
@@ -305,7 +310,9 @@ def register(sub: Any, flags: common.Flags) -> None:
         choices=["tagging-api", "per-resource"],
         help="how to read SageMaker tags (default tagging-api)",
     )
-    scan.add_argument("--scope", help="ledger scope to read (default: the account id)")
+    scan.add_argument(
+        "--scope", type=common.SCOPE, help="ledger scope to read (default: the account id)"
+    )
     who = scan.add_mutually_exclusive_group()
     who.add_argument(
         "--accounts",
@@ -323,6 +330,7 @@ def register(sub: Any, flags: common.Flags) -> None:
     scan.add_argument(
         "--opt-out-tag",
         default="costguard:opt-out",
+        type=common.TAG_KEY,
         metavar="KEY",
         help="with --org: the account tag whose value true leaves an account out "
         "(default costguard:opt-out)",
@@ -330,14 +338,20 @@ def register(sub: Any, flags: common.Flags) -> None:
     scan.add_argument(
         "--role-name",
         default="costguard-member-read",
+        type=common.ROLE_NAME,
+        metavar="ROLE",
         help="the member role --accounts/--org assumes (default costguard-member-read)",
     )
     scan.add_argument(
         "--account-workers",
-        type=int,
+        type=common.whole_number(
+            1,
+            MAX_ACCOUNT_WORKERS,
+            "must be a whole number of accounts from {low} to {high}, got {value!r}",
+        ),
         default=4,
         metavar="N",
-        help="accounts scanned at once with --accounts/--org (default 4)",
+        help=f"accounts scanned at once with --accounts/--org, 1 to {MAX_ACCOUNT_WORKERS} (default 4)",
     )
     scan.add_argument(
         "--catalog",
