@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``costguard`` parser: every command, flag and help text the command has."""
     # Here, not at the top: `python -m costguard.cli.estimate` imports this package first,
     # and a command module already imported would then run as a second copy.
-    from costguard.cli import demo, estimate, ledger, prices, scan
+    from costguard.cli import completion, demo, estimate, ledger, prices, scan
 
     p = Parser(
         prog="costguard",
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_VersionAction)
     flags = Flags()
     sub = p.add_subparsers(dest="command", required=True)
-    for group in (scan, ledger, demo, prices, estimate):
+    for group in (scan, ledger, demo, prices, estimate, completion):
         group.register(sub, flags)
     return p
 
