@@ -87,3 +87,33 @@ def test_values_that_used_to_pass_are_refused(argv: list[str]) -> None:
     with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit) as exc:
         build_parser().parse_args(argv)
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scan", "--region", "us-east-1", "--catalog", "a\x00b"],
+        ["prices", "refresh", "--region", "us-east-1", "--out", "a\x00b"],
+        ["prices", "refresh", "--region", "us-east-1", "--out", "x" * 5000],
+        ["prices", "show", "--catalog", ""],
+    ],
+)
+def test_a_path_the_os_would_refuse_is_refused_first(argv: list[str]) -> None:
+    """Defect: ``--catalog 'a<NUL>b'`` and ``--out`` with a 5,000-character name passed the
+    parser and ended in a traceback (``ValueError: embedded null byte``, ``OSError: File
+    name too long``). GIVEN such a path, WHEN parsed, THEN exit 2 naming the flag."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    assert exc.value.code == 2
+    assert argv[-2] in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+def test_a_catalog_that_never_ends_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Defect: ``prices show --catalog /dev/zero`` read until memory ran out.
+
+    GIVEN an endless file as the catalog, WHEN shown, THEN exit 2 saying it is too large."""
+    from costguard.cli import main
+
+    assert main(["prices", "show", "--catalog", "/dev/zero"]) == 2
+    assert "larger than" in capsys.readouterr().err

@@ -178,6 +178,21 @@ def text_value(what: str, limit: int, pattern: str | None = None) -> Callable[[s
     return parse
 
 
+def file_path(value: str) -> Path:
+    """An argument type for a file path: not empty, no NUL (the OS refuses it with a
+    ``ValueError``), no name longer than the file system allows."""
+    shown = value if len(value) <= 60 else value[:60] + "…"
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty: give a file path")
+    if "\x00" in value:
+        raise argparse.ArgumentTypeError(f"a NUL character in the path {shown!r}")
+    if len(value.encode("utf-8", "surrogateescape")) > 4096 or any(
+        len(part.encode("utf-8", "surrogateescape")) > 255 for part in Path(value).parts
+    ):
+        raise argparse.ArgumentTypeError(f"the path {shown!r} is longer than a file system allows")
+    return Path(value)
+
+
 #: IAM's rule for a role name.
 ROLE_NAME = text_value("an IAM role name (A-Z a-z 0-9 and + = , . @ _ -)", 64, r"[\w+=,.@-]+")
 #: A tag key: AWS allows 128 characters; no leading aws: (reserved).

@@ -50,7 +50,7 @@ def _value_kind(action: argparse.Action) -> str | None:
     if action.choices:
         return "choices:" + " ".join(str(c) for c in action.choices)
     kind = action.type
-    if kind is Path:
+    if kind is common.file_path or kind is Path:
         return "files"
     if kind is common.region_name:
         return "regions"

@@ -773,7 +773,7 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--catalog",
-        type=Path,
+        type=common.file_path,
         metavar="PATH",
         help="price catalog file (default: as for `costguard scan`)",
     )

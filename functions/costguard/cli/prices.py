@@ -289,7 +289,7 @@ def register(sub: Any, flags: common.Flags) -> None:
         "--out",
         "--output",
         dest="output",
-        type=Path,
+        type=common.file_path,
         metavar="PATH",
         help="where to write the catalog (default: the user's catalog, see above); never "
         "inside the installed package",
@@ -334,7 +334,10 @@ def register(sub: Any, flags: common.Flags) -> None:
         "--table", type=common.table_name, metavar="NAME", help="a deployed guard's ledger table"
     )
     show_from.add_argument(
-        "--catalog", type=Path, metavar="PATH", help="a catalog file (as `scan --catalog`)"
+        "--catalog",
+        type=common.file_path,
+        metavar="PATH",
+        help="a catalog file (as `scan --catalog`)",
     )
     show.add_argument("--table-region", **common.TABLE_REGION)
     show.set_defaults(func=cmd_prices_show)

@@ -9,7 +9,6 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.cli import common
@@ -355,7 +354,7 @@ def register(sub: Any, flags: common.Flags) -> None:
     )
     scan.add_argument(
         "--catalog",
-        type=Path,
+        type=common.file_path,
         metavar="PATH",
         help="price catalog file (default: the one `prices refresh` wrote, when it is newer "
         "than the packaged one; else the packaged one)",

@@ -79,17 +79,20 @@ def truncate(text: str, width: int, ellipsis: str = ELLIPSIS) -> str:
         return text
     if width <= len(ellipsis):
         return ellipsis[: max(width, 0)]
-    kept = ""
+    kept = 0  # where the shown text ends: after a whole token
+    room = width - 1 - len(ellipsis)  # the text, a space and the ellipsis
     for token in _TOKEN.finditer(text):
-        head = text[: token.end()].rstrip(_DANGLING).rstrip()
-        # Room for the head, a space and the ellipsis.
-        if len(head) + 1 + len(ellipsis) > width:
+        if token.start() > room:
+            break  # linear: a long text is never walked past its width
+        word = token.group()
+        end = token.start() + len(word.rstrip(_DANGLING))
+        if end > room:
             break
-        if head and not _PUNCTUATION.fullmatch(token.group()):
-            kept = head
+        if not _PUNCTUATION.fullmatch(word):
+            kept = end
     if not kept:
         return ellipsis
-    return f"{kept} {ellipsis}"
+    return f"{text[:kept]} {ellipsis}"
 
 
 def labelled(label: str, text: str) -> str:
