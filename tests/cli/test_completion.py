@@ -107,3 +107,46 @@ def test_the_command_prints_the_script(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["completion", "bash"]) == 0
     assert "_costguard()" in capsys.readouterr().out
     assert main(["completion", "fish"]) == 2
+
+
+ZSH = shutil.which("zsh")
+
+
+@pytest.mark.skipif(ZSH is None, reason="zsh is not installed")
+@pytest.mark.parametrize(
+    ("words", "offered"),
+    [
+        (["estimate", ""], {"train", "iteration"}),
+        (["estimate", "train", "--gpu", "h"], {"h100", "h200"}),
+        (["scan", "--region", "eu-west-"], {"eu-west-1"}),
+        (["alerts", "--"], {"--table-region", "--table"}),
+    ],
+)
+def test_zsh_loads_the_script_and_offers_what_bash_offers(
+    tmp_path: Path, words: list[str], offered: set[str]
+) -> None:
+    """GIVEN the zsh script sourced in a bare zsh, WHEN the function runs as zsh's
+    bash-completion layer runs it (sh emulation), THEN it offers the same words (zsh itself
+    then filters them by what was typed)."""
+    script = tmp_path / "costguard.zsh"
+    script.write_text(zsh_script(build_parser(), sorted(known_regions())))
+    quoted = " ".join(f"'{w}'" for w in words)
+    program = (
+        f"source {script} || exit 9; "
+        "t() { emulate -L sh; setopt kshglob noshglob braceexpand; "
+        'COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _costguard; '
+        "printf '%s\\n' \"${COMPREPLY[@]}\"; }; "
+        f"t costguard {quoted}"
+    )
+    assert ZSH
+    done = subprocess.run(
+        [ZSH, "-f", "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    got = set(done.stdout.split())
+    assert offered <= got, (done.stdout, done.stderr)
+    assert "--region" not in got or words[0] != "alerts"

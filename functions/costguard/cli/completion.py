@@ -145,7 +145,8 @@ def zsh_script(parser: argparse.ArgumentParser, regions: list[str]) -> str:
     return (
         "#compdef costguard\n"
         "# costguard completion for zsh. Load it with:  source <(costguard completion zsh)\n"
-        "autoload -U +X compinit && compinit\n"
+        # compinit only when the user's ~/.zshrc has not run it (it may ask about directories).
+        "(( $+functions[compdef] )) || { autoload -U +X compinit && compinit; }\n"
         "autoload -U +X bashcompinit && bashcompinit\n" + bash_script(parser, regions)
     )
 
