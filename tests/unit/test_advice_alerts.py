@@ -152,7 +152,7 @@ def test_five_thousand_pieces_are_one_sns_message_and_one_slack_message() -> Non
     text = "\n".join(
         b["text"]["text"] for b in payload["blocks"] if b["type"] == "section" and "text" in b
     )
-    assert "$10,049.99/month" in text and "more line(s)" in text
+    assert "$10,049.99/month" in text and "more lines" in text
     assert "<!channel>" not in text  # escaped, not a mention
 
 
