@@ -77,6 +77,7 @@ def test_a_hostile_value_is_refused_in_one_line_or_taken(path: tuple[str, ...], 
         ["estimate", "train", "--params", "7e9", "--tokens", "2e12", "--table", ""],
         ["estimate", "train", "--params", "7e9", "--tokens", "2e12", "--table-region", "zz"],
         ["alerts", "--table-region", "us-east-9"],
+        ["prices", "refresh", "--pricing-region", "us-west-2"],  # no Price List endpoint there
     ],
 )
 def test_values_that_used_to_pass_are_refused(argv: list[str]) -> None:

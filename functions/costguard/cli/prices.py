@@ -268,6 +268,11 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
     return common.EXIT_OK
 
 
+#: The regions where the Price List API has an endpoint (botocore's endpoint data agrees;
+#: cn-northwest-1 serves the China partition).
+PRICING_ENDPOINT_REGIONS = ("us-east-1", "eu-central-1", "ap-south-1", "cn-northwest-1")
+
+
 def register(sub: Any, flags: common.Flags) -> None:
     """Add ``prices refresh`` and ``prices show`` to the ``costguard`` parser."""
     prices = sub.add_parser("prices", help="price catalog")
@@ -312,8 +317,12 @@ def register(sub: Any, flags: common.Flags) -> None:
     refresh.add_argument(
         "--pricing-region",
         type=common.region_name,
+        # The Price List API answers in these regions only; another is a host nobody runs.
+        choices=PRICING_ENDPOINT_REGIONS,
+        metavar="REGION",
         default="us-east-1",
-        help="the Price List API's endpoint region (us-east-1, eu-central-1 or ap-south-1)",
+        help="the Price List API's endpoint region: us-east-1 (default), eu-central-1, "
+        "ap-south-1, or cn-northwest-1 for the China regions",
     )
     refresh.set_defaults(func=cmd_prices_refresh)
     show = prices_sub.add_parser(
