@@ -326,7 +326,9 @@ def unpriced_text(g: BudgetGate) -> str:
 def _big(value: Decimal) -> str:
     for unit, size in (("T", Decimal("1e12")), ("B", Decimal("1e9")), ("M", Decimal("1e6"))):
         if value >= size:
-            return f"{value / size:.3g}{unit}"
+            scaled = float(value / size)
+            # 3 significant digits, never exponent notation ("2e+2B" for 200B).
+            return (f"{scaled:,.0f}" if scaled >= 100 else f"{scaled:.3g}") + unit
     return f"{value:,.0f}"
 
 
@@ -498,7 +500,8 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         if catalog.spot is None:
             raise common.CommandError("the price catalog has no spot table: pass the spot options")
         profile = catalog.spot.profile(args.instance_type)
-        basis = f"spot table of {catalog.spot.as_of} ({profile.basis})"
+        row = "its row" if profile.basis == "table" else "the default row: no row for its type"
+        basis = f"spot table of {catalog.spot.as_of}, {row}"
         saving = profile.saving if saving is None else saving
         bucket = bucket or profile.bucket
         table_rate = catalog.spot.bucket_monthly_rate
