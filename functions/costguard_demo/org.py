@@ -648,8 +648,8 @@ def _say_tick(
         f"tick {n + 1}/{ticks} at {now:%H:%M} UTC: {plural(summary.accounts, 'account')}, "
         f"{plural(summary.known, 'account-region')}; enqueued {plural(w['regions'], 'region')}, "
         f"{plural(w['probe'], 'probe')}, {plural(w['scan'], 'scan')}; consumed {delivery.done} in "
-        f"{plural(delivery.batches, 'batch')} "
-        f"batches, {delivery.failed_receives} failed receives, "
+        f"{plural(delivery.batches, 'batch')}, "
+        f"{plural(delivery.failed_receives, 'failed receive')}, "
         f"{len(delivery.dead_lettered)} dead-lettered"
     )
     for u in summary.unreachable:
@@ -945,7 +945,7 @@ def _project_lines(doc: Mapping[str, Any]) -> list[str]:
 def _finding_and_alert_lines(doc: Mapping[str, Any]) -> list[str]:
     lines = ["", f"Findings ({len(doc['findings'])}):"]
     for f in doc["findings"]:
-        lines.append(f"  [{f['severity']}] {f['code']} {f['resource']}: {f['message'][:110]}")
+        lines.append(f"  [{f['severity']}] {f['code']} {f['resource']}: {f['message']}")
     sent = doc["alerts_delivered"]
     lines += [
         "",

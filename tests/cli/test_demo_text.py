@@ -16,14 +16,14 @@ import pytest
 
 from costguard_demo.story import STORY_END
 
-#: "busy: busy:", "warned: warned;" - a word said twice across a separator.
-DOUBLED = re.compile(r"\b([a-z]{3,})[:;,] \1\b")
+#: "busy: busy:", "warned: warned;", "3 batches batches" - a word said twice.
+DOUBLED = re.compile(r"(?<![-\w/.])([a-z]{3,})(?:[:;,])? \1(?![-\w/.])")
 #: Python's str(timedelta): "1 day, 0:00:00", "1:00:00 later".
 TIMEDELTA = re.compile(r"\b\d+ days?, \d+:\d\d:\d\d|\b\d+:\d\d:\d\d later")
 #: "1 objects", "1 alerts", "1 instances" (a one with a plural noun after it).
 ONE_PLURAL = re.compile(
     r"(?<![\d.,$/-])\b1 (objects|alerts|instances|accounts|regions|batches|resources|"
-    r"changes|findings|runs|actions|scans|probes|notebooks|buckets|volumes)\b"
+    r"changes|findings|runs|actions|scans|probes|notebooks|buckets|volumes|failed receives)\b"
 )
 #: "(s)" plurals, and an ellipsis glued to a cut word or number ("$12,…", "arn:aws:s…").
 PAREN_PLURAL = re.compile(r"\w\(s\)")
@@ -50,6 +50,7 @@ def defects(text: str) -> list[str]:
     [
         ("  busy-gpu-notebook: busy: busy: gpu0 reached 92.0%", "doubled word"),
         ("  s3://demo-scratch: warned: warned; acting after", "doubled word"),
+        ("consumed 2 in 3 batches batches, 3 failed receives", "doubled word"),
         ("Stale objects, 1 day, 0:00:00 later (2026-11-19 14:01 UTC):", "timedelta"),
         ("Idle notebooks, 1:00:00 later (15:01 UTC):", "timedelta"),
         ("  929432429208 sandbox      NO member roles; 1 instances seeded", "1 + plural"),

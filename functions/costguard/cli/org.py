@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.adapters.assume import AccountAccessError, member_clients
 from costguard.cli.common import EXIT_AWS, EXIT_NO_DATA, EXIT_OK, CommandError, emit_json
 from costguard.domain.org import Slice
-from costguard.domain.text import plural
+from costguard.domain.text import plural, truncate
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
@@ -142,7 +142,7 @@ def discover_accounts(
     listing = select_accounts(listed, tags, opt_out_tag, now, unreadable=unreadable)
     for account, why in unreadable.items():
         progress(
-            f"{account}: its tags could not be read ({why[:200]}): scanned, since an "
+            f"{account}: its tags could not be read ({truncate(why, 200)}): scanned, since an "
             "unreadable opt-out tag is not an opt-out"
         )
     skipped = []
