@@ -131,3 +131,40 @@ def test_a_missing_or_mistyped_command_is_named_in_words(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.strip() == said
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["estimate", "train", "--params", "7e9", "--tokens", "2e12", "--ledger-region", "x"],
+            "costguard estimate train: error: unknown option --ledger-region "
+            "(did you mean --table-region?)",
+        ),
+        (
+            ["prices", "show", "--tipe", "g5"],
+            "costguard prices show: error: unknown option --tipe (did you mean --type?)",
+        ),
+        (
+            ["scan", "--bogus"],
+            "costguard scan: error: unknown option --bogus (see costguard scan --help)",
+        ),
+        (
+            ["scan", "foo"],
+            "costguard scan: error: unexpected argument 'foo' (see costguard scan --help)",
+        ),
+    ],
+)
+def test_an_unknown_option_is_named_in_its_command_with_a_suggestion(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Defect: ``costguard scan --bogus`` said ``costguard: error: unrecognized arguments:
+    --bogus`` (the top-level parser, no command named), and the renamed ``--ledger-region``
+    gave no hint of its new name.
+
+    GIVEN an option the command does not take, WHEN run, THEN exit 2, one line from that
+    command, with the nearest option it does take."""
+    from costguard.cli import main
+
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == said
