@@ -86,7 +86,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         from costguard.settings import one_line
 
-        message = self._command_message(message) or message
+        message = self._command_message(message) or _plain_words(message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message, 300)}\n")
 
     def _command_message(self, message: str) -> str | None:
@@ -111,6 +111,17 @@ class Parser(argparse.ArgumentParser):
                 hint = f" (did you mean {near[0]}?)" if near else ""
                 return f"unknown command {given.group(1)}{hint}: choose {choose}"
         return None
+
+
+def _plain_words(message: str) -> str:
+    """argparse's phrasing of a flag given without its value, or with one it takes none of."""
+    given = re.fullmatch(r"argument ([^:]+): ignored explicit argument (.*)", message)
+    if given:
+        return f"{given.group(1)} takes no value (got {given.group(2)})"
+    needs = re.fullmatch(r"argument ([^:]+): expected one argument", message)
+    if needs:
+        return f"{needs.group(1)} needs a value"
+    return message
 
 
 def region_name(value: str) -> str:
