@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 
-.PHONY: install demo test check lint typecheck unit bench synth clean property calendar docs
+.PHONY: install demo test check lint typecheck unit bench synth clean property calendar docs chromium
 
 #: pytest-xdist workers (`auto`: one per core, 2 on the reference machine). The tests of a
 #: module that share an expensive module fixture (the Organization demo, a CDK synth) carry
@@ -52,7 +52,7 @@ typecheck: $(STAMP)
 ## intermittently while another worker is busy ("work items failed their last receive, but
 ## the dead-letter queue took 0", the act or work queue), a timing defect still open.
 ORG_DEMO_TESTS := tests/e2e/test_org_demo.py
-test: lint typecheck
+test: lint typecheck chromium
 	$(BIN)/python -m pytest $(PARALLEL) --ignore=$(ORG_DEMO_TESTS)
 	$(BIN)/python -m pytest -q $(ORG_DEMO_TESTS)
 
@@ -61,6 +61,19 @@ test: lint typecheck
 ## the property folder left to `make test` and `make property`.
 check: lint typecheck
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not e2e and not infra" --ignore=tests/property
+
+## Headless Chromium for the report's browser test (tests/report/test_report_in_chromium.py):
+## the Debian package, installed once (skipped when /usr/bin/chromium is there). Needs root
+## or sudo; without either it says what to run.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@test -x $(CHROMIUM) || { \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		command -v apt-get >/dev/null || { echo "make chromium: install Chromium at $(CHROMIUM) (no apt-get here)" >&2; exit 2; }; \
+		echo "installing chromium (Debian package) for the report's browser test"; \
+		$$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; \
+	}
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit

@@ -22,6 +22,7 @@ from benchmarks import (
     import_time,
     org_guards,
     org_scale,
+    report,
 )
 
 
@@ -54,6 +55,8 @@ def main() -> None:
         ],
         # Organization mode: 200 accounts x 4 regions, 10 % holding accelerators.
         "org_scale": org_scale.measure(),
+        # The month report (`costguard report --html`): page size and render time.
+        "report": report.measure(),
     }
     results["idle_handler_bill"] = idle_handler.bill(results["idle_handler"])
     # The guards across that Organization (the act path), on the hub's load measured there.

@@ -81,6 +81,12 @@ class ProjectMonth:
     month: str
     usd: Decimal
     estimated_usd: Decimal
+    #: The month's spend by UTC day of the month (1-31). None: the row was written before
+    #: the ledger kept days, so only the month-to-date is known.
+    days: Mapping[int, Decimal] | None = None
+    #: Spend the row held before it began keeping days (a row written by an older
+    #: version, then accrued by this one): part of ``usd``, in no day.
+    undated_usd: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,16 +393,21 @@ class CatalogSource(Protocol):
 
 
 class PriceAnswer(dict[str, Mapping[str, Decimal]]):
-    """What a :class:`PriceSource` read for one region (section -> name -> USD), and what
-    it refused to take as a price: ``rejected`` ("section/region/name: why"), each an
-    answer that was malformed or ambiguous. A plain mapping is an answer with nothing
-    rejected."""
+    """What a :class:`PriceSource` read for one region (section -> name -> USD), what it
+    refused to take as a price: ``rejected`` ("section/region/name: why"), each an answer
+    that was malformed or ambiguous, and ``absent`` (section -> name -> why), each name
+    asked for that the source has no rate for. A plain mapping is an answer with nothing
+    rejected and no reasons."""
 
     def __init__(
-        self, prices: Mapping[str, Mapping[str, Decimal]], rejected: Sequence[str] = ()
+        self,
+        prices: Mapping[str, Mapping[str, Decimal]],
+        rejected: Sequence[str] = (),
+        absent: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         super().__init__(prices)
         self.rejected = tuple(rejected)
+        self.absent: Mapping[str, Mapping[str, str]] = absent or {}
 
 
 class PriceSource(Protocol):

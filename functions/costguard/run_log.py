@@ -36,6 +36,8 @@ def log_run(guard: Guard, report: ExecutionReport, **where: str) -> None:
                 "guard": guard.name,
                 F.PROJECT: t.project,
                 "resource": t.key,
+                # The one action vocabulary (docs/actions.md): what the resource is.
+                "resource_kind": t.kind,
                 "action": o.decision.action.value,
                 F.OUTCOME: o.step.value,
                 # What this outcome saved: a sweep pass's is the bytes it deleted, so

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from costguard.ports import Ledger
 
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.catalog import load_catalog
@@ -109,7 +112,11 @@ def publish_metrics(
 
 
 def run_idle_chapter(
-    session: Any, region: str, say: Callable[[str], None], now: datetime
+    session: Any,
+    region: str,
+    say: Callable[[str], None],
+    now: datetime,
+    ledger: Ledger | None = None,
 ) -> list[dict[str, Any]]:
     """Warn an idle GPU notebook, stop it after the grace period; returns the actions."""
     launched = now - timedelta(hours=3)
@@ -136,7 +143,7 @@ def run_idle_chapter(
     )
     executor = Executor(
         [Ec2InstanceActuator(clients)],
-        InMemoryLedger(),
+        ledger or InMemoryLedger(),
         _Told(say),
         ExecutorSettings(scope=DEMO_ACCOUNT, dry_run=False),
     )

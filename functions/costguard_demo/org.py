@@ -402,8 +402,11 @@ def run_org_demo(
     document["wall_seconds"] = round(time.monotonic() - started, 1)
     problems = verdict(document)
     if as_json:
-        json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        from costguard.cli.output import write
+
+        # The envelope every command prints, stamped with the story's last scheduled time.
+        at = max((datetime.fromisoformat(t["time"]) for t in document["ticks"]), default=STORY_END)
+        write("json", kind="demo.org", data=document, table=None, generated_at=at)
     else:
         print(org_table(document))
     for p in problems:

@@ -343,13 +343,15 @@ def _run_json(w: Watched, names: Mapping[str, str], labels: Mapping[str, str]) -
                 "resource": t.key,
                 "id": t.id,
                 "label": labels.get(t.id, t.name or t.id),
-                "kind": t.kind,
+                # The one action vocabulary (docs/actions.md): what the resource is, what
+                # is done to it, what happened.
+                "resource_kind": t.kind,
                 "region": t.region,
                 "action": o.decision.action.value,
-                "step": o.step.value,
+                "outcome": o.step.value,
                 "detail": o.detail,
                 "reason": o.decision.reason,
-                "usd_per_month": _money(o.usd_per_month_saved),
+                "usd_per_month_saved": _money(o.usd_per_month_saved),
                 "deadline": o.deadline.isoformat() if o.deadline else None,
                 "error": o.error,
             }
@@ -609,7 +611,10 @@ WOULD = (Step.WOULD_WARN.value, Step.WOULD_ACT.value)
 def _per_resource(runs: Sequence[Mapping[str, Any]], steps: Sequence[str]) -> dict[str, float]:
     """Each resource's monthly saving, counted once however many runs reported it."""
     return {
-        o["resource"]: o["usd_per_month"] for r in runs for o in r["outcomes"] if o["step"] in steps
+        o["resource"]: o["usd_per_month_saved"]
+        for r in runs
+        for o in r["outcomes"]
+        if o["outcome"] in steps
     }
 
 
@@ -636,7 +641,7 @@ def _by_account(
         guards: dict[str, int] = {}
         for r in mine:
             guards[r["guard"]] = guards.get(r["guard"], 0) + 1
-        steps = [o["step"] for r in mine for o in r["outcomes"]]
+        steps = [o["outcome"] for r in mine for o in r["outcomes"]]
         acted = _per_resource(mine, ACTED)
         would = {k: v for k, v in _per_resource(mine, WOULD).items() if k not in acted}
         rows.append(
@@ -657,7 +662,9 @@ def _by_account(
 
 def _say_tick(say: Callable[[str], None], doc: Mapping[str, Any], *, replay: bool) -> None:
     """One progress line per scheduled time (the table has the details)."""
-    steps = [f"{r['name']} {o['label']}: {o['step']}" for r in doc["runs"] for o in r["outcomes"]]
+    steps = [
+        f"{r['name']} {o['label']}: {o['outcome']}" for r in doc["runs"] for o in r["outcomes"]
+    ]
     failed = [f"{r['name']}: {truncate(r['error'], 80)}" for r in doc["runs"] if r["error"]]
     say(
         f"{'  again ' if replay else '  '}{_when(doc['time'])} {doc['guard']}: "
@@ -697,7 +704,7 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
     shown: set[tuple[str, str]] = set()
     for t in g["ticks"]:
         if t["replay"]:
-            steps = sorted({o["step"] for r in t["runs"] for o in r["outcomes"]}) or ["nothing"]
+            steps = sorted({o["outcome"] for r in t["runs"] for o in r["outcomes"]}) or ["nothing"]
             lines.append(
                 f"  {_when(t['time'])}  {t['guard']:<15} again (its runs delivered a second "
                 "time): "
@@ -718,13 +725,13 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
             for o in r["outcomes"]:
                 shown.add((t["guard"], o["id"]))
                 money = (
-                    f" (${o['usd_per_month']:,.2f}/month)"
-                    if o["step"] in ACTED + WOULD and o["usd_per_month"]
+                    f" (${o['usd_per_month_saved']:,.2f}/month)"
+                    if o["outcome"] in ACTED + WOULD and o["usd_per_month_saved"]
                     else ""
                 )
                 detail = o["error"] or o["detail"]
-                if not detail.startswith(o["step"]):
-                    detail = f"{o['step']}: {detail}"
+                if not detail.startswith(o["outcome"]):
+                    detail = f"{o['outcome']}: {detail}"
                 lines.append(f"      {r['name']} {o['region']} {o['label']}: {detail}{money}")
             if r["error"]:
                 lines.append(f"      {r['name']}: run failed: {truncate(r['error'], 110)}")
@@ -813,14 +820,14 @@ def guard_problems(doc: Mapping[str, Any]) -> list[str]:
         for t in g["ticks"]:
             for r in t["runs"]:
                 for o in r["outcomes"]:
-                    if o["step"] != Step.ACTED.value:
+                    if o["outcome"] != Step.ACTED.value:
                         continue
                     warned = [
                         u["time"]
                         for u in g["ticks"]
                         for x in u["runs"]
                         for w in x["outcomes"]
-                        if w["resource"] == o["resource"] and w["step"] == Step.WARNED.value
+                        if w["resource"] == o["resource"] and w["outcome"] == Step.WARNED.value
                     ]
                     if not warned or min(warned) >= t["time"]:
                         problems.append(f"{o['resource']} was acted on without a warning first")

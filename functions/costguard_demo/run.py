@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from costguard.domain.text import plural
@@ -55,15 +57,26 @@ def demo_environment(table: str, topic_arn: str = "") -> dict[str, str]:
 
 
 DEFAULT_CYCLES = 6
+#: Where ``costguard demo`` writes the month's report, unless this variable names a file.
+REPORT_PATH_VARIABLE = "COSTGUARD_DEMO_REPORT"
 
 
-def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = False) -> int:
+def report_path() -> Path:
+    """``$COSTGUARD_DEMO_REPORT``, else ``costguard-demo-report.html`` in the temporary
+    directory (``$TMPDIR``, else ``/tmp``): the same path every run, outside the checkout."""
+    named = os.environ.get(REPORT_PATH_VARIABLE)
+    return Path(named) if named else Path(tempfile.gettempdir()) / "costguard-demo-report.html"
+
+
+def run_demo(*, fmt: str = "table", cycles: int | None = None, org: bool = False) -> int:
     """The single-account demo, or with ``org`` the Organization hub's
-    (:mod:`costguard_demo.org`); ``cycles`` None: each one's default."""
+    (:mod:`costguard_demo.org`); ``cycles`` None: each one's default. ``fmt`` is the
+    ``--format``: the story is told on stderr only for ``table``."""
     if org:
         from costguard_demo.org import DEFAULT_TICKS, run_org_demo
 
-        return run_org_demo(as_json=as_json, ticks=cycles or DEFAULT_TICKS)
+        return run_org_demo(as_json=fmt == "json", ticks=cycles or DEFAULT_TICKS)
+    as_json = fmt != "table"
     import boto3
 
     from costguard_demo.server import embedded_aws
@@ -79,7 +92,9 @@ def run_demo(*, as_json: bool = False, cycles: int | None = None, org: bool = Fa
         for n in range(cycles):
             demo.cycle(n, start + INTERVAL * n, cycles)
         say("\nGuards that act (not dry-run here), with simulated time:")
-        return demo.finish(url, demo.guards_act(end), as_json)
+        code = demo.finish(url, demo.guards_act(end), fmt)
+        say(f"\nThe month's report (open it in a browser): {demo.write_report(end)}")
+        return code
 
 
 @dataclass
@@ -177,15 +192,36 @@ class _Demo:
         from costguard_demo.volumes import run_volume_chapter
 
         session, say = self.session, self.say
+        # The guards audit into the deployed ledger, where the month's report reads them.
+        ledger = self.ledger()
         guard_actions = [
-            *run_idle_chapter(session, PRIMARY, say, end),
-            *run_volume_chapter(session, PRIMARY, say, end),
+            *run_idle_chapter(session, PRIMARY, say, end, ledger),
+            *run_volume_chapter(session, PRIMARY, say, end, ledger),
             *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=self.topic),
         ]
         self.deliver_alerts()
         return guard_actions
 
-    def finish(self, url: str, guard_actions: list[dict[str, Any]], as_json: bool) -> int:
+    def ledger(self) -> Any:
+        """The demo's ledger table, as the deployed Lambdas read and write it."""
+        from costguard.adapters.dynamodb import DynamoDbLedger
+        from costguard_demo.fleet import PRIMARY
+
+        return DynamoDbLedger(self.session.client("dynamodb", region_name=PRIMARY), TABLE)
+
+    def write_report(self, end: datetime) -> Path:
+        """The month's report, as ``costguard report --table`` draws it, from the demo's
+        ledger and last scan: :func:`report_path`."""
+        from costguard.cli.report import write_html
+        from costguard.domain.calendar import month_key
+        from costguard.services.report import ReportRequest, build_report
+
+        report = build_report(self.report, self.ledger(), ReportRequest(month_key(end)), end)
+        path = report_path()
+        write_html(report, path)
+        return path
+
+    def finish(self, url: str, guard_actions: list[dict[str, Any]], fmt: str) -> int:
         """The report, the alerts and the actions; 1 when anything failed."""
         from costguard.domain.findings import FindingCode
 
@@ -195,8 +231,23 @@ class _Demo:
             {k: m[k] for k in ("alert_id", "kind", "project", "severity", "summary")}
             for m in delivered
         ]
-        if as_json:
+        if fmt == "json":
             _print_json(url, self.history, alerts, delivered, received, report, guard_actions)
+        elif fmt != "table":
+            # The final scan's report, as `costguard scan --format` prints it.
+            from costguard.cli.output import write
+            from costguard.cli.scan_output import report_json, scan_markdown_heading, scan_tables
+
+            table, views = scan_tables([(None, report)])
+            write(
+                fmt,
+                kind="demo",
+                data=report_json(report),
+                table=table,
+                views=views,
+                heading=scan_markdown_heading([report]),
+                generated_at=report.now,
+            )
         else:
             _print_text(report, alerts, delivered, received, guard_actions)
         failures = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
@@ -224,6 +275,7 @@ def _print_json(
     report: Any,
     guard_actions: list[dict[str, Any]],
 ) -> None:
+    from costguard.cli.output import write
     from costguard.cli.scan_output import report_json
 
     document = {
@@ -234,8 +286,12 @@ def _print_json(
         "report": report_json(report),
         "actions": guard_actions,
     }
-    json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    # The envelope every command prints; its time is the story's (simulated), not the clock's.
+    write("json", kind="demo", data=document, table=_NO_TABLE, generated_at=report.now)
+
+
+#: ``demo --format json`` prints no table.
+_NO_TABLE: Any = None
 
 
 def _print_text(
@@ -268,10 +324,10 @@ def _print_text(
     print(f"\nActions ({len(guard_actions)}):")
     rows = [
         [
-            str(act.get("outcome", act.get("kind"))),
+            str(act["outcome"]),
             act["resource"],
             act["project"] or "-",
-            f"${act.get('usd_per_hour_saved', 0) * 730:,.2f}/month",
+            f"${act['usd_per_month_saved']:,.2f}/month",
         ]
         for act in guard_actions
     ]

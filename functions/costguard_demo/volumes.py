@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from costguard.ports import Ledger
 
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.catalog import load_catalog
@@ -26,6 +28,7 @@ from costguard.domain.decisions import Step
 from costguard.domain.stale_volumes import VolumeRules
 from costguard.domain.tags import Tags
 from costguard.domain.text import labelled
+from costguard.services.action_records import from_outcome
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
 from costguard_demo.cloudtrail import attach_events
@@ -55,7 +58,11 @@ def _volume(ec2: Any, region: str, size: int, name: str, **extra: str) -> str:
 
 
 def run_volume_chapter(
-    session: Any, region: str, say: Callable[[str], None], now: datetime
+    session: Any,
+    region: str,
+    say: Callable[[str], None],
+    now: datetime,
+    ledger: Ledger | None = None,
 ) -> list[dict[str, Any]]:
     """Run the chapter; return ``actions[]`` entries for the JSON report."""
     ec2 = session.client("ec2", region_name=region)
@@ -73,7 +80,7 @@ def run_volume_chapter(
 
     clients = ClientFactory(session, account=ACCOUNT)
     catalog = load_catalog()
-    ledger = InMemoryLedger()
+    ledger = ledger or InMemoryLedger()
     policy = StaleVolumePolicy(
         EbsInventory(clients),
         ledger,
@@ -109,24 +116,10 @@ def run_volume_chapter(
         for o in report.outcomes:
             t = o.decision.target
             say(f"    {t.id}: {labelled(o.step.value, o.error or o.detail)}")
-            kind = {Step.ACTED: o.decision.action.value}.get(o.step)
-            if o.step is Step.WAITING and "started" in o.detail:
-                kind = "snapshot-volume"
-            if kind is None:
-                continue
-            actions.append(
-                {
-                    "kind": kind,
-                    "resource": t.key,
-                    "project": t.project,
-                    "reason": f"{o.decision.reason}: {o.detail}",
-                    "usd_per_hour_saved": float(
-                        o.decision.usd_per_hour_saved if o.step is Step.ACTED else Decimal(0)
-                    ),
-                    "dry_run": report.dry_run,
-                    "outcome": o.step.value,
-                }
-            )
+            # What changed the account: the snapshot started (waiting), the deletion.
+            started = o.step is Step.WAITING and "started" in o.detail
+            if o.step is Step.ACTED or started:
+                actions.append(from_outcome(o, report.dry_run))
     left = {v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]}
     say(
         f"EBS: {scratch} {'deleted' if scratch not in left else 'still there'}; "

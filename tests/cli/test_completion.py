@@ -51,7 +51,7 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("words", "offered"),
     [
-        ([""], {"scan", "alerts", "actions", "demo", "prices", "estimate", "completion"}),
+        ([""], {"scan", "report", "alerts", "actions", "demo", "prices", "estimate", "completion"}),
         (["estimate", ""], {"train", "iteration"}),
         (["estimate", "train", "--gpu", "h"], {"h100", "h200"}),
         (

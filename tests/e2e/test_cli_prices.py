@@ -238,7 +238,7 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
     done = costguard(fake, "prices", "show", "--catalog", str(out), "--type", "g5", "--json")
     # THEN each rate says its source and date: read from the API in us-east-1, bundled elsewhere
     assert done.returncode == 0, done.stderr
-    shown = json.loads(done.stdout)
+    shown = json.loads(done.stdout)["data"]
     east = {r["name"]: r for r in shown["rates"] if r["region"] == "us-east-1"}
     west = {r["name"]: r for r in shown["rates"] if r["region"] == "us-west-2"}
     today = TODAY.date().isoformat()
@@ -260,14 +260,15 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
     assert text.returncode == 0, text.stderr
     lines = text.stdout.strip().splitlines()
     assert lines[0].startswith(f"Prices from {out}")
-    assert any("g5.xlarge" in line and "price-list-api" in line for line in lines[1:])
-    assert all("us-east-1" in line for line in lines[1:])
+    assert lines[1].split()[:3] == ["service", "region", "name"]  # the columns' header
+    assert any("g5.xlarge" in line and "price-list-api" in line for line in lines[2:])
+    assert all("us-east-1" in line for line in lines[2:])
 
 
-def test_show_of_a_type_the_catalog_lacks_exits_3(fake: FakePriceList) -> None:
+def test_show_of_a_type_the_catalog_lacks_is_named_and_exits_2(fake: FakePriceList) -> None:
     done = costguard(fake, "prices", "show", "--type", "zz9.huge")
-    assert done.returncode == 3
-    assert "no rate matches" in done.stderr
+    assert done.returncode == 2
+    assert "--type zz9.huge: the price catalog knows no such type" in done.stderr
 
 
 def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) -> None:
@@ -292,7 +293,7 @@ def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) 
             "--type", "p5.48xlarge", "--region", "us-east-1", "--json", **env,
         )  # fmt: skip
         assert shown.returncode == 0, shown.stderr
-        body = json.loads(shown.stdout)
+        body = json.loads(shown.stdout)["data"]
         assert body["catalog"].startswith(f"prices from the stored catalog v{summary['version']}")
         ((rate,),) = [[r for r in body["rates"] if r["service"] == "ec2"]]
         assert rate["source"] == "price-list-api"

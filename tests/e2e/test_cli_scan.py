@@ -122,7 +122,9 @@ def scan_json(*extra: str, child: bool = False) -> dict[str, Any]:
     else:
         done = costguard(*SCAN_JSON, *extra, at=MIDDAY, env={"COSTGUARD_SAGEMAKER_STUDIO": "false"})
     assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
+    document: dict[str, Any] = json.loads(done.stdout)
+    assert (document["schema_version"], document["kind"]) == (2, "scan")
+    result: dict[str, Any] = document["data"]
     return result
 
 
@@ -312,7 +314,7 @@ def test_exits_3_when_every_source_failed_and_names_them(iam_enforced: str) -> N
     )
     # THEN the empty report is not passed off as an empty account
     assert done.returncode == 3, done.stderr
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout)["data"]
     failed = {f["resource"] for f in report["findings"] if f["code"] == "scan-failed"}
     assert {"us-east-1/ec2", "us-east-1/eks"} <= failed
     assert any(r.startswith("us-east-1/sagemaker") for r in failed)
@@ -334,7 +336,7 @@ def test_a_partial_failure_exits_0_and_says_what_is_missing(iam_enforced: str) -
     )
     # THEN what could be read is reported, and what could not is a finding and a warning
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout)["data"]
     llm = next(p for p in report["projects"] if p["project"] == "llm")
     assert ids["p5"] in {r["id"] for r in llm["resources"]}
     failed = {f["resource"] for f in report["findings"] if f["code"] == "scan-failed"}

@@ -20,7 +20,9 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    demo = json.loads(done.stdout)
+    envelope = json.loads(done.stdout)
+    assert (envelope["schema_version"], envelope["kind"]) == (2, "demo")
+    demo = envelope["data"]
     report = demo["report"]
     statuses = {p["project"]: p["status"] for p in report["projects"]}
     assert statuses["llm-pretraining"] == "over"
@@ -41,16 +43,17 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
     # AND the guards that act warned their owners through the same topic (one warning per
     # bucket of the sweep, and the breaker's stop), and list their actions
     assert kinds.count(("action-warning", "vision")) >= 2
-    outcomes = {
-        (a["resource"].rsplit("/", 2)[1], a.get("outcome", a.get("kind"))) for a in demo["actions"]
-    }
+    outcomes = {(a["resource_kind"], a["outcome"]) for a in demo["actions"]}
     assert ("ec2-instance", "acted") in outcomes and ("ec2-instance", "warned") in outcomes
     assert ("ebs-volume", "acted") in outcomes and ("ebs-volume", "waiting") in outcomes
     assert ("s3-bucket", "acted") in outcomes and ("s3-bucket", "skipped") in outcomes
     for a in demo["actions"]:
+        # One vocabulary for every guard (docs/actions.md): no `kind`, always an action
         assert {
-            "kind", "resource", "project", "reason", "usd_per_hour_saved", "dry_run", "outcome"
-        } <= set(a)  # fmt: skip
+            "resource", "resource_kind", "action", "outcome", "detail", "project", "reason",
+            "usd_per_hour_saved", "usd_per_month_saved", "dry_run",
+        } <= set(a) and "kind" not in a  # fmt: skip
+        assert a["action"] and a["detail"]
     assert demo["alerts_delivered"]["sqs"] == demo["alerts_delivered"]["slack"] == len(kinds)
     assert all(a["alert_id"] and a["severity"] and a["summary"] for a in demo["alerts"])
     assert [c["ledger"] for c in demo["cycles"]] == ["applied"] * 6

@@ -33,7 +33,9 @@ def demo() -> dict[str, Any]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    document: dict[str, Any] = json.loads(done.stdout)
+    envelope: dict[str, Any] = json.loads(done.stdout)
+    assert (envelope["schema_version"], envelope["kind"]) == (2, "demo.org")
+    document: dict[str, Any] = envelope["data"]
     return document
 
 
@@ -229,7 +231,7 @@ def _resource(demo: dict[str, Any], label: str) -> dict[str, Any]:
 def _steps(demo: dict[str, Any], label: str) -> list[tuple[str, str, str]]:
     """(time, guard, step) of every executor outcome on the seeded resource ``label``."""
     return [
-        (t["time"], t["guard"], o["step"])
+        (t["time"], t["guard"], o["outcome"])
         for t in demo["guards"]["ticks"]
         if not t["replay"]
         for r in t["runs"]
@@ -374,7 +376,7 @@ def test_a_guard_tick_delivered_again_changes_nothing(demo: dict[str, Any]) -> N
     for t in replays:
         assert t["sent"] == 2 and t["delivery"]["done"] == 2
         assert t["changed"] == [] and t["alerts"] == []
-        steps = {o["step"] for r in t["runs"] for o in r["outcomes"]}
+        steps = {o["outcome"] for r in t["runs"] for o in r["outcomes"]}
         assert steps <= {"waiting"}  # warned already: waiting for the deadline, no 2nd warning
 
 
@@ -400,11 +402,11 @@ def test_with_dry_run_the_guards_say_what_they_would_do_and_save_and_change_noth
     code = org.run_org_demo(as_json=True, ticks=3, dry_run=True)
     out = capsys.readouterr()
     assert code == 0, out.err[-3000:]
-    doc = json.loads(out.out)
+    doc = json.loads(out.out)["data"]
     g = doc["guards"]
     # THEN the guards reported what they would do, and what it would save ...
     assert g["dry_run"] is True
-    steps = {o["step"] for t in g["ticks"] for r in t["runs"] for o in r["outcomes"]}
+    steps = {o["outcome"] for t in g["ticks"] for r in t["runs"] for o in r["outcomes"]}
     assert "would-warn" in steps and steps <= {"would-warn", "would-act"}
     assert g["savings"]["usd_per_month"] == 0
     assert g["savings"]["would_usd_per_month"] == pytest.approx(749.38, abs=0.01)
@@ -448,7 +450,7 @@ def _set(g: dict[str, Any], label: str, **values: Any) -> None:
 def _drop_step(g: dict[str, Any], step: str) -> None:
     for t in g["ticks"]:
         for r in t["runs"]:
-            r["outcomes"] = [o for o in r["outcomes"] if o["step"] != step]
+            r["outcomes"] = [o for o in r["outcomes"] if o["outcome"] != step]
 
 
 def test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_guarded(
@@ -482,7 +484,7 @@ def test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_gu
     code = org.run_org_demo(as_json=True, ticks=3)
     out = capsys.readouterr()
     assert out.out, out.err[-3000:]
-    doc = json.loads(out.out)
+    doc = json.loads(out.out)["data"]
     g, account = doc["guards"], vision[0]
     # THEN it exits 1 (not part of the story), saying why
     assert code == 1 and "guard runs were dead-lettered" in out.err

@@ -47,14 +47,17 @@ def test_lists_what_was_done_and_what_a_dry_run_would_do(
 
     args = ["actions", "--table", "ledger", "--scope", "acct", "--table-region", "us-east-1"]
     assert main([*args, "--month", "2026-11", "--json"]) == 0
-    (row,) = json.loads(capsys.readouterr().out)
+    envelope = json.loads(capsys.readouterr().out)
+    assert (envelope["schema_version"], envelope["kind"]) == (2, "actions")
+    (row,) = envelope["data"]
     assert (row["outcome"], row["action"], row["dry_run"]) == ("would-warn", "stop-notebook", True)
-    assert row["usd_per_month_saved"] == "1029.30"
-    assert row["state_found"] == "InService"
+    assert row["resource_kind"] == "sagemaker-notebook"
+    assert row["usd_per_month_saved"] == 1029.30
+    assert row["details"]["state_found"] == "InService"
 
     assert main([*args, "--month", "2026-11"]) == 0
     table = capsys.readouterr().out
-    assert "would-warn" in table and "1029.30" in table
+    assert "would-warn" in table and "$1,029.30/month" in table
     assert len(table.strip().splitlines()) == 1  # a newline in a field cannot forge a row
 
 

@@ -33,7 +33,7 @@ def test_lists_recent_alerts_from_the_ledger(aws: Any, capsys: pytest.CaptureFix
     args = ["alerts", "--table", "ledger", "--scope", "acct", "--table-region", "us-east-1"]
     with clock_at(MIDDAY + timedelta(minutes=5)):
         assert main([*args, "--json"]) == 0
-        listed = json.loads(capsys.readouterr().out)
+        listed = json.loads(capsys.readouterr().out)["data"]
         assert [a["alert_id"] for a in listed] == ["budget-threshold/2026-11/80/llm"]
         assert main(args) == 0
     assert "llm: 80% of the monthly budget spent" in capsys.readouterr().out

@@ -34,7 +34,9 @@ def test_scans_each_account_and_reports_the_one_it_cannot_enter(
     out, err = capsys.readouterr()
     # THEN A and C are reported with their own resources, B is named with its error
     assert code == 0
-    doc = json.loads(out)
+    envelope = json.loads(out)
+    assert envelope["kind"] == "scan.accounts"
+    doc = envelope["data"]
     assert sorted(doc["accounts"]) == [A, C]
     assert doc["failed_accounts"][B]["code"] == "AccessDenied"
     assert "[3/3]" in err and f"{B}: FAILED AccessDenied" in err

@@ -39,8 +39,9 @@ TRAIN = [
 def test_train_json_has_ranked_options_with_ranges(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = run_cli([*TRAIN, "--json"], capsys)
     assert code == 0
-    data = json.loads(out)
-    assert data["kind"] == "training-estimate"
+    envelope = json.loads(out)
+    assert (envelope["schema_version"], envelope["kind"]) == (2, "estimate.train")
+    data = envelope["data"]
     assert data["mfu"] == {"low": 0.25, "default": 0.35, "high": 0.45}
     (o,) = data["options"]
     assert o["instance_type"] == "p4d.24xlarge" and o["instances"] == 8
@@ -149,7 +150,7 @@ def test_gate_exits_4_when_the_run_takes_the_forecast_over_budget(
     code, out, err = run_cli(args, capsys)
     # THEN forecast 1,000 + 10 · 504 = 6,040; the run adds 586,468.81 · 504 / 3,338.68 = 88,532
     assert code == 4
-    gate = json.loads(out)["budget"]
+    gate = json.loads(out)["data"]["budget"]
     assert gate["over_budget"] is True and gate["month_to_date_usd"] == 1000.0
     assert gate["forecast_month_usd"] == 6040.0
     assert gate["run_adds_this_month_usd"] == pytest.approx(586468.81 * 504 / 3338.675, rel=1e-4)
@@ -181,7 +182,7 @@ def test_gate_passes_a_run_that_fits(
     ]
     code, out, _ = run_cli(small, capsys)
     assert code == 0
-    gate = json.loads(out)["budget"]
+    gate = json.loads(out)["data"]["budget"]
     assert gate["over_budget"] is False
     assert 0 < gate["run_usd"] < 100
 
@@ -216,7 +217,7 @@ def test_gate_says_the_forecast_excludes_running_unpriced_resources(
     code, out, err = run_cli([*SMALL_GATED, "--json"], capsys)
     # THEN it fits, but the gate does not pass silently: two resources are left out
     assert code == 0
-    gate = json.loads(out)["budget"]
+    gate = json.loads(out)["data"]["budget"]
     assert gate["over_budget"] is False and gate["unpriced_resources"] == 2
     assert "excludes 2 running resources of project llm" in err
     code, out, err = run_cli(SMALL_GATED, capsys)
@@ -231,7 +232,7 @@ def test_gate_without_unpriced_resources_passes_quietly(
     ledger["ledger"] = _Ledger(Decimal(100), Decimal(1))
     code, out, err = run_cli([*SMALL_GATED, "--json"], capsys)
     assert code == 0 and err == ""
-    assert json.loads(out)["budget"]["unpriced_resources"] == 0
+    assert json.loads(out)["data"]["budget"]["unpriced_resources"] == 0
 
 
 def test_iteration_json_shape_and_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
@@ -258,7 +259,7 @@ def test_iteration_json_shape_and_exit_0(capsys: pytest.CaptureFixture[str]) -> 
         capsys,
     )
     assert code == 0
-    data = json.loads(out)
+    data = json.loads(out)["data"]
     assert data["on_demand"]["total_usd"] == 175.0
     assert data["spot"]["total_usd"] == 213.96
     assert data["cheaper"] == "on-demand"
@@ -393,7 +394,7 @@ def test_an_iteration_on_a_retired_type_warns_and_recommends_nothing(
     assert "warning: p3.2xlarge is retired" in err
     assert "p3.2xlarge is RETIRED" in out and "Cheaper now" not in out
     code, out, _ = run_cli([*base, "--json"], capsys)
-    data = json.loads(out)
+    data = json.loads(out)["data"]
     assert data["instance_type"] == "p3.2xlarge" and "no longer offers p3" in data["retired"]
     # AND a retired type named next to given rates is still said to be retired
     given = ["--usd-per-hour", "3", "--spot-saving-pct", "60", "--interruption-bucket", "<5%"]
@@ -417,7 +418,7 @@ def test_an_offered_type_keeps_its_recommendation(capsys: pytest.CaptureFixture[
         capsys,
     )
     assert code == 0 and err == ""
-    assert json.loads(out)["retired"] is None
+    assert json.loads(out)["data"]["retired"] is None
 
 
 def test_an_mfu_below_one_percent_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
@@ -436,7 +437,7 @@ def test_the_largest_run_at_the_lowest_mfu_is_estimated_as_json(
     code, out, _ = run_cli([*args, "--catalog", str(FIXTURE_CATALOG_PATH), "--json"], capsys)
     # THEN every figure is printed, rounded or not, with no error
     assert code == 0
-    options = json.loads(out)["options"]
+    options = json.loads(out)["data"]["options"]
     assert options and all(o["gpu_hours"]["high"] > 1e16 for o in options)
 
 

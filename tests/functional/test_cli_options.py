@@ -169,7 +169,11 @@ def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     ("flag", "commands"),
     [
         ("--profile NAME", [*AWS_COMMANDS]),
-        ("--json", [["scan"], ["alerts"], ["actions"], ["demo"]]),
+        ("--json", [["scan"], ["alerts"], ["actions"], ["demo"], ["estimate", "train"]]),
+        (
+            "--format {table,json,csv,markdown}",
+            [["scan"], ["alerts"], ["actions"], ["demo"], ["estimate", "iteration"]],
+        ),
         ("--quiet", [["scan"], ["prices", "refresh"]]),
         (
             "--table-region REGION",

@@ -49,7 +49,7 @@ def test_scans_the_organization_except_opted_out_and_suspended_accounts(
     out, err = capsys.readouterr()
     # THEN the management account and ml0 are scanned; ml1 and ml2 are named as skipped
     assert code == 0, err
-    doc = json.loads(out)
+    doc = json.loads(out)["data"]
     assert sorted(doc["accounts"]) == sorted([management, ml0])
     assert "2 accounts of the Organization to scan" in err
     assert f"1 opted out ({ml1})" in err and f"1 not active ({ml2})" in err
@@ -118,5 +118,5 @@ def test_one_account_s_unreadable_tags_do_not_stop_the_others_being_scanned(
     out, err = capsys.readouterr()
     # THEN every account is scanned (an unreadable opt-out tag is not an opt-out), and ml1 is named
     assert code == 0, err
-    assert {ml0, ml1} <= set(json.loads(out)["accounts"])
+    assert {ml0, ml1} <= set(json.loads(out)["data"]["accounts"])
     assert ml1 in err and "tags could not be read" in err

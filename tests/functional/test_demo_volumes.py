@@ -16,10 +16,15 @@ pytestmark = pytest.mark.story
 def test_the_chapter_snapshots_then_deletes_only_the_unattached_volume(aws: Any) -> None:
     said: list[str] = []
     actions = run_volume_chapter(aws, "us-east-1", said.append, STORY_END)
-    assert [a["kind"] for a in actions] == ["snapshot-volume", "delete-volume"]
+    # One vocabulary: what the resource is, what is done to it, and what happened.
+    assert [(a["resource_kind"], a["action"], a["outcome"]) for a in actions] == [
+        ("ebs-volume", "delete-volume", "waiting"),
+        ("ebs-volume", "delete-volume", "acted"),
+    ]
+    assert "snapshot" in actions[0]["detail"] and actions[1]["detail"]
     assert all(a["project"] == "vision" and a["dry_run"] is False for a in actions)
-    # 500 GiB gp3 ($40/month) less its snapshot at most ($25/month), per hour
-    assert round(actions[1]["usd_per_hour_saved"] * 730, 2) == 15.0
+    # 500 GiB gp3 ($40/month) less its snapshot at most ($25/month)
+    assert actions[1]["usd_per_month_saved"] == 15.0
     ec2 = aws.client("ec2", region_name="us-east-1")
     names = {
         {t["Key"]: t["Value"] for t in v.get("Tags", [])}.get("Name")

@@ -339,7 +339,8 @@ def test_dry_run_reports_each_would_be_action_with_its_savings(
     actions = summary(report)["actions"]
     assert {a["resource"].rsplit("/", 1)[1] for a in actions} == {fleet["idle"], fleet["expired"]}
     for a in actions:
-        assert a["kind"] == "ec2-instance" and a["dry_run"] is True
+        assert a["resource_kind"] == "ec2-instance" and a["dry_run"] is True
+        assert a["action"] == "stop-instance"
         assert a["outcome"] == "would-warn" and a["project"] == "vision"
         assert a["usd_per_hour_saved"] > 0 and "idle for 60 minutes" in a["reason"]
 

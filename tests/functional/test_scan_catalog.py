@@ -12,7 +12,7 @@ import pytest
 
 from costguard.adapters.catalog import read_catalog_file
 from costguard.adapters.catalog_store import CatalogCache, CatalogReader, DynamoDbCatalogStore
-from costguard.cli.report import report_json
+from costguard.cli.scan_output import report_json
 from costguard.domain.findings import FindingCode
 from costguard.env import Env
 from tests.support.clock import MIDDAY

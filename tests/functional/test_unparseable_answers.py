@@ -104,7 +104,7 @@ def test_a_scan_against_an_html_answering_endpoint_fails_each_source_in_one_line
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     assert code == 3, captured.err
-    report = json.loads(captured.out)
+    report = json.loads(captured.out)["data"]
     failed = {f["resource"]: f["message"] for f in report["findings"]}
     assert set(failed) >= {
         f"{REGION}/ec2",

@@ -172,6 +172,6 @@ def test_a_cli_scan_with_a_stale_catalog_reports_it(server: str, tmp_path: Path)
         check=False,
     )
     assert done.returncode == 0, done.stderr[-800:]
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout)["data"]
     # THEN the report says the prices are stale
     assert any(f["code"] == "price-catalog" for f in report["findings"]), report["findings"]

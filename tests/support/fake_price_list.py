@@ -69,6 +69,11 @@ class FakePriceList:
     scale: str = "1"
     #: When set, every request fails with this error code (e.g. ExpiredTokenException).
     reject_with: str | None = None
+    #: "region/name" answered with no product at all, as AWS does for a type it does not
+    #: offer in that region.
+    withheld: frozenset[str] = frozenset()
+    #: Names answered with a product but no on-demand term (Capacity Blocks only, say).
+    other_terms_only: frozenset[str] = frozenset()
     requests: list[dict[str, Any]] = field(default_factory=list)
     #: Where :func:`price_list_server` serves it.
     url: str = ""
@@ -83,17 +88,27 @@ class FakePriceList:
         region = filters["regionCode"]
         if "instanceType" in filters:
             items = [
-                price_item({"instanceType": t, "regionCode": region}, self.price("ec2", region, t))
+                self._item({"instanceType": t, "regionCode": region}, "ec2", region, t)
                 for t in filters["instanceType"].split(",")
+                if f"{region}/{t}" not in self.withheld
             ]
         elif "instanceName" in filters:
             items = [
-                price_item({"instanceName": t}, self.price("sagemaker", region, t))
+                self._item({"instanceName": t}, "sagemaker", region, t)
                 for t in filters["instanceName"].split(",")
+                if f"{region}/{t}" not in self.withheld
             ]
         else:
             items = [price_item({"volumeApiName": "gp3"}, "0.0800000000", "GB-Mo")]
         return 200, {"FormatVersion": "aws_v1", "PriceList": items}
+
+    def _item(self, attrs: dict[str, str], section: str, region: str, name: str) -> str:
+        item = price_item(attrs, self.price(section, region, name))
+        if name in self.other_terms_only:
+            doc = json.loads(item)
+            doc["terms"] = {"Reserved": doc["terms"]["OnDemand"]}
+            return json.dumps(doc)
+        return item
 
     def price(self, section: str, region: str, name: str) -> str:
         if self.usd is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from costguard.domain.catalog_merge import SECTIONS, RateBook, RateSource
+from costguard.domain.catalog_merge import SECTIONS, NoRate, RateBook, RateSource
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.spot import BUCKETS, SpotProfile, SpotTable
 from costguard.ports import StoredCatalog
@@ -37,6 +37,15 @@ class RateSourceFile(BaseModel):
     kept_since: date | None = None
     held_usd: Decimal | None = None
     held_since: date | None = None
+
+
+class NoRateFile(BaseModel):
+    """Why a refresh found no rate for a name (``no_rate``); see ``catalog_merge.NoRate``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    reason: str = Field(min_length=1)
+    since: date
 
 
 class SpotProfileFile(BaseModel):
@@ -101,7 +110,9 @@ class CatalogFile(BaseModel):
     ec2: _RegionRates
     sagemaker: _RegionRates
     ebs_gb_month: _RegionRates
-    s3_standard_gb_month: dict[str, Decimal]
+    #: region -> S3 Standard $/GB-month; at least one (the stale-object guard counts a
+    #: region it lacks at the dearest of them).
+    s3_standard_gb_month: dict[str, Decimal] = Field(min_length=1)
     #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced).
     ebs_snapshot_gb_month: dict[str, Decimal] = Field(default_factory=dict)
     eks_cluster_hour: dict[str, Decimal]
@@ -120,6 +131,13 @@ class CatalogFile(BaseModel):
     rate_sources: dict[str, dict[str, dict[str, RateSourceFile]]] = Field(default_factory=dict)
     #: Spot interruption buckets and savings, dated (estimates and spot advice).
     spot_advisor: SpotAdvisorFile | None = None
+    #: Written by a refresh: section -> region -> name -> why the Price List API had no
+    #: rate for it there. Absent from catalogs written before it existed (read as empty).
+    no_rate: dict[str, dict[str, dict[str, NoRateFile]]] = Field(default_factory=dict)
+    #: The day the reference rates (EKS, snapshots, S3: a refresh does not fetch them) were
+    #: last reviewed. Absent from older catalogs: then the catalog's own date if it was
+    #: never refreshed, else unknown.
+    reference_as_of: date | None = None
 
     @field_validator("currency")
     @classmethod
@@ -145,6 +163,14 @@ class CatalogFile(BaseModel):
                     raise ValueError(f"{region}/{name}: price must be positive, got {price}")
         return value
 
+    @field_validator("s3_standard_gb_month", "ebs_snapshot_gb_month")
+    @classmethod
+    def _positive_flat(cls, value: dict[str, Decimal]) -> dict[str, Decimal]:
+        for region, price in value.items():
+            if not (price.is_finite() and price > 0):
+                raise ValueError(f"{region}: price must be positive, got {price}")
+        return value
+
     def to_domain(self) -> PriceCatalog:
         return PriceCatalog(
             version=self.version,
@@ -165,6 +191,18 @@ class CatalogFile(BaseModel):
             confidence=self.confidence,
             ebs_snapshot_gb_month=self.ebs_snapshot_gb_month,
             spot=self.spot_advisor.to_domain() if self.spot_advisor else None,
+            no_rate={
+                section: {
+                    region: {
+                        name: NoRate(note.reason, note.since).describe()
+                        for name, note in names.items()
+                    }
+                    for region, names in regions.items()
+                }
+                for section, regions in self.no_rate.items()
+            },
+            reference_as_of=self.reference_as_of
+            or (None if self.as_of_by or self.rate_sources else self.as_of),
         )
 
 
@@ -222,7 +260,9 @@ def write_catalog_file(catalog: CatalogFile, path: Path) -> None:
 # -- the refresh's view of a catalog (domain.catalog_merge.RateBook) ------------------------
 
 #: Fields a refresh writes; every other field is reference data it carries untouched.
-REFRESH_OWNED = frozenset({"version", "as_of", "sources", *SECTIONS, "as_of_by", "rate_sources"})
+REFRESH_OWNED = frozenset(
+    {"version", "as_of", "sources", *SECTIONS, "as_of_by", "rate_sources", "no_rate"}
+)
 
 
 def retired_names(value: object) -> frozenset[str]:
@@ -264,6 +304,13 @@ def rate_book(catalog: CatalogFile) -> RateBook:
         },
         as_of_by=catalog.as_of_by,
         retired=retired_names(_field(catalog, "retired")) | _retired_rates(catalog),
+        no_rate={
+            section: {
+                region: {name: NoRate(n.reason, n.since) for name, n in names.items()}
+                for region, names in regions.items()
+            }
+            for section, regions in catalog.no_rate.items()
+        },
     )
 
 
@@ -320,6 +367,16 @@ def with_rate_book(catalog: CatalogFile, book: RateBook, *, sources: list[str]) 
                 for region, names in sorted(regions.items())
             }
             for section, regions in sorted(book.sources.items())
+        },
+        no_rate={
+            section: {
+                region: {
+                    name: {"reason": n.reason, "since": n.since.isoformat()}
+                    for name, n in sorted(names.items())
+                }
+                for region, names in sorted(regions.items())
+            }
+            for section, regions in sorted(book.no_rate.items())
         },
     )
     for section in SECTIONS:
@@ -407,6 +464,22 @@ def overlay(packaged: CatalogFile, stored: CatalogFile) -> CatalogFile | None:
                 dated[region] = min(dated.get(region, day), day)
     if not added:
         return None
+    # What the last refresh said of a name it found no rate for still holds, unless the
+    # package now prices it there.
+    data["no_rate"] = {
+        section: {
+            region: kept
+            for region, names in regions.items()
+            if (
+                kept := {
+                    n: note.model_dump(mode="json")
+                    for n, note in names.items()
+                    if n not in data.get(section, {}).get(region, {})
+                }
+            )
+        }
+        for section, regions in stored.no_rate.items()
+    }
     data["as_of_by"] = {s: v for s, v in as_of_by.items() if v}
     data["as_of"] = min(
         [packaged.as_of.isoformat(), *(d for v in as_of_by.values() for d in v.values())]

@@ -10,7 +10,7 @@ limit; its hash is 32 bytes.
 pk                                             sk                      what
 =============================================  ======================  ==========================
 ``SCOPE#<scope>``                              ``WATERMARK``           last committed scan, snapshot size
-``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``TOTALS#<nn>``         month-to-date, 32 shards of projects
+``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``TOTALS#<nn>``         month-to-date and by day, 32 shards
 ``SCOPE#<scope>#OBS``                          ``CHUNK#<nnnn>``        observation snapshot (zlib JSON)
 ``SCOPE#<scope>#FINDINGS#<YYYY-MM-DD>``        ``<code>#<hash>``       findings of the day (TTL 35 d)
 ``ONCE#<namespace>``                           ``<hash>``              claims and exactly-once records
@@ -117,6 +117,20 @@ def _item_bytes(value: Any) -> int:
     if isinstance(value, list):
         return sum(_item_bytes(v) for v in value)
     return len(str(value).encode("utf-8", "surrogatepass"))
+
+
+#: A day's spend is kept to the micro-dollar: a month of days is then about 31 x 14 bytes
+#: a project, and a totals shard (see ``_totals_puts``) holds hundreds of projects.
+DAY_QUANTUM = Decimal("0.000001")
+
+
+def _days_plus(stored: Mapping[str, Decimal], days: Mapping[int, Decimal]) -> dict[str, Decimal]:
+    """A row's day map (keys ``"01"``..``"31"``) with ``days`` added, to the micro-dollar."""
+    out = dict(stored)
+    for day, usd in days.items():
+        key = f"{day:02d}"
+        out[key] = (out.get(key, Decimal(0)) + usd).quantize(DAY_QUANTUM)
+    return out
 
 
 def _epoch(moment: datetime) -> int:
@@ -281,7 +295,15 @@ class DynamoDbLedger:
         for rows in self._totals_shards(scope, month).values():
             for k, row in rows.items():
                 project = None if k == UNATTRIBUTED_KEY else row["project"]
-                totals[project] = ProjectMonth(project, month, row["usd"], row["est"])
+                days = row.get("days")
+                totals[project] = ProjectMonth(
+                    project,
+                    month,
+                    row["usd"],
+                    row["est"],
+                    None if days is None else {int(d): usd for d, usd in days.items()},
+                    row.get("undated", Decimal(0)),
+                )
         return totals
 
     # -- the scan commit -----------------------------------------------------------
@@ -356,7 +378,13 @@ class DynamoDbLedger:
             row: dict[str, Any] = {
                 "usd": old.get("usd", Decimal(0)) + inc.usd,
                 "est": old.get("est", Decimal(0)) + inc.estimated_usd,
+                "days": _days_plus(old.get("days", {}), inc.days),
             }
+            if old and "days" not in old:
+                # A row an older version wrote: what it held is in no day.
+                row["undated"] = old.get("usd", Decimal(0))
+            elif "undated" in old:
+                row["undated"] = old["undated"]
             if project is not None:
                 row["project"] = project
             rows[k] = row

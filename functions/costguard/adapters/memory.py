@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from costguard.domain.lease import DONE, Lease, claim
+from costguard.domain.spend import add_days
 from costguard.ports import (
     AuditEvent,
     CommitOutcome,
@@ -340,7 +341,13 @@ class ReadOnlyLedger:
 
 
 def _plus(base: ProjectMonth | None, project: str | None, month: str, add: Any) -> ProjectMonth:
-    """``base`` (none: nothing yet) with ``add``'s spend and estimated spend added."""
-    base = base or ProjectMonth(project, month, Decimal(0), Decimal(0))
+    """``base`` (none: nothing yet) with ``add``'s spend, estimated spend and days added.
+
+    A ``base`` without days (a row an older version wrote) keeps what it held as
+    undated spend, and its days start with ``add``'s.
+    """
+    base = base or ProjectMonth(project, month, Decimal(0), Decimal(0), {})
     usd, est = base.usd + add.usd, base.estimated_usd + add.estimated_usd
-    return replace(base, usd=usd, estimated_usd=est)
+    undated = base.undated_usd if base.days is not None else base.usd
+    days = add_days(base.days or {}, add.days or {})
+    return replace(base, usd=usd, estimated_usd=est, days=days, undated_usd=undated)

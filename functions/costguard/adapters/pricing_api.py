@@ -120,11 +120,14 @@ class _Candidates:
 
     def __init__(self, section: str, region: str, rejected: list[str]) -> None:
         self._where = f"{section}/{region}"
+        self._region = region
         self._prices: dict[str, set[Decimal]] = {}
         self._malformed: dict[str, str] = {}
+        self._seen: set[str] = set()
         self._rejected = rejected
 
     def add(self, name: str, item: dict[str, Any], unit: str) -> None:
+        self._seen.add(name)
         try:
             usd = on_demand_usd(item, unit)
         except MalformedPriceError as exc:
@@ -152,22 +155,42 @@ class _Candidates:
                 out[name] = next(iter(prices))
         return out
 
+    def absent(self, wanted: Iterable[str], product: str) -> dict[str, str]:
+        """Why each name asked for has no rate: the region lists no such product (AWS does
+        not offer it there), or lists it with no on-demand price (Capacity Blocks,
+        Savings Plans or reservations only). A malformed or ambiguous answer is not absent:
+        it is rejected, and said as such."""
+        out = {}
+        for name in sorted(set(wanted) - set(self._prices) - set(self._malformed)):
+            out[name] = (
+                f"no on-demand rate in the Price List for {self._region} (the product is "
+                "listed with other terms only, such as Capacity Blocks or Savings Plans)"
+                if name in self._seen
+                else f"not offered in {self._region} (no {product} product in the Price List)"
+            )
+        return out
+
 
 def fetch_ec2(
     client: PricingClient,
     region: str,
     types: Iterable[str],
     rejected: list[str] | None = None,
+    absent: dict[str, str] | None = None,
 ) -> dict[str, Decimal]:
     found = _Candidates("ec2", region, rejected if rejected is not None else [])
-    for batch in chunks(sorted(set(types)), ANY_OF_LIMIT):
+    types = sorted(set(types))
+    for batch in chunks(types, ANY_OF_LIMIT):
         filters = _filters({**EC2_FILTERS, "regionCode": region}, ("instanceType", batch))
         expected = {**EC2_ITEM, "regionCode": region}
         for item in _products(client, "AmazonEC2", filters):
             name = (item.get("product") or {}).get("attributes", {}).get("instanceType")
             if name in batch and not _off_filter(item, expected):
                 found.add(name, item, "Hrs")
-    return found.found()
+    out = found.found()
+    if absent is not None:
+        absent.update(found.absent(types, "EC2"))
+    return out
 
 
 def fetch_sagemaker(
@@ -175,9 +198,11 @@ def fetch_sagemaker(
     region: str,
     types: Iterable[str],
     rejected: list[str] | None = None,
+    absent: dict[str, str] | None = None,
 ) -> dict[str, Decimal]:
     found = _Candidates("sagemaker", region, rejected if rejected is not None else [])
-    for batch in chunks(sorted(set(types)), ANY_OF_LIMIT):
+    types = sorted(set(types))
+    for batch in chunks(types, ANY_OF_LIMIT):
         filters = _filters({"regionCode": region, "component": "Hosting"}, ("instanceName", batch))
         expected = {**SAGEMAKER_ITEM, "regionCode": region}
         for item in _products(client, "AmazonSageMaker", filters):
@@ -185,7 +210,10 @@ def fetch_sagemaker(
             name = attrs.get("instanceName") or attrs.get("instanceType")
             if name in batch and not _off_filter(item, expected):
                 found.add(name, item, "Hrs")
-    return found.found()
+    out = found.found()
+    if absent is not None:
+        absent.update(found.absent(types, "SageMaker hosting"))
+    return out
 
 
 def fetch_ebs(
@@ -234,23 +262,30 @@ class PriceListApi:
     def fetch(self, region: str, wanted: Mapping[str, frozenset[str]]) -> PriceAnswer:
         c = self._client
         rejected: list[str] = []
+        absent: dict[str, dict[str, str]] = {}
 
-        def noting(fetch: Callable[[list[str]], dict[str, Decimal]]) -> dict[str, Decimal]:
+        def noting(
+            section: str, fetch: Callable[[list[str], dict[str, str]], dict[str, Decimal]]
+        ) -> dict[str, Decimal]:
             # A retried batch starts its notes again: only the read that counted reports.
             def once() -> dict[str, Decimal]:
                 notes: list[str] = []
-                got = fetch(notes)
+                missing: dict[str, str] = {}
+                got = fetch(notes, missing)
                 rejected.extend(notes)
+                if missing:
+                    absent[section] = missing
                 return got
 
             return self._patiently(once)
 
         prices = {
-            "ec2": noting(lambda n: fetch_ec2(c, region, wanted.get("ec2", ()), n)),
+            "ec2": noting("ec2", lambda n, a: fetch_ec2(c, region, wanted.get("ec2", ()), n, a)),
             "sagemaker": noting(
-                lambda n: fetch_sagemaker(c, region, wanted.get("sagemaker", ()), n)
+                "sagemaker",
+                lambda n, a: fetch_sagemaker(c, region, wanted.get("sagemaker", ()), n, a),
             ),
             # Every EBS volume type of the region: one small query, no names needed.
-            "ebs_gb_month": noting(lambda n: fetch_ebs(c, region, n)),
+            "ebs_gb_month": noting("ebs_gb_month", lambda n, _a: fetch_ebs(c, region, n)),
         }
-        return PriceAnswer(prices, rejected)
+        return PriceAnswer(prices, rejected, absent)

@@ -8,7 +8,7 @@ Exit codes, the same for every subcommand:
        access denied, throttling, no network); nothing is printed on stdout.
   2    bad input: an option, an environment variable, a profile, a table, a file.
   3    no data: the command finished but read nothing where it needed something.
-       ``scan``: every source failed (the report is still printed). ``prices
+       ``scan``, ``report``: every source failed (the report is still printed). ``prices
        refresh``: a region returned no prices, so the catalog is not marked fresh.
   4    over budget: ``estimate train --project P`` found that the run would take the
        project's month forecast over its budget (the estimate is still printed).
@@ -17,9 +17,11 @@ Exit codes, the same for every subcommand:
 
 Errors are one line on stderr, ``costguard: ...``, never a traceback.
 
-One module per command group (:mod:`.scan` and :mod:`.org`, :mod:`.ledger` for ``alerts``
-and ``actions``, :mod:`.demo`, :mod:`.prices`, :mod:`.estimate`), each adding its commands
-to the parser with ``register``; what they share is :mod:`.common`. None imports another.
+One module per command group (:mod:`.scan` and :mod:`.org`, :mod:`.report`, :mod:`.ledger`
+for ``alerts`` and ``actions``, :mod:`.demo`, :mod:`.prices`, :mod:`.estimate`), each adding
+its commands to the parser with ``register``; what they share is :mod:`.common`. None imports
+another, except :mod:`.report`, which runs a scan as ``scan`` does: it takes ``scan``'s
+public settings and outcome and ``ledger``'s month check rather than a second copy.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``costguard`` parser: every command, flag and help text the command has."""
     # Here, not at the top: `python -m costguard.cli.estimate` imports this package first,
     # and a command module already imported would then run as a second copy.
-    from costguard.cli import completion, demo, estimate, ledger, prices, scan
+    from costguard.cli import completion, demo, estimate, ledger, prices, report, scan
 
     p = Parser(
         prog="costguard",
@@ -93,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_VersionAction)
     flags = Flags()
     sub = p.add_subparsers(dest="command", required=True)
-    for group in (scan, ledger, demo, prices, estimate, completion):
+    for group in (scan, report, ledger, demo, prices, estimate, completion):
         group.register(sub, flags)
     return p
 

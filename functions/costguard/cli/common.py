@@ -276,9 +276,10 @@ class Flags:
             action=DeprecatedAlias,
             help=argparse.SUPPRESS,
         )
-        self.json = _flag(
-            "--json", action="store_true", help="print JSON on stdout instead of text"
-        )
+        from costguard.cli.output import format_flag  # output imports this module
+
+        #: ``--format table|json|csv|markdown`` and its synonym ``--json`` (dest ``format``).
+        self.format = format_flag()
         self.quiet = _flag(
             "--quiet",
             action="store_true",

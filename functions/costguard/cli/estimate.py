@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.cli import common
+from costguard.cli.output import Cell, Column, Table, rate_cell, render
 from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
     DEFAULT_BYTES_PER_PARAM,
@@ -225,7 +226,6 @@ def estimate_json(
     r = e.request
     low, mid, high = e.mfu
     return {
-        "kind": "training-estimate",
         "inputs": {
             "params": float(r.params),
             "tokens": float(r.tokens),
@@ -355,10 +355,10 @@ def cmd_estimate_train(args: argparse.Namespace) -> int:
         chosen = _chosen_option(estimate, args.instance_type)
         run_usd, wall = _run_cost(chosen, args.market)
         gate = _gate(args, run_usd, wall)
-    if args.json:
-        common.emit_json(estimate_json(estimate, gate, catalog.as_of.isoformat()))
-    else:
-        print(estimate_text(estimate, gate))
+    sys.stdout.write(
+        render_train(args.format, estimate, gate, catalog.as_of.isoformat(), common.now())
+    )
+    sys.stdout.flush()
     if gate is not None and gate.over:
         print(
             f"costguard: the run would take project {gate.project}'s forecast to "
@@ -489,13 +489,10 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
             _known_region(catalog, region)
             rate = catalog.ec2_on_demand(region, args.instance_type)
             if rate is None:
-                why = catalog.why_unpriced(region, args.instance_type) or (
-                    f"retired: {retired}" if retired else None
-                )
+                why = catalog.unpriced_reason("ec2", region, args.instance_type)
                 raise common.CommandError(
-                    f"no on-demand rate for {args.instance_type} in {region}"
-                    + (f": {why}" if why else "")
-                    + "; pass --usd-per-hour"
+                    f"no on-demand rate for {args.instance_type} in {region}: {why}; "
+                    "pass --usd-per-hour"
                 )
         if catalog.spot is None:
             raise common.CommandError("the price catalog has no spot table: pass the spot options")
@@ -527,10 +524,8 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         spot_extra_setup_hours=args.spot_extra_setup_minutes / MINUTES,
     )
     data = iteration_json(plan, bucket, basis, instance_type=args.instance_type, retired=retired)
-    if args.json:
-        common.emit_json(data)
-    else:
-        print(iteration_text(data))
+    sys.stdout.write(render_iteration(args.format, data, common.now()))
+    sys.stdout.flush()
     return common.EXIT_OK
 
 
@@ -570,7 +565,6 @@ def iteration_json(
     figures still price it (the user asked), but ``cheaper`` is then only a comparison."""
     od, spot, be = on_demand_cost(plan), spot_cost(plan), break_even(plan)
     return {
-        "kind": "iteration-estimate",
         "instance_type": instance_type,
         "retired": retired,
         "inputs": {
@@ -640,6 +634,172 @@ def iteration_text(data: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+# -- --format csv and markdown -------------------------------------------------------------
+
+
+#: ``estimate train --format csv``: one row per instance option, every range as numbers.
+TRAIN_COLUMNS = (
+    Column("rank", "#", "right"),
+    Column("instance_type", "Instance type"),
+    Column("instances", "Instances", "right"),
+    Column("devices_per_instance", "Devices each", "right"),
+    Column("accelerator", "Accelerator"),
+    Column("usd_per_hour", "$/h", "right"),
+    Column("gpu_hours_low", "GPU-hours low", "right"),
+    Column("gpu_hours_high", "GPU-hours high", "right"),
+    Column("wall_clock_hours", "Wall-clock (h)", "right"),
+    Column("on_demand_usd_low", "On-demand low", "right"),
+    Column("on_demand_usd", "On-demand", "right"),
+    Column("on_demand_usd_high", "On-demand high", "right"),
+    Column("spot_usd_low", "Spot low", "right"),
+    Column("spot_usd", "Spot", "right"),
+    Column("spot_usd_high", "Spot high", "right"),
+    Column("expected_interruptions", "Interruptions", "right"),
+    Column("interruption_bucket", "Bucket"),
+    Column("memory_fit", "Memory"),
+)
+#: What markdown shows of it: the text's columns, ranges as the text writes them.
+TRAIN_VIEW = (
+    Column("rank", "#", "right"),
+    Column("instance_type", "Instance"),
+    Column("devices", "Devices", "right"),
+    Column("gpu_hours", "GPU-hours", "right"),
+    Column("wall_clock", "Wall-clock", "right"),
+    Column("on_demand", "On-demand", "right"),
+    Column("spot", "Spot", "right"),
+    Column("interruptions", "Interruptions", "right"),
+    Column("memory_fit", "Memory"),
+)
+
+
+def _money(value: Decimal) -> Cell:
+    """As the estimate's text writes money (``$1,234``, ``$12.34``), to the cent for tools."""
+    return Cell(usd(value), _plain(value, "0.01"))
+
+
+def _plain(value: Decimal, places: str) -> str:
+    """``value`` to ``places`` as CSV text (``150.00``, not the float's ``150.0``)."""
+    if not value.is_finite() or abs(value) >= _ROUNDING_LIMIT:
+        return str(float(value))
+    return str(value.quantize(Decimal(places)))
+
+
+def train_rows(e: TrainingEstimate) -> list[dict[str, str | Cell]]:
+    rows: list[dict[str, str | Cell]] = []
+    for i, o in enumerate(e.options, 1):
+        spot = o.spot
+        rows.append(
+            {
+                "rank": str(i),
+                "instance_type": o.instance_type,
+                "instances": str(o.instances),
+                "devices_per_instance": str(o.devices_per_instance),
+                "accelerator": o.accelerator.key,
+                "devices": f"{o.instances} x {o.devices_per_instance} {o.accelerator.key}",
+                "usd_per_hour": rate_cell(o.usd_per_hour),
+                "gpu_hours_low": _plain(o.gpu_hours.low, "1"),
+                "gpu_hours_high": _plain(o.gpu_hours.high, "1"),
+                "gpu_hours": f"{o.gpu_hours.low:,.0f}–{o.gpu_hours.high:,.0f}",
+                "wall_clock_hours": _plain(o.wall_hours.mid, "0.1"),
+                "wall_clock": hours_text(o.wall_hours.mid),
+                "on_demand_usd_low": _money(o.on_demand_usd.low),
+                "on_demand_usd": _money(o.on_demand_usd.mid),
+                "on_demand_usd_high": _money(o.on_demand_usd.high),
+                "on_demand": _span_usd(o.on_demand_usd),
+                "spot_usd_low": _money(spot.usd.low) if spot else "",
+                "spot_usd": _money(spot.usd.mid) if spot else "",
+                "spot_usd_high": _money(spot.usd.high) if spot else "",
+                "spot": _span_usd(spot.usd) if spot else "n/a",
+                "expected_interruptions": (
+                    _plain(spot.expected_interruptions, "0.01") if spot else ""
+                ),
+                "interruption_bucket": spot.profile.bucket if spot else "",
+                "interruptions": (
+                    f"{spot.expected_interruptions:.1f} ({spot.profile.bucket})" if spot else "-"
+                ),
+                "memory_fit": o.memory.fit.value,
+            }
+        )
+    return rows
+
+
+def render_train(
+    fmt: str, e: TrainingEstimate, gate: BudgetGate | None, catalog_as_of: str, at: datetime
+) -> str:
+    """``estimate train`` in ``fmt`` (the envelope's kind is ``estimate.train``)."""
+    r = e.request
+    rows = train_rows(e)
+    heading = (
+        f"CostGuard estimate: {_big(r.params)} parameters on {_big(r.tokens)} tokens, "
+        f"{r.accelerator} in {r.region} (prices as of {catalog_as_of})"
+    )
+    if gate is not None:
+        heading += f"; project {gate.project}: {'OVER BUDGET' if gate.over else 'within budget'}"
+    return render(
+        fmt,
+        kind="estimate.train",
+        data=estimate_json(e, gate, catalog_as_of),
+        table=Table(TRAIN_COLUMNS, rows),
+        views=(Table(TRAIN_VIEW, rows),),
+        generated_at=at,
+        text=estimate_text(e, gate),
+        heading=heading,
+        empty="No offered instance carries it in this region.",
+    )
+
+
+#: ``estimate iteration --format csv|markdown``: one row per market.
+ITERATION_COLUMNS = (
+    Column("market", "Market"),
+    Column("finishes", "Finishes"),
+    Column("total_usd", "Total", "right"),
+    Column("instance_usd", "Instance", "right"),
+    Column("setup_tax_usd", "Setup tax", "right"),
+    Column("latency_usd", "Latency", "right"),
+    Column("wall_clock_hours", "Wall (h)", "right"),
+    Column("expected_interruptions", "Interruptions", "right"),
+    Column("cheaper", "Cheaper"),
+)
+
+
+def iteration_rows(data: dict[str, Any]) -> list[dict[str, str | Cell]]:
+    rows: list[dict[str, str | Cell]] = []
+    for name in ("on_demand", "spot"):
+        c = data[name]
+        market = name.replace("_", "-")
+        row: dict[str, str | Cell] = {
+            "market": market,
+            "finishes": "yes" if c is not None else "never",
+            "cheaper": "yes" if data["cheaper"] == market else "",
+        }
+        if c is not None:
+            for key in ("total_usd", "instance_usd", "setup_tax_usd", "latency_usd"):
+                row[key] = _money(Decimal(str(c[key])))  # the JSON's figure, to the cent
+            row["wall_clock_hours"] = str(c["wall_clock_hours"])
+            row["expected_interruptions"] = str(c["expected_interruptions"])
+        rows.append(row)
+    return rows
+
+
+def render_iteration(fmt: str, data: dict[str, Any], at: datetime) -> str:
+    """``estimate iteration`` in ``fmt`` (the envelope's kind is ``estimate.iteration``)."""
+    i = data["inputs"]
+    what = data["instance_type"] or f"${i['usd_per_hour_on_demand']}/h"
+    return render(
+        fmt,
+        kind="estimate.iteration",
+        data=data,
+        table=Table(ITERATION_COLUMNS, iteration_rows(data)),
+        generated_at=at,
+        text=iteration_text(data),
+        heading=(
+            f"CostGuard iteration estimate: {i['work_hours']} h of work on {what}; "
+            f"break-even: {data['break_even']['summary']}"
+            + (f"; {data['instance_type']} is retired" if data.get("retired") else "")
+        ),
+    )
+
+
 # -- registration ----------------------------------------------------------------------------
 
 
@@ -652,7 +812,7 @@ def register(sub: Any, flags: common.Flags) -> None:
 
     train = est_sub.add_parser(
         "train",
-        parents=[flags.profile, flags.json],
+        parents=[flags.profile, flags.format],
         help="a training run's GPU-hours and cost on every instance carrying the accelerator",
         description=(
             "Training compute 6·N·T FLOPs, turned into GPU-hours at the accelerator's dense "
@@ -726,7 +886,7 @@ def register(sub: Any, flags: common.Flags) -> None:
 
     it = est_sub.add_parser(
         "iteration",
-        parents=[flags.json],
+        parents=[flags.format],
         help="the true cost of one ML iteration, on-demand and spot, and the spot break-even",
         description=(
             "Instance cost + setup tax (the researcher's time while the instance boots, data "

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.assume import AccountAccessError, member_clients
-from costguard.cli.common import EXIT_AWS, EXIT_NO_DATA, EXIT_OK, CommandError, emit_json
+from costguard.cli.common import EXIT_AWS, EXIT_NO_DATA, EXIT_OK, CommandError
 from costguard.domain.org import Slice
 from costguard.domain.text import plural, truncate
 
@@ -164,26 +164,46 @@ def discover_accounts(
     return list(listing.accounts)
 
 
-def print_accounts(results: Sequence[AccountScan], as_json: bool) -> int:
-    """Print the reports; exit 3 when no account could be scanned, else 0 (failures warned)."""
-    from costguard.cli.scan_output import report_json, report_table
+def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datetime) -> int:
+    """Print the reports in ``fmt`` (the envelope's kind is ``scan.accounts``); exit 3 when
+    no account could be scanned, else 0 (failures warned on stderr, and in the JSON)."""
+    from functools import cache
+
+    from costguard.cli.output import write
+    from costguard.cli.scan_output import (
+        report_json,
+        report_table,
+        scan_markdown_heading,
+        scan_tables,
+    )
 
     failed = [r for r in results if r.error is not None]
-    if as_json:
-        doc = {
-            "accounts": {r.account: report_json(r.report) for r in results if r.report},
+    scanned = [(r.account, r.report) for r in results if r.report is not None]
+
+    def doc() -> dict[str, Any]:
+        return {
+            "accounts": {account: report_json(report) for account, report in scanned},
             "failed_accounts": {
                 r.account: {"code": r.error.code, "message": r.error.detail}
                 for r in failed
                 if r.error
             },
         }
-        emit_json(doc)
-    else:
-        for r in results:
-            if r.report is not None:
-                print(f"== account {r.account}")
-                print(report_table(r.report))
+
+    tables = cache(lambda: scan_tables(scanned))
+    write(
+        fmt,
+        kind="scan.accounts",
+        data=doc,
+        table=lambda: tables()[0],
+        views=lambda: tables()[1],
+        generated_at=scanned[0][1].now if scanned else generated_at,
+        text=lambda: "\n".join(
+            f"== account {account}\n{report_table(report)}" for account, report in scanned
+        ),
+        heading=scan_markdown_heading([report for _, report in scanned]),
+        empty="none found",
+    )
     sys.stdout.flush()
     if failed:
         names = ", ".join(f"{r.account} ({r.error.code})" for r in failed if r.error)

@@ -187,19 +187,29 @@ def _refresh_table(
 
 # -- prices show ---------------------------------------------------------------------------
 
+#: ``--service`` choices, in the order rows are shown (``domain.rate_sheet.SERVICES``).
+SHOW_SERVICES = ("ec2", "sagemaker", "ebs", "ebs-snapshot", "s3", "eks")
+
 
 def _matches(name: str, wanted: str | None) -> bool:
-    """``--type g5.xlarge`` is that type (``ml.`` optional); ``--type g5`` is its family."""
+    """``--type g5.xlarge`` is that type (``ml.`` optional); ``--type g5`` is its family;
+    ``--type gp3`` an EBS volume type."""
     if wanted is None:
         return True
     bare, want = name.removeprefix("ml."), wanted.removeprefix("ml.")
     return bare == want if "." in want else bare.split(".")[0] == want
 
 
-def cmd_prices_show(args: argparse.Namespace) -> int:
-    """The rates the guard will use, and where each came from."""
+def _said(text: str) -> str:
+    """A name from a catalog or the command line, safe on one line of a terminal."""
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+def _catalog_in_use(args: argparse.Namespace) -> tuple[Any, Any, str, str]:
+    """The catalog ``prices show`` reads: (prices, provenance, the line saying which, and
+    a short name for each row: "packaged v3", "file v5", "stored v7")."""
     from costguard.adapters.catalog import rate_book
-    from costguard.domain.catalog_merge import SECTIONS, CatalogInUse
+    from costguard.domain.catalog_merge import BUNDLED, CatalogInUse
 
     if args.table:
         from costguard.adapters.catalog_store import CatalogReader, DynamoDbCatalogStore
@@ -211,61 +221,150 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
             DynamoDbCatalogStore(aws.client("dynamodb", region_name=region), args.table)
         )
         with common.table_errors(args.table, region):
-            _catalog, in_use = reader.read()
+            catalog, in_use = reader.read()
         which = f"prices from the {in_use.describe()} in table {args.table} (what the guard uses)"
         if in_use.problem:
             common.progress(True)(f"warning: {in_use.problem}")
-    else:
-        chosen, which, _source = common.choose_catalog(args.catalog, common.progress(True))
-        in_use = CatalogInUse("file", chosen.version, rate_book(chosen))
+        short = "packaged" if in_use.source == BUNDLED else in_use.source
+        return catalog, in_use, which, f"{short} v{in_use.version}"
+    chosen, which, source = common.choose_catalog(args.catalog, common.progress(True))
+    in_use = CatalogInUse("file", chosen.version, rate_book(chosen))
+    short = "packaged" if source == BUNDLED else "file"
+    return chosen.to_domain(), in_use, which, f"{short} v{chosen.version}"
+
+
+def _unknown_region(region: str, known: tuple[str, ...]) -> common.CommandError:
+    return common.CommandError(
+        f"--region {region}: the price catalog has no rates for {region} (it has "
+        f"{', '.join(known)}); a scan there prices only EKS clusters (one rate in every "
+        f"region) and reports everything else as unpriced; `costguard prices refresh "
+        f"--region {region}` reads its prices"
+    )
+
+
+def _unknown_type(wanted: str) -> common.CommandError:
+    return common.CommandError(
+        f"--type {_said(wanted)}: the price catalog knows no such type (an instance type such "
+        "as g5.xlarge or ml.g5.xlarge, a family such as g5, an EBS volume type such as gp3); "
+        "`costguard prices show --format csv` lists every name"
+    )
+
+
+def cmd_prices_show(args: argparse.Namespace) -> int:
+    """Every rate the guard will use, where each came from, and why a known one is missing."""
+    from costguard.cli import output
+    from costguard.domain.rate_sheet import EVERY_REGION, catalog_regions, rate_sheet
+
+    catalog, in_use, which, short = _catalog_in_use(args)
     book = in_use.book
-    rows = []
-    for section in SECTIONS:
-        for region, rates in sorted(book.rates.get(section, {}).items()):
-            if args.region and region != args.region:
-                continue
-            for name, usd in sorted(rates.items()):
-                if not _matches(name, args.type):
-                    continue
-                src = book.source_of(section, region, name)
-                assert src is not None
-                rows.append(
-                    {
-                        "service": section,
-                        "region": region,
-                        "name": name,
-                        "usd": str(usd),
-                        "unit": "GB-month" if section == "ebs_gb_month" else "hour",
-                        "source": src.source,
-                        "as_of": src.as_of.isoformat(),
-                        "kept_since": src.kept_since.isoformat() if src.kept_since else None,
-                        "held_usd": str(src.held_usd) if src.held_usd is not None else None,
-                        "retired": name in book.retired or name.removeprefix("ml.") in book.retired,
-                    }
-                )
-    if args.json:
-        doc = {"catalog": which, "version": in_use.version, "as_of": book.as_of.isoformat()}
-        common.emit_json({**doc, "rates": rows}, ensure_ascii=True)
-        return common.EXIT_OK if rows else common.EXIT_NO_DATA
-    print(f"{which[:1].upper()}{which[1:]}:")
-    for r in rows:
-        notes = [
-            *(
-                [f"kept since {r['kept_since']} (the API stopped returning it)"]
-                if r["kept_since"]
-                else []
-            ),
-            *([f"${r['held_usd']} held for review"] if r["held_usd"] else []),
-            *(["retired"] if r["retired"] else []),
-        ]
-        print(
-            f"{r['service']:<12} {r['region']:<14} {r['name']:<22} ${r['usd']:>10}/{r['unit']:<8} "
-            f"{r['source']:<15} as of {r['as_of']}" + (f"  ({'; '.join(notes)})" if notes else "")
-        )
+    every = rate_sheet(catalog, book)
+    known_regions = catalog_regions(catalog, book)
+    if args.region and args.region not in known_regions:
+        raise _unknown_region(args.region, known_regions)
+    if args.type is not None and not any(_matches(r.name, args.type) for r in every):
+        raise _unknown_type(args.type)
+    rows = [
+        r
+        for r in every
+        if (not args.service or r.service in args.service)
+        and (not args.region or r.region in (args.region, EVERY_REGION))
+        and _matches(r.name, args.type)
+    ]
     if not rows:
-        common.progress(True)("no rate matches --type/--region in this catalog")
+        asked = " ".join(
+            f"--{flag} {_said(str(value))}"
+            for flag, value in (
+                ("service", ",".join(args.service or ())),
+                ("type", args.type),
+                ("region", args.region),
+            )
+            if value
+        )
+        common.progress(True)(
+            f"the price catalog has no {' or '.join(args.service or ['such'])} rate "
+            f"matching {asked}"
+        )
         return common.EXIT_NO_DATA
+    data = {
+        "catalog": which,
+        "catalog_source": short,
+        "version": in_use.version,
+        "as_of": book.as_of.isoformat(),
+        "rates": [_row_json(r, short) for r in rows],
+    }
+    plain = args.format == output.Format.CSV
+    table = output.Table(_COLUMNS, [_row_cells(r, short, dollars=not plain) for r in rows])
+    text_table = output.Table(tuple(c for c in _COLUMNS if c.key != "catalog"), table.rows)
+    output.write(
+        args.format,
+        kind="prices",
+        data=data,
+        table=table,
+        generated_at=common.now(),
+        text=f"{which[:1].upper()}{which[1:]}:\n" + output.plain_text(text_table),
+    )
     return common.EXIT_OK
+
+
+def _row_json(r: Any, catalog: str) -> dict[str, Any]:
+    return {
+        "service": r.service,
+        "region": r.region,
+        "name": r.name,
+        "usd": None if r.usd is None else str(r.usd),
+        "unit": r.unit,
+        "priced": r.priced,
+        "reason": r.reason,
+        "source": r.source,
+        "catalog": catalog,
+        "as_of": r.as_of.isoformat() if r.as_of else None,
+        "kept_since": r.kept_since.isoformat() if r.kept_since else None,
+        "held_usd": str(r.held_usd) if r.held_usd is not None else None,
+        "retired": r.retired,
+        "confidence": r.confidence,
+    }
+
+
+def _columns() -> tuple[Any, ...]:
+    from costguard.cli.output import Column
+
+    return (
+        Column("service", "service"),
+        Column("region", "region"),
+        Column("name", "name"),
+        Column("usd", "rate", "right"),
+        Column("unit", "per"),
+        Column("source", "source"),
+        Column("catalog", "catalog"),
+        Column("as_of", "as of"),
+        Column("notes", "notes"),
+    )
+
+
+_COLUMNS = _columns()
+
+
+def _row_cells(r: Any, catalog: str, dollars: bool = True) -> dict[str, str]:
+    notes = [
+        *([f"unpriced: {r.reason}"] if r.reason and not r.priced else []),
+        *([f"{r.reason}"] if r.reason and r.priced else []),
+        *([f"kept since {r.kept_since} (the API stopped returning it)"] if r.kept_since else []),
+        *([f"${r.held_usd} held for review"] if r.held_usd is not None else []),
+        *(["retired"] if r.retired and not (r.reason or "").startswith("retired") else []),
+        *([f"confidence {r.confidence}"] if r.confidence else []),
+    ]
+    return {
+        "service": r.service,
+        "region": _said(r.region),
+        "name": _said(r.name),
+        # A script reads a number (never $0 for unpriced: the word breaks a sum, as it should).
+        "usd": "unpriced" if r.usd is None else (f"${r.usd}" if dollars else str(r.usd)),
+        "unit": r.unit,
+        "source": r.source,
+        "catalog": catalog,
+        "as_of": r.as_of.isoformat() if r.as_of else "unknown",
+        "notes": _said("; ".join(notes)),
+    }
 
 
 #: The regions where the Price List API has an endpoint (botocore's endpoint data agrees;
@@ -327,17 +426,32 @@ def register(sub: Any, flags: common.Flags) -> None:
     refresh.set_defaults(func=cmd_prices_refresh)
     show = prices_sub.add_parser(
         "show",
-        parents=[flags.profile, flags.json],
-        help="the rates the guard uses, and where each came from",
+        parents=[flags.profile, flags.format],
+        help="every rate the guard uses, and where each came from",
         description=(
-            "The rates a guard prices with, and where each came from (bundled with the "
-            "package, or read from the Price List API, on which day; kept or held for "
-            "review). With --table: the deployed guard's (its stored catalog, else the "
-            "bundled one). Without: the catalog `costguard scan` would use."
+            "Every rate a guard prices with: EC2 and SageMaker instance-hours, EBS volumes "
+            "and snapshots per GB-month, S3 Standard per GB-month, EKS cluster-hours "
+            "(standard and extended support). Each says where it came from (bundled with "
+            "the package, or read from the Price List API), on which day, and whether it "
+            "is kept or held for review; a type the catalog knows but has no rate for in "
+            "a region is listed as unpriced, with the reason. With --table: the deployed "
+            "guard's (its stored catalog, else the bundled one). Without: the catalog "
+            "`costguard scan` would use."
         ),
     )
-    show.add_argument("--type", metavar="TYPE", help="an instance type (g5.xlarge) or family (g5)")
+    show.add_argument(
+        "--type",
+        metavar="TYPE",
+        help="an instance type (g5.xlarge, ml.g5.xlarge), a family (g5) or an EBS volume "
+        "type (gp3)",
+    )
     show.add_argument("--region", type=common.region_name, metavar="REGION", help="one region only")
+    show.add_argument(
+        "--service",
+        action="append",
+        choices=SHOW_SERVICES,
+        help="one service only; repeat for several",
+    )
     show_from = show.add_mutually_exclusive_group()
     show_from.add_argument(
         "--table", type=common.table_name, metavar="NAME", help="a deployed guard's ledger table"

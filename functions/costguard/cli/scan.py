@@ -189,7 +189,6 @@ def settings_for_scan(
 
 def cmd_scan(args: argparse.Namespace) -> int:
     from costguard.adapters.catalog import rate_book
-    from costguard.cli.scan_output import report_json, report_table
     from costguard.domain.catalog_merge import CatalogInUse
     from costguard.settings import one_line
     from costguard.wiring import CallCounter, build_scan_service, clients_for
@@ -219,25 +218,48 @@ def cmd_scan(args: argparse.Namespace) -> int:
         clients_for(settings, aws),
         ledger=ledger,
         catalog=catalog.to_domain(),
-        progress=common.progress(not args.quiet and not args.json),
+        # Progress is for a person watching a table; a tool reading stdout wants quiet.
+        progress=common.progress(not args.quiet and args.format == "table"),
         counter=counter,
         # Which catalog it is, so that the scan says when its prices are stale.
         catalog_in_use=CatalogInUse(source, catalog.version, rate_book(catalog)),
     )
-    # Which prices the numbers rest on is part of the answer, not progress: said with --json too.
+    # Which prices the numbers rest on is part of the answer, not progress: said in every format.
     common.progress(not args.quiet)(one_line(which, 1000))
     # build_ledger's choice of region, named so the user can check it.
     with common.table_errors(settings.table_name or "", aws.region_name or settings.regions[0]):
         report = service.run(common.now())
-    if args.json:
-        common.emit_json(report_json(report))
-    else:
-        print(report_table(report))
-    sys.stdout.flush()
+    print_scan(args.format, report)
     code, message = scan_outcome(report, calls)
     if message:
         print(f"costguard: {message}", file=sys.stderr)
     return code
+
+
+def print_scan(fmt: str, report: ScanReport) -> None:
+    """One account's scan in ``fmt``: the envelope (kind ``scan``), its rows, or the text."""
+    from functools import cache
+
+    from costguard.cli.output import write
+    from costguard.cli.scan_output import (
+        report_json,
+        report_table,
+        scan_markdown_heading,
+        scan_tables,
+    )
+
+    tables = cache(lambda: scan_tables([(None, report)]))
+    write(
+        fmt,
+        kind="scan",
+        data=lambda: report_json(report),
+        table=lambda: tables()[0],
+        views=lambda: tables()[1],
+        generated_at=report.now,
+        text=lambda: report_table(report),
+        heading=scan_markdown_heading([report]),
+        empty="none found",
+    )
 
 
 def _scan_accounts(
@@ -255,17 +277,18 @@ def _scan_accounts(
     if args.org:
         accounts = discover_accounts(aws, args.opt_out_tag, common.now(), progress=show)
     show(one_line(which, 1000))
+    at = common.now()
     results = scan_accounts(
         aws,
         accounts,
         settings,
         catalog,
-        common.now(),
+        at,
         role_name=args.role_name,
         workers=args.account_workers,
         progress=show,
     )
-    return print_accounts(results, args.json)
+    return print_accounts(results, args.format, at)
 
 
 def account_list(text: str) -> list[str]:
@@ -290,7 +313,7 @@ def register(sub: Any, flags: common.Flags) -> None:
     """Add ``scan`` to the ``costguard`` parser."""
     scan = sub.add_parser(
         "scan",
-        parents=[flags.profile, flags.regions, flags.json, flags.quiet],
+        parents=[flags.profile, flags.regions, flags.format, flags.quiet],
         help="read-only scan of the account boto3 resolves",
         description=(
             "Read-only scan of the account boto3 resolves. Regions: every --region, else "

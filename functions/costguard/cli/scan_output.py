@@ -1,17 +1,18 @@
-"""Render a scan report as the documented JSON (``--json``) or a readable table."""
+"""Render a scan report: the documented JSON (the envelope's ``data``), the rows of
+``--format csv`` and ``markdown``, and the readable text."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from costguard.cli.output import UNPRICED, Cell, Column, Table, rate_cell, usd_cell
 from costguard.domain.money import cents, per_hour, rate
 
 if TYPE_CHECKING:
     from costguard.domain.attribution import AttributedResource
     from costguard.services.scan import ProjectReport, ScanReport
-
-SCHEMA_VERSION = 1
 
 
 def _num(value: Decimal | None, places: str = "cents") -> float | None:
@@ -82,7 +83,6 @@ def project_json(p: ProjectReport) -> dict[str, Any]:
 def report_json(report: ScanReport) -> dict[str, Any]:
     unattributed = project_json(report.unattributed)
     return {
-        "schema_version": SCHEMA_VERSION,
         "scope": report.scope,
         "scanned_at": report.now.isoformat(),
         "month": report.month,
@@ -197,3 +197,151 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         f"Scan took {report.duration_s:.2f}s" + (f" and {calls} AWS API calls." if calls else "."),
     ]
     return "\n".join(lines)
+
+
+# -- --format csv and markdown -------------------------------------------------------------
+
+#: The CSV's columns: one row per project (``row`` = project: its budget, run-rate,
+#: month-to-date and forecast) followed by one row per resource of it (``row`` =
+#: resource: its type, region, owner and $/h). The ledger accrues spend by project, not by
+#: resource, so a resource row has no month-to-date; sum ``usd_per_hour`` over the
+#: resource rows, or read it from the project row, never both.
+SCAN_COLUMNS = (
+    Column("account", "Account"),
+    Column("row", "Row"),
+    Column("project", "Project"),
+    Column("owner", "Owner"),
+    Column("resource_kind", "Type"),
+    Column("resource", "Resource"),
+    Column("instance_type", "Instance type"),
+    Column("region", "Region"),
+    Column("lifecycle", "Market"),
+    Column("count", "Count", "right"),
+    Column("usd_per_hour", "$/h", "right"),
+    Column("priced", "Priced"),
+    Column("month_to_date_usd", "Month-to-date", "right"),
+    Column("forecast_month_usd", "Forecast", "right"),
+    Column("budget_usd", "Budget", "right"),
+    Column("status", "Status"),
+)
+#: The unattributed resources' project cell in markdown (empty in CSV).
+UNATTRIBUTED = "(unattributed)"
+#: Markdown lists the most expensive resources only: a pull-request comment holds 65,536
+#: characters. CSV lists them all.
+MARKDOWN_RESOURCES = 50
+
+
+def _project_row(account: str, p: ProjectReport) -> dict[str, str | Cell]:
+    return {
+        "account": account,
+        "row": "project",
+        "project": Cell(p.project or UNATTRIBUTED, p.project or ""),
+        "owner": ";".join(p.owners),
+        "usd_per_hour": rate_cell(p.run_rate_usd_per_hour),
+        "month_to_date_usd": usd_cell(p.month_to_date_usd),
+        "forecast_month_usd": usd_cell(p.forecast_month_usd),
+        "budget_usd": usd_cell(p.budget_usd),
+        "status": p.status.value if p.project is not None else "",
+    }
+
+
+def _resource_row(account: str, project: Cell, a: AttributedResource) -> dict[str, str | Cell]:
+    r = a.priced.resource
+    what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
+    return {
+        "account": account,
+        "row": "resource",
+        "project": project,
+        "owner": a.owner or "",
+        "resource_kind": r.kind.value,
+        "resource": r.id,
+        "instance_type": what,
+        "region": r.region,
+        "lifecycle": r.lifecycle.value if r.instance_type else "",
+        "count": str(r.count),
+        "usd_per_hour": rate_cell(a.priced.usd_per_hour),
+        "priced": "priced" if a.priced.priced else UNPRICED,
+    }
+
+
+def _shown(p: ProjectReport) -> bool:
+    return p.project is not None or bool(p.resources) or bool(p.month_to_date_usd)
+
+
+def scan_tables(
+    reports: Sequence[tuple[str | None, ScanReport]],
+) -> tuple[Table, tuple[Table, ...]]:
+    """The CSV's one table (projects and their resources), and markdown's two: projects,
+    then the most expensive resources (unpriced first: they hide the largest mistakes)."""
+    rows: list[dict[str, str | Cell]] = []
+    projects: list[dict[str, str | Cell]] = []
+    resources: list[tuple[AttributedResource, dict[str, str | Cell]]] = []
+    for account, report in reports:
+        who = account or report.scope
+        for p in (*report.projects, report.unattributed):
+            if not _shown(p):
+                continue
+            row = _project_row(who, p)
+            rows.append(row)
+            projects.append(row)
+            project = row["project"]
+            assert isinstance(project, Cell)
+            for a in p.resources:
+                if a.priced.resource.billable:
+                    rrow = _resource_row(who, project, a)
+                    rows.append(rrow)
+                    resources.append((a, rrow))
+    several = len(reports) > 1
+    account_column: tuple[Column, ...] = (Column("account", "Account"),) if several else ()
+    by_cost = sorted(
+        resources,
+        key=lambda ar: (ar[0].priced.usd_per_hour is not None, -(ar[0].priced.usd_per_hour or 0)),
+    )
+    shown = by_cost[:MARKDOWN_RESOURCES]
+    left = len(by_cost) - len(shown)
+    project_table = Table(
+        (
+            *account_column,
+            Column("project", "Project"),
+            Column("budget_usd", "Budget", "right"),
+            Column("usd_per_hour", "Run-rate", "right"),
+            Column("month_to_date_usd", "Month-to-date", "right"),
+            Column("forecast_month_usd", "Forecast", "right"),
+            Column("status", "Status"),
+        ),
+        projects,
+        title="Projects",
+    )
+    resource_table = Table(
+        (
+            *account_column,
+            Column("project", "Project"),
+            Column("owner", "Owner"),
+            Column("resource_kind", "Type"),
+            Column("resource", "Resource"),
+            Column("instance_type", "Instance"),
+            Column("region", "Region"),
+            Column("usd_per_hour", "$/h", "right"),
+        ),
+        [row for _, row in shown],
+        title="Resources"
+        + (
+            f" (the {len(shown)} most expensive of {len(by_cost)}; --format csv lists all)"
+            if left
+            else ""
+        ),
+    )
+    return Table(SCAN_COLUMNS, rows), (project_table, resource_table)
+
+
+def scan_markdown_heading(reports: Sequence[ScanReport]) -> str:
+    """Markdown's first line: what was scanned, when, and at which prices."""
+    if not reports:
+        return "CostGuard scan: no account scanned"
+    first = reports[0]
+    regions = ", ".join(dict.fromkeys(r for report in reports for r in report.regions))
+    accounts = f" of {len(reports)} accounts" if len(reports) > 1 else ""
+    return (
+        f"CostGuard scan{accounts} of {regions} at {first.now:%Y-%m-%d %H:%M} UTC "
+        f"(prices as of {first.catalog_as_of})"
+    )

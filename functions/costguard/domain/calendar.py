@@ -63,3 +63,17 @@ def split_by_month(start: datetime, end: datetime) -> list[tuple[str, Decimal]]:
         parts.append((month_key(cursor), hours_between(cursor, boundary)))
         cursor = boundary
     return parts
+
+
+def split_by_day(start: datetime, end: datetime) -> list[tuple[str, int, Decimal]]:
+    """Hours of [start, end) that fall in each UTC day, oldest first, as
+    ``(month "YYYY-MM", day of the month, hours)``: a day's spend for the burn-down."""
+    start, end = require_utc(start), require_utc(end)
+    parts: list[tuple[str, int, Decimal]] = []
+    cursor = start
+    while cursor < end:
+        midnight = datetime(cursor.year, cursor.month, cursor.day, tzinfo=UTC) + timedelta(days=1)
+        boundary = min(midnight, end)
+        parts.append((month_key(cursor), cursor.day, hours_between(cursor, boundary)))
+        cursor = boundary
+    return parts

@@ -66,6 +66,18 @@ class RateSource:
 
 
 @dataclass(frozen=True, slots=True)
+class NoRate:
+    """Why the Price List API gave no rate for a name a refresh asked for in one region,
+    and the first refresh that said so."""
+
+    reason: str
+    since: date
+
+    def describe(self) -> str:
+        return f"{self.reason} (Price List API, since {self.since.isoformat()})"
+
+
+@dataclass(frozen=True, slots=True)
 class RateBook:
     """The part of a price catalog a refresh owns, plus what it must carry untouched."""
 
@@ -78,6 +90,9 @@ class RateBook:
     as_of_by: Mapping[str, Mapping[str, date]] = field(default_factory=dict)
     #: Instance types AWS no longer offers (reference data; read, never changed here).
     retired: frozenset[str] = frozenset()
+    #: section -> region -> name -> why the API had no rate for a name it was asked for
+    #: there, and the region holds none (a rate the API stopped returning is *kept* instead).
+    no_rate: Mapping[str, Mapping[str, Mapping[str, NoRate]]] = field(default_factory=dict)
 
     def source_of(self, section: str, region: str, name: str) -> RateSource | None:
         """The provenance of one rate; None if the catalog has no such rate."""
@@ -164,6 +179,9 @@ class Fetched:
     #: "section/region/name: why" for each answer the source refused to read as a price
     #: (malformed, ambiguous): its last rate is kept.
     rejected: tuple[str, ...] = ()
+    #: section -> name -> why the source has no rate for a name asked for ("not offered in
+    #: eu-west-1", "no on-demand rate in the Price List"); recorded where no rate is held.
+    absent: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -185,6 +203,9 @@ class MergeResult:
     #: "section/region/name: why" for every answer not taken as a price (malformed,
     #: ambiguous, not a positive finite number): its last rate is kept.
     rejected: tuple[str, ...] = ()
+    #: "section/region/name: why" for every name asked for that the API has no rate for,
+    #: in a region that holds none (recorded in the catalog's ``no_rate``).
+    without_rate: tuple[str, ...] = ()
 
 
 def change_is_suspicious(old: Decimal, new: Decimal, hold_pct: Decimal) -> bool:
@@ -204,6 +225,7 @@ def merge(
     rates = {s: {r: dict(v) for r, v in book.rates.get(s, {}).items()} for s in SECTIONS}
     sources = {s: {r: dict(v) for r, v in book.sources.get(s, {}).items()} for s in book.sources}
     as_of_by = {s: dict(v) for s, v in book.as_of_by.items()}
+    no_rate = {s: {r: dict(v) for r, v in book.no_rate.get(s, {}).items()} for s in book.no_rate}
     changed: list[str] = []
     kept: list[str] = []
     held: list[HeldRate] = []
@@ -259,6 +281,7 @@ def merge(
                     changed.append(f"{where}: {old} -> {usd}")
                 table[name] = usd
                 new_sources[name] = RateSource(PRICE_LIST_API, today)
+            _note_absent(no_rate, section, region, table, result.absent.get(section, {}), today)
             if not table:
                 continue
             rates[section][region] = table
@@ -269,7 +292,14 @@ def merge(
                 as_of_by.setdefault(section, {}).setdefault(
                     region, book.region_as_of(section, region)
                 )
-    new = replace(book, rates=rates, sources=sources, as_of_by=as_of_by)
+    no_rate = {s: {r: v for r, v in regions.items() if v} for s, regions in no_rate.items()}
+    new = replace(
+        book,
+        rates=rates,
+        sources=sources,
+        as_of_by=as_of_by,
+        no_rate={s: regions for s, regions in no_rate.items() if regions},
+    )
     as_of = new.oldest_as_of()
     if empty or failed:
         # "Every rate here was checked on or after as_of" is about every region asked
@@ -277,6 +307,14 @@ def merge(
         # oldest_as_of cannot see it) keeps the catalog's date where it was.
         as_of = min(as_of, book.as_of)
     new = replace(new, as_of=as_of)
+    read = {f.region for f in fetched if f.failed is None and not f.empty}
+    without_rate = tuple(
+        f"{section}/{region}/{name}: {note.reason}"
+        for section, regions in sorted(new.no_rate.items())
+        for region, names in sorted(regions.items())
+        if region in read
+        for name, note in sorted(names.items())
+    )
     return MergeResult(
         book=new,
         changed=tuple(changed),
@@ -285,7 +323,29 @@ def merge(
         empty_regions=tuple(empty),
         failed_regions=failed,
         rejected=tuple(rejected),
+        without_rate=without_rate,
     )
+
+
+def _note_absent(
+    no_rate: dict[str, dict[str, dict[str, NoRate]]],
+    section: str,
+    region: str,
+    table: Mapping[str, Decimal],
+    absent: Mapping[str, str],
+    today: date,
+) -> None:
+    """Record why the API had no rate for each name ``absent`` names and ``table`` (the
+    region's rates after the merge) does not hold; forget the reason of a name now priced.
+    A reason already recorded keeps the day it was first given."""
+    notes = no_rate.setdefault(section, {}).setdefault(region, {})
+    for name in [n for n in notes if n in table]:
+        del notes[name]
+    for name, why in absent.items():
+        if name in table:
+            continue
+        was = notes.get(name)
+        notes[name] = was if was is not None and was.reason == why else NoRate(why, today)
 
 
 # -- what a scan says about the catalog it priced with ---------------------------------------

@@ -568,7 +568,7 @@ def _why_not_offered(catalog: PriceCatalog, region: str, itype: str) -> str:
     retired = catalog.retirement(itype)
     if retired is not None:
         return f"retired: {retired}"
-    return catalog.why_unpriced(region, itype) or f"no on-demand rate for {itype} in {region}"
+    return catalog.unpriced_reason("ec2", region, itype)
 
 
 def _training_spot(

@@ -63,15 +63,68 @@ class PriceCatalog:
     ebs_snapshot_gb_month: Mapping[str, Decimal] = field(default_factory=dict)
     #: The dated spot interruption-bucket and saving table (estimates and spot advice).
     spot: SpotTable | None = None
+    #: Written by a refresh: section ("ec2", "sagemaker", "ebs_gb_month") -> region -> name
+    #: -> why the Price List API gave no rate for a name it was asked for there ("not
+    #: offered in eu-west-1", "no on-demand rate in the Price List"), with the day it said so.
+    no_rate: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
+    #: The day the rates a refresh does not fetch (EKS, snapshots, S3) were last reviewed,
+    #: when the catalog says; None for a catalog written before it said.
+    reference_as_of: date | None = None
 
     def why_unpriced(self, region: str, instance_type: str) -> str | None:
-        """A known reason for a missing price: not offered in the region, or no public rate."""
+        """A known reason for a missing price: not offered in the region, no public rate,
+        or what the last refresh was told by the Price List API; None when none is recorded."""
         bare = instance_type.removeprefix("ml.")
         if bare.split(".")[0] in self.not_offered.get(region, frozenset()):
             return f"{bare.split('.')[0]} instances are not offered in {region}"
         # SageMaker types have their own reasons: an EC2 Capacity Block says nothing of them.
         reasons = self.unpriced_reasons
-        return reasons.get(f"{region}/{instance_type}") or reasons.get(instance_type)
+        said = reasons.get(f"{region}/{instance_type}") or reasons.get(instance_type)
+        if said is not None:
+            return said
+        section = "sagemaker" if instance_type.startswith("ml.") else "ec2"
+        return self.no_rate.get(section, {}).get(region, {}).get(instance_type)
+
+    def unpriced_reason(self, section: str, region: str, name: str) -> str:
+        """Why ``name`` has no ``section`` rate in ``region``: the recorded reason when
+        there is one, else what the catalog's own contents say (a region it has never
+        priced, a name it prices elsewhere only, a name it does not know). Never empty:
+        "no rate matches" tells a user nothing they can act on."""
+        if section in ("ec2", "sagemaker"):
+            retired = self.retirement(name)
+            recorded = self.why_unpriced(region, name)
+            if recorded is not None:
+                return recorded
+            if retired is not None:
+                return f"retired: {retired}"
+        else:
+            recorded = self.no_rate.get(section, {}).get(region, {}).get(name)
+            if recorded is not None:
+                return recorded
+        what = SECTION_NAMES.get(section, section)
+        table = self._section(section)
+        if not table.get(region):
+            return (
+                f"the price catalog has no {what} rates for {region} "
+                f"(it has {_listed(sorted(r for r, v in table.items() if v))}); "
+                f"`costguard prices refresh --region {region}` reads them"
+                if any(table.values())
+                else f"the price catalog has no {what} rates"
+            )
+        elsewhere = sorted(r for r, rates in table.items() if name in rates)
+        if elsewhere:
+            return (
+                f"the price catalog prices {what} {name} in {_listed(elsewhere)} only; "
+                f"`costguard prices refresh --region {region}` checks {region}"
+            )
+        return f"{what} type {name!r} is not in the price catalog"
+
+    def _section(self, section: str) -> Mapping[str, Mapping[str, Decimal]]:
+        if section == "ec2":
+            return self.ec2
+        if section == "sagemaker":
+            return self.sagemaker
+        return self.ebs_gb_month
 
     def retirement(self, instance_type: str) -> str | None:
         """Why ``instance_type`` is retired (the type itself, or its family), or None.
@@ -103,6 +156,12 @@ class PriceCatalog:
         return self.confidence.get(f"{service}/{region}/{instance_type}") or self.confidence.get(
             f"{service}/{instance_type}"
         )
+
+    def s3_gb_month(self, region: str) -> Decimal | None:
+        """S3 Standard $/GB-month in ``region``; in a region the catalog lacks, the dearest
+        rate it has (an upper bound, never $0); None only if it has no S3 rate at all."""
+        rates = self.s3_standard_gb_month
+        return rates.get(region) or max(rates.values(), default=None)
 
     def ec2_on_demand(self, region: str, instance_type: str) -> Decimal | None:
         return self.ec2.get(region, {}).get(instance_type)
@@ -146,6 +205,14 @@ class PriceCatalog:
         )
 
 
+#: How a user names each section of the catalog.
+SECTION_NAMES = {"ec2": "EC2", "sagemaker": "SageMaker", "ebs_gb_month": "EBS volume"}
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
 def _minor(version: str) -> tuple[int, int] | None:
     parts = version.strip().removeprefix("v").split(".")
     if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
@@ -183,14 +250,8 @@ class PricedResource(NamedTuple):
         return self.usd_per_hour is not None
 
 
-def _unpriced(
-    resource: Resource, what: str, reason: str | None = None
-) -> tuple[PricedResource, Finding]:
-    advice = (
-        f"{reason}; its spend is unknown, not $0"
-        if reason
-        else "its spend is unknown, not $0 (run `costguard prices refresh` or add it to the catalog)"
-    )
+def _unpriced(resource: Resource, what: str, reason: str) -> tuple[PricedResource, Finding]:
+    advice = f"{reason}; its spend is unknown, not $0"
     return (
         PricedResource(resource, None, "unpriced"),
         Finding(
@@ -223,9 +284,11 @@ def price_resource(
         )
         return PricedResource(resource, hourly, basis), findings
     if kind is _VOLUME:
-        per_gb = catalog.ebs_gb_month.get(resource.region, {}).get(resource.volume_type or "")
+        vtype = resource.volume_type or ""
+        per_gb = catalog.ebs_gb_month.get(resource.region, {}).get(vtype)
         if per_gb is None:
-            priced, finding = _unpriced(resource, f"EBS {resource.volume_type}")
+            why = catalog.unpriced_reason("ebs_gb_month", resource.region, vtype)
+            priced, finding = _unpriced(resource, f"EBS {vtype}", why)
             return priced, [finding]
         hourly = per_gb * resource.size_gib / HOURS_PER_PRICING_MONTH
         return PricedResource(resource, hourly, "ebs gb-month"), []
@@ -280,7 +343,9 @@ def _price_instance(
         unit = catalog.sagemaker_rate(resource.region, itype)
         if unit is None:
             priced, finding = _unpriced(
-                resource, f"SageMaker {itype}", catalog.why_unpriced(resource.region, itype)
+                resource,
+                f"SageMaker {itype}",
+                catalog.unpriced_reason("sagemaker", resource.region, itype),
             )
             return priced, [finding]
         hourly = unit * resource.count
@@ -302,7 +367,7 @@ def _price_instance(
     on_demand = catalog.ec2_on_demand(resource.region, itype)
     if on_demand is None:
         priced, finding = _unpriced(
-            resource, f"EC2 {itype}", catalog.why_unpriced(resource.region, itype)
+            resource, f"EC2 {itype}", catalog.unpriced_reason("ec2", resource.region, itype)
         )
         spot = spot_prices.get((resource.region, resource.availability_zone or "", itype))
         if resource.lifecycle is _SPOT and spot is not None and spot >= MIN_PLAUSIBLE_SPOT_USD:
@@ -331,7 +396,7 @@ def _price_instance(
                 Finding(
                     FindingCode.SPOT_PRICE_FALLBACK,
                     resource.key,
-                    f"{why} for {itype} in {resource.availability_zone}; "
+                    f"{why} for {itype} in {resource.availability_zone or resource.region}; "
                     f"priced at on-demand ${on_demand}/h as an upper bound",
                     Severity.INFO,
                 )

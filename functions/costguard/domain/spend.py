@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING, NamedTuple
 
 from costguard.domain.calendar import (
+    hours_between,
     hours_left_in_month,
     month_key,
     month_start,
@@ -47,9 +48,23 @@ class Observation(NamedTuple):
 class Increment:
     usd: Decimal = ZERO
     estimated_usd: Decimal = ZERO
+    #: The same spend by UTC day of the month (1-31): what the report's burn-down draws.
+    days: Mapping[int, Decimal] = field(default_factory=dict)
 
     def __add__(self, other: Increment) -> Increment:
-        return Increment(self.usd + other.usd, self.estimated_usd + other.estimated_usd)
+        return Increment(
+            self.usd + other.usd,
+            self.estimated_usd + other.estimated_usd,
+            add_days(self.days, other.days),
+        )
+
+
+def add_days(a: Mapping[int, Decimal], b: Mapping[int, Decimal]) -> dict[int, Decimal]:
+    """Two per-day maps added day by day."""
+    out = dict(a)
+    for day, usd in b.items():
+        out[day] = out.get(day, ZERO) + usd
+    return out
 
 
 AccrualKey = tuple[str | None, str]
@@ -81,7 +96,10 @@ def accrue(
     this_month = month_start(now)
     # Resources share few start instants (the last scan's time, the month start): each
     # instant's hours, split by month, are computed once per call.
-    spans: dict[datetime, list[tuple[str, Decimal]]] = {}
+    # Each start instant's split by month, and the rates that start then, summed by
+    # project: spend by day is computed from those sums, not per resource (a first scan
+    # back-fills up to 31 days for every resource).
+    spans: dict[datetime, tuple[list[tuple[str, Decimal]], dict[str | None, Decimal]]] = {}
     usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     estimated_usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     observations: list[Observation] = []
@@ -103,20 +121,65 @@ def accrue(
             estimated = True
             first_seen = now
         if rate is not None and start < now:
-            parts = spans.get(start)
-            if parts is None:
-                parts = spans[start] = split_by_month(start, now)
+            span = spans.get(start)
+            if span is None:
+                span = spans[start] = (split_by_month(start, now), {})
+            parts, starting = span
             for month, hours in parts:
                 key = (project, month)
                 amount = rate * hours
                 usd[key] += amount
                 if estimated:
                     estimated_usd[key] += amount
+            starting[project] = starting.get(project, ZERO) + rate
         observations.append(
             Observation(res.key, project, rate if rate is not None else ZERO, now, first_seen)
         )
-    increments = {key: Increment(total, estimated_usd.get(key, ZERO)) for key, total in usd.items()}
+    days = spend_by_day({start: starting for start, (_, starting) in spans.items()}, now)
+    increments = {
+        key: Increment(total, estimated_usd.get(key, ZERO), days.get(key, {}))
+        for key, total in usd.items()
+    }
     return Accrual(increments, tuple(observations))
+
+
+def spend_by_day(
+    starting: Mapping[datetime, Mapping[str | None, Decimal]], now: datetime
+) -> dict[AccrualKey, dict[int, Decimal]]:
+    """Spend per (project, month) and UTC day of the month, from the rates that start at
+    each instant (``{start: {project: $/h}}``) and run to ``now``.
+
+    One sweep over the days: a day's spend is the rate of everything started before it
+    times the day's hours, plus each rate that starts within it, from its start. Its cost
+    is the days plus the (start, project) pairs, however many resources share them; the
+    hours are computed once per day and once per start. Days with nothing running are
+    left out (never a $0 day).
+    """
+    out: dict[AccrualKey, dict[int, Decimal]] = defaultdict(dict)
+    starts = sorted(start for start in starting if start < now)
+    if not starts:
+        return out
+    first = starts[0]
+    day = datetime(first.year, first.month, first.day, tzinfo=first.tzinfo)
+    # The days, and which starts fall in each, with their hours to the day's end.
+    running: dict[str | None, Decimal] = {}
+    i = 0
+    while day < now:
+        end = min(day + timedelta(days=1), now)
+        hours = hours_between(day, end)
+        spent = {project: rate * hours for project, rate in running.items()}
+        while i < len(starts) and starts[i] < end:
+            partial = hours_between(starts[i], end)
+            for project, rate in starting[starts[i]].items():
+                spent[project] = spent.get(project, ZERO) + rate * partial
+                running[project] = running.get(project, ZERO) + rate
+            i += 1
+        month = month_key(day)
+        for project, amount in spent.items():
+            if amount:
+                out[(project, month)][day.day] = amount
+        day += timedelta(days=1)
+    return out
 
 
 #: An observation of a resource that no scan has seen for this long is forgotten.

@@ -88,6 +88,9 @@ class Tags:
     PROJECT: Final = "costguard:project"
     BUDGET: Final = "costguard:budget"
     OWNER: Final = "costguard:owner"
+    #: The team a resource's project belongs to: read only by ``costguard report --team``
+    #: until teams exist as such.
+    TEAM: Final = "costguard:team"
     EXEMPT: Final = "costguard:exempt"
     #: Written by CostGuard when it warns: the UTC time after which it acts.
     ACTION_AFTER: Final = "costguard:action-after"

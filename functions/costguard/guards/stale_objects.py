@@ -10,7 +10,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from costguard.adapters.catalog import load_catalog
 from costguard.adapters.s3 import S3ObjectStore, bucket_lister
 from costguard.domain.org_act import Reach
 from costguard.domain.tags import Tags
@@ -43,11 +42,16 @@ def build(settings: Settings, clients: ClientFactory, context: GuardContext) -> 
             regions.update(dict(listing()))
         return regions.get(bucket, home)
 
-    rates = load_catalog().s3_standard_gb_month
+    # The catalog the scan prices with (the stored one when deployed), as `prices show`
+    # shows it: not the package's own file, which a refresh never updates.
+    catalog = context.catalog
 
     def rate(region: str) -> Decimal:
-        # Never $0: an unknown region is priced at the dearest known rate (an upper bound).
-        return rates.get(region) or max(rates.values(), default=Decimal("0.023"))
+        # Never $0: an unknown region is counted at the dearest known rate (an upper bound).
+        found = catalog.s3_gb_month(region)
+        if found is None:
+            raise ValueError("the price catalog has no S3 Standard storage rate")
+        return found
 
     store = S3ObjectStore(lambda r: clients("s3", r), region_of)
     time_left = TimeLeftHolder()

@@ -77,22 +77,11 @@ def summary(report: ExecutionReport) -> dict[str, Any]:
 
 
 def actions(report: ExecutionReport) -> list[dict[str, Any]]:
-    """Each decision that led somewhere (warned, waiting, acted, would act, cleared...):
-    what, where, whose, why, what it saves, and what happened."""
-    return [
-        {
-            "kind": o.decision.target.kind,
-            "resource": o.decision.target.key,
-            "project": o.decision.target.project,
-            "action": o.decision.action.value,
-            "reason": o.decision.reason,
-            "usd_per_hour_saved": float(o.usd_per_hour_saved),
-            "dry_run": report.dry_run,
-            "outcome": o.step.value,
-            "detail": o.detail,
-        }
-        for o in report.outcomes
-    ]
+    """Each decision that led somewhere (warned, waiting, acted, would act, cleared...),
+    in the one action vocabulary (:mod:`costguard.services.action_records`)."""
+    from costguard.services.action_records import from_report
+
+    return from_report(report)
 
 
 @logger.inject_lambda_context

@@ -82,6 +82,7 @@ class RefreshOutcome:
             "held_for_review": [h.describe() for h in r.held],
             "rejected_answers": list(r.rejected),
             "kept_from_previous": list(r.kept),
+            "without_a_rate": list(r.without_rate),
             **({"stored_catalog_problem": self.problem} if self.problem else {}),
         }
 
@@ -112,9 +113,10 @@ def fetch_regions(
             fetched.append(Fetched(region, {}, failed=why))
             continue
         rejected = got.rejected if isinstance(got, PriceAnswer) else ()
+        absent = got.absent if isinstance(got, PriceAnswer) else {}
         for line in rejected:
             progress(f"not taken as a price: {line}")
-        result = Fetched(region, got, rejected=rejected)
+        result = Fetched(region, got, rejected=rejected, absent=absent)
         if result.empty:
             progress(f"{region}: the Price List API returned no prices; {region} is left as it was")
         fetched.append(result)

@@ -1,0 +1,310 @@
+"""``costguard report``: the month on one page, for a person (``--html``) or a tool
+(``--format``).
+
+It runs a read-only scan, as ``costguard scan`` does, for the live view (resources,
+run-rates, advice, findings), and reads the month from the ledger: the deployed one with
+``--table`` (never written), else the scan's in-memory one (month-to-date then starts at
+the scan). The page is drawn by :mod:`.report_html` (standard library only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from costguard.cli import common
+from costguard.cli.output import Column, Table, format_flag, write
+
+if TYPE_CHECKING:
+    from costguard.domain.report import Burn, Report
+
+KIND = "report"
+
+
+def _money(value: Decimal | None) -> float | None:
+    from costguard.domain.money import cents
+
+    return None if value is None else float(cents(value))
+
+
+def burn_data(b: Burn) -> dict[str, Any]:
+    return {
+        "project": b.project,
+        "budget_usd": _money(b.budget),
+        "status": b.status.value,
+        "month_to_date_usd": _money(b.month_to_date),
+        "forecast_usd": _money(b.forecast),
+        "forecast_low_usd": _money(b.forecast_low),
+        "forecast_high_usd": _money(b.forecast_high),
+        "forecast_range_basis": b.range_basis,
+        "run_rate_usd_per_hour": float(b.run_rate),
+        "days_known": b.has_days,
+        "undated_usd": _money(b.undated_usd),
+        "daily_cumulative_usd": [{"day": round(p.day, 4), "usd": _money(p.usd)} for p in b.series],
+        "threshold_crossings": [
+            {
+                "percent": c.pct,
+                "usd": _money(c.usd),
+                "day": None if c.day is None else round(c.day, 4),
+                "projected": c.projected,
+            }
+            for c in b.crossings
+        ],
+        "unpriced_resources": b.unpriced,
+        "owners": list(b.owners),
+    }
+
+
+def report_data(r: Report) -> dict[str, Any]:
+    """The report as the JSON envelope's ``data``: every figure the page shows."""
+    a = r.actions
+
+    def action(x: Any) -> dict[str, Any]:
+        return {
+            "at": x.at.isoformat(),
+            "action": x.action,
+            "resource": x.resource,
+            "project": x.project,
+            "outcome": x.outcome,
+            "deadline": x.deadline,
+            "usd_per_month": _money(x.usd_per_month),
+        }
+
+    return {
+        "scope": r.scope,
+        "month": r.month,
+        "month_to_date_usd": _money(r.month_to_date),
+        "forecast_usd": _money(r.forecast),
+        "projects": [burn_data(b) for b in r.burns],
+        "unattributed": burn_data(r.unattributed) if r.unattributed else None,
+        "by_kind": [
+            {
+                "kind": k.kind.value,
+                "resources": k.resources,
+                "unpriced": k.unpriced,
+                "usd_per_hour": float(k.usd_per_hour),
+            }
+            for k in r.kinds
+        ],
+        "top_resources": [
+            {
+                "resource": t.key,
+                "name": t.name,
+                "kind": t.kind.value,
+                "instance_type": t.instance_type,
+                "project": t.project,
+                "owner": t.owner,
+                "usd_per_hour": None if t.usd_per_hour is None else float(t.usd_per_hour),
+            }
+            for t in r.top
+        ],
+        "actions": {
+            "taken": [action(x) for x in a.taken],
+            "pending": [action(x) for x in a.pending],
+            "dry_run": [action(x) for x in a.would],
+            "saved_usd_per_month": _money(a.saved_usd_per_month),
+            "dry_run_would_save_usd_per_month": _money(a.would_save_usd_per_month),
+        },
+        "advice": [
+            {"code": code, "resource": res, "usd_per_month_saving": _money(saving), "why": why}
+            for code, res, saving, why in r.advice
+        ],
+        "findings": [
+            {
+                "code": g.code,
+                "severity": g.severity,
+                "count": g.count,
+                "examples": [f.as_dict() for f in g.examples],
+            }
+            for g in r.findings
+        ],
+        "catalog_as_of": r.catalog_as_of,
+        "catalog_age_days": r.catalog_age_days,
+        "not_seen": {
+            "unreadable": list(r.blind.unreadable),
+            "unpriced_types": dict(r.blind.unpriced_types),
+            "month_to_date_only": list(r.blind.month_to_date_only),
+        },
+        "thresholds_percent": list(r.thresholds),
+    }
+
+
+def report_table(r: Report) -> Table:
+    """One row per project: what ``--format table|csv|markdown`` print."""
+    from costguard.cli.report_html import usd
+    from costguard.domain.money import per_hour
+
+    def crossed(b: Burn) -> str:
+        return ", ".join(f"{c.pct}%{' (forecast)' if c.projected else ''}" for c in b.crossings)
+
+    rows = [
+        {
+            "project": b.project or "(unattributed)",
+            "spent_usd": usd(b.month_to_date),
+            "budget_usd": usd(b.budget) if b.budget is not None else "none",
+            "forecast_usd": usd(b.forecast),
+            "forecast_range_usd": f"{usd(b.forecast_low)} to {usd(b.forecast_high)}",
+            "run_rate": per_hour(b.run_rate),
+            "status": b.status.value,
+            "thresholds_crossed": crossed(b),
+        }
+        for b in (*r.burns, *([r.unattributed] if r.unattributed else []))
+    ]
+    return Table(
+        (
+            Column("project", "Project"),
+            Column("spent_usd", "Spent", "right"),
+            Column("budget_usd", "Budget", "right"),
+            Column("forecast_usd", "Forecast", "right"),
+            Column("forecast_range_usd", "Range", "right"),
+            Column("run_rate", "Run-rate", "right"),
+            Column("status", "Status"),
+            Column("thresholds_crossed", "Thresholds"),
+        ),
+        rows,
+    )
+
+
+def write_html(report: Report, path: Path) -> int:
+    """Write the page next to ``path`` then move it there (a reader never sees half a
+    file); returns its size in bytes."""
+    from costguard.cli.report_html import render
+
+    page = render(report).encode("utf-8")
+    path = path.expanduser()
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".costguard-report-", dir=folder)
+        with os.fdopen(fd, "wb") as out:
+            out.write(page)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets; a report is for sharing
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise common.CommandError(
+            f"--html {str(path)!r}: cannot write it ({exc.strerror or exc})"
+        ) from None
+    return len(page)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from costguard.adapters.catalog import rate_book
+    from costguard.cli.scan import InventoryCalls, scan_outcome, settings_for_scan
+    from costguard.domain.calendar import month_key
+    from costguard.domain.catalog_merge import CatalogInUse
+    from costguard.services.report import ReportRequest, build_report
+    from costguard.settings import one_line
+    from costguard.wiring import CallCounter, build_scan_service, clients_for
+
+    if args.html is not None and args.html.is_dir():
+        raise common.CommandError(f"--html {str(args.html)!r} is a folder: name a file")
+    at = common.now()
+    month = args.month or month_key(at)
+    if month > month_key(at):
+        raise common.CommandError(f"--month {month} has not begun yet")
+    args.sagemaker_tags = None
+    aws = common.session(args)
+    settings = settings_for_scan(args, aws)
+    catalog, which, source = common.choose_catalog(None, common.progress(not args.quiet))
+    common.require_credentials(aws)
+    # Which prices the numbers rest on, as `scan` says it.
+    common.progress(not args.quiet)(one_line(which, 1000))
+    if settings.table_name and not args.scope:
+        settings = settings.model_copy(update={"scope": common.account(aws, settings.regions[0])})
+    calls = InventoryCalls()
+    calls.attach(aws)
+    counter = CallCounter()
+    counter.attach(aws)
+    from costguard.adapters.memory import InMemoryLedger, ReadOnlyLedger
+    from costguard.wiring import build_ledger
+
+    ledger = (
+        ReadOnlyLedger(build_ledger(settings, clients_for(settings, aws)))
+        if settings.table_name
+        else InMemoryLedger()
+    )
+    service = build_scan_service(
+        settings,
+        clients_for(settings, aws),
+        ledger=ledger,
+        catalog=catalog.to_domain(),
+        progress=common.progress(not args.quiet),
+        counter=counter,
+        catalog_in_use=CatalogInUse(source, catalog.version, rate_book(catalog)),
+    )
+    with common.table_errors(settings.table_name or "", aws.region_name or settings.regions[0]):
+        scan = service.run(at)
+        request = ReportRequest(
+            month=month,
+            projects=frozenset(args.project or ()),
+            team=args.team,
+        )
+        report = build_report(scan, ledger, request, at)
+    if args.html is not None:
+        size = write_html(report, args.html)
+        common.progress(not args.quiet)(
+            f"wrote {args.html} ({size / 1024:,.0f} KiB); open it in a browser"
+        )
+    write(
+        args.format,
+        kind=KIND,
+        data=report_data(report),
+        table=report_table(report),
+        generated_at=at,
+    )
+    sys.stdout.flush()
+    code, message = scan_outcome(scan, calls)
+    if message:
+        print(f"costguard: {message}", file=sys.stderr)
+    return code
+
+
+def register(sub: Any, flags: common.Flags) -> None:
+    """Add ``report`` to the ``costguard`` parser."""
+    from costguard.cli.ledger import month_name
+
+    report = sub.add_parser(
+        "report",
+        parents=[flags.profile, flags.regions, format_flag(), flags.quiet],
+        help="the month's spend, budgets, forecasts and actions, as a page (--html) or a table",
+        description=(
+            "The month on one page: per project the spend by day against the budget and the "
+            "forecast to month end with its range; spend by project and kind; the top "
+            "resources; actions and savings; advice; findings. It runs a read-only scan "
+            "(as `costguard scan`) and reads the month from --table's ledger, never writing it."
+        ),
+    )
+    report.add_argument(
+        "--table",
+        type=common.table_name,
+        help="deployed ledger table to read, never write (default: none: the month is "
+        "back-filled from launch times)",
+    )
+    report.add_argument(
+        "--scope", type=common.SCOPE, help="ledger scope to read (default: the account id)"
+    )
+    report.add_argument("--month", type=month_name, help="YYYY-MM (default: this month)")
+    report.add_argument(
+        "--project",
+        action="append",
+        type=common.PROJECT,
+        metavar="NAME",
+        help="only this project; repeat for several (default: every project)",
+    )
+    report.add_argument(
+        "--team",
+        type=common.text_value("a team name", 256),
+        metavar="NAME",
+        help="only the projects with a resource tagged costguard:team=NAME",
+    )
+    report.add_argument(
+        "--html",
+        type=common.file_path,
+        metavar="FILE",
+        help="also write the page to FILE: one self-contained HTML file, works offline",
+    )
+    report.set_defaults(func=cmd_report)

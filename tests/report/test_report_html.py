@@ -1,0 +1,143 @@
+"""The report page as a file: self-contained, escaped, small. (How it looks in a browser:
+test_report_in_chromium.py.)"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from costguard.adapters.memory import InMemoryLedger
+from costguard.cli.report_html import esc, render, user
+from costguard.domain.report import Report
+from costguard.ports import ProjectMonth, SourceError
+from costguard.services.report import ReportRequest, build_report
+from tests.support.report_month import (
+    DEMO_PROJECTS,
+    Project,
+    live_month,
+    many_projects,
+)
+
+#: Project names a scan accepts (1 to 256 visible characters) that a page must not obey.
+#: Names with control or bidirectional characters never become projects (the scan reports
+#: them as malformed-project findings): their escaping is tested on :func:`esc` below.
+HOSTILE = (
+    '<script>alert("x")</script>',
+    'quote"><img src=x onerror=alert(1)>',
+    "計" * 256,
+    "&amp;-already-escaped",
+)
+
+
+@pytest.fixture(scope="module")
+def hostile_page() -> str:
+    projects = [
+        Project(name, "1000", f"{name}@example.com", [("g5.xlarge", 1, 0, None)])
+        for name in HOSTILE
+    ]
+    month = live_month([*DEMO_PROJECTS, *projects], every=timedelta(hours=12))
+    return render(month.report())  # type: ignore[arg-type]
+
+
+def test_hostile_project_names_are_text_never_markup(hostile_page: str) -> None:
+    """Defect guarded: a project tag is anyone's text; in the page it must stay text."""
+    # THEN no tag or attribute from a name survives: only the page's own markup is there
+    assert "<script" not in hostile_page
+    assert "<img" not in hostile_page
+    assert "onerror=alert" not in hostile_page.replace("onerror=alert(1)&gt;", "")
+    assert "<bdi>&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</bdi>" in hostile_page
+    assert "<bdi>&amp;amp;-already-escaped</bdi>" in hostile_page
+    assert f"<bdi>{'計' * 256}</bdi>" in hostile_page
+
+
+def test_the_page_loads_nothing_and_runs_nothing(hostile_page: str) -> None:
+    # THEN no script, no external reference, and a policy that forbids every load
+    assert "<script" not in hostile_page.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", hostile_page, re.I)
+    assert "default-src 'none'" in hostile_page
+
+
+def test_every_project_has_a_chart_with_a_budget_and_a_forecast(hostile_page: str) -> None:
+    cards = re.findall(r'<article class="card".*?</article>', hostile_page, re.S)
+    assert len(cards) == len(DEMO_PROJECTS) + len(HOSTILE) + 1  # and the unattributed
+    for card in cards:
+        assert 'data-role="chart"' in card
+        assert 'data-role="forecast"' in card
+        assert 'data-role="budget"' in card or 'data-role="no-budget"' in card
+
+
+def test_a_hundred_projects_stay_under_a_megabyte() -> None:
+    # GIVEN 100 projects of 100 instances, some hostile or long-named, scanned weekly
+    month = live_month(many_projects(100, 100), every=timedelta(days=6))
+    page = render(month.report())  # type: ignore[arg-type]
+    # THEN one file well under 1 MB
+    assert len(page.encode()) < 1_000_000
+    assert page.count('data-role="chart"') == 101
+
+
+def test_an_unreadable_region_and_an_unpriced_type_are_said_not_hidden() -> None:
+    # GIVEN a region that fails at the report's scan, and an instance type without a price
+    failing = {
+        "us-west-2": SourceError("ec2", "us-west-2", "DescribeInstances", "AccessDenied", "")
+    }
+    month = live_month(DEMO_PROJECTS, every=timedelta(hours=12), failing=failing)
+    report: Report = month.report()  # type: ignore[assignment]
+    page = render(report)
+    section = page[page.index('data-role="blind-spots"') :]
+    # THEN both are named where a reader looks first
+    assert "us-west-2/ec2" in section.split("</section>")[0]
+    assert "p9.96xlarge" in section.split("</section>")[0]
+    # and an unpriced resource is "no price", never $0.00 a month
+    assert "no price" in page
+
+
+def test_escaping_replaces_control_characters_and_lone_surrogates() -> None:
+    assert esc("a\x00b\ud800c<") == "a\ufffdb\ufffdc&lt;"
+
+
+def test_a_user_string_is_isolated_so_a_right_to_left_override_stays_inside() -> None:
+    # GIVEN a resource name (the Name tag is free text) with a right-to-left override
+    # THEN it is wrapped in <bdi>: the override cannot reorder the text after it
+    assert user("\u202eevil") == "<bdi>\u202eevil</bdi>"
+
+
+def test_money_on_the_page_is_never_cut() -> None:
+    month = live_month(DEMO_PROJECTS, every=timedelta(hours=12))
+    page = render(month.report())  # type: ignore[arg-type]
+    # every figure sits in one no-wrap span
+    assert re.search(r'<span class="n">\$[0-9,]+\.[0-9]{2}</span>', page)
+    assert not re.search(r"\$[0-9,.]+</span>[0-9]", page)
+
+
+def test_a_closed_month_shows_who_spent_in_it_with_the_budgets_tagged_today() -> None:
+    """A month written by an older version (no days) and closed: its spenders only, drawn
+    as one point each, with today's budgets; the page says both."""
+    month = live_month(DEMO_PROJECTS, every=timedelta(hours=12))
+    old_row = ProjectMonth("llm-pretraining", "2026-10", Decimal(9000), Decimal(0))
+
+    class OctoberByOlderVersion(InMemoryLedger):
+        def month_totals(self, scope: str, month_: str) -> dict[str | None, ProjectMonth]:
+            return {"llm-pretraining": old_row} if month_ == "2026-10" else {}
+
+    report = build_report(
+        month.scan, OctoberByOlderVersion(), ReportRequest(month="2026-10"), month.at
+    )
+    page = render(report)
+    assert [b.project for b in report.burns] == ["llm-pretraining"]
+    assert report.unattributed is None
+    assert report.burns[0].budget == 12000
+    assert '<circle data-role="spent"' in page
+    assert "Month-to-date only" in page and "budgets are those tagged today" in page
+
+
+def test_the_first_instant_of_a_month_draws_a_point_not_an_invisible_line() -> None:
+    """Defect guarded: at 00:00 on the 1st the spend line had one point, which SVG draws
+    as nothing: the chart looked as if spend were missing."""
+    at = datetime(2026, 12, 1, tzinfo=UTC)
+    month = live_month(DEMO_PROJECTS, every=timedelta(days=10))
+    report = build_report(month.scan, InMemoryLedger(), ReportRequest(month="2026-12"), at)
+    page = render(report)
+    assert page.count('<circle data-role="spent"') == len(report.burns) + 1
