@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from costguard.domain.alerts import Alert, AlertResource
 from costguard.domain.models import KeyParts, parse_key
 from costguard.domain.money import per_hour, rate
+from costguard.domain.text import plural, truncate
 
 MACHINE_SCHEMA = "costguard.alert/v1"
 KEYLESS = KeyParts("", "", "", "")
@@ -95,7 +96,7 @@ def email_subject(alert: Alert) -> str:
     """SNS subjects: ASCII printable, no newlines, at most 100 characters."""
     text = one_line(f"[CostGuard {_SEVERITY_MARK[alert.severity.value]}] {alert.title}")
     ascii_text = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)
-    return ascii_text if len(ascii_text) <= 100 else ascii_text[:99] + "~"
+    return truncate(ascii_text, 100, "~")
 
 
 def email_text(alert: Alert, *, max_listed: int | None = None) -> str:
@@ -395,11 +396,23 @@ def _trim_dangling(text: str) -> str:
     return text.rstrip("\u200d")
 
 
+def _at_word(head: str, text: str) -> str:
+    """``head`` (a prefix of ``text``) backed off to the end of its last whole word, so a
+    cut never shows part of an amount, an ARN or a name (``$12,`` for ``$12,000.00``). A
+    first word longer than the whole room is still cut: something must be shown."""
+    if len(head) < len(text) and not text[len(head)].isspace():
+        space = max(head.rfind(" "), head.rfind("\n"))
+        if space > 0:
+            head = head[:space]
+    return head.rstrip()
+
+
 def fit_plain(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` (Slack length) with an ellipsis, if it is longer."""
+    """``text`` cut to ``limit`` (Slack length) between words, with an ellipsis, if it is
+    longer."""
     if slack_length(text) <= limit:
         return text
-    return _trim_dangling(_prefix_within(text, limit - 1)) + _ELLIPSIS
+    return _trim_dangling(_at_word(_prefix_within(text, limit - 1), text)) + _ELLIPSIS
 
 
 def fit_mrkdwn(text: str, limit: int) -> str:
@@ -411,7 +424,7 @@ def fit_mrkdwn(text: str, limit: int) -> str:
     """
     if slack_length(text) <= limit:
         return text
-    head = _prefix_within(text, limit - 1)
+    head = _at_word(_prefix_within(text, limit - 1), text)
     lt = head.rfind("<")
     if lt > head.rfind(">"):
         head = head[:lt]
@@ -485,7 +498,7 @@ def _detail_sections(details: Sequence[str]) -> list[dict[str, Any]]:
     current: list[str] = []
     used = 0
     shown = 0
-    reserve = slack_length("\n…and 100000 more line(s)")
+    reserve = slack_length("\n…and 100,000 more lines")
     for line in lines:
         cost = slack_length(line) + (1 if current else 0)
         last = len(sections) == SLACK_MAX_DETAIL_SECTIONS - 1
@@ -500,7 +513,7 @@ def _detail_sections(details: Sequence[str]) -> list[dict[str, Any]]:
         used += cost
         shown += 1
     if shown < len(lines):
-        current.append(f"…and {len(lines) - shown} more line(s)")
+        current.append(f"…and {plural(len(lines) - shown, 'more line')}")
     if current:
         sections.append("\n".join(current))
     return [_section(t) for t in sections]

@@ -27,6 +27,7 @@ from costguard.config_spec import (
 )
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.tags import TagKeys
+from costguard.domain.text import truncate
 
 __all__ = [
     "ENV_VARS",
@@ -66,7 +67,7 @@ _OWN_CONTEXT_MESSAGE = frozenset({"value_error", "assertion_error"})
 def one_line(text: str, limit: int = 200) -> str:
     """Control characters (newlines, escapes) shown escaped: one error is one terminal line."""
     flat = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text.strip())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return truncate(flat, limit)
 
 
 def validation_problems(

@@ -24,6 +24,7 @@ from costguard.adapters.notebooks import NotebookCandidateSource
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.idle import GpuDiscovery
 from costguard.domain.tags import Tags
+from costguard.domain.text import duration, labelled
 from costguard.handlers.act import actions
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.idle import IdlePolicy, IdleSettings
@@ -147,11 +148,14 @@ def run_idle_chapter(
         ExecutorSettings(scope=DEMO_ACCOUNT, dry_run=False),
     )
     out: list[dict[str, Any]] = []
-    for label, at in (("now", now), (f"{GRACE} later", now + GRACE + timedelta(minutes=1))):
+    for label, at in (
+        ("now", now),
+        (f"{duration(GRACE)} later", now + GRACE + timedelta(minutes=1)),
+    ):
         say(f"Idle notebooks, {label} ({at:%H:%M} UTC):")
         decisions = policy.decide(at)
         for d in decisions:
-            say(f"  {d.target.name}: {d.evidence.get('verdict')}: {d.reason}")
+            say(f"  {d.target.name}: {labelled(str(d.evidence.get('verdict')), d.reason)}")
         report = executor.run(decisions, at)
         for action in actions(report):
             say(f"  {action['outcome']}: {action['resource']} ({action['detail']})")

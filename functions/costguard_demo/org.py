@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.domain.money import ZERO, cents, rate
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
+from costguard.domain.text import plural, truncate
 from costguard.services.fanout import OrgWork, WorkOutcome
 from costguard_demo.plumbing import INTERVAL, ORG_TICKS
 from costguard_demo.story import STORY_END
@@ -441,7 +442,7 @@ def _run(say: Callable[[str], None], ticks: int, dry_run: bool) -> dict[str, Any
             for a in org.members:
                 role = "member roles deployed" if a.member_role else "NO member roles"
                 n = sum(1 for f in fleet if f.account == a.id)
-                say(f"  {a.id} {a.name:<12} {role}; {n} instances seeded")
+                say(f"  {a.id} {a.name:<12} {role}; {plural(n, 'instance')} seeded")
             return _ticks(
                 say, org, hub, fleet, start, ticks, slack, sns_event, url, refused, dry_run, admins
             )
@@ -647,14 +648,15 @@ def _say_tick(
 ) -> None:
     w = doc["work"]
     say(
-        f"tick {n + 1}/{ticks} at {now:%H:%M} UTC: {summary.accounts} accounts, "
-        f"{summary.known} account-regions; enqueued {w['regions']} regions, {w['probe']} "
-        f"probes, {w['scan']} scans; consumed {delivery.done} in {delivery.batches} "
-        f"batches, {delivery.failed_receives} failed receives, "
+        f"tick {n + 1}/{ticks} at {now:%H:%M} UTC: {plural(summary.accounts, 'account')}, "
+        f"{plural(summary.known, 'account-region')}; enqueued {plural(w['regions'], 'region')}, "
+        f"{plural(w['probe'], 'probe')}, {plural(w['scan'], 'scan')}; consumed {delivery.done} in "
+        f"{plural(delivery.batches, 'batch')}, "
+        f"{plural(delivery.failed_receives, 'failed receive')}, "
         f"{len(delivery.dead_lettered)} dead-lettered"
     )
     for u in summary.unreachable:
-        say(f"    unreachable: {u.account} {u.region or '(regions)'}: {u.failure[:90]}")
+        say(f"    unreachable: {u.account} {u.region or '(regions)'}: {_short_failure(u.failure)}")
     if doc["aggregated"]:
         say(f"    aggregated {', '.join(t[11:16] for t in doc['aggregated'])} UTC")
 
@@ -734,7 +736,7 @@ def _short_failure(failure: str) -> str:
     """``AccessDenied on arn:...:role/costguard-member-read`` from STS's long message."""
     code = failure.split(":", 1)[0]
     _, found, resource = failure.partition("on resource: ")
-    return f"{code} on {resource.strip()}" if found else failure[:160]
+    return f"{code} on {resource.strip()}" if found else truncate(failure, 160)
 
 
 def _not_entered(
@@ -946,7 +948,7 @@ def _project_lines(doc: Mapping[str, Any]) -> list[str]:
 def _finding_and_alert_lines(doc: Mapping[str, Any]) -> list[str]:
     lines = ["", f"Findings ({len(doc['findings'])}):"]
     for f in doc["findings"]:
-        lines.append(f"  [{f['severity']}] {f['code']} {f['resource']}: {f['message'][:110]}")
+        lines.append(f"  [{f['severity']}] {f['code']} {f['resource']}: {f['message']}")
     sent = doc["alerts_delivered"]
     lines += [
         "",

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.domain.decisions import Step
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
+from costguard.domain.text import plural, truncate
 from costguard.services.org_act import GuardRunOutcome, GuardWork
 
 if TYPE_CHECKING:
@@ -664,10 +665,10 @@ def _say_tick(say: Callable[[str], None], doc: Mapping[str, Any], *, replay: boo
     steps = [
         f"{r['name']} {o['label']}: {o['outcome']}" for r in doc["runs"] for o in r["outcomes"]
     ]
-    failed = [f"{r['name']}: {r['error'][:80]}" for r in doc["runs"] if r["error"]]
+    failed = [f"{r['name']}: {truncate(r['error'], 80)}" for r in doc["runs"] if r["error"]]
     say(
         f"{'  again ' if replay else '  '}{_when(doc['time'])} {doc['guard']}: "
-        f"{len(doc['planned'])} runs; " + ("; ".join(steps + failed) or "nothing to do")
+        f"{plural(len(doc['planned']), 'run')}; " + ("; ".join(steps + failed) or "nothing to do")
     )
 
 
@@ -708,7 +709,7 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
                 f"  {_when(t['time'])}  {t['guard']:<15} again (its runs delivered a second "
                 "time): "
                 f"{', '.join(steps)}; changed {', '.join(t['changed']) or 'nothing'}, "
-                f"{len(t['alerts'])} alerts"
+                f"{plural(len(t['alerts']), 'alert')}"
             )
             continue
         lines.append(
@@ -733,7 +734,7 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
                     detail = f"{o['outcome']}: {detail}"
                 lines.append(f"      {r['name']} {o['region']} {o['label']}: {detail}{money}")
             if r["error"]:
-                lines.append(f"      {r['name']}: run failed: {r['error'][:110]}")
+                lines.append(f"      {r['name']}: run failed: {truncate(r['error'], 110)}")
         for a in t["alerts"]:
             lines.append(f"      -> alert [{a['severity']}] {a['kind']}: {a['title']}")
     guards = sorted({t["guard"] for t in g["ticks"]})
@@ -751,7 +752,9 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
             f"{a['would']:>5}  {saved:>13,.2f}"
         )
     for n in g["not_entered"]:
-        lines.append(f"  {n['account']:<12}  {n['name']:<12} NOT ENTERED: {n['why'][:150]}")
+        lines.append(
+            f"  {n['account']:<12}  {n['name']:<12} NOT ENTERED: {truncate(n['why'], 150)}"
+        )
         named = [f"finding {f}" for f in n["findings"]] + [f'alert "{x}"' for x in n["alerts"]]
         lines.append(f"  {'':<12}  {'':<12} named in: {'; '.join(named) or 'NOTHING'}")
     lines += ["", "What became of what the guards found:"]
@@ -765,13 +768,13 @@ def guard_lines(doc: Mapping[str, Any]) -> list[str]:
             state += ": kept"
         lines.append(
             f"  {r['name']:<12} {r['region']:<10} {r['id']:<22} {r['label']:<24} "
-            f"{r['what'][:52]:<52} -> {state}"
+            f"{truncate(r['what'], 52):<52} -> {state}"
         )
     sv = g["savings"]
     lines.append(
-        f"Saved: ${sv['usd_per_month']:,.2f}/month by {len(sv['acted'])} actions"
+        f"Saved: ${sv['usd_per_month']:,.2f}/month by {plural(len(sv['acted']), 'action')}"
         + (
-            f"; would save ${sv['would_usd_per_month']:,.2f}/month ({len(sv['would'])} resources)"
+            f"; would save ${sv['would_usd_per_month']:,.2f}/month ({plural(len(sv['would']), 'resource')})"
             if g["dry_run"]
             else ""
         )
@@ -806,7 +809,9 @@ def guard_problems(doc: Mapping[str, Any]) -> list[str]:
         if r["error"] or errors:
             failed.setdefault(r["name"], []).append(str(r["error"] or errors[0]))
     for name, errors in failed.items():
-        problems.append(f"{len(errors)} guard runs in {name} failed, first: {errors[0][:200]}")
+        problems.append(
+            f"{len(errors)} guard runs in {name} failed, first: {truncate(errors[0], 200)}"
+        )
     if g["dead_letters"]:
         parked = sorted({f"{d['guard']} {d['account']}" for d in g["dead_letters"]})
         problems.append(f"{len(g['dead_letters'])} guard runs were dead-lettered: {parked}")
@@ -830,7 +835,7 @@ def guard_problems(doc: Mapping[str, Any]) -> list[str]:
         if t["replay"] and (t["changed"] or t["alerts"]):
             problems.append(
                 f"the {t['guard']} run of {t['time']} delivered again changed {t['changed']} "
-                f"and sent {len(t['alerts'])} alerts"
+                f"and sent {plural(len(t['alerts']), 'alert')}"
             )
     members = [a for a in doc["accounts"] if a["name"] != "management"]
     guarded = {a["account"] for a in g["accounts"]}

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from textwrap import shorten
 from typing import Any
 
+from costguard.domain.text import plural
 from costguard.env import Env
 from costguard_demo.plumbing import (
     INTERVAL,
@@ -127,7 +127,8 @@ class _Demo:
         fleet = seed_fleet(session, start)
         install_spot_prices(DEMO_SPOT_PRICES, start)
         say(
-            f"seeded {len(fleet.instances)} instances, {len(fleet.notebooks)} notebooks, "
+            f"seeded {plural(len(fleet.instances), 'instance')}, "
+            f"{plural(len(fleet.notebooks), 'notebook')}, "
             f"{len(fleet.endpoints)} endpoint, 1 EKS cluster in 2 regions"
         )
         return cls(session, slack, say, topic, queue_url, webhook, Settings.from_env(os.environ))
@@ -143,8 +144,8 @@ class _Demo:
         self.history.append(summary(outcome))
         self.deliver_alerts()
         self.say(
-            f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {report.resource_count} resources, "
-            f"ledger {report.ledger.value}, {len(outcome.alerts)} alerts, "
+            f"cycle {n + 1}/{cycles} at {now:%H:%M} UTC: {plural(report.resource_count, 'resource')}, "
+            f"ledger {report.ledger.value}, {plural(len(outcome.alerts), 'alert')}, "
             f"{sum(report.api_calls.values())} API calls, {report.duration_s:.2f}s"
         )
         for a in outcome.alerts:
@@ -255,7 +256,9 @@ class _Demo:
             return 1
         failed_actions = [a for a in guard_actions if a.get("outcome") == "failed"]
         if failed_actions:
-            print(f"costguard demo: {len(failed_actions)} actions failed", file=sys.stderr)
+            print(
+                f"costguard demo: {plural(len(failed_actions), 'action')} failed", file=sys.stderr
+            )
             return 1
         if len(received) != len(delivered):
             print("costguard demo: some alerts did not reach Slack", file=sys.stderr)
@@ -298,20 +301,35 @@ def _print_text(
     received: Sequence[Any],
     guard_actions: list[dict[str, Any]],
 ) -> None:
+    from costguard.cli import terminal
     from costguard.cli.scan_output import report_table
 
+    colour = terminal.colour_enabled()
+    room = terminal.width()
     print(report_table(report))
     print(
         f"\nAlerts: {len(delivered)} delivered to the SQS subscriber and "
         f"{len(received)} posted to Slack as Block Kit"
     )
-    for item in alerts:
-        line = f"  [{item['severity']:<8}] {item['kind']:<20} {item['project'] or '-':<16}"
-        print(f"{line} {shorten(item['summary'], 100, placeholder=' …')}")
+    # The summary's column is left empty here: it is cut to the room the others leave.
+    heads = terminal.columns(
+        [[f"[{a['severity']}]", a["kind"], a["project"] or "-", "-"] for a in alerts]
+    )
+    for padded, item in zip(heads, alerts, strict=True):
+        head = padded[:-1]
+        severity = f"[{item['severity']}]"
+        shown = terminal.status(severity, colour) + head[len(severity) :]
+        rest = None if room is None else room - len(head) - 2
+        print(f"  {shown}{terminal.fit(item['summary'], rest)}")
     print(f"\nActions ({len(guard_actions)}):")
-    for act in guard_actions:
-        monthly = act["usd_per_month_saved"]
-        print(
-            f"  {act['outcome']:<10} {act['resource']:<48} "
-            f"{act['project'] or '-':<10} ${monthly:>8.2f}/month"
-        )
+    rows = [
+        [
+            str(act["outcome"]),
+            act["resource"],
+            act["project"] or "-",
+            f"${act['usd_per_month_saved']:,.2f}/month",
+        ]
+        for act in guard_actions
+    ]
+    for line in terminal.columns(rows, right=frozenset({3})):
+        print(f"  {line}")

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from costguard.domain.tags import Tags
+from costguard.domain.text import duration, labelled
 from costguard.env import Env
 from costguard_demo.plumbing import create_ledger_table
 from costguard_demo.server import DEMO_ACCOUNT, backdate_object
@@ -71,12 +72,12 @@ def run_sweep_chapter(
     )
     out: list[dict[str, Any]] = []
     later = now + GRACE + timedelta(minutes=1)
-    for label, at in (("now", now), (f"{GRACE} later", later)):
+    for label, at in (("now", now), (f"{duration(GRACE)} later", later)):
         say(f"Stale objects, {label} ({at:%Y-%m-%d %H:%M} UTC):")
         report = process({"time": at.isoformat(), "guard": "stale-objects"}, settings, session, at)
         for action in actions(report):
             bucket = action["resource"].rsplit("/", 1)[1]
-            say(f"  s3://{bucket}: {action['outcome']}: {action['detail']}")
+            say(f"  s3://{bucket}: {labelled(action['outcome'], action['detail'])}")
             out.append(action)
     say("  s3://demo-untagged: no costguard:ttl tag, never read beyond its tags")
     return out

@@ -27,6 +27,7 @@ from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.decisions import Step
 from costguard.domain.stale_volumes import VolumeRules
 from costguard.domain.tags import Tags
+from costguard.domain.text import labelled
 from costguard.services.action_records import from_outcome
 from costguard.services.executor import Executor, ExecutorSettings
 from costguard.services.stale_volumes import StaleVolumePolicy
@@ -114,7 +115,7 @@ def run_volume_chapter(
         say(f"  +{int(offset.total_seconds() // 3600)} h, {label}")
         for o in report.outcomes:
             t = o.decision.target
-            say(f"    {t.id}: {o.step.value}: {o.error or o.detail}")
+            say(f"    {t.id}: {labelled(o.step.value, o.error or o.detail)}")
             # What changed the account: the snapshot started (waiting), the deletion.
             started = o.step is Step.WAITING and "started" in o.detail
             if o.step is Step.ACTED or started:

@@ -45,7 +45,7 @@ def test_lists_what_was_done_and_what_a_dry_run_would_do(
         [decision], MIDDAY
     )
 
-    args = ["actions", "--table", "ledger", "--scope", "acct", "--region", "us-east-1"]
+    args = ["actions", "--table", "ledger", "--scope", "acct", "--table-region", "us-east-1"]
     assert main([*args, "--month", "2026-11", "--json"]) == 0
     envelope = json.loads(capsys.readouterr().out)
     assert (envelope["schema_version"], envelope["kind"]) == (2, "actions")

@@ -133,4 +133,4 @@ def test_a_five_thousand_piece_digest_is_one_message_the_subscriber_receives(aws
     # THEN one message arrives, listing the largest and counting the rest
     (received,) = drain(aws, queue, REGION)
     assert received["alert_id"] == alert.alert_id
-    assert received["details"][-1].startswith("and 4,975 more piece(s) of advice")
+    assert received["details"][-1].startswith("and 4,975 more pieces of advice")

@@ -30,7 +30,7 @@ def test_lists_recent_alerts_from_the_ledger(aws: Any, capsys: pytest.CaptureFix
     ledger.record_alert("acct", now - timedelta(hours=1), alert)
     ledger.record_alert("acct", now - timedelta(days=3), {**alert, "alert_id": "old"})
 
-    args = ["alerts", "--table", "ledger", "--scope", "acct", "--region", "us-east-1"]
+    args = ["alerts", "--table", "ledger", "--scope", "acct", "--table-region", "us-east-1"]
     with clock_at(MIDDAY + timedelta(minutes=5)):
         assert main([*args, "--json"]) == 0
         listed = json.loads(capsys.readouterr().out)["data"]

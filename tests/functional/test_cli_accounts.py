@@ -40,7 +40,7 @@ def test_scans_each_account_and_reports_the_one_it_cannot_enter(
     assert sorted(doc["accounts"]) == [A, C]
     assert doc["failed_accounts"][B]["code"] == "AccessDenied"
     assert "[3/3]" in err and f"{B}: FAILED AccessDenied" in err
-    assert "1 of 3 account(s) could not be scanned" in err
+    assert "1 of 3 accounts could not be scanned" in err
 
 
 def test_exits_3_when_no_account_could_be_scanned(

@@ -88,10 +88,13 @@ def ledger(aws: Any) -> str:
         ([], "command"),
         (["prices", "refresh", "--region", "US-EAST-1"], "US-EAST-1"),
         (["prices", "refresh", "--pricing-region", "nowhere"], "nowhere"),
-        (["alerts", "--table", "ledger", "--region", "eu_west_1"], "eu_west_1"),
+        (["alerts", "--table", "ledger", "--table-region", "eu_west_1"], "eu_west_1"),
         (["scan", "--region", "us-east-1", "--table", "my table"], "'my table'"),
-        (["alerts", "--table", "ab", "--region", "us-east-1"], "not a DynamoDB table name"),
-        (["alerts", "--table", "ledger\n", "--region", "us-east-1"], "not a DynamoDB table name"),
+        (["alerts", "--table", "ab", "--table-region", "us-east-1"], "not a DynamoDB table name"),
+        (
+            ["alerts", "--table", "ledger\n", "--table-region", "us-east-1"],
+            "not a DynamoDB table name",
+        ),
         (["demo", "--cycles", "0"], "--cycles"),
         (["demo", "--cycles", "-3"], "--cycles"),
         (["demo", "--org", "--cycles", "2"], "from 3 to 96"),
@@ -115,7 +118,17 @@ def test_rejects_alert_hours_outside_the_alert_log_retention(
 ) -> None:
     # GIVEN a ledger to read; WHEN --hours is not 1..9600 (alerts live 400 days)
     code, out, err = run_cli(
-        ["alerts", "--table", ledger, "--scope", "acct", "--region", "us-east-1", "--hours", hours],
+        [
+            "alerts",
+            "--table",
+            ledger,
+            "--scope",
+            "acct",
+            "--table-region",
+            "us-east-1",
+            "--hours",
+            hours,
+        ],
         capsys,
     )
     # THEN it is bad input, said once, and nothing is read
@@ -130,7 +143,17 @@ def test_accepts_alert_hours_within_the_retention(
     hours: str, ledger: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = run_cli(
-        ["alerts", "--table", ledger, "--scope", "acct", "--region", "us-east-1", "--hours", hours],
+        [
+            "alerts",
+            "--table",
+            ledger,
+            "--scope",
+            "acct",
+            "--table-region",
+            "us-east-1",
+            "--hours",
+            hours,
+        ],
         capsys,
     )
     assert code == 0
@@ -191,14 +214,14 @@ def test_alerts_without_a_region_says_to_pass_one(
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     code, _, err = run_cli(["alerts", "--table", "ledger", "--scope", "acct"], capsys)
     assert code == 2
-    assert "--region" in one_line(err)
+    assert "--table-region" in one_line(err)
 
 
 @pytest.mark.parametrize(
     "argv",
     [
         ["scan", "--region", "us-east-1", "--quiet"],
-        ["alerts", "--table", "ledger", "--scope", "acct", "--region", "us-east-1"],
+        ["alerts", "--table", "ledger", "--scope", "acct", "--table-region", "us-east-1"],
         ["prices", "refresh", "--region", "us-east-1", "--out", "prices.json"],
     ],
 )
@@ -224,7 +247,7 @@ def test_without_credentials_it_says_so_once_and_exits_1(
     "argv",
     [
         ["scan", "--region", "us-east-1", "--quiet", "--table", "nope", "--scope", "acct"],
-        ["alerts", "--table", "nope", "--scope", "acct", "--region", "us-east-1"],
+        ["alerts", "--table", "nope", "--scope", "acct", "--table-region", "us-east-1"],
     ],
 )
 def test_a_missing_ledger_table_is_bad_input(

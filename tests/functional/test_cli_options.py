@@ -135,7 +135,7 @@ def test_opt_in_and_other_partitions_regions_are_accepted(region: str) -> None:
 
     # WHEN it is given THEN every command takes it
     assert build_parser().parse_args(["scan", "--region", region]).region == [region]
-    assert build_parser().parse_args(["alerts", "--region", region]).region == region
+    assert build_parser().parse_args(["alerts", "--table-region", region]).table_region == region
 
 
 @pytest.mark.parametrize(
@@ -175,7 +175,16 @@ def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
             [["scan"], ["alerts"], ["actions"], ["demo"], ["estimate", "iteration"]],
         ),
         ("--quiet", [["scan"], ["prices", "refresh"]]),
-        ("--region REGION", [["alerts"], ["actions"]]),
+        (
+            "--table-region REGION",
+            [
+                ["alerts"],
+                ["actions"],
+                ["estimate", "train"],
+                ["prices", "refresh"],
+                ["prices", "show"],
+            ],
+        ),
         ("--region REGION", [["scan"], ["prices", "refresh"]]),
     ],
 )
@@ -199,9 +208,10 @@ def test_scan_and_refresh_repeat_region_while_alerts_take_one() -> None:
         "us-east-1",
         "eu-west-1",
     ]
-    # One ledger lives in one region: as before, the last one given is the one read.
-    assert build_parser().parse_args(["alerts", *regions]).region == "eu-west-1"
-    assert build_parser().parse_args(["actions", *regions]).region == "eu-west-1"
+    # One ledger lives in one region: the last one given is the one read.
+    tables = ["--table-region", "us-east-1", "--table-region", "eu-west-1"]
+    assert build_parser().parse_args(["alerts", *tables]).table_region == "eu-west-1"
+    assert build_parser().parse_args(["actions", *tables]).table_region == "eu-west-1"
 
 
 # -- settings from the options, not through environment-variable names ------------------------

@@ -51,7 +51,7 @@ def test_scans_the_organization_except_opted_out_and_suspended_accounts(
     assert code == 0, err
     doc = json.loads(out)["data"]
     assert sorted(doc["accounts"]) == sorted([management, ml0])
-    assert "2 account(s) of the Organization to scan" in err
+    assert "2 accounts of the Organization to scan" in err
     assert f"1 opted out ({ml1})" in err and f"1 not active ({ml2})" in err
     projects = {p["project"] for p in doc["accounts"][ml0]["projects"]}
     assert "llm" in projects

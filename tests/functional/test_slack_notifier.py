@@ -573,7 +573,7 @@ def test_a_failed_post_does_not_stop_the_others_and_fails_the_invocation_at_the_
         "a: spend jumped",
         "c: spend jumped",
     ]
-    assert str(raised.value).startswith("1 of 3 alert(s) not posted to Slack")
+    assert str(raised.value).startswith("1 of 3 alerts not posted to Slack")
     assert "burn-rate-anomaly/b/20261120T1200" in str(raised.value)
 
 

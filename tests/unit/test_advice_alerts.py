@@ -77,7 +77,7 @@ def test_lists_each_saving_and_why_largest_first_at_the_lowest_severity() -> Non
     assert alert.dedupe == ("advice/2026-11-20/p/serving",)
     assert alert.alert_id == "advice-digest/2026-11-20/p/serving"
     # by hand: 17,405.39 + 1,200.00 = 18,605.39
-    assert alert.title == "serving: 2 change(s) would save about $18,605.39/month"
+    assert alert.title == "serving: 2 changes would save about $18,605.39/month"
     assert alert.facts["saving_per_month"] == "$18,605.39"
     assert alert.details == (
         "$17,405.39/month · oversized-endpoint · us-east-1/sagemaker-endpoint/chat/primary: "
@@ -133,7 +133,7 @@ def test_five_thousand_pieces_are_one_sns_message_and_one_slack_message() -> Non
     # rest: $10,000 + i/100 for i in 0..4974: 4,975 x 10,000 + (4,974 x 4,975 / 2) / 100
     #     = 49,750,000 + 123,728.25
     assert alert.details[-1].startswith(
-        "and 4,975 more piece(s) of advice, about $49,873,728.25/month together"
+        "and 4,975 more pieces of advice, about $49,873,728.25/month together"
     )
     assert alert.facts["pieces_of_advice"] == "5000"
     # AND its SNS request, as the notifier sends it, is one message under 256 KiB
@@ -144,7 +144,7 @@ def test_five_thousand_pieces_are_one_sns_message_and_one_slack_message() -> Non
     )
     assert form is alert, "the digest fits without being shrunk"
     body = json.loads(sns_message(alert))
-    assert "and 4,975 more piece(s)" in body["email"]
+    assert "and 4,975 more pieces" in body["email"]
     # AND the Slack notifier renders the lambda rendering as one valid Block Kit message
     payload = slack_blocks(MachineAlert.model_validate_json(body["lambda"]))
     assert_within_block_kit_limits(payload)
@@ -152,7 +152,7 @@ def test_five_thousand_pieces_are_one_sns_message_and_one_slack_message() -> Non
     text = "\n".join(
         b["text"]["text"] for b in payload["blocks"] if b["type"] == "section" and "text" in b
     )
-    assert "$10,049.99/month" in text and "more line(s)" in text
+    assert "$10,049.99/month" in text and "more lines" in text
     assert "<!channel>" not in text  # escaped, not a mention
 
 

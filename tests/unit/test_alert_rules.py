@@ -274,11 +274,11 @@ def test_an_unattributed_alert_lists_the_dearest_few_and_counts_the_rest() -> No
     assert len(alert.resources) == MAX_LISTED_RESOURCES
     assert alert.resources[0].usd_per_hour == Decimal("98.32")
     assert alert.omitted_resources == 5001 - MAX_LISTED_RESOURCES
-    assert alert.details[-1].startswith(f"and {5001 - MAX_LISTED_RESOURCES} more")
+    assert alert.details[-1].startswith(f"and {5001 - MAX_LISTED_RESOURCES:,} more")
     assert "costguard scan" in alert.details[-1]
     # every resource is still claimed, listed or not
     assert len(alert.dedupe) == 5001
-    assert "5001 resource(s)" in alert.title
+    assert "5,001 resources" in alert.title
 
 
 def test_an_unattributed_alert_names_the_owners_of_the_listed_resources_only() -> None:

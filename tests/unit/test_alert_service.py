@@ -481,8 +481,8 @@ def test_thousands_of_unattributed_gpus_make_one_alert_with_the_top_ones_and_a_c
     listed = alert.resources  # type: ignore[attr-defined]
     assert 0 < len(listed) <= 20
     assert {r.instance_type for r in listed[:5]} == {"p5.48xlarge"}  # the top by $/h
-    assert "3000" in alert.title  # type: ignore[attr-defined]
-    assert any(f"{3000 - len(listed)} more" in d for d in alert.details)  # type: ignore[attr-defined]
+    assert "3,000" in alert.title  # type: ignore[attr-defined]
+    assert any(f"{3000 - len(listed):,} more" in d for d in alert.details)  # type: ignore[attr-defined]
     # AND every one of them counts as reported today, listed or not
     assert [a for a in guard.cycle(T0 + STEP) if a.kind is AlertKind.UNATTRIBUTED] == []  # type: ignore[attr-defined]
 

@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.loaders import create_loader
 from botocore.parsers import ResponseParserError
 
+from costguard.domain.text import truncate
 from costguard.ports import AccessDeniedError, SourceError, ThrottledError
 
 if TYPE_CHECKING:
@@ -121,7 +122,7 @@ def _first_line(text: str, limit: int = 300) -> str:
     if text.lstrip().startswith("<"):
         return HTML_PAGE
     line = text.splitlines()[0] if text else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return truncate(line, limit)
 
 
 @contextmanager

@@ -210,10 +210,21 @@ def bundled_catalog_path() -> Path:
     return Path(str(resources.files("costguard") / "data" / "prices.json"))
 
 
+#: A catalog of every region and type is a few MB: anything larger is not a catalog (and
+#: ``--catalog /dev/zero`` must not read until memory runs out).
+MAX_CATALOG_BYTES = 64 * 1024 * 1024
+
+
 def read_catalog_file(path: Path | None = None) -> CatalogFile:
     path = path or bundled_catalog_path()
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as f:
+            data = f.read(MAX_CATALOG_BYTES + 1)
+        if len(data) > MAX_CATALOG_BYTES:
+            raise CatalogError(
+                f"price catalog {path} is larger than {MAX_CATALOG_BYTES // 2**20} MiB: not a catalog"
+            )
+        raw = json.loads(data.decode("utf-8"))
     except OSError as exc:
         raise CatalogError(f"price catalog {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

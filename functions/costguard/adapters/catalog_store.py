@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from costguard.adapters.aws import AWS_ERRORS
+from costguard.adapters.aws import AWS_ERRORS, translate
 from costguard.adapters.catalog import (
     CatalogError,
     CatalogFile,
@@ -236,7 +236,13 @@ class CatalogReader:
         try:
             stored = self._store.current()
         except _UNREADABLE as exc:
-            return (*_bundled(bundled, f"the stored price catalog could not be read: {exc}"), False)
+            # An AWS error's message can be a whole HTML page: one readable line instead.
+            if isinstance(exc, CatalogStoreError):
+                why = str(exc)
+            else:
+                failed = translate("dynamodb", "", "GetItem", exc)
+                why = f"{failed.code}: {failed.detail}"
+            return (*_bundled(bundled, f"the stored price catalog could not be read: {why}"), False)
         if stored is None:
             return (*_bundled(bundled, None), True)
         try:

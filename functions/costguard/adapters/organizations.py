@@ -13,10 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
-
 from costguard.adapters.aws import AWS_ERRORS, translate
 from costguard.domain.directory import DiscoveryError
+from costguard.domain.text import truncate
 from costguard.iam import ORG_DISCOVERY
 
 PERMISSIONS = ORG_DISCOVERY
@@ -42,14 +41,10 @@ class OrganizationsClient(Protocol):
 def _listing(operation: str) -> Iterator[None]:
     try:
         yield
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise DiscoveryError(
-            str(error.get("Code", "ClientError")), f"{operation}: {error.get('Message', '')}"[:300]
-        ) from exc
-    except AWS_ERRORS as exc:  # unreachable, or an answer that is no answer (HTML)
+    except AWS_ERRORS as exc:  # refused, unreachable, or an answer that is no answer (HTML)
+        # translate keeps one readable line: an error's message can be a whole HTML page.
         failed = translate("organizations", "", operation, exc)
-        raise DiscoveryError(failed.code, f"{operation}: {failed.detail}"[:300]) from exc
+        raise DiscoveryError(failed.code, truncate(f"{operation}: {failed.detail}", 300)) from exc
 
 
 class OrganizationAccounts:

@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``costguard`` parser: every command, flag and help text the command has."""
     # Here, not at the top: `python -m costguard.cli.estimate` imports this package first,
     # and a command module already imported would then run as a second copy.
-    from costguard.cli import demo, estimate, ledger, prices, report, scan
+    from costguard.cli import completion, demo, estimate, ledger, prices, report, scan
 
     p = Parser(
         prog="costguard",
@@ -95,9 +95,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_VersionAction)
     flags = Flags()
     sub = p.add_subparsers(dest="command", required=True)
-    for group in (scan, report, ledger, demo, prices, estimate):
+    for group in (scan, report, ledger, demo, prices, estimate, completion):
         group.register(sub, flags)
     return p
+
+
+def _command_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` chose: ``costguard estimate train``'s."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _command_parser(chosen, args)
+    return parser
+
+
+def unknown_arguments(parser: argparse.ArgumentParser, extras: Sequence[str]) -> str:
+    """``unknown option --ledger-region (did you mean --table-region?)``, for a person."""
+    import difflib
+
+    known = [o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings]
+    first = extras[0]
+    if not first.startswith("-"):
+        return f"unexpected argument {first!r} (see {parser.prog} --help)"
+    flag = first.split("=", 1)[0]
+    near = difflib.get_close_matches(flag, known, n=1, cutoff=0.7)
+    hint = f"did you mean {near[0]}?" if near else f"see {parser.prog} --help"
+    return f"unknown option {flag} ({hint})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,7 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            # argparse names them at the top ("costguard: error: unrecognized arguments"),
+            # not in the command that would have taken them, and suggests nothing.
+            command = _command_parser(parser, args)
+            command.error(unknown_arguments(command, extras))
     except SystemExit as exc:  # --help (0), or a usage error already printed (2)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     try:

@@ -86,7 +86,42 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         from costguard.settings import one_line
 
+        message = self._command_message(message) or _plain_words(message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message, 300)}\n")
+
+    def _command_message(self, message: str) -> str | None:
+        """argparse names a missing or mistyped command by its internal ``dest``
+        (``required: estimate_command``); a person needs the commands to choose from."""
+        import difflib
+
+        for action in self._actions:
+            if not isinstance(action, argparse._SubParsersAction) or not action.dest:
+                continue
+            names = list(action.choices)
+            choose = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+            if message.startswith("the following arguments are required:") and re.search(
+                rf"\b{re.escape(action.dest)}\b", message
+            ):
+                return f"choose a command: {choose}"
+            given = re.match(
+                rf"argument {re.escape(action.dest)}: invalid choice: (.*) \(", message
+            )
+            if given:
+                near = difflib.get_close_matches(given.group(1).strip("'\""), names, n=1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                return f"unknown command {given.group(1)}{hint}: choose {choose}"
+        return None
+
+
+def _plain_words(message: str) -> str:
+    """argparse's phrasing of a flag given without its value, or with one it takes none of."""
+    given = re.fullmatch(r"argument ([^:]+): ignored explicit argument (.*)", message)
+    if given:
+        return f"{given.group(1)} takes no value (got {given.group(2)})"
+    needs = re.fullmatch(r"argument ([^:]+): expected one argument", message)
+    if needs:
+        return f"{needs.group(1)} needs a value"
+    return message
 
 
 def region_name(value: str) -> str:
@@ -134,6 +169,83 @@ def whole_number(low: int, high: int, message: str) -> Callable[[str], int]:
     return parse
 
 
+def text_value(what: str, limit: int, pattern: str | None = None) -> Callable[[str], str]:
+    """An argument type for a name: not empty, no control characters (NUL, newline), at
+    most ``limit`` characters and, when given, matching ``pattern`` (``what`` says which
+    characters). An empty ``--scope ""`` would otherwise be read as no scope at all."""
+
+    def parse(value: str) -> str:
+        shown = value if len(value) <= 60 else value[:60] + "…"
+        if not value.strip():
+            raise argparse.ArgumentTypeError(f"empty: give {what}")
+        if any(not ch.isprintable() for ch in value):
+            raise argparse.ArgumentTypeError(f"control characters in {shown!r}: give {what}")
+        if len(value) > limit or (pattern and not re.fullmatch(pattern, value)):
+            raise argparse.ArgumentTypeError(
+                f"not {what}: {shown!r} (at most {limit:,} characters)"
+            )
+        return value
+
+    return parse
+
+
+def file_path(value: str) -> Path:
+    """An argument type for a file path: not empty, no NUL (the OS refuses it with a
+    ``ValueError``), no name longer than the file system allows."""
+    shown = value if len(value) <= 60 else value[:60] + "…"
+    if not value.strip():
+        raise argparse.ArgumentTypeError("empty: give a file path")
+    if "\x00" in value:
+        raise argparse.ArgumentTypeError(f"a NUL character in the path {shown!r}")
+    if len(value.encode("utf-8", "surrogateescape")) > 4096 or any(
+        len(part.encode("utf-8", "surrogateescape")) > 255 for part in Path(value).parts
+    ):
+        raise argparse.ArgumentTypeError(f"the path {shown!r} is longer than a file system allows")
+    return Path(value)
+
+
+#: IAM's rule for a role name.
+ROLE_NAME = text_value("an IAM role name (A-Z a-z 0-9 and + = , . @ _ -)", 64, r"[\w+=,.@-]+")
+#: A tag key: AWS allows 128 characters; no leading aws: (reserved).
+TAG_KEY = text_value("a tag key (up to 128 characters)", 128, r"(?!aws:)[^\x00-\x1f]+")
+#: A ledger scope (an account id, or the scope a deployment was given).
+SCOPE = text_value("a ledger scope (the account id, e.g. 123456789012)", 256)
+#: A project name, as tagged on resources.
+PROJECT = text_value("a project name", 256)
+
+
+#: The region of the ledger table ``--table`` names: ``--table-region`` in every command
+#: that reads or writes a deployed ledger, so that it never collides with a command's own
+#: ``--region`` (the regions it scans or prices).
+TABLE_REGION: dict[str, Any] = {
+    "type": region_name,
+    "metavar": "REGION",
+    "help": "the ledger table's region, where the stack is deployed (default: AWS_REGION, "
+    "AWS_DEFAULT_REGION or the profile's region)",
+}
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old spelling of a flag: it still works, and says once on stderr what to type now."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        current = next(
+            (a.option_strings[0] for a in parser._actions if a.dest == self.dest and a is not self),
+            self.dest,
+        )
+        print(
+            f"costguard: warning: {option_string} is deprecated here; use {current}",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, values)
+
+
 class Flags:
     """The flags several commands share, spelled, validated and documented once.
 
@@ -147,19 +259,22 @@ class Flags:
             metavar="NAME",
             help="AWS profile from ~/.aws/config (default: AWS_PROFILE, else boto3's chain)",
         )
-        self.region = _flag(
-            "--region",
-            type=region_name,
-            metavar="REGION",
-            help="AWS region, e.g. us-east-1 (default: AWS_REGION, AWS_DEFAULT_REGION or the "
-            "profile's region)",
-        )
         self.regions = _flag(
             "--region",
             action="append",
             type=region_name,
             metavar="REGION",
             help="AWS region, e.g. us-east-1; repeat for several (default: see above)",
+        )
+        #: ``alerts`` and ``actions``: the ledger's region, spelled as every command spells it;
+        #: ``--region``, its name in earlier docs, still works there (hidden, deprecated).
+        self.ledger_region = _flag("--table-region", **TABLE_REGION)
+        self.ledger_region.add_argument(
+            "--region",
+            dest="table_region",
+            type=region_name,
+            action=DeprecatedAlias,
+            help=argparse.SUPPRESS,
         )
         from costguard.cli.output import format_flag  # output imports this module
 

@@ -326,7 +326,9 @@ def unpriced_text(g: BudgetGate) -> str:
 def _big(value: Decimal) -> str:
     for unit, size in (("T", Decimal("1e12")), ("B", Decimal("1e9")), ("M", Decimal("1e6"))):
         if value >= size:
-            return f"{value / size:.3g}{unit}"
+            scaled = float(value / size)
+            # 3 significant digits, never exponent notation ("2e+2B" for 200B).
+            return (f"{scaled:,.0f}" if scaled >= 100 else f"{scaled:.3g}") + unit
     return f"{value:,.0f}"
 
 
@@ -441,10 +443,10 @@ def _read_ledger(
 
     ledger, scope, region = common.deployed_ledger(
         args,
-        args.ledger_region,
+        args.table_region,
         no_table="--project reads the project's month-to-date and forecast from a deployed "
         "ledger: pass --table (the stack's LedgerTable output)",
-        no_region="no region for the ledger: pass --ledger-region",
+        no_region="no region for the ledger: pass --table-region (the stack's region)",
     )
     with common.table_errors(args.table, region):
         totals = ledger.month_totals(scope, month_key(at))
@@ -495,7 +497,8 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         if catalog.spot is None:
             raise common.CommandError("the price catalog has no spot table: pass the spot options")
         profile = catalog.spot.profile(args.instance_type)
-        basis = f"spot table of {catalog.spot.as_of} ({profile.basis})"
+        row = "its row" if profile.basis == "table" else "the default row: no row for its type"
+        basis = f"spot table of {catalog.spot.as_of}, {row}"
         saving = profile.saving if saving is None else saving
         bucket = bucket or profile.bucket
         table_rate = catalog.spot.bucket_monthly_rate
@@ -857,10 +860,17 @@ def register(sub: Any, flags: common.Flags) -> None:
         help="what an interruption costs to restart (default 30)",
     )
     gate = train.add_argument_group("budget gate")
-    gate.add_argument("--project", help="gate the launch on this project's budget")
-    gate.add_argument("--table", help="the deployed ledger table (stack output LedgerTable)")
-    gate.add_argument("--ledger-region", help="the ledger's region (default: the default region)")
-    gate.add_argument("--scope", help="ledger scope (default: the account id)")
+    gate.add_argument(
+        "--project", type=common.PROJECT, help="gate the launch on this project's budget"
+    )
+    gate.add_argument(
+        "--table",
+        type=common.table_name,
+        metavar="TABLE",
+        help="the deployed ledger table (stack output LedgerTable)",
+    )
+    gate.add_argument("--table-region", **common.TABLE_REGION)
+    gate.add_argument("--scope", type=common.SCOPE, help="ledger scope (default: the account id)")
     gate.add_argument(
         "--budget",
         type=usd_arg,
@@ -926,7 +936,7 @@ def _pricing_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--catalog",
-        type=Path,
+        type=common.file_path,
         metavar="PATH",
         help="price catalog file (default: as for `costguard scan`)",
     )

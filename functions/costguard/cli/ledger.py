@@ -19,11 +19,11 @@ def _read(args: argparse.Namespace, command: str) -> tuple[Any, str, str]:
     """The deployed ledger the command reads: (ledger, scope, region)."""
     return common.deployed_ledger(
         args,
-        args.region,
+        args.table_region,
         no_table=f"`costguard {command}` reads a deployed ledger: pass --table (the "
         "LedgerTable output)",
-        no_region="no region: pass --region (the ledger's region), or set AWS_REGION / a "
-        "profile region",
+        no_region="no region: pass --table-region (the ledger's region), or set AWS_REGION / "
+        "a profile region",
     )
 
 
@@ -198,9 +198,9 @@ def register(sub: Any, flags: common.Flags) -> None:
     """Add ``alerts`` and ``actions`` to the ``costguard`` parser."""
     alerts = sub.add_parser(
         "alerts",
-        parents=[flags.profile, flags.region, flags.format],
+        parents=[flags.profile, flags.ledger_region, flags.format],
         help="recent alerts from a deployed CostGuard's ledger",
-        description="Recent alerts, read from a deployed CostGuard's ledger in --region.",
+        description="Recent alerts, read from a deployed CostGuard's ledger in --table-region.",
     )
     alerts.add_argument(
         "--table", type=common.table_name, help="the ledger table (stack output LedgerTable)"
@@ -211,21 +211,23 @@ def register(sub: Any, flags: common.Flags) -> None:
         default=24,
         help=f"how far back, 1 to {_alert_days() * 24} (default 24)",
     )
-    alerts.add_argument("--scope", help="ledger scope (default: the account id)")
+    alerts.add_argument("--scope", type=common.SCOPE, help="ledger scope (default: the account id)")
     alerts.set_defaults(func=cmd_alerts)
 
     actions = sub.add_parser(
         "actions",
-        parents=[flags.profile, flags.region, flags.format],
+        parents=[flags.profile, flags.ledger_region, flags.format],
         help="the audit trail of actions (and dry-run would-dos) from a deployed ledger",
         description=(
             "What CostGuard did, or would have done in dry-run, and why: read from a "
-            "deployed CostGuard's ledger in --region."
+            "deployed CostGuard's ledger in --table-region."
         ),
     )
     actions.add_argument(
         "--table", type=common.table_name, help="the ledger table (stack output LedgerTable)"
     )
     actions.add_argument("--month", type=month_name, help="YYYY-MM (default: this month)")
-    actions.add_argument("--scope", help="ledger scope (default: the account id)")
+    actions.add_argument(
+        "--scope", type=common.SCOPE, help="ledger scope (default: the account id)"
+    )
     actions.set_defaults(func=cmd_actions)

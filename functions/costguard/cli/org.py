@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.adapters.assume import AccountAccessError, member_clients
 from costguard.cli.common import EXIT_AWS, EXIT_NO_DATA, EXIT_OK, CommandError
 from costguard.domain.org import Slice
+from costguard.domain.text import plural, truncate
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PriceCatalog
@@ -141,7 +142,7 @@ def discover_accounts(
     listing = select_accounts(listed, tags, opt_out_tag, now, unreadable=unreadable)
     for account, why in unreadable.items():
         progress(
-            f"{account}: its tags could not be read ({why[:200]}): scanned, since an "
+            f"{account}: its tags could not be read ({truncate(why, 200)}): scanned, since an "
             "unreadable opt-out tag is not an opt-out"
         )
     skipped = []
@@ -150,7 +151,7 @@ def discover_accounts(
     if listing.inactive:
         skipped.append(f"{len(listing.inactive)} not active ({', '.join(listing.inactive[:5])})")
     progress(
-        f"{len(listing.accounts)} account(s) of the Organization to scan"
+        f"{plural(len(listing.accounts), 'account')} of the Organization to scan"
         + (f"; skipped {', '.join(skipped)}" if skipped else "")
     )
     for account, value in listing.unclear.items():
@@ -207,7 +208,7 @@ def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datet
     if failed:
         names = ", ".join(f"{r.account} ({r.error.code})" for r in failed if r.error)
         print(
-            f"costguard: {len(failed)} of {len(results)} account(s) could not be scanned: {names}",
+            f"costguard: {len(failed)} of {plural(len(results), 'account')} could not be scanned: {names}",
             file=sys.stderr,
         )
     return EXIT_NO_DATA if results and len(failed) == len(results) else EXIT_OK

@@ -367,6 +367,11 @@ def _row_cells(r: Any, catalog: str, dollars: bool = True) -> dict[str, str]:
     }
 
 
+#: The regions where the Price List API has an endpoint (botocore's endpoint data agrees;
+#: cn-northwest-1 serves the China partition).
+PRICING_ENDPOINT_REGIONS = ("us-east-1", "eu-central-1", "ap-south-1", "cn-northwest-1")
+
+
 def register(sub: Any, flags: common.Flags) -> None:
     """Add ``prices refresh`` and ``prices show`` to the ``costguard`` parser."""
     prices = sub.add_parser("prices", help="price catalog")
@@ -388,7 +393,7 @@ def register(sub: Any, flags: common.Flags) -> None:
         "--out",
         "--output",
         dest="output",
-        type=Path,
+        type=common.file_path,
         metavar="PATH",
         help="where to write the catalog (default: the user's catalog, see above); never "
         "inside the installed package",
@@ -400,13 +405,7 @@ def register(sub: Any, flags: common.Flags) -> None:
         help="refresh the catalog a deployed guard stores in its ledger table (the "
         "LedgerTable output), as its weekly price-refresh Lambda does",
     )
-    refresh.add_argument(
-        "--table-region",
-        type=common.region_name,
-        metavar="REGION",
-        help="the ledger table's region (default: AWS_REGION, AWS_DEFAULT_REGION or the "
-        "profile's region)",
-    )
+    refresh.add_argument("--table-region", **common.TABLE_REGION)
     refresh.add_argument(
         "--hold-pct",
         type=_hold_pct,
@@ -417,8 +416,12 @@ def register(sub: Any, flags: common.Flags) -> None:
     refresh.add_argument(
         "--pricing-region",
         type=common.region_name,
+        # The Price List API answers in these regions only; another is a host nobody runs.
+        choices=PRICING_ENDPOINT_REGIONS,
+        metavar="REGION",
         default="us-east-1",
-        help="the Price List API's endpoint region (us-east-1, eu-central-1 or ap-south-1)",
+        help="the Price List API's endpoint region: us-east-1 (default), eu-central-1, "
+        "ap-south-1, or cn-northwest-1 for the China regions",
     )
     refresh.set_defaults(func=cmd_prices_refresh)
     show = prices_sub.add_parser(
@@ -454,12 +457,10 @@ def register(sub: Any, flags: common.Flags) -> None:
         "--table", type=common.table_name, metavar="NAME", help="a deployed guard's ledger table"
     )
     show_from.add_argument(
-        "--catalog", type=Path, metavar="PATH", help="a catalog file (as `scan --catalog`)"
+        "--catalog",
+        type=common.file_path,
+        metavar="PATH",
+        help="a catalog file (as `scan --catalog`)",
     )
-    show.add_argument(
-        "--table-region",
-        type=common.region_name,
-        metavar="REGION",
-        help="the ledger table's region",
-    )
+    show.add_argument("--table-region", **common.TABLE_REGION)
     show.set_defaults(func=cmd_prices_show)

@@ -284,22 +284,26 @@ def register(sub: Any, flags: common.Flags) -> None:
         help="deployed ledger table to read, never write (default: none: the month is "
         "back-filled from launch times)",
     )
-    report.add_argument("--scope", help="ledger scope to read (default: the account id)")
+    report.add_argument(
+        "--scope", type=common.SCOPE, help="ledger scope to read (default: the account id)"
+    )
     report.add_argument("--month", type=month_name, help="YYYY-MM (default: this month)")
     report.add_argument(
         "--project",
         action="append",
+        type=common.PROJECT,
         metavar="NAME",
         help="only this project; repeat for several (default: every project)",
     )
     report.add_argument(
         "--team",
+        type=common.text_value("a team name", 256),
         metavar="NAME",
         help="only the projects with a resource tagged costguard:team=NAME",
     )
     report.add_argument(
         "--html",
-        type=Path,
+        type=common.file_path,
         metavar="FILE",
         help="also write the page to FILE: one self-contained HTML file, works offline",
     )

@@ -9,7 +9,6 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.cli import common
@@ -305,6 +304,11 @@ def account_list(text: str) -> list[str]:
     return accounts
 
 
+#: ``--account-workers``: each account scans its regions in threads of its own, and STS
+#: throttles AssumeRole beyond a few dozen calls a second.
+MAX_ACCOUNT_WORKERS = 32
+
+
 def register(sub: Any, flags: common.Flags) -> None:
     """Add ``scan`` to the ``costguard`` parser."""
     scan = sub.add_parser(
@@ -328,7 +332,9 @@ def register(sub: Any, flags: common.Flags) -> None:
         choices=["tagging-api", "per-resource"],
         help="how to read SageMaker tags (default tagging-api)",
     )
-    scan.add_argument("--scope", help="ledger scope to read (default: the account id)")
+    scan.add_argument(
+        "--scope", type=common.SCOPE, help="ledger scope to read (default: the account id)"
+    )
     who = scan.add_mutually_exclusive_group()
     who.add_argument(
         "--accounts",
@@ -346,6 +352,7 @@ def register(sub: Any, flags: common.Flags) -> None:
     scan.add_argument(
         "--opt-out-tag",
         default="costguard:opt-out",
+        type=common.TAG_KEY,
         metavar="KEY",
         help="with --org: the account tag whose value true leaves an account out "
         "(default costguard:opt-out)",
@@ -353,18 +360,24 @@ def register(sub: Any, flags: common.Flags) -> None:
     scan.add_argument(
         "--role-name",
         default="costguard-member-read",
+        type=common.ROLE_NAME,
+        metavar="ROLE",
         help="the member role --accounts/--org assumes (default costguard-member-read)",
     )
     scan.add_argument(
         "--account-workers",
-        type=int,
+        type=common.whole_number(
+            1,
+            MAX_ACCOUNT_WORKERS,
+            "must be a whole number of accounts from {low} to {high}, got {value!r}",
+        ),
         default=4,
         metavar="N",
-        help="accounts scanned at once with --accounts/--org (default 4)",
+        help=f"accounts scanned at once with --accounts/--org, 1 to {MAX_ACCOUNT_WORKERS} (default 4)",
     )
     scan.add_argument(
         "--catalog",
-        type=Path,
+        type=common.file_path,
         metavar="PATH",
         help="price catalog file (default: the one `prices refresh` wrote, when it is newer "
         "than the packaged one; else the packaged one)",

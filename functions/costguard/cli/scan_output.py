@@ -124,7 +124,44 @@ def _money(value: Decimal | None) -> str:
     return "-" if value is None else f"${cents(value):,}"
 
 
-def report_table(report: ScanReport, top: int = 3) -> str:
+def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -> str:
+    """The scan as text for a person. Columns widen to their longest cell: a project name
+    or a resource id is never cut (a cut id names another resource, or none). The status
+    is coloured on a terminal (``colour`` None: when stdout is one and NO_COLOR is unset)."""
+    from costguard.cli import terminal
+
+    colour = terminal.colour_enabled() if colour is None else colour
+    heading = ["PROJECT", "BUDGET", "RUN-RATE/H", "MONTH-TO-DATE", "FORECAST", "STATUS"]
+    projects: list[list[str]] = [heading]
+    resources: list[list[str]] = []
+    #: (project row index, its resource rows' indexes), in order
+    layout: list[tuple[int, list[int]]] = []
+    for p in (*report.projects, report.unattributed):
+        if p.project is None and not p.resources and not p.month_to_date_usd:
+            continue
+        projects.append(
+            [
+                p.project if p.project is not None else "(unattributed)",
+                _money(p.budget_usd),
+                per_hour(p.run_rate_usd_per_hour)[:-2],
+                _money(p.month_to_date_usd),
+                _money(p.forecast_month_usd),
+                p.status.value if p.project is not None else "",
+            ]
+        )
+        mine = []
+        for a in [a for a in p.resources if a.priced.resource.billable][:top]:
+            r = a.priced.resource
+            price = "UNPRICED" if a.priced.usd_per_hour is None else per_hour(a.priced.usd_per_hour)
+            what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
+            market = r.lifecycle.value if r.instance_type else ""
+            count = f"{r.count} x " if r.count > 1 else ""
+            mine.append(len(resources))
+            resources.append([r.kind.value, r.id, count + what, market, price])
+        layout.append((len(projects) - 1, mine))
+    project_lines = terminal.columns(projects, right=frozenset({1, 2, 3, 4}))
+    resource_lines = terminal.columns(resources, right=frozenset({4}))
+    status_at = len(project_lines[0]) - len("STATUS")
     lines = [
         f"CostGuard scan of {', '.join(report.regions)} at {report.now:%Y-%m-%d %H:%M} UTC "
         f"(prices as of {report.catalog_as_of}"
@@ -134,27 +171,12 @@ def report_table(report: ScanReport, top: int = 3) -> str:
             else ")"
         ),
         "",
-        f"{'PROJECT':<28} {'BUDGET':>12} {'RUN-RATE/H':>11} {'MONTH-TO-DATE':>14} {'FORECAST':>12}  STATUS",
+        project_lines[0],
     ]
-    for p in (*report.projects, report.unattributed):
-        if p.project is None and not p.resources and not p.month_to_date_usd:
-            continue
-        name = p.project if p.project is not None else "(unattributed)"
-        name = name if len(name) <= 28 else name[:27] + "…"
-        lines.append(
-            f"{name:<28} {_money(p.budget_usd):>12} {per_hour(p.run_rate_usd_per_hour)[:-2]:>11} "
-            f"{_money(p.month_to_date_usd):>14} {_money(p.forecast_month_usd):>12}  "
-            f"{p.status.value if p.project is not None else ''}"
-        )
-        for a in [a for a in p.resources if a.priced.resource.billable][:top]:
-            r = a.priced.resource
-            price = "UNPRICED" if a.priced.usd_per_hour is None else per_hour(a.priced.usd_per_hour)
-            what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
-            market = r.lifecycle.value if r.instance_type else ""
-            count = f"{r.count} x " if r.count > 1 else ""
-            lines.append(
-                f"    {r.kind.value:<22} {r.id[:34]:<34} {count + what:<20} {market:<9} {price}"
-            )
+    for row, mine in layout:
+        line = project_lines[row]
+        lines.append(line[:status_at] + terminal.status(line[status_at:], colour))
+        lines += [f"    {resource_lines[i]}" for i in mine]
     if report.pending_capacity:
         lines += ["", "Pending capacity (desired but not running, not yet spend):"]
         for pc in report.pending_capacity:

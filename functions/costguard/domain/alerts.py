@@ -28,6 +28,7 @@ from costguard.domain.advice import Advice
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO, cents, per_hour
+from costguard.domain.text import plural, truncate
 
 #: An alert names at most this many resources, the dearest first; it counts the rest.
 MAX_LISTED_RESOURCES = 20
@@ -106,8 +107,9 @@ def utc_stamp(moment: datetime) -> str:
 
 
 def clip(text: str, limit: int) -> str:
-    """At most ``limit`` characters, marked with ``...`` (ASCII: subjects are ASCII)."""
-    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+    """At most ``limit`` characters, cut between words and marked with ``...`` (ASCII:
+    subjects are ASCII); never part of an amount or an ARN (:func:`.text.truncate`)."""
+    return truncate(text, limit, "...")
 
 
 def _owners(owners: Iterable[str | None]) -> tuple[str, ...]:
@@ -137,7 +139,7 @@ def list_top(alert: Alert, limit: int = MAX_LISTED_RESOURCES) -> Alert:
     kept, dropped = tuple(ranked[:limit]), ranked[limit:]
     omitted = alert.omitted_resources + len(dropped)
     dropped_rate = sum((r.usd_per_hour or ZERO for r in dropped), ZERO)
-    more = f"and {omitted} more resource(s)"
+    more = f"and {plural(omitted, 'more resource')}"
     if dropped_rate > 0 and not alert.omitted_resources:
         more += f" ({per_hour(dropped_rate)})"
     return replace(
@@ -154,7 +156,7 @@ def _cut_details(alert: Alert, lines: int) -> Alert:
         return alert
     kept = tuple(clip(d, MAX_LINE_CHARS) for d in base[:lines])
     if lines:
-        kept += (f"({len(base) - lines} more line(s) not shown)",)
+        kept += (f"({plural(len(base) - lines, 'more line')} not shown)",)
     tail = alert.details[-1:] if alert.omitted_resources else ()
     return replace(alert, details=(*kept, *tail))
 
@@ -480,9 +482,9 @@ def unattributed_alert(resources: Sequence[AlertResource], now: datetime) -> Ale
         kind=AlertKind.UNATTRIBUTED,
         project=None,
         severity=money_severity(total * 730, AlertSeverity.WARNING),
-        title=f"{len(ranked)} resource(s) with no project: {per_hour(total)}",
+        title=f"{plural(len(ranked), 'resource')} with no project: {per_hour(total)}",
         summary=(
-            f"{len(ranked)} accelerator instance(s) or their volumes run without a costguard:project tag, "
+            f"{plural(len(ranked), 'accelerator instance')} or their volumes run without a costguard:project tag, "
             f"costing {per_hour(total)} (about ${cents(total * 730):,} a month). Nobody's budget sees them."
         ),
         at=now,
@@ -525,7 +527,7 @@ def findings_digest(findings: Sequence[Finding], now: datetime, hour_utc: int = 
     )
     if len(relevant) > MAX_DIGEST_LINES:
         lines += (
-            f"and {len(relevant) - MAX_DIGEST_LINES} more finding(s); "
+            f"and {plural(len(relevant) - MAX_DIGEST_LINES, 'more finding')}; "
             "run `costguard scan` to see them all",
         )
     return Alert(
@@ -535,7 +537,7 @@ def findings_digest(findings: Sequence[Finding], now: datetime, hour_utc: int = 
         severity=AlertSeverity.WARNING
         if any(f.severity is Severity.ERROR for f in relevant)
         else AlertSeverity.INFO,
-        title=f"CostGuard daily digest: {len(relevant)} configuration finding(s)",
+        title=f"CostGuard daily digest: {plural(len(relevant), 'configuration finding')}",
         summary="; ".join(f"{n} {code}" for code, n in sorted(counts.items())),
         at=now,
         why="these make CostGuard's numbers incomplete until they are fixed",
@@ -608,7 +610,7 @@ def advice_digest(
     if rest:
         more = sum((a.usd_per_month_saving for a in rest), ZERO)
         lines += (
-            f"and {len(rest):,} more piece(s) of advice, about ${cents(more):,}/month together; "
+            f"and {plural(len(rest), 'more piece')} of advice, about ${cents(more):,}/month together; "
             "run `costguard scan --json` for all of them",
         )
     facts = {"saving_per_month": f"${cents(total):,}", "pieces_of_advice": str(len(kept))}
@@ -620,10 +622,10 @@ def advice_digest(
         kind=AlertKind.ADVICE_DIGEST,
         project=project,
         severity=AlertSeverity.INFO,
-        title=f"{who}: {len(kept)} change(s) would save about ${cents(total):,}/month",
+        title=f"{who}: {plural(len(kept), 'change')} would save about ${cents(total):,}/month",
         summary=(
             f"CostGuard's advice of {day} for {whose}: "
-            f"{len(kept)} change(s) that would save about ${cents(total):,} a month together. "
+            f"{plural(len(kept), 'change')} that would save about ${cents(total):,} a month together. "
             f"The largest, {top.code.value} on {top.resource}, saves about "
             f"${cents(top.usd_per_month_saving):,}/month."
         ),
@@ -736,7 +738,7 @@ def scan_failed_alert(episodes: Sequence[FailureEpisode], now: datetime) -> Aler
         title = f"CostGuard cannot read {f.source} in {f.region}: {f.code}"
         summary = (
             f"{f.operation} ({f.source}, {f.region}) has failed with {f.code} on "
-            f"{first.scans} scans in a row, since {utc_label(first.since)}. "
+            f"{plural(first.scans, 'scan')} in a row, since {utc_label(first.since)}. "
         )
         facts = {
             "region": f.region,
@@ -762,14 +764,14 @@ def scan_failed_alert(episodes: Sequence[FailureEpisode], now: datetime) -> Aler
     lines = tuple(
         clip(
             f"{e.failure.region} {e.failure.source}: {e.failure.operation} failed with "
-            f"{e.failure.code} on {e.scans} scans since {utc_label(e.since)}"
+            f"{e.failure.code} on {plural(e.scans, 'scan')} since {utc_label(e.since)}"
             + (f" ({e.failure.message})" if e.failure.message else ""),
             MAX_LINE_CHARS,
         )
         for e in ordered[:MAX_DIGEST_LINES]
     )
     if len(ordered) > MAX_DIGEST_LINES:
-        lines += (f"and {len(ordered) - MAX_DIGEST_LINES} more source(s)",)
+        lines += (f"and {plural(len(ordered) - MAX_DIGEST_LINES, 'more source')}",)
     return Alert(
         alert_id=f"{AlertKind.SCAN_FAILED}/{f.key}/{utc_stamp(first.since)}",
         kind=AlertKind.SCAN_FAILED,

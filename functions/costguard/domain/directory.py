@@ -44,6 +44,7 @@ from costguard.domain.alerts import (
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.org import Slice
+from costguard.domain.text import plural
 
 #: An Organization account's state (``State``; the older ``Status`` has the same values).
 ACTIVE_ACCOUNT = "ACTIVE"
@@ -621,7 +622,7 @@ def unreachable_alert(items: Sequence[Unreachable], now: datetime) -> Alert | No
     title = (
         f"CostGuard cannot enter account {accounts[0]}"
         if len(accounts) == 1
-        else f"CostGuard cannot enter {len(accounts)} accounts"
+        else f"CostGuard cannot enter {plural(len(accounts), 'account')}"
     )
     return Alert(
         alert_id=f"{AlertKind.SCAN_FAILED}/org-unreachable/{utc_stamp(now)}",

@@ -26,6 +26,7 @@ from costguard.domain.alerts import (
 from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO
+from costguard.domain.text import plural
 from costguard.domain.windows import within
 
 ACCOUNT_RE = re.compile(r"[0-9]{12}")
@@ -121,7 +122,7 @@ def missing_slice_findings(plan: TickPlan) -> list[Finding]:
     for s in plan.missing:
         failure = plan.failures.get(s)
         why = (
-            f"failed {failure.attempts} time(s), last with {failure.code}: {failure.message}"
+            f"failed {plural(failure.attempts, 'time')}, last with {failure.code}: {failure.message}"
             if failure
             else "no result before the deadline"
         )
@@ -159,17 +160,21 @@ def missing_slices_alert(plan: TickPlan, now: datetime) -> Alert | None:
         lines.append(
             clip(
                 f"{s.account} {s.region}: "
-                + (f"{f.code} after {f.attempts} attempt(s): {f.message}" if f else "no result"),
+                + (
+                    f"{f.code} after {plural(f.attempts, 'attempt')}: {f.message}"
+                    if f
+                    else "no result"
+                ),
                 MAX_LINE_CHARS,
             )
         )
     if len(missing) > 20:
-        lines.append(f"and {len(missing) - 20} more account-region(s)")
+        lines.append(f"and {plural(len(missing) - 20, 'more account-region')}")
     codes = sorted({plan.failures[s].code for s in missing if s in plan.failures})
     title = (
         f"CostGuard could not scan account {accounts[0]}"
         if len(accounts) == 1
-        else f"CostGuard could not scan {len(accounts)} accounts"
+        else f"CostGuard could not scan {plural(len(accounts), 'account')}"
     )
     return Alert(
         alert_id=f"{AlertKind.SCAN_FAILED}/org/{utc_stamp(plan.tick)}",
@@ -178,7 +183,7 @@ def missing_slices_alert(plan: TickPlan, now: datetime) -> Alert | None:
         severity=AlertSeverity.WARNING,
         title=title + (f": {', '.join(codes)}" if codes else ""),
         summary=(
-            f"{len(missing)} account-region(s) of the scan of {utc_label(plan.tick)} did not "
+            f"{plural(len(missing), 'account-region')} of the scan of {utc_label(plan.tick)} did not "
             f"come in ({', '.join(accounts[:5])}{', ...' if len(accounts) > 5 else ''}). "
             "Until they do, what runs there is missing from budgets and forecasts: unknown, "
             "not $0. The other accounts were scanned and counted."

@@ -396,7 +396,7 @@ def _price_instance(
                 Finding(
                     FindingCode.SPOT_PRICE_FALLBACK,
                     resource.key,
-                    f"{why} for {itype} in {resource.availability_zone}; "
+                    f"{why} for {itype} in {resource.availability_zone or resource.region}; "
                     f"priced at on-demand ${on_demand}/h as an upper bound",
                     Severity.INFO,
                 )

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+from costguard.domain.text import plural
 from costguard.env import Env
 
 if TYPE_CHECKING:
@@ -183,7 +184,8 @@ def process(event: object, webhook: SlackWebhook) -> dict[str, Any]:
         logger.info("posted to Slack", extra={"alert_id": alert.alert_id, "attempts": attempts})
     if failed:
         raise SlackDeliveryError(
-            f"{len(failed)} of {len(alerts)} alert(s) not posted to Slack: " + " | ".join(failed)
+            f"{len(failed)} of {plural(len(alerts), 'alert')} not posted to Slack: "
+            + " | ".join(failed)
         )
     return summary
 

@@ -58,6 +58,7 @@ from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.models import ACCOUNT_ID, with_account, without_account
 from costguard.domain.spend import Observation
+from costguard.domain.text import plural
 from costguard.ports import Ledger, Notifier
 from costguard.rendering import machine_json
 from costguard.services.scan import ProjectReport, ScanReport
@@ -128,7 +129,9 @@ class AlertDeliveryError(Exception):
     def __init__(self, run: AlertRun) -> None:
         shown = "; ".join(str(f) for f in run.failed[:10])
         more = f"; and {len(run.failed) - 10} more" if len(run.failed) > 10 else ""
-        super().__init__(f"{len(run.failed)} alert(s) failed, {len(run.sent)} sent: {shown}{more}")
+        super().__init__(
+            f"{plural(len(run.failed), 'alert')} failed, {len(run.sent)} sent: {shown}{more}"
+        )
         self.run = run
 
 

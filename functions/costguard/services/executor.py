@@ -58,6 +58,7 @@ from costguard.domain.decisions import (
 )
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.tags import TagKeys, Tags, read_tags
+from costguard.domain.text import plural
 from costguard.domain.windows import before
 from costguard.ports import ActionLedger, Actuator, AuditEvent, Notifier, StandingActuator
 from costguard.retry import retrying
@@ -121,8 +122,9 @@ class ActionsFailedError(RuntimeError):
 
 def failed_message(report: ExecutionReport) -> str:
     """What :class:`ActionsFailedError` says: how many failed, and the first ten."""
-    return f"{len(report.failures)} of {len(report.outcomes)} actions failed: " + "; ".join(
-        f"{o.decision.target.key}: {o.error}" for o in report.failures[:10]
+    return (
+        f"{len(report.failures)} of {plural(len(report.outcomes), 'action')} failed: "
+        + "; ".join(f"{o.decision.target.key}: {o.error}" for o in report.failures[:10])
     )
 
 

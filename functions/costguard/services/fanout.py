@@ -427,7 +427,7 @@ class ProbeWork(_InAccount[Prober]):
             why = (
                 f"AccessDenied: every probe call was refused ({', '.join(answer.denied)})"
                 if answer.blind
-                else f"AccessDenied: probe call(s) refused ({', '.join(answer.denied)}); "
+                else f"AccessDenied: {'probe call' if len(answer.denied) == 1 else 'probe calls'} refused ({', '.join(answer.denied)}); "
                 "what they read is unknown, so the region is not taken as empty"
             )
             self._store.update_slice(s, lambda st: after_probe_failure(st, tick, why))

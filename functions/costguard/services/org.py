@@ -44,6 +44,7 @@ from costguard.domain.org import (
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
+from costguard.domain.text import plural
 from costguard.ports import CommitOutcome, Ledger
 from costguard.services.alerts import AlertService
 from costguard.services.scan import ProjectReport, ScanReport, ScanService
@@ -256,7 +257,7 @@ class AggregationError(RuntimeError):
             f"{tick.isoformat()}: {type(exc).__name__}: {exc}" for tick, exc in failures[:5]
         )
         more = f"; and {len(failures) - 5} more" if len(failures) > 5 else ""
-        super().__init__(f"{len(failures)} time(s) not aggregated: {shown}{more}")
+        super().__init__(f"{plural(len(failures), 'time')} not aggregated: {shown}{more}")
         self.reports = reports
         self.failures = failures
 

@@ -29,6 +29,7 @@ from costguard.domain.spend import (
     forecast_month_end,
 )
 from costguard.domain.tags import TagKeys
+from costguard.domain.text import plural
 from costguard.ports import (
     CatalogSource,
     CommitOutcome,
@@ -156,7 +157,7 @@ class ScanService:
             self._catalog, self._in_use = self._catalog_source.read()
         assert self._catalog is not None
         resources, findings, failed = self._collect(now)
-        self._progress(f"found {len(resources)} resources; pricing")
+        self._progress(f"found {plural(len(resources), 'resource')}; pricing")
         priced, price_findings = self._price(resources, now)
         findings.extend(price_findings)
         if self._in_use is not None:
@@ -326,7 +327,7 @@ class ScanService:
                 if any(f.code is FindingCode.SCAN_FAILED for f in inventory.findings):
                     failed.add((region, source.name))  # part of the source, e.g. one API
                 self._progress(
-                    f"[{done}/{len(jobs)}] {source.name} {region}: {len(inventory.resources)} resources"
+                    f"[{done}/{len(jobs)}] {source.name} {region}: {plural(len(inventory.resources), 'resource')}"
                 )
         return resources, findings, failed
 

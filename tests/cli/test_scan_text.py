@@ -1,0 +1,71 @@
+"""``costguard scan``'s text: names and ids whole, columns aligned, colour only when asked.
+
+Defect: the scan's table cut a project name at 27 characters (``…``) and a resource id at
+34 with no mark at all, so a long SageMaker endpoint read as another, shorter one; columns
+were fixed widths that a longer cell pushed out of line.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from costguard.cli.scan_output import report_table
+from costguard.domain.attribution import AttributedResource
+from costguard.domain.models import Resource, ResourceKind
+from costguard.domain.pricing import PricedResource
+from costguard.domain.spend import BudgetStatus
+from costguard.ports import CommitOutcome
+from costguard.services.scan import ProjectReport, ScanReport
+
+AT = datetime(2026, 11, 18, 14, tzinfo=UTC)
+LONG_PROJECT = "computer-vision-foundation-models-pretraining"
+LONG_ID = "recommendation-ranker-production-blue/primary-variant-ml-g5"
+
+
+def _report() -> ScanReport:
+    endpoint = Resource(
+        LONG_ID, ResourceKind.SAGEMAKER_ENDPOINT, "us-east-1", instance_type="ml.g5.xlarge"
+    )
+    priced = PricedResource(endpoint, Decimal("1.41"), "sagemaker on-demand")
+    resource = AttributedResource(priced, LONG_PROJECT, None, None, "tag")
+    project = ProjectReport(
+        LONG_PROJECT, Decimal(5000), "tag", Decimal("1.41"), Decimal(700), Decimal(0),
+        Decimal(6000), BudgetStatus.OVER, (), (resource,), 0,
+    )  # fmt: skip
+    short = ProjectReport(
+        "nlp", Decimal(100), "tag", Decimal(0), Decimal(1), Decimal(0), Decimal(2),
+        BudgetStatus.OK, (), (), 0,
+    )  # fmt: skip
+    none = ProjectReport(
+        None, None, "none", Decimal(0), Decimal(0), Decimal(0), Decimal(0),
+        BudgetStatus.NO_BUDGET, (), (), 0,
+    )  # fmt: skip
+    return ScanReport(
+        "123456789012", AT, "2026-11", ("us-east-1",), (project, short), none, (), (),
+        CommitOutcome.APPLIED, "2026-11-15", 0.1, {},
+    )  # fmt: skip
+
+
+def test_names_and_ids_are_shown_whole_and_columns_stay_aligned() -> None:
+    """GIVEN a project name and an endpoint id longer than the old fixed columns, WHEN the
+    scan is printed, THEN both are whole, and every project row's status starts where the
+    STATUS heading does."""
+    text = report_table(_report(), colour=False)
+    assert LONG_PROJECT in text and LONG_ID in text
+    assert "…" not in text
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("PROJECT"))
+    at = head.index("STATUS")
+    rows = [line for line in lines if line.startswith((LONG_PROJECT, "nlp "))]
+    assert [r[at:] for r in rows] == ["over", "ok"]
+
+
+def test_the_status_is_coloured_only_when_asked() -> None:
+    """GIVEN the same scan, WHEN printed for a terminal and for a pipe, THEN only the
+    terminal's copy carries escape codes, and it differs from the plain one only there."""
+    plain = report_table(_report(), colour=False)
+    coloured = report_table(_report(), colour=True)
+    assert "\033[" not in plain
+    assert "\033[31mover\033[0m" in coloured and "\033[32mok\033[0m" in coloured
+    assert coloured.replace("\033[31m", "").replace("\033[32m", "").replace("\033[0m", "") == plain
