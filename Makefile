@@ -48,13 +48,8 @@ typecheck: $(STAMP)
 	$(MYPY)
 
 ## Everything CI runs: lint, types, the whole test suite (in parallel: WORKERS=1 for serial).
-## The Organization demo's tests run alone after the rest: its in-process runs fail
-## intermittently while another worker is busy ("work items failed their last receive, but
-## the dead-letter queue took 0", the act or work queue), a timing defect still open.
-ORG_DEMO_TESTS := tests/e2e/test_org_demo.py
 test: lint typecheck
-	$(BIN)/python -m pytest $(PARALLEL) --ignore=$(ORG_DEMO_TESTS)
-	$(BIN)/python -m pytest -q $(ORG_DEMO_TESTS)
+	$(BIN)/python -m pytest $(PARALLEL)
 
 ## The inner loop: lint, types (mypy's cache warm), and the unit and functional tests, i.e.
 ## every test that needs neither moto's HTTP server nor a CDK synth (not e2e, not infra),
