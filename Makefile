@@ -51,11 +51,12 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(BIN)/python -m pytest $(PARALLEL)
 
-## The inner loop: lint, types (mypy's cache warm), and the unit and functional tests, i.e.
-## every test that needs neither moto's HTTP server nor a CDK synth (not e2e, not infra),
-## the property folder left to `make test` and `make property`.
+## The inner loop, under a minute: lint, types (mypy's cache warm), and the unit and
+## functional tests, i.e. every test that needs neither moto's HTTP server nor a CDK synth
+## (not e2e, not infra), but the slow ones (tests/support/slow.py), the property folder left
+## to `make test` and `make property`. `make test` runs them all.
 check: lint typecheck
-	$(BIN)/python -m pytest -q $(PARALLEL) -m "not e2e and not infra" --ignore=tests/property
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not e2e and not infra and not slow" --ignore=tests/property
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit

@@ -40,9 +40,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     worker; the other tests spread as usual. (Session-scoped synths are cached per process
     already: ``tests/infra/synth.py``.)
 
+    The tests listed in ``tests/support/slow.py`` are marked ``slow`` (``make check`` skips
+    them; ``make test`` runs them).
+
     ``tryfirst``: pytest-xdist reads the ``xdist_group`` marks in its own hook of this name,
     which runs before a conftest's otherwise (a worker registers it after loading this
     file), and finds none; see also :class:`_GroupInNodeId`."""
+    from tests.support.slow import SLOW
+
+    for item in items:
+        path, _, name = item.nodeid.partition("::")
+        if name.partition("[")[0] in SLOW.get(path, ()):
+            item.add_marker(pytest.mark.slow)
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
