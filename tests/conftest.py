@@ -91,6 +91,10 @@ class _GroupInNodeId:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slow: 0.75 CPU-s or more (tests/support/slow.py): `make check` skips it, `make test` not",
+    )
     config.pluginmanager.register(_GroupInNodeId(), "costguard-xdist-group-ids")
 
 
