@@ -40,8 +40,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     worker; the other tests spread as usual. (Session-scoped synths are cached per process
     already: ``tests/infra/synth.py``.)
 
-    The tests listed in ``tests/support/slow.py`` are marked ``slow`` (``make check`` skips
-    them; ``make test`` runs them).
+    The tests listed in ``tests/support/slow.py`` are marked ``slow``, and every test that
+    reads a CDK synth of ``tests/infra/conftest.py`` is marked ``infra``, whether its module
+    says so or not (``make check`` skips both; ``make test`` runs them).
 
     ``tryfirst``: pytest-xdist reads the ``xdist_group`` marks in its own hook of this name,
     which runs before a conftest's otherwise (a worker registers it after loading this
@@ -52,6 +53,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path, _, name = item.nodeid.partition("::")
         if name.partition("[")[0] in SLOW.get(path, ()):
             item.add_marker(pytest.mark.slow)
+        info = getattr(item, "_fixtureinfo", None)
+        synths = (info.name2fixturedefs.get(n, ()) for n in info.names_closure) if info else ()
+        if any(defs and defs[-1].baseid == "tests/infra" for defs in synths):
+            item.add_marker(pytest.mark.infra)  # it reads a synth (tests/infra/conftest.py)
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
