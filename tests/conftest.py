@@ -37,8 +37,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``make test``: ``--dist loadgroup``), every test of a module that
     reads a module-scoped fixture goes to one worker, so the fixture (an Organization demo
     run, a CDK synth, a deployed template, a seeded fleet) is built once, not once per
-    worker; the other tests spread as usual. (Session-scoped synths are cached per process
-    already: ``tests/infra/synth.py``.)
+    worker; so does a session-scoped fixture that the module defines itself (the Lambda
+    asset's bundle and probes). The other tests spread as usual. (The shared session-scoped
+    synths are cached per process already: ``tests/infra/synth.py``.)
 
     The tests listed in ``tests/support/slow.py`` are marked ``slow``, and every test that
     reads a CDK synth of ``tests/infra/conftest.py`` is marked ``infra``, whether its module
@@ -61,10 +62,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
+        module = item.nodeid.split("::")[0]
         for name in sorted(info.names_closure):
             defs = info.name2fixturedefs.get(name, ())
-            if defs and defs[-1].scope == "module":
-                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+            if defs and (
+                defs[-1].scope == "module"
+                or (defs[-1].scope == "session" and defs[-1].baseid == module)
+            ):
+                item.add_marker(pytest.mark.xdist_group(module))
                 break
 
 
