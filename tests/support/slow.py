@@ -1,5 +1,5 @@
 """The tests ``make check`` leaves to ``make test``: each took 0.75 CPU-seconds or more (a
-whole run with ``-n 2``, December; most set up fleets, plans or stacks on moto, or run many
+whole run with ``-n 2``, or a ``make check`` run, December; most set up fleets, plans or stacks on moto, or run many
 scans), and together about 80 % of the unit and functional tiers' time. ``make test`` runs
 every test, these included; ``make check`` (the inner loop, under a minute) skips them with
 ``-m "not slow"``. tests/conftest.py marks them ``slow``.
@@ -15,6 +15,10 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_an_opted_in_resource_without_a_project_is_not_warned_with_a_call_its_role_refuses",
         "test_taking_a_warned_instance_out_of_scope_does_not_fail_every_run_forever",
     ),
+    "tests/act/test_late_and_repeated_schedules.py": (
+        "test_a_late_scheduled_event_does_not_shorten_the_owners_warning",
+        "test_the_same_scheduled_time_twice_warns_the_owner_once",
+    ),
     "tests/alerts/test_sns_message_limits.py": (
         "test_guard_alerts_with_huge_or_odd_user_text_are_published_within_sns_rules",
     ),
@@ -27,6 +31,10 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "tests/functional/test_cli_accounts.py": (
         "test_scans_at_most_the_given_number_of_accounts_at_once",
+        "test_scans_each_account_and_reports_the_one_it_cannot_enter",
+    ),
+    "tests/functional/test_cli_org.py": (
+        "test_one_account_s_unreadable_tags_do_not_stop_the_others_being_scanned",
     ),
     "tests/functional/test_ec2_adapter.py": ("test_api_calls_grow_with_pages_not_with_instances",),
     "tests/functional/test_idle_guard.py": (
@@ -64,6 +72,7 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_the_roll_up_sends_one_advice_digest_per_project_across_accounts",
     ),
     "tests/functional/test_org_fanout.py": (
+        "test_a_poison_account_is_named_in_a_finding_and_an_alert_and_the_rest_go_on",
         "test_a_region_whose_gpu_stopped_keeps_its_month_in_the_roll_up",
         "test_duplicate_and_late_probe_messages_change_nothing",
         "test_reads_regions_probes_then_scans_only_the_region_that_holds_a_gpu",
@@ -114,6 +123,7 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_a_stand_down_overlapping_the_pass_that_installs_the_rule_leaves_no_rule_behind",
         "test_a_tripped_breaker_suspends_costguards_rule_until_the_owner_confirms",
         "test_dry_run_withdraws_costguards_rule_whatever_ended_the_decision",
+        "test_removes_only_costguards_rule_when_the_bucket_is_exempted",
         "test_removes_the_old_rule_when_the_ttl_is_raised_and_installs_the_new_one_after_warning",
         "test_the_rule_returns_after_a_dry_run_pause_only_with_a_pass_the_breaker_allows",
     ),
@@ -155,6 +165,9 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "tests/unit/test_fanout_service.py": (
         "test_a_tick_costs_the_active_slices_plus_a_small_probe_term_not_every_slice",
+    ),
+    "tests/unit/test_one_clock.py": (
+        "test_the_product_and_the_demos_read_the_wall_clock_only_through_the_one_clock",
     ),
     "tests/unit/test_product_boundary.py": (
         "test_only_the_cli_demo_command_imports_the_demo_and_only_inside_itself",
