@@ -1,8 +1,8 @@
-"""The tests ``make check`` leaves to ``make test``: each took 0.75 CPU-seconds or more (a
-whole run with ``-n 2``, or a ``make check`` run, December; most set up fleets, plans or stacks on moto, or run many
-scans), and together about 80 % of the unit and functional tiers' time. ``make test`` runs
-every test, these included; ``make check`` (the inner loop, under a minute) skips them with
-``-m "not slow"``. tests/conftest.py marks them ``slow``.
+"""The tests ``make check`` leaves to ``make test``: each took 0.75 CPU-seconds or more (in
+a whole run with ``-n 2``, or in a ``make check`` run, December; most set up fleets, plans
+or stacks on moto, or run many scans), and together about 80 % of the unit and functional
+tiers' time. ``make test`` runs every test, these included; ``make check`` (the inner loop,
+under a minute) skips them with ``-m "not slow"``. tests/conftest.py marks them ``slow``.
 
 By file, then test name (every parametrized case of a name). A name not found here is not
 an error: a renamed or moved test simply runs in ``make check`` too, until it is listed again.
