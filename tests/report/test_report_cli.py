@@ -164,6 +164,10 @@ def test_project_and_team_narrow_the_report(fleet: dict[str, str]) -> None:
 def test_csv_is_one_row_per_project_under_stable_column_names(fleet: dict[str, str]) -> None:
     rows = list(csv.DictReader(io.StringIO(report("--format", "csv").stdout)))
     assert [r["project"] for r in rows] == ["llm", "cv", "(unattributed)"]
-    assert {"spent_usd", "budget_usd", "forecast_usd", "forecast_range_usd", "status"} <= set(
-        rows[0]
-    )
+    assert {
+        *("spent_usd", "budget_usd", "forecast_usd", "forecast_low_usd", "forecast_high_usd"),
+        *("usd_per_hour", "unpriced_resources", "status"),
+    } <= set(rows[0])
+    # money is a plain number for a spreadsheet, not "$1,234.56"
+    assert all(not r["spent_usd"].startswith("$") for r in rows)
+    float(rows[0]["forecast_low_usd"])

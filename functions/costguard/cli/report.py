@@ -21,6 +21,8 @@ from costguard.cli import common
 from costguard.cli.output import Column, Table, format_flag, write
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from costguard.domain.report import Burn, Report
 
 KIND = "report"
@@ -135,9 +137,9 @@ def report_data(r: Report) -> dict[str, Any]:
 
 
 def report_table(r: Report) -> Table:
-    """One row per project: what ``--format table|csv|markdown`` print."""
-    from costguard.cli.report_html import usd
-    from costguard.domain.money import per_hour
+    """One row per project: what ``--format table|csv|markdown`` print (money as text for
+    people, plain numbers in CSV; the forecast's range as its two ends)."""
+    from costguard.cli.output import rate_cell, usd_cell
 
     def crossed(b: Burn) -> str:
         return ", ".join(f"{c.pct}%{' (forecast)' if c.projected else ''}" for c in b.crossings)
@@ -145,11 +147,13 @@ def report_table(r: Report) -> Table:
     rows = [
         {
             "project": b.project or "(unattributed)",
-            "spent_usd": usd(b.month_to_date),
-            "budget_usd": usd(b.budget) if b.budget is not None else "none",
-            "forecast_usd": usd(b.forecast),
-            "forecast_range_usd": f"{usd(b.forecast_low)} to {usd(b.forecast_high)}",
-            "run_rate": per_hour(b.run_rate),
+            "spent_usd": usd_cell(b.month_to_date),
+            "budget_usd": usd_cell(b.budget, "none"),
+            "forecast_usd": usd_cell(b.forecast),
+            "forecast_low_usd": usd_cell(b.forecast_low),
+            "forecast_high_usd": usd_cell(b.forecast_high),
+            "usd_per_hour": rate_cell(b.run_rate),
+            "unpriced_resources": str(b.unpriced) if b.unpriced else "",
             "status": b.status.value,
             "thresholds_crossed": crossed(b),
         }
@@ -161,13 +165,21 @@ def report_table(r: Report) -> Table:
             Column("spent_usd", "Spent", "right"),
             Column("budget_usd", "Budget", "right"),
             Column("forecast_usd", "Forecast", "right"),
-            Column("forecast_range_usd", "Range", "right"),
-            Column("run_rate", "Run-rate", "right"),
+            Column("forecast_low_usd", "Low", "right"),
+            Column("forecast_high_usd", "High", "right"),
+            Column("usd_per_hour", "Run-rate", "right"),
+            Column("unpriced_resources", "Unpriced", "right"),
             Column("status", "Status"),
             Column("thresholds_crossed", "Thresholds"),
         ),
         rows,
+        title="Projects",
     )
+
+
+def print_report(fmt: str, report: Report, at: datetime) -> None:
+    """The report on stdout in ``fmt`` (``--format``), as ``costguard report`` prints it."""
+    write(fmt, kind=KIND, data=report_data(report), table=report_table(report), generated_at=at)
 
 
 def write_html(report: Report, path: Path) -> int:
@@ -249,13 +261,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         common.progress(not args.quiet)(
             f"wrote {args.html} ({size / 1024:,.0f} KiB); open it in a browser"
         )
-    write(
-        args.format,
-        kind=KIND,
-        data=report_data(report),
-        table=report_table(report),
-        generated_at=at,
-    )
+    print_report(args.format, report, at)
     sys.stdout.flush()
     code, message = scan_outcome(scan, calls)
     if message:
