@@ -94,10 +94,12 @@ class GuardrailsError(ValueError):
 class PolicyTooLarge(GuardrailsError):
     def __init__(self, size: int, limit: int, target: Target, over: int) -> None:
         self.size, self.limit = size, limit
+        fixes = ["exempt fewer roles (one ARN with a wildcard, role/ci-*, covers several)"]
+        if over:
+            fixes.insert(0, f"raise --max-usd-per-hour ({over:,} type patterns are above it)")
         super().__init__(
             f"the {target.label} would be {size:,} characters, over AWS's limit of "
-            f"{limit:,} ({over:,} instance-type patterns over the ceiling): raise "
-            "--max-usd-per-hour, or exempt fewer roles"
+            f"{limit:,}: {', or '.join(fixes)}"
         )
 
 
