@@ -107,7 +107,7 @@ def test_moto_cannot_see_instance_scoped_denies(moto: None) -> None:
     """GIVEN the guardrail WHEN the user runs an untagged p5.48xlarge on plain moto THEN
     moto lets it through: it authorizes RunInstances against ``*``, not the instance ARN
     the statement names. moto alone proves nothing about the launch gate."""
-    ec2 = _user(_deny_document()).client("ec2")
+    ec2: Any = _user(_deny_document()).client("ec2")
     ec2.run_instances(ImageId="ami-12345678", InstanceType="p5.48xlarge", MinCount=1, MaxCount=1)
     assert len(ec2.describe_instances()["Reservations"]) == 1
 
@@ -135,7 +135,7 @@ def test_launches_on_moto_with_the_conditions_enforced(moto: None, guard: Guardr
     """GIVEN the guardrail on an IAM-enforced moto, its conditions evaluated for each call
     WHEN the user runs an untagged p5.48xlarge, a tagged one and an untagged t3.micro
     THEN the first is refused and never exists; the other two run."""
-    ec2 = _user(guard.document).client("ec2")
+    ec2: Any = _user(guard.document).client("ec2")
     refused = _enforce_conditions(
         ec2, Principal("arn:aws:iam::123456789012:user/dev", scps=(guard.document,))
     )
