@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from costguard.cli.guardrails import sdk_instance_types
 from costguard.domain.guardrails import Guardrails, Target, accelerator_families, build_guardrails
 
 #: The CI deploy role the tests exempt.
@@ -22,18 +23,32 @@ EC2_RATES = {
 ML_RATES = {"ml.p5.48xlarge": Decimal("63.296"), "ml.g5.xlarge": Decimal("1.41")}
 
 
-def guardrails(target: Target, **kwargs: object) -> Guardrails:
+#: Every instance type the installed SDK names (what family prefixes are checked against).
+EC2_TYPES, ML_TYPES = sdk_instance_types()
+
+
+def guardrails(target: Target, *, grouped: bool = True, **kwargs: object) -> Guardrails:
+    """The policy as the command builds it (``grouped``: family prefixes checked against
+    the SDK's types, ``p5*``), or one pattern per family (``p5.*``)."""
     return build_guardrails(
         target=target,
         families=FAMILIES,
         exempt_roles=(CI_ROLE,),
         ec2_rates=EC2_RATES,
         sagemaker_rates=ML_RATES,
+        ec2_universe=EC2_TYPES if grouped else (),
+        sagemaker_universe=ML_TYPES if grouped else (),
         **kwargs,  # type: ignore[arg-type]
     )
 
 
-@pytest.fixture(scope="module", params=[Target.SCP, Target.BOUNDARY], ids=["scp", "boundary"])
+@pytest.fixture(
+    scope="module",
+    params=[(Target.SCP, True), (Target.BOUNDARY, True), (Target.SCP, False)],
+    ids=["scp", "boundary", "scp-per-family"],
+)
 def guard(request: pytest.FixtureRequest) -> Guardrails:
-    """Both targets, with a $20/h ceiling: every test holds for the SCP and the boundary."""
-    return guardrails(request.param, ceiling=Decimal(20))
+    """Both targets, with a $20/h ceiling, and the SCP with one pattern per family: every
+    test holds for each."""
+    target, grouped = request.param
+    return guardrails(target, grouped=grouped, ceiling=Decimal(20))

@@ -77,7 +77,7 @@ def test_ceiling_lists_what_it_refuses() -> None:
         (
             [
                 "--org",
-                *(f"--exempt-role=arn:aws:iam::123456789012:role/ci-{n}" for n in range(4)),
+                *(f"--exempt-role=arn:aws:iam::123456789012:role/ci-{n}" for n in range(9)),
             ],
             "over AWS's limit of 5,120",
         ),

@@ -15,6 +15,8 @@ from costguard.domain.guardrails import (
     Target,
     accelerator_families,
     build_guardrails,
+    family,
+    family_patterns,
     over_ceiling,
 )
 
@@ -101,3 +103,27 @@ def test_families_come_from_the_estimate_table_and_the_catalog() -> None:
     assert {"p5", "g5", "trn1", "inf2", "g4ad", "dl1"} <= set(families)
     assert list(families) == sorted(set(families))
     assert "A B" not in families and "t3" not in families
+
+
+def test_families_share_a_prefix_only_where_no_other_family_does() -> None:
+    """GIVEN p2 among the families AWS names (not ours) THEN p3, p3dn, p5, p5e, p5en are
+    ``p3*`` and ``p5*``, never ``p*``; a family another AWS family extends keeps ``.*``."""
+    universe = ["p2.xlarge", "p3.2xlarge", "p3dn.24xlarge", "p5.48xlarge", "p5e.48xlarge"]
+    assert family_patterns(["p3", "p3dn", "p5", "p5e", "p5en"], universe) == ["p3*", "p5*"]
+    assert family_patterns(["p5"], ["p5.48xlarge", "p5x.large"]) == ["p5.*"]
+    assert family_patterns(["trn1", "trn2"], ["trn1.2xlarge", "t3.micro"]) == ["trn*"]
+    assert family_patterns(["p5"], [], prefix="ml.") == ["ml.p5.*"]
+
+
+def test_the_prefixes_cover_no_type_aws_names_outside_the_families() -> None:
+    """GIVEN every EC2 and SageMaker type the SDK names THEN each type a prefix covers is of
+    an accelerator family CostGuard knows, and every such type is covered: the grouping
+    changes the document's size, not what it denies (today's types)."""
+    from tests.guardrails.conftest import EC2_TYPES, FAMILIES, ML_TYPES
+    from tests.support.iam_eval import condition_operator_holds
+
+    for types, prefix in ((EC2_TYPES, ""), (ML_TYPES, "ml.")):
+        patterns = family_patterns(FAMILIES, [t.removeprefix(prefix) for t in types], prefix=prefix)
+        for t in types:
+            covered = condition_operator_holds("StringLike", "k", patterns, {"k": t})
+            assert covered == (family(t) in FAMILIES), t

@@ -67,6 +67,24 @@ def _highest(rates_by_region: dict[str, dict[str, Decimal]]) -> dict[str, Decima
     return out
 
 
+def sdk_instance_types() -> tuple[list[str], list[str]]:
+    """Every EC2 and SageMaker instance type the installed SDK names: what a family
+    prefix (``p5*``) must not cover beyond the accelerator families."""
+    import botocore.session
+
+    models = botocore.session.get_session()
+    ec2 = list(models.get_service_model("ec2").shape_for("InstanceType").enum)
+    sagemaker = models.get_service_model("sagemaker")
+    ml = [
+        t
+        for name in sagemaker.shape_names
+        if name.endswith("InstanceType")
+        for t in getattr(sagemaker.shape_for(name), "enum", None) or ()
+        if t.startswith("ml.")
+    ]
+    return ec2, ml
+
+
 def build(args: argparse.Namespace) -> Any:
     """The guardrails for ``args``: (guardrails, the catalog line, unpriced types)."""
     from costguard.domain.guardrails import (
@@ -85,6 +103,7 @@ def build(args: argparse.Namespace) -> Any:
     # The catalog's SageMaker section also prices CPU notebook types (ml.t3, ml.m5):
     # only accelerator families are refused by the ceiling.
     ml_rates = {n: r for n, r in _highest(catalog.sagemaker).items() if family(n) in known}
+    ec2_universe, ml_universe = sdk_instance_types()
     try:
         guard = build_guardrails(
             target=Target.SCP if args.org else Target.BOUNDARY,
@@ -93,6 +112,8 @@ def build(args: argparse.Namespace) -> Any:
             ceiling=args.max_usd_per_hour,
             ec2_rates=ec2_rates,
             sagemaker_rates=ml_rates,
+            ec2_universe=ec2_universe,
+            sagemaker_universe=ml_universe,
         )
     except GuardrailsError as exc:
         raise common.CommandError(str(exc)) from None

@@ -150,6 +150,49 @@ def accelerator_families(known_types: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(sorted(n for n in names if re.fullmatch(r"[a-z][a-z0-9-]*", n)))
 
 
+def family_patterns(
+    families: Iterable[str], universe: Iterable[str] = (), prefix: str = ""
+) -> list[str]:
+    """``StringLike`` patterns for the types of ``families``, as few as is safe.
+
+    Without a ``universe`` (every family AWS names: the SDK's instance-type lists), one
+    pattern per family (``p5.*``). With one, a family is covered by the shortest prefix
+    (its leading letters at least) that no family outside ``families`` in the universe
+    starts with: ``p3*`` covers p3 and p3dn, ``trn*`` trn1, trn1n, trn2 and trn2u, while
+    ``p*`` is not used as long as p2 (not an accelerator CostGuard prices) is a family AWS
+    names. A prefix also covers a family AWS adds later that starts with it: a new
+    accelerator generation is gated before CostGuard knows it.
+    """
+    ours = sorted(set(families))
+    named = {family(t) for t in universe}
+    if not named:
+        return [f"{prefix}{f}.*" for f in ours]
+    others = named - set(ours)
+    chosen = set()
+    for name in ours:
+        stem = next(
+            (
+                name[:n]
+                for n in range(_letters(name), len(name) + 1)
+                if not any(o.startswith(name[:n]) for o in others)
+            ),
+            None,
+        )
+        chosen.add(f"{name}.*" if stem is None else f"{stem}*")
+    # A pattern another one covers goes (p5* covers p5e* and p5.*).
+    return [
+        prefix + p
+        for p in sorted(chosen)
+        if not any(q != p and q.endswith("*") and p.startswith(q[:-1]) for q in chosen)
+    ]
+
+
+def _letters(name: str) -> int:
+    """The length of the family's leading letters (``trn`` of trn1): a prefix is never
+    shorter, so ``trn*`` and ``inf*`` are written, never ``tr*`` or ``in*``."""
+    return max(1, len(name) - len(name.lstrip("abcdefghijklmnopqrstuvwxyz")))
+
+
 def over_ceiling(rates: Mapping[str, Decimal], ceiling: Decimal, prefix: str = "") -> list[str]:
     """The type patterns whose rate is above ``ceiling``: a family's wildcard
     (``p5.*``) when every type of it that ``rates`` holds is above, else the types.
@@ -202,9 +245,15 @@ def build_guardrails(
     ceiling: Decimal | None = None,
     ec2_rates: Mapping[str, Decimal] | None = None,
     sagemaker_rates: Mapping[str, Decimal] | None = None,
+    ec2_universe: Iterable[str] = (),
+    sagemaker_universe: Iterable[str] = (),
 ) -> Guardrails:
     """The guardrail policy for ``target``, or :class:`GuardrailsError` (bad input, or a
-    document over AWS's size limit: never one AWS would reject)."""
+    document over AWS's size limit: never one AWS would reject).
+
+    ``ec2_universe`` and ``sagemaker_universe`` are every instance type AWS names (the
+    SDK's lists): with them, families are grouped under prefixes (:func:`family_patterns`),
+    which keeps the document small; without them, one pattern per family."""
     if not families:
         raise GuardrailsError("no accelerator families to guard")
     for arn in exempt_roles:
@@ -216,8 +265,10 @@ def build_guardrails(
     if ceiling is not None and (not ceiling.is_finite() or ceiling <= 0):
         raise GuardrailsError(f"the $/h ceiling must be a positive number, got {ceiling}")
     exempt = tuple(dict.fromkeys(exempt_roles))
-    ec2_types = [f"{f}.*" for f in families]
-    ml_types = [f"ml.{f}.*" for f in families]
+    ec2_types = family_patterns(families, ec2_universe)
+    ml_types = family_patterns(
+        families, [t.removeprefix("ml.") for t in sagemaker_universe], prefix="ml."
+    )
     tag = f"aws:RequestTag/{PROJECT_TAG}"
     no_key = {"ForAllValues:StringNotEquals": {"aws:TagKeys": PROJECT_TAG}}
     empty = {"StringEquals": {tag: ""}}
