@@ -73,7 +73,8 @@ def sdk_instance_types() -> tuple[list[str], list[str]]:
     import botocore.session
 
     models = botocore.session.get_session()
-    ec2 = list(models.get_service_model("ec2").shape_for("InstanceType").enum)
+    # StringShape carries ``enum``; the stubs type shape_for() as the base Shape.
+    ec2 = list(getattr(models.get_service_model("ec2").shape_for("InstanceType"), "enum", ()))
     sagemaker = models.get_service_model("sagemaker")
     ml = [
         t
