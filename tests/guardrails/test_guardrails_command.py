@@ -103,3 +103,10 @@ def test_every_format_prints_one_row_per_statement(fmt: str) -> None:
         "DenyUntaggedEndpoints",
     ):
         assert sid in done.stdout
+
+
+def test_out_into_a_directory_is_bad_input(tmp_path: Path) -> None:
+    """GIVEN --out naming a directory THEN exit 2 with the reason, no traceback."""
+    done = costguard("guardrails", "--out", str(tmp_path), "--quiet", at=MIDDAY)
+    assert done.returncode == 2
+    assert "cannot write the policy to" in done.stderr and "Traceback" not in done.stderr
