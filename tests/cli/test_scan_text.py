@@ -69,3 +69,61 @@ def test_the_status_is_coloured_only_when_asked() -> None:
     assert "\033[" not in plain
     assert "\033[31mover\033[0m" in coloured and "\033[32mok\033[0m" in coloured
     assert coloured.replace("\033[31m", "").replace("\033[32m", "").replace("\033[0m", "") == plain
+
+
+def _fleet_report(project: str, prices: list[Decimal | None]) -> ScanReport:
+    """One project whose resources cost ``prices`` an hour (None: unpriced), in that order."""
+    resources = tuple(
+        AttributedResource(
+            PricedResource(
+                Resource(f"i-{n:017x}", ResourceKind.EC2_INSTANCE, "us-east-1", instance_type="g5.xlarge"),
+                price,
+                "ec2 on-demand",
+            ),
+            project, None, None, "tag",
+        )
+        for n, price in enumerate(prices)
+    )  # fmt: skip
+    p = ProjectReport(
+        project, Decimal(100), "tag", Decimal(5), Decimal(1), Decimal(0), Decimal(2),
+        BudgetStatus.OK, (), resources, sum(price is None for price in prices),
+    )  # fmt: skip
+    none = ProjectReport(
+        None, None, "none", Decimal(0), Decimal(0), Decimal(0), Decimal(0),
+        BudgetStatus.NO_BUDGET, (), (), 0,
+    )  # fmt: skip
+    return ScanReport(
+        "123456789012", AT, "2026-11", ("us-east-1",), (p,), none, (), (),
+        CommitOutcome.APPLIED, "2026-11-15", 0.1, {},
+    )  # fmt: skip
+
+
+def test_a_project_cut_to_its_top_resources_says_how_many_more_and_shows_the_unpriced() -> None:
+    """Defect: a project of six resources listed three and said nothing of the rest; the
+    unpriced one (its spend unknown, the first thing to fix) was among those never shown.
+
+    GIVEN a project of five priced resources and an unpriced one listed last, WHEN the scan
+    is printed, THEN the unpriced one is listed, and a line says 3 more are not shown."""
+    text = report_table(
+        _fleet_report("vision", [Decimal(5), Decimal(4), Decimal(3), Decimal(2), Decimal(1), None]),
+        colour=False,
+    )
+    assert "i-00000000000000005" in text and "UNPRICED" in text
+    assert "… and 3 more resources" in text
+
+
+def test_a_project_named_in_wide_characters_keeps_the_columns_aligned() -> None:
+    """Defect: a project named ``日本語プロジェクト 🚀`` pushed its budget, run-rate and
+    status two terminal columns right per wide character: the width was counted in code
+    points.
+
+    GIVEN a project named in CJK and an emoji, WHEN printed, THEN its status starts, in
+    terminal columns, where the STATUS heading does."""
+    from costguard.cli.terminal import cell_width
+
+    name = "日本語プロジェクト 🚀"
+    lines = report_table(_fleet_report(name, [Decimal(1)]), colour=False).splitlines()
+    head = next(line for line in lines if line.startswith("PROJECT"))
+    row = next(line for line in lines if line.startswith(name))
+    at = cell_width(head[: head.index("STATUS")])
+    assert cell_width(row[: row.index("ok")]) == at
