@@ -187,7 +187,9 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         lines.append(f"{project_lines[row]}  {terminal.status(status, colour)}".rstrip())
         lines += [f"    {resource_lines[i]}" for i in mine]
         if more:
-            lines.append(f"    … and {plural(more, 'more resource')} (--format csv lists every one)")
+            lines.append(
+                f"    … and {plural(more, 'more resource')} (--format csv lists every one)"
+            )
     if report.pending_capacity:
         lines += ["", "Pending capacity (desired but not running, not yet spend):"]
         for pc in report.pending_capacity:
