@@ -164,6 +164,46 @@ def test_project_and_team_narrow_the_report(fleet: dict[str, str]) -> None:
 def test_csv_is_one_row_per_project_under_stable_column_names(fleet: dict[str, str]) -> None:
     rows = list(csv.DictReader(io.StringIO(report("--format", "csv").stdout)))
     assert [r["project"] for r in rows] == ["llm", "cv", "(unattributed)"]
-    assert {"spent_usd", "budget_usd", "forecast_usd", "forecast_range_usd", "status"} <= set(
-        rows[0]
-    )
+    assert {
+        "spent_usd",
+        "budget_usd",
+        "forecast_usd",
+        "forecast_low_usd",
+        "forecast_high_usd",
+        "usd_per_hour",
+        "status",
+    } <= set(rows[0])
+
+
+def test_csv_money_is_a_plain_number_a_spreadsheet_can_add(fleet: dict[str, str]) -> None:
+    """Defect: the report's CSV said ``$20,000.00``, ``none`` and ``$722.60 to $722.60``
+    (text to a spreadsheet), where every other command's CSV gives plain numbers.
+
+    GIVEN a fleet with and without budgets, WHEN the report is printed as CSV, THEN each
+    ``*_usd`` cell is a number to the cent (empty for no budget), the run-rate a number of
+    $/h, and the range its two ends, low <= forecast <= high."""
+    rows = {r["project"]: r for r in csv.DictReader(io.StringIO(report("--format", "csv").stdout))}
+    llm, untagged = rows["llm"], rows["(unattributed)"]
+    assert llm["budget_usd"] == "20000.00" and untagged["budget_usd"] == ""
+    for row in (llm, untagged):
+        for key in ("spent_usd", "forecast_usd", "forecast_low_usd", "forecast_high_usd"):
+            assert Decimal(row[key]) == Decimal(row[key]).quantize(Decimal("0.01")), (key, row)
+        assert Decimal(row["forecast_low_usd"]) <= Decimal(row["forecast_usd"])
+        assert Decimal(row["forecast_usd"]) <= Decimal(row["forecast_high_usd"])
+    # a p5.48xlarge ($55.04/h) and its root volume, to four places
+    assert Decimal("55.04") < Decimal(llm["usd_per_hour"]) < Decimal("55.05")
+    assert Decimal(llm["usd_per_hour"]).as_tuple().exponent == -4
+
+
+def test_markdown_has_a_heading_and_an_empty_month_says_so(fleet: dict[str, str]) -> None:
+    """Defect: ``--format markdown`` of a month with no spend printed a header row alone (a
+    broken table in a PR comment), and no heading line as every other command's has.
+
+    GIVEN a month long before the fleet ran, WHEN printed as markdown and as a table, THEN
+    each says in words that nothing was spent; this month's markdown has its heading."""
+    empty = report("--month", "2025-01", "--format", "markdown")
+    assert empty.returncode == 0, empty.stderr
+    assert "_No project has spend in 2025-01._" in empty.stdout and "|---" not in empty.stdout
+    assert report("--month", "2025-01").stdout == "No project has spend in 2025-01.\n"
+    now = report("--format", "markdown").stdout
+    assert now.startswith("**CostGuard report, ") and "| llm |" in now

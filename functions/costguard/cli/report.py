@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.cli import common
-from costguard.cli.output import Column, Table, format_flag, write
+from costguard.cli.output import Cell, Column, Table, format_flag, write
 
 if TYPE_CHECKING:
     from costguard.domain.report import Burn, Report
@@ -134,39 +134,73 @@ def report_data(r: Report) -> dict[str, Any]:
     }
 
 
-def report_table(r: Report) -> Table:
-    """One row per project: what ``--format table|csv|markdown`` print."""
+def _range_text(low: Decimal, high: Decimal) -> str:
+    """The forecast's range for a person: one figure when it has not moved."""
     from costguard.cli.report_html import usd
-    from costguard.domain.money import per_hour
+
+    return usd(low) if usd(low) == usd(high) else f"{usd(low)} to {usd(high)}"
+
+
+def _rows(r: Report) -> list[dict[str, str | Cell]]:
+    from costguard.cli.output import rate_cell, usd_cell
 
     def crossed(b: Burn) -> str:
         return ", ".join(f"{c.pct}%{' (forecast)' if c.projected else ''}" for c in b.crossings)
 
-    rows = [
+    return [
         {
             "project": b.project or "(unattributed)",
-            "spent_usd": usd(b.month_to_date),
-            "budget_usd": usd(b.budget) if b.budget is not None else "none",
-            "forecast_usd": usd(b.forecast),
-            "forecast_range_usd": f"{usd(b.forecast_low)} to {usd(b.forecast_high)}",
-            "run_rate": per_hour(b.run_rate),
+            "spent_usd": usd_cell(b.month_to_date),
+            "budget_usd": usd_cell(b.budget) if b.budget is not None else Cell("none", ""),
+            "forecast_usd": usd_cell(b.forecast),
+            "forecast_low_usd": usd_cell(b.forecast_low),
+            "forecast_high_usd": usd_cell(b.forecast_high),
+            "range": _range_text(b.forecast_low, b.forecast_high),
+            "usd_per_hour": rate_cell(b.run_rate),
             "status": b.status.value,
             "thresholds_crossed": crossed(b),
         }
         for b in (*r.burns, *([r.unattributed] if r.unattributed else []))
     ]
+
+
+def report_table(r: Report) -> Table:
+    """One row per project, for tools (``--format csv``): money as plain numbers in the
+    unit the column names, the range as its two ends, as every other command's CSV.
+
+    Defect: the CSV said ``$20,000.00``, ``none`` and ``$722.60 to $722.60``, which a
+    spreadsheet reads as text, not amounts."""
     return Table(
         (
             Column("project", "Project"),
             Column("spent_usd", "Spent", "right"),
             Column("budget_usd", "Budget", "right"),
             Column("forecast_usd", "Forecast", "right"),
-            Column("forecast_range_usd", "Range", "right"),
-            Column("run_rate", "Run-rate", "right"),
+            Column("forecast_low_usd", "Forecast low", "right"),
+            Column("forecast_high_usd", "Forecast high", "right"),
+            Column("usd_per_hour", "Run-rate", "right"),
             Column("status", "Status"),
             Column("thresholds_crossed", "Thresholds"),
         ),
-        rows,
+        _rows(r),
+    )
+
+
+def report_view(r: Report) -> Table:
+    """One row per project, for a person (``--format table|markdown``): money as the page
+    shows it, the range in one cell."""
+    return Table(
+        (
+            Column("project", "Project"),
+            Column("spent_usd", "Spent", "right"),
+            Column("budget_usd", "Budget", "right"),
+            Column("forecast_usd", "Forecast", "right"),
+            Column("range", "Range", "right"),
+            Column("usd_per_hour", "Run-rate", "right"),
+            Column("status", "Status"),
+            Column("thresholds_crossed", "Thresholds"),
+        ),
+        _rows(r),
     )
 
 
@@ -254,6 +288,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         kind=KIND,
         data=report_data(report),
         table=report_table(report),
+        views=(report_view(report),),
+        heading=f"CostGuard report, {report.month}",
+        empty=f"No project has spend in {report.month}.",
         generated_at=at,
     )
     sys.stdout.flush()
