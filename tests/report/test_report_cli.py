@@ -207,3 +207,4 @@ def test_markdown_has_a_heading_and_an_empty_month_says_so(fleet: dict[str, str]
     assert report("--month", "2025-01").stdout == "No project has spend in 2025-01.\n"
     now = report("--format", "markdown").stdout
     assert now.startswith("**CostGuard report, ") and "| llm |" in now
+

@@ -141,3 +141,29 @@ def test_the_first_instant_of_a_month_draws_a_point_not_an_invisible_line() -> N
     report = build_report(month.scan, InMemoryLedger(), ReportRequest(month="2026-12"), at)
     page = render(report)
     assert page.count('<circle data-role="spent"') == len(report.burns) + 1
+
+
+def test_the_summary_cards_are_the_sums_of_the_projects_shown() -> None:
+    """Defect: the demo's card said $55,447.24 to month end while its five projects' shown
+    forecasts add up to $55,447.23: the card summed the unrounded figures.
+
+    GIVEN three projects each forecast at $100.005 and each spent $1.005, WHEN the page
+    is drawn, THEN the cards say what their rows add up to ($300.03 and $3.03), each row
+    showing $100.01 and $1.01."""
+    from dataclasses import replace
+
+    month = live_month(DEMO_PROJECTS[:3], every=timedelta(hours=12))
+    report: Report = month.report()  # type: ignore[assignment]
+    odd = Decimal("100.005")
+    burns = tuple(
+        replace(
+            b, forecast=odd, forecast_low=odd, forecast_high=odd, month_to_date=Decimal("1.005")
+        )
+        for b in report.burns
+    )
+    assert len(burns) == 3
+    report = replace(report, burns=burns, unattributed=None)
+    assert report.forecast == Decimal("300.03") and report.month_to_date == Decimal("3.03")
+    page = render(report)
+    assert '<b class="n">$300.03</b><span>forecast to month end' in page
+    assert '<b class="n">$3.03</b><span>spent this month' in page
