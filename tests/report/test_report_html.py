@@ -167,3 +167,21 @@ def test_the_summary_cards_are_the_sums_of_the_projects_shown() -> None:
     page = render(report)
     assert '<b class="n">$300.03</b><span>forecast to month end' in page
     assert '<b class="n">$3.03</b><span>spent this month' in page
+
+
+def test_the_heading_names_an_account_never_the_placeholder_scope() -> None:
+    """Defect: without --table or --scope the page was headed "Account default".
+
+    GIVEN the same month under an account id, a chosen scope and no scope at all, WHEN
+    drawn, THEN the heading says "Account <id>", "Scope <name>", or that it is a local
+    scan, and never "Account default"."""
+    from dataclasses import replace
+
+    report: Report = live_month(DEMO_PROJECTS[:1]).report()  # type: ignore[assignment]
+    heading = {
+        scope: render(replace(report, scope=scope)).split('<p class="muted">', 1)[1][:60]
+        for scope in ("123456789012", "team-a", "default")
+    }
+    assert heading["123456789012"].startswith("Account ")
+    assert heading["team-a"].startswith("Scope ")
+    assert heading["default"].startswith("A local scan of this account")

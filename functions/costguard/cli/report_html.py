@@ -333,6 +333,19 @@ def _month_rate(value: Decimal | None) -> str:
     return _num(usd(value * 730)) if value is not None else "no price"
 
 
+def _whose(scope: str) -> str:
+    """Whose month it is: an account id, a scope someone chose, or a local scan's. Defect:
+    a local scan's page was headed "Account default", the settings' placeholder."""
+
+    from costguard.config_spec import EnvOnly
+
+    if re.fullmatch(r"[0-9]{12}", scope):
+        return f"Account {user(scope)}"
+    if scope == EnvOnly.model_fields["scope"].default:
+        return "A local scan of this account"
+    return f"Scope {user(scope)}"
+
+
 def render(report: Report) -> str:
     """The whole page."""
     r = report
@@ -355,7 +368,7 @@ def render(report: Report) -> str:
         "style-src 'unsafe-inline'\">",
         f"<title>CostGuard report {esc(r.month)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>Cloud spend, {esc(_month_name(r.month))}{narrowed}</h1>",
-        f'<p class="muted">Account {user(r.scope)} · generated {esc(_when(r))} · prices as of '
+        f'<p class="muted">{_whose(r.scope)} · generated {esc(_when(r))} · prices as of '
         f"{esc(r.catalog_as_of)}"
         + (_age_words(r.catalog_age_days) if r.catalog_age_days is not None else "")
         + "</p>",
