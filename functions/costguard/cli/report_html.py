@@ -336,7 +336,6 @@ def _month_rate(value: Decimal | None) -> str:
 def _whose(scope: str) -> str:
     """Whose month it is: an account id, a scope someone chose, or a local scan's. Defect:
     a local scan's page was headed "Account default", the settings' placeholder."""
-
     from costguard.config_spec import EnvOnly
 
     if re.fullmatch(r"[0-9]{12}", scope):
