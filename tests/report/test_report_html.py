@@ -185,3 +185,29 @@ def test_the_heading_names_an_account_never_the_placeholder_scope() -> None:
     assert heading["123456789012"].startswith("Account ")
     assert heading["team-a"].startswith("Scope ")
     assert heading["default"].startswith("A local scan of this account")
+
+
+def test_a_project_that_has_spent_past_its_budget_is_over_not_heading_over() -> None:
+    """Defect: on the 31st a project that had spent $722.57 of its $500 budget was badged
+    "heading over budget", and the page said "1 project is heading over budget".
+
+    GIVEN one project past its budget already and one whose forecast only is, WHEN drawn,
+    THEN the first is "over budget", the second "heading over budget", and the sentence
+    above the charts tells them apart."""
+    from dataclasses import replace
+
+    from costguard.domain.spend import BudgetStatus
+
+    report: Report = live_month(DEMO_PROJECTS[:2]).report()  # type: ignore[assignment]
+    spent, heading = report.burns[:2]
+    spent = replace(
+        spent, budget=Decimal(500), month_to_date=Decimal(722), status=BudgetStatus.OVER
+    )
+    heading = replace(
+        heading, budget=Decimal(500), month_to_date=Decimal(100), forecast=Decimal(900),
+        status=BudgetStatus.OVER,
+    )  # fmt: skip
+    page = render(replace(report, burns=(spent, heading), unattributed=None))
+    assert page.count('">over budget</span>') == 1
+    assert page.count('">heading over budget</span>') == 1
+    assert "1 project is over budget; 1 project is heading over budget." in page

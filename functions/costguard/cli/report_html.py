@@ -75,6 +75,18 @@ _STATUS_WORDS = {
     BudgetStatus.NO_BUDGET: "no budget set",
 }
 
+
+def _spent_over(b: Burn) -> bool:
+    return b.budget is not None and b.month_to_date >= b.budget
+
+
+def _status_words(b: Burn) -> str:
+    """The badge: "over budget" once the spend has passed it, "heading over budget" while
+    only the forecast has. Defect: a project that had spent $722 of $500 was "heading over
+    budget"."""
+    return "over budget" if _spent_over(b) else _STATUS_WORDS[b.status]
+
+
 CSS = """
 :root{--ink:#1d2330;--muted:#5d6678;--line:#d9dee7;--bg:#f6f7f9;--card:#fff;
 --spent:#2563eb;--fc:#7c3aed;--budget:#b91c1c;--warn:#b45309;--ok:#15803d}
@@ -302,7 +314,7 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
     return (
         f'<article class="card" data-project="{esc(b.project or "")}">'
         f"<header><h3>{_project(b.project)}</h3>"
-        f'<span class="badge {status}">{_STATUS_WORDS[b.status]}</span></header>'
+        f'<span class="badge {status}">{_status_words(b)}</span></header>'
         + chart(b, thresholds)
         + f'<div class="figs">{"".join(figs)}</div>'
         + "".join(f'<p class="note">{n}</p>' for n in notes)
@@ -378,10 +390,13 @@ def render(report: Report) -> str:
         + "</section>",
     ]
     if over:
-        out.append(
-            f"<p><strong>{over} project{'s are' if over > 1 else ' is'} heading over budget.</strong>"
-            "</p>"
-        )
+        spent = sum(1 for b in r.burns if b.status is BudgetStatus.OVER and _spent_over(b))
+        said = [
+            f"{n} project{'s are' if n > 1 else ' is'} {words}"
+            for n, words in ((spent, "over budget"), (over - spent, "heading over budget"))
+            if n
+        ]
+        out.append(f"<p><strong>{'; '.join(said)}.</strong></p>")
     out.append(_blind_html(r))
     out.append(
         (
