@@ -127,3 +127,28 @@ def test_a_project_named_in_wide_characters_keeps_the_columns_aligned() -> None:
     row = next(line for line in lines if line.startswith(name))
     at = cell_width(head[: head.index("STATUS")])
     assert cell_width(row[: row.index("ok")]) == at
+
+
+def test_markdown_shows_an_endpoints_instance_count_beside_its_rate() -> None:
+    """Defect: ``scan --format markdown`` listed an endpoint of two ml.g4dn.2xlarge as
+    "ml.g4dn.2xlarge ... $1.88/h", which reads as the price of one; the text said "2 x".
+
+    GIVEN an endpoint of two instances, WHEN its rows are built, THEN markdown's cell says
+    "2 x ml.g4dn.2xlarge" and the CSV's stays the type, its count in its own column."""
+    from costguard.cli.output import csv_text, markdown_text
+    from costguard.cli.scan_output import scan_tables
+
+    endpoint = Resource(
+        "ranker/primary", ResourceKind.SAGEMAKER_ENDPOINT, "us-east-1",
+        instance_type="ml.g4dn.2xlarge", count=2,
+    )  # fmt: skip
+    from dataclasses import replace
+
+    report = _fleet_report("recsys", [Decimal("1.88")])
+    a = AttributedResource(
+        PricedResource(endpoint, Decimal("1.88"), "sagemaker"), "recsys", None, None, "tag"
+    )
+    report = replace(report, projects=(replace(report.projects[0], resources=(a,)),))
+    csv_table, views = scan_tables([(None, report)])
+    assert "| 2 x ml.g4dn.2xlarge |" in markdown_text(views)
+    assert ",ml.g4dn.2xlarge,us-east-1,on-demand,2," in csv_text(csv_table)

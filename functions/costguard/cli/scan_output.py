@@ -268,7 +268,9 @@ def _resource_row(account: str, project: Cell, a: AttributedResource) -> dict[st
         "owner": a.owner or "",
         "resource_kind": r.kind.value,
         "resource": r.id,
-        "instance_type": what,
+        # Markdown shows the count with the type, as the text does ("2 x ml.g4dn.2xlarge"):
+        # the $/h is the whole endpoint's. CSV has its own count column.
+        "instance_type": Cell(f"{r.count} x {what}", what) if r.count > 1 else what,
         "region": r.region,
         "lifecycle": r.lifecycle.value if r.instance_type else "",
         "count": str(r.count),
