@@ -208,3 +208,22 @@ def test_markdown_has_a_heading_and_an_empty_month_says_so(fleet: dict[str, str]
     now = report("--format", "markdown").stdout
     assert now.startswith("**CostGuard report, ") and "| llm |" in now
 
+
+def test_progress_over_a_deployed_ledger_never_says_it_updates_it(fleet: dict[str, str]) -> None:
+    """Defect: `costguard report --table ledger` (and `scan --table`), which read the
+    deployed ledger and never write it, said "costguard: updating the ledger" on stderr.
+
+    GIVEN a deployed ledger, WHEN the report runs with its progress shown, THEN no line
+    says the ledger is updated, and the ledger holds nothing it did not hold before."""
+    import boto3
+
+    from costguard_demo.plumbing import create_ledger_table
+
+    create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+    done = costguard(
+        "report", "--region", "us-east-1", "--table", "ledger", "--scope", "123456789012",
+        at=MIDDAY, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "costguard: [" in done.stderr  # progress is shown
+    assert "updating" not in done.stderr, done.stderr
