@@ -211,3 +211,31 @@ def test_a_project_that_has_spent_past_its_budget_is_over_not_heading_over() -> 
     assert page.count('">over budget</span>') == 1
     assert page.count('">heading over budget</span>') == 1
     assert "1 project is over budget; 1 project is heading over budget." in page
+
+
+def test_a_part_of_a_source_that_failed_is_named_not_the_whole_source() -> None:
+    """Defect: only SageMaker's Studio apps could not be read, yet the page said "Could not
+    read us-east-1/sagemaker: their spend is missing", notebooks and endpoints included.
+
+    GIVEN a scan whose only failure is us-east-1's Studio apps, WHEN the page is drawn,
+    THEN what it could not see names us-east-1/sagemaker/studio-apps, not the source."""
+    from dataclasses import replace
+
+    from costguard.domain.findings import Finding, FindingCode, Severity
+
+    month = live_month(DEMO_PROJECTS[:1])
+    failed = Finding(
+        FindingCode.SCAN_FAILED,
+        "us-east-1/sagemaker/studio-apps",
+        "ListApps failed with 500: ...; SageMaker studio apps in us-east-1 are missing",
+        Severity.ERROR,
+    )
+    month.scan = replace(
+        month.scan,
+        findings=(*month.scan.findings, failed),
+        failed_sources=frozenset({("us-east-1", "sagemaker")}),
+    )
+    report: Report = month.report()  # type: ignore[assignment]
+    assert report.blind.unreadable == ("us-east-1/sagemaker/studio-apps",)
+    section = render(report).split('data-role="blind-spots"', 1)[1].split("</section>")[0]
+    assert "us-east-1/sagemaker/studio-apps" in section
