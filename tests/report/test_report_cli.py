@@ -130,6 +130,8 @@ def test_the_report_reads_the_deployed_ledgers_days_and_never_writes(fleet: dict
     ("args", "says"),
     [
         (("--month", "2999-01"), "has not begun"),
+        # Defect: a past month without a ledger scanned, then said nothing was spent.
+        (("--month", "2026-10"), "--month 2026-10 is past: a local scan knows this month only"),
         (("--month", "2026-13"), "must be a month like 2026-11"),
         (("--table", "nope", "--scope", "123456789012"), "ledger table 'nope' not found"),
         (("--format", "yaml"), "invalid choice"),
@@ -201,10 +203,18 @@ def test_markdown_has_a_heading_and_an_empty_month_says_so(fleet: dict[str, str]
 
     GIVEN a month long before the fleet ran, WHEN printed as markdown and as a table, THEN
     each says in words that nothing was spent; this month's markdown has its heading."""
-    empty = report("--month", "2025-01", "--format", "markdown")
+    import boto3
+
+    from costguard_demo.plumbing import create_ledger_table
+
+    create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+    past = ("--table", "ledger", "--scope", "123456789012", "--month", "2025-01")
+    empty = report(*past, "--format", "markdown")
     assert empty.returncode == 0, empty.stderr
     assert "_No project has spend in 2025-01._" in empty.stdout and "|---" not in empty.stdout
-    assert report("--month", "2025-01").stdout == "No project has spend in 2025-01.\n"
+    assert report(*past).stdout == "No project has spend in 2025-01.\n"
+    narrowed = report("--project", "nosuch").stdout
+    assert narrowed == "No project has spend in 2026-11 (project nosuch).\n"
     now = report("--format", "markdown").stdout
     assert now.startswith("**CostGuard report, ") and "| llm |" in now
 

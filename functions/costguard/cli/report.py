@@ -243,6 +243,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     args.sagemaker_tags = None
     aws = common.session(args)
     settings = settings_for_scan(args, aws)
+    if month < month_key(at) and not settings.table_name:
+        # Defect: a past month without a ledger printed "No project has spend", after a
+        # whole scan: a local scan back-fills this month only, it has no history.
+        raise common.CommandError(
+            f"--month {month} is past: a local scan knows this month only; pass --table "
+            "(the LedgerTable output) to read a past month from the deployed ledger"
+        )
     catalog, which, source = common.choose_catalog(None, common.progress(not args.quiet))
     common.require_credentials(aws)
     # Which prices the numbers rest on, as `scan` says it.
@@ -290,7 +297,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         table=report_table(report),
         views=(report_view(report),),
         heading=f"CostGuard report, {report.month}",
-        empty=f"No project has spend in {report.month}.",
+        empty=f"No project has spend in {report.month}"
+        + (f" ({', '.join(report.narrowed)})." if report.narrowed else "."),
         generated_at=at,
     )
     sys.stdout.flush()
