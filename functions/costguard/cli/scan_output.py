@@ -179,7 +179,10 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             else ")"
         ),
         "",
-        f"{project_lines[0]}  STATUS",
+        # Defect: an account with nothing to report printed a header row alone.
+        f"{project_lines[0]}  STATUS"
+        if layout
+        else "No GPU or accelerator resources found, and no spend this month.",
     ]
     for row, mine, more in layout:
         status = statuses[row]
