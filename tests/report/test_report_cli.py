@@ -237,3 +237,18 @@ def test_progress_over_a_deployed_ledger_never_says_it_updates_it(fleet: dict[st
     assert done.returncode == 0, done.stderr
     assert "costguard: [" in done.stderr  # progress is shown
     assert "updating" not in done.stderr, done.stderr
+
+
+def test_json_rates_have_four_places_as_the_scans_do(fleet: dict[str, str]) -> None:
+    """Defect: the report's JSON said ``"run_rate_usd_per_hour": 1.0081917808219178``, where
+    the scan's JSON rounds a $/h rate to four places.
+
+    GIVEN a fleet, WHEN the report prints JSON, THEN every $/h figure has at most four
+    decimal places."""
+    data = json.loads(report("--format", "json").stdout)["data"]
+    rates = [p["run_rate_usd_per_hour"] for p in data["projects"]]
+    rates += [k["usd_per_hour"] for k in data["by_kind"]]
+    rates += [t["usd_per_hour"] for t in data["top_resources"] if t["usd_per_hour"] is not None]
+    assert rates
+    for value in rates:
+        assert Decimal(str(value)) == Decimal(str(value)).quantize(Decimal("0.0001")), value

@@ -32,6 +32,14 @@ def _money(value: Decimal | None) -> float | None:
     return None if value is None else float(cents(value))
 
 
+def _rate(value: Decimal) -> float:
+    """A $/h rate to four places, as the scan's JSON gives it. Defect: the report's JSON
+    said ``"run_rate_usd_per_hour": 1.0081917808219178``."""
+    from costguard.domain.money import rate
+
+    return float(rate(value))
+
+
 def burn_data(b: Burn) -> dict[str, Any]:
     return {
         "project": b.project,
@@ -42,7 +50,7 @@ def burn_data(b: Burn) -> dict[str, Any]:
         "forecast_low_usd": _money(b.forecast_low),
         "forecast_high_usd": _money(b.forecast_high),
         "forecast_range_basis": b.range_basis,
-        "run_rate_usd_per_hour": float(b.run_rate),
+        "run_rate_usd_per_hour": _rate(b.run_rate),
         "days_known": b.has_days,
         "undated_usd": _money(b.undated_usd),
         "daily_cumulative_usd": [{"day": round(p.day, 4), "usd": _money(p.usd)} for p in b.series],
@@ -87,7 +95,7 @@ def report_data(r: Report) -> dict[str, Any]:
                 "kind": k.kind.value,
                 "resources": k.resources,
                 "unpriced": k.unpriced,
-                "usd_per_hour": float(k.usd_per_hour),
+                "usd_per_hour": _rate(k.usd_per_hour),
             }
             for k in r.kinds
         ],
@@ -99,7 +107,7 @@ def report_data(r: Report) -> dict[str, Any]:
                 "instance_type": t.instance_type,
                 "project": t.project,
                 "owner": t.owner,
-                "usd_per_hour": None if t.usd_per_hour is None else float(t.usd_per_hour),
+                "usd_per_hour": None if t.usd_per_hour is None else _rate(t.usd_per_hour),
             }
             for t in r.top
         ],
