@@ -239,3 +239,13 @@ def test_a_part_of_a_source_that_failed_is_named_not_the_whole_source() -> None:
     assert report.blind.unreadable == ("us-east-1/sagemaker/studio-apps",)
     section = render(report).split('data-role="blind-spots"', 1)[1].split("</section>")[0]
     assert "us-east-1/sagemaker/studio-apps" in section
+
+
+def test_the_headings_dates_never_break_at_their_hyphens() -> None:
+    """Defect: at 390 pixels the heading read "prices as of 2026-11-" then "29" on the next
+    line. GIVEN a month, WHEN drawn, THEN each date of the heading is in a span that does
+    not wrap (class n: white-space nowrap)."""
+    report: Report = live_month(DEMO_PROJECTS[:1]).report()  # type: ignore[assignment]
+    heading = render(report).split('<p class="muted">', 1)[1].split("</p>", 1)[0]
+    assert f"<span class=n>{report.catalog_as_of}</span>" in heading
+    assert "<span class=n>2026-" in heading.split("prices as of")[0]

@@ -379,8 +379,9 @@ def render(report: Report) -> str:
         "style-src 'unsafe-inline'\">",
         f"<title>CostGuard report {esc(r.month)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>Cloud spend, {esc(_month_name(r.month))}{narrowed}</h1>",
-        f'<p class="muted">{_whose(r.scope)} · generated {esc(_when(r))} · prices as of '
-        f"{esc(r.catalog_as_of)}"
+        # A date never breaks at its hyphens ("2026-11-" / "29" on a phone).
+        f'<p class="muted">{_whose(r.scope)} · generated <span class=n>{esc(_when(r))}</span>'
+        f" · prices as of <span class=n>{esc(r.catalog_as_of)}</span>"
         + (_age_words(r.catalog_age_days) if r.catalog_age_days is not None else "")
         + "</p>",
         '<section class="summary">'
