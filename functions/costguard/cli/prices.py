@@ -302,6 +302,8 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
         table=table,
         generated_at=common.now(),
         text=f"{which[:1].upper()}{which[1:]}:\n" + output.plain_text(text_table),
+        # Markdown opens with its bold line, as every other command's does.
+        heading=f"CostGuard prices: the {short} catalog, as of {book.as_of.isoformat()}",
     )
     return common.EXIT_OK
 
