@@ -152,3 +152,22 @@ def test_markdown_shows_an_endpoints_instance_count_beside_its_rate() -> None:
     csv_table, views = scan_tables([(None, report)])
     assert "| 2 x ml.g4dn.2xlarge |" in markdown_text(views)
     assert ",ml.g4dn.2xlarge,us-east-1,on-demand,2," in csv_text(csv_table)
+
+
+def test_a_scan_that_read_nothing_never_looks_like_an_empty_account() -> None:
+    """Defect: with every source failing, the text said "No GPU or accelerator resources
+    found": an unreadable account read as an empty one.
+
+    GIVEN a scan with no project and two failed sources, WHEN printed, THEN it says the
+    sources could not be read, and never that nothing was found."""
+    from dataclasses import replace
+
+    report = _fleet_report("p", [])
+    report = replace(
+        report,
+        projects=(),
+        failed_sources=frozenset({("us-east-1", "ec2"), ("us-east-1", "eks")}),
+    )
+    text = report_table(report, colour=False)
+    assert "2 sources could not be read" in text
+    assert "found" not in text.split("Scan took")[0].lower()

@@ -252,3 +252,17 @@ def test_json_rates_have_four_places_as_the_scans_do(fleet: dict[str, str]) -> N
     assert rates
     for value in rates:
         assert Decimal(str(value)) == Decimal(str(value)).quantize(Decimal("0.0001")), value
+
+
+def test_a_report_that_read_nothing_says_so_not_that_nothing_was_spent(
+    moto_server: str,
+) -> None:
+    """GIVEN an endpoint nobody answers (every source fails), WHEN the report runs, THEN it
+    exits 3 and its text names what could not be read, not only "No project has spend"."""
+    done = costguard(
+        *BASE,
+        at=MIDDAY,
+        env={**ENV, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "us-east-1/ec2" in done.stdout and "could not be read" in done.stdout

@@ -306,7 +306,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         views=(report_view(report),),
         heading=f"CostGuard report, {report.month}",
         empty=f"No project has spend in {report.month}"
-        + (f" ({', '.join(report.narrowed)})." if report.narrowed else "."),
+        + (f" ({', '.join(report.narrowed)})" if report.narrowed else "")
+        + (
+            f"; {', '.join(report.blind.unreadable)} could not be read: their spend is missing"
+            if report.blind.unreadable
+            else ""
+        )
+        + ".",
         generated_at=at,
     )
     sys.stdout.flush()

@@ -124,6 +124,20 @@ def _money(value: Decimal | None) -> str:
     return "-" if value is None else f"${cents(value):,}"
 
 
+def _nothing(report: ScanReport) -> str:
+    """What a scan with no project row says: an empty account, or one it could not read
+    (an empty report must never look like an empty account)."""
+    from costguard.domain.text import plural
+
+    if report.failed_sources:
+        n = len(report.failed_sources)
+        return (
+            f"Nothing to show: {plural(n, 'source')} could not be read (see the scan-failed "
+            "findings); what they hold is missing, not zero."
+        )
+    return "No GPU or accelerator resources found, and no spend this month."
+
+
 def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -> str:
     """The scan as text for a person. Columns widen to their longest cell: a project name
     or a resource id is never cut (a cut id names another resource, or none). The status
@@ -180,9 +194,7 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         ),
         "",
         # Defect: an account with nothing to report printed a header row alone.
-        f"{project_lines[0]}  STATUS"
-        if layout
-        else "No GPU or accelerator resources found, and no spend this month.",
+        f"{project_lines[0]}  STATUS" if layout else _nothing(report),
     ]
     for row, mine, more in layout:
         status = statuses[row]
