@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -249,3 +250,28 @@ def test_the_headings_dates_never_break_at_their_hyphens() -> None:
     heading = render(report).split('<p class="muted">', 1)[1].split("</p>", 1)[0]
     assert f"<span class=n>{report.catalog_as_of}</span>" in heading
     assert "<span class=n>2026-" in heading.split("prices as of")[0]
+
+
+def test_a_page_written_to_a_fifo_goes_through_it_and_leaves_it_a_fifo(tmp_path: Path) -> None:
+    """Defect: ``--html`` wrote a temporary file and moved it over the target, whatever the
+    target was: run as root, ``--html /dev/full`` replaced the device with a regular file.
+
+    GIVEN a named pipe with a reader, WHEN the page is written to it, THEN the reader gets
+    the whole page, the pipe is still a pipe, and no temporary file is left beside it."""
+    import os
+    import stat
+    import threading
+
+    from costguard.cli.report import write_html
+
+    fifo = tmp_path / "page.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    report: Report = live_month(DEMO_PROJECTS[:1]).report()  # type: ignore[assignment]
+    size = write_html(report, fifo)
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got and len(got[0]) == size and got[0].startswith(b"<!doctype html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["page.fifo"]

@@ -221,11 +221,21 @@ def write_html(report: Report, path: Path) -> int:
     path = path.expanduser()
     folder = path.parent if str(path.parent) else Path(".")
     try:
+        if path.exists() and not path.is_file():
+            # A device, a FIFO or /dev/stdout is written in place. Defect: the page was moved
+            # over it, so (as root) `--html /dev/full` replaced the device with a file.
+            with path.open("wb") as out:
+                out.write(page)
+            return len(page)
         fd, tmp = tempfile.mkstemp(prefix=".costguard-report-", dir=folder)
-        with os.fdopen(fd, "wb") as out:
-            out.write(page)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets; a report is for sharing
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(page)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets; a report is for sharing
+            os.replace(tmp, path)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)  # never a stray .costguard-report-* file
+            raise
     except OSError as exc:
         raise common.CommandError(
             f"--html {str(path)!r}: cannot write it ({exc.strerror or exc})"
