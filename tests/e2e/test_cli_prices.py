@@ -121,6 +121,26 @@ def test_an_unwritable_out_fails_before_any_request(
     assert fake.requests == []
 
 
+def test_an_out_that_is_a_pipe_is_refused_and_left_a_pipe(
+    fake: FakePriceList, tmp_path: Path
+) -> None:
+    """Defect: the catalog is written beside --out and moved over it: a named pipe or a
+    device (``--out /dev/full`` as root) would be replaced by a regular file.
+
+    GIVEN a named pipe as --out, WHEN a refresh runs, THEN it is bad input before any
+    request, and the pipe is still a pipe."""
+    import os
+    import stat
+
+    fifo = tmp_path / "prices.fifo"
+    os.mkfifo(fifo)
+    done = refresh(fake, "--region", "us-east-1", "--out", str(fifo))
+    assert done.returncode == 2, done.stderr
+    assert "is not a regular file" in done.stderr
+    assert fake.requests == []
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
 def test_a_reader_that_goes_away_is_not_a_traceback(fake: FakePriceList, tmp_path: Path) -> None:
     # GIVEN `costguard prices refresh | head -c0`: the reader has gone before anything is printed
     proc = subprocess.Popen(

@@ -24,6 +24,12 @@ def _writable_output(out: Path) -> Path:
         raise common.CommandError(
             f"--out {out} is a directory; pass a file path such as {out}/prices.json"
         )
+    if out.exists() and not out.is_file():
+        # The catalog is moved into place: over a device or a pipe, it would replace it.
+        raise common.CommandError(
+            f"--out {out} is not a regular file (a device or a pipe); pass a file path such "
+            "as ./prices.json"
+        )
     parent = out.parent
     if not parent.is_dir():
         raise common.CommandError(f"--out {out}: directory {parent} does not exist")
