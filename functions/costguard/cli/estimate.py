@@ -600,10 +600,19 @@ def iteration_json(
     }
 
 
+def _dollars(value: float) -> str:
+    """A rate as given, to the cent at least: ``$3.00``, ``$1.006`` (the catalog's three
+    places kept). Defect: ``--usd-per-hour 3`` was said ``at $3.0/h``."""
+    amount = Decimal(str(value))
+    cent = amount.quantize(Decimal("0.01"))
+    return f"${cent:,}" if amount == cent else f"${amount.normalize():,f}"
+
+
 def iteration_text(data: dict[str, Any]) -> str:
     i = data["inputs"]
     rows = [
-        f"One iteration of {i['work_hours']} h at ${i['usd_per_hour_on_demand']}/h on-demand "
+        f"One iteration of {i['work_hours']} h at {_dollars(i['usd_per_hour_on_demand'])}/h "
+        "on-demand "
         f"(spot saves {i['spot_saving_pct']}%, {i['interruptions_per_hour']} interruptions/h"
         + (f", bucket {i['interruption_bucket']}" if i["interruption_bucket"] else "")
         + f"; {i['spot_basis']}).",
