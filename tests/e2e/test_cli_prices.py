@@ -285,6 +285,33 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
     assert all("us-east-1" in line for line in lines[2:])
 
 
+def test_show_of_a_table_with_nothing_stored_never_says_the_bundled_catalog_is_in_it(
+    fake: FakePriceList,
+) -> None:
+    """Defect: ``prices show --table ledger`` over a table with no stored catalog said
+    "Prices from the bundled catalog v3, as of ... in table ledger": the bundled catalog is
+    in the package, not the table.
+
+    GIVEN a ledger table with no stored catalog, WHEN its prices are shown, THEN the first
+    line names the bundled catalog and the guard of the table, never "in table"."""
+    import boto3
+
+    from costguard_demo.plumbing import create_ledger_table
+    from costguard_demo.server import embedded_aws
+
+    with embedded_aws() as aws:
+        create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+        shown = costguard(
+            fake, "prices", "show", "--table", "ledger", "--table-region", "us-east-1",
+            "--type", "g5.xlarge", "--region", "us-east-1",
+            AWS_ENDPOINT_URL_DYNAMODB=aws,
+        )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    first = shown.stdout.splitlines()[0]
+    assert first.startswith("Prices from the bundled catalog") and "in table" not in first
+    assert "(what the guard of table ledger uses)" in first
+
+
 def test_show_of_a_type_the_catalog_lacks_is_named_and_exits_2(fake: FakePriceList) -> None:
     done = costguard(fake, "prices", "show", "--type", "zz9.huge")
     assert done.returncode == 2
@@ -315,6 +342,7 @@ def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) 
         assert shown.returncode == 0, shown.stderr
         body = json.loads(shown.stdout)["data"]
         assert body["catalog"].startswith(f"prices from the stored catalog v{summary['version']}")
+        assert body["catalog"].endswith("(what the guard of table ledger uses)")
         ((rate,),) = [[r for r in body["rates"] if r["service"] == "ec2"]]
         assert rate["source"] == "price-list-api"
         # AND a second refresh the same day stores nothing new: the same prices, same date

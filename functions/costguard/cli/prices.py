@@ -228,7 +228,9 @@ def _catalog_in_use(args: argparse.Namespace) -> tuple[Any, Any, str, str]:
         )
         with common.table_errors(args.table, region):
             catalog, in_use = reader.read()
-        which = f"prices from the {in_use.describe()} in table {args.table} (what the guard uses)"
+        # Not "the bundled catalog ... in table T": a guard with nothing stored uses the
+        # bundled one, which is not in its table.
+        which = f"prices from the {in_use.describe()} (what the guard of table {args.table} uses)"
         if in_use.problem:
             common.progress(True)(f"warning: {in_use.problem}")
         short = "packaged" if in_use.source == BUNDLED else in_use.source
