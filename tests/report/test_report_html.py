@@ -275,3 +275,13 @@ def test_a_page_written_to_a_fifo_goes_through_it_and_leaves_it_a_fifo(tmp_path:
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert got and len(got[0]) == size and got[0].startswith(b"<!doctype html>")
     assert [p.name for p in tmp_path.iterdir()] == ["page.fifo"]
+
+
+def test_a_region_never_breaks_at_its_hyphens() -> None:
+    """Defect: at 390 pixels the advice and top-resources tables read "us-east-" then "1".
+
+    GIVEN the demo's month, WHEN drawn, THEN each region under a resource is a span that
+    does not wrap, and no region is left bare for the browser to break."""
+    page = render(live_month(DEMO_PROJECTS).report())  # type: ignore[arg-type]
+    assert "<span class=n>us-east-1</span>" in page
+    assert " · us-east-1" not in page and "us-east-1 · " not in page

@@ -60,8 +60,14 @@ def _resource(key: str) -> str:
     parts = parse_key(key)
     if parts is None:
         return f"<span class=key>{esc(key)}</span>"
-    where = " · ".join(x for x in (parts.kind, parts.region, parts.account) if x)
-    return f"{user(parts.id)}<br><span class=key>{esc(where)}</span>"
+    where = _where(parts.kind, parts.region, parts.account)
+    return f"{user(parts.id)}<br><span class=key>{where}</span>"
+
+
+def _where(*pieces: str | None) -> str:
+    """Kind, type, region, account, each kept on one line: on a phone "us-east-1" broke
+    at its hyphens ("us-east-" / "1"); the line breaks between the pieces instead."""
+    return " · ".join(f"<span class=n>{esc(x)}</span>" for x in pieces if x)
 
 
 def _project(name: str | None) -> str:
@@ -477,7 +483,7 @@ def render(report: Report) -> str:
                 (
                     [
                         f"{user(t.name)}<br><span class=key>"
-                        + esc(" · ".join(x for x in (t.instance_type, t.region) if x))
+                        + _where(t.instance_type, t.region)
                         + "</span>",
                         esc(t.kind.value),
                         _project(t.project),
