@@ -48,19 +48,15 @@ typecheck: $(STAMP)
 	$(MYPY)
 
 ## Everything CI runs: lint, types, the whole test suite (in parallel: WORKERS=1 for serial).
-## The Organization demo's tests run alone after the rest: its in-process runs fail
-## intermittently while another worker is busy ("work items failed their last receive, but
-## the dead-letter queue took 0", the act or work queue), a timing defect still open.
-ORG_DEMO_TESTS := tests/e2e/test_org_demo.py
 test: lint typecheck chromium
-	$(BIN)/python -m pytest $(PARALLEL) --ignore=$(ORG_DEMO_TESTS)
-	$(BIN)/python -m pytest -q $(ORG_DEMO_TESTS)
+	$(BIN)/python -m pytest $(PARALLEL)
 
-## The inner loop: lint, types (mypy's cache warm), and the unit and functional tests, i.e.
-## every test that needs neither moto's HTTP server nor a CDK synth (not e2e, not infra),
-## the property folder left to `make test` and `make property`.
+## The inner loop, under a minute: lint, types (mypy's cache warm), and the unit and
+## functional tests, i.e. every test that needs neither moto's HTTP server nor a CDK synth
+## (not e2e, not infra), but the slow ones (tests/support/slow.py), the property folder left
+## to `make test` and `make property`. `make test` runs them all.
 check: lint typecheck
-	$(BIN)/python -m pytest -q $(PARALLEL) -m "not e2e and not infra" --ignore=tests/property
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not e2e and not infra and not slow" --ignore=tests/property
 
 ## Headless Chromium for the report's browser test (tests/report/test_report_in_chromium.py):
 ## the Debian package, installed once (skipped when /usr/bin/chromium is there). Needs root

@@ -32,21 +32,80 @@ def _one_botocore_loader_per_process() -> None:
 _one_botocore_loader_per_process()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``make test``: ``--dist loadgroup``), every test of a module that
     reads a module-scoped fixture goes to one worker, so the fixture (an Organization demo
     run, a CDK synth, a deployed template, a seeded fleet) is built once, not once per
-    worker; the other tests spread as usual. (Session-scoped synths are cached per process
-    already: ``tests/infra/synth.py``.)"""
+    worker; so does a session-scoped fixture that the module defines itself (the Lambda
+    asset's bundle and probes). The other tests spread as usual. (The shared session-scoped
+    synths are cached per process already: ``tests/infra/synth.py``.)
+
+    The tests listed in ``tests/support/slow.py`` are marked ``slow``, and every test that
+    reads a CDK synth of ``tests/infra/conftest.py`` is marked ``infra``, whether its module
+    says so or not (``make check`` skips both; ``make test`` runs them).
+
+    ``tryfirst``: pytest-xdist reads the ``xdist_group`` marks in its own hook of this name,
+    which runs before a conftest's otherwise (a worker registers it after loading this
+    file), and finds none; see also :class:`_GroupInNodeId`."""
+    from tests.support.slow import SLOW
+
+    for item in items:
+        path, _, name = item.nodeid.partition("::")
+        if name.partition("[")[0] in SLOW.get(path, ()):
+            item.add_marker(pytest.mark.slow)
+        info = getattr(item, "_fixtureinfo", None)
+        synths = (info.name2fixturedefs.get(n, ()) for n in info.names_closure) if info else ()
+        if any(defs and defs[-1].baseid == "tests/infra" for defs in synths):
+            item.add_marker(pytest.mark.infra)  # it reads a synth (tests/infra/conftest.py)
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
+        module = item.nodeid.split("::")[0]
         for name in sorted(info.names_closure):
             defs = info.name2fixturedefs.get(name, ())
-            if defs and defs[-1].scope == "module":
-                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+            if defs and (
+                defs[-1].scope == "module"
+                or (defs[-1].scope == "session" and defs[-1].baseid == module)
+            ):
+                item.add_marker(pytest.mark.xdist_group(module))
                 break
+
+
+class _GroupInNodeId:
+    """pytest-xdist 3.8 tells the controller a test's group by appending ``@group`` to the
+    node id it reports (``item._nodeid``); pytest 9.2 builds ``nodeid`` from a structured
+    id instead, so the suffix is lost and ``--dist loadgroup`` silently spreads every group
+    over the workers (pytest-xdist issue 1386): each worker ran the Organization demo and
+    the synths again. This puts the suffix where pytest 9.2 reads it, after xdist's hook,
+    and does nothing where the id carries it already (older pytest, or a fixed xdist)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if not getattr(config.option, "loadgroup", False):
+            return
+        for item in items:
+            names = sorted(
+                {
+                    str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")
+                }
+            )
+            suffix = "@" + "_".join(names)
+            structured = getattr(item, "_id", None)
+            if names and structured is not None and not item.nodeid.endswith(suffix):
+                item._id = type(structured).parse(item.nodeid + suffix)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "slow: 0.75 CPU-s or more (tests/support/slow.py): `make check` skips it, `make test` not",
+    )
+    config.pluginmanager.register(_GroupInNodeId(), "costguard-xdist-group-ids")
 
 
 @pytest.fixture(autouse=True)

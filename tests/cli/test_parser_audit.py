@@ -104,7 +104,7 @@ def test_help_shows_no_markup_and_no_internal_names(
     [
         (
             [],
-            "costguard: error: choose a command: scan, report, alerts, actions, demo, prices, estimate or completion",
+            "costguard: error: choose a command: scan, report, alerts, actions, demo, prices, estimate, guardrails or completion",
         ),
         (["estimate"], "costguard estimate: error: choose a command: train or iteration"),
         (["prices"], "costguard prices: error: choose a command: refresh or show"),
@@ -114,7 +114,7 @@ def test_help_shows_no_markup_and_no_internal_names(
         ),
         (
             ["scna"],
-            "costguard: error: unknown command 'scna' (did you mean scan?): choose scan, report, alerts, actions, demo, prices, estimate or completion",
+            "costguard: error: unknown command 'scna' (did you mean scan?): choose scan, report, alerts, actions, demo, prices, estimate, guardrails or completion",
         ),
     ],
 )

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from costguard.adapters.catalog import bundled_catalog_path, read_catalog_file
+from tests.support.cli import Done
+from tests.support.cli import costguard as in_process
 from tests.support.clock import costguard_at
 from tests.support.fake_price_list import FakePriceList, price_list_server
 
@@ -43,16 +45,23 @@ def fake() -> Iterator[FakePriceList]:
 ALL_REGIONS = ("--region", "us-east-1", "--region", "us-west-2", "--region", "eu-west-1")
 
 
-def refresh(fake: FakePriceList, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def refresh(fake: FakePriceList, *args: str, **env: str) -> Done:
     return costguard(fake, "prices", "refresh", *args, **env)
 
 
-def costguard(fake: FakePriceList, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def costguard(fake: FakePriceList, *args: str, **env: str) -> Done:
+    """``costguard *args`` against the fake API, in this process (tests/support/cli.py): the
+    entry point's child process is proven by the first test and the SIGPIPE one."""
+    return in_process(*args, at=TODAY, env={"AWS_ENDPOINT_URL": fake.url, **env})
+
+
+def in_a_child(fake: FakePriceList, *args: str) -> subprocess.CompletedProcess[str]:
+    """``costguard *args`` in a child process, as a user runs it."""
     return subprocess.run(
         [*costguard_at(TODAY), *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "AWS_ENDPOINT_URL": fake.url, **env},
+        env={**os.environ, "AWS_ENDPOINT_URL": fake.url},
         timeout=120,
         check=False,
     )
@@ -65,7 +74,7 @@ def last_line(stderr: str) -> str:
 
 def test_writes_a_fresh_catalog_where_out_says(fake: FakePriceList, tmp_path: Path) -> None:
     out = tmp_path / "prices.json"
-    done = refresh(fake, *ALL_REGIONS, "--out", str(out))
+    done = in_a_child(fake, "prices", "refresh", *ALL_REGIONS, "--out", str(out))
     assert done.returncode == 0, done.stderr
     catalog = read_catalog_file(out)
     assert catalog.as_of == TODAY.date()

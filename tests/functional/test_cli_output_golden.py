@@ -1,7 +1,7 @@
 """Golden outputs: every ``--format`` of every command that prints results.
 
-``scan`` (one account, and ``--accounts``), ``alerts``, ``actions``, ``estimate train``
-and ``estimate iteration``, each in table, json, csv and markdown, at a fixed instant
+``scan`` (one account, and ``--accounts``), ``report``, ``alerts``, ``actions``, ``estimate
+train`` and ``estimate iteration`` (``prices show``: tests/pricing), each in table, json, csv and markdown, at a fixed instant
 (:data:`MIDDAY`) with fixed ids, against files in ``tests/golden/cli/``. A change to any
 output fails its test; ``UPDATE_GOLDEN=1`` rewrites the files, and the diff is then the
 review. The project names are hostile on purpose: a comma, quotes, a pipe, a newline, a
@@ -175,6 +175,43 @@ def test_scan_of_several_accounts(fmt: str, capsys: pytest.CaptureFixture[str]) 
     # THEN each scanned account is in the output, and the failed one on stderr (and JSON)
     assert code == 0 and b in err
     check("scan-accounts", fmt, out)
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_report(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from costguard.adapters.memory import InMemoryLedger
+    from costguard.cli.report import print_report
+    from costguard.domain.spend import Increment
+    from costguard.ports import ScanCommit
+    from costguard.services.report import ReportRequest, build_report
+
+    # GIVEN the hostile project's month kept by day since the 1st (its spend rising), the
+    # project with no tag, and this scan: a spot GPU, a p4d and an unpriced type
+    scan = _scan({"costguard:project": SCAN_HOSTILE})
+    ledger = InMemoryLedger()
+    days = {d: Decimal(40 * d) for d in range(1, MIDDAY.day)}
+    ledger.commit(
+        ScanCommit(
+            ACCOUNT,
+            None,
+            MIDDAY - timedelta(hours=12),
+            {
+                (SCAN_HOSTILE, "2026-11"): Increment(
+                    sum(days.values(), Decimal(0)), Decimal(0), days
+                ),
+                (None, "2026-11"): Increment(Decimal("12.5"), Decimal(0), {19: Decimal("12.5")}),
+            },
+            [],
+        )
+    )
+    report = build_report(scan, ledger, ReportRequest("2026-11"), MIDDAY)
+    # WHEN it is printed in each format
+    print_report(fmt, report, MIDDAY)
+    # THEN the output is the golden file's, to the byte
+    check("report", fmt, capsys.readouterr().out)
 
 
 # -- alerts and actions, through the command, from a ledger on moto ---------------------------

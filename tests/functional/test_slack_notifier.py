@@ -142,11 +142,18 @@ def logs() -> Iterator[Captured]:
     handler = logging.StreamHandler(stream)
     handler.setFormatter(slack_notifier.logger.registered_formatter)
     target = logging.getLogger(slack_notifier.logger.service)
+    # At the Lambda's level (no POWERTOOLS_LOG_LEVEL: INFO), whatever the process did first:
+    # a logger takes its level once, when made, and an in-process Organization demo makes
+    # this one under its own POWERTOOLS_LOG_LEVEL=ERROR when it runs before these tests on
+    # the same worker (these tests then saw no line at all).
+    level = target.level
+    target.setLevel(logging.INFO)
     target.addHandler(handler)
     try:
         yield Captured(stream)
     finally:
         target.removeHandler(handler)
+        target.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

@@ -167,14 +167,12 @@ def test_csv_is_one_row_per_project_under_stable_column_names(fleet: dict[str, s
     rows = list(csv.DictReader(io.StringIO(report("--format", "csv").stdout)))
     assert [r["project"] for r in rows] == ["llm", "cv", "(unattributed)"]
     assert {
-        "spent_usd",
-        "budget_usd",
-        "forecast_usd",
-        "forecast_low_usd",
-        "forecast_high_usd",
-        "usd_per_hour",
-        "status",
+        *("spent_usd", "budget_usd", "forecast_usd", "forecast_low_usd", "forecast_high_usd"),
+        *("usd_per_hour", "unpriced_resources", "status"),
     } <= set(rows[0])
+    # money is a plain number for a spreadsheet, not "$1,234.56"
+    assert all(not r["spent_usd"].startswith("$") for r in rows)
+    float(rows[0]["forecast_low_usd"])
 
 
 def test_csv_money_is_a_plain_number_a_spreadsheet_can_add(fleet: dict[str, str]) -> None:
@@ -182,11 +180,11 @@ def test_csv_money_is_a_plain_number_a_spreadsheet_can_add(fleet: dict[str, str]
     (text to a spreadsheet), where every other command's CSV gives plain numbers.
 
     GIVEN a fleet with and without budgets, WHEN the report is printed as CSV, THEN each
-    ``*_usd`` cell is a number to the cent (empty for no budget), the run-rate a number of
+    ``*_usd`` cell is a number to the cent ("none": no budget), the run-rate a number of
     $/h, and the range its two ends, low <= forecast <= high."""
     rows = {r["project"]: r for r in csv.DictReader(io.StringIO(report("--format", "csv").stdout))}
     llm, untagged = rows["llm"], rows["(unattributed)"]
-    assert llm["budget_usd"] == "20000.00" and untagged["budget_usd"] == ""
+    assert llm["budget_usd"] == "20000.00" and untagged["budget_usd"] == "none"
     for row in (llm, untagged):
         for key in ("spent_usd", "forecast_usd", "forecast_low_usd", "forecast_high_usd"):
             assert Decimal(row[key]) == Decimal(row[key]).quantize(Decimal("0.01")), (key, row)

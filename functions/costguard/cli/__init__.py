@@ -18,7 +18,7 @@ Exit codes, the same for every subcommand:
 Errors are one line on stderr, ``costguard: ...``, never a traceback.
 
 One module per command group (:mod:`.scan` and :mod:`.org`, :mod:`.report`, :mod:`.ledger`
-for ``alerts`` and ``actions``, :mod:`.demo`, :mod:`.prices`, :mod:`.estimate`), each adding
+for ``alerts`` and ``actions``, :mod:`.demo`, :mod:`.prices`, :mod:`.estimate`, :mod:`.guardrails`), each adding
 its commands to the parser with ``register``; what they share is :mod:`.common`. None imports
 another, except :mod:`.report`, which runs a scan as ``scan`` does: it takes ``scan``'s
 public settings and outcome and ``ledger``'s month check rather than a second copy.
@@ -81,7 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``costguard`` parser: every command, flag and help text the command has."""
     # Here, not at the top: `python -m costguard.cli.estimate` imports this package first,
     # and a command module already imported would then run as a second copy.
-    from costguard.cli import completion, demo, estimate, ledger, prices, report, scan
+    from costguard.cli import (
+        completion,
+        demo,
+        estimate,
+        guardrails,
+        ledger,
+        prices,
+        report,
+        scan,
+    )
 
     p = Parser(
         prog="costguard",
@@ -95,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action=_VersionAction)
     flags = Flags()
     sub = p.add_subparsers(dest="command", required=True)
-    for group in (scan, report, ledger, demo, prices, estimate, completion):
+    for group in (scan, report, ledger, demo, prices, estimate, guardrails, completion):
         group.register(sub, flags)
     return p
 

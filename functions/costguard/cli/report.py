@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.cli import common
-from costguard.cli.output import Cell, Column, Table, format_flag, write
+from costguard.cli.output import Column, Table, format_flag, write
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from costguard.domain.report import Burn, Report
 
 KIND = "report"
@@ -142,73 +144,66 @@ def report_data(r: Report) -> dict[str, Any]:
     }
 
 
-def _range_text(low: Decimal, high: Decimal) -> str:
-    """The forecast's range for a person: one figure when it has not moved."""
-    from costguard.cli.report_html import usd
-
-    return usd(low) if usd(low) == usd(high) else f"{usd(low)} to {usd(high)}"
-
-
-def _rows(r: Report) -> list[dict[str, str | Cell]]:
+def report_table(r: Report) -> Table:
+    """One row per project: what ``--format table|csv|markdown`` print (money as text for
+    people, plain numbers in CSV; the forecast's range as its two ends)."""
     from costguard.cli.output import rate_cell, usd_cell
 
     def crossed(b: Burn) -> str:
         return ", ".join(f"{c.pct}%{' (forecast)' if c.projected else ''}" for c in b.crossings)
 
-    return [
+    rows = [
         {
             "project": b.project or "(unattributed)",
             "spent_usd": usd_cell(b.month_to_date),
-            "budget_usd": usd_cell(b.budget) if b.budget is not None else Cell("none", ""),
+            "budget_usd": usd_cell(b.budget, "none"),
             "forecast_usd": usd_cell(b.forecast),
             "forecast_low_usd": usd_cell(b.forecast_low),
             "forecast_high_usd": usd_cell(b.forecast_high),
-            "range": _range_text(b.forecast_low, b.forecast_high),
             "usd_per_hour": rate_cell(b.run_rate),
+            "unpriced_resources": str(b.unpriced) if b.unpriced else "",
             "status": b.status.value,
             "thresholds_crossed": crossed(b),
         }
         for b in (*r.burns, *([r.unattributed] if r.unattributed else []))
     ]
-
-
-def report_table(r: Report) -> Table:
-    """One row per project, for tools (``--format csv``): money as plain numbers in the
-    unit the column names, the range as its two ends, as every other command's CSV.
-
-    Defect: the CSV said ``$20,000.00``, ``none`` and ``$722.60 to $722.60``, which a
-    spreadsheet reads as text, not amounts."""
     return Table(
         (
             Column("project", "Project"),
             Column("spent_usd", "Spent", "right"),
             Column("budget_usd", "Budget", "right"),
             Column("forecast_usd", "Forecast", "right"),
-            Column("forecast_low_usd", "Forecast low", "right"),
-            Column("forecast_high_usd", "Forecast high", "right"),
+            Column("forecast_low_usd", "Low", "right"),
+            Column("forecast_high_usd", "High", "right"),
             Column("usd_per_hour", "Run-rate", "right"),
+            Column("unpriced_resources", "Unpriced", "right"),
             Column("status", "Status"),
             Column("thresholds_crossed", "Thresholds"),
         ),
-        _rows(r),
+        rows,
+        title="Projects",
     )
 
 
-def report_view(r: Report) -> Table:
-    """One row per project, for a person (``--format table|markdown``): money as the page
-    shows it, the range in one cell."""
-    return Table(
-        (
-            Column("project", "Project"),
-            Column("spent_usd", "Spent", "right"),
-            Column("budget_usd", "Budget", "right"),
-            Column("forecast_usd", "Forecast", "right"),
-            Column("range", "Range", "right"),
-            Column("usd_per_hour", "Run-rate", "right"),
-            Column("status", "Status"),
-            Column("thresholds_crossed", "Thresholds"),
-        ),
-        _rows(r),
+def print_report(fmt: str, report: Report, at: datetime) -> None:
+    """The report on stdout in ``fmt`` (``--format``), as ``costguard report`` prints it."""
+    write(
+        fmt,
+        kind=KIND,
+        data=report_data(report),
+        table=report_table(report),
+        generated_at=at,
+        # Markdown opens with its bold line, as every command's does; a month with no
+        # spend is a sentence, never a header row alone, and says what could not be read.
+        heading=f"CostGuard report, {report.month}",
+        empty=f"No project has spend in {report.month}"
+        + (f" ({', '.join(report.narrowed)})" if report.narrowed else "")
+        + (
+            f"; {', '.join(report.blind.unreadable)} could not be read: their spend is missing"
+            if report.blind.unreadable
+            else ""
+        )
+        + ".",
     )
 
 
@@ -308,23 +303,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         common.progress(not args.quiet)(
             f"wrote {args.html} ({size / 1024:,.0f} KiB); open it in a browser"
         )
-    write(
-        args.format,
-        kind=KIND,
-        data=report_data(report),
-        table=report_table(report),
-        views=(report_view(report),),
-        heading=f"CostGuard report, {report.month}",
-        empty=f"No project has spend in {report.month}"
-        + (f" ({', '.join(report.narrowed)})" if report.narrowed else "")
-        + (
-            f"; {', '.join(report.blind.unreadable)} could not be read: their spend is missing"
-            if report.blind.unreadable
-            else ""
-        )
-        + ".",
-        generated_at=at,
-    )
+    print_report(args.format, report, at)
     sys.stdout.flush()
     code, message = scan_outcome(scan, calls)
     if message:

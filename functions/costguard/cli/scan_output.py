@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from costguard.cli.output import UNPRICED, Cell, Column, Table, rate_cell, usd_cell
 from costguard.domain.money import cents, per_hour, rate
+from costguard.domain.text import plural
 
 if TYPE_CHECKING:
     from costguard.domain.attribution import AttributedResource
@@ -222,7 +223,8 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
     calls = sum(report.api_calls.values())
     lines += [
         "",
-        f"Scan took {report.duration_s:.2f}s" + (f" and {calls} AWS API calls." if calls else "."),
+        f"Scan took {report.duration_s:.2f}s"
+        + (f" and {plural(calls, 'AWS API call')}." if calls else "."),
     ]
     return "\n".join(lines)
 

@@ -20,6 +20,7 @@ def rate(value: Decimal) -> Decimal:
 
 
 def per_hour(value: Decimal) -> str:
-    """``$55.04/h`` for people: cents above a dollar, four places below (g4dn-class rates)."""
-    shown = cents(value) if abs(value) >= 1 else rate(value)
+    """``$55.04/h`` for people: cents above a dollar, four places below (g4dn-class rates),
+    and ``$0.00/h`` for nothing at all (not ``$0.0000/h``)."""
+    shown = cents(value) if abs(value) >= 1 or not value else rate(value)
     return f"${shown:,}/h"
