@@ -128,8 +128,6 @@ def _money(value: Decimal | None) -> str:
 def _nothing(report: ScanReport) -> str:
     """What a scan with no project row says: an empty account, or one it could not read
     (an empty report must never look like an empty account)."""
-    from costguard.domain.text import plural
-
     if report.failed_sources:
         n = len(report.failed_sources)
         return (
@@ -148,7 +146,6 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
     first thing to fix), then says how many more it has: a list cut with no word read as
     the whole project."""
     from costguard.cli import terminal
-    from costguard.domain.text import plural
 
     colour = terminal.colour_enabled() if colour is None else colour
     heading = ["PROJECT", "BUDGET", "RUN-RATE/H", "MONTH-TO-DATE", "FORECAST"]
