@@ -663,10 +663,10 @@ def _say_tick(
 
 def _say_replay(say: Callable[[str], None], replay: Mapping[str, Any], ticks: int) -> None:
     say(
-        f"re-ran tick {ticks} (a retried fan-out): planned again: {replay['planned']}; "
+        f"re-ran tick {ticks} (a retried fan-out): planned again: {_yes_no(replay['planned'])}; "
         f"{replay['sent']} sends, {replay['received_from_queue']} delivered; then "
         f"{replay['redelivered']} of its scans redelivered: ledger "
-        f"{', '.join(replay['ledger']) or '-'}, spend changed: {replay['spend_changed']}"
+        f"{', '.join(replay['ledger']) or '-'}, spend changed: {_yes_no(replay['spend_changed'])}"
     )
 
 
@@ -969,10 +969,16 @@ def _replay_lines(doc: Mapping[str, Any]) -> list[str]:
     r = doc["replay"]
     return [
         "",
-        f"Exactly once: tick {r['tick']} run again: planned again: {r['planned']}; "
+        f"Exactly once: tick {r['tick']} run again: planned again: {_yes_no(r['planned'])}; "
         f"{r['sent']} sends, {r['received_from_queue']} delivered (AWS would drop them as "
         "duplicates for 5 minutes; moto only while the first copy is queued)",
         f"  and {r['redelivered']} of its scans delivered once more: ledger "
         f"{', '.join(r['ledger']) or '-'}, {r['newly_done']} newly done, spend changed: "
-        f"{r['spend_changed']}",
+        f"{_yes_no(r['spend_changed'])}",
     ]
+
+
+def _yes_no(value: object) -> str:
+    """A flag as a person reads it. Defect: the text said "planned again: False" (a
+    Python repr); JSON keeps the boolean."""
+    return "yes" if value else "no"

@@ -111,3 +111,20 @@ def test_the_whole_demo_reads_cleanly(argv: list[str]) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "\033[" not in done.stdout, "piped output is never coloured"
     assert defects(done.stdout + "\n" + done.stderr) == []
+
+
+def test_the_org_demos_replay_says_yes_or_no_never_a_python_repr() -> None:
+    """Defect: ``costguard demo --org`` printed "planned again: False" and "spend changed:
+    False", Python's repr of a flag.
+
+    GIVEN the replay of a tick that planned nothing again and changed no spend, WHEN its
+    lines are written, THEN they say "no", and never True or False."""
+    from costguard_demo.org import _replay_lines
+
+    replay = {
+        "tick": 4, "planned": False, "sent": 2, "received_from_queue": 2, "redelivered": 2,
+        "ledger": ["already-applied"], "newly_done": 0, "spend_changed": False,
+    }  # fmt: skip
+    text = "\n".join(_replay_lines({"replay": replay}))
+    assert "planned again: no;" in text and "spend changed: no" in text
+    assert "False" not in text and "True" not in text

@@ -38,3 +38,24 @@ def test_the_spot_basis_is_said_in_words(capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "(table)" not in out and "(default)" not in out
     assert "spot table of" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (
+            ["--usd-per-hour", "3", "--spot-saving-pct", "60", "--interruptions-per-hour", "0.5"],
+            "at $3.00/h",
+        ),
+        (["--instance-type", "g5.xlarge"], "at $1.006/h"),
+    ],
+)
+def test_the_rate_is_said_as_money(
+    args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Defect: ``estimate iteration --usd-per-hour 3`` said ``at $3.0/h``.
+
+    GIVEN a whole-dollar rate and a catalog rate of three places, WHEN printed, THEN each
+    reads as money: to the cent at least, the catalog's places kept."""
+    assert main(["estimate", "iteration", "--work-hours", "2", *args]) == 0
+    assert said in capsys.readouterr().out

@@ -130,6 +130,26 @@ def test_an_unwritable_out_fails_before_any_request(
     assert fake.requests == []
 
 
+def test_an_out_that_is_a_pipe_is_refused_and_left_a_pipe(
+    fake: FakePriceList, tmp_path: Path
+) -> None:
+    """Defect: the catalog is written beside --out and moved over it: a named pipe or a
+    device (``--out /dev/full`` as root) would be replaced by a regular file.
+
+    GIVEN a named pipe as --out, WHEN a refresh runs, THEN it is bad input before any
+    request, and the pipe is still a pipe."""
+    import os
+    import stat
+
+    fifo = tmp_path / "prices.fifo"
+    os.mkfifo(fifo)
+    done = refresh(fake, "--region", "us-east-1", "--out", str(fifo))
+    assert done.returncode == 2, done.stderr
+    assert "is not a regular file" in done.stderr
+    assert fake.requests == []
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
 def test_a_reader_that_goes_away_is_not_a_traceback(fake: FakePriceList, tmp_path: Path) -> None:
     # GIVEN `costguard prices refresh | head -c0`: the reader has gone before anything is printed
     proc = subprocess.Popen(
@@ -274,6 +294,33 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
     assert all("us-east-1" in line for line in lines[2:])
 
 
+def test_show_of_a_table_with_nothing_stored_never_says_the_bundled_catalog_is_in_it(
+    fake: FakePriceList,
+) -> None:
+    """Defect: ``prices show --table ledger`` over a table with no stored catalog said
+    "Prices from the bundled catalog v3, as of ... in table ledger": the bundled catalog is
+    in the package, not the table.
+
+    GIVEN a ledger table with no stored catalog, WHEN its prices are shown, THEN the first
+    line names the bundled catalog and the guard of the table, never "in table"."""
+    import boto3
+
+    from costguard_demo.plumbing import create_ledger_table
+    from costguard_demo.server import embedded_aws
+
+    with embedded_aws() as aws:
+        create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+        shown = costguard(
+            fake, "prices", "show", "--table", "ledger", "--table-region", "us-east-1",
+            "--type", "g5.xlarge", "--region", "us-east-1",
+            AWS_ENDPOINT_URL_DYNAMODB=aws,
+        )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    first = shown.stdout.splitlines()[0]
+    assert first.startswith("Prices from the bundled catalog") and "in table" not in first
+    assert "(what the guard of table ledger uses)" in first
+
+
 def test_show_of_a_type_the_catalog_lacks_is_named_and_exits_2(fake: FakePriceList) -> None:
     done = costguard(fake, "prices", "show", "--type", "zz9.huge")
     assert done.returncode == 2
@@ -304,6 +351,7 @@ def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) 
         assert shown.returncode == 0, shown.stderr
         body = json.loads(shown.stdout)["data"]
         assert body["catalog"].startswith(f"prices from the stored catalog v{summary['version']}")
+        assert body["catalog"].endswith("(what the guard of table ledger uses)")
         ((rate,),) = [[r for r in body["rates"] if r["service"] == "ec2"]]
         assert rate["source"] == "price-list-api"
         # AND a second refresh the same day stores nothing new: the same prices, same date

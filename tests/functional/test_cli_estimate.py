@@ -67,12 +67,13 @@ def test_train_text_names_the_assumptions(capsys: pytest.CaptureFixture[str]) ->
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--params", "nan"], "--params must be a number"),
-        (["--params", "-1"], "--params must be a number"),
-        (["--params", "7e9\u0661"], "--params must be a number"),
+        (["--params", "nan"], "argument --params: must be a number"),
+        (["--params", "-1"], "argument --params: must be a number"),
+        (["--params", "7e9\u0661"], "argument --params: must be a number"),
+        (["--tokens", "0"], "argument --tokens: must be a number"),
         (["--gpu", "k80"], "invalid choice"),
         (["--mfu", "1.5"], "a fraction must be"),
-        (["--gpus", "0"], "--gpus must be a whole number"),
+        (["--gpus", "0"], "argument --gpus: must be a whole number"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -82,6 +83,9 @@ def test_bad_input_exits_2_with_one_line(
     code, out, err = run_cli([*base, *args], capsys)
     assert code == 2 and out == ""
     assert message in err and len(err.strip().splitlines()) == 1
+    # Defect: "argument --params: --params must be ...": argparse names the option already.
+    flag = args[0]
+    assert f"{flag}: {flag}" not in err
 
 
 def test_project_without_a_table_or_budget_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

@@ -130,6 +130,8 @@ def test_the_report_reads_the_deployed_ledgers_days_and_never_writes(fleet: dict
     ("args", "says"),
     [
         (("--month", "2999-01"), "has not begun"),
+        # Defect: a past month without a ledger scanned, then said nothing was spent.
+        (("--month", "2026-10"), "--month 2026-10 is past: a local scan knows this month only"),
         (("--month", "2026-13"), "must be a month like 2026-11"),
         (("--table", "nope", "--scope", "123456789012"), "ledger table 'nope' not found"),
         (("--format", "yaml"), "invalid choice"),
@@ -171,3 +173,94 @@ def test_csv_is_one_row_per_project_under_stable_column_names(fleet: dict[str, s
     # money is a plain number for a spreadsheet, not "$1,234.56"
     assert all(not r["spent_usd"].startswith("$") for r in rows)
     float(rows[0]["forecast_low_usd"])
+
+
+def test_csv_money_is_a_plain_number_a_spreadsheet_can_add(fleet: dict[str, str]) -> None:
+    """Defect: the report's CSV said ``$20,000.00``, ``none`` and ``$722.60 to $722.60``
+    (text to a spreadsheet), where every other command's CSV gives plain numbers.
+
+    GIVEN a fleet with and without budgets, WHEN the report is printed as CSV, THEN each
+    ``*_usd`` cell is a number to the cent ("none": no budget), the run-rate a number of
+    $/h, and the range its two ends, low <= forecast <= high."""
+    rows = {r["project"]: r for r in csv.DictReader(io.StringIO(report("--format", "csv").stdout))}
+    llm, untagged = rows["llm"], rows["(unattributed)"]
+    assert llm["budget_usd"] == "20000.00" and untagged["budget_usd"] == "none"
+    for row in (llm, untagged):
+        for key in ("spent_usd", "forecast_usd", "forecast_low_usd", "forecast_high_usd"):
+            assert Decimal(row[key]) == Decimal(row[key]).quantize(Decimal("0.01")), (key, row)
+        assert Decimal(row["forecast_low_usd"]) <= Decimal(row["forecast_usd"])
+        assert Decimal(row["forecast_usd"]) <= Decimal(row["forecast_high_usd"])
+    # a p5.48xlarge ($55.04/h) and its root volume, to four places
+    assert Decimal("55.04") < Decimal(llm["usd_per_hour"]) < Decimal("55.05")
+    assert Decimal(llm["usd_per_hour"]).as_tuple().exponent == -4
+
+
+def test_markdown_has_a_heading_and_an_empty_month_says_so(fleet: dict[str, str]) -> None:
+    """Defect: ``--format markdown`` of a month with no spend printed a header row alone (a
+    broken table in a PR comment), and no heading line as every other command's has.
+
+    GIVEN a month long before the fleet ran, WHEN printed as markdown and as a table, THEN
+    each says in words that nothing was spent; this month's markdown has its heading."""
+    import boto3
+
+    from costguard_demo.plumbing import create_ledger_table
+
+    create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+    past = ("--table", "ledger", "--scope", "123456789012", "--month", "2025-01")
+    empty = report(*past, "--format", "markdown")
+    assert empty.returncode == 0, empty.stderr
+    assert "_No project has spend in 2025-01._" in empty.stdout and "|---" not in empty.stdout
+    assert report(*past).stdout == "No project has spend in 2025-01.\n"
+    narrowed = report("--project", "nosuch").stdout
+    assert narrowed == "No project has spend in 2026-11 (project nosuch).\n"
+    now = report("--format", "markdown").stdout
+    assert now.startswith("**CostGuard report, ") and "| llm |" in now
+
+
+def test_progress_over_a_deployed_ledger_never_says_it_updates_it(fleet: dict[str, str]) -> None:
+    """Defect: `costguard report --table ledger` (and `scan --table`), which read the
+    deployed ledger and never write it, said "costguard: updating the ledger" on stderr.
+
+    GIVEN a deployed ledger, WHEN the report runs with its progress shown, THEN no line
+    says the ledger is updated, and the ledger holds nothing it did not hold before."""
+    import boto3
+
+    from costguard_demo.plumbing import create_ledger_table
+
+    create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+    done = costguard(
+        "report", "--region", "us-east-1", "--table", "ledger", "--scope", "123456789012",
+        at=MIDDAY, env=ENV,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "costguard: [" in done.stderr  # progress is shown
+    assert "updating" not in done.stderr, done.stderr
+
+
+def test_json_rates_have_four_places_as_the_scans_do(fleet: dict[str, str]) -> None:
+    """Defect: the report's JSON said ``"run_rate_usd_per_hour": 1.0081917808219178``, where
+    the scan's JSON rounds a $/h rate to four places.
+
+    GIVEN a fleet, WHEN the report prints JSON, THEN every $/h figure has at most four
+    decimal places."""
+    data = json.loads(report("--format", "json").stdout)["data"]
+    rates = [p["run_rate_usd_per_hour"] for p in data["projects"]]
+    rates += [k["usd_per_hour"] for k in data["by_kind"]]
+    rates += [t["usd_per_hour"] for t in data["top_resources"] if t["usd_per_hour"] is not None]
+    assert rates
+    for value in rates:
+        assert Decimal(str(value)) == Decimal(str(value)).quantize(Decimal("0.0001")), value
+
+
+def test_a_report_that_read_nothing_says_so_not_that_nothing_was_spent(
+    moto_server: str,
+) -> None:
+    """GIVEN an endpoint nobody answers (every source fails), WHEN the report runs, THEN it
+    exits 3 and its text names what could not be read, not only "No project has spend"."""
+    done = costguard(
+        *BASE,
+        at=MIDDAY,
+        env={**ENV, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_MAX_ATTEMPTS": "1"},
+    )
+    assert done.returncode == 3, done.stderr
+    assert "us-east-1/ec2" in done.stdout and "could not be read" in done.stdout

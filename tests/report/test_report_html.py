@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +142,146 @@ def test_the_first_instant_of_a_month_draws_a_point_not_an_invisible_line() -> N
     report = build_report(month.scan, InMemoryLedger(), ReportRequest(month="2026-12"), at)
     page = render(report)
     assert page.count('<circle data-role="spent"') == len(report.burns) + 1
+
+
+def test_the_summary_cards_are_the_sums_of_the_projects_shown() -> None:
+    """Defect: the demo's card said $55,447.24 to month end while its five projects' shown
+    forecasts add up to $55,447.23: the card summed the unrounded figures.
+
+    GIVEN three projects each forecast at $100.005 and each spent $1.005, WHEN the page
+    is drawn, THEN the cards say what their rows add up to ($300.03 and $3.03), each row
+    showing $100.01 and $1.01."""
+    from dataclasses import replace
+
+    month = live_month(DEMO_PROJECTS[:3], every=timedelta(hours=12))
+    report: Report = month.report()  # type: ignore[assignment]
+    odd = Decimal("100.005")
+    burns = tuple(
+        replace(
+            b, forecast=odd, forecast_low=odd, forecast_high=odd, month_to_date=Decimal("1.005")
+        )
+        for b in report.burns
+    )
+    assert len(burns) == 3
+    report = replace(report, burns=burns, unattributed=None)
+    assert report.forecast == Decimal("300.03") and report.month_to_date == Decimal("3.03")
+    page = render(report)
+    assert '<b class="n">$300.03</b><span>forecast to month end' in page
+    assert '<b class="n">$3.03</b><span>spent this month' in page
+
+
+def test_the_heading_names_an_account_never_the_placeholder_scope() -> None:
+    """Defect: without --table or --scope the page was headed "Account default".
+
+    GIVEN the same month under an account id, a chosen scope and no scope at all, WHEN
+    drawn, THEN the heading says "Account <id>", "Scope <name>", or that it is a local
+    scan, and never "Account default"."""
+    from dataclasses import replace
+
+    report: Report = live_month(DEMO_PROJECTS[:1]).report()  # type: ignore[assignment]
+    heading = {
+        scope: render(replace(report, scope=scope)).split('<p class="muted">', 1)[1][:60]
+        for scope in ("123456789012", "team-a", "default")
+    }
+    assert heading["123456789012"].startswith("Account ")
+    assert heading["team-a"].startswith("Scope ")
+    assert heading["default"].startswith("A local scan of this account")
+
+
+def test_a_project_that_has_spent_past_its_budget_is_over_not_heading_over() -> None:
+    """Defect: on the 31st a project that had spent $722.57 of its $500 budget was badged
+    "heading over budget", and the page said "1 project is heading over budget".
+
+    GIVEN one project past its budget already and one whose forecast only is, WHEN drawn,
+    THEN the first is "over budget", the second "heading over budget", and the sentence
+    above the charts tells them apart."""
+    from dataclasses import replace
+
+    from costguard.domain.spend import BudgetStatus
+
+    report: Report = live_month(DEMO_PROJECTS[:2]).report()  # type: ignore[assignment]
+    spent, heading = report.burns[:2]
+    spent = replace(
+        spent, budget=Decimal(500), month_to_date=Decimal(722), status=BudgetStatus.OVER
+    )
+    heading = replace(
+        heading, budget=Decimal(500), month_to_date=Decimal(100), forecast=Decimal(900),
+        status=BudgetStatus.OVER,
+    )  # fmt: skip
+    page = render(replace(report, burns=(spent, heading), unattributed=None))
+    assert page.count('">over budget</span>') == 1
+    assert page.count('">heading over budget</span>') == 1
+    assert "1 project is over budget; 1 project is heading over budget." in page
+
+
+def test_a_part_of_a_source_that_failed_is_named_not_the_whole_source() -> None:
+    """Defect: only SageMaker's Studio apps could not be read, yet the page said "Could not
+    read us-east-1/sagemaker: their spend is missing", notebooks and endpoints included.
+
+    GIVEN a scan whose only failure is us-east-1's Studio apps, WHEN the page is drawn,
+    THEN what it could not see names us-east-1/sagemaker/studio-apps, not the source."""
+    from dataclasses import replace
+
+    from costguard.domain.findings import Finding, FindingCode, Severity
+
+    month = live_month(DEMO_PROJECTS[:1])
+    failed = Finding(
+        FindingCode.SCAN_FAILED,
+        "us-east-1/sagemaker/studio-apps",
+        "ListApps failed with 500: ...; SageMaker studio apps in us-east-1 are missing",
+        Severity.ERROR,
+    )
+    month.scan = replace(
+        month.scan,
+        findings=(*month.scan.findings, failed),
+        failed_sources=frozenset({("us-east-1", "sagemaker")}),
+    )
+    report: Report = month.report()  # type: ignore[assignment]
+    assert report.blind.unreadable == ("us-east-1/sagemaker/studio-apps",)
+    section = render(report).split('data-role="blind-spots"', 1)[1].split("</section>")[0]
+    assert "us-east-1/sagemaker/studio-apps" in section
+
+
+def test_the_headings_dates_never_break_at_their_hyphens() -> None:
+    """Defect: at 390 pixels the heading read "prices as of 2026-11-" then "29" on the next
+    line. GIVEN a month, WHEN drawn, THEN each date of the heading is in a span that does
+    not wrap (class n: white-space nowrap)."""
+    report: Report = live_month(DEMO_PROJECTS[:1]).report()  # type: ignore[assignment]
+    heading = render(report).split('<p class="muted">', 1)[1].split("</p>", 1)[0]
+    assert f"<span class=n>{report.catalog_as_of}</span>" in heading
+    assert "<span class=n>2026-" in heading.split("prices as of")[0]
+
+
+def test_a_page_written_to_a_fifo_goes_through_it_and_leaves_it_a_fifo(tmp_path: Path) -> None:
+    """Defect: ``--html`` wrote a temporary file and moved it over the target, whatever the
+    target was: run as root, ``--html /dev/full`` replaced the device with a regular file.
+
+    GIVEN a named pipe with a reader, WHEN the page is written to it, THEN the reader gets
+    the whole page, the pipe is still a pipe, and no temporary file is left beside it."""
+    import os
+    import stat
+    import threading
+
+    from costguard.cli.report import write_html
+
+    fifo = tmp_path / "page.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    report: Report = live_month(DEMO_PROJECTS[:1]).report()  # type: ignore[assignment]
+    size = write_html(report, fifo)
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got and len(got[0]) == size and got[0].startswith(b"<!doctype html>")
+    assert [p.name for p in tmp_path.iterdir()] == ["page.fifo"]
+
+
+def test_a_region_never_breaks_at_its_hyphens() -> None:
+    """Defect: at 390 pixels the advice and top-resources tables read "us-east-" then "1".
+
+    GIVEN the demo's month, WHEN drawn, THEN each region under a resource is a span that
+    does not wrap, and no region is left bare for the browser to break."""
+    page = render(live_month(DEMO_PROJECTS).report())  # type: ignore[arg-type]
+    assert "<span class=n>us-east-1</span>" in page
+    assert " · us-east-1" not in page and "us-east-1 · " not in page

@@ -54,3 +54,7 @@ def test_reports_a_failing_bucket_as_a_finding_and_judges_the_others() -> None:
     assert finding.resource == "123456789012/us-east-1/s3-bucket/b-denied"
     assert "failed on b-denied" in finding.message
     assert [f.resource for f in ledger.findings("s", "2026-11-20")] == [finding.resource]
+    # AND the reason, which the warning reads before "CostGuard will delete objects in it",
+    # names the bucket's TTL. Defect: "1 object (10 bytes) is older than their costguard:ttl".
+    reasons = {d.reason for d in decisions}
+    assert reasons == {"1 object (10 bytes) is older than the bucket's costguard:ttl"}, reasons

@@ -305,3 +305,23 @@ def test_a_run_that_fails_between_a_pages_batches_leaves_what_it_deleted_to_be_c
     assert "deleted by an earlier run that failed" in last.detail
     again = service.sweep(REF, config, T0 + timedelta(hours=3), Unlimited(), TAGS)
     assert again.saved == Tally()
+
+
+def test_the_trip_alert_says_each_count_once() -> None:
+    """Defect: the demo's alert read "...: it would delete 5 of 5 objects in scope, more
+    than 50 %. It would delete 5 of 5 objects in scope (5,120 bytes, about $0.00 a month)".
+
+    GIVEN a bucket whose every object is past its time to live, WHEN the pass trips, THEN
+    the alert gives the count once, and still its bytes and what they cost a month."""
+    s3 = FakeS3()
+    _bucket(s3, {"a": 72, "b": 72, "c": 72})
+    alerts: list[object] = []
+    service = _service(s3, alerts)
+    config = SweepConfig(timedelta(hours=48), keep_prefix="")
+    service.survey(REF, config, T0, Unlimited())
+    result = service.sweep(REF, config, T0 + timedelta(hours=25), Unlimited(), TAGS)
+    assert result.phase == "tripped", result.detail
+    alert = alerts[-1]
+    summary: str = alert.summary  # type: ignore[attr-defined]
+    assert summary.count("3 of 3 objects in scope") == 1, summary
+    assert "30 bytes" in summary and "a month" in summary

@@ -74,16 +74,18 @@ def _number(
         )
         if not ok or number is None:
             bound = f"above {low}" if low_open else f"from {low}"
+            # argparse names the option ("argument --params: ..."): the message does not.
+            subject = f"{what} must" if what else "must"
             raise argparse.ArgumentTypeError(
-                f"{what} must be a number {bound} up to {high:g}, got {value!r}"
+                f"{subject} be a number {bound} up to {high:g}, got {value!r}"
             )
         return number
 
     return parse
 
 
-params_count = _number("--params", Decimal(0), Decimal("1e15"))
-tokens_count = _number("--tokens", Decimal(0), Decimal("1e17"))
+params_count = _number("", Decimal(0), Decimal("1e15"))
+tokens_count = _number("", Decimal(0), Decimal("1e17"))
 _mfu_number = _number("a fraction", MFU_FLOOR, Decimal(1), low_open=False)
 
 
@@ -105,9 +107,9 @@ usd_arg = _number("USD", Decimal(0), Decimal(10_000_000), low_open=False)
 per_hour = _number("a rate per hour", Decimal(0), Decimal(1), low_open=False)
 percent = _number("a percentage", Decimal(0), Decimal(99), low_open=False)
 bytes_arg = _number("bytes per parameter", Decimal(0), Decimal(64))
-_WHOLE = "{option} must be a whole number from {{low}} to {{high}}, got {{value!r}}"
-gpu_count = common.whole_number(1, 1_000_000, _WHOLE.format(option="--gpus"))
-iterations = common.whole_number(1, 100_000, _WHOLE.format(option="--iterations-per-setup"))
+_WHOLE = "must be a whole number from {low} to {high}, got {value!r}"
+gpu_count = common.whole_number(1, 1_000_000, _WHOLE)
+iterations = common.whole_number(1, 100_000, _WHOLE)
 
 
 # -- shared output ---------------------------------------------------------------------------
@@ -598,10 +600,19 @@ def iteration_json(
     }
 
 
+def _dollars(value: float) -> str:
+    """A rate as given, to the cent at least: ``$3.00``, ``$1.006`` (the catalog's three
+    places kept). Defect: ``--usd-per-hour 3`` was said ``at $3.0/h``."""
+    amount = Decimal(str(value))
+    cent = amount.quantize(Decimal("0.01"))
+    return f"${cent:,}" if amount == cent else f"${amount.normalize():,f}"
+
+
 def iteration_text(data: dict[str, Any]) -> str:
     i = data["inputs"]
     rows = [
-        f"One iteration of {i['work_hours']} h at ${i['usd_per_hour_on_demand']}/h on-demand "
+        f"One iteration of {i['work_hours']} h at {_dollars(i['usd_per_hour_on_demand'])}/h "
+        "on-demand "
         f"(spot saves {i['spot_saving_pct']}%, {i['interruptions_per_hour']} interruptions/h"
         + (f", bucket {i['interruption_bucket']}" if i["interruption_bucket"] else "")
         + f"; {i['spot_basis']}).",

@@ -201,16 +201,11 @@ def markdown_text(tables: Sequence[Table], heading: str = "", *, empty: str = ""
 
 
 def plain_text(table: Table) -> str:
+    from costguard.cli.terminal import columns
+
     grid = [[c.header for c in table.columns], *(table.cells(r) for r in table.rows)]
-    widths = [max(len(line[i]) for line in grid) for i in range(len(table.columns))]
-    lines = []
-    for line in grid:
-        cells = [
-            text.rjust(width) if column.align == "right" else text.ljust(width)
-            for text, width, column in zip(line, widths, table.columns, strict=True)
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines) + "\n"
+    right = frozenset(i for i, c in enumerate(table.columns) if c.align == "right")
+    return "\n".join(columns(grid, right)) + "\n"
 
 
 def render(

@@ -24,6 +24,12 @@ def _writable_output(out: Path) -> Path:
         raise common.CommandError(
             f"--out {out} is a directory; pass a file path such as {out}/prices.json"
         )
+    if out.exists() and not out.is_file():
+        # The catalog is moved into place: over a device or a pipe, it would replace it.
+        raise common.CommandError(
+            f"--out {out} is not a regular file (a device or a pipe); pass a file path such "
+            "as ./prices.json"
+        )
     parent = out.parent
     if not parent.is_dir():
         raise common.CommandError(f"--out {out}: directory {parent} does not exist")
@@ -222,7 +228,9 @@ def _catalog_in_use(args: argparse.Namespace) -> tuple[Any, Any, str, str]:
         )
         with common.table_errors(args.table, region):
             catalog, in_use = reader.read()
-        which = f"prices from the {in_use.describe()} in table {args.table} (what the guard uses)"
+        # Not "the bundled catalog ... in table T": a guard with nothing stored uses the
+        # bundled one, which is not in its table.
+        which = f"prices from the {in_use.describe()} (what the guard of table {args.table} uses)"
         if in_use.problem:
             common.progress(True)(f"warning: {in_use.problem}")
         short = "packaged" if in_use.source == BUNDLED else in_use.source
@@ -302,6 +310,8 @@ def cmd_prices_show(args: argparse.Namespace) -> int:
         table=table,
         generated_at=common.now(),
         text=f"{which[:1].upper()}{which[1:]}:\n" + output.plain_text(text_table),
+        # Markdown opens with its bold line, as every other command's does.
+        heading=f"CostGuard prices: the {short} catalog, as of {book.as_of.isoformat()}",
     )
     return common.EXIT_OK
 

@@ -34,6 +34,14 @@ def _money(value: Decimal | None) -> float | None:
     return None if value is None else float(cents(value))
 
 
+def _rate(value: Decimal) -> float:
+    """A $/h rate to four places, as the scan's JSON gives it. Defect: the report's JSON
+    said ``"run_rate_usd_per_hour": 1.0081917808219178``."""
+    from costguard.domain.money import rate
+
+    return float(rate(value))
+
+
 def burn_data(b: Burn) -> dict[str, Any]:
     return {
         "project": b.project,
@@ -44,7 +52,7 @@ def burn_data(b: Burn) -> dict[str, Any]:
         "forecast_low_usd": _money(b.forecast_low),
         "forecast_high_usd": _money(b.forecast_high),
         "forecast_range_basis": b.range_basis,
-        "run_rate_usd_per_hour": float(b.run_rate),
+        "run_rate_usd_per_hour": _rate(b.run_rate),
         "days_known": b.has_days,
         "undated_usd": _money(b.undated_usd),
         "daily_cumulative_usd": [{"day": round(p.day, 4), "usd": _money(p.usd)} for p in b.series],
@@ -89,7 +97,7 @@ def report_data(r: Report) -> dict[str, Any]:
                 "kind": k.kind.value,
                 "resources": k.resources,
                 "unpriced": k.unpriced,
-                "usd_per_hour": float(k.usd_per_hour),
+                "usd_per_hour": _rate(k.usd_per_hour),
             }
             for k in r.kinds
         ],
@@ -101,7 +109,7 @@ def report_data(r: Report) -> dict[str, Any]:
                 "instance_type": t.instance_type,
                 "project": t.project,
                 "owner": t.owner,
-                "usd_per_hour": None if t.usd_per_hour is None else float(t.usd_per_hour),
+                "usd_per_hour": None if t.usd_per_hour is None else _rate(t.usd_per_hour),
             }
             for t in r.top
         ],
@@ -179,7 +187,24 @@ def report_table(r: Report) -> Table:
 
 def print_report(fmt: str, report: Report, at: datetime) -> None:
     """The report on stdout in ``fmt`` (``--format``), as ``costguard report`` prints it."""
-    write(fmt, kind=KIND, data=report_data(report), table=report_table(report), generated_at=at)
+    write(
+        fmt,
+        kind=KIND,
+        data=report_data(report),
+        table=report_table(report),
+        generated_at=at,
+        # Markdown opens with its bold line, as every command's does; a month with no
+        # spend is a sentence, never a header row alone, and says what could not be read.
+        heading=f"CostGuard report, {report.month}",
+        empty=f"No project has spend in {report.month}"
+        + (f" ({', '.join(report.narrowed)})" if report.narrowed else "")
+        + (
+            f"; {', '.join(report.blind.unreadable)} could not be read: their spend is missing"
+            if report.blind.unreadable
+            else ""
+        )
+        + ".",
+    )
 
 
 def write_html(report: Report, path: Path) -> int:
@@ -191,11 +216,21 @@ def write_html(report: Report, path: Path) -> int:
     path = path.expanduser()
     folder = path.parent if str(path.parent) else Path(".")
     try:
+        if path.exists() and not path.is_file():
+            # A device, a FIFO or /dev/stdout is written in place. Defect: the page was moved
+            # over it, so (as root) `--html /dev/full` replaced the device with a file.
+            with path.open("wb") as out:
+                out.write(page)
+            return len(page)
         fd, tmp = tempfile.mkstemp(prefix=".costguard-report-", dir=folder)
-        with os.fdopen(fd, "wb") as out:
-            out.write(page)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets; a report is for sharing
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(page)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 is for secrets; a report is for sharing
+            os.replace(tmp, path)
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)  # never a stray .costguard-report-* file
+            raise
     except OSError as exc:
         raise common.CommandError(
             f"--html {str(path)!r}: cannot write it ({exc.strerror or exc})"
@@ -221,6 +256,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     args.sagemaker_tags = None
     aws = common.session(args)
     settings = settings_for_scan(args, aws)
+    if month < month_key(at) and not settings.table_name:
+        # Defect: a past month without a ledger printed "No project has spend", after a
+        # whole scan: a local scan back-fills this month only, it has no history.
+        raise common.CommandError(
+            f"--month {month} is past: a local scan knows this month only; pass --table "
+            "(the LedgerTable output) to read a past month from the deployed ledger"
+        )
     catalog, which, source = common.choose_catalog(None, common.progress(not args.quiet))
     common.require_credentials(aws)
     # Which prices the numbers rest on, as `scan` says it.

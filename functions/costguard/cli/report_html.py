@@ -60,8 +60,14 @@ def _resource(key: str) -> str:
     parts = parse_key(key)
     if parts is None:
         return f"<span class=key>{esc(key)}</span>"
-    where = " · ".join(x for x in (parts.kind, parts.region, parts.account) if x)
-    return f"{user(parts.id)}<br><span class=key>{esc(where)}</span>"
+    where = _where(parts.kind, parts.region, parts.account)
+    return f"{user(parts.id)}<br><span class=key>{where}</span>"
+
+
+def _where(*pieces: str | None) -> str:
+    """Kind, type, region, account, each kept on one line: on a phone "us-east-1" broke
+    at its hyphens ("us-east-" / "1"); the line breaks between the pieces instead."""
+    return " · ".join(f"<span class=n>{esc(x)}</span>" for x in pieces if x)
 
 
 def _project(name: str | None) -> str:
@@ -74,6 +80,18 @@ _STATUS_WORDS = {
     BudgetStatus.OK: "within budget",
     BudgetStatus.NO_BUDGET: "no budget set",
 }
+
+
+def _spent_over(b: Burn) -> bool:
+    return b.budget is not None and b.month_to_date >= b.budget
+
+
+def _status_words(b: Burn) -> str:
+    """The badge: "over budget" once the spend has passed it, "heading over budget" while
+    only the forecast has. Defect: a project that had spent $722 of $500 was "heading over
+    budget"."""
+    return "over budget" if _spent_over(b) else _STATUS_WORDS[b.status]
+
 
 CSS = """
 :root{--ink:#1d2330;--muted:#5d6678;--line:#d9dee7;--bg:#f6f7f9;--card:#fff;
@@ -302,7 +320,7 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
     return (
         f'<article class="card" data-project="{esc(b.project or "")}">'
         f"<header><h3>{_project(b.project)}</h3>"
-        f'<span class="badge {status}">{_STATUS_WORDS[b.status]}</span></header>'
+        f'<span class="badge {status}">{_status_words(b)}</span></header>'
         + chart(b, thresholds)
         + f'<div class="figs">{"".join(figs)}</div>'
         + "".join(f'<p class="note">{n}</p>' for n in notes)
@@ -333,6 +351,18 @@ def _month_rate(value: Decimal | None) -> str:
     return _num(usd(value * 730)) if value is not None else "no price"
 
 
+def _whose(scope: str) -> str:
+    """Whose month it is: an account id, a scope someone chose, or a local scan's. Defect:
+    a local scan's page was headed "Account default", the settings' placeholder."""
+    from costguard.config_spec import EnvOnly
+
+    if re.fullmatch(r"[0-9]{12}", scope):
+        return f"Account {user(scope)}"
+    if scope == EnvOnly.model_fields["scope"].default:
+        return "A local scan of this account"
+    return f"Scope {user(scope)}"
+
+
 def render(report: Report) -> str:
     """The whole page."""
     r = report
@@ -355,8 +385,9 @@ def render(report: Report) -> str:
         "style-src 'unsafe-inline'\">",
         f"<title>CostGuard report {esc(r.month)}</title><style>{CSS}</style></head><body><main>",
         f"<h1>Cloud spend, {esc(_month_name(r.month))}{narrowed}</h1>",
-        f'<p class="muted">Account {user(r.scope)} · generated {esc(_when(r))} · prices as of '
-        f"{esc(r.catalog_as_of)}"
+        # A date never breaks at its hyphens ("2026-11-" / "29" on a phone).
+        f'<p class="muted">{_whose(r.scope)} · generated <span class=n>{esc(_when(r))}</span>'
+        f" · prices as of <span class=n>{esc(r.catalog_as_of)}</span>"
         + (_age_words(r.catalog_age_days) if r.catalog_age_days is not None else "")
         + "</p>",
         '<section class="summary">'
@@ -366,10 +397,13 @@ def render(report: Report) -> str:
         + "</section>",
     ]
     if over:
-        out.append(
-            f"<p><strong>{over} project{'s are' if over > 1 else ' is'} heading over budget.</strong>"
-            "</p>"
-        )
+        spent = sum(1 for b in r.burns if b.status is BudgetStatus.OVER and _spent_over(b))
+        said = [
+            f"{n} project{'s are' if n > 1 else ' is'} {words}"
+            for n, words in ((spent, "over budget"), (over - spent, "heading over budget"))
+            if n
+        ]
+        out.append(f"<p><strong>{'; '.join(said)}.</strong></p>")
     out.append(_blind_html(r))
     out.append(
         (
@@ -449,7 +483,7 @@ def render(report: Report) -> str:
                 (
                     [
                         f"{user(t.name)}<br><span class=key>"
-                        + esc(" · ".join(x for x in (t.instance_type, t.region) if x))
+                        + _where(t.instance_type, t.region)
                         + "</span>",
                         esc(t.kind.value),
                         _project(t.project),

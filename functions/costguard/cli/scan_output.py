@@ -125,18 +125,35 @@ def _money(value: Decimal | None) -> str:
     return "-" if value is None else f"${cents(value):,}"
 
 
+def _nothing(report: ScanReport) -> str:
+    """What a scan with no project row says: an empty account, or one it could not read
+    (an empty report must never look like an empty account)."""
+    if report.failed_sources:
+        n = len(report.failed_sources)
+        return (
+            f"Nothing to show: {plural(n, 'source')} could not be read (see the scan-failed "
+            "findings); what they hold is missing, not zero."
+        )
+    return "No GPU or accelerator resources found, and no spend this month."
+
+
 def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -> str:
     """The scan as text for a person. Columns widen to their longest cell: a project name
     or a resource id is never cut (a cut id names another resource, or none). The status
-    is coloured on a terminal (``colour`` None: when stdout is one and NO_COLOR is unset)."""
+    is coloured on a terminal (``colour`` None: when stdout is one and NO_COLOR is unset).
+
+    Each project lists its ``top`` resources, unpriced first (their spend is unknown, the
+    first thing to fix), then says how many more it has: a list cut with no word read as
+    the whole project."""
     from costguard.cli import terminal
 
     colour = terminal.colour_enabled() if colour is None else colour
-    heading = ["PROJECT", "BUDGET", "RUN-RATE/H", "MONTH-TO-DATE", "FORECAST", "STATUS"]
+    heading = ["PROJECT", "BUDGET", "RUN-RATE/H", "MONTH-TO-DATE", "FORECAST"]
     projects: list[list[str]] = [heading]
     resources: list[list[str]] = []
-    #: (project row index, its resource rows' indexes), in order
-    layout: list[tuple[int, list[int]]] = []
+    statuses: list[str] = ["STATUS"]
+    #: (project row index, its resource rows' indexes, how many more it has), in order
+    layout: list[tuple[int, list[int], int]] = []
     for p in (*report.projects, report.unattributed):
         if p.project is None and not p.resources and not p.month_to_date_usd:
             continue
@@ -147,11 +164,14 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
                 per_hour(p.run_rate_usd_per_hour)[:-2],
                 _money(p.month_to_date_usd),
                 _money(p.forecast_month_usd),
-                p.status.value if p.project is not None else "",
             ]
         )
+        statuses.append(p.status.value if p.project is not None else "")
         mine = []
-        for a in [a for a in p.resources if a.priced.resource.billable][:top]:
+        billable = [a for a in p.resources if a.priced.resource.billable]
+        # Unpriced first, then as the report orders them (stable: the most expensive first).
+        billable.sort(key=lambda a: a.priced.usd_per_hour is not None)
+        for a in billable[:top]:
             r = a.priced.resource
             price = "UNPRICED" if a.priced.usd_per_hour is None else per_hour(a.priced.usd_per_hour)
             what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
@@ -159,10 +179,9 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             count = f"{r.count} x " if r.count > 1 else ""
             mine.append(len(resources))
             resources.append([r.kind.value, r.id, count + what, market, price])
-        layout.append((len(projects) - 1, mine))
+        layout.append((len(projects) - 1, mine, max(len(billable) - top, 0)))
     project_lines = terminal.columns(projects, right=frozenset({1, 2, 3, 4}))
     resource_lines = terminal.columns(resources, right=frozenset({4}))
-    status_at = len(project_lines[0]) - len("STATUS")
     lines = [
         f"CostGuard scan of {', '.join(report.regions)} at {report.now:%Y-%m-%d %H:%M} UTC "
         f"(prices as of {report.catalog_as_of}"
@@ -172,12 +191,18 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             else ")"
         ),
         "",
-        project_lines[0],
+        # Defect: an account with nothing to report printed a header row alone.
+        f"{project_lines[0]}  STATUS" if layout else _nothing(report),
     ]
-    for row, mine in layout:
-        line = project_lines[row]
-        lines.append(line[:status_at] + terminal.status(line[status_at:], colour))
+    for row, mine, more in layout:
+        status = statuses[row]
+        # The status after the aligned columns, coloured alone: escape codes never shift them.
+        lines.append(f"{project_lines[row]}  {terminal.status(status, colour)}".rstrip())
         lines += [f"    {resource_lines[i]}" for i in mine]
+        if more:
+            lines.append(
+                f"    … and {plural(more, 'more resource')} (--format csv lists every one)"
+            )
     if report.pending_capacity:
         lines += ["", "Pending capacity (desired but not running, not yet spend):"]
         for pc in report.pending_capacity:
@@ -257,7 +282,9 @@ def _resource_row(account: str, project: Cell, a: AttributedResource) -> dict[st
         "owner": a.owner or "",
         "resource_kind": r.kind.value,
         "resource": r.id,
-        "instance_type": what,
+        # Markdown shows the count with the type, as the text does ("2 x ml.g4dn.2xlarge"):
+        # the $/h is the whole endpoint's. CSV has its own count column.
+        "instance_type": Cell(f"{r.count} x {what}", what) if r.count > 1 else what,
         "region": r.region,
         "lifecycle": r.lifecycle.value if r.instance_type else "",
         "count": str(r.count),

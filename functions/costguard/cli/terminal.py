@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
@@ -78,18 +79,39 @@ def fit(text: str, room: int | None, floor: int = 20) -> str:
     return text if room is None else truncate(text, max(room, floor))
 
 
+def cell_width(text: str) -> int:
+    """The columns ``text`` takes on a terminal: a CJK character or an emoji takes two, a
+    combining mark or a format character none. ``len`` counts code points, so a project
+    named in Japanese pushed every column after it out of line."""
+    return sum(
+        0
+        if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf")
+        else 2
+        if unicodedata.east_asian_width(ch) in ("W", "F")
+        else 1
+        for ch in text
+    )
+
+
+def pad(text: str, width: int, *, right: bool = False) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns (on the left if ``right``)."""
+    room = " " * max(width - cell_width(text), 0)
+    return room + text if right else text + room
+
+
 def columns(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> list[str]:
     """Rows of cells aligned in columns two spaces apart; ``right`` holds the indexes of the
     columns aligned to the right (amounts). Widths come from the longest cell, so a long
-    resource key widens its column instead of pushing the next one out of line."""
+    resource key widens its column instead of pushing the next one out of line; they are
+    measured in terminal columns (:func:`cell_width`), not characters."""
     if not rows:
         return []
     count = max(len(r) for r in rows)
     grid = [[*r, *[""] * (count - len(r))] for r in rows]
-    widths = [max(len(r[i]) for r in grid) for i in range(count)]
+    widths = [max(cell_width(r[i]) for r in grid) for i in range(count)]
     return [
         "  ".join(
-            cell.rjust(w) if i in right else cell.ljust(w)
+            pad(cell, w, right=i in right)
             for i, (cell, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
         for r in grid

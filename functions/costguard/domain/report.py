@@ -24,7 +24,7 @@ from itertools import pairwise
 
 from costguard.domain.calendar import hours_left_in_month, month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
-from costguard.domain.money import ZERO
+from costguard.domain.money import ZERO, cents
 from costguard.domain.spend import BudgetStatus, budget_status, forecast_month_end
 
 #: Run-rate samples this old and newer widen the forecast's range.
@@ -312,15 +312,19 @@ class Report:
     #: What the report was narrowed to ("project p", "team t"), for its heading.
     narrowed: tuple[str, ...] = ()
 
+    # The totals are sums of the rows as shown, to the cent: the summary card's total is
+    # then the sum of the projects listed under it. Defect: the demo's card said
+    # $55,447.24, its five projects $55,447.23 (the unrounded figures summed).
+
     @property
     def month_to_date(self) -> Decimal:
-        total = sum((b.month_to_date for b in self.burns), ZERO)
-        return total + (self.unattributed.month_to_date if self.unattributed else ZERO)
+        rows = (*self.burns, *([self.unattributed] if self.unattributed else []))
+        return sum((cents(b.month_to_date) for b in rows), ZERO)
 
     @property
     def forecast(self) -> Decimal:
-        total = sum((b.forecast for b in self.burns), ZERO)
-        return total + (self.unattributed.forecast if self.unattributed else ZERO)
+        rows = (*self.burns, *([self.unattributed] if self.unattributed else []))
+        return sum((cents(b.forecast) for b in rows), ZERO)
 
     @property
     def budget(self) -> Decimal:

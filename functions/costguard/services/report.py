@@ -13,6 +13,7 @@ from datetime import date, datetime
 from decimal import Decimal
 
 from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.findings import FindingCode, Severity
 from costguard.domain.money import ZERO
 from costguard.domain.report import (
     RATE_LOOKBACK,
@@ -173,9 +174,7 @@ def build_report(
         catalog_as_of=scan.catalog_as_of,
         catalog_age_days=catalog_age,
         blind=BlindSpots(
-            unreadable=tuple(sorted(f"{region}/{source}" for region, source in scan.failed_sources))
-            if live
-            else (),
+            unreadable=_unreadable(scan) if live else (),
             unpriced_types=unpriced_types(
                 (a.priced.resource.instance_type, a.priced.usd_per_hour) for a in resources
             ),
@@ -273,3 +272,23 @@ def _narrowed(request: ReportRequest) -> tuple[str, ...]:
     if request.team is not None:
         out.append(f"team {request.team}")
     return tuple(out)
+
+
+def _unreadable(scan: ScanReport) -> tuple[str, ...]:
+    """What the scan could not read, as its scan-failed findings name it: the part of a
+    source that failed (``us-east-1/sagemaker/studio-apps``), not the whole source.
+    Defect: when only Studio apps failed, the page said it "could not read
+    us-east-1/sagemaker" and that its spend was missing, notebooks and endpoints included."""
+    named = {
+        f.resource
+        for f in scan.findings
+        if f.code is FindingCode.SCAN_FAILED and f.severity is Severity.ERROR
+    }
+    for region, source in scan.failed_sources:
+        whole = f"{region}/{source}"
+        if not any(
+            n == whole or n.startswith(f"{whole}/") or n.endswith(f"/{whole}") or f"/{whole}/" in n
+            for n in named
+        ):
+            named.add(whole)
+    return tuple(sorted(named))

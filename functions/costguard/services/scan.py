@@ -189,7 +189,8 @@ class ScanService:
         attribution = attribute(priced, s.tag_keys, s.projects)
         findings.extend(attribution.findings)
 
-        self._progress("updating the ledger")
+        # (no "updating the ledger": a local scan reads a deployed ledger and never writes it)
+        self._progress("accruing spend since the last scan")
         previous = self._ledger.watermark(s.scope)
         previous_observations = adopt_account(self._ledger.observations(s.scope), s.account)
         accrual = accrue(attribution.resources, previous_observations, now, s.exact_gap)

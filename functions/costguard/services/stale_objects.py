@@ -286,7 +286,7 @@ class StaleObjectsPolicy:
             Action.DELETE_OBJECTS,
             target,
             f"{objects(result.would_delete.objects)} ({result.would_delete.bytes:,} bytes) "
-            f"{'is' if result.would_delete.objects == 1 else 'are'} older than their {Tags.TTL}",
+            f"{'is' if result.would_delete.objects == 1 else 'are'} older than the bucket's {Tags.TTL}",
             now,
             evidence=evidence,
             usd_per_hour_saved=usd_per_hour(result.would_delete.bytes, rate),

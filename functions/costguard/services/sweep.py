@@ -454,6 +454,12 @@ class SweepService:
         would, in_scope = _tally(trip["would_delete"]), _tally(trip.get("in_scope"))
         usd = usd_per_month(would.bytes, self._s.usd_per_gb_month)
         why = str(trip["reason"])
+        # The reason already gives the count (or the bytes) that tripped: say the rest only,
+        # never "... 5 of 5 objects in scope, more than 50 %. It would delete 5 of 5 ...".
+        counted = f"{would.objects:,} of {in_scope.objects:,} objects in scope"
+        size = f"{would.bytes:,} bytes"
+        money = f"about ${cents(usd):,} a month"
+        extra = ", ".join(part for part in (counted, size) if part not in why) or "in all"
         if self._notifier is not None:
             self._notifier.publish(
                 Alert(
@@ -465,10 +471,8 @@ class SweepService:
                     title=f"CostGuard stopped before deleting in s3 bucket {bucket.name}",
                     summary=(
                         f"The stale-object sweep stopped before deleting anything in this "
-                        f"pass: {why}. It would delete {would.objects:,} of "
-                        f"{in_scope.objects:,} objects in scope ({would.bytes:,} bytes, about "
-                        f"${cents(usd):,} a month). Nothing is deleted until you confirm, "
-                        f"and CostGuard's lifecycle rule is off the bucket until then."
+                        f"pass: {why} ({extra}, {money}). Nothing is deleted until you "
+                        f"confirm, and CostGuard's lifecycle rule is off the bucket until then."
                     ),
                     at=at,
                     why=why,
