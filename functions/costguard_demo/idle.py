@@ -49,11 +49,14 @@ def launch_notebook(
     name: str,
     at: datetime,
     account: str = DEMO_ACCOUNT,
+    *,
+    project: str = "vision-research",
     **extra: str,
 ) -> str:
-    """An EC2 notebook (``costguard:role=notebook``, project vision), launched at ``at``."""
+    """An EC2 notebook (``costguard:role=notebook``, of ``project``: by default the demo
+    fleet's vision-research), launched at ``at``."""
     tags = {
-        Tags.PROJECT: "vision",
+        Tags.PROJECT: project,
         Tags.ROLE: "notebook",
         Tags.OWNER: "alice@example.com",
         "Name": name,

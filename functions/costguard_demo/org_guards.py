@@ -210,7 +210,9 @@ def seed_targets(org: Organization, sessions: Mapping[str, Any], day: datetime) 
         ("vision-idle-notebook", 0.0, "stopped"),
         ("vision-busy-notebook", 92.0, "running"),
     ):
-        iid = launch_notebook(sessions[vision], "us-west-2", label, launched, vision)
+        iid = launch_notebook(
+            sessions[vision], "us-west-2", label, launched, vision, project="vision"
+        )
         publish_metrics(sessions[vision], "us-west-2", iid, launched, day + METRICS_UNTIL, gpu=gpu)
         out.append(
             Seeded(

@@ -50,13 +50,13 @@ def run_sweep_chapter(
     from costguard.settings import Settings
 
     s3 = session.client("s3", region_name=region)
-    ttl = {Tags.TTL: "48h", Tags.PROJECT: "vision", Tags.OWNER: "alice@example.com"}
+    ttl = {Tags.TTL: "48h", Tags.PROJECT: "vision-research", Tags.OWNER: "alice@example.com"}
     # Ages now; the sweep runs a day later, when 30 h and 50 h are past 48 h, 20 h is not.
     _seed(s3, "demo-scratch", ttl, {
         "tmp/old-1": 50, "tmp/old-2": 30, "tmp/young-1": 20, "tmp/young-2": 10,
         "tmp/young-3": 1, "keep/model.pt": 500,
     }, now)  # fmt: skip
-    _seed(s3, "demo-untagged", {Tags.PROJECT: "vision"}, {"old": 500}, now)
+    _seed(s3, "demo-untagged", {Tags.PROJECT: "vision-research"}, {"old": 500}, now)
     _seed(s3, "demo-all-old", ttl, {f"ckpt-{i}": 100 for i in range(5)}, now)
     create_ledger_table(session, TABLE, region)
     settings = Settings.from_env(

@@ -36,7 +36,7 @@ from costguard_demo.fleet import backdate_instances
 from costguard_demo.server import backdate_volumes, snapshot_ids, stamp_new_snapshots
 
 ACCOUNT = "123456789012"
-PROJECT = "vision"
+PROJECT = "vision-research"
 OWNER = "alice@example.com"
 
 

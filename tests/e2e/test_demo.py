@@ -42,7 +42,7 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
     assert len(scans) == len(set(scans)), "every alert exactly once across six scans"
     # AND the guards that act warned their owners through the same topic (one warning per
     # bucket of the sweep, and the breaker's stop), and list their actions
-    assert kinds.count(("action-warning", "vision")) >= 2
+    assert kinds.count(("action-warning", "vision-research")) >= 2
     outcomes = {(a["resource_kind"], a["outcome"]) for a in demo["actions"]}
     assert ("ec2-instance", "acted") in outcomes and ("ec2-instance", "warned") in outcomes
     assert ("ebs-volume", "acted") in outcomes and ("ebs-volume", "waiting") in outcomes
@@ -54,6 +54,9 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
             "usd_per_hour_saved", "usd_per_month_saved", "dry_run",
         } <= set(a) and "kind" not in a  # fmt: skip
         assert a["action"] and a["detail"]
+    # AND every project the guards acted for is one of the scan's projects: the report
+    # names them side by side (it named a project "vision" beside "vision-research")
+    assert {a["project"] for a in demo["actions"]} <= set(statuses)
     assert demo["alerts_delivered"]["sqs"] == demo["alerts_delivered"]["slack"] == len(kinds)
     assert all(a["alert_id"] and a["severity"] and a["summary"] for a in demo["alerts"])
     assert [c["ledger"] for c in demo["cycles"]] == ["applied"] * 6

@@ -18,7 +18,7 @@ def test_the_idle_chapter_warns_then_stops_and_leaves_the_rest(aws: Any) -> None
     actions = run_idle_chapter(aws, "us-east-1", said.append, MIDDAY)
     assert [a["outcome"] for a in actions] == ["warned", "acted"]
     for a in actions:
-        assert a["resource_kind"] == "ec2-instance" and a["project"] == "vision"
+        assert a["resource_kind"] == "ec2-instance" and a["project"] == "vision-research"
         assert a["action"] == "stop-instance"
         assert a["usd_per_hour_saved"] > 0 and a["dry_run"] is False
     text = "\n".join(said)

@@ -22,7 +22,7 @@ def test_the_chapter_snapshots_then_deletes_only_the_unattached_volume(aws: Any)
         ("ebs-volume", "delete-volume", "acted"),
     ]
     assert "snapshot" in actions[0]["detail"] and actions[1]["detail"]
-    assert all(a["project"] == "vision" and a["dry_run"] is False for a in actions)
+    assert all(a["project"] == "vision-research" and a["dry_run"] is False for a in actions)
     # 500 GiB gp3 ($40/month) less its snapshot at most ($25/month)
     assert actions[1]["usd_per_month_saved"] == 15.0
     ec2 = aws.client("ec2", region_name="us-east-1")

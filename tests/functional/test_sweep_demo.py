@@ -40,4 +40,4 @@ def test_the_sweep_chapter_warns_then_deletes_old_keeps_young_and_trips_on_an_al
     assert tripped["outcome"] == "skipped"
     (swept,) = [a for a in actions if a["resource"].endswith("demo-scratch") and a is not first[0]]
     assert swept["outcome"] == "acted"
-    assert all(a["dry_run"] is False and a["project"] == "vision" for a in actions)
+    assert all(a["dry_run"] is False and a["project"] == "vision-research" for a in actions)
