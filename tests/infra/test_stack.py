@@ -322,7 +322,7 @@ def test_mutating_actions_on_user_resources_exist_only_on_the_actuator_role_with
 ) -> None:
     # The rule, not today's list: a statement that changes something CostGuard did not
     # create lives on the actuator role only, conditioned on the resource's tags.
-    from costguard.iam import REMOVE_ONLY_THE_WARNING_TAG, Permission
+    from costguard.iam import WARNING_TAGS, Permission, remove_only_the_warning_tag
 
     mutating_found = False
     for role, statements in _role_statements(template).items():
@@ -342,7 +342,7 @@ def test_mutating_actions_on_user_resources_exist_only_on_the_actuator_role_with
             only_warning_tag_removed = (
                 len(actions) == 1
                 and actions[0].endswith(":DeleteTags")
-                and condition == dict(REMOVE_ONLY_THE_WARNING_TAG)
+                and any(condition == dict(remove_only_the_warning_tag(t)) for t in WARNING_TAGS)
             )
             # Or creating a resource (tag-on-create) that must carry a project tag.
             created_with_project = (
