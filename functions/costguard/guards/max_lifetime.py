@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 NAME = "max-lifetime"
 WARNING_TAG = Tags.STOP_AFTER
+#: Its cadence: a lifetime ends at a known time, so the stop is at most this late.
+EVERY_MINUTES = 15
 
 READS = (
     Permission(
@@ -60,6 +62,7 @@ def lifetime_settings(settings: Settings, account: str) -> LifetimeSettings:
         account=account,
         default_hours=settings.max_gpu_hours,
         grace=timedelta(minutes=settings.lifetime_grace_minutes),
+        every=timedelta(minutes=EVERY_MINUTES),
         tag_keys=settings.tag_keys,
     )
 
@@ -96,5 +99,5 @@ MAX_LIFETIME = GuardSpec(
         _Declared(with_warning_tag(SageMakerNotebookActuator.permissions, WARNING_TAG)),
     ),
     reads=READS,
-    every_minutes=15,
+    every_minutes=EVERY_MINUTES,
 )

@@ -51,9 +51,11 @@ class LifetimeSettings:
     account: str = ""
     #: ``maxGpuHours``: the lifetime of an accelerator without a lifetime tag; 0 is off.
     default_hours: int = 0
-    #: How long before the end the owner is warned (and the least time between the
-    #: warning and the stop).
+    #: The least time between the warning and the stop.
     grace: timedelta = timedelta(minutes=60)
+    #: How often the guard runs: the warning window opens this much earlier than the grace
+    #: period, so that a run on schedule warns in time for the stop to come at the end.
+    every: timedelta = timedelta(minutes=15)
     tag_keys: TagKeys = field(default_factory=TagKeys)
 
 
@@ -219,7 +221,7 @@ class LifetimePolicy:
             s.started_at,
             now,
             default_hours=default_hours,
-            warn_before=self._s.grace,
+            warn_before=self._s.grace + self._s.every,
             resource=key,
         )
         self.findings.extend(verdict.findings)
