@@ -11,13 +11,16 @@ that tag.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from costguard.adapters import ec2
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
 from costguard.adapters.notebooks import NotebookCandidateSource
-from costguard.adapters.sagemaker import tag_reader
-from costguard.adapters.sagemaker_actuator import SageMakerNotebookActuator
+from costguard.adapters.sagemaker import TrainingJobSource, tag_reader
+from costguard.adapters.sagemaker_actuator import (
+    SageMakerNotebookActuator,
+    SageMakerTrainingJobActuator,
+)
 from costguard.domain.tags import Tags
 from costguard.guards.spec import GuardSpec
 from costguard.iam import SAGEMAKER_TAGS_TAGGING_API, Permission, with_warning_tag
@@ -26,6 +29,7 @@ from costguard.services.lifetime import LifetimePolicy, LifetimeSettings
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
+    from costguard.guards.spec import DeclaresPermissions
     from costguard.settings import Settings
 
 NAME = "max-lifetime"
@@ -40,8 +44,9 @@ READS = (
         "calls have no resource-level permissions",
     ),
     Permission(
-        ("sagemaker:ListNotebookInstances",),
-        "find InService notebook instances; List* calls have no resource-level permissions",
+        ("sagemaker:ListNotebookInstances", "sagemaker:ListTrainingJobs"),
+        "find InService notebook instances and InProgress training jobs; List* calls have "
+        "no resource-level permissions",
     ),
     *SAGEMAKER_TAGS_TAGGING_API,
 )
@@ -76,13 +81,21 @@ def build(settings: Settings, clients: ClientFactory, context: GuardContext) -> 
         types=ec2.INSTANCE_TYPES,
         all_accelerators=True,
     )
+    tags = tag_reader(clients, settings.sagemaker_tags)
     policy = LifetimePolicy(
-        candidates, context.catalog, lifetime_settings(settings, clients.account)
+        candidates,
+        context.catalog,
+        lifetime_settings(settings, clients.account),
+        training=TrainingJobSource(clients, tags),
     )
     return Guard(
         NAME,
         policy,
-        [Ec2InstanceActuator(clients), SageMakerNotebookActuator(clients)],
+        [
+            Ec2InstanceActuator(clients),
+            SageMakerNotebookActuator(clients),
+            SageMakerTrainingJobActuator(clients),
+        ],
         findings=lambda: policy.findings,
         warning_tag=WARNING_TAG,
     )
@@ -91,12 +104,14 @@ def build(settings: Settings, clients: ClientFactory, context: GuardContext) -> 
 MAX_LIFETIME = GuardSpec(
     name=NAME,
     construct_id="MaxLifetime",
-    description="warns, then stops GPU instances and notebooks past their costguard:max-hours "
+    description="warns, then stops GPU instances, notebooks and training jobs past their "
+    "costguard:max-hours "
     "or costguard:expires (or the deployment's maxGpuHours)",
     build=build,
     actuators=(
         _Declared(with_warning_tag(Ec2InstanceActuator.permissions, WARNING_TAG)),
         _Declared(with_warning_tag(SageMakerNotebookActuator.permissions, WARNING_TAG)),
+        cast("DeclaresPermissions", SageMakerTrainingJobActuator),
     ),
     reads=READS,
     every_minutes=EVERY_MINUTES,
