@@ -14,15 +14,14 @@ from typing import Any
 import pytest
 
 from costguard.domain.tags import Tags
-from tests.lifetime.test_lifetime_guard import (
+from tests.support.idle_fleet import REGION
+from tests.support.lifetime import (
     AFTER,
     LAUNCHED,
     WARN_AT,
-    account,  # noqa: F401  (the ledger fixture)
     run,
     tagged,
 )
-from tests.support.idle_fleet import REGION
 
 ROLE = "arn:aws:iam::123456789012:role/sm"
 
@@ -75,7 +74,7 @@ def status_and_tags(session: Any, name: str) -> tuple[str, dict[str, str]]:
 
 
 def test_a_training_job_is_warned_then_stopped_never_deleted(
-    account: Any,  # noqa: F811
+    account: Any,
     stops: list[str],
 ) -> None:
     # GIVEN a training job InProgress since LAUNCHED, with costguard:max-hours=12
@@ -95,7 +94,7 @@ def test_a_training_job_is_warned_then_stopped_never_deleted(
 
 
 def test_the_default_lifetime_covers_accelerated_training_jobs_only(
-    account: Any,  # noqa: F811
+    account: Any,
     stops: list[str],
 ) -> None:
     # GIVEN maxGpuHours=8, a GPU job and a CPU job, both running 10 hours
@@ -109,7 +108,7 @@ def test_the_default_lifetime_covers_accelerated_training_jobs_only(
     assert Tags.STOP_AFTER not in status_and_tags(account, "cpu")[1]
 
 
-def test_an_exempt_training_job_runs_on(account: Any, stops: list[str]) -> None:  # noqa: F811
+def test_an_exempt_training_job_runs_on(account: Any, stops: list[str]) -> None:
     training_job(account, "train", tagged(**{Tags.MAX_HOURS: "1", Tags.EXEMPT: "yes"}))
     assert run(account, AFTER)["counts"] == {}
     assert stops == []
