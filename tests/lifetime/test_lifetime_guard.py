@@ -194,3 +194,46 @@ def test_a_notebook_instance_is_warned_then_stopped_from_its_last_in_service(
     # THEN it is stopped (its storage is kept), not deleted
     found = sm.describe_notebook_instance(NotebookInstanceName="nb")
     assert found["NotebookInstanceStatus"] in {"Stopping", "Stopped"}
+
+
+def test_an_instance_store_root_is_reported_never_stopped_or_terminated(account: Any) -> None:
+    """An instance that boots from instance store cannot be stopped, and CostGuard never
+    terminates: its owner gets a notice, and nothing is counted as saved."""
+    from costguard_demo.server import moto_backend
+
+    # GIVEN an instance-store-backed GPU instance past its lifetime, warned
+    (iid,) = launch(account, tagged(**{Tags.MAX_HOURS: "12"}), at=LAUNCHED)
+    moto_backend("ec2", REGION).get_instance(iid).root_device_type = "instance-store"
+    assert run(account, WARN_AT)["counts"] == {"warned": 1}
+    # WHEN the deadline passes
+    result = run(account, AFTER)
+    # THEN a notice, and it still runs
+    assert result["counts"] == {"notice-only": 1}
+    assert instance(account, iid)[0] == "running"
+
+
+def test_the_warning_tells_the_owner_how_to_extend_the_lifetime() -> None:
+    from costguard.domain.decisions import warning_alert
+    from costguard.domain.idle import Ec2Notebook
+    from costguard.services.lifetime import LifetimePolicy, LifetimeSettings
+    from tests.support.catalog import fixture_catalog
+
+    class One:
+        def ec2_notebooks(self, region: str) -> list[Ec2Notebook]:
+            return [
+                Ec2Notebook(
+                    "i-1", region, "g5.xlarge", LAUNCHED, tagged(**{Tags.MAX_HOURS: "12"}), 1
+                )
+            ]
+
+        def notebook_instances(self, region: str) -> list[Any]:
+            return []
+
+    settings = LifetimeSettings(regions=(REGION,), account=ACCOUNT)
+    policy = LifetimePolicy(One(), fixture_catalog(), settings)
+    (decision,) = policy.decide(WARN_AT)
+    alert = warning_alert(decision, END, WARN_AT)
+    assert "unless its lifetime is extended" in alert.summary
+    assert "costguard:max-hours=12" in alert.summary
+    assert any("extend its lifetime" in step for step in alert.next_steps)
+    assert not any("use it" in step for step in alert.next_steps)
