@@ -237,3 +237,54 @@ def test_the_warning_tells_the_owner_how_to_extend_the_lifetime() -> None:
     assert "costguard:max-hours=12" in alert.summary
     assert any("extend its lifetime" in step for step in alert.next_steps)
     assert not any("use it" in step for step in alert.next_steps)
+
+
+def test_every_ec2_call_of_a_warn_and_stop_is_allowed_by_the_guards_own_conditions(
+    account: Any,
+) -> None:
+    """moto checks no IAM condition: the guard's declared statements are evaluated against
+    the instance's tags at each call, as AWS would. With the idle guard's warning-tag
+    statements instead, its warning would be refused (it writes costguard:stop-after)."""
+    from costguard.adapters.ec2_actuator import Ec2InstanceActuator
+    from costguard.guards import SPECS
+    from tests.support.iam_eval import enforce_ec2_conditions
+
+    (iid,) = launch(account, tagged(**{Tags.MAX_HOURS: "12"}), at=LAUNCHED)
+    (other,) = launch(account, tagged(**{Tags.MAX_HOURS: "12"}), at=LAUNCHED)
+    own = SPECS["max-lifetime"].permissions()
+    refused = enforce_ec2_conditions(account, own, region=REGION, account=ACCOUNT)
+    # WHEN warned, one warning withdrawn (lifetime removed), the other acted on
+    assert run(account, WARN_AT)["counts"] == {"warned": 2}
+    import boto3
+
+    owner = boto3.Session().client("ec2", region_name=REGION)  # the owner: not the guard's role
+    owner.delete_tags(Resources=[other], Tags=[{"Key": Tags.MAX_HOURS}])
+    assert run(account, AFTER)["counts"] == {"acted": 1, "cleared": 1}
+    # THEN no call was refused
+    assert refused == []
+    assert instance(account, iid)[0] == "stopped"
+    # AND the idle guard's statements would have refused the lifetime warning
+    from costguard.iam import Permission
+    from tests.support.iam_eval import allowed
+
+    idle_tagging = [p for p in Ec2InstanceActuator.permissions if "ec2:CreateTags" in p.actions]
+    arn = f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{iid}"
+    args = ("ec2:CreateTags", arn, tagged(), [Tags.STOP_AFTER])
+    assert not allowed(idle_tagging, *args, account=ACCOUNT)
+    assert allowed([p for p in own if isinstance(p, Permission)], *args, account=ACCOUNT)
+
+
+def test_a_copied_stop_after_tag_never_stops_without_a_warning(account: Any) -> None:
+    """Defect guarded: "launch more like this" copies every tag, a past costguard:stop-after
+    included. Only a warning CostGuard delivered counts: the owner is warned first."""
+    # GIVEN an instance past its lifetime that carries a stop-after it was never warned with
+    (iid,) = launch(
+        account,
+        tagged(**{Tags.MAX_HOURS: "2", Tags.STOP_AFTER: "2026-11-20T00:00:00Z"}),
+        at=LAUNCHED,
+    )
+    # WHEN the guard runs
+    assert run(account, MIDDAY)["counts"] == {"warned": 1}
+    # THEN it is warned, with a fresh deadline, and still runs
+    state, tags = instance(account, iid)
+    assert state == "running" and tags[Tags.STOP_AFTER] == "2026-11-20T13:00:00Z"
