@@ -24,8 +24,8 @@ from costguard.domain.tags import Tags
 from costguard.iam import Permission
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.ec2 import run_instance
+from tests.support.ec2_conditions import enforce_ec2_conditions
 from tests.support.fakes import RecordingNotifier
-from tests.support.iam_eval import enforce_ec2_conditions
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GRACE = timedelta(hours=24)

@@ -247,7 +247,7 @@ def test_every_ec2_call_of_a_warn_and_stop_is_allowed_by_the_guards_own_conditio
     statements instead, its warning would be refused (it writes costguard:stop-after)."""
     from costguard.adapters.ec2_actuator import Ec2InstanceActuator
     from costguard.guards import SPECS
-    from tests.support.iam_eval import enforce_ec2_conditions
+    from tests.support.ec2_conditions import enforce_ec2_conditions
 
     (iid,) = launch(account, tagged(**{Tags.MAX_HOURS: "12"}), at=LAUNCHED)
     (other,) = launch(account, tagged(**{Tags.MAX_HOURS: "12"}), at=LAUNCHED)
