@@ -626,6 +626,18 @@ class ContextAndEnv(SpecModel):
     """Judge every running accelerator EC2 instance in scope as a notebook, not only those
     tagged `costguard:role=notebook`."""
 
+    max_gpu_hours: int = setting(0, "maxGpuHours", "COSTGUARD_MAX_GPU_HOURS", ge=0, le=8760)
+    """The maximum lifetime, in hours from launch, of every accelerator instance, notebook
+    instance and training job in scope that carries neither `costguard:max-hours` nor
+    `costguard:expires` (0–8760; 0, the default, is off): its owner is warned, then it is
+    stopped (see docs/max-lifetime.md)."""
+
+    lifetime_grace_minutes: int = setting(
+        60, "lifetimeGraceMinutes", "COSTGUARD_LIFETIME_GRACE_MINUTES", ge=15, le=10_080
+    )
+    """How long before a maximum lifetime ends its owner is warned (15–10080 minutes); the
+    stop comes at the end, and never sooner than this after the warning."""
+
     idle_gpu_discovery: Literal["search", "list"] = setting(
         "search", "idleGpuDiscovery", "COSTGUARD_IDLE_GPU_DISCOVERY"
     )

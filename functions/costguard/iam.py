@@ -150,27 +150,45 @@ IN_SCOPE_NOT_EXEMPT: Mapping[str, Mapping[str, Any]] = {
     "Null": {"aws:ResourceTag/costguard:project": "false"},
     "StringNotEqualsIgnoreCase": {"aws:ResourceTag/costguard:exempt": ["true", "yes"]},
 }
-#: Tagging statements may write or remove CostGuard's warning tag and no other.
-#: ``ForAllValues`` holds vacuously over a request that names no key, and EC2's DeleteTags
-#: without ``Tags`` deletes every tag: so the keys must be named (``Null`` false) too.
-ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
-    "Null": {"aws:ResourceTag/costguard:project": "false", "aws:TagKeys": "false"},
-    "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]},
-}
+#: CostGuard's warning tags: the one every guard shares, and the maximum lifetime's own
+#: (two guards warning about one notebook must not withdraw each other's warning).
+WARNING_TAGS = ("costguard:action-after", "costguard:stop-after")
 
 
-#: Removing CostGuard's own warning tag is harmless wherever it is, and must work after
-#: the project tag was removed (the warning is then withdrawn).
-REMOVE_ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = {
-    "Null": {"aws:TagKeys": "false"},
-    "ForAllValues:StringEquals": {"aws:TagKeys": ["costguard:action-after"]},
-}
+def only_the_warning_tag(tag: str = WARNING_TAGS[0]) -> Mapping[str, Mapping[str, Any]]:
+    """Tagging statements may write or remove this warning tag and no other.
+
+    ``ForAllValues`` holds vacuously over a request that names no key, and EC2's
+    DeleteTags without ``Tags`` deletes every tag: so the keys must be named (``Null``
+    false) too."""
+    return {
+        "Null": {"aws:ResourceTag/costguard:project": "false", "aws:TagKeys": "false"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": [tag]},
+    }
+
+
+def remove_only_the_warning_tag(tag: str = WARNING_TAGS[0]) -> Mapping[str, Mapping[str, Any]]:
+    """Removing CostGuard's own warning tag is harmless wherever it is, and must work after
+    the project tag was removed (the warning is then withdrawn)."""
+    return {
+        "Null": {"aws:TagKeys": "false"},
+        "ForAllValues:StringEquals": {"aws:TagKeys": [tag]},
+    }
+
+
+ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = only_the_warning_tag()
+REMOVE_ONLY_THE_WARNING_TAG: Mapping[str, Mapping[str, Any]] = remove_only_the_warning_tag()
 
 
 def warning_tag_permissions(
-    service: str, noun: str, resources: tuple[str, ...], *, tag_verb: str = "CreateTags"
+    service: str,
+    noun: str,
+    resources: tuple[str, ...],
+    *,
+    tag_verb: str = "CreateTags",
+    tag: str = WARNING_TAGS[0],
 ) -> tuple[Permission, Permission]:
-    """Write and remove ``costguard:action-after``, and no other tag, on ``noun``.
+    """Write and remove the warning tag ``tag``, and no other tag, on ``noun``.
 
     Writing needs the project tag on the resource; removing works on any, so that a
     warning can be withdrawn after the project tag was removed. Every actuator that warns
@@ -179,19 +197,37 @@ def warning_tag_permissions(
     return (
         Permission(
             (f"{service}:{tag_verb}",),
-            f"write the costguard:action-after warning tag, and no other tag, on {noun} "
-            "tagged with a project",
+            f"write the {tag} warning tag, and no other tag, on {noun} tagged with a project",
             resources=resources,
-            conditions=ONLY_THE_WARNING_TAG,
+            conditions=only_the_warning_tag(tag),
         ),
         Permission(
             (f"{service}:DeleteTags",),
-            f"remove the costguard:action-after warning tag, and no other tag, from any of "
+            f"remove the {tag} warning tag, and no other tag, from any of "
             f"the {noun}: a warning must be withdrawable after the project tag is removed",
             resources=resources,
-            conditions=REMOVE_ONLY_THE_WARNING_TAG,
+            conditions=remove_only_the_warning_tag(tag),
         ),
     )
+
+
+def with_warning_tag(permissions: Iterable[Permission], tag: str) -> tuple[Permission, ...]:
+    """An actuator's permissions for a guard that warns with ``tag``: its tagging
+    statements name that tag instead of the shared one; everything else is unchanged."""
+    out = []
+    for p in permissions:
+        conditions = dict(p.conditions)
+        if conditions == dict(ONLY_THE_WARNING_TAG):
+            conditions = dict(only_the_warning_tag(tag))
+        elif conditions == dict(REMOVE_ONLY_THE_WARNING_TAG):
+            conditions = dict(remove_only_the_warning_tag(tag))
+        else:
+            out.append(p)
+            continue
+        out.append(
+            Permission(p.actions, p.why.replace(WARNING_TAGS[0], tag), p.resources, conditions)
+        )
+    return tuple(out)
 
 
 #: What the executor's ledger calls need (claims, their status, warnings, the audit trail):
@@ -239,7 +275,7 @@ def tag_conditioned(conditions: Mapping[str, Mapping[str, Any]]) -> bool:
     return (
         any("ResourceTag/" in k for k in keys)
         or created_with_project
-        or dict(conditions) == dict(REMOVE_ONLY_THE_WARNING_TAG)
+        or any(dict(conditions) == dict(remove_only_the_warning_tag(t)) for t in WARNING_TAGS)
     )
 
 

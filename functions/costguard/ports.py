@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Readings,
         SeriesSearch,
     )
+    from costguard.domain.lifetime import TrainingJob
     from costguard.domain.models import Resource
     from costguard.domain.pricing import PriceCatalog, SpotKey
     from costguard.domain.spend import AccrualKey, Increment, Observation
@@ -459,6 +460,12 @@ class NotebookCandidates(Protocol):
     def ec2_notebooks(self, region: str) -> Sequence[Ec2Notebook]: ...
 
     def notebook_instances(self, region: str) -> Sequence[NotebookInstance]: ...
+
+
+class TrainingJobs(Protocol):
+    """What the maximum-lifetime guard may stop besides instances and notebooks."""
+
+    def in_progress(self, region: str) -> Sequence[TrainingJob]: ...
 
 
 class StudioApps(Protocol):

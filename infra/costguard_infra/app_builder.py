@@ -34,13 +34,20 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "CostGuard reads every SageMaker endpoint, training job and tag of the account (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]": (
-        "the actuator role may stop, and write only the costguard:action-after tag on, any "
-        "instance of the account that carries costguard:project and is not permanently "
-        "exempt (aws:ResourceTag and aws:TagKeys conditions, asserted by tests/infra)"
+        "the guards may stop, and write only a warning tag (costguard:action-after, "
+        "costguard:stop-after) on, any instance of the account that carries "
+        "costguard:project and is not permanently exempt (aws:ResourceTag and aws:TagKeys "
+        "conditions, asserted by tests/infra)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:notebook-instance/*]": (
-        "the idle-notebook guard may stop, and write only the costguard:action-after tag on, "
-        "any notebook instance of the account that carries costguard:project and is not "
+        "the idle-notebook and max-lifetime guards may stop, and write only their warning tag "
+        "(costguard:action-after, costguard:stop-after) on, any notebook instance of the "
+        "account that carries costguard:project and is not permanently exempt "
+        "(aws:ResourceTag and aws:TagKeys conditions, asserted by tests)"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:training-job/*]": (
+        "the max-lifetime guard may stop (never delete), and tag only with costguard:stop-after, "
+        "any training job of the account that carries costguard:project and is not "
         "permanently exempt (aws:ResourceTag and aws:TagKeys conditions, asserted by tests)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:app/*]": (
@@ -110,6 +117,7 @@ GUARD_ONLY_ACKNOWLEDGEMENTS = frozenset(
     {
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]",
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:notebook-instance/*]",
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:training-job/*]",
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:app/*]",
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:space/*]",
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:domain/*]",

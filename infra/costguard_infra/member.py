@@ -61,12 +61,18 @@ MEMBER_ACKNOWLEDGEMENTS: dict[str, str] = {
         "the hub reads every SageMaker endpoint, training job and tag of the account (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]": (
-        "the actuator role may stop, and write only the costguard:action-after tag on, "
-        "instances that carry costguard:project and are not permanently exempt"
+        "the actuator role may stop, and write only the costguard:action-after or "
+        "costguard:stop-after warning tag on, instances that carry costguard:project and are "
+        "not permanently exempt"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:notebook-instance/*]": (
-        "the actuator role may stop, and tag only with costguard:action-after, notebook "
-        "instances that carry costguard:project and are not permanently exempt"
+        "the actuator role may stop, and tag only with costguard:action-after or "
+        "costguard:stop-after, notebook instances that carry costguard:project and are not "
+        "permanently exempt"
+    ),
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:training-job/*]": (
+        "the actuator role may stop (never delete), and tag only with costguard:stop-after, "
+        "training jobs that carry costguard:project and are not permanently exempt"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:app/*]": (
         "the actuator role may delete, and tag only with costguard:action-after, Studio apps "

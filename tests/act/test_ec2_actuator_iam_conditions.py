@@ -15,7 +15,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
@@ -25,8 +24,8 @@ from costguard.domain.tags import Tags
 from costguard.iam import Permission
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.ec2 import run_instance
+from tests.support.ec2_conditions import enforce_ec2_conditions
 from tests.support.fakes import RecordingNotifier
-from tests.support.iam_eval import allowed
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 GRACE = timedelta(hours=24)
@@ -36,36 +35,7 @@ REGION = "us-east-1"
 
 def enforce_conditions(session: Any, permissions: Sequence[Permission]) -> list[str]:
     """Refuse, on ``session``'s EC2 clients, every call the declared statements refuse."""
-    import boto3
-
-    observer = boto3.Session().client("ec2", region_name=REGION)  # no hook on this one
-    refused: list[str] = []
-
-    def check(params: dict[str, Any], model: Any, **_: Any) -> None:
-        action = f"ec2:{model.name}"
-        statements = [p for p in permissions if action in p.actions]
-        if not statements:
-            raise AssertionError(f"{action} is not declared at all")
-        ids = params.get("Resources") or params.get("InstanceIds") or []
-        request_keys = [t["Key"] for t in params.get("Tags", [])]
-        for iid in ids:
-            found = observer.describe_instances(InstanceIds=[iid])["Reservations"][0]
-            tags = {t["Key"]: t["Value"] for t in found["Instances"][0].get("Tags", [])}
-            arn = f"arn:aws:ec2:{REGION}:{SCOPE}:instance/{iid}"
-            if not allowed(statements, action, arn, tags, request_keys, account=SCOPE):
-                refused.append(f"{action} on {iid} with tags {sorted(tags)}")
-                raise ClientError(
-                    {
-                        "Error": {
-                            "Code": "UnauthorizedOperation",
-                            "Message": "You are not authorized to perform this operation.",
-                        }
-                    },
-                    model.name,
-                )
-
-    session.events.register("before-parameter-build.ec2", check)
-    return refused
+    return enforce_ec2_conditions(session, permissions, region=REGION, account=SCOPE)
 
 
 @pytest.fixture

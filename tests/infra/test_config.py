@@ -69,6 +69,8 @@ NON_DEFAULT: dict[str, Any] = {
     "idleMaxRuntimeHours": "8",
     "idleGraceMinutes": "120",
     "idleAllAccelerators": "true",
+    "maxGpuHours": "72",
+    "lifetimeGraceMinutes": "120",
     "idleGpuDiscovery": "list",
 }
 #: The Organization hub's keys away from their defaults, with every other key of

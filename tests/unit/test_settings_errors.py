@@ -119,6 +119,8 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.IDLE_MAX_RUNTIME_HOURS: "8",
         Env.IDLE_GRACE_MINUTES: "120",
         Env.IDLE_ALL_ACCELERATORS: "true",
+        Env.MAX_GPU_HOURS: "72",
+        Env.LIFETIME_GRACE_MINUTES: "120",
         Env.IDLE_GPU_DISCOVERY: "list",
         Env.TTL_HOURS: "24",
         Env.EBS_SNAPSHOT_BEFORE_DELETE: "false",

@@ -5,8 +5,9 @@ it again when needed. Local NVMe instance store (p4d, p5, g5 ...) is wiped by a 
 the warning says so, which is one reason every stop is warned first.
 
 A spot instance launched by a *one-time* spot request cannot be stopped (EC2 refuses
-with ``UnsupportedOperation``), and CostGuard never terminates: the owner gets a notice
-instead, recorded as ``notice-only`` and never counted as a saving.
+with ``UnsupportedOperation``), nor can an instance whose root device is instance store
+(an old AMI type), and CostGuard never terminates: the owner gets a notice instead,
+recorded as ``notice-only`` and never counted as a saving.
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ MISSING_IDS = frozenset({"InvalidInstanceID.NotFound", "InvalidInstanceID.Malfor
 def one_time_spot_notice(instance_id: str) -> str:
     return (
         f"{instance_id} is a one-time spot instance, which EC2 cannot stop, and CostGuard "
+        "never terminates: it is still running. Terminate it yourself if you no longer "
+        "need it, or exempt it"
+    )
+
+
+def instance_store_root_notice(instance_id: str) -> str:
+    return (
+        f"{instance_id} boots from instance store, which EC2 cannot stop, and CostGuard "
         "never terminates: it is still running. Terminate it yourself if you no longer "
         "need it, or exempt it"
     )
@@ -129,6 +138,8 @@ class Ec2InstanceActuator:
 
     def apply(self, decision: Decision) -> str | ApplyResult:
         t = decision.target
+        if self._instance_store_root(t):
+            return ApplyResult(instance_store_root_notice(t.id), acted=False)
         if self._one_time_spot(t):
             return ApplyResult(one_time_spot_notice(t.id), acted=False)
         try:
@@ -139,10 +150,25 @@ class Ec2InstanceActuator:
             # lists): EC2's own refusal to stop a one-time spot instance is a notice too.
             if exc.code == "UnsupportedOperation" and "spot" in exc.detail.lower():
                 return ApplyResult(one_time_spot_notice(t.id), acted=False)
+            if exc.code == "UnsupportedOperation" and "instance store" in exc.detail.lower():
+                return ApplyResult(instance_store_root_notice(t.id), acted=False)
             raise
         changes = result.get("StoppingInstances", [])
         previous = changes[0].get("PreviousState", {}).get("Name", "?") if changes else "?"
         return f"stopped {t.id} (was {previous})"
+
+    def _instance(self, t: Target) -> InstanceTypeDef | None:
+        instance = self._seen.get(t.id)
+        if instance is None:
+            instance = next(iter(self._describe(t.region, [t.id])), None)
+            if instance is not None:
+                self._seen[t.id] = instance
+        return instance
+
+    def _instance_store_root(self, t: Target) -> bool:
+        """True for an instance whose root device is instance store: it cannot be stopped."""
+        instance = self._instance(t)
+        return instance is not None and instance.get("RootDeviceType") == "instance-store"
 
     def _one_time_spot(self, t: Target) -> bool:
         """True for a spot instance whose request is one-time (which EC2 cannot stop).
@@ -150,9 +176,7 @@ class Ec2InstanceActuator:
         A spot instance with no request id, or whose request EC2 no longer lists, is
         tried: EC2's refusal is caught in ``apply``.
         """
-        instance = self._seen.get(t.id)
-        if instance is None:
-            instance = next(iter(self._describe(t.region, [t.id])), None)
+        instance = self._instance(t)
         if instance is None or instance.get("InstanceLifecycle") != "spot":
             return False
         request_id = instance.get("SpotInstanceRequestId")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from costguard.adapters.aws import ClientFor, reading
 from costguard.domain.findings import Finding, FindingCode, Severity
+from costguard.domain.lifetime import TrainingJob
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.ports import Inventory, SourceError
 
@@ -297,3 +298,31 @@ class SageMakerInventory:
                         )
                     )
         return pending
+
+
+class TrainingJobSource:
+    """InProgress training jobs with their start and tags, for the maximum-lifetime guard:
+    the scan's own listing (``ListTrainingJobs``, one ``DescribeTrainingJob`` each), then
+    their tags through the deployment's :class:`TagReader`."""
+
+    def __init__(self, client_for: ClientFor, tag_reader: TagReader) -> None:
+        self._client_for = client_for
+        self._tag_reader = tag_reader
+
+    def in_progress(self, region: str) -> list[TrainingJob]:
+        listed = SageMakerInventory._training_jobs(self._client_for.sagemaker(region), region)
+        if not listed:
+            return []
+        tags = self._tag_reader.tags(region, [arn for arn, _ in listed])
+        return [
+            TrainingJob(
+                name=r.id,
+                arn=arn,
+                region=region,
+                instance_type=r.instance_type,
+                instance_count=r.count,
+                started_at=r.launched_at,
+                tags=tags.get(arn, {}),
+            )
+            for arn, r in listed
+        ]

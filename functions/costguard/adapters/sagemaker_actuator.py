@@ -33,6 +33,7 @@ from costguard.domain.studio import parse_app_target_id
 from costguard.domain.tags import Tags
 from costguard.iam import (
     IN_SCOPE_NOT_EXEMPT,
+    WARNING_TAGS,
     Permission,
     warning_tag_permissions,
 )
@@ -50,7 +51,11 @@ APP_SETTLED = frozenset({"Deleting", "Deleted", "Failed"})
 #: says ValidationException "RecordNotFound"; DescribeApp says ResourceNotFound).
 NOT_FOUND = frozenset({"ResourceNotFound", "ResourceNotFoundException"})
 
+#: TrainingJobStatus values in which nothing runs any more (StopTrainingJob refuses them).
+TRAINING_SETTLED = frozenset({"Stopping", "Stopped", "Completed", "Failed"})
+
 NOTEBOOK_ARN = "arn:{partition}:sagemaker:*:{account}:notebook-instance/*"
+TRAINING_JOB_ARN = "arn:{partition}:sagemaker:*:{account}:training-job/*"
 APP_ARN = "arn:{partition}:sagemaker:*:{account}:app/*"
 SPACE_ARN = "arn:{partition}:sagemaker:*:{account}:space/*"
 
@@ -142,6 +147,81 @@ class SageMakerNotebookActuator(_SageMakerActuator):
         return (
             f"stopped notebook instance {t.id}; its storage volume is kept: start it again "
             "from the SageMaker console when you need it"
+        )
+
+
+class SageMakerTrainingJobActuator(_SageMakerActuator):
+    """``Target.id`` is the training job's name. Only the maximum-lifetime guard stops
+    training jobs, so its warning tag is that guard's, ``costguard:stop-after``.
+
+    ``StopTrainingJob`` is not a delete: SageMaker sends the algorithm SIGTERM, waits up to
+    120 seconds, and ends the job as ``Stopped``. The job record, its logs, the model
+    artifacts SageMaker saves on a stop, and every checkpoint written to S3 so far are
+    kept; it is billed up to the stop. A stopped job cannot be resumed as such: a new job
+    can start from its last checkpoint.
+    """
+
+    kind = ResourceKind.SAGEMAKER_TRAINING_JOB.value
+    permissions = (
+        Permission(
+            ("sagemaker:DescribeTrainingJob", "sagemaker:ListTags"),
+            "read a training job's status and tags just before acting",
+            resources=(TRAINING_JOB_ARN,),
+        ),
+        Permission(
+            ("sagemaker:StopTrainingJob",),
+            "stop (never delete) a training job past its maximum lifetime after its owner was "
+            "warned; only jobs tagged with a project and not permanently exempt",
+            resources=(TRAINING_JOB_ARN,),
+            conditions=IN_SCOPE_NOT_EXEMPT,
+        ),
+        *warning_tag_permissions(
+            "sagemaker",
+            "training jobs",
+            (TRAINING_JOB_ARN,),
+            tag_verb="AddTags",
+            tag=WARNING_TAGS[1],
+        ),
+    )
+
+    def _inspect_one(self, target: Target) -> Observed | None:
+        try:
+            with reading("sagemaker", target.region, "DescribeTrainingJob"):
+                found = self._sm(target.region).describe_training_job(TrainingJobName=target.id)
+        except SourceError as exc:
+            if _missing(exc):
+                return None
+            raise
+        arn = str(found["TrainingJobArn"])
+        self._arns[target.id] = arn
+        state = str(found.get("TrainingJobStatus", "unknown"))
+        return Observed(state, self._tags(target.region, arn), settled=state in TRAINING_SETTLED)
+
+    def _arn(self, target: Target) -> str:
+        if target.id not in self._arns:
+            with reading("sagemaker", target.region, "DescribeTrainingJob"):
+                found = self._sm(target.region).describe_training_job(TrainingJobName=target.id)
+            self._arns[target.id] = str(found["TrainingJobArn"])
+        return self._arns[target.id]
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        arn = self._arn(target)
+        with reading("sagemaker", target.region, "AddTags"):
+            self._sm(target.region).add_tags(ResourceArn=arn, Tags=[{"Key": key, "Value": value}])
+
+    def unmark(self, target: Target, key: str) -> None:
+        arn = self._arn(target)
+        with reading("sagemaker", target.region, "DeleteTags"):
+            self._sm(target.region).delete_tags(ResourceArn=arn, TagKeys=[key])
+
+    def apply(self, decision: Decision) -> str:
+        t = decision.target
+        with reading("sagemaker", t.region, "StopTrainingJob"):
+            self._sm(t.region).stop_training_job(TrainingJobName=t.id)
+        return (
+            f"stopped training job {t.id} (not deleted): its logs, its record, the model "
+            "artifacts SageMaker saves on a stop and the checkpoints written to S3 are kept; "
+            "start a new job from its last checkpoint if you need more"
         )
 
 

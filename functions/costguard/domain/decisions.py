@@ -29,6 +29,7 @@ class Action(StrEnum):
     DELETE_OBJECTS = "delete-objects"
     DELETE_VOLUME = "delete-volume"
     DELETE_SNAPSHOT = "delete-snapshot"
+    STOP_TRAINING_JOB = "stop-training-job"
 
 
 class Step(StrEnum):
@@ -102,6 +103,10 @@ class Decision:
     #: grace period) was about an earlier session, stopped and started since: it counts
     #: for nothing, and the owner is warned afresh (once a day per session).
     session_start: datetime | None = None
+    #: What withdraws the warning, in its words ("it is used or exempted" when None),
+    #: and what the owner can do (the idle guard's advice when empty).
+    unless: str | None = None
+    next_steps: tuple[str, ...] = ()
 
     def deadline(self, warned_at: datetime) -> datetime:
         """When the action may happen if the owner is warned at ``warned_at``."""
@@ -177,14 +182,14 @@ def gate(tags: ResourceTags, opted_in: bool, now: datetime) -> Gate:
     return Gate.ALLOWED
 
 
-def action_after(tags: Mapping[str, str]) -> datetime | str | None:
+def action_after(tags: Mapping[str, str], key: str = Tags.ACTION_AFTER) -> datetime | str | None:
     """The warning deadline CostGuard tagged on the resource; a string says why it is bad.
 
     It reuses the exemption date grammar, so a person who edits the tag by hand gets
     the same rules. A malformed deadline is treated as "not warned": the executor
     warns again, which only postpones the action.
     """
-    raw = tags.get(Tags.ACTION_AFTER)
+    raw = tags.get(key)
     if raw is None:
         return None
     parsed = parse_exempt(raw)
@@ -218,6 +223,7 @@ _VERBS = {
     Action.DELETE_OBJECTS: "delete objects in",
     Action.DELETE_VOLUME: "delete",
     Action.DELETE_SNAPSHOT: "delete",
+    Action.STOP_TRAINING_JOB: "stop",
 }
 
 
@@ -237,13 +243,15 @@ def warning_alert(d: Decision, deadline: datetime, now: datetime) -> Alert:
         severity=AlertSeverity.WARNING,
         title=f"CostGuard will {verb} {_label(t)} after {when}",
         summary=(
-            f"{d.reason}. CostGuard will {verb} it after {when} unless it is used or "
-            f"exempted; that saves about ${cents(d.usd_per_month_saved):,} a month "
+            f"{d.reason}. CostGuard will {verb} it after {when} unless "
+            f"{d.unless or 'it is used or exempted'}; that saves about "
+            f"${cents(d.usd_per_month_saved):,} a month "
             f"({per_hour(d.usd_per_hour_saved)})."
         ),
         at=now,
         why=d.reason,
-        next_steps=(
+        next_steps=d.next_steps
+        or (
             "If you still need it, use it: activity before the deadline withdraws the warning.",
             f"Or exempt it: tag {Tags.EXEMPT}=true, or {Tags.EXEMPT}=YYYY-MM-DD until a date.",
         ),

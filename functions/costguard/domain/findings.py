@@ -19,6 +19,11 @@ class FindingCode(StrEnum):
     MALFORMED_OWNER = "malformed-owner"
     MALFORMED_TTL = "malformed-ttl"
     MALFORMED_IDLE_MINUTES = "malformed-idle-minutes"
+    MALFORMED_MAX_HOURS = "malformed-max-hours"
+    MALFORMED_EXPIRES = "malformed-expires"
+    #: A lifetime the guard cannot enforce: a group would replace the stopped instance, or
+    #: the resource's launch time is after now (a clock that disagrees with AWS).
+    LIFETIME_NOT_ENFORCED = "lifetime-not-enforced"
     BUDGET_CONFLICT = "budget-conflict"
     UNPRICED = "unpriced"
     EKS_VERSION_UNKNOWN = "eks-version-unknown"

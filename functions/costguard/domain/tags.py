@@ -62,6 +62,22 @@ Grammar (values are first stripped of leading and trailing whitespace)::
         digits                           90   (ASCII digits, minutes)
         From 15 minutes (three heartbeats) to 10080 (a week). Anything else is a
         malformed-idle-minutes finding and the default window is used.
+
+    costguard:max-hours  the maximum lifetime of a GPU instance, notebook or training job
+        digits                           72   (ASCII digits, whole hours)
+        From 1 to 8760 (a year), counted from its launch (its last start). Anything else
+        (0, -1, 1.5, 1e9, "７２") is a malformed-max-hours finding, and the lifetime
+        guard leaves the resource alone (the deployment's default does not apply either):
+        a guessed lifetime could stop live work.
+
+    costguard:expires   the instant after which it is stopped
+        the costguard:exempt date grammar without the words: a bare date (YYYY-MM-DD or
+        YYYYMMDD) runs through the end of that day, UTC; a time without an offset is UTC.
+        Anything else (31/12/2026, 2026-02-30, "tomorrow") is a malformed-expires finding
+        and the resource is left alone. An instant past the end of year 9999 never
+        comes. A date before the resource was launched is also a malformed-expires
+        finding (a tag copied from an older resource, or a wrong year); a date in the past
+        but after the launch has simply been reached.
 """
 
 from __future__ import annotations
@@ -98,6 +114,14 @@ class Tags:
     ROLE: Final = "costguard:role"
     #: Per-resource idle window in minutes, overriding the deployment's default.
     IDLE_MINUTES: Final = "costguard:idle-minutes"
+    #: A GPU instance's, notebook's or training job's maximum lifetime, in whole hours from
+    #: its launch (its last start): warned, then stopped when it is reached.
+    MAX_HOURS: Final = "costguard:max-hours"
+    #: The UTC date or time after which a GPU instance, notebook or training job is stopped.
+    EXPIRES: Final = "costguard:expires"
+    #: Written by CostGuard when it warns that a maximum lifetime is reached: the UTC time
+    #: after which it stops the resource (its own tag: the idle guard's warning is another).
+    STOP_AFTER: Final = "costguard:stop-after"
     #: Opts an S3 bucket or an EBS snapshot into the stale-data sweep: ``48h``, ``7d``.
     TTL: Final = "costguard:ttl"
     #: Written by CostGuard on the snapshot it takes of a volume before deleting it.
@@ -309,6 +333,36 @@ def parse_ttl(raw: str) -> timedelta | str:
     if ttl > MAX_TTL:
         return "is longer than 3650d"
     return ttl
+
+
+MIN_MAX_HOURS = 1
+#: A year: a longer "maximum lifetime" is a typo (1e9 hours), not a lifetime.
+MAX_MAX_HOURS = 8760
+
+
+def parse_max_hours(raw: str) -> int | str:
+    """Parse ``costguard:max-hours``; return the lifetime in whole hours, or why not."""
+    text = raw.strip()
+    if not text.isascii() or not text.isdigit():
+        return "is not a whole number of hours (e.g. 72)"
+    hours = int(text)
+    if not MIN_MAX_HOURS <= hours <= MAX_MAX_HOURS:
+        return f"must be from {MIN_MAX_HOURS} to {MAX_MAX_HOURS} hours"
+    return hours
+
+
+def parse_expires(raw: str) -> datetime | str | None:
+    """Parse ``costguard:expires``; return the instant, None for "never" (past year 9999),
+    or why not. The ``costguard:exempt`` date grammar, without its words."""
+    bad = "is not a UTC date or time (e.g. 2026-12-31 or 2026-12-31T18:00Z)"
+    text = raw.strip()
+    if text.lower() in {"true", "yes", "false", "no"} or not text:
+        return bad
+    parsed = parse_exempt(text)
+    if isinstance(parsed, str):
+        _, sep, detail = parsed.partition(": ")  # "...: no such day"
+        return f"{bad}: {detail}" if sep else bad
+    return None if parsed is None else parsed.until
 
 
 def parse_idle_minutes(raw: str) -> int | str:

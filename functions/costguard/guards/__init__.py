@@ -12,6 +12,7 @@ here by name.
 from __future__ import annotations
 
 from costguard.guards.idle_notebooks import IDLE_NOTEBOOKS
+from costguard.guards.max_lifetime import MAX_LIFETIME
 from costguard.guards.spec import DeclaresPermissions, GuardFactory, GuardSpec
 from costguard.guards.stale_objects import STALE_OBJECTS
 from costguard.guards.stale_volumes import STALE_VOLUMES
@@ -19,6 +20,7 @@ from costguard.iam import Permission
 
 __all__ = [
     "IDLE_NOTEBOOKS",
+    "MAX_LIFETIME",
     "SHIPPED",
     "SPECS",
     "STALE_OBJECTS",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 #: Shipped guards, in the order the stack builds them.
-SHIPPED: tuple[GuardSpec, ...] = (IDLE_NOTEBOOKS, STALE_VOLUMES, STALE_OBJECTS)
+SHIPPED: tuple[GuardSpec, ...] = (IDLE_NOTEBOOKS, STALE_VOLUMES, STALE_OBJECTS, MAX_LIFETIME)
 
 #: By name: what the actuator Lambda runs (tests may register a test-only guard here).
 SPECS: dict[str, GuardSpec] = {spec.name: spec for spec in SHIPPED}

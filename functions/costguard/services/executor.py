@@ -76,6 +76,10 @@ class ExecutorSettings:
     tag_keys: TagKeys = field(default_factory=TagKeys)
     #: Tag keys whose presence puts an untagged resource in scope (e.g. costguard:ttl).
     opt_in_tags: tuple[str, ...] = ()
+    #: The tag this executor warns with. Two guards that act on one resource (idle,
+    #: maximum lifetime) each keep their own warning, its ledger records and claims: one
+    #: must never withdraw, or wait on, the other's.
+    warning_tag: str = Tags.ACTION_AFTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,8 +172,14 @@ class Executor:
         self._ledger = ledger
         self._notifier = notifier
         self._s = settings
+        self._tag = settings.warning_tag
+        #: What this executor's ledger keys start with: nothing for the shared warning tag
+        #: (the keys every deployment already holds), the tag's name for another.
+        self._ns = (
+            "" if self._tag == Tags.ACTION_AFTER else self._tag.removeprefix("costguard:") + "/"
+        )
         #: The ledger document of what a dry-run of these actuators last reported.
-        self._journal = "reports/" + "+".join(sorted(self._actuators))
+        self._journal = f"reports/{self._ns}" + "+".join(sorted(self._actuators))
 
     def run(self, decisions: Sequence[Decision], now: datetime) -> ExecutionReport:
         """Every decision in order, on the reads they share (see the module docstring)."""
@@ -216,11 +226,10 @@ class Executor:
             for key in targets:
                 p.observed[key] = found.get(key)
 
-    @staticmethod
-    def _needs_look(d: Decision) -> bool:
+    def _needs_look(self, d: Decision) -> bool:
         seen = d.target.tags_seen
         # Busy and never warned (as the policy read it this run): nothing to withdraw.
-        return d.acts or seen is None or Tags.ACTION_AFTER in seen
+        return d.acts or seen is None or self._tag in seen
 
     def _prefetch(self, decisions: Sequence[Decision], p: _Pass) -> None:
         """The ledger records of every warning the resources carry, in one read."""
@@ -229,7 +238,7 @@ class Executor:
             seen = p.observed.get(d.target.key)
             if not d.acts or not isinstance(seen, Observed):
                 continue
-            deadline = action_after(seen.tags)
+            deadline = action_after(seen.tags, self._tag)
             if isinstance(deadline, datetime):
                 keys += self._deadline_keys(d, deadline)
         if not keys:
@@ -240,11 +249,10 @@ class Executor:
             return
         p.prefetched = set(keys)
 
-    @staticmethod
-    def _deadline_keys(d: Decision, deadline: datetime) -> list[tuple[str, str]]:
+    def _deadline_keys(self, d: Decision, deadline: datetime) -> list[tuple[str, str]]:
         return [
-            ("warned", _warning_key(d, deadline)),
-            ("withdrawn", warning_key(d.target, deadline)),
+            ("warned", self._ns + _warning_key(d, deadline)),
+            ("withdrawn", self._ns + warning_key(d.target, deadline)),
         ]
 
     # -- one decision -------------------------------------------------------------
@@ -262,7 +270,7 @@ class Executor:
         ``fresh`` (just before acting): whether it was withdrawn since is read again
         (a delivered warning stays delivered; a withdrawal may have landed meanwhile).
         """
-        deadline = action_after(tags)
+        deadline = action_after(tags, self._tag)
         if not isinstance(deadline, datetime):
             return None
         if d.session_start is not None and deadline - d.grace < d.session_start:
@@ -302,10 +310,12 @@ class Executor:
         now = p.now
         if observed is None:
             return Outcome(d, Step.SKIPPED, "the resource no longer exists") if d.acts else None
-        tagged = Tags.ACTION_AFTER in observed.tags
+        tagged = self._tag in observed.tags
         if not d.acts:
             if tagged:
-                return self._withdraw(actuator, d, p, observed, "it is in use again")
+                # A policy with its own words for what withdraws a warning says why.
+                why = d.reason if d.unless else "it is in use again"
+                return self._withdraw(actuator, d, p, observed, why)
             note = _stand_down(actuator, d)
             return Outcome(d, Step.CLEARED, note) if note else None
         # Actions need the primary project key: the IAM condition that guards every
@@ -346,8 +356,7 @@ class Executor:
             return self._decide(actuator, d, p, again, fresh=True)
         return self._act(actuator, d, p, observed, deadline)
 
-    @staticmethod
-    def _warn_keys(d: Decision, deadline: datetime) -> list[str]:
+    def _warn_keys(self, d: Decision, deadline: datetime) -> list[str]:
         """The claims of one warning: at most one warning a day per resource (and per
         session, when the policy knows the session).
 
@@ -361,7 +370,7 @@ class Executor:
         days = sorted({f"{at:%Y-%m-%d}", f"{at - RUN_OVERLAP:%Y-%m-%d}"})
         t = d.target
         session = f"/session-{deadline_tag(d.session_start)}" if d.session_start else ""
-        return [f"warn/{t.account or '-'}/{t.key}{session}/{day}" for day in days]
+        return [f"{self._ns}warn/{t.account or '-'}/{t.key}{session}/{day}" for day in days]
 
     @staticmethod
     def _fence(deadline: datetime, standing: str | None) -> str:
@@ -384,7 +393,7 @@ class Executor:
                 d,
                 Step.WOULD_WARN,
                 _with(
-                    f"would tag {Tags.ACTION_AFTER}={deadline_tag(deadline)}, tell the owner, "
+                    f"would tag {self._tag}={deadline_tag(deadline)}, tell the owner, "
                     f"and act after it if still idle",
                     _stand_down(actuator, d),
                 ),
@@ -392,7 +401,7 @@ class Executor:
             )
             self._report(d, p, outcome, observed.state)
             return outcome
-        stale = action_after(observed.tags)
+        stale = action_after(observed.tags, self._tag)
         if d.standing and isinstance(stale, datetime):
             # A standing warning about another configuration is superseded: its claims end
             # before the new one is claimed. Never those of this configuration, which may be
@@ -415,12 +424,12 @@ class Executor:
             # A new warning (first, or about a changed configuration): what the action
             # left running under the previous one goes first.
             _stand_down(actuator, d)
-            actuator.mark(d.target, Tags.ACTION_AFTER, deadline_tag(deadline))
+            actuator.mark(d.target, self._tag, deadline_tag(deadline))
             if self._notifier is not None:
                 self._notifier.publish(warning_alert(d, deadline, now))
         except Exception:
             with contextlib.suppress(Exception):  # best effort; an unrecorded tag is ignored
-                actuator.unmark(d.target, Tags.ACTION_AFTER)
+                actuator.unmark(d.target, self._tag)
             for key in keys:
                 self._ledger.release("action", key, now)
             raise
@@ -429,7 +438,7 @@ class Executor:
         # (throttling is transient).
         retrying(
             lambda: self._ledger.put_once(
-                "warned", _warning_key(d, deadline), now, {"reason": d.reason}
+                "warned", self._ns + _warning_key(d, deadline), now, {"reason": d.reason}
             ),
             attempts=3,
             delay=lambda _e, _n: 0.0,
@@ -459,7 +468,7 @@ class Executor:
             outcome = Outcome(d, Step.WOULD_ACT, detail, deadline)
             self._report(d, p, outcome, observed.state)
             return outcome
-        key = claim_key(d, deadline)
+        key = self._ns + claim_key(d, deadline)
         if d.standing:
             key = f"{key}/{d.standing}"
         if not self._ledger.claim("action", key, now, ACTION_LEASE, {"reason": d.reason}):
@@ -508,7 +517,7 @@ class Executor:
             lambda: self._ledger.confirm("action", key, now),
             lambda: self._audit(d, p, outcome, observed.state),
             # The deadline tag has done its job; a restarted resource starts afresh.
-            lambda: actuator.unmark(d.target, Tags.ACTION_AFTER),
+            lambda: actuator.unmark(d.target, self._tag),
             lambda: self._notify(alert),
         )
 
@@ -537,9 +546,11 @@ class Executor:
         now = p.now
         # The ledger forgets the deadline first (a ledger write, allowed in dry-run too), so
         # that a tag left behind (dry-run, a failed untag) can never start an action later.
-        deadline = action_after(observed.tags)
+        deadline = action_after(observed.tags, self._tag)
         if isinstance(deadline, datetime):
-            self._ledger.put_once("withdrawn", warning_key(d.target, deadline), now, {"why": why})
+            self._ledger.put_once(
+                "withdrawn", self._ns + warning_key(d.target, deadline), now, {"why": why}
+            )
             # The claim ends with the warning it guarded: a new warning can be given at once.
             self._end_warning(d, deadline)
         # What the action left running goes with its warning, in dry-run too, and before
@@ -547,7 +558,7 @@ class Executor:
         note = _stand_down(actuator, d)
         if self._s.dry_run:
             return Outcome(d, Step.CLEARED, _with(f"would withdraw the warning: {why}", note))
-        actuator.unmark(d.target, Tags.ACTION_AFTER)
+        actuator.unmark(d.target, self._tag)
         outcome = Outcome(d, Step.CLEARED, _with(f"warning withdrawn: {why}", note))
         return self._followups(outcome, lambda: self._audit(d, p, outcome, observed.state))
 
@@ -574,7 +585,7 @@ class Executor:
             scope=self._s.scope,
             at=now,
             # A dry-run warning's deadline moves with every run; its id must not.
-            event_id=f"{outcome.step.value}/"
+            event_id=f"{outcome.step.value}/{self._ns}"
             + claim_key(d, None if outcome.step is Step.WOULD_WARN else outcome.deadline),
             action=d.action.value,
             resource=d.target.key,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from costguard.domain.decisions import Decision
 from costguard.domain.findings import Finding
+from costguard.domain.tags import Tags
 from costguard.ports import Actuator, TimeLeft
 from costguard.services.executor import ExecutionReport, Executor, ExecutorSettings
 
@@ -41,6 +42,9 @@ class Guard:
     #: What the policy's last run found wrong (malformed tags, missing metrics...), for the
     #: run's log; empty for a policy that reports none.
     findings: Callable[[], Sequence[Finding]] = lambda: ()
+    #: The tag it warns with: its own when it acts on resources another guard warns
+    #: about too (the maximum lifetime and the idle guard, on one notebook).
+    warning_tag: str = Tags.ACTION_AFTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +75,14 @@ def run_guard(
     """The guard's decisions through the one executor: warn, act, dry-run, audit, tell.
 
     ``settings`` names the scope the claims and audit trail are kept under; the guard's
-    own opt-in tags are added here, so that no caller can forget them."""
+    own opt-in tags and warning tag are added here, so that no caller can forget them."""
     if guard.bind_time_left is not None and time_left is not None:
         guard.bind_time_left(time_left)
     executor = Executor(
         guard.actuators,
         context.ledger,
         context.notifier,
-        replace(settings, opt_in_tags=guard.opt_in_tags),
+        replace(settings, opt_in_tags=guard.opt_in_tags, warning_tag=guard.warning_tag),
     )
     decisions = guard.policy.decide(now)
     if before is not None:
