@@ -35,13 +35,14 @@ PRICES = {
 }
 SCANS_PER_MONTH = 2920  # every 15 minutes, 30.4 days
 LAMBDA_MEMORY_GB = 1.0
-#: Errors, throttles and DLQ depth for each of 6 Lambdas (scan, Slack notifier, the three
+#: Errors, throttles and DLQ depth for each of 7 Lambdas (scan, Slack notifier, the four
 #: guards, the price refresh), and "no scan in two intervals".
-ALARMS = 19
+ALARMS = 22
 #: The guards' and the price refresh's invocations a month (idle hourly, volumes every 30
-#: minutes, objects hourly, refresh weekly), each priced as an upper bound of 5 s at
-#: 512 MB; their CloudWatch reads (the idle pass) are itemized by benchmarks/idle_pass.py.
-GUARD_INVOCATIONS = 730 + 1460 + 730 + 4
+#: minutes, objects hourly, maximum lifetime every 15 minutes, refresh weekly), each priced
+#: as an upper bound of 5 s at 512 MB; their CloudWatch reads (the idle pass) are itemized
+#: by benchmarks/idle_pass.py.
+GUARD_INVOCATIONS = 730 + 1460 + 730 + 2920 + 4
 GUARD_SECONDS_UPPER_BOUND = 5.0
 GUARD_MEMORY_GB = 0.5
 CUSTOM_METRICS = 2  # ScanCompleted (the heartbeat alarm) and Findings

@@ -50,9 +50,9 @@ DATA_KEY_REUSE_SECONDS = 300
 ALARMS_ADDED = 3 + 3 + 1 + 1 - 4
 #: The act path's alarms: the act consumer's errors, throttles and own dead letters (every
 #: CostGuard Lambda has the three) and the act queue's dead letters; and the alarms of the
-#: three per-guard Lambdas (three each) that Organization mode no longer deploys.
+#: four per-guard Lambdas (three each) that Organization mode no longer deploys.
 ACT_ALARMS = 3 + 1
-GUARD_LAMBDA_ALARMS = 3 * 3
+GUARD_LAMBDA_ALARMS = 3 * 4
 #: The Organization-mode template's alarms: 19 + 4 + 4 - 9 = 18.
 ORG_ALARMS = ALARMS + ALARMS_ADDED + ACT_ALARMS - GUARD_LAMBDA_ALARMS
 #: The price refresh (weekly) keeps its own Lambda in both modes: its invocations a month,
