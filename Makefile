@@ -51,7 +51,7 @@ typecheck: $(STAMP)
 test: lint typecheck chromium
 	$(BIN)/python -m pytest $(PARALLEL)
 
-## The inner loop, under a minute: lint, types (mypy's cache warm), and the unit and
+## The inner loop, about a minute: lint, types (mypy's cache warm), and the unit and
 ## functional tests, i.e. every test that needs neither moto's HTTP server nor a CDK synth
 ## (not e2e, not infra), but the slow ones (tests/support/slow.py), the property folder left
 ## to `make test` and `make property`. `make test` runs them all.

@@ -20,6 +20,9 @@ from costguard.cli.report_html import render
 from tests.support.chromium import CHROMIUM, Page, chromium
 from tests.support.report_month import DEMO_PROJECTS, Project, live_month
 
+#: A real browser: end to end, as moto's HTTP server is (make test runs it; make check does not).
+pytestmark = pytest.mark.e2e
+
 WIDTHS = (1280, 390)
 
 #: What overflows: the page wider than the window, an element outside it, or an element

@@ -176,4 +176,16 @@ SLOW: dict[str, tuple[str, ...]] = {
     "tests/unit/test_tag_properties.py": (
         "test_every_tag_value_becomes_a_value_or_a_finding_naming_resource_and_tag",
     ),
+    "tests/report/test_report_html.py": ("test_a_hundred_projects_stay_under_a_megabyte",),
+    "tests/report/test_ledger_days.py": (
+        "test_a_month_of_days_for_hundreds_of_long_named_projects_fits",
+    ),
+    "tests/cli/test_demo_text.py": (
+        "test_the_idle_chapter_says_each_verdict_once_and_its_wait_in_words",
+    ),
+    "tests/lifetime/test_lifetime_guard.py": (
+        "test_the_default_lifetime_warns_once_then_stops_an_untagged_accelerator",
+        "test_a_lifetime_tag_removed_mid_flight_withdraws_the_warning",
+    ),
+    "tests/functional/test_heartbeat_agent.py": ("test_a_broken_nvidia_smi_is_no_gpu_reading",),
 }
