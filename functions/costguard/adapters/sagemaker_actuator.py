@@ -84,7 +84,24 @@ class _SageMakerActuator(OneLookActuator):
             )
 
 
-class SageMakerNotebookActuator(_SageMakerActuator):
+class _TaggedByArn(_SageMakerActuator):
+    """A SageMaker resource tagged by its ARN, which :meth:`_arn` looks up once."""
+
+    def _arn(self, target: Target) -> str:
+        raise NotImplementedError
+
+    def mark(self, target: Target, key: str, value: str) -> None:
+        arn = self._arn(target)
+        with reading("sagemaker", target.region, "AddTags"):
+            self._sm(target.region).add_tags(ResourceArn=arn, Tags=[{"Key": key, "Value": value}])
+
+    def unmark(self, target: Target, key: str) -> None:
+        arn = self._arn(target)
+        with reading("sagemaker", target.region, "DeleteTags"):
+            self._sm(target.region).delete_tags(ResourceArn=arn, TagKeys=[key])
+
+
+class SageMakerNotebookActuator(_TaggedByArn):
     """``Target.id`` is the notebook instance's name."""
 
     kind = ResourceKind.SAGEMAKER_NOTEBOOK.value
@@ -130,16 +147,6 @@ class SageMakerNotebookActuator(_SageMakerActuator):
             self._arns[target.id] = str(found["NotebookInstanceArn"])
         return self._arns[target.id]
 
-    def mark(self, target: Target, key: str, value: str) -> None:
-        arn = self._arn(target)
-        with reading("sagemaker", target.region, "AddTags"):
-            self._sm(target.region).add_tags(ResourceArn=arn, Tags=[{"Key": key, "Value": value}])
-
-    def unmark(self, target: Target, key: str) -> None:
-        arn = self._arn(target)
-        with reading("sagemaker", target.region, "DeleteTags"):
-            self._sm(target.region).delete_tags(ResourceArn=arn, TagKeys=[key])
-
     def apply(self, decision: Decision) -> str:
         t = decision.target
         with reading("sagemaker", t.region, "StopNotebookInstance"):
@@ -150,7 +157,7 @@ class SageMakerNotebookActuator(_SageMakerActuator):
         )
 
 
-class SageMakerTrainingJobActuator(_SageMakerActuator):
+class SageMakerTrainingJobActuator(_TaggedByArn):
     """``Target.id`` is the training job's name. Only the maximum-lifetime guard stops
     training jobs, so its warning tag is that guard's, ``costguard:stop-after``.
 
@@ -203,16 +210,6 @@ class SageMakerTrainingJobActuator(_SageMakerActuator):
                 found = self._sm(target.region).describe_training_job(TrainingJobName=target.id)
             self._arns[target.id] = str(found["TrainingJobArn"])
         return self._arns[target.id]
-
-    def mark(self, target: Target, key: str, value: str) -> None:
-        arn = self._arn(target)
-        with reading("sagemaker", target.region, "AddTags"):
-            self._sm(target.region).add_tags(ResourceArn=arn, Tags=[{"Key": key, "Value": value}])
-
-    def unmark(self, target: Target, key: str) -> None:
-        arn = self._arn(target)
-        with reading("sagemaker", target.region, "DeleteTags"):
-            self._sm(target.region).delete_tags(ResourceArn=arn, TagKeys=[key])
 
     def apply(self, decision: Decision) -> str:
         t = decision.target
