@@ -46,7 +46,14 @@ from pydantic_core import to_jsonable_python
 
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.org_roles import OrgRoles
-from costguard.domain.tags import Tags, parse_budget, parse_owners, parse_project, parse_ttl
+from costguard.domain.tags import (
+    Tags,
+    parse_budget,
+    parse_owners,
+    parse_project,
+    parse_ttl,
+    parse_usd_per_hour,
+)
 
 #: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
 REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
@@ -98,8 +105,12 @@ class ProjectEntry(BaseModel):
 
     budget: str | float | int | None = None
     owners: tuple[str, ...] = ()
+    #: The project's limit on one resource's $/h (a launch above it is alerted).
+    maxUsdPerHour: str | float | int | None = None
+    #: The project's EC2 instances and training jobs must run on spot capacity.
+    requireSpot: bool | None = None
 
-    @field_validator("budget", mode="before")
+    @field_validator("budget", "maxUsdPerHour", mode="before")
     @classmethod
     def _not_a_flag(cls, value: object) -> object:
         # JSON true is not a budget of $1 (pydantic would read it as 1).
@@ -120,7 +131,15 @@ class ProjectEntry(BaseModel):
             if parsed_owners.problem is not None:
                 raise ValueError(f"project {name!r}: owner {raw!r}: {parsed_owners.problem}")
             owners.extend(parsed_owners.valid)
-        return ProjectConfig(budget, tuple(dict.fromkeys(owners)))
+        limit = None
+        if self.maxUsdPerHour is not None:
+            parsed_limit = parse_usd_per_hour(str(self.maxUsdPerHour))
+            if isinstance(parsed_limit, str):
+                raise ValueError(
+                    f"project {name!r}: maxUsdPerHour {self.maxUsdPerHour!r} {parsed_limit}"
+                )
+            limit = parsed_limit
+        return ProjectConfig(budget, tuple(dict.fromkeys(owners)), limit, bool(self.requireSpot))
 
 
 # -- validation: each check raises ValueError("must be ..., got ...") or returns the value ----
@@ -632,6 +651,20 @@ class ContextAndEnv(SpecModel):
     `costguard:expires` (0–8760; 0, the default, is off): its owner is warned, then it is
     stopped (see docs/max-lifetime.md)."""
 
+    max_usd_per_hour: Decimal = setting(
+        Decimal(0), "maxUsdPerHour", "COSTGUARD_MAX_USD_PER_HOUR", ge=0, le=100_000
+    )
+    """The most one accelerator instance, notebook, endpoint variant or training job may cost an
+    hour, for every project without its own limit (`costguard:max-usd-per-hour`, or
+    `maxUsdPerHour` in its row of `projects`); 0, the default, is no limit. A launch above it
+    is alerted within a minute (see docs/launch-alerts.md)."""
+
+    launch_regions: tuple[str, ...] = setting(
+        (), "launchRegions", "COSTGUARD_LAUNCH_REGIONS", check=valid_regions
+    )
+    """Regions where accelerators may be launched; a launch anywhere else is alerted. Empty, the
+    default: every region."""
+
     lifetime_grace_minutes: int = setting(
         60, "lifetimeGraceMinutes", "COSTGUARD_LIFETIME_GRACE_MINUTES", ge=15, le=10_080
     )
@@ -731,6 +764,14 @@ class ContextOnly(SpecModel):
         "costguard/slack-webhook", "slackWebhookSecretName", None, check=valid_secret_name
     )
     """The Secrets Manager secret that holds the Slack webhook."""
+
+    launch_alerts: bool = setting(True, "launchAlerts", None)
+    """Alert within a minute of an accelerator launch: EventBridge rules send each launch to the
+    on-launch Lambda, which checks that one resource (see docs/launch-alerts.md)."""
+
+    on_launch_concurrency: int = setting(5, "onLaunchConcurrency", None, ge=1, le=100)
+    """The on-launch Lambda's reserved concurrency (1–100): a burst of launches queues, and
+    never starves the scan and the guards."""
 
     log_retention_days: int = setting(90, "logRetentionDays", None, check=valid_retention)
     """Lambda log retention (one of CloudWatch's periods: 1, 3, 5, 7, 14, 30, 60, 90, …)."""

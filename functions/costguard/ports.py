@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         SeriesSearch,
     )
     from costguard.domain.lifetime import TrainingJob
-    from costguard.domain.models import Resource
+    from costguard.domain.models import Resource, ResourceKind
     from costguard.domain.pricing import PriceCatalog, SpotKey
     from costguard.domain.spend import AccrualKey, Increment, Observation
     from costguard.domain.stale_volumes import AttachRecord
@@ -517,3 +517,36 @@ class TimeLeft(Protocol):
     """How long the run may go on: the Lambda's remaining time, less a margin."""
 
     def seconds_left(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    """What a launch event's resource is now.
+
+    ``resources``: what spends (an instance; an endpoint's instance-backed variants), empty
+    when it does not spend on accelerators (``why`` says so). ``parents``: the EKS node group
+    and cluster its project may be inherited from."""
+
+    resources: tuple[Resource, ...] = ()
+    parents: tuple[Resource, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    why: str = ""
+
+
+class LaunchedResourceReader(Protocol):
+    """One resource a launch event names, read on its own in one account."""
+
+    @property
+    def account(self) -> str: ...
+
+    def describe(self, kind: ResourceKind, region: str, resource_id: str) -> Described | None:
+        """The resource as it is now; None when it no longer exists."""
+        ...
+
+    def spot_prices(
+        self, region: str, instance_types: Sequence[str], now: datetime
+    ) -> Mapping[SpotKey, Decimal]: ...
+
+    def launcher(self, resource: Resource, now: datetime) -> str | None:
+        """Who launched it, when a cheap lookup knows (else None)."""
+        ...

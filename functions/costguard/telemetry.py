@@ -46,6 +46,7 @@ class Metrics:
     #: Powertools adds this dimension to the handler's own metrics.
     DIMENSION_SERVICE: Final = "service"
     SCAN_SERVICE: Final = "costguard-scan"
+    LAUNCH_SERVICE: Final = "costguard-on-launch"
     REFRESH_SERVICE: Final = "costguard-price-refresh"
     #: The Organization hub's Lambdas (Powertools' service name).
     ORG_FANOUT_SERVICE: Final = "costguard-org-fanout"

@@ -561,6 +561,11 @@ def test_every_kind_of_alert_is_claimed_before_and_confirmed_after_its_publish()
         gpu("i-x", "g5.xlarge", project=None, budget=None),
         # an on-demand A100 box running for days: spot advice, in the daily advice digest
         replace(gpu("i-od", "p4d.24xlarge", budget=None, hours=72), accelerator=A100),
+        # above its project's $/h limit: a launch-policy alert
+        replace(
+            gpu("i-lim", "g5.xlarge", project="capped", budget=None),
+            tags={"costguard:project": "capped", "costguard:max-usd-per-hour": "0.50"},
+        ),
     ]
     for n in range(8):
         guard.cycle(T0 + STEP * n)

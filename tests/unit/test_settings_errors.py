@@ -120,6 +120,8 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.IDLE_GRACE_MINUTES: "120",
         Env.IDLE_ALL_ACCELERATORS: "true",
         Env.MAX_GPU_HOURS: "72",
+        Env.MAX_USD_PER_HOUR: "40",
+        Env.LAUNCH_REGIONS: "us-east-1",
         Env.LIFETIME_GRACE_MINUTES: "120",
         Env.IDLE_GPU_DISCOVERY: "list",
         Env.TTL_HOURS: "24",

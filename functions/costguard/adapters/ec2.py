@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from costguard.adapters.aws import ClientFor, chunks, reading, tags_of
 from costguard.domain.findings import Finding, FindingCode, Severity
@@ -124,6 +124,46 @@ class InstanceTypeCache:
 INSTANCE_TYPES = InstanceTypeCache()
 
 
+def instance_resource(
+    inst: Any, region: str, account: str, info: Accelerator | object | None
+) -> Resource:
+    """One instance as DescribeInstances gives it (``info``: its type's accelerator)."""
+    tags = tags_of(inst.get("Tags"))
+    return Resource(
+        id=str(inst["InstanceId"]),
+        kind=ResourceKind.EC2_INSTANCE,
+        region=region,
+        account=account,
+        tags=tags,
+        instance_type=str(inst["InstanceType"]),
+        lifecycle=Lifecycle.SPOT
+        if inst.get("InstanceLifecycle") == "spot"
+        else Lifecycle.ON_DEMAND,
+        availability_zone=(inst.get("Placement") or {}).get("AvailabilityZone"),
+        launched_at=inst.get("LaunchTime"),
+        state=str((inst.get("State") or {}).get("Name", "")),
+        name=tags.get("Name"),
+        accelerator=info if isinstance(info, Accelerator) else None,
+        eks_cluster=tags.get(Tags.EKS_CLUSTER) or tags.get(Tags.AWS_EKS_CLUSTER),
+        eks_nodegroup=tags.get(Tags.EKS_NODEGROUP),
+    )
+
+
+def unknown_type_finding(res: Resource) -> Finding:
+    return Finding(
+        FindingCode.UNKNOWN_INSTANCE_TYPE,
+        res.key,
+        f"instance type {res.instance_type!r} is not known to DescribeInstanceTypes in "
+        f"{res.region}; kept in scope in case it carries accelerators",
+        Severity.WARNING,
+    )
+
+
+def is_unknown(info: object) -> bool:
+    """True for a type DescribeInstanceTypes does not know (kept in scope)."""
+    return info is _UNKNOWN
+
+
 class Ec2Inventory:
     """Running and pending accelerator instances, and the EBS volumes attached to them."""
 
@@ -166,35 +206,9 @@ class Ec2Inventory:
             info = accel[itype]
             if info is None:
                 continue  # a CPU instance: outside CostGuard's scope
-            tags = tags_of(inst.get("Tags"))
-            res = Resource(
-                id=str(inst["InstanceId"]),
-                kind=ResourceKind.EC2_INSTANCE,
-                region=region,
-                account=self._client_for.account,
-                tags=tags,
-                instance_type=itype,
-                lifecycle=Lifecycle.SPOT
-                if inst.get("InstanceLifecycle") == "spot"
-                else Lifecycle.ON_DEMAND,
-                availability_zone=(inst.get("Placement") or {}).get("AvailabilityZone"),
-                launched_at=inst.get("LaunchTime"),
-                state=str((inst.get("State") or {}).get("Name", "")),
-                name=tags.get("Name"),
-                accelerator=info if isinstance(info, Accelerator) else None,
-                eks_cluster=tags.get(Tags.EKS_CLUSTER) or tags.get(Tags.AWS_EKS_CLUSTER),
-                eks_nodegroup=tags.get(Tags.EKS_NODEGROUP),
-            )
+            res = instance_resource(inst, region, self._client_for.account, info)
             if info is _UNKNOWN:
-                findings.append(
-                    Finding(
-                        FindingCode.UNKNOWN_INSTANCE_TYPE,
-                        res.key,
-                        f"instance type {itype!r} is not known to DescribeInstanceTypes in {region}; "
-                        "kept in scope in case it carries accelerators",
-                        Severity.WARNING,
-                    )
-                )
+                findings.append(unknown_type_finding(res))
             resources.append(res)
             kept[res.id] = res
         resources.extend(self._volumes(ec2, region, kept))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.adapters.aws import ClientFor, reading
 from costguard.domain.findings import Finding, FindingCode, Severity
@@ -98,6 +98,58 @@ def _studio_owner(app: AppDetailsTypeDef) -> str:
 
 Pending = list[tuple[str, Resource]]
 """(ARN or ARN resource part to read tags by, the resource without its tags)"""
+
+
+def endpoint_variants(detail: Any, config: Any, region: str) -> list[Resource]:
+    """An endpoint's instance-backed variants (DescribeEndpoint and its config), without tags."""
+    types = {v["VariantName"]: v.get("InstanceType") for v in config.get("ProductionVariants", [])}
+    # UpdateEndpoint to a new config keeps the endpoint and its variant names but may change
+    # the instance type: the current configuration dates from the later of the endpoint's
+    # last update and the config's creation (either missing: unknown, and the endpoint gets
+    # no utilization advice).
+    modified, created = detail.get("LastModifiedTime"), config.get("CreationTime")
+    config_since = max(modified, created) if modified and created else None
+    found: list[Resource] = []
+    for variant in detail.get("ProductionVariants") or []:
+        itype = types.get(variant["VariantName"])
+        if not itype:
+            continue  # serverless variants are billed per request, not per hour
+        count = variant.get("CurrentInstanceCount")
+        if count is None:
+            count = variant.get("DesiredInstanceCount", 1)
+        found.append(
+            Resource(
+                id=f"{detail['EndpointName']}/{variant['VariantName']}",
+                kind=ResourceKind.SAGEMAKER_ENDPOINT,
+                region=region,
+                instance_type=itype,
+                count=int(count),
+                # An update (capacity, weights, a new config) is not a restart: the
+                # endpoint has billed since it was created.
+                launched_at=detail.get("CreationTime"),
+                config_since=config_since,
+                state=str(detail.get("EndpointStatus") or "InService"),
+                name=str(detail["EndpointName"]),
+            )
+        )
+    return found
+
+
+def training_job_resource(detail: Any, region: str) -> Resource:
+    """A training job as DescribeTrainingJob gives it, without tags."""
+    rc = detail.get("ResourceConfig") or {}
+    return Resource(
+        id=str(detail["TrainingJobName"]),
+        kind=ResourceKind.SAGEMAKER_TRAINING_JOB,
+        region=region,
+        instance_type=rc.get("InstanceType"),
+        count=int(rc.get("InstanceCount", 1)),
+        lifecycle=Lifecycle.SPOT
+        if detail.get("EnableManagedSpotTraining")
+        else Lifecycle.ON_DEMAND,
+        launched_at=detail.get("TrainingStartTime") or detail.get("CreationTime"),
+        state=str(detail.get("TrainingJobStatus") or "InProgress"),
+    )
 
 
 class SageMakerInventory:
@@ -197,41 +249,8 @@ class SageMakerInventory:
                 config = sm.describe_endpoint_config(
                     EndpointConfigName=detail["EndpointConfigName"]
                 )
-            types = {
-                v["VariantName"]: v.get("InstanceType")
-                for v in config.get("ProductionVariants", [])
-            }
-            # UpdateEndpoint to a new config keeps the endpoint and its variant names but
-            # may change the instance type: the current configuration dates from the later
-            # of the endpoint's last update and the config's creation (either missing:
-            # unknown, and the endpoint gets no utilization advice).
-            modified, created = detail.get("LastModifiedTime"), config.get("CreationTime")
-            config_since = max(modified, created) if modified and created else None
-            for variant in detail.get("ProductionVariants", []):
-                itype = types.get(variant["VariantName"])
-                if not itype:
-                    continue  # serverless variants are billed per request, not per hour
-                count = variant.get("CurrentInstanceCount")
-                if count is None:
-                    count = variant.get("DesiredInstanceCount", 1)
-                pending.append(
-                    (
-                        str(ep["EndpointArn"]),
-                        Resource(
-                            id=f"{ep['EndpointName']}/{variant['VariantName']}",
-                            kind=ResourceKind.SAGEMAKER_ENDPOINT,
-                            region=region,
-                            instance_type=itype,
-                            count=int(count),
-                            # An update (capacity, weights, a new config) is not a restart:
-                            # the endpoint has billed since it was created.
-                            launched_at=ep.get("CreationTime"),
-                            config_since=config_since,
-                            state="InService",
-                            name=ep["EndpointName"],
-                        ),
-                    )
-                )
+            arn = str(ep["EndpointArn"])
+            pending.extend((arn, r) for r in endpoint_variants(detail, config, region))
         return pending
 
     @staticmethod
@@ -248,24 +267,7 @@ class SageMakerInventory:
         for job in jobs:
             with reading("sagemaker", region, "DescribeTrainingJob"):
                 detail = sm.describe_training_job(TrainingJobName=job["TrainingJobName"])
-            rc = detail.get("ResourceConfig") or {}
-            pending.append(
-                (
-                    str(job["TrainingJobArn"]),
-                    Resource(
-                        id=str(job["TrainingJobName"]),
-                        kind=ResourceKind.SAGEMAKER_TRAINING_JOB,
-                        region=region,
-                        instance_type=rc.get("InstanceType"),
-                        count=int(rc.get("InstanceCount", 1)),
-                        lifecycle=Lifecycle.SPOT
-                        if detail.get("EnableManagedSpotTraining")
-                        else Lifecycle.ON_DEMAND,
-                        launched_at=detail.get("TrainingStartTime") or job.get("CreationTime"),
-                        state="InProgress",
-                    ),
-                )
-            )
+            pending.append((str(job["TrainingJobArn"]), training_job_resource(detail, region)))
         return pending
 
     @staticmethod

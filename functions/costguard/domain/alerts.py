@@ -53,6 +53,8 @@ class AlertKind(StrEnum):
     ACTION_WARNING = "action-warning"
     ACTION_TAKEN = "action-taken"
     ADVICE_DIGEST = "advice-digest"
+    #: A running accelerator outside its project's policy ($/h limit, spot, region).
+    LAUNCH_POLICY = "launch-policy"
 
 
 class AlertSeverity(StrEnum):

@@ -38,6 +38,10 @@ class ProjectConfig:
 
     budget: Decimal | None = None
     owners: tuple[str, ...] = ()
+    #: The most one of the project's resources may cost an hour (None: no limit of its own).
+    max_usd_per_hour: Decimal | None = None
+    #: The project's EC2 instances and training jobs must run on spot capacity.
+    require_spot: bool = False
 
 
 class AttributedResource(NamedTuple):

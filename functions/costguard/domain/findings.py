@@ -21,6 +21,8 @@ class FindingCode(StrEnum):
     MALFORMED_IDLE_MINUTES = "malformed-idle-minutes"
     MALFORMED_MAX_HOURS = "malformed-max-hours"
     MALFORMED_EXPIRES = "malformed-expires"
+    MALFORMED_USD_PER_HOUR = "malformed-usd-per-hour"
+    MALFORMED_REQUIRE_SPOT = "malformed-require-spot"
     #: A lifetime the guard cannot enforce: a group would replace the stopped instance, or
     #: the resource's launch time is after now (a clock that disagrees with AWS).
     LIFETIME_NOT_ENFORCED = "lifetime-not-enforced"

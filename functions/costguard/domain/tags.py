@@ -78,6 +78,17 @@ Grammar (values are first stripped of leading and trailing whitespace)::
         comes. A date before the resource was launched is also a malformed-expires
         finding (a tag copied from an older resource, or a wrong year); a date in the past
         but after the launch has simply been reached.
+
+    costguard:max-usd-per-hour  the project's limit on one resource's hourly cost
+        the costguard:budget grammar (5000, $12.50), from $0.01 to $100,000 an hour.
+        Read like costguard:budget: on any of the project's resources, the lowest
+        applies. A launch above it is alerted. Anything else is a
+        malformed-usd-per-hour finding, and no limit is read from that tag.
+
+    costguard:require-spot  the project's EC2 instances and training jobs run on spot
+        true | yes | false | no          (case-insensitive)
+        true on any of the project's resources makes it the project's policy: an
+        on-demand launch is alerted. Anything else is a malformed-require-spot finding.
 """
 
 from __future__ import annotations
@@ -122,6 +133,10 @@ class Tags:
     #: Written by CostGuard when it warns that a maximum lifetime is reached: the UTC time
     #: after which it stops the resource (its own tag: the idle guard's warning is another).
     STOP_AFTER: Final = "costguard:stop-after"
+    #: The project's limit on one resource's $/h: a launch above it is alerted.
+    MAX_USD_PER_HOUR: Final = "costguard:max-usd-per-hour"
+    #: ``true``: the project's EC2 instances and training jobs must run on spot capacity.
+    REQUIRE_SPOT: Final = "costguard:require-spot"
     #: Opts an S3 bucket or an EBS snapshot into the stale-data sweep: ``48h``, ``7d``.
     TTL: Final = "costguard:ttl"
     #: Written by CostGuard on the snapshot it takes of a volume before deleting it.
@@ -313,6 +328,33 @@ def parse_budget(raw: str) -> Decimal | str:
         return "is not a whole number of cents"
     # "5000.500" is 5000.50: keep at most two decimals, as written otherwise.
     return cents if len(text.partition(".")[2]) > 2 else amount
+
+
+#: A $/h limit above this is a typo: the dearest instance costs about $100 an hour.
+MAX_USD_PER_HOUR = Decimal(100_000)
+
+
+def parse_usd_per_hour(raw: str) -> Decimal | str:
+    """Parse ``costguard:max-usd-per-hour`` (the budget grammar); the limit, or why not."""
+    parsed = parse_budget(raw)
+    if isinstance(parsed, str):
+        return parsed.replace(
+            "amount in USD (use e.g. 5000, 5,000.50 or $5000)",
+            "amount in USD an hour (use e.g. 40 or $12.50)",
+        )
+    if parsed > MAX_USD_PER_HOUR:
+        return f"is more than {MAX_USD_PER_HOUR:,} USD an hour"
+    return parsed
+
+
+def parse_flag(raw: str) -> bool | str:
+    """Parse a yes/no tag such as ``costguard:require-spot``; the answer, or why not."""
+    text = raw.strip().lower()
+    if text in {"true", "yes"}:
+        return True
+    if text in {"false", "no"}:
+        return False
+    return "is not true or false"
 
 
 _TTL = re.compile(r"([0-9]{1,6})\s*([hd])", re.IGNORECASE)

@@ -53,9 +53,22 @@ from costguard.domain.alerts import (
     unattributed_key,
     utc_stamp,
 )
-from costguard.domain.attribution import AttributedResource
+from costguard.domain.attribution import AttributedResource, ProjectConfig
 from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode
+from costguard.domain.launch import (
+    FIGURES_STATE,
+    POLICY_KINDS,
+    LaunchPolicy,
+    ProjectFigures,
+    ProjectPolicy,
+    breaches,
+    encode_figures,
+    policy_alert,
+    policy_key,
+    project_policy,
+    read_policy_tags,
+)
 from costguard.domain.models import ACCOUNT_ID, with_account, without_account
 from costguard.domain.spend import Observation
 from costguard.domain.text import plural
@@ -90,6 +103,11 @@ class AlertSettings:
     advice_alerts: bool = True
     #: Advice saving less than this a month is left out of the digest (not of the report).
     advice_min_usd_per_month: Decimal = Decimal(50)
+    #: The deployment's launch policy (a $/h limit, allowed regions) and the central
+    #: project table, whose limits override tags: running resources outside their
+    #: project's policy are alerted, once per resource and cause.
+    launch_policy: LaunchPolicy = field(default_factory=LaunchPolicy)
+    projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +235,9 @@ class AlertService:
         self._guarded(out, "scan-failures", lambda: self._scan_failures(report, now, out))
         self._guarded(out, "findings-digest", lambda: self._digest(report, now, out))
         self._guarded(out, "advice-digest", lambda: self._advice(report, now, out))
+        policies = self._policies(report)
+        self._guarded(out, "launch-policy", lambda: self._policy(report, policies, now, out))
+        self._guarded(out, "project-figures", lambda: self._figures(report, policies, now))
         return out.freeze()
 
     @staticmethod
@@ -353,6 +374,82 @@ class AlertService:
         alert = unattributed_alert(fresh, now)
         if alert is not None:
             self._send(alert, out, claimed=claimed)
+
+    # -- the project's launch policy, and the figures the on-launch check reads -----------
+
+    def _policies(self, report: ScanReport) -> dict[str, ProjectPolicy]:
+        """Each project's policy, read from its resources' tags as budgets are."""
+        return {
+            p.project: project_policy(
+                [
+                    read_policy_tags(a.priced.resource.key, a.priced.resource.tags)
+                    for a in p.resources
+                ],
+                self._s.projects.get(p.project),
+                self._s.launch_policy,
+            )
+            for p in report.projects
+            if p.project is not None
+        }
+
+    def _policy(
+        self,
+        report: ScanReport,
+        policies: Mapping[str, ProjectPolicy],
+        now: datetime,
+        out: _Outcome,
+    ) -> None:
+        """Running accelerators outside their project's policy, once per resource and cause
+        (the claims the on-launch check takes: an alert sent at launch is not sent again)."""
+        for p in report.projects:
+            policy = policies.get(p.project or "")
+            if p.project is None or policy is None:
+                continue
+            for a in p.resources:
+                res = a.priced.resource
+                if not res.billable or res.kind not in POLICY_KINDS:
+                    continue
+                found = breaches(res, a.priced.usd_per_hour, policy)
+                if not found:
+                    continue
+                candidate = policy_alert(alert_resource(a), p.project, found, now, owners=p.owners)
+                assert candidate is not None
+                try:
+                    claimed = set(self._claim(candidate, candidate.dedupe))
+                except Exception as exc:
+                    out.fail(candidate.alert_id, candidate.kind.value, exc)
+                    continue
+                fresh = [b for b in found if policy_key(res.key, b.cause) in claimed]
+                alert = policy_alert(alert_resource(a), p.project, fresh, now, owners=p.owners)
+                if alert is not None:
+                    self._send(alert, out, claimed=list(alert.dedupe))
+
+    def _figures(
+        self, report: ScanReport, policies: Mapping[str, ProjectPolicy], now: datetime
+    ) -> None:
+        """Leave each project's month-to-date, run-rate, budget and policy for the on-launch
+        check, which forecasts from them without a scan. A late retry of an older scan never
+        replaces a newer scan's figures."""
+        figures = {
+            p.project: ProjectFigures(
+                now,
+                p.month_to_date_usd,
+                p.run_rate_usd_per_hour,
+                p.budget_usd,
+                p.owners,
+                policies.get(p.project, ProjectPolicy()),
+            )
+            for p in report.projects
+            if p.project is not None
+        }
+        doc = encode_figures(now, figures)
+
+        def change(old: dict[str, Any]) -> dict[str, Any] | None:
+            if str(old.get("at", "")) >= doc["at"]:
+                return None
+            return doc
+
+        self._update_state(FIGURES_STATE, change)
 
     # -- burn-rate anomalies --------------------------------------------------------------
 

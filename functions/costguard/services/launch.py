@@ -1,0 +1,248 @@
+"""The on-launch check: one resource, judged within a minute of its launch.
+
+An EventBridge event names a resource that started. The check reads that resource alone
+(never a scan), prices it from the scan's catalog, finds its project by the scan's tag
+rules, and judges it by the domain rules the scan's alerts use
+(:mod:`costguard.domain.launch`). It sends through the scan's
+:class:`~costguard.services.alerts.AlertService`, under the scan's claims: what the event
+sent, the next scan does not send again, and an event delivered twice sends once.
+
+Nothing an event says is trusted beyond naming the resource: the account must be this
+deployment's (or, in an Organization, a member's), the resource is read back from AWS,
+and a resource that is gone or no longer running is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from costguard.domain.attribution import ProjectConfig, attribute
+from costguard.domain.calendar import require_utc
+from costguard.domain.launch import (
+    FIGURES_STATE,
+    LAUNCH_STATES,
+    LaunchEvent,
+    LaunchPolicy,
+    Refused,
+    breaches,
+    counted_by_scan,
+    decode_figures,
+    launch_forecast_alert,
+    launch_unattributed_alert,
+    launcher_from_tags,
+    parse_launch_event,
+    policy_alert,
+    project_policy,
+    read_policy_tags,
+    stricter,
+)
+from costguard.domain.models import Lifecycle, ResourceKind
+from costguard.domain.pricing import PriceCatalog, Pricer
+from costguard.domain.tags import TagKeys
+from costguard.services.alerts import AlertRun, AlertService, alert_resource
+
+if TYPE_CHECKING:
+    from costguard.domain.alerts import Alert
+    from costguard.domain.findings import Finding
+    from costguard.ports import CatalogSource, LaunchedResourceReader, StateStore
+
+
+class Outcome(StrEnum):
+    ALERTED = "alerted"
+    #: Judged, and nothing new to say (in policy, attributed, under budget; or sent before).
+    QUIET = "quiet"
+    #: Not a launch CostGuard judges (a CPU instance, a stopped resource, a gone one).
+    IGNORED = "ignored"
+    #: Malformed, out of time bounds, or from an account this deployment does not watch.
+    REFUSED = "refused"
+    #: The resource could not be read (a permission, a throttle, a member role): retried.
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    outcome: Outcome
+    reason: str
+    event: LaunchEvent | None = None
+    resource: str = ""
+    alerts: tuple[Alert, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    #: Who launched it, and where that came from ("event", "tags", "cloudtrail", "").
+    launched_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchSettings:
+    scope: str
+    #: The account this deployment runs in ('' when unknown: a local run).
+    account: str
+    tag_keys: TagKeys = field(default_factory=TagKeys)
+    projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
+    policy: LaunchPolicy = field(default_factory=LaunchPolicy)
+    thresholds: tuple[int, ...] = (50, 80, 100)
+
+
+class AccountNotWatched(Exception):
+    """The event's account is neither this deployment's nor a member it may enter."""
+
+
+class AccountUnreachable(Exception):
+    """A member account this deployment watches could not be entered (its role)."""
+
+
+#: account -> the reader of that account's resources (raises AccountNotWatched or
+#: AccountUnreachable).
+Readers = Callable[[str], "LaunchedResourceReader"]
+
+
+class LaunchCheck:
+    def __init__(
+        self,
+        readers: Readers,
+        catalog: PriceCatalog | CatalogSource,
+        state: StateStore,
+        alerts: AlertService,
+        settings: LaunchSettings,
+    ) -> None:
+        self._readers = readers
+        self._catalog_source = None if isinstance(catalog, PriceCatalog) else catalog
+        self._catalog = catalog if isinstance(catalog, PriceCatalog) else None
+        self._state = state
+        self._alerts = alerts
+        self._s = settings
+
+    def check(self, raw: object, now: datetime) -> tuple[list[Verdict], AlertRun]:
+        """Judge every launch an event reports. Never raises for the event: the verdicts say
+        what was done; the run's failures are for the caller to raise (retry, DLQ)."""
+        now = require_utc(now)
+        parsed = parse_launch_event(raw, now)
+        if isinstance(parsed, Refused):
+            outcome = Outcome.REFUSED if parsed.hostile else Outcome.IGNORED
+            return [Verdict(outcome, parsed.reason)], AlertRun()
+        verdicts: list[Verdict] = []
+        run = AlertRun()
+        for event in parsed:
+            verdict, sent = self._one(event, now)
+            verdicts.append(verdict)
+            run = run + sent
+        return verdicts, run
+
+    def _catalog_now(self) -> PriceCatalog:
+        if self._catalog is None:
+            assert self._catalog_source is not None
+            self._catalog = self._catalog_source.read()[0]
+        return self._catalog
+
+    def _one(self, event: LaunchEvent, now: datetime) -> tuple[Verdict, AlertRun]:
+        try:
+            reader = self._readers(event.account)
+        except AccountNotWatched as exc:
+            return Verdict(Outcome.REFUSED, str(exc), event), AlertRun()
+        except AccountUnreachable as exc:
+            return Verdict(Outcome.FAILED, str(exc), event), AlertRun()
+        described = reader.describe(event.kind, event.region, event.resource_id)
+        ref = f"{event.account}/{event.region}/{event.kind.value}/{event.resource_id}"
+        if described is None:
+            return Verdict(Outcome.IGNORED, "the resource no longer exists", event, ref), AlertRun()
+        if not described.resources:
+            return Verdict(
+                Outcome.IGNORED, described.why or "not an accelerator", event, ref
+            ), AlertRun()
+        live = [r for r in described.resources if r.state in LAUNCH_STATES[r.kind]]
+        if not live:
+            state = described.resources[0].state or "unknown"
+            # A late or reordered event (``running`` after ``stopped``): the resource's
+            # state now is what counts.
+            return (
+                Verdict(Outcome.IGNORED, f"it is {state} now, not running", event, ref),
+                AlertRun(),
+            )
+        catalog = self._catalog_now()
+        spot_types = sorted(
+            {
+                r.instance_type
+                for r in live
+                if r.kind is ResourceKind.EC2_INSTANCE
+                and r.lifecycle is Lifecycle.SPOT
+                and r.instance_type
+            }
+        )
+        spot = reader.spot_prices(event.region, spot_types, now) if spot_types else {}
+        pricer = Pricer(catalog, spot, now.date())
+        priced = []
+        findings: list[Finding] = list(described.findings)
+        for r in (*live, *described.parents):
+            item, found = pricer.price(r)
+            priced.append(item)
+            if r in live:
+                findings.extend(found)
+        attribution = attribute(priced, self._s.tag_keys, self._s.projects)
+        findings.extend(f for f in attribution.findings if f.code.value != "unattributed")
+        figures = decode_figures(
+            self._state.get_state(self._s.scope, FIGURES_STATE)[0], self._s.policy
+        )
+        alerts: list[Alert] = []
+        launched_by, launched_source = event.launched_by, "event" if event.launched_by else ""
+        for a in attribution.resources:
+            res = a.priced.resource
+            if res.key not in {r.key for r in live} or not res.billable:
+                continue
+            if launched_by is None:
+                launched_by = launcher_from_tags(res.tags)
+                launched_source = "tags" if launched_by else ""
+            if launched_by is None:
+                launched_by = reader.launcher(res, now)
+                launched_source = "cloudtrail" if launched_by else ""
+            ar = alert_resource(a)
+            if a.project is None:
+                alert = launch_unattributed_alert(ar, now, launched_by)
+                if alert is not None:
+                    alerts.append(alert)
+                continue
+            known = figures.get(a.project)
+            tagged = read_policy_tags(res.key, res.tags)
+            findings.extend(tagged.findings)
+            policy = project_policy([tagged], self._s.projects.get(a.project), self._s.policy)
+            if known is not None:
+                policy = stricter(policy, known.policy)
+            broken = breaches(res, a.priced.usd_per_hour, policy)
+            owners = known.owners if known else attribution.owners.get(a.project, ())
+            alert = policy_alert(ar, a.project, broken, now, owners=owners, launched_by=launched_by)
+            if alert is not None:
+                alerts.append(alert)
+            budget = attribution.budgets.get(a.project)
+            amount = budget.amount if budget and budget.source == "table" else None
+            if amount is None and known is not None and known.budget is not None:
+                amount = known.budget
+            if amount is None and budget is not None:
+                amount = budget.amount
+            forecast = launch_forecast_alert(
+                a.project,
+                known,
+                amount,
+                ar,
+                counted_by_scan(res, known),
+                now,
+                self._s.thresholds,
+            )
+            if forecast is not None:
+                alerts.append(forecast)
+        run = self._alerts.attempt_delivery(alerts)
+        sent = tuple(run.sent)
+        outcome = Outcome.ALERTED if sent else Outcome.QUIET
+        if run.failed and not sent:
+            outcome = Outcome.FAILED
+        reason = (
+            f"sent {', '.join(a.kind.value for a in sent)}"
+            if sent
+            else ("nothing new to say" if not run.failed else str(run.failed[0]))
+        )
+        who = f"{launched_by} ({launched_source})" if launched_by else None
+        return (
+            Verdict(outcome, reason, event, ref, sent, tuple(findings), who),
+            run,
+        )
