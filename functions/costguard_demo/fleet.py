@@ -130,7 +130,8 @@ def seed_fleet(session: Any, start: datetime) -> Fleet:
         0
     ]
 
-    vision = project_tags("vision-research", "20000", "U024BE7LH")
+    # vision-research keeps each resource under $40/h: a bigger launch is alerted at once.
+    vision = project_tags("vision-research", "20000", "U024BE7LH", **{Tags.MAX_USD_PER_HOUR: "40"})
     fleet.instances["g5-dev"] = run_instances(
         east, "g5.2xlarge", vision, "us-east-1b", volume_gib=500
     )[0]

@@ -113,6 +113,7 @@ class _Demo:
     history: list[dict[str, Any]] = field(default_factory=list)
     report: Any = None
     spike: str = ""
+    launches: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def set_up(cls, session: Any, slack: Any, say: Callable[[str], None], start: datetime) -> _Demo:
@@ -167,6 +168,21 @@ class _Demo:
             self.say(
                 "fleet changed: +1 p5.48xlarge (vision-research), notebook recsys-explore stopped"
             )
+            # EventBridge delivers the p5's "running" event; the on-launch check alerts
+            # within seconds, ten minutes before the next scan would have.
+            from costguard_demo.launch import check_launch
+
+            launched = now - timedelta(minutes=5)
+            self.launches += check_launch(
+                self.settings,
+                self.session,
+                self.say,
+                self.spike,
+                PRIMARY,
+                launched + timedelta(seconds=2),
+                launched + timedelta(seconds=3),
+            )
+            self.deliver_alerts()
         if self.spike and n == cycles - 1 and cycles > 3:
             ec2.terminate_instances(InstanceIds=[self.spike])
             self.say("fleet changed: the vision-research p5 was terminated")
@@ -232,7 +248,9 @@ class _Demo:
             for m in delivered
         ]
         if fmt == "json":
-            _print_json(url, self.history, alerts, delivered, received, report, guard_actions)
+            _print_json(
+                url, self.history, alerts, delivered, received, report, guard_actions, self.launches
+            )
         elif fmt != "table":
             # The final scan's report, as `costguard scan --format` prints it.
             from costguard.cli.output import write
@@ -274,6 +292,7 @@ def _print_json(
     received: Sequence[Any],
     report: Any,
     guard_actions: list[dict[str, Any]],
+    launches: list[dict[str, Any]],
 ) -> None:
     from costguard.cli.output import write
     from costguard.cli.scan_output import report_json
@@ -285,6 +304,7 @@ def _print_json(
         "alerts_delivered": {"sqs": len(delivered), "slack": len(received)},
         "report": report_json(report),
         "actions": guard_actions,
+        "launches": launches,
     }
     # The envelope every command prints; its time is the story's (simulated), not the clock's.
     write("json", kind="demo", data=document, table=_NO_TABLE, generated_at=report.now)

@@ -34,6 +34,16 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
     assert ("budget-threshold", "llm-pretraining") in kinds
     assert ("budget-forecast", "llm-pretraining") in kinds
     assert ("burn-rate-anomaly", "vision-research") in kinds
+    # AND the p5 started mid-story was alerted by its launch event, before the next scan's
+    # burn-rate anomaly: over the project's $/h limit, and its forecast over budget
+    at_launch = kinds.index(("launch-policy", "vision-research"))
+    assert kinds.index(("budget-forecast", "vision-research")) < kinds.index(
+        ("burn-rate-anomaly", "vision-research")
+    )
+    assert at_launch < kinds.index(("burn-rate-anomaly", "vision-research"))
+    [launch] = demo["launches"]
+    assert launch["outcome"] == "alerted"
+    assert {a["kind"] for a in launch["alerts"]} == {"launch-policy", "budget-forecast"}
     assert ("burn-rate-recovered", "vision-research") in kinds
     assert ("unattributed-spend", None) in kinds
     # Daily alerts (digests, unattributed spend) are new alerts on a new UTC day: the six

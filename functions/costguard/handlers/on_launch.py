@@ -41,7 +41,15 @@ def summary(verdicts: list[Verdict]) -> dict[str, Any]:
                 "resource": v.resource,
                 "outcome": v.outcome.value,
                 "reason": v.reason,
-                "alerts": [a.alert_id for a in v.alerts],
+                "alerts": [
+                    {
+                        "alert_id": a.alert_id,
+                        "kind": a.kind.value,
+                        "severity": a.severity.value,
+                        "title": a.title,
+                    }
+                    for a in v.alerts
+                ],
                 **({"launched_by": v.launched_by} if v.launched_by else {}),
             }
             for v in verdicts
