@@ -250,3 +250,26 @@ def test_a_failed_publish_is_retried_by_the_event_and_sent_once() -> None:
     world.on_launch(world.event(gpu), NOW + timedelta(seconds=30))
     world.on_launch(world.event(gpu), NOW + timedelta(seconds=60))
     assert len(world.sent) == 1
+
+
+class CountingLedger(InMemoryLedger):
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims: list[str] = []
+
+    def claim(self, namespace: str, key: str, now: datetime, lease: timedelta, attrs: Any) -> bool:
+        self.claims.append(key)
+        return super().claim(namespace, key, now, lease, attrs)
+
+
+def test_a_fleet_that_stays_outside_policy_costs_no_claim_writes_after_its_alert() -> None:
+    # GIVEN 50 p5s above a deployment-wide $20/h limit, alerted by the first scan
+    world = World(limit=20)
+    world.ledger = CountingLedger()
+    world.fleet = [p5(f"i-{n:017x}", costguard_project="vision") for n in range(50)]
+    assert len(world.scan(NOW)) == 50
+    # WHEN the next scan runs
+    world.ledger.claims.clear()
+    assert world.scan(NOW + timedelta(minutes=15)) == []
+    # THEN no launch-policy claim is written again (one batched read said they were sent)
+    assert [k for k in world.ledger.claims if k.startswith("launch-policy/")] == []

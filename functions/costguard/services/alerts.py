@@ -59,6 +59,7 @@ from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.launch import (
     FIGURES_STATE,
     POLICY_KINDS,
+    Breach,
     LaunchPolicy,
     ProjectFigures,
     ProjectPolicy,
@@ -401,6 +402,7 @@ class AlertService:
     ) -> None:
         """Running accelerators outside their project's policy, once per resource and cause
         (the claims the on-launch check takes: an alert sent at launch is not sent again)."""
+        found: list[tuple[ProjectReport, AttributedResource, list[Breach]]] = []
         for p in report.projects:
             policy = policies.get(p.project or "")
             if p.project is None or policy is None:
@@ -409,20 +411,33 @@ class AlertService:
                 res = a.priced.resource
                 if not res.billable or res.kind not in POLICY_KINDS:
                     continue
-                found = breaches(res, a.priced.usd_per_hour, policy)
-                if not found:
-                    continue
-                candidate = policy_alert(alert_resource(a), p.project, found, now, owners=p.owners)
-                assert candidate is not None
-                try:
-                    claimed = set(self._claim(candidate, candidate.dedupe))
-                except Exception as exc:
-                    out.fail(candidate.alert_id, candidate.kind.value, exc)
-                    continue
-                fresh = [b for b in found if policy_key(res.key, b.cause) in claimed]
-                alert = policy_alert(alert_resource(a), p.project, fresh, now, owners=p.owners)
-                if alert is not None:
-                    self._send(alert, out, claimed=list(alert.dedupe))
+                broken = breaches(res, a.priced.usd_per_hour, policy)
+                if broken:
+                    found.append((p, a, broken))
+        if not found:
+            return
+        # One batched read of the claims: a breach announced before costs no write, so a
+        # fleet that stays outside policy costs reads, not a conditional write a scan each.
+        keys = [
+            ("alert", policy_key(a.priced.resource.key, b.cause)) for _, a, bs in found for b in bs
+        ]
+        done = {k for (_, k), status in self._ledger.statuses(keys).items() if status == "sent"}
+        for p, a, broken in found:
+            assert p.project is not None
+            key = a.priced.resource.key
+            open_ = [b for b in broken if policy_key(key, b.cause) not in done]
+            candidate = policy_alert(alert_resource(a), p.project, open_, now, owners=p.owners)
+            if candidate is None:
+                continue
+            try:
+                claimed = set(self._claim(candidate, candidate.dedupe))
+            except Exception as exc:
+                out.fail(candidate.alert_id, candidate.kind.value, exc)
+                continue
+            fresh = [b for b in open_ if policy_key(key, b.cause) in claimed]
+            alert = policy_alert(alert_resource(a), p.project, fresh, now, owners=p.owners)
+            if alert is not None:
+                self._send(alert, out, claimed=list(alert.dedupe))
 
     def _figures(
         self, report: ScanReport, policies: Mapping[str, ProjectPolicy], now: datetime
