@@ -8,20 +8,15 @@ retried invocation of the same event acts on exactly the same "now".
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from costguard.domain.calendar import MAX_EVENT_AGE, MAX_EVENT_LEAD
+
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
-
-#: How far in the past an event's ``time`` may be. The schedule retries for up to 1 h
-#: (``max_event_age``) and Lambda's asynchronous retries for up to 1 h more, so a
-#: genuine retry is at most about 2 h late; 3 h leaves a margin.
-MAX_EVENT_AGE = timedelta(hours=3)
-#: How far ahead of the Lambda's clock an event's ``time`` may be (clock skew).
-MAX_EVENT_LEAD = timedelta(minutes=5)
 
 #: The Lambda's clock, read once per invocation at the edge. Tests replace it.
 CLOCK: Callable[[], datetime] = lambda: datetime.now(UTC)  # noqa: E731

@@ -6,6 +6,14 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
 
+#: How far in the past an event's ``time`` may be, for every Lambda that takes events (the
+#: scan's and the guards' schedules, the on-launch check's EventBridge rules). The schedule
+#: retries for up to 1 h (``max_event_age``) and Lambda's asynchronous retries for up to 1 h
+#: more, so a genuine retry is at most about 2 h late; 3 h leaves a margin.
+MAX_EVENT_AGE = timedelta(hours=3)
+#: How far ahead of the Lambda's clock an event's ``time`` may be (clock skew).
+MAX_EVENT_LEAD = timedelta(minutes=5)
+
 
 def require_utc(moment: datetime) -> datetime:
     if moment.tzinfo is UTC:

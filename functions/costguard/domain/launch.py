@@ -35,7 +35,7 @@ from costguard.domain.alerts import (
     unattributed_alert,
 )
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.calendar import month_key, require_utc
+from costguard.domain.calendar import MAX_EVENT_AGE, MAX_EVENT_LEAD, month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.money import ZERO, cents, per_hour
@@ -47,11 +47,6 @@ from costguard.domain.text import truncate
 FIGURES_STATE = "project-figures"
 #: Past this, a project's figures are too old to forecast from (three missed daily scans).
 FIGURES_MAX_AGE = timedelta(days=3)
-#: An EventBridge event this old is refused: the schedule's and Lambda's retries end well
-#: before (the scan's bound, events.MAX_EVENT_AGE), and the scan has judged it since.
-MAX_EVENT_AGE = timedelta(hours=3)
-#: An event this far ahead of the clock is refused (clock skew).
-MAX_EVENT_LEAD = timedelta(minutes=5)
 #: At most this many instances of one ``RunInstances`` call are judged from its event.
 MAX_INSTANCES_PER_CALL = 20
 
