@@ -19,6 +19,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from costguard.cli.output import Format
+
 if TYPE_CHECKING:
     from costguard.adapters.catalog import CatalogFile
 
@@ -276,8 +278,6 @@ class Flags:
             action=DeprecatedAlias,
             help=argparse.SUPPRESS,
         )
-        from costguard.cli.output import format_flag  # output imports this module
-
         #: ``--format table|json|csv|markdown`` and its synonym ``--json`` (dest ``format``).
         self.format = format_flag()
         self.quiet = _flag(
@@ -507,3 +507,22 @@ def failure(exc: BaseException) -> tuple[int, str] | None:
         # Expired SSO tokens, credential_process failures, unreachable endpoints, ...
         return EXIT_AWS, one_line(f"AWS error: {exc}", 400)
     return None
+
+
+def format_flag() -> Parser:
+    """The parent parser holding ``--format`` and its synonym ``--json`` (dest ``format``)."""
+    parent = Parser(add_help=False)
+    parent.add_argument(
+        "--format",
+        choices=[f.value for f in Format],
+        default=Format.TABLE.value,
+        help="how to print the results (default table; json, csv and markdown for tools)",
+    )
+    parent.add_argument(
+        "--json",
+        dest="format",
+        action="store_const",
+        const=Format.JSON.value,
+        help="the same as --format json",
+    )
+    return parent

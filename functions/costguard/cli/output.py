@@ -36,7 +36,6 @@ from enum import StrEnum
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from costguard.cli.common import Parser
 from costguard.domain.money import cents, per_hour, rate
 
 #: The envelope's version. Version 1 was the scan's own document (its fields at the top
@@ -50,25 +49,6 @@ class Format(StrEnum):
     JSON = "json"
     CSV = "csv"
     MARKDOWN = "markdown"
-
-
-def format_flag() -> Parser:
-    """The parent parser holding ``--format`` and its synonym ``--json`` (dest ``format``)."""
-    parent = Parser(add_help=False)
-    parent.add_argument(
-        "--format",
-        choices=[f.value for f in Format],
-        default=Format.TABLE.value,
-        help="how to print the results (default table; json, csv and markdown for tools)",
-    )
-    parent.add_argument(
-        "--json",
-        dest="format",
-        action="store_const",
-        const=Format.JSON.value,
-        help="the same as --format json",
-    )
-    return parent
 
 
 def envelope(kind: str, data: Any, generated_at: datetime) -> dict[str, Any]:

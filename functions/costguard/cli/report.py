@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costguard.cli import common
-from costguard.cli.output import Column, Table, format_flag, write
+from costguard.cli.common import format_flag
+from costguard.cli.output import Column, Table, write
 
 if TYPE_CHECKING:
     from datetime import datetime
