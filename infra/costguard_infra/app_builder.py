@@ -20,18 +20,21 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
     "AwsSolutions-IAM5[Resource::*]": (
         "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, "
         "X-Ray PutTraceSegments, DescribeSpotPriceHistory, pricing:GetProducts (price-refresh "
-        "role only) and cloudtrail:LookupEvents (roles that run the stale-volume guard) "
-        "support no resource-level permissions; every such statement is read-only (asserted "
-        "by tests/infra)"
+        "role only) and cloudtrail:LookupEvents (roles that run the stale-volume guard, "
+        "and the on-launch Lambda) support no resource-level permissions; every such "
+        "statement is read-only (asserted by tests/infra)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (
-        "CostGuard scans every EKS cluster of the account in the configured regions (read-only)"
+        "CostGuard scans every EKS cluster of the account in the configured regions, and the "
+        "on-launch Lambda reads a launched node's cluster (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:nodegroup/*]": (
-        "CostGuard reads every node group of the account in the configured regions (read-only)"
+        "CostGuard reads every node group of the account in the configured regions, and the "
+        "on-launch Lambda a launched node's node group (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:*]": (
-        "CostGuard reads every SageMaker endpoint, training job and tag of the account (read-only)"
+        "CostGuard reads every SageMaker endpoint, training job and tag of the account, and "
+        "the on-launch Lambda the one notebook, endpoint or training job launched (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]": (
         "the guards may stop, and write only a warning tag (costguard:action-after, "
@@ -98,9 +101,9 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
 }
 
 
-#: Needed only for the single-account scan Lambda's role (its EKS and SageMaker reads): an
-#: Organization hub has no such role (its consumers read through the member roles), so
-#: these would match nothing there and are not applied.
+#: Needed for the single-account scan Lambda's role (its EKS and SageMaker reads) and the
+#: on-launch Lambda's: an Organization hub has no scan role (its consumers read through the
+#: member roles), so without launch alerts these match nothing there and are not applied.
 SCAN_ONLY_ACKNOWLEDGEMENTS = frozenset(
     {
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]",
@@ -134,7 +137,11 @@ def acknowledgements_for(config: CostGuardConfig) -> dict[str, str]:
     (tests/infra/test_nag.py and test_hub_stack.py prove it, in both modes)."""
     if not config.org_mode:
         return dict(ACKNOWLEDGEMENTS)
-    dropped = SCAN_ONLY_ACKNOWLEDGEMENTS | GUARD_ONLY_ACKNOWLEDGEMENTS
+    # The hub's on-launch Lambda reads the launched node group, cluster or SageMaker
+    # resource of its own account with the scan's resource patterns.
+    dropped = (
+        set() if config.launch_alerts else set(SCAN_ONLY_ACKNOWLEDGEMENTS)
+    ) | GUARD_ONLY_ACKNOWLEDGEMENTS
     kept = {k: v for k, v in ACKNOWLEDGEMENTS.items() if k not in dropped}
     return {**kept, **hub_acknowledgements(config)}
 
