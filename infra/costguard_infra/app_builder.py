@@ -11,6 +11,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from costguard_infra.config import CONTEXT_KEYS, ConfigError, CostGuardConfig
 from costguard_infra.hub import hub_acknowledgements
+from costguard_infra.launch_events import LaunchForwardingStack, forwarded_regions
 from costguard_infra.stack import CostGuardStack
 
 #: Every cdk-nag finding CostGuard accepts, and why. Anything else fails the synth.
@@ -198,6 +199,22 @@ def build_app(
         ),
     )
     cdk.Tags.of(stack).add("costguard:component", "costguard")
+    # Launch events of the other scanned regions: EventBridge rules are regional, so each
+    # region forwards to the home region's bus. Only when the home region is known
+    # (``-c region=…``); an environment-agnostic synth deploys the home region's rules
+    # alone (docs/deploy.md). In an Organization, the member accounts' launch-events
+    # stack forwards instead (member.py), the hub account's included.
+    if config.launch_alerts and not config.org_mode:
+        for region in forwarded_regions(stack.region, config.regions):
+            forwarding = LaunchForwardingStack(
+                app,
+                f"CostGuardLaunchEvents-{region}",
+                home_region=stack.region,
+                env=cdk.Environment(
+                    account=app.node.try_get_context("account") or None, region=region
+                ),
+            )
+            cdk.Tags.of(forwarding).add("costguard:component", "costguard")
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     if acknowledgements is None:
         acknowledgements = acknowledgements_for(config)

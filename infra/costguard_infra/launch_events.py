@@ -233,3 +233,40 @@ class LaunchForwarder(Construct):
             target=targets.EventBus(bus, dead_letter_queue=self.dead_letter_queue, role=self.role),
             what=what,
         )
+
+
+def forwarded_regions(home: str | None, regions: Sequence[str]) -> list[str]:
+    """The scanned regions that need a forwarding stack: all but the home region. None
+    when the home region is not known at synth (an environment-agnostic stack): its
+    region is a deploy-time token, and a forwarding rule must name its target bus's."""
+    if not home or cdk.Token.is_unresolved(home):
+        return []
+    return [r for r in dict.fromkeys(regions) if r != home]
+
+
+class LaunchForwardingStack(cdk.Stack):
+    """One scanned region's launch rules, forwarding to the home region's default bus of
+    the same account (where the on-launch Lambda's rules match them again)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, home_region: str, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description=f"CostGuard: forward this region's accelerator launches to {home_region}",
+            **kwargs,
+        )
+        self.forwarder = LaunchForwarder(
+            self,
+            "LaunchForwarding",
+            account=self.account,
+            region=home_region,
+            what=f"CostGuard's default bus in {home_region}",
+        )
+        cdk.CfnOutput(
+            self,
+            "UndeliveredQueueUrl",
+            description="Launch events that could not be forwarded",
+            value=self.forwarder.dead_letter_queue.queue_url,
+        )
