@@ -255,6 +255,9 @@ class LaunchForwardingStack(cdk.Stack):
             scope,
             construct_id,
             description=f"CostGuard: forward this region's accelerator launches to {home_region}",
+            # No asset, no lookup: deployed with the CLI's credentials, so the scanned
+            # regions need no `cdk bootstrap` of their own.
+            synthesizer=cdk.BootstraplessSynthesizer(),
             **kwargs,
         )
         self.forwarder = LaunchForwarder(
