@@ -508,3 +508,30 @@ def test_member_read_role_grants_what_the_hubs_launch_check_reads() -> None:
 
 def _member_arn(action: str) -> str:
     return _sample_arn(action).replace(ACCOUNT, MEMBER)
+
+
+def test_the_forwarding_templates_pass_cfn_lint_without_errors() -> None:
+    import subprocess
+    import sys
+
+    # GIVEN a regional forwarding stack and the member launch-events stack
+    app, _stack = _build({"region": "us-east-1", "regions": "us-east-1,us-west-2"})
+    member = _member_app({"hubAccount": HUB, "orgId": ORG_ID, "hubRegion": "us-east-1"})
+    files = [
+        Path(app.outdir) / "CostGuardLaunchEvents-us-west-2.template.json",
+        Path(member.outdir) / "CostGuardMemberLaunchEvents.template.json",
+    ]
+    # WHEN cfn-lint reads them THEN it finds no error
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("cfn-lint")),
+            "--format",
+            "parseable",
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert [line for line in done.stdout.splitlines() if ":E" in line] == [], done.stdout
+    assert done.returncode in (0, 4), done.stdout + done.stderr  # 4 = warnings only
