@@ -241,6 +241,11 @@ EXECUTOR_LEDGER_ACTIONS = (
     "dynamodb:UpdateItem",
     "dynamodb:BatchWriteItem",
 )
+#: What the on-launch check's ledger calls need (``services.launch`` through the alert
+#: service): the project figures' state and the catalog (GetItem), the alert claims
+#: (``claim``/``confirm``/``release``: UpdateItem) and the alert log (``record_alert``:
+#: PutItem). Nothing is queried, batched or scanned for one launch.
+LAUNCH_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
 #: What a guard that records findings (a malformed tag, an unreadable region) adds: the
 #: ledger keeps a day's findings once each (a query of the day's, then a batch write).
 FINDINGS_LEDGER_ACTIONS = ("dynamodb:Query", "dynamodb:BatchWriteItem")

@@ -11,6 +11,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from costguard_infra.config import CONTEXT_KEYS, ConfigError, CostGuardConfig
 from costguard_infra.hub import hub_acknowledgements
+from costguard_infra.launch_events import LaunchForwardingStack, forwarded_regions
 from costguard_infra.stack import CostGuardStack
 
 #: Every cdk-nag finding CostGuard accepts, and why. Anything else fails the synth.
@@ -20,18 +21,21 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
     "AwsSolutions-IAM5[Resource::*]": (
         "EC2 Describe*, EKS ListClusters, SageMaker List*, tag:GetResources, "
         "X-Ray PutTraceSegments, DescribeSpotPriceHistory, pricing:GetProducts (price-refresh "
-        "role only) and cloudtrail:LookupEvents (roles that run the stale-volume guard) "
-        "support no resource-level permissions; every such statement is read-only (asserted "
-        "by tests/infra)"
+        "role only) and cloudtrail:LookupEvents (roles that run the stale-volume guard, "
+        "and the on-launch Lambda) support no resource-level permissions; every such "
+        "statement is read-only (asserted by tests/infra)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]": (
-        "CostGuard scans every EKS cluster of the account in the configured regions (read-only)"
+        "CostGuard scans every EKS cluster of the account in the configured regions, and the "
+        "on-launch Lambda reads a launched node's cluster (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:nodegroup/*]": (
-        "CostGuard reads every node group of the account in the configured regions (read-only)"
+        "CostGuard reads every node group of the account in the configured regions, and the "
+        "on-launch Lambda a launched node's node group (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:*:<AWS::AccountId>:*]": (
-        "CostGuard reads every SageMaker endpoint, training job and tag of the account (read-only)"
+        "CostGuard reads every SageMaker endpoint, training job and tag of the account, and "
+        "the on-launch Lambda the one notebook, endpoint or training job launched (read-only)"
     ),
     "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:*:<AWS::AccountId>:instance/*]": (
         "the guards may stop, and write only a warning tag (costguard:action-after, "
@@ -98,9 +102,9 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
 }
 
 
-#: Needed only for the single-account scan Lambda's role (its EKS and SageMaker reads): an
-#: Organization hub has no such role (its consumers read through the member roles), so
-#: these would match nothing there and are not applied.
+#: Needed for the single-account scan Lambda's role (its EKS and SageMaker reads) and the
+#: on-launch Lambda's: an Organization hub has no scan role (its consumers read through the
+#: member roles), so without launch alerts these match nothing there and are not applied.
 SCAN_ONLY_ACKNOWLEDGEMENTS = frozenset(
     {
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:eks:*:<AWS::AccountId>:cluster/*]",
@@ -134,7 +138,11 @@ def acknowledgements_for(config: CostGuardConfig) -> dict[str, str]:
     (tests/infra/test_nag.py and test_hub_stack.py prove it, in both modes)."""
     if not config.org_mode:
         return dict(ACKNOWLEDGEMENTS)
-    dropped = SCAN_ONLY_ACKNOWLEDGEMENTS | GUARD_ONLY_ACKNOWLEDGEMENTS
+    # The hub's on-launch Lambda reads the launched node group, cluster or SageMaker
+    # resource of its own account with the scan's resource patterns.
+    dropped = (
+        set() if config.launch_alerts else set(SCAN_ONLY_ACKNOWLEDGEMENTS)
+    ) | GUARD_ONLY_ACKNOWLEDGEMENTS
     kept = {k: v for k, v in ACKNOWLEDGEMENTS.items() if k not in dropped}
     return {**kept, **hub_acknowledgements(config)}
 
@@ -191,6 +199,22 @@ def build_app(
         ),
     )
     cdk.Tags.of(stack).add("costguard:component", "costguard")
+    # Launch events of the other scanned regions: EventBridge rules are regional, so each
+    # region forwards to the home region's bus. Only when the home region is known
+    # (``-c region=…``); an environment-agnostic synth deploys the home region's rules
+    # alone (docs/deploy.md). In an Organization, the member accounts' launch-events
+    # stack forwards instead (member.py), the hub account's included.
+    if config.launch_alerts and not config.org_mode:
+        for region in forwarded_regions(stack.region, config.regions):
+            forwarding = LaunchForwardingStack(
+                app,
+                f"CostGuardLaunchEvents-{region}",
+                home_region=stack.region,
+                env=cdk.Environment(
+                    account=app.node.try_get_context("account") or None, region=region
+                ),
+            )
+            cdk.Tags.of(forwarding).add("costguard:component", "costguard")
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     if acknowledgements is None:
         acknowledgements = acknowledgements_for(config)

@@ -32,15 +32,24 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from costguard.config_spec import valid_role_name
+from costguard.adapters.launched import READS as LAUNCH_READS
+from costguard.config_spec import REGION, valid_role_name
 from costguard.domain.org_roles import OrgRoles
 from costguard.guards import actuator_permissions
 from costguard.iam import member_read_permissions
 from costguard_infra.config import ConfigError
 from costguard_infra.guard_function import policy_statements
+from costguard_infra.launch_events import LaunchForwarder
 
 #: Context keys of the member app (``-c hubAccount=111111111111 -c orgId=o-abc123``).
-MEMBER_CONTEXT_KEYS = ("hubAccount", "orgId", "orgMemberRole", "sagemakerTags", "sagemakerStudio")
+MEMBER_CONTEXT_KEYS = (
+    "hubAccount",
+    "orgId",
+    "orgMemberRole",
+    "sagemakerTags",
+    "sagemakerStudio",
+    "hubRegion",
+)
 
 #: cdk-nag findings the member stack accepts, and why (tests/infra/test_member_stack.py
 #: proves each one is needed: an unneeded acknowledgement would approve a future finding).
@@ -114,6 +123,9 @@ class MemberConfig(BaseModel):
     member_role: str = OrgRoles.MEMBER_READ
     sagemaker_tags: str = "tagging-api"
     sagemaker_studio: bool = True
+    #: The hub's region (its default bus): set, the app also builds the launch-events
+    #: stack, which forwards this account's accelerator launches to the hub.
+    hub_region: str | None = None
 
     @field_validator("hub_account", mode="before")
     @classmethod
@@ -147,6 +159,16 @@ class MemberConfig(BaseModel):
             )
         return text
 
+    @field_validator("hub_region", mode="before")
+    @classmethod
+    def _region(cls, value: Any) -> str | None:
+        text = str(value).strip()
+        if not text:
+            return None
+        if not REGION.fullmatch(text):
+            raise ValueError(f"hubRegion must be a region like us-east-1, not {value!r}")
+        return text
+
     @field_validator("sagemaker_tags", mode="before")
     @classmethod
     def _tags(cls, value: Any) -> str:
@@ -172,6 +194,7 @@ class MemberConfig(BaseModel):
             "orgMemberRole": "member_role",
             "sagemakerTags": "sagemaker_tags",
             "sagemakerStudio": "sagemaker_studio",
+            "hubRegion": "hub_region",
         }
         keys = {field: key for key, field in names.items()}
         try:
@@ -247,9 +270,14 @@ class CostGuardMemberStack(cdk.Stack):
             description="CostGuard hub: read-only inventory of this account",
             config=config,
             trusts=OrgRoles.READ_TRUSTS,
-            # The scan's permissions, plus ec2:DescribeRegions for the hub's region discovery.
-            permissions=member_read_permissions(
-                sagemaker_tags=config.sagemaker_tags, sagemaker_studio=config.sagemaker_studio
+            # The scan's permissions, plus ec2:DescribeRegions for the hub's region
+            # discovery, plus what the hub's on-launch Lambda reads of one launched
+            # resource (adapters.launched.READS: all read-only).
+            permissions=(
+                *member_read_permissions(
+                    sagemaker_tags=config.sagemaker_tags, sagemaker_studio=config.sagemaker_studio
+                ),
+                *LAUNCH_READS,
             ),
         )
         self.act = HubTrustedRole(
@@ -265,6 +293,52 @@ class CostGuardMemberStack(cdk.Stack):
         cdk.CfnOutput(self, "ActRoleArn", value=self.act.role.role_arn)
 
 
+class CostGuardMemberLaunchEventsStack(cdk.Stack):
+    """This account's accelerator launches in this region, forwarded to the hub's default
+    bus (``hubRegion``), where the hub's on-launch Lambda judges them through the read role.
+
+    A StackSet of its own, deployed to every scanned region of every member account (the
+    roles stack cannot be: its role names are global). In the hub's own account and region
+    it deploys nothing (a CloudFormation condition): the hub's own rules see those events,
+    and forwarding them to the same bus would only repeat them.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: MemberConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="CostGuard member account: forward accelerator launches to the hub",
+            synthesizer=cdk.BootstraplessSynthesizer(),
+            **kwargs,
+        )
+        if config.hub_region is None:
+            raise ConfigError("the launch-events stack needs `hubRegion` (-c hubRegion=…)")
+        self.forwarder = LaunchForwarder(
+            self,
+            "LaunchForwarding",
+            account=config.hub_account,
+            region=config.hub_region,
+            what=f"the CostGuard hub's default bus ({config.hub_account}, {config.hub_region})",
+        )
+        self.not_the_hub = cdk.CfnCondition(
+            self,
+            "NotTheHubsOwnBus",
+            expression=cdk.Fn.condition_not(
+                cdk.Fn.condition_and(
+                    cdk.Fn.condition_equals(cdk.Aws.ACCOUNT_ID, config.hub_account),
+                    cdk.Fn.condition_equals(cdk.Aws.REGION, config.hub_region),
+                )
+            ),
+        )
+        for child in self.forwarder.node.find_all():
+            if isinstance(child, cdk.CfnResource):
+                child.cfn_options.condition = self.not_the_hub
+        # A template needs a resource that is created: a no-op handle where nothing else is.
+        cdk.CfnResource(self, "Placeholder", type="AWS::CloudFormation::WaitConditionHandle")
+
+
 def build_member_app(
     context: Mapping[str, Any] | None = None,
     outdir: str | None = None,
@@ -277,6 +351,11 @@ def build_member_app(
     config = MemberConfig.from_context({k: v for k, v in raw.items() if v is not None})
     stack = CostGuardMemberStack(app, "CostGuardMember", config=config)
     cdk.Tags.of(stack).add("costguard:component", "costguard-member")
+    if config.hub_region is not None:
+        events_stack = CostGuardMemberLaunchEventsStack(
+            app, "CostGuardMemberLaunchEvents", config=config
+        )
+        cdk.Tags.of(events_stack).add("costguard:component", "costguard-member")
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     for rule, reason in acknowledgements.items():
         cdk.Validations.of(stack).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))

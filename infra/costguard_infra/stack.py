@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -13,15 +14,19 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
+from costguard.adapters.launched import READS as LAUNCH_READS
 from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.alerts import AlertKind
 from costguard.domain.idle import Heartbeat
+from costguard.domain.org_roles import OrgRoles
 from costguard.env import Env
 from costguard.guards import SPECS
 from costguard.iam import (
     CATALOG_PARTITION,
     CATALOG_STORE_ACTIONS,
+    LAUNCH_LEDGER_ACTIONS,
     LEDGER_ACTIONS,
+    hub_assume_permissions,
     refresh_permissions,
     scan_permissions,
 )
@@ -32,11 +37,18 @@ from costguard_infra.bundling import lambda_code, powertools_layer
 from costguard_infra.dashboard import Dashboard
 from costguard_infra.guard_function import GuardFunction
 from costguard_infra.hub import OrgHub
+from costguard_infra.launch_events import (
+    LaunchRules,
+    default_bus_arn,
+    encrypted_dead_letters,
+    lambda_target,
+)
 from costguard_infra.ledger import Ledger
 from costguard_infra.monitoring import Monitoring
 from costguard_infra.schedules import GuardSchedule
 
 if TYPE_CHECKING:
+    from aws_cdk import aws_lambda as lambda_
     from constructs import Construct
 
     from costguard_infra.config import CostGuardConfig
@@ -48,6 +60,10 @@ SAGEMAKER_STUDIO: bool = BY_NAME["sagemaker_studio"].default
 #: Alert kinds posted to Slack (all of them; a filter policy keeps the door open to routing).
 SLACK_KINDS = tuple(k.value for k in AlertKind)
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
+#: The on-launch Lambda reads the tags of the one SageMaker resource it judges
+#: (``sagemaker:ListTags``), never a region's pages of them (``tag:GetResources``).
+LAUNCH_SAGEMAKER_TAGS = "per-resource"
+LAUNCH_HANDLER = "costguard.handlers.on_launch.handler"
 
 
 class CostGuardStack(cdk.Stack):
@@ -254,6 +270,9 @@ class CostGuardStack(cdk.Stack):
                 key=self.key,
                 description=f"CostGuard scan every {config.scan_rate}",
             )
+        self.on_launch: GuardFunction | None = None
+        if config.launch_alerts:
+            self._launch_alerts(code, layer)
         guard_lambdas = [(f"Guard{SPECS[n].construct_id}", f) for n, f in self.guards.items()]
         #: The Lambdas that act (the dashboard reads their savings from their logs).
         actors: list[tuple[str, GuardFunction]] = (
@@ -268,28 +287,43 @@ class CostGuardStack(cdk.Stack):
                 ("PriceRefresh", self.refresh),
                 *guard_lambdas,
                 *actors,
+                *([("OnLaunch", self.on_launch)] if self.on_launch is not None else []),
             ],
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
             scan_schedules=self.hub.scan_schedules if self.hub is not None else None,
-            dead_letter_queues=(
-                [
-                    (
-                        "OrgWorkDeadLetters",
-                        self.hub.dead_letters,
-                        "CostGuard hub: work items failed orgMaxReceives times (an account "
-                        "or region is not being scanned); see the dead-letter queue",
-                    ),
-                    (
-                        "OrgActDeadLetters",
-                        self.hub.act_dead_letters,
-                        "CostGuard hub: guard runs failed orgMaxReceives times (a guard did "
-                        "not act in a member account); see the act dead-letter queue",
-                    ),
-                ]
-                if self.hub is not None
-                else []
-            ),
+            dead_letter_queues=[
+                *(
+                    [
+                        (
+                            "LaunchEventsUndelivered",
+                            self.launch_dead_letters,
+                            "CostGuard: launch events EventBridge could not deliver to the "
+                            "on-launch Lambda; see the dead-letter queue",
+                        )
+                    ]
+                    if self.on_launch is not None
+                    else []
+                ),
+                *(
+                    [
+                        (
+                            "OrgWorkDeadLetters",
+                            self.hub.dead_letters,
+                            "CostGuard hub: work items failed orgMaxReceives times (an account "
+                            "or region is not being scanned); see the dead-letter queue",
+                        ),
+                        (
+                            "OrgActDeadLetters",
+                            self.hub.act_dead_letters,
+                            "CostGuard hub: guard runs failed orgMaxReceives times (a guard did "
+                            "not act in a member account); see the act dead-letter queue",
+                        ),
+                    ]
+                    if self.hub is not None
+                    else []
+                ),
+            ],
         )
         dashboard = Dashboard(
             self,
@@ -314,6 +348,86 @@ class CostGuardStack(cdk.Stack):
         cdk.CfnOutput(self, "LedgerTable", value=self.ledger.table.table_name)
         cdk.CfnOutput(self, "AlertTopic", value=self.alerts.topic.topic_arn)
         cdk.CfnOutput(self, "SlackWebhookSecret", value=self.alerts.slack_webhook.secret_name)
+
+    def _launch_alerts(self, code: lambda_.Code, layer: lambda_.ILayerVersion) -> None:
+        """The on-launch Lambda and the rules that invoke it (docs/launch-alerts.md).
+
+        Read-only on the launched resource (``adapters.launched.READS``), publish to the
+        alert topic, and on the ledger only what one launch's alerts need. In an
+        Organization hub it also enters member accounts through their read role (named
+        ``costguard-hub-launch``, which the member read role trusts), and the default bus
+        admits the Organization's forwarded launch events.
+        """
+        config = self.config
+        org = self.hub is not None
+        environment = {
+            **self.scan_environment(),
+            **(config.org_environment() if org else {}),
+            Env.SAGEMAKER_TAGS: LAUNCH_SAGEMAKER_TAGS,
+            Env.SERVICE_NAME: Metrics.LAUNCH_SERVICE,
+        }
+        permissions = (
+            *LAUNCH_READS,
+            *(hub_assume_permissions(config.org_member_role, config.org_id) if org else ()),
+        )
+        self.on_launch = GuardFunction(
+            self,
+            "OnLaunch",
+            description="CostGuard on-launch: one accelerator launch judged within a minute",
+            handler=LAUNCH_HANDLER,
+            code=code,
+            layer=layer,
+            key=self.key,
+            environment=environment,
+            permissions=permissions,
+            memory_mb=512,
+            timeout=cdk.Duration.seconds(60),
+            log_retention=_retention(config.log_retention_days),
+            reserved_concurrency=config.on_launch_concurrency,
+            role_name=OrgRoles.HUB_LAUNCH if org else None,
+        )
+        self.ledger.table.grant(self.on_launch.role, *LAUNCH_LEDGER_ACTIONS)
+        self.alerts.topic.grant_publish(self.on_launch.role)
+        # EventBridge writes what it cannot deliver into this queue, encrypted with the
+        # stack's key: the key policy lets EventBridge use it, for this account only.
+        self.launch_dead_letters = encrypted_dead_letters(self, "LaunchEventsUndelivered", self.key)
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+            )
+        )
+        self.launch_rules = LaunchRules(
+            self,
+            "LaunchRules",
+            target=lambda_target(self.on_launch.function, self.launch_dead_letters),
+            what="the on-launch Lambda",
+        )
+        if org:
+            # Member accounts' forwarding rules put their launch events on this bus: only
+            # principals of the Organization may (their forwarding role), nobody else.
+            self.launch_bus_policy = events.CfnEventBusPolicy(
+                self,
+                "OrgLaunchEvents",
+                statement_id="CostGuardOrgLaunchEvents",
+                event_bus_name="default",
+                statement={
+                    "Sid": "CostGuardOrgLaunchEvents",
+                    "Effect": "Allow",
+                    "Principal": "*",
+                    "Action": "events:PutEvents",
+                    "Resource": default_bus_arn(self, account=self.account, region=self.region),
+                    "Condition": {"StringEquals": {"aws:PrincipalOrgID": config.org_id}},
+                },
+            )
+        cdk.CfnOutput(
+            self,
+            "OnLaunchDeadLetterQueueUrl",
+            description="Launch events EventBridge could not deliver to the on-launch Lambda",
+            value=self.launch_dead_letters.queue_url,
+        )
 
     def _notebook_heartbeat(self) -> None:
         """The lifecycle configuration users attach to notebook instances, and the policy

@@ -127,6 +127,8 @@ class World:
         if kind == "AWS::Scheduler::ScheduleGroup":
             group = props.get("Name", name)
             return {"Ref": group, "Arn": f"arn:{p}:scheduler:{r}:{a}:schedule-group/{group}"}
+        if kind == "AWS::Events::Rule":
+            return {"Ref": name, "Arn": f"arn:{p}:events:{r}:{a}:rule/{name}"}
         if kind == "AWS::Scheduler::Schedule":
             return {"Ref": name, "Arn": f"arn:{p}:scheduler:{r}:{a}:schedule/default/{name}"}
         return {"Ref": name}

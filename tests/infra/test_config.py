@@ -72,11 +72,17 @@ NON_DEFAULT: dict[str, Any] = {
     "maxGpuHours": "72",
     "lifetimeGraceMinutes": "120",
     "idleGpuDiscovery": "list",
+    "maxUsdPerHour": "40",
+    "launchRegions": "eu-west-1",
+    # Off here, on in the hub (ORG_NON_DEFAULT): each stack reads what it builds.
+    "launchAlerts": "false",
+    "onLaunchConcurrency": "7",
 }
 #: The Organization hub's keys away from their defaults, with every other key of
-#: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members).
+#: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members) and
+#: `launchAlerts` (left on, so that the hub's on-launch Lambda is built and configured).
 ORG_NON_DEFAULT: dict[str, Any] = {
-    **{k: v for k, v in NON_DEFAULT.items() if k != "costExplorer"},
+    **{k: v for k, v in NON_DEFAULT.items() if k not in ("costExplorer", "launchAlerts")},
     "sweepKeepPrefix": "pinned/",
     "orgAccounts": "111111111111, 222222222222",
     "orgId": "o-abc1234567",
@@ -295,6 +301,16 @@ def test_each_deploy_only_setting_takes_effect(built: Built, org_built: Built) -
     org_built.template.has_resource_properties(
         "AWS::SQS::Queue",
         {"VisibilityTimeout": 6 * 300, "RedrivePolicy": Match.object_like({"maxReceiveCount": 5})},
+    )
+    # launchAlerts=false deploys no on-launch Lambda and no rule; on, onLaunchConcurrency
+    # is its reserved concurrency.
+    built.template.resource_count_is("AWS::Events::Rule", 0)
+    assert not built.template.find_resources(
+        "AWS::Lambda::Function", {"Properties": {"Handler": "costguard.handlers.on_launch.handler"}}
+    )
+    org_built.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Handler": "costguard.handlers.on_launch.handler", "ReservedConcurrentExecutions": 7},
     )
     # The act queue's visibility follows the act consumer's fixed timeout, not scanTimeoutSeconds.
     org_built.template.has_resource_properties(

@@ -196,8 +196,10 @@ def test_switching_to_org_mode_keeps_every_other_resources_logical_id(
     assert not [k for k in gone if k.startswith(schedules)]
     assert {k for k in single & hub if k.startswith(schedules)}
     added = hub - single
+    # ... and the default bus's policy for the member accounts' launch events.
     assert added and all(
-        k.startswith(("OrgHub", "MonitoringOrg", "MonitoringFanout")) for k in added
+        k.startswith(("OrgHub", "MonitoringOrg", "MonitoringFanout", "OrgLaunchEvents"))
+        for k in added
     )
 
 
@@ -351,18 +353,23 @@ def test_consumer_role_is_named_for_the_member_trust_and_may_assume_member_roles
 
 
 @pytest.mark.parametrize(
-    ("member_role", "handler"),
-    [(OrgRoles.MEMBER_READ, CONSUMER_HANDLER), (OrgRoles.MEMBER_ACT, ACT_HANDLER)],
+    ("member_role", "handlers"),
+    [
+        # The scan consumer, and the on-launch Lambda (one launched resource).
+        (OrgRoles.MEMBER_READ, (CONSUMER_HANDLER, "costguard.handlers.on_launch.handler")),
+        (OrgRoles.MEMBER_ACT, (ACT_HANDLER,)),
+    ],
     ids=["read", "act"],
 )
-def test_only_one_consumer_may_assume_each_member_role(
-    org: World, member_role: str, handler: str
+def test_only_its_readers_or_its_actor_may_assume_each_member_role(
+    org: World, member_role: str, handlers: tuple[str, ...]
 ) -> None:
-    consumer = org.function_role(_function(org, handler))
+    consumers = {org.function_role(_function(org, handler)) for handler in handlers}
     member = f"arn:aws:iam::{MEMBER}:role/{member_role}"
-    assert role_may(org, consumer, "sts:AssumeRole", member, {"aws:ResourceOrgID": ORG_ID})
+    for consumer in consumers:
+        assert role_may(org, consumer, "sts:AssumeRole", member, {"aws:ResourceOrgID": ORG_ID})
     for role in org.resources("AWS::IAM::Role"):
-        if role != consumer:
+        if role not in consumers:
             assert not role_may(
                 org, role, "sts:AssumeRole", member, {"aws:ResourceOrgID": ORG_ID}
             ), role

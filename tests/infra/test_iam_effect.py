@@ -134,11 +134,18 @@ def _redrivers(world: World, queue: str) -> set[str]:
     return roles
 
 
-def _writers(world: World, queue: str) -> tuple[set[str], dict[str, dict[str, str]]]:
-    """Roles and service principals that write to the queue, with each service's context."""
+def _writers(world: World, queue: str) -> tuple[set[str], list[tuple[str, dict[str, str]]]]:
+    """Roles and service principals that write to the queue, with each service's context
+    (EventBridge once per rule whose target dead-letters into it: each rule must be able to)."""
     arn = world.arn(queue)
     roles: set[str] = set()
     services: dict[str, dict[str, str]] = {}
+    rules: list[tuple[str, dict[str, str]]] = []
+    for logical, rule in world.resources("AWS::Events::Rule").items():
+        for target in world.resolve(rule["Properties"].get("Targets", [])):
+            if target.get("DeadLetterConfig", {}).get("Arn") == arn:
+                context = {"aws:SourceArn": world.arn(logical), "aws:SourceAccount": ACCOUNT}
+                rules.append(("events.amazonaws.com", context))
     for logical, fn in world.resources("AWS::Lambda::Function").items():
         if world.resolve(fn["Properties"].get("DeadLetterConfig", {}).get("TargetArn")) == arn:
             roles.add(world.function_role(logical))
@@ -160,8 +167,10 @@ def _writers(world: World, queue: str) -> tuple[set[str], dict[str, dict[str, st
     for statement in world.resource_policies(arn):
         if statement["Effect"] == "Allow" and isinstance(statement.get("Principal"), dict):
             for service in as_list(statement["Principal"].get("Service")):
+                if rules and service == "events.amazonaws.com":
+                    continue
                 services.setdefault(service, {"aws:SourceAccount": ACCOUNT})
-    return roles, services
+    return roles, [*services.items(), *rules]
 
 
 def test_every_writer_of_an_encrypted_queue_can_send_and_use_the_queues_key(
@@ -194,7 +203,7 @@ def test_every_writer_of_an_encrypted_queue_can_send_and_use_the_queues_key(
                 for action in QUEUE_KEY_ACTIONS
                 if not role_may(world, role, action, key_arn, _via("sqs"))
             ]
-        for service, context in services.items():
+        for service, context in services:
             queue_policy = evaluate(
                 world.resource_policies(arn),
                 "sqs:SendMessage",

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from costguard.adapters.launched import READS as LAUNCH_READS
 from costguard.domain.org_roles import OrgRoles
 from costguard.guards import actuator_permissions
 from costguard.iam import (
@@ -138,14 +139,16 @@ def test_member_stack_needs_no_asset_no_lambda_and_no_bootstrap(
 
 # -- trust: each member role, its one hub role, from inside the Organization, nobody else -------
 
-#: The one hub role each member role trusts: the scan consumer reads (scans, probes and
-#: region reads), the act consumer acts; neither enters the other's member role.
-TRUSTED = {OrgRoles.MEMBER_READ: HUB_SCAN, OrgRoles.MEMBER_ACT: HUB_ACT}
+HUB_LAUNCH = f"arn:aws:iam::{HUB}:role/{OrgRoles.HUB_LAUNCH}"
+#: The hub roles each member role trusts: the scan consumer reads (scans, probes and
+#: region reads) and the on-launch Lambda reads one launched resource; the act consumer
+#: acts. No reader enters the act role, and the act consumer does not enter the read role.
+TRUSTED = {OrgRoles.MEMBER_READ: (HUB_SCAN, HUB_LAUNCH), OrgRoles.MEMBER_ACT: (HUB_ACT,)}
 
 
 @pytest.mark.parametrize(("name", "trusted"), sorted(TRUSTED.items()))
-def test_each_member_role_trusts_exactly_its_one_hub_role_and_the_org(
-    body: dict[str, Any], world: World, name: str, trusted: str
+def test_each_member_role_trusts_exactly_its_hub_roles_and_the_org(
+    body: dict[str, Any], world: World, name: str, trusted: tuple[str, ...]
 ) -> None:
     """Defect: both member roles trusted both hub roles, so only the hub scan role's own
     policy kept the scan consumer (which parses untrusted tags from every account) out of
@@ -153,7 +156,7 @@ def test_each_member_role_trusts_exactly_its_one_hub_role_and_the_org(
 
     GIVEN the synthesized member stack
     WHEN each role's trust policy is read (found by its name, not its logical id)
-    THEN it holds one statement: the hub account, narrowed to exactly one hub role's ARN
+    THEN it holds one statement: the hub account, narrowed to exactly its hub roles' ARNs
     and to the Organization
     """
     from aws_cdk.assertions import Capture, Match, Template
@@ -180,21 +183,22 @@ def test_each_member_role_trusts_exactly_its_one_hub_role_and_the_org(
             },
         },
     )
-    assert sorted(world.resolve(as_list(arns.as_array()))) == [trusted]
+    assert sorted(world.resolve(as_list(arns.as_array()))) == sorted(trusted)
     trust = world.resolve(world.props(_role(world, name))["AssumeRolePolicyDocument"])
     assert as_list(trust["Statement"])[0]["Principal"] == {"AWS": f"arn:aws:iam::{HUB}:root"}
 
 
 @pytest.mark.parametrize(("name", "trusted"), sorted(TRUSTED.items()))
 def test_only_its_own_hub_role_may_assume_each_member_role(
-    world: World, name: str, trusted: str
+    world: World, name: str, trusted: tuple[str, ...]
 ) -> None:
-    # GIVEN each member role WHEN the hub's two roles ask to assume it, from inside the
-    # Organization THEN IAM (the trust policy evaluated) admits its own hub role only:
-    # the scan role is refused the act role, the act role the read role
+    # GIVEN each member role WHEN the hub's roles ask to assume it, from inside the
+    # Organization THEN IAM (the trust policy evaluated) admits its own hub roles only:
+    # the scan and launch roles are refused the act role, the act role the read role
     role = _role(world, name)
-    assert _may_assume(world, role, trusted)
-    for other in sorted({HUB_SCAN, HUB_ACT} - {trusted}):
+    for own in trusted:
+        assert _may_assume(world, role, own)
+    for other in sorted({HUB_SCAN, HUB_ACT, HUB_LAUNCH} - set(trusted)):
         assert not _may_assume(world, role, other)
 
 
@@ -211,6 +215,9 @@ def test_only_its_own_hub_role_may_assume_each_member_role(
         (HUB_ACT, "o-zzzzzzzzzz"),
         (HUB_SCAN, None),  # no organization at all
         (HUB_ACT, None),
+        (f"arn:aws:iam::333333333333:role/{OrgRoles.HUB_LAUNCH}", ORG),
+        (HUB_LAUNCH, "o-zzzzzzzzzz"),
+        (HUB_LAUNCH, None),
     ],
 )
 def test_nobody_else_may_assume_member_role(
@@ -225,7 +232,8 @@ def test_nobody_else_may_assume_member_role(
 def test_read_role_can_change_nothing(world: World) -> None:
     statements = world.role_statements(_role(world, OrgRoles.MEMBER_READ))
     actions = {a for s in statements for a in as_list(s["Action"])}
-    assert actions == all_actions(member_read_permissions())
+    # The scan's reads, and what the hub's on-launch Lambda reads of one launched resource.
+    assert actions == all_actions(member_read_permissions()) | all_actions(LAUNCH_READS)
     assert "ec2:DescribeRegions" in actions  # the hub's region discovery
     assert [a for a in actions if mutating(a)] == []
 

@@ -174,9 +174,12 @@ def test_alarms_cover_errors_throttles_dead_letters_and_missing_scans(template: 
     alarms = resources(template, "AWS::CloudWatch::Alarm").values()
     names = sorted(a["Properties"].get("MetricName", "") for a in alarms)
     per_function = ["Errors", "Throttles", "ApproximateNumberOfMessagesVisible"]
-    # The scan, the Slack notifier and each guard's Lambda, and the missed-scan heartbeat.
+    # The scan, the Slack notifier, each guard's and the on-launch Lambda, the missed-scan
+    # heartbeat, and the launch rules' dead-letter queue (events EventBridge could not deliver).
     functions = len(resources(template, "AWS::Lambda::Function"))
-    assert names == sorted([*per_function * functions, Metrics.SCAN_COMPLETED])
+    assert names == sorted(
+        [*per_function * functions, Metrics.SCAN_COMPLETED, "ApproximateNumberOfMessagesVisible"]
+    )
     for alarm in alarms:
         assert alarm["Properties"]["AlarmActions"], "every alarm publishes to the alert topic"
     template.has_resource_properties(

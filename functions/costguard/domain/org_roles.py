@@ -21,10 +21,13 @@ class OrgRoles:
     #: The hub's roles that may assume them (in the hub account).
     HUB_SCAN: Final = "costguard-hub-scan"
     HUB_ACT: Final = "costguard-hub-act"
+    #: The hub's on-launch Lambda: reads one launched resource through the member read role.
+    HUB_LAUNCH: Final = "costguard-hub-launch"
     #: Whom each member role trusts: narrow on both sides, so that neither side alone
     #: (the hub role's own policy, the member role's trust) keeps a hub role out of a
     #: member role it has no business in. The scan consumer reads (its scans, probes and
     #: region reads); only the act consumer, which enters no account through the read
-    #: role, acts. The fan-out assumes nothing.
-    READ_TRUSTS: Final = (HUB_SCAN,)
+    #: role, acts. The fan-out assumes nothing. The on-launch Lambda reads one resource
+    #: a member's launch event names, through the read role (never the act role).
+    READ_TRUSTS: Final = (HUB_SCAN, HUB_LAUNCH)
     ACT_TRUSTS: Final = (HUB_ACT,)
