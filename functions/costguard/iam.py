@@ -107,6 +107,7 @@ COST_EXPLORER = (
     ),
 )
 LEDGER_ACTIONS = (
+    "dynamodb:BatchGetItem",
     "dynamodb:GetItem",
     "dynamodb:Query",
     "dynamodb:PutItem",

@@ -60,9 +60,6 @@ SAGEMAKER_STUDIO: bool = BY_NAME["sagemaker_studio"].default
 #: Alert kinds posted to Slack (all of them; a filter policy keeps the door open to routing).
 SLACK_KINDS = tuple(k.value for k in AlertKind)
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
-#: The on-launch Lambda reads the tags of the one SageMaker resource it judges
-#: (``sagemaker:ListTags``), never a region's pages of them (``tag:GetResources``).
-LAUNCH_SAGEMAKER_TAGS = "per-resource"
 LAUNCH_HANDLER = "costguard.handlers.on_launch.handler"
 
 
@@ -363,7 +360,6 @@ class CostGuardStack(cdk.Stack):
         environment = {
             **self.scan_environment(),
             **(config.org_environment() if org else {}),
-            Env.SAGEMAKER_TAGS: LAUNCH_SAGEMAKER_TAGS,
             Env.SERVICE_NAME: Metrics.LAUNCH_SERVICE,
         }
         permissions = (

@@ -215,9 +215,7 @@ def test_on_launch_lambda_has_reserved_concurrency_its_own_dlq_and_bounded_retri
     assert role_may(single, role, "kms:GenerateDataKey", key, {"kms:CallerAccount": ACCOUNT})
 
 
-def test_on_launch_lambda_reads_the_scans_settings_and_its_sagemaker_tags_one_by_one(
-    single: World,
-) -> None:
+def test_on_launch_lambda_reads_the_scans_settings(single: World) -> None:
     from costguard.env import Env
     from costguard.telemetry import Metrics
 
@@ -228,11 +226,10 @@ def test_on_launch_lambda_reads_the_scans_settings_and_its_sagemaker_tags_one_by
         if f["Properties"]["Handler"] == "costguard.handlers.scan.handler"
     )
     different = {k for k in set(scan) | set(variables) if scan.get(k) != variables.get(k)}
-    # The scan's environment, but its service name and the per-resource tag reader
-    # (sagemaker:ListTags on the one ARN, never a region's pages of tag:GetResources).
-    assert different == {Env.SERVICE_NAME, Env.SAGEMAKER_TAGS}
+    # The scan's environment, but its service name (it reads the one resource's tags with
+    # sagemaker:ListTags whatever sagemakerTags says: see wiring/launch.py)
+    assert different == {Env.SERVICE_NAME}
     assert variables[Env.SERVICE_NAME] == Metrics.LAUNCH_SERVICE
-    assert variables[Env.SAGEMAKER_TAGS] == "per-resource"
 
 
 def test_every_rule_targets_the_on_launch_lambda_with_retries_and_an_encrypted_dlq(
