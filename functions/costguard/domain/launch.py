@@ -210,7 +210,9 @@ def parse_launch_event(raw: Any, now: datetime) -> list[LaunchEvent] | Refused:
     ):
         if detail.get("errorCode"):
             return Refused("the RunInstances call failed: nothing was launched", hostile=False)
-        items = ((detail.get("responseElements") or {}).get("instancesSet") or {}).get("items")
+        response = detail.get("responseElements")
+        instances = response.get("instancesSet") if isinstance(response, Mapping) else None
+        items = instances.get("items") if isinstance(instances, Mapping) else None
         if not isinstance(items, list) or not items:
             return Refused("the RunInstances event lists no instances")
         who = identity_of(detail)
