@@ -37,3 +37,21 @@ def test_a_runinstances_event_whose_response_is_not_an_object_is_refused(
         raw["detail"]["responseElements"]["instancesSet"] = value
     found = parse_launch_event(raw, NOW)
     assert isinstance(found, Refused) and found.hostile
+
+
+@pytest.mark.parametrize(
+    "time",
+    [
+        "0001-01-01T00:30:00+01:00",  # before year 1 in UTC
+        "9999-12-31T23:59:59-01:00",  # after year 9999 in UTC
+    ],
+)
+def test_an_event_time_whose_offset_leaves_the_calendar_is_refused(time: str) -> None:
+    """GIVEN an event whose time is valid ISO-8601 but falls outside years 1-9999 once moved
+    to UTC by its offset
+    WHEN it is parsed
+    THEN it is refused as hostile, not an OverflowError."""
+    raw = load_event("ec2-instance-state-running")
+    raw["time"] = time
+    found = parse_launch_event(raw, NOW)
+    assert isinstance(found, Refused) and found.hostile

@@ -136,7 +136,10 @@ def _event_time(value: Any, now: datetime) -> datetime | Refused:
         at = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return Refused(f"the event's time {truncate(text, 40)!r} is not an ISO-8601 time")
-    at = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
+    try:
+        at = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
+    except OverflowError:  # an offset that moves it past year 1 or 9999
+        return Refused(f"the event's time {truncate(text, 40)!r} is outside the calendar in UTC")
     if at < now - MAX_EVENT_AGE:
         return Refused(
             f"the event is from {at:%Y-%m-%d %H:%M} UTC, more than "
