@@ -6,15 +6,21 @@ marked ``xfail(strict=True)`` with its reason)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from costguard.domain.launch import (
+    FIGURES_STATE,
+    LaunchPolicy,
     Refused,
+    decode_figures,
     parse_launch_event,
 )
-from tests.launch.test_launch_check import NOW
+from costguard.services.launch import Outcome
+from tests.launch.test_launch_check import ACCOUNT, NOW, World, p5
+from tests.support.clock import MIDDAY
 from tests.support.events import load_event
 
 # -- events that are not what they claim to be ------------------------------------------------
@@ -55,3 +61,54 @@ def test_an_event_time_whose_offset_leaves_the_calendar_is_refused(time: str) ->
     raw["time"] = time
     found = parse_launch_event(raw, NOW)
     assert isinstance(found, Refused) and found.hostile
+
+
+# -- state left by the scan, garbled or from another version ----------------------------------
+
+
+def _figures_doc(**row: Any) -> dict[str, Any]:
+    return {
+        "at": (MIDDAY - timedelta(minutes=5)).isoformat(),
+        "projects": {"vision": {"mtd": "100", "rate": "2", "budget": "100000", **row}},
+    }
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"mtd": "NaN"},
+        {"rate": "Infinity"},
+        {"mtd": "-Infinity"},
+        {"rate": "sNaN"},
+        {"limit": "NaN", "limit_source": "tag"},
+        {"limit": "-5", "limit_source": "tag"},
+        {"mtd": "-1"},
+    ],
+)
+def test_a_garbled_figures_row_is_skipped_and_the_launch_still_judged(row: dict[str, str]) -> None:
+    """GIVEN the project-figures state holding a non-finite or negative amount for vision
+    (a hand edit, a bug of another version)
+    WHEN a vision p5 launches
+    THEN the row is skipped as unreadable (no figure beats a wrong one): the check does not
+    crash on every launch of the project, and no alert is built from the garbage."""
+    assert decode_figures(_figures_doc(**row), LaunchPolicy()) == {}
+    world = World()
+    _, version = world.ledger.get_state(ACCOUNT, FIGURES_STATE)
+    assert world.ledger.put_state(ACCOUNT, FIGURES_STATE, _figures_doc(**row), version)
+    gpu = p5(costguard_project="vision")
+    world.launch(gpu)
+    [verdict] = world.on_launch(world.event(gpu))
+    assert verdict.outcome is Outcome.QUIET
+    assert world.sent == []
+
+
+def test_figures_owners_and_spot_in_an_odd_shape_are_not_misread() -> None:
+    """GIVEN a figures row whose owners is one string (not a list) and whose spot is the
+    string "false"
+    WHEN it is decoded
+    THEN the owners are not split into characters (an alert to "a", "l", "i", ...), and
+    "false" does not require spot: the row is skipped as unreadable."""
+    doc = _figures_doc(owners="alice@example.com", spot="false")
+    figures = decode_figures(doc, LaunchPolicy())
+    assert all(len(o) > 1 for f in figures.values() for o in f.owners)
+    assert not any(f.policy.require_spot for f in figures.values())

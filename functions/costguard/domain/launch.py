@@ -518,21 +518,33 @@ def decode_figures(doc: Mapping[str, Any], defaults: LaunchPolicy) -> dict[str, 
     out: dict[str, ProjectFigures] = {}
     for name, row in rows.items() if isinstance(rows, Mapping) else ():
         try:
+            if not isinstance(row, Mapping):
+                continue
             budget = parse_budget(str(row["budget"])) if "budget" in row else None
-            limit = Decimal(str(row["limit"])) if "limit" in row else None
+            limit = _amount(row["limit"]) if "limit" in row else None
+            owners, spot = row.get("owners", []), row.get("spot", False)
+            if not isinstance(owners, list) or not isinstance(spot, bool):
+                continue  # another shape than encode_figures writes: not guessed at
             out[str(name)] = ProjectFigures(
                 at,
-                Decimal(str(row["mtd"])),
-                Decimal(str(row["rate"])),
+                _amount(row["mtd"]),
+                _amount(row["rate"]),
                 budget if isinstance(budget, Decimal) else None,
-                tuple(str(o) for o in row.get("owners", ())),
-                ProjectPolicy(
-                    limit, str(row.get("limit_source", "")), bool(row.get("spot")), defaults.regions
-                ),
+                tuple(str(o) for o in owners),
+                ProjectPolicy(limit, str(row.get("limit_source", "")), spot, defaults.regions),
             )
         except (KeyError, TypeError, ValueError, ArithmeticError):
             continue
     return out
+
+
+def _amount(value: Any) -> Decimal:
+    """A finite, non-negative amount of a figures row; anything else is unreadable (NaN or
+    Infinity would raise in every later comparison, a negative limit breach every launch)."""
+    amount = Decimal(str(value))
+    if not amount.is_finite() or amount < 0:
+        raise ValueError(f"not an amount: {truncate(str(value), 20)!r}")
+    return amount
 
 
 def figures_at(figures: ProjectFigures | None, now: datetime) -> tuple[Decimal, Decimal]:
