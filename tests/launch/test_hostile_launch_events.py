@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from costguard.domain.alerts import AlertKind
 from costguard.domain.launch import (
     FIGURES_STATE,
     LaunchPolicy,
@@ -112,3 +113,21 @@ def test_figures_owners_and_spot_in_an_odd_shape_are_not_misread() -> None:
     figures = decode_figures(doc, LaunchPolicy())
     assert all(len(o) > 1 for f in figures.values() for o in f.owners)
     assert not any(f.policy.require_spot for f in figures.values())
+
+
+# -- the forecast at a launch: whom it tells, and which budget it claims ----------------------
+
+
+def test_the_forecast_at_a_new_projects_first_launch_names_the_launchs_owner() -> None:
+    """GIVEN a project the last scan has not seen (no figures), whose first resource, a p5,
+    carries a $1,000 budget and costguard:owner=bob@example.com
+    WHEN it launches (its forecast is far over $1,000)
+    THEN budget-forecast goes to bob: the scan will not send it again this month (same
+    claim), so an alert with no owners would never reach the project's owner by routing."""
+    world = World()
+    gpu = p5(costguard_project="newp", costguard_budget="1000", costguard_owner="bob@example.com")
+    world.launch(gpu)
+    world.on_launch(world.event(gpu))
+    [alert] = world.sent
+    assert alert.kind is AlertKind.BUDGET_FORECAST
+    assert alert.owners == ("bob@example.com",)

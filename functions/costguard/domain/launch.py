@@ -575,10 +575,13 @@ def launch_forecast_alert(
     counted: bool,
     now: datetime,
     thresholds: Sequence[int],
+    *,
+    owners: Sequence[str] | None = None,
 ) -> Alert | None:
     """``budget-forecast`` for the project with this launch running to the month's end, or
     None while the forecast stays under the budget. The scan's own alert and claim: the
-    scan will not send it again this month."""
+    scan will not send it again this month, so it goes to the project's ``owners`` (by
+    default those the last scan knew)."""
     if budget is None or budget <= 0:
         return None
     now = require_utc(now)
@@ -588,9 +591,9 @@ def launch_forecast_alert(
     forecast = forecast_month_end(mtd, after, now)
     if forecast < budget:
         return None
-    numbers = ProjectNumbers(
-        project, budget, mtd, forecast, after, figures.owners if figures else (), (cause,)
-    )
+    if owners is None:
+        owners = figures.owners if figures else ()
+    numbers = ProjectNumbers(project, budget, mtd, forecast, after, tuple(owners), (cause,))
     found = [
         a for a in budget_alerts(numbers, thresholds, now) if a.kind is AlertKind.BUDGET_FORECAST
     ]

@@ -210,7 +210,13 @@ class LaunchCheck:
             if known is not None:
                 policy = stricter(policy, known.policy)
             broken = breaches(res, a.priced.usd_per_hour, policy)
-            owners = known.owners if known else attribution.owners.get(a.project, ())
+            # The scan's owners, and this launch's own (a project's first resource has
+            # no figures yet, and its owner tag is the only one who can be told).
+            owners = tuple(
+                dict.fromkeys(
+                    [*(known.owners if known else ()), *attribution.owners.get(a.project, ())]
+                )
+            )
             alert = policy_alert(ar, a.project, broken, now, owners=owners, launched_by=launched_by)
             if alert is not None:
                 alerts.append(alert)
@@ -228,6 +234,7 @@ class LaunchCheck:
                 counted_by_scan(res, known),
                 now,
                 self._s.thresholds,
+                owners=owners,
             )
             if forecast is not None:
                 alerts.append(forecast)
