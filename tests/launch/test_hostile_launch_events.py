@@ -131,3 +131,23 @@ def test_the_forecast_at_a_new_projects_first_launch_names_the_launchs_owner() -
     [alert] = world.sent
     assert alert.kind is AlertKind.BUDGET_FORECAST
     assert alert.owners == ("bob@example.com",)
+
+
+def test_the_launchs_lower_budget_tag_is_the_budget_the_scan_will_claim() -> None:
+    """GIVEN vision's other resources carry a $20,000 budget (the last scan's figures), and a
+    p5 of vision launches carrying costguard:budget=10000
+    WHEN it launches (its forecast, about $13,900, is over $10,000 and under $20,000)
+    THEN budget-forecast is sent now, under the $10,000 claim: the lowest budget is the
+    project's (as the scan reads it), so the next scan does not send a second one."""
+    world = World()
+    figures = {
+        "at": (MIDDAY - timedelta(minutes=5)).isoformat(),
+        "projects": {"vision": {"mtd": "0", "rate": "0", "budget": "20000"}},
+    }
+    _, version = world.ledger.get_state(ACCOUNT, FIGURES_STATE)
+    assert world.ledger.put_state(ACCOUNT, FIGURES_STATE, figures, version)
+    gpu = p5(costguard_project="vision", costguard_budget="10000")
+    world.launch(gpu)
+    world.on_launch(world.event(gpu))
+    assert [a.dedupe for a in world.sent] == [("budget/vision/2026-11/10000.00/forecast-100",)]
+    assert world.scan(NOW + timedelta(minutes=10)) == []

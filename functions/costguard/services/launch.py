@@ -221,11 +221,17 @@ class LaunchCheck:
             if alert is not None:
                 alerts.append(alert)
             budget = attribution.budgets.get(a.project)
-            amount = budget.amount if budget and budget.source == "table" else None
-            if amount is None and known is not None and known.budget is not None:
-                amount = known.budget
-            if amount is None and budget is not None:
+            # The scan's rule: the table's budget, else the lowest tagged one (the last
+            # scan's, or this launch's own when it is lower: the claim key carries it).
+            if budget is not None and budget.source == "table":
                 amount = budget.amount
+            else:
+                tagged = [
+                    b
+                    for b in (known.budget if known else None, budget.amount if budget else None)
+                    if b is not None
+                ]
+                amount = min(tagged) if tagged else None
             forecast = launch_forecast_alert(
                 a.project,
                 known,
