@@ -19,6 +19,7 @@ from costguard.domain.launch import (
     decode_figures,
     parse_launch_event,
 )
+from costguard.ports import AccessDeniedError, Described
 from costguard.services.launch import Outcome
 from tests.launch.test_launch_check import ACCOUNT, NOW, World, p5
 from tests.support.clock import MIDDAY
@@ -151,3 +152,41 @@ def test_the_launchs_lower_budget_tag_is_the_budget_the_scan_will_claim() -> Non
     world.on_launch(world.event(gpu))
     assert [a.dedupe for a in world.sent] == [("budget/vision/2026-11/10000.00/forecast-100",)]
     assert world.scan(NOW + timedelta(minutes=10)) == []
+
+
+# -- failures halfway -------------------------------------------------------------------------
+
+
+def test_a_read_denied_for_one_instance_of_a_call_leaves_the_others_judged() -> None:
+    """GIVEN one RunInstances call of two untagged p5s, and DescribeInstances denied for the
+    first (an SCP on one instance's tag, a throttle that outlasted the retries)
+    WHEN the CloudTrail event is judged
+    THEN the second is alerted now, the first is a FAILED verdict naming the error (logged,
+    and the invocation retried), and the check itself does not raise (it promises never
+    to raise for the event)."""
+    world = World()
+    first, second = p5("i-000000000000000a1"), p5("i-000000000000000a2")
+    world.launch(first)
+    world.launch(second)
+    reader = world.reader
+    plain = reader.describe
+
+    def describe(kind: Any, region: str, resource_id: str) -> Described | None:
+        if resource_id == first.id:
+            raise AccessDeniedError(
+                "ec2", region, "DescribeInstances", "UnauthorizedOperation", "denied"
+            )
+        return plain(kind, region, resource_id)
+
+    reader.describe = describe  # type: ignore[method-assign]
+    raw = load_event("cloudtrail-runinstances")
+    template = raw["detail"]["responseElements"]["instancesSet"]["items"][0]
+    raw["detail"]["responseElements"]["instancesSet"]["items"] = [
+        {**template, "instanceId": first.id},
+        {**template, "instanceId": second.id},
+    ]
+    raw["time"] = MIDDAY.isoformat()
+    verdicts, _ = world.check().check(raw, NOW)
+    assert [v.outcome for v in verdicts] == [Outcome.FAILED, Outcome.ALERTED]
+    assert "UnauthorizedOperation" in verdicts[0].reason
+    assert [a.resources[0].key.rsplit("/", 1)[-1] for a in world.sent] == [second.id]

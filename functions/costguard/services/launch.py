@@ -43,6 +43,7 @@ from costguard.domain.launch import (
 from costguard.domain.models import Lifecycle, ResourceKind
 from costguard.domain.pricing import PriceCatalog, Pricer
 from costguard.domain.tags import TagKeys
+from costguard.ports import SourceError
 from costguard.services.alerts import AlertRun, AlertService, alert_resource
 
 if TYPE_CHECKING:
@@ -144,8 +145,11 @@ class LaunchCheck:
             return Verdict(Outcome.REFUSED, str(exc), event), AlertRun()
         except AccountUnreachable as exc:
             return Verdict(Outcome.FAILED, str(exc), event), AlertRun()
-        described = reader.describe(event.kind, event.region, event.resource_id)
         ref = f"{event.account}/{event.region}/{event.kind.value}/{event.resource_id}"
+        try:
+            described = reader.describe(event.kind, event.region, event.resource_id)
+        except SourceError as exc:  # denied, throttled, unreachable: retried by the caller
+            return Verdict(Outcome.FAILED, str(exc), event, ref), AlertRun()
         if described is None:
             return Verdict(Outcome.IGNORED, "the resource no longer exists", event, ref), AlertRun()
         if not described.resources:
