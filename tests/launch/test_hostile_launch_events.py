@@ -17,6 +17,7 @@ from costguard.domain.launch import (
     LaunchPolicy,
     Refused,
     decode_figures,
+    identity_of,
     parse_launch_event,
 )
 from costguard.ports import AccessDeniedError, Described
@@ -190,3 +191,17 @@ def test_a_read_denied_for_one_instance_of_a_call_leaves_the_others_judged() -> 
     assert [v.outcome for v in verdicts] == [Outcome.FAILED, Outcome.ALERTED]
     assert "UnauthorizedOperation" in verdicts[0].reason
     assert [a.resources[0].key.rsplit("/", 1)[-1] for a in world.sent] == [second.id]
+
+
+# -- who launched it --------------------------------------------------------------------------
+
+
+def test_a_caller_with_a_long_iam_path_is_still_named() -> None:
+    """GIVEN a RunInstances event made by an IAM user whose ARN carries a 270-character path
+    (IAM allows 512)
+    WHEN its caller is read
+    THEN the alert names the user (type and name, the path elided), not a lone ellipsis."""
+    path = "division/" * 30
+    who = identity_of({"userIdentity": {"arn": f"arn:aws:iam::123456789012:user/{path}alice"}})
+    assert who is not None and who.startswith("user/") and who.endswith("/alice")
+    assert len(who) <= 200

@@ -159,7 +159,12 @@ def identity_of(detail: Mapping[str, Any]) -> str | None:
     if arn is None:
         return _text(who.get("principalId"), 256)
     # arn:aws:sts::123456789012:assumed-role/Admin/maria -> assumed-role/Admin/maria
-    return truncate(arn.split(":", 5)[-1], 200)
+    name = arn.split(":", 5)[-1]
+    if len(name) > 200 and "/" in name:
+        # An IAM path may be 512 characters: keep the type and the name, not the path
+        # (a cut between whole tokens would leave only the ellipsis of an ARN).
+        name = f"{name.split('/', 1)[0]}/…/{name.rsplit('/', 1)[-1]}"
+    return truncate(name, 200)
 
 
 def parse_launch_event(raw: Any, now: datetime) -> list[LaunchEvent] | Refused:
