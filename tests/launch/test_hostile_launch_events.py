@@ -6,17 +6,22 @@ marked ``xfail(strict=True)`` with its reason)."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from costguard.domain.alerts import AlertKind
 from costguard.domain.launch import (
+    FIGURES_MAX_BYTES,
     FIGURES_STATE,
     LaunchPolicy,
+    ProjectFigures,
     Refused,
     decode_figures,
+    encode_figures,
     identity_of,
     parse_launch_event,
 )
@@ -205,3 +210,27 @@ def test_a_caller_with_a_long_iam_path_is_still_named() -> None:
     who = identity_of({"userIdentity": {"arn": f"arn:aws:iam::123456789012:user/{path}alice"}})
     assert who is not None and who.startswith("user/") and who.endswith("/alice")
     assert len(who) <= 200
+
+
+# -- the figures document at scale ------------------------------------------------------------
+
+
+def test_the_figures_document_fits_one_ledger_item_however_many_projects() -> None:
+    """GIVEN 400 projects with long Unicode names (256 characters, as tags allow) and five
+    long owners each, as a large Organization's scan sees them
+    WHEN the scan leaves their figures for the on-launch check
+    THEN the document, as the ledger stores it (JSON), stays within one DynamoDB item
+    (400 KB): a larger one is refused by DynamoDB at every scan, failing the scan's alert
+    run every 15 minutes; the most expensive projects are the ones kept."""
+    owners = tuple(f"owner-{n}-{'x' * 40}@example.com" for n in range(5))
+    figures = {
+        f"{n:04d}-" + "研究" * 125: ProjectFigures(
+            MIDDAY, Decimal(n * 10), Decimal(n), Decimal(100000), owners
+        )
+        for n in range(400)
+    }
+    doc = encode_figures(MIDDAY, figures)
+    assert len(json.dumps(doc, sort_keys=True, default=str).encode()) <= FIGURES_MAX_BYTES
+    assert FIGURES_MAX_BYTES < 400 * 1024
+    kept = decode_figures(doc, LaunchPolicy())
+    assert "0399-" + "研究" * 125 in kept  # the most expensive project is kept

@@ -16,6 +16,7 @@ Three questions are asked of one accelerator that just started:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -45,6 +46,8 @@ from costguard.domain.text import truncate
 
 #: The state document the scan's alert step leaves for the on-launch check.
 FIGURES_STATE = "project-figures"
+#: The figures document's JSON at most (a DynamoDB item holds 400 KB, keys included).
+FIGURES_MAX_BYTES = 350_000
 #: Past this, a project's figures are too old to forecast from (three missed daily scans).
 FIGURES_MAX_AGE = timedelta(days=3)
 #: An EventBridge event this old is refused: the schedule's and Lambda's retries end well
@@ -491,24 +494,34 @@ class ProjectFigures:
 
 
 def encode_figures(at: datetime, figures: Mapping[str, ProjectFigures]) -> dict[str, Any]:
-    """The state document: small enough for one item (a project's row is about 100 bytes)."""
+    """The state document, within one ledger item (:data:`FIGURES_MAX_BYTES` of JSON). A row
+    is about 100 bytes, but a project name may be 256 characters of escaped Unicode: when
+    they do not all fit, the projects spending the most per hour are kept, and a launch of
+    one left out is judged as its project's first resource."""
+    rows = {name: _figures_row(f) for name, f in figures.items()}
+    kept: dict[str, dict[str, Any]] = {}
+    room = FIGURES_MAX_BYTES - 100  # the envelope: {"at": ..., "projects": {}}
+    for name in sorted(rows, key=lambda n: (-figures[n].run_rate, -figures[n].month_to_date, n)):
+        size = len(json.dumps({name: rows[name]}, sort_keys=True, default=str))
+        if size > room:
+            continue
+        kept[name] = rows[name]
+        room -= size
+    return {"at": require_utc(at).isoformat(), "projects": dict(sorted(kept.items()))}
+
+
+def _figures_row(f: ProjectFigures) -> dict[str, Any]:
     return {
-        "at": require_utc(at).isoformat(),
-        "projects": {
-            name: {
-                "mtd": str(f.month_to_date),
-                "rate": str(f.run_rate),
-                **({"budget": str(f.budget)} if f.budget is not None else {}),
-                **({"owners": list(f.owners[:5])} if f.owners else {}),
-                **(
-                    {"limit": str(f.policy.max_usd_per_hour), "limit_source": f.policy.limit_source}
-                    if f.policy.max_usd_per_hour is not None
-                    else {}
-                ),
-                **({"spot": True} if f.policy.require_spot else {}),
-            }
-            for name, f in sorted(figures.items())
-        },
+        "mtd": str(f.month_to_date),
+        "rate": str(f.run_rate),
+        **({"budget": str(f.budget)} if f.budget is not None else {}),
+        **({"owners": list(f.owners[:5])} if f.owners else {}),
+        **(
+            {"limit": str(f.policy.max_usd_per_hour), "limit_source": f.policy.limit_source}
+            if f.policy.max_usd_per_hour is not None
+            else {}
+        ),
+        **({"spot": True} if f.policy.require_spot else {}),
     }
 
 
