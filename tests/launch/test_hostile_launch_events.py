@@ -6,7 +6,10 @@ marked ``xfail(strict=True)`` with its reason)."""
 
 from __future__ import annotations
 
+import copy
 import json
+import threading
+from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 
 from costguard.domain.alerts import AlertKind
+from costguard.domain.attribution import ProjectConfig
 from costguard.domain.launch import (
     FIGURES_MAX_BYTES,
     FIGURES_STATE,
@@ -120,6 +124,88 @@ def test_figures_owners_and_spot_in_an_odd_shape_are_not_misread() -> None:
     figures = decode_figures(doc, LaunchPolicy())
     assert all(len(o) > 1 for f in figures.values() for o in f.owners)
     assert not any(f.policy.require_spot for f in figures.values())
+
+
+# -- redelivery in parallel -------------------------------------------------------------------
+
+
+def test_the_same_event_delivered_twice_at_once_alerts_once() -> None:
+    """GIVEN an untagged p5 and its running event delivered to two concurrent invocations
+    WHEN both judge it at the same moment
+    THEN one unattributed-spend alert is sent: the claim is taken once."""
+    world = World()
+    gpu = p5()
+    world.launch(gpu)
+    event = world.event(gpu)
+    barrier = threading.Barrier(8)
+    outcomes: list[Outcome] = []
+
+    def deliver() -> None:
+        check = world.check()
+        barrier.wait()
+        verdicts, run = check.check(copy.deepcopy(event), NOW)
+        run.raise_if_failed()
+        outcomes.extend(v.outcome for v in verdicts)
+
+    threads = [threading.Thread(target=deliver) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(world.sent) == 1
+    assert sorted(outcomes).count(Outcome.ALERTED) == 1
+
+
+# -- what a demanding user expects of bursts and repeated launches -----------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: the on-launch check alerts per instance; grouping a burst (one "
+    "RunInstances call, or a node group scaling up) needs an aggregation window",
+)
+def test_one_runinstances_call_of_twenty_untagged_gpus_is_one_alert() -> None:
+    """GIVEN one RunInstances call that started 20 untagged p5s (about $1,100/h)
+    WHEN its CloudTrail event arrives
+    THEN one unattributed-spend alert lists the 20, as the scan would send: not 20 pages
+    within a second (the docs promise "a fleet of 3,000 untagged GPUs is one readable
+    alert" for the scan; the launch check sends one per instance)."""
+    world = World()
+    raw = load_event("cloudtrail-runinstances")
+    template = raw["detail"]["responseElements"]["instancesSet"]["items"][0]
+    items = []
+    for n in range(20):
+        gpu = p5(f"i-{n:017x}")
+        world.launch(gpu)
+        items.append({**template, "instanceId": gpu.id})
+    raw["detail"]["responseElements"]["instancesSet"]["items"] = items
+    raw["time"] = MIDDAY.isoformat()
+    world.on_launch(raw)
+    unattributed = [a for a in world.sent if a.kind is AlertKind.UNATTRIBUTED]
+    assert len(unattributed) == 1 and len(unattributed[0].resources) == 20
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: the launch-policy claim is per resource and cause for ever; a relaunch "
+    "(stop, then start days later) of the same instance above the limit is never alerted",
+)
+def test_an_instance_restarted_a_week_later_above_its_limit_is_alerted_again() -> None:
+    """GIVEN a vision p5 above the project's $40/h limit, alerted at its launch, then
+    stopped
+    WHEN the same instance is started again a week later (a new launch, a new bill)
+    THEN launch-policy is sent again: a demanding user reads "once per resource and cause"
+    as once per launch, not once in the instance's life."""
+    world = World(projects={"vision": ProjectConfig(max_usd_per_hour=Decimal(40))})
+    gpu = p5(costguard_project="vision")
+    world.launch(gpu)
+    world.on_launch(world.event(gpu))
+    assert [a.kind for a in world.sent] == [AlertKind.LAUNCH_POLICY]
+    week = timedelta(days=7)
+    again = replace(gpu, launched_at=gpu.launched_at + week if gpu.launched_at else None)
+    world.reader.found[gpu.id] = Described((again,))
+    world.on_launch(world.event(again, time=(MIDDAY + week).isoformat()), NOW + week)
+    assert [a.kind for a in world.sent] == [AlertKind.LAUNCH_POLICY] * 2
 
 
 # -- the forecast at a launch: whom it tells, and which budget it claims ----------------------
