@@ -320,3 +320,23 @@ def test_the_figures_document_fits_one_ledger_item_however_many_projects() -> No
     assert FIGURES_MAX_BYTES < 400 * 1024
     kept = decode_figures(doc, LaunchPolicy())
     assert "0399-" + "研究" * 125 in kept  # the most expensive project is kept
+
+
+# -- the policy: each cause once --------------------------------------------------------------
+
+
+def test_a_launch_alert_names_only_the_policy_causes_not_sent_before() -> None:
+    """GIVEN vision requires spot, and the scan already alerted its on-demand p5 for that
+    WHEN the project's $40/h limit is added and the p5's event is redelivered
+    THEN the launch sends launch-policy for the limit alone: the spot cause was sent, its
+    claim is taken, and the scan (which claims cause by cause) would not repeat it either."""
+    world = World(projects={"vision": ProjectConfig(require_spot=True)})
+    gpu = p5(costguard_project="vision")
+    world.launch(gpu)
+    [first] = world.scan(NOW)
+    assert "spot" in first.summary
+    world.projects["vision"] = ProjectConfig(require_spot=True, max_usd_per_hour=Decimal(40))
+    world.on_launch(world.event(gpu), NOW + timedelta(minutes=1))
+    [second] = world.sent[1:]
+    assert "$40.00/h" in second.summary and "spot" not in second.summary
+    assert second.dedupe == (f"launch-policy/{gpu.key}/usd-per-hour",)

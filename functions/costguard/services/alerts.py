@@ -59,6 +59,7 @@ from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.launch import (
     FIGURES_STATE,
     POLICY_KINDS,
+    Breach,
     LaunchPolicy,
     ProjectFigures,
     ProjectPolicy,
@@ -410,19 +411,51 @@ class AlertService:
                 if not res.billable or res.kind not in POLICY_KINDS:
                     continue
                 found = breaches(res, a.priced.usd_per_hour, policy)
-                if not found:
-                    continue
-                candidate = policy_alert(alert_resource(a), p.project, found, now, owners=p.owners)
-                assert candidate is not None
-                try:
-                    claimed = set(self._claim(candidate, candidate.dedupe))
-                except Exception as exc:
-                    out.fail(candidate.alert_id, candidate.kind.value, exc)
-                    continue
-                fresh = [b for b in found if policy_key(res.key, b.cause) in claimed]
-                alert = policy_alert(alert_resource(a), p.project, fresh, now, owners=p.owners)
-                if alert is not None:
-                    self._send(alert, out, claimed=list(alert.dedupe))
+                self._send_policy(alert_resource(a), p.project, found, now, out, owners=p.owners)
+
+    def attempt_policy(
+        self,
+        resource: AlertResource,
+        project: str,
+        found: Sequence[Breach],
+        now: datetime,
+        *,
+        owners: Sequence[str] = (),
+        launched_by: str | None = None,
+    ) -> AlertRun:
+        """One resource's breaches, as the scan sends them: each cause claimed on its own,
+        and only the causes not sent before named (the on-launch check's entry)."""
+        out = _Outcome()
+        self._send_policy(
+            resource, project, found, now, out, owners=owners, launched_by=launched_by
+        )
+        return out.freeze()
+
+    def _send_policy(
+        self,
+        resource: AlertResource,
+        project: str,
+        found: Sequence[Breach],
+        now: datetime,
+        out: _Outcome,
+        *,
+        owners: Sequence[str] = (),
+        launched_by: str | None = None,
+    ) -> None:
+        candidate = policy_alert(
+            resource, project, found, now, owners=owners, launched_by=launched_by
+        )
+        if candidate is None:
+            return
+        try:
+            claimed = set(self._claim(candidate, candidate.dedupe))
+        except Exception as exc:
+            out.fail(candidate.alert_id, candidate.kind.value, exc)
+            return
+        fresh = [b for b in found if policy_key(resource.key, b.cause) in claimed]
+        alert = policy_alert(resource, project, fresh, now, owners=owners, launched_by=launched_by)
+        if alert is not None:
+            self._send(alert, out, claimed=list(alert.dedupe))
 
     def _figures(
         self, report: ScanReport, policies: Mapping[str, ProjectPolicy], now: datetime

@@ -35,7 +35,6 @@ from costguard.domain.launch import (
     launch_unattributed_alert,
     launcher_from_tags,
     parse_launch_event,
-    policy_alert,
     project_policy,
     read_policy_tags,
     stricter,
@@ -190,6 +189,7 @@ class LaunchCheck:
             self._state.get_state(self._s.scope, FIGURES_STATE)[0], self._s.policy
         )
         alerts: list[Alert] = []
+        policy_run = AlertRun()
         launched_by, launched_source = event.launched_by, "event" if event.launched_by else ""
         for a in attribution.resources:
             res = a.priced.resource
@@ -221,9 +221,10 @@ class LaunchCheck:
                     [*(known.owners if known else ()), *attribution.owners.get(a.project, ())]
                 )
             )
-            alert = policy_alert(ar, a.project, broken, now, owners=owners, launched_by=launched_by)
-            if alert is not None:
-                alerts.append(alert)
+            # Claimed cause by cause, as the scan does: a cause it sent is not named again.
+            policy_run = policy_run + self._alerts.attempt_policy(
+                ar, a.project, broken, now, owners=owners, launched_by=launched_by
+            )
             budget = attribution.budgets.get(a.project)
             # The scan's rule: the table's budget, else the lowest tagged one (the last
             # scan's, or this launch's own when it is lower: the claim key carries it).
@@ -248,7 +249,7 @@ class LaunchCheck:
             )
             if forecast is not None:
                 alerts.append(forecast)
-        run = self._alerts.attempt_delivery(alerts)
+        run = policy_run + self._alerts.attempt_delivery(alerts)
         sent = tuple(run.sent)
         outcome = Outcome.ALERTED if sent else Outcome.QUIET
         if run.failed and not sent:
