@@ -340,3 +340,26 @@ def test_a_launch_alert_names_only_the_policy_causes_not_sent_before() -> None:
     [second] = world.sent[1:]
     assert "$40.00/h" in second.summary and "spot" not in second.summary
     assert second.dedupe == (f"launch-policy/{gpu.key}/usd-per-hour",)
+
+
+# -- an unpriced type -------------------------------------------------------------------------
+
+
+def test_an_unpriced_gpu_is_never_paged_as_free() -> None:
+    """GIVEN an untagged instance of a GPU type the catalog does not know yet (no price), and
+    one of vision, which requires spot, of the same type on demand
+    WHEN they launch
+    THEN the alerts say the type is unpriced: "$0.00/h" in a page title would be read as
+    harmless, while an unknown GPU type is a new and likely expensive one."""
+    world = World(projects={"vision": ProjectConfig(require_spot=True)})
+    untagged = replace(p5("i-000000000000000b1"), instance_type="p9.96xlarge")
+    tagged = replace(
+        p5("i-000000000000000b2", costguard_project="vision"), instance_type="p9.96xlarge"
+    )
+    for gpu in (untagged, tagged):
+        world.launch(gpu)
+        world.on_launch(world.event(gpu))
+    unattributed, policy = world.sent
+    assert "$0.00/h" not in unattributed.title and "unpriced" in unattributed.title
+    assert "unpriced" in str(unattributed.facts["run_rate"])
+    assert policy.kind is AlertKind.LAUNCH_POLICY and "unpriced" in str(policy.facts["run_rate"])

@@ -454,7 +454,7 @@ def policy_alert(
     now = require_utc(now)
     what = f"{resource.instance_type or resource.kind} {resource.key.rsplit('/', 1)[-1]}"
     monthly = (resource.usd_per_hour or ZERO) * 730
-    facts = {"run_rate": per_hour(resource.usd_per_hour or ZERO), "region": resource.region}
+    facts = {"run_rate": _rate(resource), "region": resource.region}
     if launched_by:
         facts["launched_by"] = launched_by
     return Alert(
@@ -628,7 +628,7 @@ def launch_forecast_alert(
     else:
         lead = (
             f"{project}'s forecast is ${cents(forecast):,}, over its ${cents(budget):,} budget "
-            f"for {month_key(now)}; {what} ({per_hour(cause.usd_per_hour or ZERO)}) just started."
+            f"for {month_key(now)}; {what} ({_rate(cause)}) just started."
         )
     return replace(
         alert,
@@ -652,7 +652,15 @@ def launch_unattributed_alert(
     what = f"{resource.instance_type or resource.kind} {resource.key.rsplit('/', 1)[-1]}"
     return replace(
         alert,
-        title=f"Just launched with no project: {what}, {per_hour(resource.usd_per_hour or ZERO)}",
-        facts={**alert.facts, "launched_by": who},
+        title=f"Just launched with no project: {what}, {_rate(resource)}",
+        facts={**alert.facts, "run_rate": _rate(resource), "launched_by": who},
         details=(f"Launched by: {who}", *alert.details),
     )
+
+
+def _rate(resource: AlertResource) -> str:
+    """Its $/h, or "unpriced": a type the catalog does not know (a GPU newer than it) is not
+    free, and a page that says $0.00/h would be read as harmless."""
+    if resource.usd_per_hour is None:
+        return "unpriced"
+    return per_hour(resource.usd_per_hour)
