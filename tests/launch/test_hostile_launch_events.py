@@ -29,6 +29,7 @@ from costguard.domain.launch import (
     identity_of,
     parse_launch_event,
 )
+from costguard.domain.models import ResourceKind
 from costguard.ports import AccessDeniedError, Described
 from costguard.services.launch import Outcome
 from tests.launch.test_launch_check import ACCOUNT, NOW, World, p5
@@ -363,3 +364,30 @@ def test_an_unpriced_gpu_is_never_paged_as_free() -> None:
     assert "$0.00/h" not in unattributed.title and "unpriced" in unattributed.title
     assert "unpriced" in str(unattributed.facts["run_rate"])
     assert policy.kind is AlertKind.LAUNCH_POLICY and "unpriced" in str(policy.facts["run_rate"])
+
+
+def test_an_endpoints_variants_are_forecast_together() -> None:
+    """GIVEN vision with a $10,000 budget and nothing spent, and an endpoint launching with
+    two ml.p4d.24xlarge variants ($25.25/h each: about $6,400 each to the month's end,
+    $12,700 together)
+    WHEN its IN_SERVICE event arrives
+    THEN budget-forecast is sent now: the endpoint's cost is both variants, not each alone
+    (judged one at a time, neither crossed the budget, and the alert waited for the scan)."""
+    world = World()
+    variants = tuple(
+        replace(
+            p5(costguard_project="vision", costguard_budget="10000"),
+            id=f"ep-big/{name}",
+            kind=ResourceKind.SAGEMAKER_ENDPOINT,
+            instance_type="ml.p4d.24xlarge",
+            state="InService",
+            name="ep-big",
+        )
+        for name in ("a", "b")
+    )
+    world.reader.found["ep-big"] = Described(variants)
+    raw = load_event("sagemaker-endpoint-inservice", resource_id="ep-big", time=MIDDAY.isoformat())
+    world.on_launch(raw)
+    [alert] = world.sent
+    assert alert.kind is AlertKind.BUDGET_FORECAST
+    assert len(alert.resources) == 2 and "+1 more resource" in alert.title

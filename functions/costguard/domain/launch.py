@@ -42,7 +42,7 @@ from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.money import ZERO, cents, per_hour
 from costguard.domain.spend import forecast_month_end
 from costguard.domain.tags import Tags, parse_budget, parse_flag, parse_usd_per_hour
-from costguard.domain.text import truncate
+from costguard.domain.text import plural, truncate
 
 #: The state document the scan's alert step leaves for the on-launch check.
 FIGURES_STATE = "project-figures"
@@ -595,23 +595,26 @@ def launch_forecast_alert(
     thresholds: Sequence[int],
     *,
     owners: Sequence[str] | None = None,
+    also: Sequence[AlertResource] = (),
 ) -> Alert | None:
     """``budget-forecast`` for the project with this launch running to the month's end, or
     None while the forecast stays under the budget. The scan's own alert and claim: the
     scan will not send it again this month, so it goes to the project's ``owners`` (by
-    default those the last scan knew)."""
+    default those the last scan knew). ``also``: the launch's other resources of the
+    project the last scan has not counted (an endpoint's other variants), added too."""
     if budget is None or budget <= 0:
         return None
     now = require_utc(now)
     mtd, rate = figures_at(figures, now)
     added = ZERO if counted else (cause.usd_per_hour or ZERO)
+    added += sum((r.usd_per_hour or ZERO for r in also), ZERO)
     after = rate + added
     forecast = forecast_month_end(mtd, after, now)
     if forecast < budget:
         return None
     if owners is None:
         owners = figures.owners if figures else ()
-    numbers = ProjectNumbers(project, budget, mtd, forecast, after, tuple(owners), (cause,))
+    numbers = ProjectNumbers(project, budget, mtd, forecast, after, tuple(owners), (cause, *also))
     found = [
         a for a in budget_alerts(numbers, thresholds, now) if a.kind is AlertKind.BUDGET_FORECAST
     ]
@@ -619,6 +622,8 @@ def launch_forecast_alert(
         return None
     alert = found[0]
     what = f"{cause.instance_type or cause.kind} {cause.key.rsplit('/', 1)[-1]}"
+    if also:
+        what = f"{what} (+{plural(len(also), 'more resource')})"
     before = forecast_month_end(mtd, rate, now)
     if added and before < budget:
         lead = (

@@ -46,8 +46,11 @@ from costguard.ports import SourceError
 from costguard.services.alerts import AlertRun, AlertService, alert_resource
 
 if TYPE_CHECKING:
-    from costguard.domain.alerts import Alert
+    from decimal import Decimal
+
+    from costguard.domain.alerts import Alert, AlertResource
     from costguard.domain.findings import Finding
+    from costguard.domain.launch import ProjectFigures
     from costguard.ports import CatalogSource, LaunchedResourceReader, StateStore
 
 
@@ -190,6 +193,16 @@ class LaunchCheck:
         )
         alerts: list[Alert] = []
         policy_run = AlertRun()
+        #: project -> (its figures, its budget, its owners, [(resource, counted by the scan)])
+        launched: dict[
+            str,
+            tuple[
+                ProjectFigures | None,
+                Decimal | None,
+                tuple[str, ...],
+                list[tuple[AlertResource, bool]],
+            ],
+        ] = {}
         launched_by, launched_source = event.launched_by, "event" if event.launched_by else ""
         for a in attribution.resources:
             res = a.priced.resource
@@ -231,21 +244,30 @@ class LaunchCheck:
             if budget is not None and budget.source == "table":
                 amount = budget.amount
             else:
-                tagged = [
+                budgets = [
                     b
                     for b in (known.budget if known else None, budget.amount if budget else None)
                     if b is not None
                 ]
-                amount = min(tagged) if tagged else None
+                amount = min(budgets) if budgets else None
+            launched.setdefault(a.project, (known, amount, owners, []))[3].append(
+                (ar, counted_by_scan(res, known))
+            )
+        # One forecast per project, with every resource of this launch the last scan has
+        # not counted (an endpoint's variants together, not each alone).
+        for project, (known, amount, owners, items) in launched.items():
+            fresh = [ar for ar, counted in items if not counted]
+            ranked = sorted(fresh or [items[0][0]], key=lambda r: -(r.usd_per_hour or 0))
             forecast = launch_forecast_alert(
-                a.project,
+                project,
                 known,
                 amount,
-                ar,
-                counted_by_scan(res, known),
+                ranked[0],
+                not fresh,
                 now,
                 self._s.thresholds,
                 owners=owners,
+                also=ranked[1:],
             )
             if forecast is not None:
                 alerts.append(forecast)
