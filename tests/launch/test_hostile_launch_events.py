@@ -391,3 +391,29 @@ def test_an_endpoints_variants_are_forecast_together() -> None:
     [alert] = world.sent
     assert alert.kind is AlertKind.BUDGET_FORECAST
     assert len(alert.resources) == 2 and "+1 more resource" in alert.title
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="design: each instance of a burst is forecast alone against the last scan's "
+    "figures (no state is shared between events); a fleet's forecast waits for the scan",
+)
+def test_a_burst_of_gpus_that_takes_the_forecast_over_budget_is_alerted_at_launch() -> None:
+    """GIVEN vision with a $40,000 budget and nothing spent, and one RunInstances call that
+    starts 4 p5s ($55.04/h each: about $13,900 each to the month's end, $55,500 together)
+    WHEN the call's CloudTrail event (and each instance's own event) arrives
+    THEN budget-forecast is sent at launch: a demanding user expects the fleet, not each
+    instance alone, to be weighed against the budget."""
+    world = World()
+    raw = load_event("cloudtrail-runinstances")
+    template = raw["detail"]["responseElements"]["instancesSet"]["items"][0]
+    items = []
+    for n in range(4):
+        gpu = p5(f"i-{n:017x}", costguard_project="vision", costguard_budget="40000")
+        world.launch(gpu)
+        items.append({**template, "instanceId": gpu.id})
+        world.on_launch(world.event(gpu))
+    raw["detail"]["responseElements"]["instancesSet"]["items"] = items
+    raw["time"] = MIDDAY.isoformat()
+    world.on_launch(raw)
+    assert [a.kind for a in world.sent] == [AlertKind.BUDGET_FORECAST]
