@@ -15,7 +15,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from botocore.stub import Stubber
 
+from costguard.adapters.aws import ClientFactory
+from costguard.adapters.launched import LaunchedResources
+from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.alerts import AlertKind
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.launch import (
@@ -30,7 +34,7 @@ from costguard.domain.launch import (
     parse_launch_event,
 )
 from costguard.domain.models import ResourceKind
-from costguard.ports import AccessDeniedError, Described
+from costguard.ports import AccessDeniedError, Described, SourceError
 from costguard.services.launch import Outcome
 from tests.launch.test_launch_check import ACCOUNT, NOW, World, p5
 from tests.support.clock import MIDDAY
@@ -417,3 +421,42 @@ def test_a_burst_of_gpus_that_takes_the_forecast_over_budget_is_alerted_at_launc
     raw["time"] = MIDDAY.isoformat()
     world.on_launch(raw)
     assert [a.kind for a in world.sent] == [AlertKind.BUDGET_FORECAST]
+
+
+# -- an EKS node whose node group cannot be read -----------------------------------------------
+
+
+@pytest.mark.parametrize("code", ["AccessDeniedException", "ThrottlingException"])
+def test_a_node_whose_node_group_cannot_be_read_is_retried_not_paged_as_unattributed(
+    aws: Any, code: str
+) -> None:
+    """GIVEN an untagged node of an EKS node group (its project is on the node group), and
+    DescribeNodegroup denied or throttled
+    WHEN the node's launch is read
+    THEN the read fails (the invocation is retried, then dead-lettered, as the docs say of
+    a read that fails): a node group that could not be read is unknown, not "no project";
+    judged without it, the node was paged as unattributed spend, and that claim stopped
+    the scan from correcting it for the day."""
+    ec2 = aws.client("ec2", region_name="us-east-1")
+    node = ec2.run_instances(
+        ImageId="ami-12c6146b",
+        InstanceType="g5.12xlarge",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": "eks:cluster-name", "Value": "ml"},
+                    {"Key": "eks:nodegroup-name", "Value": "gpu"},
+                ],
+            }
+        ],
+    )["Instances"][0]["InstanceId"]
+    clients = ClientFactory(aws, account=ACCOUNT)
+    stub = Stubber(clients.eks("us-east-1"))
+    stub.add_client_error("describe_nodegroup", service_error_code=code, http_status_code=400)
+    with stub, pytest.raises(SourceError):
+        LaunchedResources(clients, PerResourceTags(clients)).describe(
+            ResourceKind.EC2_INSTANCE, "us-east-1", node
+        )
