@@ -36,6 +36,8 @@ from costguard.domain.launch import (
 from costguard.domain.models import ResourceKind
 from costguard.ports import AccessDeniedError, Described, SourceError
 from costguard.services.launch import Outcome
+from costguard.settings import Settings
+from costguard.wiring.launch import readers_for
 from tests.launch.test_launch_check import ACCOUNT, NOW, World, p5
 from tests.support.clock import MIDDAY
 from tests.support.events import load_event
@@ -159,6 +161,34 @@ def test_the_same_event_delivered_twice_at_once_alerts_once() -> None:
         t.join()
     assert len(world.sent) == 1
     assert sorted(outcomes).count(Outcome.ALERTED) == 1
+
+
+def test_a_scan_and_a_launch_event_racing_for_one_resource_alert_once() -> None:
+    """GIVEN an untagged p5, seen at the same instant by a scan and by its launch event
+    WHEN both run at once (threads), ten times over
+    THEN each time exactly one unattributed-spend alert names it: they share one claim."""
+    for n in range(10):
+        world = World()
+        gpu = p5(f"i-{n:017x}")
+        world.launch(gpu)
+        barrier = threading.Barrier(2)
+
+        def scan(world: World = world, barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            world.scan(NOW)
+
+        def launch(
+            world: World = world, barrier: threading.Barrier = barrier, gpu: Any = gpu
+        ) -> None:
+            barrier.wait()
+            world.on_launch(world.event(gpu))
+
+        threads = [threading.Thread(target=scan), threading.Thread(target=launch)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [a.kind for a in world.sent].count(AlertKind.UNATTRIBUTED) == 1
 
 
 # -- what a demanding user expects of bursts and repeated launches -----------------------------
@@ -460,3 +490,34 @@ def test_a_node_whose_node_group_cannot_be_read_is_retried_not_paged_as_unattrib
         LaunchedResources(clients, PerResourceTags(clients)).describe(
             ResourceKind.EC2_INSTANCE, "us-east-1", node
         )
+
+
+# -- the tags of one SageMaker resource --------------------------------------------------------
+
+
+def test_a_launched_notebooks_tags_are_read_from_the_notebook_itself(aws: Any) -> None:
+    """GIVEN a deployment reading SageMaker tags through the tagging API (the default,
+    sagemakerTags=tagging-api), and a notebook tagged costguard:project=cv that the tagging
+    API does not list yet (its index lags a new resource)
+    WHEN the on-launch check's reader describes the notebook
+    THEN its tags are read from the notebook (ListTags: one call, current), so it is not
+    paged as unattributed; the tagging API would also page through every SageMaker resource
+    of the region for one launch."""
+    sm = aws.client("sagemaker", region_name="us-east-1")
+    sm.create_notebook_instance(
+        NotebookInstanceName="nb",
+        InstanceType="ml.p3.2xlarge",
+        RoleArn="arn:aws:iam::123456789012:role/x",
+        Tags=[{"Key": "costguard:project", "Value": "cv"}],
+    )
+    settings = Settings(regions=("us-east-1",), scope=ACCOUNT)
+    assert settings.sagemaker_tags == "tagging-api"
+    home = ClientFactory(aws, account=ACCOUNT)
+    lagging = Stubber(home.tagging("us-east-1"))
+    lagging.add_response("get_resources", {"ResourceTagMappingList": []})
+    read = readers_for(settings, aws, home)(ACCOUNT)
+    with lagging:
+        found = read.describe(ResourceKind.SAGEMAKER_NOTEBOOK, "us-east-1", "nb")
+    assert found is not None
+    [notebook] = found.resources
+    assert notebook.tags.get("costguard:project") == "cv"

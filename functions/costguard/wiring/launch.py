@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.adapters.assume import AccountAccessError, MemberClients
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.launched import LaunchedResources
-from costguard.adapters.sagemaker import tag_reader
+from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.launch import LaunchPolicy
 from costguard.domain.org import Slice
 from costguard.domain.org_roles import OrgRoles
@@ -65,8 +65,10 @@ def build_launch_check(settings: Settings, session: Any) -> LaunchCheck | None:
 def readers_for(settings: Settings, session: Any, home: ClientFactory) -> Any:
     """account -> its reader: this deployment's own account, or, in an Organization, a
     member entered through its read role. Any other account is refused."""
-    tags = settings.sagemaker_tags
-    own = LaunchedResources(home, tag_reader(home, tags))
+    # One resource's tags from the resource (ListTags), whatever sagemakerTags says for the
+    # scan: the tagging API pages through every SageMaker resource of the region, and its
+    # index lags a resource created seconds ago (judged untagged: a false page).
+    own = LaunchedResources(home, PerResourceTags(home))
     org = settings.org_accounts
     discover = org == ("discover",)
     members = (
@@ -90,6 +92,6 @@ def readers_for(settings: Settings, session: Any, home: ClientFactory) -> Any:
             clients = members(Slice(account, region))
         except AccountAccessError as exc:
             raise AccountUnreachable(str(exc)) from exc
-        return LaunchedResources(clients, tag_reader(clients, tags))
+        return LaunchedResources(clients, PerResourceTags(clients))
 
     return reader
