@@ -521,3 +521,17 @@ def test_a_launched_notebooks_tags_are_read_from_the_notebook_itself(aws: Any) -
     assert found is not None
     [notebook] = found.resources
     assert notebook.tags.get("costguard:project") == "cv"
+
+
+def test_an_event_from_a_region_no_aws_partition_has_is_refused_before_any_call() -> None:
+    """GIVEN an untagged p5's event whose region is shaped like one but exists nowhere
+    (us-east-9)
+    WHEN it is judged
+    THEN it is refused before any AWS call: reading there fails at DNS, and the retries
+    would dead-letter it and alarm on an event that can never be good."""
+    world = World()
+    gpu = p5()
+    world.launch(gpu)
+    [verdict] = world.on_launch(world.event(gpu, region="us-east-9"))
+    assert verdict.outcome is Outcome.REFUSED and "us-east-9" in verdict.reason
+    assert world.reader.calls == [] and world.sent == []

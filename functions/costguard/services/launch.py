@@ -20,6 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from costguard.adapters.aws import unknown_region
 from costguard.domain.attribution import ProjectConfig, attribute
 from costguard.domain.calendar import require_utc
 from costguard.domain.launch import (
@@ -141,6 +142,11 @@ class LaunchCheck:
         return self._catalog
 
     def _one(self, event: LaunchEvent, now: datetime) -> tuple[Verdict, AlertRun]:
+        unknown = unknown_region(event.region)
+        if unknown is not None:
+            # Shaped like a region but none botocore can reach (us-east-9): reading it
+            # would fail at DNS, be retried twice and dead-letter, alarming on nothing.
+            return Verdict(Outcome.REFUSED, unknown, event), AlertRun()
         try:
             reader = self._readers(event.account)
         except AccountNotWatched as exc:
