@@ -535,3 +535,40 @@ def test_an_event_from_a_region_no_aws_partition_has_is_refused_before_any_call(
     [verdict] = world.on_launch(world.event(gpu, region="us-east-9"))
     assert verdict.outcome is Outcome.REFUSED and "us-east-9" in verdict.reason
     assert world.reader.calls == [] and world.sent == []
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "garbage",  # a hand edit, another version's shape: sorts after every date
+        "2099-01-01T00:00:00+00:00",  # left by a scan whose clock was wrong
+    ],
+)
+def test_figures_stamped_unreadably_or_in_the_future_are_replaced_by_the_next_scan(
+    stamp: str,
+) -> None:
+    """GIVEN the project-figures document stamped with an unreadable time, or one far in the
+    future (a scan run under a wrong clock)
+    WHEN the next scan leaves its figures
+    THEN they replace that document: kept "because it is newer", it froze the figures for
+    good, and three days later every launch was forecast from nothing."""
+    world = World()
+    _, version = world.ledger.get_state(ACCOUNT, FIGURES_STATE)
+    doc = {"at": stamp, "projects": {"vision": {"mtd": "1", "rate": "1"}}}
+    assert world.ledger.put_state(ACCOUNT, FIGURES_STATE, doc, version)
+    world.fleet.append(p5(costguard_project="vision"))
+    world.scan(NOW)
+    stored, _ = world.ledger.get_state(ACCOUNT, FIGURES_STATE)
+    assert stored["at"] == NOW.isoformat()
+
+
+def test_a_late_retry_of_an_older_scan_keeps_the_newer_scans_figures() -> None:
+    """GIVEN figures left by the scan of 14:00
+    WHEN a retry of the 12:00 scan (two hours late, within the retry bound) finishes after it
+    THEN the 14:00 figures stay."""
+    world = World()
+    world.fleet.append(p5(costguard_project="vision"))
+    world.scan(NOW + timedelta(hours=2))
+    world.scan(NOW)
+    stored, _ = world.ledger.get_state(ACCOUNT, FIGURES_STATE)
+    assert stored["at"] == (NOW + timedelta(hours=2)).isoformat()

@@ -58,6 +58,8 @@ from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.launch import (
     FIGURES_STATE,
+    MAX_EVENT_AGE,
+    MAX_EVENT_LEAD,
     POLICY_KINDS,
     Breach,
     LaunchPolicy,
@@ -478,7 +480,13 @@ class AlertService:
         doc = encode_figures(now, figures)
 
         def change(old: dict[str, Any]) -> dict[str, Any] | None:
-            if str(old.get("at", "")) >= doc["at"]:
+            try:
+                stamped = require_utc(datetime.fromisoformat(str(old["at"])))
+            except (KeyError, TypeError, ValueError):
+                return doc  # none yet, or unreadable: never "newer" than ours
+            # A newer scan's stands; a retry is at most MAX_EVENT_AGE late. A stamp further
+            # ahead was left by a wrong clock: kept, it would freeze the figures.
+            if now <= stamped <= now + MAX_EVENT_AGE + MAX_EVENT_LEAD:
                 return None
             return doc
 
