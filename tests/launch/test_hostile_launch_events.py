@@ -572,3 +572,24 @@ def test_a_late_retry_of_an_older_scan_keeps_the_newer_scans_figures() -> None:
     world.scan(NOW)
     stored, _ = world.ledger.get_state(ACCOUNT, FIGURES_STATE)
     assert stored["at"] == (NOW + timedelta(hours=2)).isoformat()
+
+
+@pytest.mark.parametrize("source", ["deployment", "table"])
+def test_a_limit_removed_since_the_last_scan_is_not_applied_at_launch(source: str) -> None:
+    """GIVEN the last scan ran while the deployment's maxUsdPerHour (or vision's row of the
+    projects table) was $40, and that limit has been removed since (a redeploy)
+    WHEN a vision p5 ($55.04/h) launches before the next scan
+    THEN no launch-policy alert: the deployment's settings and its table are read as they
+    are now; only the tags of the project's other resources come from the last scan
+    (an alert now is claimed for good: it would never be taken back)."""
+    world = World()
+    figures = {
+        "at": (MIDDAY - timedelta(minutes=5)).isoformat(),
+        "projects": {"vision": {"mtd": "0", "rate": "0", "limit": "40", "limit_source": source}},
+    }
+    _, version = world.ledger.get_state(ACCOUNT, FIGURES_STATE)
+    assert world.ledger.put_state(ACCOUNT, FIGURES_STATE, figures, version)
+    gpu = p5(costguard_project="vision")
+    world.launch(gpu)
+    world.on_launch(world.event(gpu))
+    assert world.sent == []

@@ -15,7 +15,7 @@ and a resource that is gone or no longer running is left alone.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -231,7 +231,12 @@ class LaunchCheck:
             findings.extend(tagged.findings)
             policy = project_policy([tagged], self._s.projects.get(a.project), self._s.policy)
             if known is not None:
-                policy = stricter(policy, known.policy)
+                # Only the tags of the project's other resources come from the last scan: the
+                # deployment's limit and the projects table are this deployment's, as now.
+                scanned = known.policy
+                if scanned.limit_source != "tag":
+                    scanned = replace(scanned, max_usd_per_hour=None, limit_source="")
+                policy = stricter(policy, scanned)
             broken = breaches(res, a.priced.usd_per_hour, policy)
             # The scan's owners, and this launch's own (a project's first resource has
             # no figures yet, and its owner tag is the only one who can be told).
