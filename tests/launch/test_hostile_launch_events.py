@@ -593,3 +593,29 @@ def test_a_limit_removed_since_the_last_scan_is_not_applied_at_launch(source: st
     world.launch(gpu)
     world.on_launch(world.event(gpu))
     assert world.sent == []
+
+
+# -- who launched it, when a tag claims automation ----------------------------------------------
+
+
+def test_a_user_set_automation_tag_does_not_hide_who_launched_the_instance() -> None:
+    """GIVEN an untagged p5 that a person launched with karpenter.sh/nodepool=default (a tag
+    anyone can set; only aws: tags are AWS's), and CloudTrail already naming that person
+    WHEN its event is judged
+    THEN the alert names the person: a settable tag is not proof of automation, so it is
+    only the last resort; AWS's own aws: tags still name the automation without a lookup."""
+    world = World()
+    gpu = p5(karpenter="x")
+    gpu = replace(gpu, tags={"karpenter.sh/nodepool": "default"})
+    world.launch(gpu)
+    world.reader.who = "assumed-role/dev/mallory"
+    world.on_launch(world.event(gpu))
+    [alert] = world.sent
+    assert alert.facts["launched_by"] == "assumed-role/dev/mallory"
+    # AND an Auto Scaling group's instance (aws: tag, set by AWS) is named without a lookup
+    asg = replace(p5("i-000000000000000c1"), tags={"aws:autoscaling:groupName": "trainers"})
+    world.launch(asg)
+    world.reader.calls.clear()
+    world.on_launch(world.event(asg))
+    assert world.sent[-1].facts["launched_by"] == "Auto Scaling group trainers"
+    assert not [c for c in world.reader.calls if c.startswith("launcher")]

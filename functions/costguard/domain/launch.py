@@ -254,9 +254,13 @@ _AUTOMATION = (
 )
 
 
-def launcher_from_tags(tags: Mapping[str, str]) -> str | None:
-    """The automation that launched an instance, from the tags AWS itself puts on it."""
+def launcher_from_tags(tags: Mapping[str, str], *, aws_only: bool = False) -> str | None:
+    """The automation that launched an instance, from the tags its automation puts on it.
+    ``aws_only``: only AWS's reserved ``aws:`` tags, which no one launching can set (an
+    ``eks:`` or ``karpenter.sh/`` tag is settable, so it is not proof of automation)."""
     for key, label in _AUTOMATION:
+        if aws_only and not key.startswith("aws:"):
+            continue
         value = tags.get(key)
         if value:
             return f"{label} {truncate(value, 120)}"

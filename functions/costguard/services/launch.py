@@ -214,12 +214,17 @@ class LaunchCheck:
             res = a.priced.resource
             if res.key not in {r.key for r in live} or not res.billable:
                 continue
+            # AWS's own tags, then CloudTrail, then a settable automation tag: a person
+            # cannot hide behind a karpenter.sh/nodepool tag when CloudTrail names them.
             if launched_by is None:
-                launched_by = launcher_from_tags(res.tags)
+                launched_by = launcher_from_tags(res.tags, aws_only=True)
                 launched_source = "tags" if launched_by else ""
             if launched_by is None:
                 launched_by = reader.launcher(res, now)
                 launched_source = "cloudtrail" if launched_by else ""
+            if launched_by is None:
+                launched_by = launcher_from_tags(res.tags)
+                launched_source = "tags" if launched_by else ""
             ar = alert_resource(a)
             if a.project is None:
                 alert = launch_unattributed_alert(ar, now, launched_by)
