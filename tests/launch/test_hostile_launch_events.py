@@ -64,6 +64,17 @@ def test_a_runinstances_event_whose_response_is_not_an_object_is_refused(
     assert isinstance(found, Refused) and found.hostile
 
 
+@pytest.mark.parametrize("detail_type", [[], {}, ["SageMaker Notebook Instance State Change"]])
+def test_a_detail_type_that_is_not_a_string_is_refused(detail_type: Any) -> None:
+    """GIVEN a SageMaker event whose detail-type is a list or an object (unhashable)
+    WHEN it is parsed
+    THEN it is refused, not a TypeError from looking it up."""
+    raw = load_event("sagemaker-notebook-inservice", time=MIDDAY.isoformat())
+    raw["detail-type"] = detail_type
+    found = parse_launch_event(raw, NOW)
+    assert isinstance(found, Refused)
+
+
 @pytest.mark.parametrize(
     "time",
     [

@@ -210,7 +210,7 @@ def parse_launch_event(raw: Any, now: datetime) -> list[LaunchEvent] | Refused:
     if source == "aws.ec2" and detail_type == EC2_STATE_CHANGE:
         found = one(ResourceKind.EC2_INSTANCE, detail.get("instance-id"), detail.get("state"))
         return found if isinstance(found, Refused) else [found]
-    if source == "aws.sagemaker" and detail_type in _SAGEMAKER:
+    if source == "aws.sagemaker" and isinstance(detail_type, str) and detail_type in _SAGEMAKER:
         kind, name_field, status_field = _SAGEMAKER[str(detail_type)]
         found = one(kind, detail.get(name_field), detail.get(status_field))
         return found if isinstance(found, Refused) else [found]
