@@ -113,6 +113,8 @@ def _figures_doc(**row: Any) -> dict[str, Any]:
         {"limit": "NaN", "limit_source": "tag"},
         {"limit": "-5", "limit_source": "tag"},
         {"mtd": "-1"},
+        {"mtd": "1e999"},
+        {"rate": 1e308},
     ],
 )
 def test_a_garbled_figures_row_is_skipped_and_the_launch_still_judged(row: dict[str, str]) -> None:

@@ -560,11 +560,17 @@ def decode_figures(doc: Mapping[str, Any], defaults: LaunchPolicy) -> dict[str, 
     return out
 
 
+#: No figure of one project reaches this ($1 trillion): larger is garbage, and overflows
+#: the cents arithmetic of an alert.
+_MAX_AMOUNT = Decimal(10) ** 12
+
+
 def _amount(value: Any) -> Decimal:
-    """A finite, non-negative amount of a figures row; anything else is unreadable (NaN or
-    Infinity would raise in every later comparison, a negative limit breach every launch)."""
+    """A finite amount from $0 to :data:`_MAX_AMOUNT` of a figures row; anything else is
+    unreadable (NaN or Infinity would raise in every later comparison, 1e999 overflows the
+    cents of an alert, a negative limit breach every launch)."""
     amount = Decimal(str(value))
-    if not amount.is_finite() or amount < 0:
+    if not amount.is_finite() or not ZERO <= amount <= _MAX_AMOUNT:
         raise ValueError(f"not an amount: {truncate(str(value), 20)!r}")
     return amount
 
