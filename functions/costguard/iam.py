@@ -404,8 +404,11 @@ ORG_DISCOVERY = (
 def member_read_permissions(
     *, sagemaker_tags: str = "tagging-api", sagemaker_studio: bool = True
 ) -> tuple[Permission, ...]:
-    """The member-read role: the scan's permissions plus :data:`ORG_MEMBER_EXTRA`."""
+    """The member-read role: the scan's permissions plus :data:`ORG_MEMBER_EXTRA`, and
+    ``sagemaker:ListTags`` whatever ``sagemakerTags`` says: the hub's on-launch check reads
+    the one resource's tags from the resource, not the tagging API's lagging index."""
     return (
         *scan_permissions(sagemaker_tags=sagemaker_tags, sagemaker_studio=sagemaker_studio),
         *ORG_MEMBER_EXTRA,
+        *(SAGEMAKER_TAGS_PER_RESOURCE if sagemaker_tags == "tagging-api" else ()),
     )

@@ -199,7 +199,9 @@ class LaunchedResources:
 
     def _eks_parents(self, res: Resource) -> tuple[Resource, ...]:
         """A node's node group (and, if that has no project, its cluster): what the scan's
-        attribution inherits a project from. Untagged nodes only; a failure is no parent."""
+        attribution inherits a project from. Untagged nodes only. One that is gone is no
+        parent; one that cannot be read (denied, throttled) raises: judged without it, the
+        node would be paged as having no project."""
         if not (res.eks_cluster and res.eks_nodegroup) or any(
             k in res.tags for k in (Tags.PROJECT, *Tags.PROJECT_FALLBACKS)
         ):
@@ -210,8 +212,10 @@ class LaunchedResources:
                 ng = eks.describe_nodegroup(
                     clusterName=res.eks_cluster, nodegroupName=res.eks_nodegroup
                 )["nodegroup"]
-        except SourceError:
-            return ()
+        except SourceError as exc:
+            if exc.code in _GONE:
+                return ()
+            raise
         tags = dict(ng.get("tags") or {})
         group = Resource(
             id=f"{res.eks_cluster}/{res.eks_nodegroup}",
@@ -229,8 +233,10 @@ class LaunchedResources:
         try:
             with reading("eks", res.region, "DescribeCluster"):
                 cluster = eks.describe_cluster(name=res.eks_cluster)["cluster"]
-        except SourceError:
-            return (group,)
+        except SourceError as exc:
+            if exc.code in _GONE:
+                return (group,)
+            raise
         return (
             group,
             Resource(

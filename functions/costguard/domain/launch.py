@@ -16,6 +16,7 @@ Three questions are asked of one accelerator that just started:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -41,10 +42,12 @@ from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.money import ZERO, cents, per_hour
 from costguard.domain.spend import forecast_month_end
 from costguard.domain.tags import Tags, parse_budget, parse_flag, parse_usd_per_hour
-from costguard.domain.text import truncate
+from costguard.domain.text import plural, truncate
 
 #: The state document the scan's alert step leaves for the on-launch check.
 FIGURES_STATE = "project-figures"
+#: The figures document's JSON at most (a DynamoDB item holds 400 KB, keys included).
+FIGURES_MAX_BYTES = 350_000
 #: Past this, a project's figures are too old to forecast from (three missed daily scans).
 FIGURES_MAX_AGE = timedelta(days=3)
 #: At most this many instances of one ``RunInstances`` call are judged from its event.
@@ -131,7 +134,10 @@ def _event_time(value: Any, now: datetime) -> datetime | Refused:
         at = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         return Refused(f"the event's time {truncate(text, 40)!r} is not an ISO-8601 time")
-    at = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
+    try:
+        at = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
+    except OverflowError:  # an offset that moves it past year 1 or 9999
+        return Refused(f"the event's time {truncate(text, 40)!r} is outside the calendar in UTC")
     if at < now - MAX_EVENT_AGE:
         return Refused(
             f"the event is from {at:%Y-%m-%d %H:%M} UTC, more than "
@@ -151,7 +157,12 @@ def identity_of(detail: Mapping[str, Any]) -> str | None:
     if arn is None:
         return _text(who.get("principalId"), 256)
     # arn:aws:sts::123456789012:assumed-role/Admin/maria -> assumed-role/Admin/maria
-    return truncate(arn.split(":", 5)[-1], 200)
+    name = arn.split(":", 5)[-1]
+    if len(name) > 200 and "/" in name:
+        # An IAM path may be 512 characters: keep the type and the name, not the path
+        # (a cut between whole tokens would leave only the ellipsis of an ARN).
+        name = f"{name.split('/', 1)[0]}/…/{name.rsplit('/', 1)[-1]}"
+    return truncate(name, 200)
 
 
 def parse_launch_event(raw: Any, now: datetime) -> list[LaunchEvent] | Refused:
@@ -194,7 +205,7 @@ def parse_launch_event(raw: Any, now: datetime) -> list[LaunchEvent] | Refused:
     if source == "aws.ec2" and detail_type == EC2_STATE_CHANGE:
         found = one(ResourceKind.EC2_INSTANCE, detail.get("instance-id"), detail.get("state"))
         return found if isinstance(found, Refused) else [found]
-    if source == "aws.sagemaker" and detail_type in _SAGEMAKER:
+    if source == "aws.sagemaker" and isinstance(detail_type, str) and detail_type in _SAGEMAKER:
         kind, name_field, status_field = _SAGEMAKER[str(detail_type)]
         found = one(kind, detail.get(name_field), detail.get(status_field))
         return found if isinstance(found, Refused) else [found]
@@ -205,7 +216,9 @@ def parse_launch_event(raw: Any, now: datetime) -> list[LaunchEvent] | Refused:
     ):
         if detail.get("errorCode"):
             return Refused("the RunInstances call failed: nothing was launched", hostile=False)
-        items = ((detail.get("responseElements") or {}).get("instancesSet") or {}).get("items")
+        response = detail.get("responseElements")
+        instances = response.get("instancesSet") if isinstance(response, Mapping) else None
+        items = instances.get("items") if isinstance(instances, Mapping) else None
         if not isinstance(items, list) or not items:
             return Refused("the RunInstances event lists no instances")
         who = identity_of(detail)
@@ -236,9 +249,13 @@ _AUTOMATION = (
 )
 
 
-def launcher_from_tags(tags: Mapping[str, str]) -> str | None:
-    """The automation that launched an instance, from the tags AWS itself puts on it."""
+def launcher_from_tags(tags: Mapping[str, str], *, aws_only: bool = False) -> str | None:
+    """The automation that launched an instance, from the tags its automation puts on it.
+    ``aws_only``: only AWS's reserved ``aws:`` tags, which no one launching can set (an
+    ``eks:`` or ``karpenter.sh/`` tag is settable, so it is not proof of automation)."""
     for key, label in _AUTOMATION:
+        if aws_only and not key.startswith("aws:"):
+            continue
         value = tags.get(key)
         if value:
             return f"{label} {truncate(value, 120)}"
@@ -436,7 +453,7 @@ def policy_alert(
     now = require_utc(now)
     what = f"{resource.instance_type or resource.kind} {resource.key.rsplit('/', 1)[-1]}"
     monthly = (resource.usd_per_hour or ZERO) * 730
-    facts = {"run_rate": per_hour(resource.usd_per_hour or ZERO), "region": resource.region}
+    facts = {"run_rate": _rate(resource), "region": resource.region}
     if launched_by:
         facts["launched_by"] = launched_by
     return Alert(
@@ -476,24 +493,34 @@ class ProjectFigures:
 
 
 def encode_figures(at: datetime, figures: Mapping[str, ProjectFigures]) -> dict[str, Any]:
-    """The state document: small enough for one item (a project's row is about 100 bytes)."""
+    """The state document, within one ledger item (:data:`FIGURES_MAX_BYTES` of JSON). A row
+    is about 100 bytes, but a project name may be 256 characters of escaped Unicode: when
+    they do not all fit, the projects spending the most per hour are kept, and a launch of
+    one left out is judged as its project's first resource."""
+    rows = {name: _figures_row(f) for name, f in figures.items()}
+    kept: dict[str, dict[str, Any]] = {}
+    room = FIGURES_MAX_BYTES - 100  # the envelope: {"at": ..., "projects": {}}
+    for name in sorted(rows, key=lambda n: (-figures[n].run_rate, -figures[n].month_to_date, n)):
+        size = len(json.dumps({name: rows[name]}, sort_keys=True, default=str))
+        if size > room:
+            continue
+        kept[name] = rows[name]
+        room -= size
+    return {"at": require_utc(at).isoformat(), "projects": dict(sorted(kept.items()))}
+
+
+def _figures_row(f: ProjectFigures) -> dict[str, Any]:
     return {
-        "at": require_utc(at).isoformat(),
-        "projects": {
-            name: {
-                "mtd": str(f.month_to_date),
-                "rate": str(f.run_rate),
-                **({"budget": str(f.budget)} if f.budget is not None else {}),
-                **({"owners": list(f.owners[:5])} if f.owners else {}),
-                **(
-                    {"limit": str(f.policy.max_usd_per_hour), "limit_source": f.policy.limit_source}
-                    if f.policy.max_usd_per_hour is not None
-                    else {}
-                ),
-                **({"spot": True} if f.policy.require_spot else {}),
-            }
-            for name, f in sorted(figures.items())
-        },
+        "mtd": str(f.month_to_date),
+        "rate": str(f.run_rate),
+        **({"budget": str(f.budget)} if f.budget is not None else {}),
+        **({"owners": list(f.owners[:5])} if f.owners else {}),
+        **(
+            {"limit": str(f.policy.max_usd_per_hour), "limit_source": f.policy.limit_source}
+            if f.policy.max_usd_per_hour is not None
+            else {}
+        ),
+        **({"spot": True} if f.policy.require_spot else {}),
     }
 
 
@@ -508,21 +535,39 @@ def decode_figures(doc: Mapping[str, Any], defaults: LaunchPolicy) -> dict[str, 
     out: dict[str, ProjectFigures] = {}
     for name, row in rows.items() if isinstance(rows, Mapping) else ():
         try:
+            if not isinstance(row, Mapping):
+                continue
             budget = parse_budget(str(row["budget"])) if "budget" in row else None
-            limit = Decimal(str(row["limit"])) if "limit" in row else None
+            limit = _amount(row["limit"]) if "limit" in row else None
+            owners, spot = row.get("owners", []), row.get("spot", False)
+            if not isinstance(owners, list) or not isinstance(spot, bool):
+                continue  # another shape than encode_figures writes: not guessed at
             out[str(name)] = ProjectFigures(
                 at,
-                Decimal(str(row["mtd"])),
-                Decimal(str(row["rate"])),
+                _amount(row["mtd"]),
+                _amount(row["rate"]),
                 budget if isinstance(budget, Decimal) else None,
-                tuple(str(o) for o in row.get("owners", ())),
-                ProjectPolicy(
-                    limit, str(row.get("limit_source", "")), bool(row.get("spot")), defaults.regions
-                ),
+                tuple(str(o) for o in owners),
+                ProjectPolicy(limit, str(row.get("limit_source", "")), spot, defaults.regions),
             )
         except (KeyError, TypeError, ValueError, ArithmeticError):
             continue
     return out
+
+
+#: No figure of one project reaches this ($1 trillion): larger is garbage, and overflows
+#: the cents arithmetic of an alert.
+_MAX_AMOUNT = Decimal(10) ** 12
+
+
+def _amount(value: Any) -> Decimal:
+    """A finite amount from $0 to :data:`_MAX_AMOUNT` of a figures row; anything else is
+    unreadable (NaN or Infinity would raise in every later comparison, 1e999 overflows the
+    cents of an alert, a negative limit breach every launch)."""
+    amount = Decimal(str(value))
+    if not amount.is_finite() or not ZERO <= amount <= _MAX_AMOUNT:
+        raise ValueError(f"not an amount: {truncate(str(value), 20)!r}")
+    return amount
 
 
 def figures_at(figures: ProjectFigures | None, now: datetime) -> tuple[Decimal, Decimal]:
@@ -553,22 +598,28 @@ def launch_forecast_alert(
     counted: bool,
     now: datetime,
     thresholds: Sequence[int],
+    *,
+    owners: Sequence[str] | None = None,
+    also: Sequence[AlertResource] = (),
 ) -> Alert | None:
     """``budget-forecast`` for the project with this launch running to the month's end, or
     None while the forecast stays under the budget. The scan's own alert and claim: the
-    scan will not send it again this month."""
+    scan will not send it again this month, so it goes to the project's ``owners`` (by
+    default those the last scan knew). ``also``: the launch's other resources of the
+    project the last scan has not counted (an endpoint's other variants), added too."""
     if budget is None or budget <= 0:
         return None
     now = require_utc(now)
     mtd, rate = figures_at(figures, now)
     added = ZERO if counted else (cause.usd_per_hour or ZERO)
+    added += sum((r.usd_per_hour or ZERO for r in also), ZERO)
     after = rate + added
     forecast = forecast_month_end(mtd, after, now)
     if forecast < budget:
         return None
-    numbers = ProjectNumbers(
-        project, budget, mtd, forecast, after, figures.owners if figures else (), (cause,)
-    )
+    if owners is None:
+        owners = figures.owners if figures else ()
+    numbers = ProjectNumbers(project, budget, mtd, forecast, after, tuple(owners), (cause, *also))
     found = [
         a for a in budget_alerts(numbers, thresholds, now) if a.kind is AlertKind.BUDGET_FORECAST
     ]
@@ -576,6 +627,8 @@ def launch_forecast_alert(
         return None
     alert = found[0]
     what = f"{cause.instance_type or cause.kind} {cause.key.rsplit('/', 1)[-1]}"
+    if also:
+        what = f"{what} (+{plural(len(also), 'more resource')})"
     before = forecast_month_end(mtd, rate, now)
     if added and before < budget:
         lead = (
@@ -585,7 +638,7 @@ def launch_forecast_alert(
     else:
         lead = (
             f"{project}'s forecast is ${cents(forecast):,}, over its ${cents(budget):,} budget "
-            f"for {month_key(now)}; {what} ({per_hour(cause.usd_per_hour or ZERO)}) just started."
+            f"for {month_key(now)}; {what} ({_rate(cause)}) just started."
         )
     return replace(
         alert,
@@ -609,7 +662,15 @@ def launch_unattributed_alert(
     what = f"{resource.instance_type or resource.kind} {resource.key.rsplit('/', 1)[-1]}"
     return replace(
         alert,
-        title=f"Just launched with no project: {what}, {per_hour(resource.usd_per_hour or ZERO)}",
-        facts={**alert.facts, "launched_by": who},
+        title=f"Just launched with no project: {what}, {_rate(resource)}",
+        facts={**alert.facts, "run_rate": _rate(resource), "launched_by": who},
         details=(f"Launched by: {who}", *alert.details),
     )
+
+
+def _rate(resource: AlertResource) -> str:
+    """Its $/h, or "unpriced": a type the catalog does not know (a GPU newer than it) is not
+    free, and a page that says $0.00/h would be read as harmless."""
+    if resource.usd_per_hour is None:
+        return "unpriced"
+    return per_hour(resource.usd_per_hour)

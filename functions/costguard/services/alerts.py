@@ -54,7 +54,7 @@ from costguard.domain.alerts import (
     utc_stamp,
 )
 from costguard.domain.attribution import AttributedResource, ProjectConfig
-from costguard.domain.calendar import require_utc
+from costguard.domain.calendar import MAX_EVENT_AGE, MAX_EVENT_LEAD, require_utc
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.launch import (
     FIGURES_STATE,
@@ -426,18 +426,51 @@ class AlertService:
             assert p.project is not None
             key = a.priced.resource.key
             open_ = [b for b in broken if policy_key(key, b.cause) not in done]
-            candidate = policy_alert(alert_resource(a), p.project, open_, now, owners=p.owners)
-            if candidate is None:
-                continue
-            try:
-                claimed = set(self._claim(candidate, candidate.dedupe))
-            except Exception as exc:
-                out.fail(candidate.alert_id, candidate.kind.value, exc)
-                continue
-            fresh = [b for b in open_ if policy_key(key, b.cause) in claimed]
-            alert = policy_alert(alert_resource(a), p.project, fresh, now, owners=p.owners)
-            if alert is not None:
-                self._send(alert, out, claimed=list(alert.dedupe))
+            self._send_policy(alert_resource(a), p.project, open_, now, out, owners=p.owners)
+
+    def attempt_policy(
+        self,
+        resource: AlertResource,
+        project: str,
+        found: Sequence[Breach],
+        now: datetime,
+        *,
+        owners: Sequence[str] = (),
+        launched_by: str | None = None,
+    ) -> AlertRun:
+        """One resource's breaches, as the scan sends them: each cause claimed on its own,
+        and only the causes not sent before named (the on-launch check's entry)."""
+        out = _Outcome()
+        self._send_policy(
+            resource, project, found, now, out, owners=owners, launched_by=launched_by
+        )
+        return out.freeze()
+
+    def _send_policy(
+        self,
+        resource: AlertResource,
+        project: str,
+        found: Sequence[Breach],
+        now: datetime,
+        out: _Outcome,
+        *,
+        owners: Sequence[str] = (),
+        launched_by: str | None = None,
+    ) -> None:
+        candidate = policy_alert(
+            resource, project, found, now, owners=owners, launched_by=launched_by
+        )
+        if candidate is None:
+            return
+        try:
+            claimed = set(self._claim(candidate, candidate.dedupe))
+        except Exception as exc:
+            out.fail(candidate.alert_id, candidate.kind.value, exc)
+            return
+        fresh = [b for b in found if policy_key(resource.key, b.cause) in claimed]
+        alert = policy_alert(resource, project, fresh, now, owners=owners, launched_by=launched_by)
+        if alert is not None:
+            self._send(alert, out, claimed=list(alert.dedupe))
 
     def _figures(
         self, report: ScanReport, policies: Mapping[str, ProjectPolicy], now: datetime
@@ -460,7 +493,13 @@ class AlertService:
         doc = encode_figures(now, figures)
 
         def change(old: dict[str, Any]) -> dict[str, Any] | None:
-            if str(old.get("at", "")) >= doc["at"]:
+            try:
+                stamped = require_utc(datetime.fromisoformat(str(old["at"])))
+            except (KeyError, TypeError, ValueError):
+                return doc  # none yet, or unreadable: never "newer" than ours
+            # A newer scan's stands; a retry is at most MAX_EVENT_AGE late. A stamp further
+            # ahead was left by a wrong clock: kept, it would freeze the figures.
+            if now <= stamped <= now + MAX_EVENT_AGE + MAX_EVENT_LEAD:
                 return None
             return doc
 

@@ -15,11 +15,12 @@ and a resource that is gone or no longer running is left alone.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from costguard.adapters.aws import unknown_region
 from costguard.domain.attribution import ProjectConfig, attribute
 from costguard.domain.calendar import require_utc
 from costguard.domain.launch import (
@@ -35,7 +36,6 @@ from costguard.domain.launch import (
     launch_unattributed_alert,
     launcher_from_tags,
     parse_launch_event,
-    policy_alert,
     project_policy,
     read_policy_tags,
     stricter,
@@ -43,11 +43,15 @@ from costguard.domain.launch import (
 from costguard.domain.models import Lifecycle, ResourceKind
 from costguard.domain.pricing import PriceCatalog, Pricer
 from costguard.domain.tags import TagKeys
+from costguard.ports import SourceError
 from costguard.services.alerts import AlertRun, AlertService, alert_resource
 
 if TYPE_CHECKING:
-    from costguard.domain.alerts import Alert
+    from decimal import Decimal
+
+    from costguard.domain.alerts import Alert, AlertResource
     from costguard.domain.findings import Finding
+    from costguard.domain.launch import ProjectFigures
     from costguard.ports import CatalogSource, LaunchedResourceReader, StateStore
 
 
@@ -138,14 +142,22 @@ class LaunchCheck:
         return self._catalog
 
     def _one(self, event: LaunchEvent, now: datetime) -> tuple[Verdict, AlertRun]:
+        unknown = unknown_region(event.region)
+        if unknown is not None:
+            # Shaped like a region but none botocore can reach (us-east-9): reading it
+            # would fail at DNS, be retried twice and dead-letter, alarming on nothing.
+            return Verdict(Outcome.REFUSED, unknown, event), AlertRun()
         try:
             reader = self._readers(event.account)
         except AccountNotWatched as exc:
             return Verdict(Outcome.REFUSED, str(exc), event), AlertRun()
         except AccountUnreachable as exc:
             return Verdict(Outcome.FAILED, str(exc), event), AlertRun()
-        described = reader.describe(event.kind, event.region, event.resource_id)
         ref = f"{event.account}/{event.region}/{event.kind.value}/{event.resource_id}"
+        try:
+            described = reader.describe(event.kind, event.region, event.resource_id)
+        except SourceError as exc:  # denied, throttled, unreachable: retried by the caller
+            return Verdict(Outcome.FAILED, str(exc), event, ref), AlertRun()
         if described is None:
             return Verdict(Outcome.IGNORED, "the resource no longer exists", event, ref), AlertRun()
         if not described.resources:
@@ -186,17 +198,33 @@ class LaunchCheck:
             self._state.get_state(self._s.scope, FIGURES_STATE)[0], self._s.policy
         )
         alerts: list[Alert] = []
+        policy_run = AlertRun()
+        #: project -> (its figures, its budget, its owners, [(resource, counted by the scan)])
+        launched: dict[
+            str,
+            tuple[
+                ProjectFigures | None,
+                Decimal | None,
+                tuple[str, ...],
+                list[tuple[AlertResource, bool]],
+            ],
+        ] = {}
         launched_by, launched_source = event.launched_by, "event" if event.launched_by else ""
         for a in attribution.resources:
             res = a.priced.resource
             if res.key not in {r.key for r in live} or not res.billable:
                 continue
+            # AWS's own tags, then CloudTrail, then a settable automation tag: a person
+            # cannot hide behind a karpenter.sh/nodepool tag when CloudTrail names them.
             if launched_by is None:
-                launched_by = launcher_from_tags(res.tags)
+                launched_by = launcher_from_tags(res.tags, aws_only=True)
                 launched_source = "tags" if launched_by else ""
             if launched_by is None:
                 launched_by = reader.launcher(res, now)
                 launched_source = "cloudtrail" if launched_by else ""
+            if launched_by is None:
+                launched_by = launcher_from_tags(res.tags)
+                launched_source = "tags" if launched_by else ""
             ar = alert_resource(a)
             if a.project is None:
                 alert = launch_unattributed_alert(ar, now, launched_by)
@@ -208,30 +236,58 @@ class LaunchCheck:
             findings.extend(tagged.findings)
             policy = project_policy([tagged], self._s.projects.get(a.project), self._s.policy)
             if known is not None:
-                policy = stricter(policy, known.policy)
+                # Only the tags of the project's other resources come from the last scan: the
+                # deployment's limit and the projects table are this deployment's, as now.
+                scanned = known.policy
+                if scanned.limit_source != "tag":
+                    scanned = replace(scanned, max_usd_per_hour=None, limit_source="")
+                policy = stricter(policy, scanned)
             broken = breaches(res, a.priced.usd_per_hour, policy)
-            owners = known.owners if known else attribution.owners.get(a.project, ())
-            alert = policy_alert(ar, a.project, broken, now, owners=owners, launched_by=launched_by)
-            if alert is not None:
-                alerts.append(alert)
+            # The scan's owners, and this launch's own (a project's first resource has
+            # no figures yet, and its owner tag is the only one who can be told).
+            owners = tuple(
+                dict.fromkeys(
+                    [*(known.owners if known else ()), *attribution.owners.get(a.project, ())]
+                )
+            )
+            # Claimed cause by cause, as the scan does: a cause it sent is not named again.
+            policy_run = policy_run + self._alerts.attempt_policy(
+                ar, a.project, broken, now, owners=owners, launched_by=launched_by
+            )
             budget = attribution.budgets.get(a.project)
-            amount = budget.amount if budget and budget.source == "table" else None
-            if amount is None and known is not None and known.budget is not None:
-                amount = known.budget
-            if amount is None and budget is not None:
+            # The scan's rule: the table's budget, else the lowest tagged one (the last
+            # scan's, or this launch's own when it is lower: the claim key carries it).
+            if budget is not None and budget.source == "table":
                 amount = budget.amount
+            else:
+                budgets = [
+                    b
+                    for b in (known.budget if known else None, budget.amount if budget else None)
+                    if b is not None
+                ]
+                amount = min(budgets) if budgets else None
+            launched.setdefault(a.project, (known, amount, owners, []))[3].append(
+                (ar, counted_by_scan(res, known))
+            )
+        # One forecast per project, with every resource of this launch the last scan has
+        # not counted (an endpoint's variants together, not each alone).
+        for project, (known, amount, owners, items) in launched.items():
+            fresh = [ar for ar, counted in items if not counted]
+            ranked = sorted(fresh or [items[0][0]], key=lambda r: -(r.usd_per_hour or 0))
             forecast = launch_forecast_alert(
-                a.project,
+                project,
                 known,
                 amount,
-                ar,
-                counted_by_scan(res, known),
+                ranked[0],
+                not fresh,
                 now,
                 self._s.thresholds,
+                owners=owners,
+                also=ranked[1:],
             )
             if forecast is not None:
                 alerts.append(forecast)
-        run = self._alerts.attempt_delivery(alerts)
+        run = policy_run + self._alerts.attempt_delivery(alerts)
         sent = tuple(run.sent)
         outcome = Outcome.ALERTED if sent else Outcome.QUIET
         if run.failed and not sent:

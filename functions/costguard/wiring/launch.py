@@ -65,7 +65,9 @@ def build_launch_check(settings: Settings, session: Any) -> LaunchCheck | None:
 def readers_for(settings: Settings, session: Any, home: ClientFactory) -> Any:
     """account -> its reader: this deployment's own account, or, in an Organization, a
     member entered through its read role. Any other account is refused."""
-    # One resource's tags: one ListTags (the tagging API would read a whole region's).
+    # One resource's tags from the resource (ListTags), whatever sagemakerTags says for the
+    # scan: the tagging API pages through every SageMaker resource of the region, and its
+    # index lags a resource created seconds ago (judged untagged: a false page).
     own = LaunchedResources(home, PerResourceTags(home))
     org = settings.org_accounts
     discover = org == ("discover",)
