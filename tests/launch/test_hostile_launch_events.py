@@ -233,11 +233,6 @@ def test_one_runinstances_call_of_twenty_untagged_gpus_is_one_alert() -> None:
     assert len(unattributed) == 1 and len(unattributed[0].resources) == 20
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="design: the launch-policy claim is per resource and cause for ever; a relaunch "
-    "(stop, then start days later) of the same instance above the limit is never alerted",
-)
 def test_an_instance_restarted_a_week_later_above_its_limit_is_alerted_again() -> None:
     """GIVEN a vision p5 above the project's $40/h limit, alerted at its launch, then
     stopped
@@ -387,7 +382,7 @@ def test_a_launch_alert_names_only_the_policy_causes_not_sent_before() -> None:
     world.on_launch(world.event(gpu), NOW + timedelta(minutes=1))
     [second] = world.sent[1:]
     assert "$40.00/h" in second.summary and "spot" not in second.summary
-    assert second.dedupe == (f"launch-policy/{gpu.key}/usd-per-hour",)
+    assert second.dedupe == (f"launch-policy/{gpu.key}/20261120T120000Z/usd-per-hour",)
 
 
 # -- an unpriced type -------------------------------------------------------------------------

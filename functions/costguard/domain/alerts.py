@@ -72,6 +72,8 @@ class AlertResource:
     usd_per_hour: Decimal | None
     owner: str | None = None
     change: str = ""  # "new", "+$12.00/h", ...
+    #: When it last started (an instance's last launch): a launch-policy claim is per launch.
+    launched_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -433,9 +433,12 @@ def breaches(
     return found
 
 
-def policy_key(resource_key: str, cause: Cause) -> str:
-    """The claim that reports one resource's breach of one rule once."""
-    return f"launch-policy/{resource_key}/{cause.value}"
+def policy_key(resource: AlertResource, cause: Cause) -> str:
+    """The claim that reports one launch's breach of one rule once: an instance started
+    again (a new launch, a new bill) is judged again; a launch time unknown is one launch."""
+    started = resource.launched_at
+    stamp = f"{started.astimezone(UTC):%Y%m%dT%H%M%SZ}" if started is not None else "unknown"
+    return f"launch-policy/{resource.key}/{stamp}/{cause.value}"
 
 
 def policy_alert(
@@ -473,7 +476,7 @@ def policy_alert(
         owners=tuple(dict.fromkeys([*owners, *([resource.owner] if resource.owner else [])])),
         resources=(resource,),
         facts=facts,
-        dedupe=tuple(policy_key(resource.key, b.cause) for b in found),
+        dedupe=tuple(policy_key(resource, b.cause) for b in found),
     )
 
 

@@ -161,7 +161,13 @@ class StateConflictError(Exception):
 def alert_resource(a: AttributedResource) -> AlertResource:
     r = a.priced.resource
     return AlertResource(
-        r.key, r.kind.value, r.region, r.instance_type, a.priced.usd_per_hour, a.owner
+        r.key,
+        r.kind.value,
+        r.region,
+        r.instance_type,
+        a.priced.usd_per_hour,
+        a.owner,
+        launched_at=r.launched_at,
     )
 
 
@@ -418,14 +424,11 @@ class AlertService:
             return
         # One batched read of the claims: a breach announced before costs no write, so a
         # fleet that stays outside policy costs reads, not a conditional write a scan each.
-        keys = [
-            ("alert", policy_key(a.priced.resource.key, b.cause)) for _, a, bs in found for b in bs
-        ]
+        keys = [("alert", policy_key(alert_resource(a), b.cause)) for _, a, bs in found for b in bs]
         done = {k for (_, k), status in self._ledger.statuses(keys).items() if status == "sent"}
         for p, a, broken in found:
             assert p.project is not None
-            key = a.priced.resource.key
-            open_ = [b for b in broken if policy_key(key, b.cause) not in done]
+            open_ = [b for b in broken if policy_key(alert_resource(a), b.cause) not in done]
             self._send_policy(alert_resource(a), p.project, open_, now, out, owners=p.owners)
 
     def attempt_policy(
@@ -467,7 +470,7 @@ class AlertService:
         except Exception as exc:
             out.fail(candidate.alert_id, candidate.kind.value, exc)
             return
-        fresh = [b for b in found if policy_key(resource.key, b.cause) in claimed]
+        fresh = [b for b in found if policy_key(resource, b.cause) in claimed]
         alert = policy_alert(resource, project, fresh, now, owners=owners, launched_by=launched_by)
         if alert is not None:
             self._send(alert, out, claimed=list(alert.dedupe))
