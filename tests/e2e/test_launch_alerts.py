@@ -63,7 +63,12 @@ class Account:
     def launch(self, instance_type: str, at: datetime, **tags: str) -> str:
         ec2 = self.session.client("ec2", region_name=REGION)
         spec = (
-            [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+            [
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ]
             if tags
             else []
         )

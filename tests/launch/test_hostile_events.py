@@ -140,7 +140,11 @@ def test_odd_unicode_in_an_instance_id_is_refused_without_an_aws_call(
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("account", "１２３４５６７８９０１２"), ("account", "12345678901２"), ("region", "us-east-１")],
+    [
+        ("account", "１２３４５６７８９０１２"),
+        ("account", "12345678901２"),
+        ("region", "us-east-１"),
+    ],
 )
 def test_odd_unicode_in_the_account_or_region_is_refused(
     world: LaunchWorld, field: str, value: str

@@ -84,7 +84,9 @@ class LaunchWorld:
             }
         )
 
-    def check(self, calls: Calls | None = None, *, hooks: Callable[[Any], None] | None = None) -> Any:
+    def check(
+        self, calls: Calls | None = None, *, hooks: Callable[[Any], None] | None = None
+    ) -> Any:
         """The check as the Lambda builds it, on a fresh session (a cold container) whose
         calls ``calls`` counts; ``hooks`` registers more handlers on it first."""
         import boto3
@@ -105,7 +107,12 @@ class LaunchWorld:
     ) -> list[str]:
         ec2 = self.session.client("ec2", region_name=REGION)
         spec = (
-            [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+            [
+                {
+                    "ResourceType": "instance",
+                    "Tags": [{"Key": k, "Value": v} for k, v in tags.items()],
+                }
+            ]
             if tags
             else []
         )
