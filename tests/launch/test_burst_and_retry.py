@@ -84,8 +84,11 @@ def test_a_burst_of_1000_launches_alerts_each_once_with_calls_that_grow_with_eve
     assert calls.calls["ec2.DescribeInstances"] == BURST
     assert calls.calls["cloudtrail.LookupEvents"] == BURST
     assert calls.calls["sns.Publish"] == BURST
-    assert calls.calls["ec2.DescribeInstanceTypes"] == 1  # once per warm container
-    assert calls.total() == 3 * BURST + 2, calls.calls  # and the stored catalog, once
+    # (the type and the stored catalog: at most once per warm process, which earlier
+    # tests in this one may have warmed)
+    once = calls.calls["ec2.DescribeInstanceTypes"] + calls.calls["dynamodb.GetItem"]
+    assert once <= 2, calls.calls
+    assert calls.total() - once == 3 * BURST, calls.calls
     # AND not with retries: as many HTTP attempts as calls, CloudTrail's throttles included
     assert calls.attempts["cloudtrail.LookupEvents"] == BURST
     assert sum(calls.attempts.values()) == calls.total(), (calls.attempts, calls.calls)
