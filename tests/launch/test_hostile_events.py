@@ -302,3 +302,26 @@ def test_a_stop_event_for_a_running_instance_changes_nothing_already_sent(
     later = NOW + timedelta(minutes=30)
     assert outcomes(run(check, running(p5, later), later)) == ["quiet"]
     assert len(world.published()) == 1
+
+
+@pytest.mark.parametrize(
+    ("sample", "name"),
+    [
+        ("sagemaker-notebook-inservice", "gone-notebook"),
+        ("sagemaker-endpoint-inservice", "gone-endpoint"),
+        ("sagemaker-training-inprogress", "gone-training-job"),
+    ],
+)
+def test_an_event_for_a_missing_sagemaker_resource_is_ignored(
+    world: LaunchWorld, sample: str, name: str
+) -> None:
+    """Defect guarded: SageMaker answers a missing notebook, endpoint or training job with
+    a ValidationException; raised, it would be retried to the DLQ."""
+    calls = Calls()
+    event = load_event(sample, resource_id=name, time=NOW.isoformat())
+    result = run(world.check(calls), event, NOW)
+    (verdict,) = result["launches"]
+    assert verdict["outcome"] == "ignored", verdict
+    assert "no longer exists" in verdict["reason"]
+    assert 1 <= calls.total() <= 2, calls.calls
+    assert world.published() == []
