@@ -20,6 +20,7 @@ from benchmarks import (
     idle_handler,
     idle_pass,
     import_time,
+    launch_latency,
     org_guards,
     org_scale,
     report,
@@ -57,6 +58,8 @@ def main() -> None:
         "org_scale": org_scale.measure(),
         # The month report (`costguard report --html`): page size and render time.
         "report": report.measure(),
+        # The on-launch Lambda: event to SNS publish (p50, p99), calls and self-cost.
+        "launch_latency": launch_latency.measure(200),
     }
     results["idle_handler_bill"] = idle_handler.bill(results["idle_handler"])
     # The guards across that Organization (the act path), on the hub's load measured there.

@@ -22,6 +22,9 @@ SLOW: dict[str, tuple[str, ...]] = {
     "tests/alerts/test_sns_message_limits.py": (
         "test_guard_alerts_with_huge_or_odd_user_text_are_published_within_sns_rules",
     ),
+    "tests/launch/test_burst_and_retry.py": (
+        "test_a_burst_of_1000_launches_alerts_each_once_with_calls_that_grow_with_events_not_retries",
+    ),
     "tests/functional/test_act_handler.py": (
         "test_a_failed_action_fails_the_invocation_after_the_others_ran",
     ),

@@ -66,8 +66,10 @@ _SAGEMAKER_GONE = frozenset({"ValidationException", *_GONE})
 #: The calls whose CloudTrail record names who launched a resource.
 LAUNCH_CALLS = frozenset({"RunInstances", "StartInstances"})
 #: One quick try, no retries: the answer is a nicety, the alert is not held for it.
+#: (``total_max_attempts``: botocore reads a client's ``max_attempts`` as retries, so
+#: ``max_attempts=1`` made two attempts of every throttled lookup.)
 LOOKUP_CONFIG = Config(
-    retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=2, read_timeout=3
+    retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=2, read_timeout=3
 )
 
 READS = (

@@ -70,7 +70,7 @@ from costguard.domain.launch import (
     project_policy,
     read_policy_tags,
 )
-from costguard.domain.models import ACCOUNT_ID, with_account, without_account
+from costguard.domain.models import ACCOUNT_ID, ResourceKind, with_account, without_account
 from costguard.domain.spend import Observation
 from costguard.domain.text import plural
 from costguard.ports import Ledger, Notifier
@@ -351,9 +351,8 @@ class AlertService:
             self._send(alert, out)
 
     def _unattributed(self, report: ScanReport, now: datetime, out: _Outcome) -> None:
-        resources = [
-            alert_resource(a) for a in report.unattributed.resources if a.priced.resource.billable
-        ]
+        billable = [a for a in report.unattributed.resources if a.priced.resource.billable]
+        resources = [alert_resource(a) for a in billable]
         candidate = unattributed_alert(resources, now)
         if candidate is None:
             return
@@ -376,6 +375,26 @@ class AlertService:
             ):
                 fresh_keys.discard(keys[r.key])
                 self._ledger.confirm("alert", keys[r.key], candidate.at)
+        # A volume is reported with its instance. An instance reported on its own today (the
+        # on-launch check reads the instance alone) was reported with its volumes: the scan
+        # after a launch alert must not send its root volume as news.
+        instance_claims = {
+            (res.account, res.region, res.id): keys[res.key]
+            for res in (a.priced.resource for a in billable)
+            if res.kind is ResourceKind.EC2_INSTANCE
+        }
+        for res in (a.priced.resource for a in billable):
+            owner = instance_claims.get((res.account, res.region, res.attached_to or ""))
+            key = keys[res.key]
+            if (
+                res.kind is ResourceKind.EBS_VOLUME
+                and owner is not None
+                and key in fresh_keys
+                and owner not in fresh_keys
+                and self._ledger.status("alert", owner) == "sent"
+            ):
+                fresh_keys.discard(key)
+                self._ledger.confirm("alert", key, candidate.at)
         claimed = [k for k in claimed if k in fresh_keys]
         fresh = [r for r in resources if keys[r.key] in fresh_keys]
         alert = unattributed_alert(fresh, now)
