@@ -35,9 +35,10 @@ PRICES = {
 }
 SCANS_PER_MONTH = 2920  # every 15 minutes, 30.4 days
 LAMBDA_MEMORY_GB = 1.0
-#: Errors, throttles and DLQ depth for each of 7 Lambdas (scan, Slack notifier, the four
-#: guards, the price refresh), and "no scan in two intervals".
-ALARMS = 22
+#: Errors, throttles and DLQ depth for each of 8 Lambdas (scan, Slack notifier, the four
+#: guards, the price refresh, the on-launch check), "no scan in two intervals", and the
+#: launch rules' undeliverable events (their target dead-letter queue).
+ALARMS = 26
 #: The guards' and the price refresh's invocations a month (idle hourly, volumes every 30
 #: minutes, objects hourly, maximum lifetime every 15 minutes, refresh weekly), each priced
 #: as an upper bound of 5 s at 512 MB; their CloudWatch reads (the idle pass) are itemized

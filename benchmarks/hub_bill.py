@@ -53,7 +53,7 @@ ALARMS_ADDED = 3 + 3 + 1 + 1 - 4
 #: four per-guard Lambdas (three each) that Organization mode no longer deploys.
 ACT_ALARMS = 3 + 1
 GUARD_LAMBDA_ALARMS = 3 * 4
-#: The Organization-mode template's alarms: 19 + 4 + 4 - 9 = 18.
+#: The Organization-mode template's alarms: 26 + 4 + 4 - 12 = 22.
 ORG_ALARMS = ALARMS + ALARMS_ADDED + ACT_ALARMS - GUARD_LAMBDA_ALARMS
 #: The price refresh (weekly) keeps its own Lambda in both modes: its invocations a month,
 #: priced as single-account mode prices the guards (an upper bound of 5 s at 512 MB).

@@ -14,6 +14,7 @@ HANDLERS = [
     "costguard.handlers.scan",
     "costguard.handlers.slack_notifier",
     "costguard.handlers.refresh",
+    "costguard.handlers.on_launch",
 ]
 EXCLUDED_ROOTS = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil")
 
