@@ -134,9 +134,9 @@ def test_the_organization_stack_has_the_act_path_and_no_per_guard_lambdas() -> N
     assert isinstance(lines, dict)
     assert "guard_lambdas_upper_bound" not in lines
     assert {"act_consumer_lambda", "act_sqs_requests", "act_fanout_lambda"} <= set(lines)
-    # 19 single-account alarms, the hub's 4 more, the act path's 4, minus 9 guard Lambdas'
+    # 26 single-account alarms, the hub's 4 more, the act path's 4, minus 12 guard Lambdas'
     assert month["alarms"] == ORG_ALARMS == 22
-    assert lines["alarms"] == pytest.approx(1.80)
+    assert lines["alarms"] == pytest.approx(2.20)
     assert month["usd_per_month_total"] == pytest.approx(sum(lines.values()), abs=0.005)
 
 
