@@ -36,7 +36,7 @@ from constructs import Construct
 from costguard.adapters.catalog import read_catalog_file
 from costguard.cli.guardrails import sdk_instance_types
 from costguard.domain.guardrails import accelerator_families, family_patterns
-from costguard.domain.launch import (
+from costguard.domain.launch_events import (
     API_CALL,
     EC2_STATE_CHANGE,
     ENDPOINT_STATE_CHANGE,
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 #: How often EventBridge retries a delivery to the Lambda (then the target's DLQ), and for
 #: how long: a launch alert an hour late is still worth sending (the handler refuses
-#: events older than ``costguard.domain.launch.MAX_EVENT_AGE``).
+#: events older than ``costguard.domain.calendar.MAX_EVENT_AGE``).
 TARGET_RETRIES = 8
 TARGET_MAX_EVENT_AGE = cdk.Duration.hours(1)
 DEAD_LETTER_RETENTION = cdk.Duration.days(14)

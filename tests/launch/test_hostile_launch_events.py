@@ -25,14 +25,12 @@ from costguard.domain.attribution import ProjectConfig
 from costguard.domain.launch import (
     FIGURES_MAX_BYTES,
     FIGURES_STATE,
-    LaunchPolicy,
     ProjectFigures,
-    Refused,
     decode_figures,
     encode_figures,
-    identity_of,
-    parse_launch_event,
 )
+from costguard.domain.launch_events import Refused, identity_of, parse_launch_event
+from costguard.domain.launch_policy import LaunchPolicy
 from costguard.domain.models import ResourceKind
 from costguard.ports import AccessDeniedError, Described, SourceError
 from costguard.services.launch import Outcome

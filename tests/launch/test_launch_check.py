@@ -11,7 +11,7 @@ from typing import Any
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.alerts import AlertKind
 from costguard.domain.attribution import ProjectConfig
-from costguard.domain.launch import LaunchPolicy
+from costguard.domain.launch_policy import LaunchPolicy
 from costguard.domain.models import Resource, ResourceKind
 from costguard.ports import Described, Inventory
 from costguard.services.alerts import AlertService, AlertSettings

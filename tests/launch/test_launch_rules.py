@@ -12,19 +12,23 @@ from costguard.domain.alerts import AlertKind, AlertResource
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.findings import FindingCode
 from costguard.domain.launch import (
-    Cause,
-    LaunchEvent,
-    LaunchPolicy,
     ProjectFigures,
-    ProjectPolicy,
-    Refused,
-    breaches,
     decode_figures,
     encode_figures,
     figures_at,
     launch_forecast_alert,
+)
+from costguard.domain.launch_events import (
+    LaunchEvent,
+    Refused,
     launcher_from_tags,
     parse_launch_event,
+)
+from costguard.domain.launch_policy import (
+    Cause,
+    LaunchPolicy,
+    ProjectPolicy,
+    breaches,
     project_policy,
     read_policy_tags,
     stricter,

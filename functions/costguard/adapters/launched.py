@@ -39,7 +39,7 @@ from costguard.adapters.sagemaker import (
     endpoint_variants,
     training_job_resource,
 )
-from costguard.domain.launch import identity_of
+from costguard.domain.launch_events import identity_of
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
 from costguard.domain.tags import Tags
 from costguard.iam import Permission

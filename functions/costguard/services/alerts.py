@@ -56,15 +56,13 @@ from costguard.domain.alerts import (
 from costguard.domain.attribution import AttributedResource, ProjectConfig
 from costguard.domain.calendar import MAX_EVENT_AGE, MAX_EVENT_LEAD, require_utc
 from costguard.domain.findings import Finding, FindingCode
-from costguard.domain.launch import (
-    FIGURES_STATE,
+from costguard.domain.launch import FIGURES_STATE, ProjectFigures, encode_figures
+from costguard.domain.launch_policy import (
     POLICY_KINDS,
     Breach,
     LaunchPolicy,
-    ProjectFigures,
     ProjectPolicy,
     breaches,
-    encode_figures,
     policy_alert,
     policy_key,
     project_policy,

@@ -3,7 +3,8 @@
 An EventBridge event names a resource that started. The check reads that resource alone
 (never a scan), prices it from the scan's catalog, finds its project by the scan's tag
 rules, and judges it by the domain rules the scan's alerts use
-(:mod:`costguard.domain.launch`). It sends through the scan's
+(:mod:`costguard.domain.launch_events`, :mod:`~costguard.domain.launch_policy`,
+:mod:`~costguard.domain.launch`). It sends through the scan's
 :class:`~costguard.services.alerts.AlertService`, under the scan's claims: what the event
 sent, the next scan does not send again, and an event delivered twice sends once.
 
@@ -25,17 +26,21 @@ from costguard.domain.attribution import ProjectConfig, attribute
 from costguard.domain.calendar import require_utc
 from costguard.domain.launch import (
     FIGURES_STATE,
-    LAUNCH_STATES,
-    LaunchEvent,
-    LaunchPolicy,
-    Refused,
-    breaches,
     counted_by_scan,
     decode_figures,
     launch_forecast_alert,
     launch_unattributed_alert,
+)
+from costguard.domain.launch_events import (
+    LAUNCH_STATES,
+    LaunchEvent,
+    Refused,
     launcher_from_tags,
     parse_launch_event,
+)
+from costguard.domain.launch_policy import (
+    LaunchPolicy,
+    breaches,
     project_policy,
     read_policy_tags,
     stricter,

@@ -9,7 +9,7 @@ from costguard.adapters.assume import AccountAccessError, MemberClients
 from costguard.adapters.aws import ClientFactory
 from costguard.adapters.launched import LaunchedResources
 from costguard.adapters.sagemaker import PerResourceTags
-from costguard.domain.launch import LaunchPolicy
+from costguard.domain.launch_policy import LaunchPolicy
 from costguard.domain.org import Slice
 from costguard.domain.org_roles import OrgRoles
 from costguard.services.launch import (
