@@ -231,9 +231,17 @@ def launch_unattributed_alert(
         return None
     who = launched_by or "not known yet (CloudTrail records the launch within about 5 minutes)"
     what = f"{resource.instance_type or resource.kind} {resource.key.rsplit('/', 1)[-1]}"
+    monthly = (
+        f" (about ${cents(resource.usd_per_hour * 730):,} a month)"
+        if resource.usd_per_hour is not None
+        else " (its type is not in the price catalog yet: not free, unknown)"
+    )
     return replace(
         alert,
         title=f"Just launched with no project: {what}, {rate_label(resource)}",
-        facts={**alert.facts, "run_rate": rate_label(resource), "launched_by": who},
-        details=(f"Launched by: {who}", *alert.details),
+        summary=(
+            f"{what} started in {resource.region} without a costguard:project tag, costing "
+            f"{rate_label(resource)}{monthly}. Nobody's budget sees it."
+        ),
+        facts={"run_rate": rate_label(resource), "launched_by": who},
     )
