@@ -1,4 +1,4 @@
-"""The on-launch check under attack: odd events, garbled state left by the scan, bursts,
+"""The on-launch check at its edges: odd events, garbled state left by the scan, bursts,
 redelivery in parallel, and what a demanding user expects of repeated launches.
 
 Each test here was written against a failure first seen on the check (or a design gap,
