@@ -587,6 +587,13 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     deployment: Deployment, spot_prices: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN the stack deployed on moto, a fleet in two regions, IAM enforced
+    from costguard_demo.fleet import backdate_instances, project_tags, run_instances
+
+    # ... and a p5 in vision-research, whose costguard:max-usd-per-hour is 40: outside its
+    # project's policy, so the scan reads the policy alerts' claims (one BatchGetItem)
+    ec2 = deployment.session.client("ec2", region_name=REGION)
+    (p5,) = run_instances(ec2, "p5.48xlarge", project_tags("vision-research"), f"{REGION}a")
+    backdate_instances(REGION, {p5: MIDDAY - timedelta(hours=1)})
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the schedule invokes the scan with its role
@@ -595,7 +602,9 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     assert summary["ledger"] == "applied"
     assert summary["resources"] > 10
     assert summary["alerts"], "the seeded fleet is over budget: alerts must go out"
-    assert "advice-digest" in {a["kind"] for a in summary["alerts"]}, "the idle A100 endpoint"
+    kinds = {a["kind"] for a in summary["alerts"]}
+    assert "advice-digest" in kinds, "the idle A100 endpoint"
+    assert "launch-policy" in kinds, "the p5 over vision-research's $40/h"
     assert {m["alert_id"] for m in _drain(deployment)} == {a["alert_id"] for a in summary["alerts"]}
     # AND every call it made is allowed by the synthesized policy, resource and key included
     used = check_calls(deployment, "scan", recorder.calls)
