@@ -51,6 +51,8 @@ UNEXERCISED = {
     "ec2:DescribeSpotInstanceRequests": "asked only for a spot instance with a request id, "
     "which moto never sets (tests/functional/test_ec2_one_time_spot.py stubs it)",
 }
+#: How long after a launch event's time EventBridge hands it to the on-launch Lambda.
+DELIVERY_LAG = timedelta(seconds=4)
 #: Granted for the Lambda service itself, not for CostGuard's code.
 PLATFORM = ("logs:", "xray:", "sqs:SendMessage")
 
@@ -125,7 +127,7 @@ class Deployment:
     session: Any  # admin, for seeding and reading back
     subscriber: str  # an SQS queue subscribed to the alert topic
     credentials: dict[str, dict[str, str]]  # role logical id -> assumed-role env
-    functions: dict[str, str]  # "scan" / "slack" -> function logical id
+    functions: dict[str, str]  # "scan" / "slack" / "launch" -> function logical id
     slack_origin: str  # where the Slack stand-in listens
 
 
@@ -226,6 +228,7 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
         "act": _function(probe, "act.handler", guard="toy"),
         "idle": _function(probe, "act.handler", guard="idle-notebooks"),
         "volumes": _function(probe, "act.handler", guard="stale-volumes"),
+        "launch": _function(probe, "on_launch.handler"),
     }
     roles = {probe.function_role(f) for f in functions.values()}
     for role in roles:
@@ -361,6 +364,14 @@ def run_as(
         when = datetime.fromisoformat(event["time"])
         monkeypatch.setattr(events, "CLOCK", lambda: when)
         handler = act.handler
+    elif function == "launch":
+        from costguard import events
+        from costguard.handlers import on_launch
+
+        # EventBridge delivers a launch event seconds after its time
+        when = datetime.fromisoformat(event["time"]) + DELIVERY_LAG
+        monkeypatch.setattr(events, "CLOCK", lambda: when)
+        handler = on_launch.handler
     else:
         from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
 
@@ -576,6 +587,13 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     deployment: Deployment, spot_prices: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN the stack deployed on moto, a fleet in two regions, IAM enforced
+    from costguard_demo.fleet import backdate_instances, project_tags, run_instances
+
+    # ... and a p5 in vision-research, whose costguard:max-usd-per-hour is 40: outside its
+    # project's policy, so the scan reads the policy alerts' claims (one BatchGetItem)
+    ec2 = deployment.session.client("ec2", region_name=REGION)
+    (p5,) = run_instances(ec2, "p5.48xlarge", project_tags("vision-research"), f"{REGION}a")
+    backdate_instances(REGION, {p5: MIDDAY - timedelta(hours=1)})
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the schedule invokes the scan with its role
@@ -584,7 +602,9 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     assert summary["ledger"] == "applied"
     assert summary["resources"] > 10
     assert summary["alerts"], "the seeded fleet is over budget: alerts must go out"
-    assert "advice-digest" in {a["kind"] for a in summary["alerts"]}, "the idle A100 endpoint"
+    kinds = {a["kind"] for a in summary["alerts"]}
+    assert "advice-digest" in kinds, "the idle A100 endpoint"
+    assert "launch-policy" in kinds, "the p5 over vision-research's $40/h"
     assert {m["alert_id"] for m in _drain(deployment)} == {a["alert_id"] for a in summary["alerts"]}
     # AND every call it made is allowed by the synthesized policy, resource and key included
     used = check_calls(deployment, "scan", recorder.calls)
@@ -855,3 +875,170 @@ def test_the_stale_volume_guard_records_its_findings_with_only_its_role(
     assert not refused, [(c.service, c.operation) for c in refused]
     used = check_calls(deployment, "volumes", recorder.calls)
     assert {"dynamodb:Query", "dynamodb:BatchWriteItem"} <= used
+
+
+def _launch_event(name: str, resource_id: str, at: datetime) -> dict[str, Any]:
+    """EventBridge's recorded event of this kind, naming ``resource_id``, at ``at``."""
+    from tests.support.events import load_event
+
+    return load_event(
+        name,
+        account=ACCOUNT,
+        region=REGION,
+        time=at.isoformat().replace("+00:00", "Z"),
+        id=f"launch-{resource_id}",
+        resource_id=resource_id,
+    )
+
+
+def _untagged_nodegroup_node(deployed: Deployment, at: datetime) -> str:
+    """A GPU node of a new node group of the seeded cluster, the group without a project
+    tag (the cluster has one): the check must read the group, then the cluster."""
+    from costguard.domain.tags import Tags
+    from costguard_demo.fleet import backdate_instances, project_tags, run_instances
+
+    eks = deployed.session.client("eks", region_name=REGION)
+    (cluster,) = eks.list_clusters()["clusters"]
+    assert Tags.PROJECT in eks.describe_cluster(name=cluster)["cluster"]["tags"]
+    (seeded,) = eks.list_nodegroups(clusterName=cluster)["nodegroups"]
+    template = eks.describe_nodegroup(clusterName=cluster, nodegroupName=seeded)["nodegroup"]
+    eks.create_nodegroup(
+        clusterName=cluster,
+        nodegroupName="gpu-untagged",
+        nodeRole=template["nodeRole"],
+        subnets=template["subnets"],
+        instanceTypes=["g5.12xlarge"],
+        scalingConfig={"minSize": 0, "maxSize": 2, "desiredSize": 1},
+    )
+    ec2 = deployed.session.client("ec2", region_name=REGION)
+    tags = project_tags(**{Tags.EKS_CLUSTER: cluster, Tags.EKS_NODEGROUP: "gpu-untagged"})
+    (node,) = run_instances(ec2, "g5.12xlarge", tags, f"{REGION}a")
+    backdate_instances(REGION, {node: at})
+    return node
+
+
+def test_the_on_launch_check_runs_with_only_the_permissions_the_stack_grants(
+    deployment: Deployment, spot_prices: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the stack deployed on moto, the seeded fleet, IAM enforced, and the figures of
+    # a scheduled scan at noon (what the launch check weighs a project's budget against)
+    from costguard import wiring
+    from costguard.adapters import ec2 as ec2_adapter
+    from costguard.domain.tags import Tags
+    from costguard_demo.fleet import backdate_instances, project_tags, run_instances
+
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    scanned = run_as(deployment, "scan", {"time": MIDDAY.isoformat()}, monkeypatch, recorder)
+    assert scanned["ledger"] == "applied"
+    check_calls(deployment, "scan", recorder.calls)
+    _drain(deployment)
+    # ... and, a minute later, launches of every kind the rules hand to the Lambda: an
+    # untagged p5, a spot p4d, an EKS node of an untagged node group, and the seeded
+    # SageMaker notebook, endpoint and training job
+    ec2 = deployment.session.client("ec2", region_name=REGION)
+    at = MIDDAY + timedelta(minutes=1)
+    launched = at - timedelta(seconds=12)
+    (p5,) = run_instances(ec2, "p5.48xlarge", project_tags(Name="scratch"), f"{REGION}a")
+    (spot,) = run_instances(
+        ec2, "p4d.24xlarge", project_tags("llm-pretraining"), f"{REGION}a", spot=True
+    )
+    backdate_instances(REGION, {p5: launched, spot: launched})
+    node = _untagged_nodegroup_node(deployment, launched)
+    events = [
+        _launch_event("ec2-instance-state-running", p5, at),
+        _launch_event("ec2-instance-state-running", spot, at),
+        _launch_event("ec2-instance-state-running", node, at),
+        _launch_event("sagemaker-notebook-inservice", "recsys-explore", at),
+        _launch_event("sagemaker-endpoint-inservice", "ranker-prod", at),
+        _launch_event("sagemaker-training-inprogress", "llm-sft", at),
+    ]
+    # (a cold Lambda of its own: the scan's warm caches are not the on-launch Lambda's)
+    monkeypatch.setattr(ec2_adapter.INSTANCE_TYPES, "_known", {})
+    wiring.CATALOG_CACHE.clear()
+    scan_calls = len(recorder.calls)
+    # WHEN EventBridge invokes the on-launch Lambda with each event, with its role
+    results = [run_as(deployment, "launch", e, monkeypatch, recorder) for e in events]
+    # THEN each invocation returned (nothing raised for a retry) and judged its resource
+    verdicts = [v for r in results for v in r["launches"]]
+    assert [v["resource"].rsplit("/", 1)[1] for v in verdicts] == [
+        p5,
+        spot,
+        node,
+        "recsys-explore",
+        "ranker-prod",
+        "llm-sft",
+    ], verdicts
+    assert all(v["outcome"] in {"alerted", "quiet"} for v in verdicts), verdicts
+    assert verdicts[0]["outcome"] == "alerted", verdicts[0]
+    # AND the untagged p5's unattributed-spend reached the topic's SQS subscriber
+    kinds = {m["kind"] for m in _drain(deployment) if p5 in json.dumps(m)}
+    assert "unattributed-spend" in kinds, kinds
+    calls = recorder.calls[scan_calls:]
+    # AND the node was judged with its node group's and its cluster's tags
+    asked = {(c.service, c.operation) for c in calls}
+    assert {("eks", "DescribeNodegroup"), ("eks", "DescribeCluster")} <= asked
+    assert ("ec2", "DescribeSpotPriceHistory") in asked
+    # AND every call it made is allowed by the synthesized on-launch role, resource and key
+    # included, as moto enforced it (the launcher swallows a refused LookupEvents as "not
+    # known yet": check_calls finds the refusal in the recorded answers instead)
+    used = check_calls(deployment, "launch", calls)
+    assert "cloudtrail:LookupEvents" in used
+    # AND every action the role is granted was needed by the run (no grant is unused)
+    unused = unused_grants(deployment, "launch", used)
+    assert not unused, f"granted but never called: {sorted(unused)}"
+    # (the node group the check read had no project tag of its own)
+    assert Tags.PROJECT not in (
+        deployment.session.client("eks", region_name=REGION)
+        .describe_nodegroup(clusterName="vision-eks", nodegroupName="gpu-untagged")["nodegroup"]
+        .get("tags", {})
+    )
+
+
+def test_the_on_launch_role_may_not_stop_what_it_judges(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a running GPU instance and an InService notebook, and a client signed with the
+    # on-launch role's credentials while moto enforces IAM
+    import boto3
+    from botocore.exceptions import ClientError
+    from moto.core.authorization import enable_iam_authentication
+
+    world = deployment.world
+    role = world.function_role(deployment.functions["launch"])
+    assumed = deployment.credentials[role]
+    as_launch = boto3.Session(
+        aws_access_key_id=assumed["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=assumed["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=assumed["AWS_SESSION_TOKEN"],
+        region_name=REGION,
+    )
+    admin_ec2 = deployment.session.client("ec2", region_name=REGION)
+    (instance,) = [
+        i["InstanceId"]
+        for r in admin_ec2.describe_instances(
+            Filters=[{"Name": "instance-type", "Values": ["p5.48xlarge"]}]
+        )["Reservations"]
+        for i in r["Instances"]
+    ][:1]
+    # WHEN it reads them (granted), then tries to stop them (not granted)
+    with enable_iam_authentication():
+        described = as_launch.client("ec2").describe_instances(InstanceIds=[instance])
+        assert described["Reservations"], "the role's reads work: the credentials are good"
+        with pytest.raises(ClientError) as stop_instance:
+            as_launch.client("ec2").stop_instances(InstanceIds=[instance])
+        as_launch.client("sagemaker").describe_notebook_instance(
+            NotebookInstanceName="recsys-explore"
+        )
+        with pytest.raises(ClientError) as stop_notebook:
+            as_launch.client("sagemaker").stop_notebook_instance(
+                NotebookInstanceName="recsys-explore"
+            )
+    # THEN both are refused, and both resources still run
+    for refused in (stop_instance.value, stop_notebook.value):
+        assert refused.response["ResponseMetadata"]["HTTPStatusCode"] == 403, refused.response
+    states = admin_ec2.describe_instances(InstanceIds=[instance])["Reservations"][0]["Instances"]
+    assert states[0]["State"]["Name"] == "running"
+    notebook = deployment.session.client("sagemaker", region_name=REGION)
+    status = notebook.describe_notebook_instance(NotebookInstanceName="recsys-explore")
+    assert status["NotebookInstanceStatus"] == "InService"
