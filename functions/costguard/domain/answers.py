@@ -115,7 +115,8 @@ class Answerer:
     name: str = ""
 
     def __str__(self) -> str:
-        return f"{self.name or self.id} ({self.via})"
+        named = f"{self.name} " if self.name and self.name.lstrip("@") != self.id else ""
+        return f"{named}({self.id}, {self.via})"
 
 
 def may_answer(who: Answerer, owners: Sequence[str], admins: Collection[str]) -> bool:

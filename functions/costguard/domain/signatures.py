@@ -77,6 +77,8 @@ class LinkClaims:
     nonce: str
     #: Who the link was sent to (the owner's e-mail address): the answerer.
     to: str
+    #: The guard whose warning it answers.
+    guard: str = ""
 
 
 def _b64(data: bytes) -> str:
@@ -98,6 +100,7 @@ def sign_link(secret: bytes, claims: LinkClaims, now: datetime) -> str:
             "e": int(claims.expires.timestamp()),
             "n": claims.nonce,
             "t": claims.to,
+            "g": claims.guard,
         },
         separators=(",", ":"),
         sort_keys=True,
@@ -119,7 +122,7 @@ def read_link(secret: bytes, token: object, now: datetime) -> LinkClaims | Refus
         raw: Any = json.loads(_unb64(payload))
         answer = parse_answer(raw["a"])
         expires = datetime.fromtimestamp(int(raw["e"]), UTC)
-        claims = (str(raw["r"]), answer, expires, str(raw["n"]), str(raw["t"]))
+        claims = (str(raw["r"]), answer, expires, str(raw["n"]), str(raw["t"]), str(raw["g"]))
     except (ValueError, KeyError, TypeError, OverflowError):
         return Refusal("the link token is malformed", status=400)
     if isinstance(answer, Refusal):
@@ -128,7 +131,7 @@ def read_link(secret: bytes, token: object, now: datetime) -> LinkClaims | Refus
         return Refusal("the link has expired: answer from the latest warning", status=410)
     if expires > now + LINK_MAX_LIFE:
         return Refusal("the link token is not CostGuard's", status=403)
-    return LinkClaims(claims[0], answer, expires, claims[3], claims[4])
+    return LinkClaims(claims[0], answer, expires, claims[3], claims[4], claims[5])
 
 
 def csrf_token(secret: bytes, link_token: str) -> str:
@@ -143,3 +146,44 @@ def verify_csrf(secret: bytes, link_token: str, given: object) -> Refusal | None
     ):
         return Refusal("the form's CSRF token does not match its link", status=403)
     return None
+
+
+# -- Slack buttons --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonClaims:
+    """What a warning's button says: which guard's warning, about which resource, and its
+    owners when it was sent (so that "not yours" is answered at once, without a read)."""
+
+    guard: str
+    resource: str
+    owners: tuple[str, ...]
+
+
+def sign_button(secret: bytes, claims: ButtonClaims) -> str:
+    """A button's value (Slack keeps at most 2,000 characters): the claims and their MAC,
+    so that only a warning CostGuard posted can name a resource and its owners."""
+    body = _b64(
+        json.dumps(
+            {"g": claims.guard, "r": claims.resource, "o": list(claims.owners)},
+            separators=(",", ":"),
+            sort_keys=True,
+        ).encode()
+    )
+    return f"{body}.{_mac(secret, b'button:' + body.encode())}"
+
+
+def read_button(secret: bytes, value: object) -> ButtonClaims | Refusal:
+    if not isinstance(value, str) or not value or len(value) > MAX_TOKEN_CHARS:
+        return Refusal("the button carries no warning", status=400)
+    body, dot, mac = value.partition(".")
+    if not dot or not body.isascii() or not mac.isascii():
+        return Refusal("the button carries no warning", status=400)
+    if not hmac.compare_digest(_mac(secret, b"button:" + body.encode()).encode(), mac.encode()):
+        return Refusal("the button is not from a CostGuard warning", status=403)
+    try:
+        raw: Any = json.loads(_unb64(body))
+        return ButtonClaims(str(raw["g"]), str(raw["r"]), tuple(str(o) for o in raw["o"]))
+    except (ValueError, KeyError, TypeError):
+        return Refusal("the button carries no warning", status=400)
