@@ -3,10 +3,12 @@ alert service."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.assume import AccountAccessError, MemberClients
 from costguard.adapters.aws import ClientFactory
+from costguard.adapters.directory import DynamoDbDirectory
 from costguard.adapters.launched import LaunchedResources
 from costguard.adapters.sagemaker import PerResourceTags
 from costguard.domain.launch_policy import LaunchPolicy
@@ -28,6 +30,7 @@ from costguard.wiring.parts import (
 )
 
 if TYPE_CHECKING:
+    from costguard.domain.directory import AccountListing
     from costguard.ports import LaunchedResourceReader
     from costguard.settings import Settings
 
@@ -79,6 +82,8 @@ def readers_for(settings: Settings, session: Any, home: ClientFactory) -> Any:
         else None
     )
 
+    listing = _listing_reader(settings, home) if discover else None
+
     def reader(account: str) -> LaunchedResourceReader:
         if account == home.account or (not home.account and not org):
             return own
@@ -87,6 +92,11 @@ def readers_for(settings: Settings, session: Any, home: ClientFactory) -> Any:
                 f"account {account} is not this deployment's"
                 + (" nor one of its member accounts" if org else "")
             )
+        guarded = listing() if listing is not None else None
+        if guarded is not None and account in guarded.opted_out:
+            raise AccountNotWatched(f"account {account} opted out (costguard:opt-out)")
+        if guarded is not None and account in guarded.inactive:
+            raise AccountNotWatched(f"account {account} is not active in the Organization")
         region = session.region_name or settings.regions[0]
         try:
             clients = members(Slice(account, region))
@@ -95,3 +105,23 @@ def readers_for(settings: Settings, session: Any, home: ClientFactory) -> Any:
         return LaunchedResources(clients, PerResourceTags(clients))
 
     return reader
+
+
+def _listing_reader(settings: Settings, home: ClientFactory) -> Callable[[], AccountListing | None]:
+    """The hub's account listing (discovered, with opt-outs), read once per container; None
+    when there is none yet or it cannot be read (the member's role is tried then: a launch
+    alert is never held back by the directory)."""
+    cache: list[AccountListing | None] = []
+
+    def read() -> AccountListing | None:
+        if not cache:
+            try:
+                if not settings.table_name:
+                    raise LookupError("no ledger table")
+                ddb = home.dynamodb(home.session.region_name or settings.regions[0])
+                cache.append(DynamoDbDirectory(ddb, settings.table_name, settings.scope).listing())
+            except Exception:  # unreadable: no listing, not a refusal
+                cache.append(None)
+        return cache[0]
+
+    return read
