@@ -240,7 +240,7 @@ class Executor:
                 continue
             deadline = action_after(seen.tags, self._tag)
             if isinstance(deadline, datetime):
-                keys += self._deadline_keys(d, deadline)
+                keys += [*self._deadline_keys(d, deadline), self._act_now_key(d.target, deadline)]
         if not keys:
             return
         try:
@@ -248,6 +248,10 @@ class Executor:
         except Exception:  # each decision then reads its own records (and fails alone)
             return
         p.prefetched = set(keys)
+
+    def _act_now_key(self, target: Target, deadline: datetime) -> tuple[str, str]:
+        """The owner's "act now" answer to the warning with this deadline."""
+        return act_now_key(self._ns, target, deadline)
 
     def _deadline_keys(self, d: Decision, deadline: datetime) -> list[tuple[str, str]]:
         return [
@@ -344,6 +348,11 @@ class Executor:
         # Never before the policy's own earliest time either: a deadline tagged for an
         # earlier judgement (a volume's previous unattached spell) cannot bring it forward.
         due = max(deadline, d.not_before) if d.not_before else deadline
+        if self._answered_act_now(d.target, deadline, p):
+            # The owner answered the warning "act now" (services/answering.py): the grace
+            # period ends now. Everything else is judged as usual: still idle, in scope,
+            # not exempt, re-read just before acting.
+            due = min(due, now)
         if before(now, due):
             # The grace period: nothing of the action may run yet (a sweep's lifecycle
             # rule comes back only with a pass after it).
@@ -355,6 +364,11 @@ class Executor:
             again = actuator.inspect([d.target]).get(d.target.key)
             return self._decide(actuator, d, p, again, fresh=True)
         return self._act(actuator, d, p, observed, deadline)
+
+    def _answered_act_now(self, target: Target, deadline: datetime, p: _Pass) -> bool:
+        key = self._act_now_key(target, deadline)
+        status = p.statuses.get(key) if key in p.prefetched else self._ledger.status(*key)
+        return status is not None
 
     def _warn_keys(self, d: Decision, deadline: datetime) -> list[str]:
         """The claims of one warning: at most one warning a day per resource (and per
@@ -698,6 +712,11 @@ def acted_savings(
         for e in events
         if e.outcome == Step.ACTED.value
     ]
+
+
+def act_now_key(namespace: str, target: Target, deadline: datetime) -> tuple[str, str]:
+    """The ledger record of an owner's "act now" answer to one delivered warning."""
+    return ("answered", f"{namespace}act-now/{warning_key(target, deadline)}")
 
 
 def _warning_key(d: Decision, deadline: datetime) -> str:
