@@ -14,7 +14,9 @@ from typing import Final
 
 #: Variables the stack sets that are not settings, and who reads them.
 OTHER_VARIABLES: Final[Mapping[str, str]] = {
-    "COSTGUARD_SLACK_SECRET_NAME": "the Slack notifier's only variable, read by its handler",
+    "COSTGUARD_SLACK_SECRET_NAME": "the Slack notifier's webhook secret, read by its handler",
+    "COSTGUARD_SLACK_SIGNING_SECRET": "the Slack notifier's signing secret for answer buttons "
+    "(unset: warnings carry no buttons), read by its handler",
     "POWERTOOLS_METRICS_NAMESPACE": "Powertools' own",
     "POWERTOOLS_SERVICE_NAME": "Powertools' own",
 }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -180,6 +180,11 @@ def machine_json(alert: Alert, *, max_listed: int | None = None) -> dict[str, An
             for r in alert.resources[:max_listed]
         ],
     }
+    if alert.answer_to is not None:
+        document["answer_to"] = {
+            "guard": alert.answer_to.guard,
+            "resource": alert.answer_to.resource,
+        }
     resources_total = len(alert.resources) + alert.omitted_resources
     if resources_total > len(document["resources"]) or len(alert.owners) > len(document["owners"]):
         document["owners_total"] = len(alert.owners)
@@ -227,6 +232,15 @@ class MachineAlert(BaseModel):
     #: Present when SNS's size made the publisher list fewer than all of them.
     owners_total: int | None = Field(default=None, ge=0)
     resources_total: int | None = Field(default=None, ge=0)
+    #: An action warning's answers are addressed to this guard and resource.
+    answer_to: MachineAnswerTo | None = None
+
+
+class MachineAnswerTo(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    guard: str = Field(min_length=1, max_length=64)
+    resource: str = Field(min_length=1, max_length=1024)
 
 
 # -- Amazon Q Developer in chat apps -----------------------------------------------------
@@ -526,8 +540,54 @@ def _cap_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [*blocks[: SLACK_MAX_BLOCKS - 1], blocks[-1]]
 
 
-def slack_blocks(alert: MachineAlert) -> dict[str, Any]:
-    """Block Kit for one alert, within Slack's limits however many resources and owners it has."""
+#: Signs what an action warning's buttons are about (guard, resource, owners): the Slack
+#: app's signing secret makes the value (see costguard.domain.signatures.sign_button).
+ButtonSigner = Callable[[str, str, tuple[str, ...]], str]
+
+#: The answers a warning offers, as Slack buttons: (action id, label).
+ANSWER_BUTTONS = (
+    ("keep-4h", "Keep 4 hours"),
+    ("keep-until-tomorrow", "Keep until tomorrow 09:00"),
+    ("act-now", "Act now"),
+    ("exempt", "Exempt…"),
+)
+
+
+def answer_block(alert: MachineAlert, sign: ButtonSigner | None) -> dict[str, Any] | None:
+    """The answers an action warning carries, as one Block Kit ``actions`` block; None for
+    any other alert, or where answers are not set up (no signer). "Act now" asks Slack's
+    own confirmation dialog first."""
+    to = alert.answer_to
+    if sign is None or to is None or alert.kind != "action-warning":
+        return None
+    value = sign(to.guard, to.resource, tuple(alert.owners))
+    elements: list[dict[str, Any]] = []
+    for action_id, label in ANSWER_BUTTONS:
+        button: dict[str, Any] = {
+            "type": "button",
+            "action_id": action_id,
+            "text": {"type": "plain_text", "text": label, "emoji": False},
+            "value": value,
+        }
+        if action_id == "act-now":
+            button["style"] = "danger"
+            button["confirm"] = {
+                "title": {"type": "plain_text", "text": "Act now?"},
+                "text": {
+                    "type": "plain_text",
+                    "text": fit_plain(f"{one_line(alert.title)}: now, not at the deadline.", 300),
+                },
+                "confirm": {"type": "plain_text", "text": "Act now"},
+                "deny": {"type": "plain_text", "text": "Cancel"},
+                "style": "danger",
+            }
+        elements.append(button)
+    return {"type": "actions", "block_id": "costguard-answers", "elements": elements}
+
+
+def slack_blocks(alert: MachineAlert, sign: ButtonSigner | None = None) -> dict[str, Any]:
+    """Block Kit for one alert, within Slack's limits however many resources and owners it
+    has; an action warning carries its answers as buttons when ``sign`` is given."""
     icon = {
         "critical": ":rotating_light:",
         "warning": ":warning:",
@@ -557,6 +617,9 @@ def slack_blocks(alert: MachineAlert) -> dict[str, Any]:
     for k, v in list(alert.facts.items())[:SLACK_MAX_FACTS]:
         fields.append(_field(_user(k.replace("_", " "), 100), _user(v, SLACK_MAX_FIELD_TEXT)))
     blocks.append({"type": "section", "fields": fields[:SLACK_MAX_FIELDS]})
+    answers = answer_block(alert, sign)
+    if answers is not None:
+        blocks.append(answers)
     if alert.resources:
         total = max(alert.resources_total or 0, len(alert.resources))
         blocks.append(_section(_resource_lines(alert.resources, total)))

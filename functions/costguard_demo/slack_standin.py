@@ -8,7 +8,7 @@ real socket and cannot pass with a message Slack would refuse:
   400 ``no_text``;
 - Block Kit past Slack's limits (more than 50 blocks; a header over 150 characters or not
   plain text; a section text over 3,000; more than 10 fields or a field over 2,000; an
-  empty text; an unknown block type): 400 ``invalid_blocks``.
+  empty text; an unknown block type; a button past its limits): 400 ``invalid_blocks``.
 
 The limits are written here from Slack's documentation, not imported from the renderer,
 so a wrong limit in one is caught by the other. Lengths are counted in UTF-16 code units
@@ -86,7 +86,49 @@ def _block_ok(block: object) -> bool:
             and 1 <= len(elements) <= _MAX_CONTEXT_ELEMENTS
             and all(_text_object_ok(e, _MAX_TEXT_OBJECT) for e in elements)
         )
+    if kind == "actions":
+        elements = block.get("elements")
+        return (
+            isinstance(elements, list)
+            and 1 <= len(elements) <= _MAX_ACTION_ELEMENTS
+            and len(str(block.get("block_id", ""))) <= _MAX_ID
+            and all(_button_ok(e) for e in elements)
+        )
     return kind == "divider"
+
+
+#: Slack's limits for an actions block and its buttons (Block Kit reference).
+_MAX_ACTION_ELEMENTS = 25
+_MAX_ID = 255
+_MAX_BUTTON_TEXT = 75
+_MAX_BUTTON_VALUE = 2000
+
+
+def _button_ok(element: object) -> bool:
+    """A button as Slack takes it: plain-text label, an action id, a value, an optional
+    danger/primary style and an optional confirmation dialog."""
+    if not isinstance(element, dict) or element.get("type") != "button":
+        return False
+    action_id, value = element.get("action_id"), element.get("value", "")
+    if not isinstance(action_id, str) or not 1 <= len(action_id) <= _MAX_ID:
+        return False
+    if not isinstance(value, str) or len(value) > _MAX_BUTTON_VALUE:
+        return False
+    if element.get("style") not in (None, "primary", "danger"):
+        return False
+    if not _text_object_ok(element.get("text"), _MAX_BUTTON_TEXT, plain_only=True):
+        return False
+    confirm = element.get("confirm")
+    if confirm is None:
+        return True
+    return (
+        isinstance(confirm, dict)
+        and _text_object_ok(confirm.get("title"), 100, plain_only=True)
+        and _text_object_ok(confirm.get("text"), 300)
+        and _text_object_ok(confirm.get("confirm"), 30, plain_only=True)
+        and _text_object_ok(confirm.get("deny"), 30, plain_only=True)
+        and confirm.get("style") in (None, "primary", "danger")
+    )
 
 
 def slack_error(body: bytes) -> str | None:

@@ -180,3 +180,18 @@ def test_an_answer_to_another_guard_or_a_resource_it_does_not_act_on_is_refused(
     assert taker.take(other, T0).outcome is Taken.REFUSED
     assert taker.take(volume, T0).outcome is Taken.REFUSED
     assert w.actuator.calls == []
+
+
+def test_the_guards_warning_is_addressed_to_it_for_its_answers() -> None:
+    from dataclasses import replace
+
+    from costguard.domain.alerts import AnswerTo
+
+    # GIVEN the executor of the idle guard (run_guard names the guard in its settings)
+    w = World()
+    w.settings = replace(w.settings, guard="idle-notebooks")
+    # WHEN it warns
+    assert w.guard_run(T0) is Step.WARNED
+    # THEN the warning says which guard and resource its answers are about
+    [warning] = w.sent
+    assert warning.answer_to == AnswerTo("idle-notebooks", KEY)  # type: ignore[attr-defined]

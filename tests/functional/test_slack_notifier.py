@@ -227,6 +227,20 @@ def section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
+def button(
+    text: str = "Keep 4 hours", value: str = "v", style: str | None = None
+) -> dict[str, Any]:
+    element: dict[str, Any] = {
+        "type": "button",
+        "action_id": "keep-4h",
+        "text": {"type": "plain_text", "text": text},
+        "value": value,
+    }
+    if style is not None:
+        element["style"] = style
+    return element
+
+
 @pytest.mark.parametrize(
     ("payload", "error"),
     [
@@ -254,6 +268,14 @@ def section(text: str) -> dict[str, Any]:
             "invalid_blocks",
         ),
         ({"blocks": [{"type": "nonsense"}]}, "invalid_blocks"),
+        # buttons: a label past 75 characters, a value past 2,000, a style Slack lacks
+        ({"blocks": [{"type": "actions", "elements": [button(text="b" * 76)]}]}, "invalid_blocks"),
+        (
+            {"blocks": [{"type": "actions", "elements": [button(value="v" * 2001)]}]},
+            "invalid_blocks",
+        ),
+        ({"blocks": [{"type": "actions", "elements": [button(style="red")]}]}, "invalid_blocks"),
+        ({"blocks": [{"type": "actions", "elements": []}]}, "invalid_blocks"),
         ({"text": ""}, "no_text"),
         ([1, 2], "invalid_payload"),
     ],
@@ -599,3 +621,31 @@ class LambdaContextStub:
     memory_limit_in_mb: int = 256
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:costguard-slack"
     aws_request_id: str = "00000000-0000-0000-0000-000000000000"
+
+
+def test_an_action_warning_is_posted_with_its_signed_answer_buttons() -> None:
+    # GIVEN a warning of the idle guard, and a signing secret configured for answers
+    from costguard.domain.signatures import ButtonClaims, read_button, sign_button
+    from costguard.handlers.slack_notifier import process
+
+    secret = b"signing"
+    document = alert_document(
+        kind="action-warning",
+        answer_to={
+            "guard": "idle-notebooks",
+            "resource": "123456789012/us-east-1/ec2-instance/i-1",
+        },
+    )
+
+    def sign(guard: str, resource: str, owners: tuple[str, ...]) -> str:
+        return sign_button(secret, ButtonClaims(guard, resource, owners))
+
+    # WHEN the notifier posts it
+    with SlackStandIn() as slack:
+        process(event(document), slack.webhook(sleep=no_sleep), sign)
+        [posted] = slack.received
+    # THEN Slack gets the four answers, each naming the guard and resource, signed
+    [actions] = [b for b in posted["blocks"] if b["type"] == "actions"]
+    claims = read_button(secret, actions["elements"][0]["value"])
+    assert isinstance(claims, ButtonClaims) and claims.guard == "idle-notebooks"
+    assert len(actions["elements"]) == 4

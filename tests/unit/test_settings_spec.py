@@ -35,7 +35,8 @@ from costguard_infra.config import CONTEXT_KEYS, CostGuardConfig
 ROOT = Path(__file__).resolve().parents[2]
 #: Variables in :class:`Env` that are not settings, and why.
 NOT_SETTINGS = {
-    Env.SLACK_SECRET_NAME: "the Slack notifier's only variable, read by its handler",
+    Env.SLACK_SECRET_NAME: "the Slack notifier's webhook secret, read by its handler",
+    Env.SLACK_SIGNING_SECRET: "the Slack notifier's signing secret for answer buttons",
     Env.METRICS_NAMESPACE: "Powertools' own",
     Env.SERVICE_NAME: "Powertools' own",
 }

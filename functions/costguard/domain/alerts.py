@@ -77,6 +77,14 @@ class AlertResource:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerTo:
+    """What an action warning's answers are about: the guard that warned, and the resource."""
+
+    guard: str
+    resource: str
+
+
+@dataclass(frozen=True, slots=True)
 class Alert:
     """One message. ``alert_id`` is stable: the same event always has the same id."""
 
@@ -98,6 +106,9 @@ class Alert:
     #: Resources the alert is about but does not list. When > 0, the last line of
     #: ``details`` says so (see :func:`list_top`).
     omitted_resources: int = 0
+    #: An action warning its owners can answer (keep, act now, exempt): see
+    #: docs/answering-warnings.md. None for every other alert.
+    answer_to: AnswerTo | None = None
 
 
 def utc_label(moment: datetime) -> str:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 
-from costguard.domain.alerts import Alert, AlertKind, AlertSeverity
+from costguard.domain.alerts import Alert, AlertKind, AlertSeverity, AnswerTo
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO, cents, per_hour
 from costguard.domain.tags import Exemption, ResourceTags, Tags, parse_exempt
 
@@ -231,8 +231,9 @@ def _label(t: Target) -> str:
     return f"{t.kind} {t.name or t.id}"
 
 
-def warning_alert(d: Decision, deadline: datetime, now: datetime) -> Alert:
-    """Tell the owner before acting: what, when, why, and how to keep the resource."""
+def warning_alert(d: Decision, deadline: datetime, now: datetime, guard: str = "") -> Alert:
+    """Tell the owner before acting: what, when, why, and how to keep the resource.
+    ``guard``: the guard that warns, whose answers the warning then carries."""
     t = d.target
     verb = _VERBS.get(d.action, d.action.value)
     when = deadline_tag(deadline)
@@ -257,6 +258,7 @@ def warning_alert(d: Decision, deadline: datetime, now: datetime) -> Alert:
         ),
         owners=t.owners,
         facts={k: v for k, v in d.evidence.items()},
+        answer_to=AnswerTo(guard, t.key) if guard else None,
     )
 
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from costguard.adapters.slack import SlackWebhook
-    from costguard.rendering import MachineAlert
+    from costguard.rendering import ButtonSigner, MachineAlert
 
 logger = Logger(service="costguard-slack")
 #: Powertools caches the secret this long in a warm container.
@@ -136,8 +136,26 @@ def _note_not_configured(alerts: int) -> None:
     _warned_not_configured = True
 
 
-def process(event: object, webhook: SlackWebhook) -> dict[str, Any]:
-    """Post every CostGuard alert in the event; raise at the end if any post failed."""
+def button_signer(secret_name: str) -> ButtonSigner:
+    """Signs action warnings' answer buttons with the Slack app's signing secret (read
+    through Powertools Parameters, cached like the webhook's)."""
+    from aws_lambda_powertools.utilities.parameters import get_secret
+
+    from costguard.domain.signatures import ButtonClaims, sign_button
+
+    def sign(guard: str, resource: str, owners: tuple[str, ...]) -> str:
+        secret = get_secret(secret_name, max_age=SECRET_MAX_AGE_S)
+        key = secret.encode() if isinstance(secret, str) else bytes(secret)
+        return sign_button(key, ButtonClaims(guard, resource, owners))
+
+    return sign
+
+
+def process(
+    event: object, webhook: SlackWebhook, sign: ButtonSigner | None = None
+) -> dict[str, Any]:
+    """Post every CostGuard alert in the event; raise at the end if any post failed.
+    ``sign``: action warnings carry their answer buttons, signed with it."""
     from costguard.adapters.slack import SlackDeliveryError
     from costguard.rendering import slack_blocks
 
@@ -173,7 +191,7 @@ def process(event: object, webhook: SlackWebhook) -> dict[str, Any]:
     failed: list[str] = []
     for alert in alerts:
         try:
-            attempts = webhook.post(slack_blocks(alert), target)
+            attempts = webhook.post(slack_blocks(alert, sign), target)
         except SlackDeliveryError as exc:
             logger.error(
                 "could not post to Slack", extra={"alert_id": alert.alert_id, "error": str(exc)}
@@ -192,4 +210,9 @@ def process(event: object, webhook: SlackWebhook) -> dict[str, Any]:
 
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return process(event, build_webhook(os.environ[Env.SLACK_SECRET_NAME]))
+    signing = os.environ.get(Env.SLACK_SIGNING_SECRET)
+    return process(
+        event,
+        build_webhook(os.environ[Env.SLACK_SECRET_NAME]),
+        button_signer(signing) if signing else None,
+    )

@@ -80,6 +80,9 @@ class ExecutorSettings:
     #: maximum lifetime) each keep their own warning, its ledger records and claims: one
     #: must never withdraw, or wait on, the other's.
     warning_tag: str = Tags.ACTION_AFTER
+    #: The guard whose decisions these are: its warnings carry their answers (keep, act
+    #: now, exempt) addressed to it. Empty: warnings without answers.
+    guard: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,7 +443,7 @@ class Executor:
             _stand_down(actuator, d)
             actuator.mark(d.target, self._tag, deadline_tag(deadline))
             if self._notifier is not None:
-                self._notifier.publish(warning_alert(d, deadline, now))
+                self._notifier.publish(warning_alert(d, deadline, now, self._s.guard))
         except Exception:
             with contextlib.suppress(Exception):  # best effort; an unrecorded tag is ignored
                 actuator.unmark(d.target, self._tag)

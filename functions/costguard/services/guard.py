@@ -82,7 +82,12 @@ def run_guard(
         guard.actuators,
         context.ledger,
         context.notifier,
-        replace(settings, opt_in_tags=guard.opt_in_tags, warning_tag=guard.warning_tag),
+        replace(
+            settings,
+            opt_in_tags=guard.opt_in_tags,
+            warning_tag=guard.warning_tag,
+            guard=guard.name,
+        ),
     )
     decisions = guard.policy.decide(now)
     if before is not None:
