@@ -131,6 +131,10 @@ def _button_ok(element: object) -> bool:
     )
 
 
+#: Where Slack's response URLs live (``https://hooks.slack.com/actions/T…/…/…``).
+RESPONSE_PATH_PREFIX = "/actions/"
+
+
 def slack_error(body: bytes) -> str | None:
     """What Slack would answer to this webhook body (``None``: it would post it)."""
     try:
@@ -160,6 +164,8 @@ class SlackStandIn:
         leaky: bool = False,
     ) -> None:
         self.received: list[dict[str, Any]] = []
+        #: (response URL path, body) of every message updated in place through a response URL.
+        self.responses: list[tuple[str, dict[str, Any]]] = []
         #: (status, Slack's error) for every request refused.
         self.rejected: list[tuple[int, str]] = []
         self.attempts = 0
@@ -178,13 +184,17 @@ class SlackStandIn:
                     stand_in.attempts += 1
                     status = stand_in._script.popleft() if stand_in._script else 200
                     error = _BODIES.get(status, "internal_error") if status != 200 else None
-                    if status == 200 and self.path != stand_in.path:
+                    # A button's response URL (/actions/...) updates a message in place.
+                    response = self.path.startswith(RESPONSE_PATH_PREFIX)
+                    if status == 200 and self.path != stand_in.path and not response:
                         status, error = 404, "no_service"
                     if status == 200:
                         error = slack_error(body)
                         if error is not None:
                             status = 400
-                    if status == 200:
+                    if status == 200 and response:
+                        stand_in.responses.append((self.path, json.loads(body)))
+                    elif status == 200:
                         stand_in.received.append(json.loads(body))
                     else:
                         stand_in.rejected.append((status, str(error)))

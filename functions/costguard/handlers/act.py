@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,76 @@ def process(
     return report
 
 
+def take_answer(
+    event: dict[str, Any],
+    settings: Settings,
+    session: Any,
+    clock: datetime | None = None,
+    *,
+    guards: Mapping[str, GuardFactory] | None = None,
+    time_left: TimeLeft | None = None,
+    slack_origin: str | None = None,
+) -> dict[str, Any]:
+    """An owner's answer to one of this guard's warnings (``{"answer": {...}}``, sent by the
+    answer endpoint): taken with the guard's own actuators; "act now" runs the guard at once.
+    The warning's Slack message is then updated in place."""
+    from costguard.domain.answers import Refusal
+    from costguard.services.answering import AnswerTaker, Taken, told
+    from costguard.services.answers import read_answer_event
+    from costguard.services.guard import run_guard
+    from costguard.wiring.guards import build_guard, executor_settings
+
+    request = read_answer_event(event)
+    if isinstance(request, Refusal):
+        logger.error("answer refused: malformed event", extra={"reason": request.reason})
+        return {"refused": request.reason}
+    wall = clock or events.CLOCK()
+    guard, context = build_guard(settings, session, request.guard, guards)
+    executor = executor_settings(settings)
+    taker = AnswerTaker(
+        guard.name,
+        guard.actuators,
+        context.ledger,
+        replace(executor, warning_tag=guard.warning_tag, opt_in_tags=guard.opt_in_tags),
+        admins=settings.answer_admins,
+    )
+    taken = taker.take(request, wall)
+    logger.info(
+        "answer taken",
+        extra={
+            "guard": guard.name,
+            "resource": request.resource,
+            "answer": request.answer.value,
+            "by": str(request.answerer),
+            "outcome": taken.outcome.value,
+            "detail": taken.detail,
+        },
+    )
+    result: dict[str, Any] = {"answer": taken.outcome.value, "detail": taken.detail}
+    if taken.run_guard:
+        report = run_guard(guard, context, executor, wall, time_left)
+        log_run(guard, report)
+        result["run"] = summary(report)
+        acted = any(o.step.value == "acted" for o in report.outcomes)
+        if not acted:
+            taken = replace(taken, detail=taken.detail + "; the guard did not act (see its run)")
+    url = request.response_url
+    if url:
+        from costguard.adapters.slack import (
+            SLACK_WEBHOOK_ORIGIN,
+            SlackDeliveryError,
+            answer_in_place,
+        )
+
+        try:
+            answer_in_place(url, told(request, taken), origin=slack_origin or SLACK_WEBHOOK_ORIGIN)
+        except SlackDeliveryError as exc:  # the answer stands; only the message is stale
+            logger.warning("could not update the warning in Slack", extra={"error": str(exc)})
+    if taken.outcome is Taken.REFUSED:
+        result["refused"] = taken.detail
+    return result
+
+
 def summary(report: ExecutionReport) -> dict[str, Any]:
     from costguard.domain.decisions import Step
 
@@ -91,6 +162,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from costguard.settings import Settings
 
     settings = Settings.from_env(os.environ)
+    if "answer" in event:
+        return take_answer(event, settings, boto3.Session(), time_left=LambdaTimeLeft(context))
     try:
         report = process(event, settings, boto3.Session(), time_left=LambdaTimeLeft(context))
     except EventTimeError as exc:

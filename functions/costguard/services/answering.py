@@ -32,7 +32,7 @@ from enum import StrEnum
 from costguard.domain.answers import Answer, may_answer
 from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import Gate, Target, action_after, deadline_tag, gate
-from costguard.domain.models import parse_key
+from costguard.domain.models import ACCOUNT_ID, parse_key
 from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent
 from costguard.services.answers import AnswerRequest
@@ -94,7 +94,9 @@ class AnswerTaker:
         actuator = self._actuators.get(parts.kind) if parts else None
         if parts is None or actuator is None:
             return TakenAnswer(Taken.REFUSED, f"{self._guard} does not act on {request.resource}")
-        target = Target(request.resource, parts.kind, parts.region, parts.id, parts.account)
+        # A key without its account (written before keys carried it) is this scope's.
+        account = parts.account or (self._s.scope if ACCOUNT_ID.fullmatch(self._s.scope) else "")
+        target = Target(request.resource, parts.kind, parts.region, parts.id, account)
         if not self._ledger.put_once(
             "answered",
             f"request/{self._guard}/{request.request_id or request.resource}",
@@ -171,3 +173,20 @@ class AnswerTaker:
                 details,
             )
         )
+
+
+def told(request: AnswerRequest, taken: TakenAnswer) -> str:
+    """What the warning's message becomes once the answer is taken (in place, in Slack)."""
+    who = request.answerer.name or request.answerer.id
+    what = {
+        Taken.KEPT: f"kept until {deadline_tag(request.until)} by {who}" if request.until else "",
+        Taken.EXEMPTED: f"exempted until {deadline_tag(request.until)} by {who}"
+        + (f" ({request.reason})" if request.reason else "")
+        if request.until
+        else "",
+        Taken.ACT_NOW: f"{who} answered: act now",
+        Taken.WOULD: f"{who} answered {request.answer.value} (dry-run: {taken.detail})",
+        Taken.ALREADY: f"{who} answered {request.answer.value}: {taken.detail}",
+        Taken.REFUSED: f"{who}'s answer was not taken: {taken.detail}",
+    }[taken.outcome]
+    return f"{request.resource}: {what}"

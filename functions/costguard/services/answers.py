@@ -67,6 +67,53 @@ class AnswerRequest:
     request_id: str = ""
 
 
+def answer_event(request: AnswerRequest) -> dict[str, Any]:
+    """The act Lambda's event for one answer (``{"answer": {...}}``): plain JSON."""
+    return {
+        "answer": {
+            "guard": request.guard,
+            "resource": request.resource,
+            "answer": request.answer.value,
+            "by": {
+                "id": request.answerer.id,
+                "via": request.answerer.via,
+                "name": request.answerer.name,
+            },
+            "at": request.at.isoformat(),
+            "until": request.until.isoformat() if request.until else None,
+            "reason": request.reason,
+            "response_url": request.response_url,
+            "request_id": request.request_id,
+        }
+    }
+
+
+def read_answer_event(event: Mapping[str, Any]) -> AnswerRequest | Refusal:
+    """An answer event back (the act Lambda's side); a malformed one is a refusal."""
+    raw = event.get("answer")
+    if not isinstance(raw, Mapping):
+        return Refusal("the event carries no answer")
+    try:
+        answer = parse_answer(raw["answer"])
+        if isinstance(answer, Refusal):
+            return answer
+        by = _mapping(raw["by"])
+        until = raw.get("until")
+        return AnswerRequest(
+            guard=str(raw["guard"]),
+            resource=str(raw["resource"]),
+            answer=answer,
+            answerer=Answerer(str(by["id"]), str(by["via"]), str(by.get("name", ""))),
+            at=require_utc(datetime.fromisoformat(str(raw["at"]))),
+            until=require_utc(datetime.fromisoformat(str(until))) if until else None,
+            reason=str(raw.get("reason") or ""),
+            response_url=_text(raw.get("response_url")),
+            request_id=str(raw.get("request_id") or ""),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        return Refusal(f"the answer event is malformed: {type(exc).__name__}")
+
+
 class AnswerQueue(Protocol):
     def submit(self, request: AnswerRequest) -> None: ...
 
