@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 import pytest
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.domain.answers import Answer
+from costguard.domain.answers import Answer, AnswerRequest
 from costguard.domain.signatures import (
     ButtonClaims,
     LinkClaims,
@@ -21,12 +21,7 @@ from costguard.domain.signatures import (
     sign_link,
     slack_signature,
 )
-from costguard.services.answers import (
-    AnswerDesk,
-    AnswerRequest,
-    DeskSettings,
-    HttpRequest,
-)
+from costguard.services.answers import AnswerDesk, DeskSettings, HttpRequest
 from tests.support.clock import MIDDAY
 
 SIGNING = b"slack-signing-secret"
@@ -318,3 +313,20 @@ def test_an_exemption_by_link_needs_its_reason_and_end_on_the_form() -> None:
     assert request.reason == "conference demo" and request.until == datetime(
         2026, 12, 1, tzinfo=UTC
     )
+
+
+def test_an_answer_that_cannot_be_handed_on_is_an_error_and_leaves_the_link_usable() -> None:
+    # GIVEN the guard's Lambda cannot be invoked for a moment
+    desk = Desk()
+
+    def fail(_request: AnswerRequest) -> None:
+        raise RuntimeError("throttled")
+
+    desk.queue.submit = fail  # type: ignore[method-assign]
+    token = link()
+    # WHEN the owner confirms  THEN told to try again, and the link is not used up
+    assert desk.handle(post(token)).status == 503
+    assert desk.handle(slack_request(button_payload())).status == 503
+    desk.queue.submit = Queue.submit.__get__(desk.queue)  # type: ignore[method-assign]
+    assert desk.handle(post(token)).status == 200
+    assert len(desk.queue.submitted) == 1

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 
 from costguard.adapters.ec2_actuator import Ec2InstanceActuator
-from costguard.domain.answers import Answer, Answerer
+from costguard.domain.answers import Answer, Answerer, AnswerRequest, answer_event
 from costguard.domain.tags import Tags
 from costguard.env import Env
-from costguard.services.answers import AnswerRequest, answer_event
 from costguard.services.guard import Guard
 from costguard_demo.slack_standin import SlackStandIn
 from tests.support.clock import MIDDAY

@@ -7,11 +7,10 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.domain.answers import Answer, Answerer
+from costguard.domain.answers import Answer, Answerer, AnswerRequest
 from costguard.domain.decisions import Action, Decision, Step, Target
 from costguard.domain.tags import Tags
 from costguard.services.answering import AnswerTaker, Taken
-from costguard.services.answers import AnswerRequest
 from costguard.services.executor import Executor, ExecutorSettings
 from tests.support.actuators import FakeResource, InMemoryActuator
 from tests.support.fakes import RecordingNotifier

@@ -14,10 +14,11 @@ exemption re-checked, audited with who answered and how, reported in dry-run.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from costguard.domain.calendar import require_utc
@@ -129,3 +130,76 @@ def may_answer(who: Answerer, owners: Sequence[str], admins: Collection[str]) ->
 
     allowed = {norm(o) for o in owners} | {norm(a) for a in admins}
     return norm(who.id) in allowed
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRequest:
+    """One accepted answer, for the act path."""
+
+    guard: str
+    resource: str
+    answer: Answer
+    answerer: Answerer
+    at: datetime
+    #: Keep and exempt: until when the action is held off.
+    until: datetime | None = None
+    reason: str = ""
+    #: Slack: where the warning's message is updated in place.
+    response_url: str | None = None
+    #: The same request twice (a retried delivery) is one answer.
+    request_id: str = ""
+
+
+def answer_event(request: AnswerRequest) -> dict[str, Any]:
+    """The act Lambda's event for one answer (``{"answer": {...}}``): plain JSON."""
+    return {
+        "answer": {
+            "guard": request.guard,
+            "resource": request.resource,
+            "answer": request.answer.value,
+            "by": {
+                "id": request.answerer.id,
+                "via": request.answerer.via,
+                "name": request.answerer.name,
+            },
+            "at": request.at.isoformat(),
+            "until": request.until.isoformat() if request.until else None,
+            "reason": request.reason,
+            "response_url": request.response_url,
+            "request_id": request.request_id,
+        }
+    }
+
+
+def read_answer_event(event: Mapping[str, Any]) -> AnswerRequest | Refusal:
+    """An answer event back (the act Lambda's side); a malformed one is a refusal."""
+    raw = event.get("answer")
+    if not isinstance(raw, Mapping):
+        return Refusal("the event carries no answer")
+    try:
+        answer = parse_answer(raw["answer"])
+        if isinstance(answer, Refusal):
+            return answer
+        by = _mapping(raw["by"])
+        until = raw.get("until")
+        return AnswerRequest(
+            guard=str(raw["guard"]),
+            resource=str(raw["resource"]),
+            answer=answer,
+            answerer=Answerer(str(by["id"]), str(by["via"]), str(by.get("name", ""))),
+            at=require_utc(datetime.fromisoformat(str(raw["at"]))),
+            until=require_utc(datetime.fromisoformat(str(until))) if until else None,
+            reason=str(raw.get("reason") or ""),
+            response_url=_text(raw.get("response_url")),
+            request_id=str(raw.get("request_id") or ""),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        return Refusal(f"the answer event is malformed: {type(exc).__name__}")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

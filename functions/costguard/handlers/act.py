@@ -76,9 +76,8 @@ def take_answer(
     """An owner's answer to one of this guard's warnings (``{"answer": {...}}``, sent by the
     answer endpoint): taken with the guard's own actuators; "act now" runs the guard at once.
     The warning's Slack message is then updated in place."""
-    from costguard.domain.answers import Refusal
+    from costguard.domain.answers import Refusal, read_answer_event
     from costguard.services.answering import AnswerTaker, Taken, told
-    from costguard.services.answers import read_answer_event
     from costguard.services.guard import run_guard
     from costguard.wiring.guards import build_guard, executor_settings
 

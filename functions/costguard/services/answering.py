@@ -29,13 +29,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from costguard.domain.answers import Answer, may_answer
+from costguard.domain.answers import Answer, AnswerRequest, may_answer
 from costguard.domain.calendar import require_utc
 from costguard.domain.decisions import Gate, Target, action_after, deadline_tag, gate
 from costguard.domain.models import ACCOUNT_ID, parse_key
 from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent
-from costguard.services.answers import AnswerRequest
 from costguard.services.executor import ExecutorSettings, act_now_key
 
 

@@ -23,6 +23,7 @@ from urllib.parse import parse_qs
 from costguard.domain.answers import (
     Answer,
     Answerer,
+    AnswerRequest,
     Refusal,
     clean_reason,
     exemption_until,
@@ -47,71 +48,6 @@ from costguard.ports import ClaimStore
 #: Claims of the desk: a Slack request's signature (replays) and a link's nonce (one use).
 SLACK_REQUESTS = "slack-request"
 USED_LINKS = "answer-link"
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerRequest:
-    """One accepted answer, for the act path."""
-
-    guard: str
-    resource: str
-    answer: Answer
-    answerer: Answerer
-    at: datetime
-    #: Keep and exempt: until when the action is held off.
-    until: datetime | None = None
-    reason: str = ""
-    #: Slack: where the warning's message is updated in place.
-    response_url: str | None = None
-    #: The same request twice (a retried delivery) is one answer.
-    request_id: str = ""
-
-
-def answer_event(request: AnswerRequest) -> dict[str, Any]:
-    """The act Lambda's event for one answer (``{"answer": {...}}``): plain JSON."""
-    return {
-        "answer": {
-            "guard": request.guard,
-            "resource": request.resource,
-            "answer": request.answer.value,
-            "by": {
-                "id": request.answerer.id,
-                "via": request.answerer.via,
-                "name": request.answerer.name,
-            },
-            "at": request.at.isoformat(),
-            "until": request.until.isoformat() if request.until else None,
-            "reason": request.reason,
-            "response_url": request.response_url,
-            "request_id": request.request_id,
-        }
-    }
-
-
-def read_answer_event(event: Mapping[str, Any]) -> AnswerRequest | Refusal:
-    """An answer event back (the act Lambda's side); a malformed one is a refusal."""
-    raw = event.get("answer")
-    if not isinstance(raw, Mapping):
-        return Refusal("the event carries no answer")
-    try:
-        answer = parse_answer(raw["answer"])
-        if isinstance(answer, Refusal):
-            return answer
-        by = _mapping(raw["by"])
-        until = raw.get("until")
-        return AnswerRequest(
-            guard=str(raw["guard"]),
-            resource=str(raw["resource"]),
-            answer=answer,
-            answerer=Answerer(str(by["id"]), str(by["via"]), str(by.get("name", ""))),
-            at=require_utc(datetime.fromisoformat(str(raw["at"]))),
-            until=require_utc(datetime.fromisoformat(str(until))) if until else None,
-            reason=str(raw.get("reason") or ""),
-            response_url=_text(raw.get("response_url")),
-            request_id=str(raw.get("request_id") or ""),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        return Refusal(f"the answer event is malformed: {type(exc).__name__}")
 
 
 class AnswerQueue(Protocol):
@@ -346,7 +282,7 @@ class AnswerDesk:
                 )
             assert isinstance(cleaned, str) and isinstance(checked, datetime)
             until, reason = checked, cleaned
-        if not self._claims.put_once(USED_LINKS, claims.nonce, now, {"resource": claims.resource}):
+        if self._claims.status(USED_LINKS, claims.nonce) is not None:
             return _page_answer(
                 409, "This link was already used", "each link answers once", "link reused"
             )
@@ -363,6 +299,16 @@ class AnswerDesk:
             ),
             "",
         )
+        if accepted.status != 200:
+            return _page_answer(
+                accepted.status,
+                "CostGuard could not take the answer now",
+                "Please try the link again in a minute.",
+                accepted.refused or "not handed on",
+            )
+        # Used once it is handed on (a failure to hand it on leaves the link usable); two
+        # POSTs racing here are one answer all the same: the act path claims its request id.
+        self._claims.put_once(USED_LINKS, claims.nonce, now, {"resource": claims.resource})
         return HttpAnswer(
             200,
             _html(
@@ -374,7 +320,11 @@ class AnswerDesk:
         )
 
     def _accept(self, request: AnswerRequest, body: str) -> HttpAnswer:
-        self._queue.submit(request)
+        try:
+            self._queue.submit(request)
+        except Exception as exc:  # the answer is not lost silently: the sender is told
+            why = f"could not hand the answer to the {request.guard} guard: {type(exc).__name__}"
+            return HttpAnswer(503, json.dumps({"error": why}), refused=why)
         return HttpAnswer(200, body, accepted=request)
 
 
