@@ -798,10 +798,6 @@ class EnvOnly(SpecModel):
     table_name: str | None = setting(None, None, "COSTGUARD_TABLE_NAME")
     """The ledger table (none: in memory)."""
 
-    answer_admins: tuple[str, ...] = setting((), None, "COSTGUARD_ANSWER_ADMINS")
-    """Slack member IDs or e-mail addresses who may answer any action warning, besides its
-    owners (`costguard:owner`); set on the Lambdas that take answers."""
-
     scope: str = setting("default", None, "COSTGUARD_SCOPE")
     """Whose spend: the account id when deployed."""
 
