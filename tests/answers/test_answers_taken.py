@@ -194,3 +194,26 @@ def test_the_guards_warning_is_addressed_to_it_for_its_answers() -> None:
     # THEN the warning says which guard and resource its answers are about
     [warning] = w.sent
     assert warning.answer_to == AnswerTo("idle-notebooks", KEY)  # type: ignore[attr-defined]
+
+
+def test_a_tag_write_refused_halfway_leaves_the_answer_to_the_retry() -> None:
+    # GIVEN the tag write fails once (a throttle, a permission being deployed)
+    import pytest
+
+    w = World()
+    taker = AnswerTaker("idle-notebooks", [w.actuator], w.ledger, w.settings)
+    request = AnswerRequest(
+        "idle-notebooks", KEY, Answer.KEEP_4H, MARIA, T0, T0 + timedelta(hours=4), request_id="r-9"
+    )
+    real = w.actuator.mark
+
+    def refused(*_args: object) -> None:
+        raise RuntimeError("AccessDenied")
+
+    w.actuator.mark = refused  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        taker.take(request, T0)
+    # WHEN the invocation is retried  THEN the answer is taken, not "already taken"
+    w.actuator.mark = real  # type: ignore[method-assign]
+    assert taker.take(request, T0 + timedelta(seconds=30)).outcome is Taken.KEPT
+    assert w.resources["nb-1"].tags[Tags.EXEMPT] == "2026-11-20T16:00:00Z"

@@ -22,6 +22,7 @@ from costguard_demo.fleet import backdate_instances
 from costguard_demo.plumbing import create_alert_channels, create_ledger_table, drain
 from tests.support.clock import MIDDAY
 from tests.support.events import load_event
+from tests.support.launch import LaunchWorld
 
 pytestmark = pytest.mark.e2e
 REGION = "us-east-1"
@@ -34,31 +35,11 @@ ABOUT_RESOURCES = {"unattributed-spend", "launch-policy", "budget-forecast"}
 
 
 @dataclass
-class Account:
-    """The deployed stack's pieces on moto's server: ledger, topic, subscriber, Slack."""
+class Account(LaunchWorld):
+    """The deployed stack's pieces on moto's server: ledger, topic, subscriber, and Slack."""
 
-    session: Any
-    topic: str
-    queue: str
-    slack: Any
-    env: dict[str, str] = field(default_factory=dict)
+    slack: Any = None
     delivered: list[dict[str, Any]] = field(default_factory=list)
-
-    def settings(self) -> Any:
-        from costguard.env import Env
-        from costguard.settings import Settings
-
-        return Settings.from_env(
-            {
-                Env.REGIONS: REGION,
-                Env.TABLE_NAME: "ledger",
-                Env.SCOPE: ACCOUNT,
-                Env.TOPIC_ARN: self.topic,
-                Env.SAGEMAKER_TAGS: "per-resource",
-                Env.SAGEMAKER_STUDIO: "false",
-                **self.env,
-            }
-        )
 
     def launch(self, instance_type: str, at: datetime, **tags: str) -> str:
         ec2 = self.session.client("ec2", region_name=REGION)
@@ -137,7 +118,7 @@ def account(moto_server: str) -> Iterator[Account]:
     create_ledger_table(session, "ledger", REGION)
     topic, queue = create_alert_channels(session, REGION)
     with SlackStandIn() as slack:
-        yield Account(session, topic, queue, slack)
+        yield Account(session, topic, queue, slack=slack)
 
 
 def test_an_untagged_p5_is_alerted_at_launch_and_not_again_by_the_next_scan(

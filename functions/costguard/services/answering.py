@@ -24,9 +24,10 @@ and queues it. Here, with the guard's own actuators (the act role), each answer 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from costguard.domain.answers import Answer, AnswerRequest, may_answer
@@ -36,6 +37,9 @@ from costguard.domain.models import ACCOUNT_ID, parse_key
 from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent
 from costguard.services.executor import ExecutorSettings, act_now_key
+
+#: An answer whose holder crashed mid-way is taken again by a retry after this.
+ANSWER_LEASE = timedelta(minutes=15)
 
 
 class Taken(StrEnum):
@@ -96,13 +100,24 @@ class AnswerTaker:
         # A key without its account (written before keys carried it) is this scope's.
         account = parts.account or (self._s.scope if ACCOUNT_ID.fullmatch(self._s.scope) else "")
         target = Target(request.resource, parts.kind, parts.region, parts.id, account)
-        if not self._ledger.put_once(
-            "answered",
-            f"request/{self._guard}/{request.request_id or request.resource}",
-            now,
-            {"answer": request.answer.value, "by": request.answerer.id},
-        ):
+        key = f"request/{self._guard}/{request.request_id or request.resource}"
+        attrs = {"answer": request.answer.value, "by": request.answerer.id}
+        if not self._ledger.claim("answered", key, now, ANSWER_LEASE, attrs):
             return TakenAnswer(Taken.ALREADY, "this answer was already taken")
+        try:
+            taken = self._judge(request, actuator, target, now)
+        except Exception:
+            # A failure halfway (a refused tag write, a throttled read) gives the claim
+            # back: the invocation's retry takes the answer again, never "already taken".
+            with contextlib.suppress(Exception):
+                self._ledger.release("answered", key, now)
+            raise
+        self._ledger.confirm("answered", key, now)
+        return taken
+
+    def _judge(
+        self, request: AnswerRequest, actuator: Actuator, target: Target, now: datetime
+    ) -> TakenAnswer:
         observed = actuator.inspect([target]).get(target.key)
         if observed is None:
             return TakenAnswer(Taken.REFUSED, "the resource no longer exists")
