@@ -59,6 +59,8 @@ from costguard.domain.tags import (
 REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
 RATE = re.compile(r"(?P<n>[0-9]+) (?P<unit>minute|minutes|hour|hours|day|days)")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+#: A Slack member id (users ``U…``, Enterprise Grid ``W…``).
+SLACK_MEMBER = re.compile(r"[UW][A-Z0-9]{2,}")
 #: Secrets Manager's own rule for a secret name.
 SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,512}")
 #: CloudWatch Logs accepts only these retention periods (days).
@@ -300,6 +302,26 @@ def valid_role_name(value: str) -> str:
     return value
 
 
+def valid_time_zone(value: str) -> str:
+    """An IANA time zone name that this Python knows (``Europe/Paris``, ``UTC``)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415 - the synth's only
+
+    text = value.strip()
+    try:
+        ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"must be an IANA time zone such as Europe/Paris, got {value!r}") from None
+    return text
+
+
+def valid_admins(value: tuple[str, ...]) -> tuple[str, ...]:
+    """Slack member IDs (``U…``/``W…``) or e-mail addresses, without repeats."""
+    bad = [a for a in value if not (SLACK_MEMBER.fullmatch(a) or EMAIL.fullmatch(a))]
+    if bad:
+        raise ValueError(f"must be Slack member IDs or e-mail addresses, got {_shown(bad)}")
+    return tuple(dict.fromkeys(value))
+
+
 def valid_tag_key(value: str) -> str:
     if not 0 < len(value) <= 128:
         raise ValueError(f"must be a tag key of 1 to 128 characters, got {value!r}")
@@ -344,6 +366,9 @@ class SettingSpec:
     #: as the default. Set exactly where "" is valid and differs from the default
     #: (tests/unit/test_settings_spec.py checks every setting).
     empty_is_value: bool = False
+    #: Only the Lambdas that take answers (the answer endpoint, the guards' own) get its
+    #: variable, and only with ``answers`` on: not every Lambda, whose 4 KB is nearly full.
+    answers: bool = False
     # Filled in from the field (:func:`_specs`): its name, type and default.
     name: str = ""
     type: Any = None
@@ -418,12 +443,13 @@ def setting(
     reserved: str | None = None,
     org: bool = False,
     empty_is_value: bool = False,
+    answers: bool = False,
     **bounds: Any,
 ) -> Any:
     """A field of the declaration: its default, its ways in, and pydantic ``bounds``
     (``ge``, ``le``, ``min_length``...); the docstring under the field is its doc."""
     spec = SettingSpec(
-        context_key, env_var, check, fallbacks, env_required, reserved, org, empty_is_value
+        context_key, env_var, check, fallbacks, env_required, reserved, org, empty_is_value, answers
     )
     if isinstance(default, dict):
         info = Field(default_factory=lambda: copy.deepcopy(default), **bounds)
@@ -745,6 +771,13 @@ class ContextAndEnv(SpecModel):
     GPU in a region nobody listed is still found)."""
 
 
+    answer_admins: tuple[str, ...] = setting(
+        (), "answerAdmins", "COSTGUARD_ANSWER_ADMINS", check=valid_admins, answers=True
+    )
+    """Slack member IDs or e-mail addresses who may answer any action warning, besides its
+    owners (`costguard:owner`); written only to the Lambdas that take answers (`answers`)."""
+
+
 class ContextOnly(SpecModel):
     """Read by the CDK app alone: no Lambda has a variable for them."""
 
@@ -768,6 +801,27 @@ class ContextOnly(SpecModel):
     launch_alerts: bool = setting(True, "launchAlerts", None)
     """Alert within a minute of an accelerator launch: EventBridge rules send each launch to the
     on-launch Lambda, which checks that one resource (see docs/launch-alerts.md)."""
+
+    answers: bool = setting(False, "answers", None)
+    """Let owners answer action warnings from Slack (buttons) and e-mail (signed links): deploys
+    the answer endpoint (a Lambda Function URL), its two secrets, and the guards' right to
+    write `costguard:exempt` (see docs/deploy.md). Off: none of it is deployed."""
+
+    time_zone: str = setting("UTC", "timeZone", None, check=valid_time_zone)
+    """The IANA time zone of "keep until tomorrow 09:00" (e.g. `Europe/Paris`); the answer
+    endpoint's only."""
+
+    slack_signing_secret_name: str = setting(
+        "costguard/slack-signing-secret",
+        "slackSigningSecretName",
+        None,
+        check=valid_secret_name,
+    )
+    """The Secrets Manager secret that holds the Slack app's signing secret (with `answers`)."""
+
+    answer_concurrency: int = setting(5, "answerConcurrency", None, ge=1, le=100)
+    """The answer endpoint's reserved concurrency (1–100): a flood of requests queues, and never
+    starves the scan and the guards."""
 
     on_launch_concurrency: int = setting(5, "onLaunchConcurrency", None, ge=1, le=100)
     """The on-launch Lambda's reserved concurrency (1–100): a burst of launches queues, and
@@ -797,10 +851,6 @@ class EnvOnly(SpecModel):
 
     table_name: str | None = setting(None, None, "COSTGUARD_TABLE_NAME")
     """The ledger table (none: in memory)."""
-
-    answer_admins: tuple[str, ...] = setting((), None, "COSTGUARD_ANSWER_ADMINS")
-    """Slack member IDs or e-mail addresses who may answer any action warning, besides its
-    owners (`costguard:owner`); set on the Lambdas that take answers."""
 
     scope: str = setting("default", None, "COSTGUARD_SCOPE")
     """Whose spend: the account id when deployed."""
@@ -852,9 +902,11 @@ CONTEXT_SETTINGS: Final = tuple(s for s in SETTINGS if s.context_key)
 #: Read by :meth:`costguard.settings.Settings.from_env`.
 ENV_SETTINGS: Final = tuple(s for s in SETTINGS if s.env_var)
 #: Deployed from CDK context, to every Lambda with a variable, in both modes.
-SHARED_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if not s.org)
+SHARED_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if not s.org and not s.answers)
 #: Deployed from CDK context to the Organization hub's Lambdas only.
 ORG_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if s.org)
+#: Their variables go to the Lambdas that take answers only (``answers`` on).
+ANSWER_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if s.answers)
 
 
 # -- the configuration reference (docs/configuration.md) ------------------------------------------

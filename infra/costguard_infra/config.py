@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError, model_validator
 
 from costguard.config_spec import (
+    ANSWER_CONTEXT_SETTINGS,
     CONTEXT_SETTINGS,
     LAMBDA_ENVIRONMENT_BYTES,
     ORG_CONTEXT_SETTINGS,
@@ -64,6 +65,12 @@ class CostGuardConfig(ContextOnly, ContextAndEnv):
                 "`costExplorer` is not available with `orgAccounts` yet (the member roles "
                 "grant no Cost Explorer); leave it false"
             )
+        if self.org_mode and self.answers:
+            # The answer endpoint invokes the single-account guard Lambdas; a hub has none.
+            raise ValueError(
+                "`answers` is not available with `orgAccounts` yet (the hub has no guard "
+                "Lambdas to hand answers to); leave it false"
+            )
         return self
 
     @property
@@ -97,13 +104,22 @@ class CostGuardConfig(ContextOnly, ContextAndEnv):
         """The variables only the Organization hub's Lambdas get (on top of :meth:`environment`)."""
         return self._variables(ORG_CONTEXT_SETTINGS)
 
+    def answer_environment(self) -> dict[str, str]:
+        """The variables only the Lambdas that take answers get (the answer endpoint and the
+        guards' own), with ``answers`` on; none otherwise."""
+        return self._variables(ANSWER_CONTEXT_SETTINGS) if self.answers else {}
+
     def _variables(self, specs: tuple[SettingSpec, ...]) -> dict[str, str]:
         return {s.env_var: s.to_env(getattr(self, s.name)) for s in specs if s.env_var is not None}
 
     def environment_problem(self) -> str | None:
         """Why the largest Lambda environment (the scan's, or in Organization mode the hub
         consumer's) would not fit AWS Lambda's 4 KB, if it would not."""
-        deployed = CONTEXT_SETTINGS if self.org_mode else SHARED_CONTEXT_SETTINGS
+        deployed = (
+            (*SHARED_CONTEXT_SETTINGS, *ORG_CONTEXT_SETTINGS)
+            if self.org_mode
+            else SHARED_CONTEXT_SETTINGS
+        )
         sizes = {
             # As JSON: Lambda counts the encoding too (quotes, and the escapes in JSON values).
             s.context_key: len(json.dumps({s.env_var: s.to_env(getattr(self, s.name))}).encode())
