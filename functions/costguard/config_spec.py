@@ -770,7 +770,6 @@ class ContextAndEnv(SpecModel):
     `regions`) or `enabled` (every region each account enabled, whatever `regions` says: a
     GPU in a region nobody listed is still found)."""
 
-
     answer_admins: tuple[str, ...] = setting(
         (), "answerAdmins", "COSTGUARD_ANSWER_ADMINS", check=valid_admins, answers=True
     )

@@ -23,7 +23,6 @@ from costguard.domain.idle import Heartbeat
 from costguard.domain.org_roles import OrgRoles
 from costguard.env import Env
 from costguard.guards import SPECS
-from costguard.services.answers import SLACK_REQUESTS, USED_LINKS
 from costguard.iam import (
     CATALOG_PARTITION,
     CATALOG_STORE_ACTIONS,
@@ -34,6 +33,7 @@ from costguard.iam import (
     refresh_permissions,
     scan_permissions,
 )
+from costguard.services.answers import SLACK_REQUESTS, USED_LINKS
 from costguard.telemetry import Metrics
 from costguard_agent.lifecycle import on_start_content
 from costguard_infra.alerts import Alerts
@@ -551,9 +551,7 @@ class CostGuardStack(cdk.Stack):
             description="The Slack app's interactivity URL, and the base of e-mail answer links",
             value=self.answer_url.url,
         )
-        cdk.CfnOutput(
-            self, "SlackSigningSecretName", value=self.slack_signing.secret_name
-        )
+        cdk.CfnOutput(self, "SlackSigningSecretName", value=self.slack_signing.secret_name)
 
     def _notebook_heartbeat(self) -> None:
         """The lifecycle configuration users attach to notebook instances, and the policy
