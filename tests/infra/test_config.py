@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
-from costguard.config_spec import BY_NAME, CONTEXT_SETTINGS, ENV_SETTINGS, LOG_RETENTION_DAYS
+from costguard.config_spec import (
+    ANSWER_CONTEXT_SETTINGS,
+    BY_NAME,
+    CONTEXT_SETTINGS,
+    ENV_SETTINGS,
+    LOG_RETENTION_DAYS,
+)
 from costguard.env import Env
 from costguard.settings import ENV_VARS, ORG_ENV_VARS, Settings
 from costguard_infra.config import CostGuardConfig
@@ -77,12 +83,24 @@ NON_DEFAULT: dict[str, Any] = {
     # Off here, on in the hub (ORG_NON_DEFAULT): each stack reads what it builds.
     "launchAlerts": "false",
     "onLaunchConcurrency": "7",
+    # On here, refused in the hub (ORG_NON_DEFAULT): the answer endpoint is one account's.
+    "answers": "true",
+    "answerAdmins": "U024BE7LH,ops@example.com",
+    "timeZone": "Europe/Paris",
+    "slackSigningSecretName": "team/slack-signing",
+    "answerConcurrency": "9",
 }
 #: The Organization hub's keys away from their defaults, with every other key of
 #: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members) and
-#: `launchAlerts` (left on, so that the hub's on-launch Lambda is built and configured).
+#: `launchAlerts` (left on, so that the hub's on-launch Lambda is built and configured), and
+#: the answers' (the hub refuses `answers` for now).
+ANSWER_KEYS = ("answers", "answerAdmins", "timeZone", "slackSigningSecretName", "answerConcurrency")
 ORG_NON_DEFAULT: dict[str, Any] = {
-    **{k: v for k, v in NON_DEFAULT.items() if k not in ("costExplorer", "launchAlerts")},
+    **{
+        k: v
+        for k, v in NON_DEFAULT.items()
+        if k not in ("costExplorer", "launchAlerts", *ANSWER_KEYS)
+    },
     "sweepKeepPrefix": "pinned/",
     "orgAccounts": "111111111111, 222222222222",
     "orgId": "o-abc1234567",
@@ -157,6 +175,7 @@ def org_built() -> Built:
 
 def test_every_setting_is_away_from_its_default_here(built: Built, org_built: Built) -> None:
     assert set(NON_DEFAULT) | set(ORG_NON_DEFAULT) == {s.context_key for s in CONTEXT_SETTINGS}
+    assert {s.context_key for s in ANSWER_CONTEXT_SETTINGS} <= set(ANSWER_KEYS)
     assert not [s for s in CONTEXT_SETTINGS if s.org and s.context_key in NON_DEFAULT]
     same = [
         s.name for s in CONTEXT_SETTINGS if not s.org and getattr(built.config, s.name) == s.default
@@ -175,16 +194,20 @@ def test_the_stack_sets_every_variable_the_settings_read_and_no_other(
 ) -> None:
     # COSTGUARD_GUARD binds a guard's own Lambda to its guard; the scan and the hub's
     # Lambdas have none (the act consumer's messages name the guard); only the hub's get
-    # the Organization's, and only the fan-out sends work items and guard runs.
+    # the Organization's, and only the fan-out sends work items and guard runs. The answers'
+    # go to the Lambdas that take answers only (tests/infra/test_answers_stack.py).
+    answers = {s.env_var for s in ANSWER_CONTEXT_SETTINGS}
     assert (
-        set(built.variables[SCAN]) == (set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS)) | POWERTOOLS
+        set(built.variables[SCAN])
+        == (set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS) - answers) | POWERTOOLS
     )
     for consumer in (CONSUMER, ACT):
         assert (
             set(org_built.variables[consumer])
-            == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL, Env.ACT_QUEUE_URL}) | POWERTOOLS
+            == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL, Env.ACT_QUEUE_URL} - answers)
+            | POWERTOOLS
         ), consumer
-    assert set(org_built.variables[FANOUT]) == (set(ENV_VARS) - {Env.GUARD}) | POWERTOOLS
+    assert set(org_built.variables[FANOUT]) == (set(ENV_VARS) - {Env.GUARD} - answers) | POWERTOOLS
     assert {Env.QUEUE_URL, Env.ACT_QUEUE_URL, Env.GUARD} | set(ORG_ENV_VARS) <= set(ENV_VARS)
 
 
