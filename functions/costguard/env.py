@@ -17,6 +17,8 @@ OTHER_VARIABLES: Final[Mapping[str, str]] = {
     "COSTGUARD_SLACK_SECRET_NAME": "the Slack notifier's webhook secret, read by its handler",
     "COSTGUARD_SLACK_SIGNING_SECRET": "the Slack notifier's signing secret for answer buttons "
     "(unset: warnings carry no buttons), read by its handler",
+    "COSTGUARD_ANSWER_ADMINS": "who may answer any warning besides its owners (comma-separated "
+    "Slack IDs or e-mail addresses), read by the answer endpoint's and the guards' handlers",
     "COSTGUARD_LINK_SECRET": "the answer endpoint's key for e-mail links, read by its handler",
     "COSTGUARD_GUARD_FUNCTIONS": "the answer endpoint's map of guard -> its Lambda (JSON)",
     "COSTGUARD_TIME_ZONE": "the answer endpoint's time zone for 'keep until tomorrow 09:00'",

@@ -121,7 +121,6 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.IDLE_ALL_ACCELERATORS: "true",
         Env.MAX_GPU_HOURS: "72",
         Env.MAX_USD_PER_HOUR: "40",
-        Env.ANSWER_ADMINS: "U024BE7LH",
         Env.LAUNCH_REGIONS: "us-east-1",
         Env.LIFETIME_GRACE_MINUTES: "120",
         Env.IDLE_GPU_DISCOVERY: "list",

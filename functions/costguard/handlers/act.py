@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from costguard import events
+from costguard.env import Env
 from costguard.events import EventTimeError, LambdaTimeLeft, ScheduledEvent, parse_event
 from costguard.run_log import log_run, logger
 from costguard.services.executor import ActionsFailedError, failed_message
@@ -63,6 +64,12 @@ def process(
     return report
 
 
+def admins_from(environ: Mapping[str, str]) -> frozenset[str]:
+    """``COSTGUARD_ANSWER_ADMINS``: who may answer any warning besides its owners."""
+    raw = environ.get(Env.ANSWER_ADMINS, "")
+    return frozenset(a.strip() for a in raw.split(",") if a.strip())
+
+
 def take_answer(
     event: dict[str, Any],
     settings: Settings,
@@ -93,7 +100,7 @@ def take_answer(
         guard.actuators,
         context.ledger,
         replace(executor, warning_tag=guard.warning_tag, opt_in_tags=guard.opt_in_tags),
-        admins=settings.answer_admins,
+        admins=admins_from(os.environ),
     )
     taken = taker.take(request, wall)
     logger.info(
