@@ -315,8 +315,9 @@ def valid_time_zone(value: str) -> str:
 
 
 def valid_admins(value: tuple[str, ...]) -> tuple[str, ...]:
-    """Slack member IDs (``U…``/``W…``) or e-mail addresses, without repeats."""
-    bad = [a for a in value if not (SLACK_MEMBER.fullmatch(a) or EMAIL.fullmatch(a))]
+    """Slack member IDs (``U…``/``W…``) or e-mail addresses, without repeats; no commas (the
+    variable the Lambdas read is comma-separated)."""
+    bad = [a for a in value if "," in a or not (SLACK_MEMBER.fullmatch(a) or EMAIL.fullmatch(a))]
     if bad:
         raise ValueError(f"must be Slack member IDs or e-mail addresses, got {_shown(bad)}")
     return tuple(dict.fromkeys(value))
@@ -366,9 +367,6 @@ class SettingSpec:
     #: as the default. Set exactly where "" is valid and differs from the default
     #: (tests/unit/test_settings_spec.py checks every setting).
     empty_is_value: bool = False
-    #: Only the Lambdas that take answers (the answer endpoint, the guards' own) get its
-    #: variable, and only with ``answers`` on: not every Lambda, whose 4 KB is nearly full.
-    answers: bool = False
     # Filled in from the field (:func:`_specs`): its name, type and default.
     name: str = ""
     type: Any = None
@@ -443,13 +441,12 @@ def setting(
     reserved: str | None = None,
     org: bool = False,
     empty_is_value: bool = False,
-    answers: bool = False,
     **bounds: Any,
 ) -> Any:
     """A field of the declaration: its default, its ways in, and pydantic ``bounds``
     (``ge``, ``le``, ``min_length``...); the docstring under the field is its doc."""
     spec = SettingSpec(
-        context_key, env_var, check, fallbacks, env_required, reserved, org, empty_is_value, answers
+        context_key, env_var, check, fallbacks, env_required, reserved, org, empty_is_value
     )
     if isinstance(default, dict):
         info = Field(default_factory=lambda: copy.deepcopy(default), **bounds)
@@ -770,12 +767,6 @@ class ContextAndEnv(SpecModel):
     `regions`) or `enabled` (every region each account enabled, whatever `regions` says: a
     GPU in a region nobody listed is still found)."""
 
-    answer_admins: tuple[str, ...] = setting(
-        (), "answerAdmins", "COSTGUARD_ANSWER_ADMINS", check=valid_admins, answers=True
-    )
-    """Slack member IDs or e-mail addresses who may answer any action warning, besides its
-    owners (`costguard:owner`); written only to the Lambdas that take answers (`answers`)."""
-
 
 class ContextOnly(SpecModel):
     """Read by the CDK app alone: no Lambda has a variable for them."""
@@ -805,6 +796,11 @@ class ContextOnly(SpecModel):
     """Let owners answer action warnings from Slack (buttons) and e-mail (signed links): deploys
     the answer endpoint (a Lambda Function URL), its two secrets, and the guards' right to
     write `costguard:exempt` (see docs/deploy.md). Off: none of it is deployed."""
+
+    answer_admins: tuple[str, ...] = setting((), "answerAdmins", None, check=valid_admins)
+    """Slack member IDs or e-mail addresses who may answer any action warning, besides its
+    owners (`costguard:owner`); written (`COSTGUARD_ANSWER_ADMINS`) only to the Lambdas that
+    take answers, with `answers` on."""
 
     time_zone: str = setting("UTC", "timeZone", None, check=valid_time_zone)
     """The IANA time zone of "keep until tomorrow 09:00" (e.g. `Europe/Paris`); the answer
@@ -901,11 +897,9 @@ CONTEXT_SETTINGS: Final = tuple(s for s in SETTINGS if s.context_key)
 #: Read by :meth:`costguard.settings.Settings.from_env`.
 ENV_SETTINGS: Final = tuple(s for s in SETTINGS if s.env_var)
 #: Deployed from CDK context, to every Lambda with a variable, in both modes.
-SHARED_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if not s.org and not s.answers)
+SHARED_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if not s.org)
 #: Deployed from CDK context to the Organization hub's Lambdas only.
 ORG_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if s.org)
-#: Their variables go to the Lambdas that take answers only (``answers`` on).
-ANSWER_CONTEXT_SETTINGS: Final = tuple(s for s in CONTEXT_SETTINGS if s.answers)
 
 
 # -- the configuration reference (docs/configuration.md) ------------------------------------------

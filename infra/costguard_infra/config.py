@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import ValidationError, model_validator
 
 from costguard.config_spec import (
-    ANSWER_CONTEXT_SETTINGS,
     CONTEXT_SETTINGS,
     LAMBDA_ENVIRONMENT_BYTES,
     ORG_CONTEXT_SETTINGS,
@@ -104,22 +103,13 @@ class CostGuardConfig(ContextOnly, ContextAndEnv):
         """The variables only the Organization hub's Lambdas get (on top of :meth:`environment`)."""
         return self._variables(ORG_CONTEXT_SETTINGS)
 
-    def answer_environment(self) -> dict[str, str]:
-        """The variables only the Lambdas that take answers get (the answer endpoint and the
-        guards' own), with ``answers`` on; none otherwise."""
-        return self._variables(ANSWER_CONTEXT_SETTINGS) if self.answers else {}
-
     def _variables(self, specs: tuple[SettingSpec, ...]) -> dict[str, str]:
         return {s.env_var: s.to_env(getattr(self, s.name)) for s in specs if s.env_var is not None}
 
     def environment_problem(self) -> str | None:
         """Why the largest Lambda environment (the scan's, or in Organization mode the hub
         consumer's) would not fit AWS Lambda's 4 KB, if it would not."""
-        deployed = (
-            (*SHARED_CONTEXT_SETTINGS, *ORG_CONTEXT_SETTINGS)
-            if self.org_mode
-            else SHARED_CONTEXT_SETTINGS
-        )
+        deployed = CONTEXT_SETTINGS if self.org_mode else SHARED_CONTEXT_SETTINGS
         sizes = {
             # As JSON: Lambda counts the encoding too (quotes, and the escapes in JSON values).
             s.context_key: len(json.dumps({s.env_var: s.to_env(getattr(self, s.name))}).encode())

@@ -231,7 +231,7 @@ class CostGuardStack(cdk.Stack):
                 key=self.key,
                 environment={
                     **self.scan_environment(),
-                    **config.answer_environment(),
+                    **self.answer_variables(),
                     Env.GUARD: spec.name,
                     Env.SERVICE_NAME: f"costguard-{spec.name}",
                 },
@@ -495,7 +495,7 @@ class CostGuardStack(cdk.Stack):
             layer=layer,
             key=self.key,
             environment={
-                **config.answer_environment(),
+                **self.answer_variables(),
                 Env.TABLE_NAME: self.ledger.table.table_name,
                 Env.SCOPE: self.account,
                 Env.SLACK_SIGNING_SECRET: self.slack_signing.secret_name,
@@ -592,6 +592,14 @@ class CostGuardStack(cdk.Stack):
             description="Attach to the notebook execution role (cloudwatch:PutMetricData)",
             value=self.heartbeat_policy.managed_policy_arn,
         )
+
+    def answer_variables(self) -> dict[str, str]:
+        """What the Lambdas that take answers (the answer endpoint, the guards' own) get on
+        top of the rest, with ``answers`` on: the admins. Never every Lambda's: their 4 KB is
+        nearly full (tests/infra/test_hub_stack.py)."""
+        if not self.config.answers:
+            return {}
+        return {Env.ANSWER_ADMINS: ",".join(self.config.answer_admins)}
 
     def scan_environment(self) -> dict[str, str]:
         """The settings from context (``config.environment()``), and what only the stack knows."""

@@ -16,13 +16,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Capture, Match, Template
 
-from costguard.config_spec import (
-    ANSWER_CONTEXT_SETTINGS,
-    BY_NAME,
-    CONTEXT_SETTINGS,
-    ENV_SETTINGS,
-    LOG_RETENTION_DAYS,
-)
+from costguard.config_spec import BY_NAME, CONTEXT_SETTINGS, ENV_SETTINGS, LOG_RETENTION_DAYS
 from costguard.env import Env
 from costguard.settings import ENV_VARS, ORG_ENV_VARS, Settings
 from costguard_infra.config import CostGuardConfig
@@ -175,7 +169,6 @@ def org_built() -> Built:
 
 def test_every_setting_is_away_from_its_default_here(built: Built, org_built: Built) -> None:
     assert set(NON_DEFAULT) | set(ORG_NON_DEFAULT) == {s.context_key for s in CONTEXT_SETTINGS}
-    assert {s.context_key for s in ANSWER_CONTEXT_SETTINGS} <= set(ANSWER_KEYS)
     assert not [s for s in CONTEXT_SETTINGS if s.org and s.context_key in NON_DEFAULT]
     same = [
         s.name for s in CONTEXT_SETTINGS if not s.org and getattr(built.config, s.name) == s.default
@@ -194,20 +187,16 @@ def test_the_stack_sets_every_variable_the_settings_read_and_no_other(
 ) -> None:
     # COSTGUARD_GUARD binds a guard's own Lambda to its guard; the scan and the hub's
     # Lambdas have none (the act consumer's messages name the guard); only the hub's get
-    # the Organization's, and only the fan-out sends work items and guard runs. The answers'
-    # go to the Lambdas that take answers only (tests/infra/test_answers_stack.py).
-    answers = {s.env_var for s in ANSWER_CONTEXT_SETTINGS}
+    # the Organization's, and only the fan-out sends work items and guard runs.
     assert (
-        set(built.variables[SCAN])
-        == (set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS) - answers) | POWERTOOLS
+        set(built.variables[SCAN]) == (set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS)) | POWERTOOLS
     )
     for consumer in (CONSUMER, ACT):
         assert (
             set(org_built.variables[consumer])
-            == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL, Env.ACT_QUEUE_URL} - answers)
-            | POWERTOOLS
+            == (set(ENV_VARS) - {Env.GUARD, Env.QUEUE_URL, Env.ACT_QUEUE_URL}) | POWERTOOLS
         ), consumer
-    assert set(org_built.variables[FANOUT]) == (set(ENV_VARS) - {Env.GUARD} - answers) | POWERTOOLS
+    assert set(org_built.variables[FANOUT]) == (set(ENV_VARS) - {Env.GUARD}) | POWERTOOLS
     assert {Env.QUEUE_URL, Env.ACT_QUEUE_URL, Env.GUARD} | set(ORG_ENV_VARS) <= set(ENV_VARS)
 
 

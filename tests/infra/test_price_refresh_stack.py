@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from costguard.config_spec import ANSWER_CONTEXT_SETTINGS
 from costguard.env import Env
 from costguard.iam import CATALOG_PARTITION, CATALOG_STORE_ACTIONS
 from costguard.settings import ENV_VARS, ORG_ENV_VARS
@@ -45,10 +44,9 @@ def test_the_refresh_lambda_runs_weekly_with_the_scheduled_time_and_a_dlq(
     assert "DeadLetterConfig" in fn
     variables = fn["Environment"]["Variables"]
     # Every variable Settings reads is set (the refresh reads the regions, table and hold %).
-    # It is no guard's Lambda, not the Organization hub's, and takes no answers.
-    answers = {s.env_var for s in ANSWER_CONTEXT_SETTINGS}
-    assert set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS) - answers <= set(variables)
-    assert not (set(ORG_ENV_VARS) | answers) & set(variables)
+    # It is no guard's Lambda, and not the Organization hub's.
+    assert set(ENV_VARS) - {Env.GUARD} - set(ORG_ENV_VARS) <= set(variables)
+    assert not set(ORG_ENV_VARS) & set(variables)
     assert variables[Env.SERVICE_NAME] == Metrics.REFRESH_SERVICE
     assert variables[Env.PRICE_CHANGE_HOLD_PCT] == "50"
     template.has_resource_properties(

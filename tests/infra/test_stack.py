@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Capture, Match
 
-from costguard.config_spec import ANSWER_CONTEXT_SETTINGS
 from costguard.env import Env
 from costguard.iam import Permission, scan_permissions
 from costguard.settings import ENV_VARS, ORG_ENV_VARS
@@ -72,10 +71,8 @@ def test_every_variable_the_handler_reads_is_set_by_the_stack(template: Any) -> 
     variables = env.as_object()
     missing = [name for name in ENV_VARS if name not in variables]
     # Only a guard's own Lambda is bound to a guard; only the hub's Lambdas get the
-    # Organization's variables (tests/infra/test_hub_stack.py); only the Lambdas that take
-    # answers get the answers' (tests/infra/test_answers_stack.py).
-    answers = [s.env_var for s in ANSWER_CONTEXT_SETTINGS]
-    assert sorted(missing) == sorted([Env.GUARD, *ORG_ENV_VARS, *answers])
+    # Organization's variables (tests/infra/test_hub_stack.py).
+    assert sorted(missing) == sorted([Env.GUARD, *ORG_ENV_VARS])
     assert variables[Env.DRY_RUN] == "true"
     assert variables[Env.REGIONS] == "us-east-1,us-west-2"
     assert json.loads(variables[Env.PROJECTS_JSON]) == {
