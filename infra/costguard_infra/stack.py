@@ -499,7 +499,8 @@ class CostGuardStack(cdk.Stack):
                 Env.TABLE_NAME: self.ledger.table.table_name,
                 Env.SCOPE: self.account,
                 Env.SLACK_SIGNING_SECRET: self.slack_signing.secret_name,
-                Env.LINK_SECRET: self.link_secret.secret_name,
+                # Its full ARN: a generated secret's name carries no suffix to look it up by.
+                Env.LINK_SECRET: self.link_secret.secret_arn,
                 Env.GUARD_FUNCTIONS: self.to_json_string(guards),
                 Env.TIME_ZONE: config.time_zone,
                 Env.SERVICE_NAME: "costguard-answer",

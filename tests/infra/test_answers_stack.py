@@ -190,12 +190,7 @@ def test_the_answer_role_invokes_only_the_guards_and_reads_only_its_two_secrets(
     # AND its variables name them, the guards' Lambdas and the time zone
     variables = _variables(on, fn)
     assert on.resolve(variables[Env.SLACK_SIGNING_SECRET]) == "costguard/slack-signing-secret"
-    assert (
-        on.resolve(variables[Env.LINK_SECRET])
-        == on.physical[
-            next(k for k in on.resources("AWS::SecretsManager::Secret") if "AnswerLink" in k)
-        ]["Name"]
-    )
+    assert on.resolve(variables[Env.LINK_SECRET]) == link
     mapping = json.loads(on.resolve(variables[Env.GUARD_FUNCTIONS]))
     assert mapping == {name: on.physical[logical]["Ref"] for name, logical in guards.items()}
     assert variables[Env.TIME_ZONE] == "Europe/Paris"
