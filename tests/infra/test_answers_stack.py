@@ -335,6 +335,16 @@ def test_answer_settings_are_checked_at_synth(context: dict[str, Any], named: st
         CostGuardConfig.from_context(context)
 
 
+def test_a_long_admin_list_that_would_not_fit_a_guards_environment_is_refused() -> None:
+    # GIVEN 300 admins: the guards' Lambdas carry them on top of the scan's variables
+    admins = ",".join(f"admin{n:03d}@example.com" for n in range(300))
+    # WHEN the context is read THEN the synth refuses, naming answerAdmins
+    with pytest.raises(ConfigError, match="`answerAdmins`"):
+        CostGuardConfig.from_context({"answers": True, "answerAdmins": admins})
+    # AND without answers nobody gets them: nothing to refuse
+    CostGuardConfig.from_context({"answerAdmins": admins})
+
+
 def test_answer_settings_read_their_string_forms() -> None:
     # GIVEN the settings as -c gives them
     config = CostGuardConfig.from_context(
