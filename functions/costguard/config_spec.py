@@ -59,6 +59,8 @@ from costguard.domain.tags import (
 REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
 RATE = re.compile(r"(?P<n>[0-9]+) (?P<unit>minute|minutes|hour|hours|day|days)")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+#: A Slack member id (users ``U…``, Enterprise Grid ``W…``).
+SLACK_MEMBER = re.compile(r"[UW][A-Z0-9]{2,}")
 #: Secrets Manager's own rule for a secret name.
 SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,512}")
 #: CloudWatch Logs accepts only these retention periods (days).
@@ -298,6 +300,27 @@ def valid_role_name(value: str) -> str:
             f"must be an IAM role name (1 to 64 of A-Z a-z 0-9 + = , . @ _ -), got {value!r}"
         )
     return value
+
+
+def valid_time_zone(value: str) -> str:
+    """An IANA time zone name that this Python knows (``Europe/Paris``, ``UTC``)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415 - the synth's only
+
+    text = value.strip()
+    try:
+        ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"must be an IANA time zone such as Europe/Paris, got {value!r}") from None
+    return text
+
+
+def valid_admins(value: tuple[str, ...]) -> tuple[str, ...]:
+    """Slack member IDs (``U…``/``W…``) or e-mail addresses, without repeats; no commas (the
+    variable the Lambdas read is comma-separated)."""
+    bad = [a for a in value if "," in a or not (SLACK_MEMBER.fullmatch(a) or EMAIL.fullmatch(a))]
+    if bad:
+        raise ValueError(f"must be Slack member IDs or e-mail addresses, got {_shown(bad)}")
+    return tuple(dict.fromkeys(value))
 
 
 def valid_tag_key(value: str) -> str:
@@ -768,6 +791,32 @@ class ContextOnly(SpecModel):
     launch_alerts: bool = setting(True, "launchAlerts", None)
     """Alert within a minute of an accelerator launch: EventBridge rules send each launch to the
     on-launch Lambda, which checks that one resource (see docs/launch-alerts.md)."""
+
+    answers: bool = setting(False, "answers", None)
+    """Let owners answer action warnings from Slack (buttons) and e-mail (signed links): deploys
+    the answer endpoint (a Lambda Function URL), its two secrets, and the guards' right to
+    write `costguard:exempt` (see docs/deploy.md). Off: none of it is deployed."""
+
+    answer_admins: tuple[str, ...] = setting((), "answerAdmins", None, check=valid_admins)
+    """Slack member IDs or e-mail addresses who may answer any action warning, besides its
+    owners (`costguard:owner`); written (`COSTGUARD_ANSWER_ADMINS`) only to the Lambdas that
+    take answers, with `answers` on."""
+
+    time_zone: str = setting("UTC", "timeZone", None, check=valid_time_zone)
+    """The IANA time zone of "keep until tomorrow 09:00" (e.g. `Europe/Paris`); the answer
+    endpoint's only."""
+
+    slack_signing_secret_name: str = setting(
+        "costguard/slack-signing-secret",
+        "slackSigningSecretName",
+        None,
+        check=valid_secret_name,
+    )
+    """The Secrets Manager secret that holds the Slack app's signing secret (with `answers`)."""
+
+    answer_concurrency: int = setting(5, "answerConcurrency", None, ge=1, le=100)
+    """The answer endpoint's reserved concurrency (1–100): a flood of requests queues, and never
+    starves the scan and the guards."""
 
     on_launch_concurrency: int = setting(5, "onLaunchConcurrency", None, ge=1, le=100)
     """The on-launch Lambda's reserved concurrency (1–100): a burst of launches queues, and

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from costguard.domain.org_roles import OrgRoles
+from costguard.domain.tags import Tags
 
 #: Verbs that only read. Everything else counts as mutating in the policy tests.
 READ_ONLY_PREFIXES = ("Describe", "List", "Get", "BatchGet", "Query", "Scan", "Lookup")
@@ -228,6 +229,26 @@ def with_warning_tag(permissions: Iterable[Permission], tag: str) -> tuple[Permi
         out.append(
             Permission(p.actions, p.why.replace(WARNING_TAGS[0], tag), p.resources, conditions)
         )
+    return tuple(out)
+
+
+def exempt_tag_permissions(permissions: Iterable[Permission]) -> tuple[Permission, ...]:
+    """What a guard's role adds to take answers: write ``costguard:exempt``, and no other tag,
+    wherever its actuators may write their warning tag (same actions, same resources, the
+    project tag required on the resource). Keep and exempt are written this way
+    (``actuator.mark``); nothing is removed, so no DeleteTags is added."""
+    out: list[Permission] = []
+    for p in permissions:
+        if any(dict(p.conditions) == dict(only_the_warning_tag(t)) for t in WARNING_TAGS):
+            answer = Permission(
+                p.actions,
+                f"write the {Tags.EXEMPT} tag, and no other tag, on what the guard warns "
+                "(an owner's keep or exempt answer), tagged with a project",
+                p.resources,
+                only_the_warning_tag(Tags.EXEMPT),
+            )
+            if answer not in out:
+                out.append(answer)
     return tuple(out)
 
 

@@ -96,8 +96,10 @@ ACKNOWLEDGEMENTS: dict[str, str] = {
         "statement's resource), which CDK's grant_publish adds"
     ),
     "AwsSolutions-SMG4": (
-        "the Slack webhook URL is issued by Slack and cannot be rotated by a Lambda; "
-        "rotate it in Slack and put the new URL in the secret"
+        "the Slack webhook URL (and, with answers, the Slack app's signing secret) is issued "
+        "by Slack and cannot be rotated by a Lambda: rotate it in Slack and put the new value "
+        "in the secret; the answer-link key is rotated by putting a new random value, which "
+        "only makes the links sent before it (24 hours at most) unusable"
     ),
 }
 

@@ -29,6 +29,7 @@ from costguard.config_spec import (
     rate_minutes,
 )
 from costguard.domain.org_roles import OrgRoles
+from costguard.env import Env
 from costguard.settings import validation_problems
 
 #: Every context key CostGuard reads (the app reads only these from CDK's context).
@@ -63,6 +64,12 @@ class CostGuardConfig(ContextOnly, ContextAndEnv):
             raise ValueError(
                 "`costExplorer` is not available with `orgAccounts` yet (the member roles "
                 "grant no Cost Explorer); leave it false"
+            )
+        if self.org_mode and self.answers:
+            # The answer endpoint invokes the single-account guard Lambdas; a hub has none.
+            raise ValueError(
+                "`answers` is not available with `orgAccounts` yet (the hub has no guard "
+                "Lambdas to hand answers to); leave it false"
             )
         return self
 
@@ -101,8 +108,9 @@ class CostGuardConfig(ContextOnly, ContextAndEnv):
         return {s.env_var: s.to_env(getattr(self, s.name)) for s in specs if s.env_var is not None}
 
     def environment_problem(self) -> str | None:
-        """Why the largest Lambda environment (the scan's, or in Organization mode the hub
-        consumer's) would not fit AWS Lambda's 4 KB, if it would not."""
+        """Why the largest Lambda environment (the scan's, with answers a guard's, or in
+        Organization mode the hub consumer's) would not fit AWS Lambda's 4 KB, if it would
+        not."""
         deployed = CONTEXT_SETTINGS if self.org_mode else SHARED_CONTEXT_SETTINGS
         sizes = {
             # As JSON: Lambda counts the encoding too (quotes, and the escapes in JSON values).
@@ -110,6 +118,10 @@ class CostGuardConfig(ContextOnly, ContextAndEnv):
             for s in deployed
             if s.env_var is not None and s.context_key is not None
         }
+        if self.answers and not self.org_mode:
+            # The guards' Lambdas carry the scan's variables and the admins on top.
+            admins = ",".join(self.answer_admins)
+            sizes["answerAdmins"] = len(json.dumps({Env.ANSWER_ADMINS: admins}).encode())
         room = LAMBDA_ENVIRONMENT_BYTES - STACK_VARIABLES_BYTES
         if sum(sizes.values()) <= room:
             return None

@@ -9,8 +9,10 @@ import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as sns_subscriptions
 
@@ -26,10 +28,12 @@ from costguard.iam import (
     CATALOG_STORE_ACTIONS,
     LAUNCH_LEDGER_ACTIONS,
     LEDGER_ACTIONS,
+    exempt_tag_permissions,
     hub_assume_permissions,
     refresh_permissions,
     scan_permissions,
 )
+from costguard.services.answers import SLACK_REQUESTS, USED_LINKS
 from costguard.telemetry import Metrics
 from costguard_agent.lifecycle import on_start_content
 from costguard_infra.alerts import Alerts
@@ -48,7 +52,6 @@ from costguard_infra.monitoring import Monitoring
 from costguard_infra.schedules import GuardSchedule
 
 if TYPE_CHECKING:
-    from aws_cdk import aws_lambda as lambda_
     from constructs import Construct
 
     from costguard_infra.config import CostGuardConfig
@@ -61,6 +64,18 @@ SAGEMAKER_STUDIO: bool = BY_NAME["sagemaker_studio"].default
 SLACK_KINDS = tuple(k.value for k in AlertKind)
 FUNCTIONS_DIR = Path(__file__).resolve().parents[2] / "functions"
 LAUNCH_HANDLER = "costguard.handlers.on_launch.handler"
+ANSWER_HANDLER = "costguard.handlers.answer.handler"
+#: What the answer endpoint does on the ledger: once-only records (``put_once``) and their
+#: status (``status``), in its two partitions only (``ONCE#<namespace>``).
+ANSWER_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem")
+#: Why the answer endpoint's Function URL is public (``AuthType: NONE``).
+PUBLIC_URL_REASON = (
+    "Slack's interactivity requests and mail clients cannot sign AWS requests (SigV4); every "
+    "request is verified by the handler instead: Slack's HMAC-SHA256 signature over "
+    "v0:timestamp:body (5-minute window, replays refused), or the e-mail link's HMAC token "
+    "(24 hours at most, single use); reserved concurrency bounds a flood"
+)
+ANSWER_PARTITIONS = (f"ONCE#{SLACK_REQUESTS}", f"ONCE#{USED_LINKS}")
 
 
 class CostGuardStack(cdk.Stack):
@@ -154,6 +169,21 @@ class CostGuardStack(cdk.Stack):
             log_retention=_retention(config.log_retention_days),
         )
         self.alerts.slack_webhook.grant_read(self.slack.role)
+        self.slack_signing: secretsmanager.Secret | None = None
+        if config.answers:
+            # Created with a random placeholder, like the webhook: the Slack app's signing
+            # secret is put in afterwards (docs/deploy.md), never in a template or context.
+            self.slack_signing = secretsmanager.Secret(
+                self,
+                "SlackSigningSecret",
+                secret_name=config.slack_signing_secret_name,
+                description="CostGuard: the Slack app's signing secret (replace the placeholder)",
+                encryption_key=self.key,
+            )
+            self.slack_signing.grant_read(self.slack.role)
+            self.slack.function.add_environment(
+                Env.SLACK_SIGNING_SECRET, self.slack_signing.secret_name
+            )
         self.alerts.topic.add_subscription(
             sns_subscriptions.LambdaSubscription(
                 self.slack.function,
@@ -201,10 +231,16 @@ class CostGuardStack(cdk.Stack):
                 key=self.key,
                 environment={
                     **self.scan_environment(),
+                    **self.answer_variables(),
                     Env.GUARD: spec.name,
                     Env.SERVICE_NAME: f"costguard-{spec.name}",
                 },
-                permissions=spec.permissions(),
+                # With answers, keep and exempt write costguard:exempt (and no other new
+                # tag) where the guard's actuators write their warning tag.
+                permissions=(
+                    *spec.permissions(),
+                    *(exempt_tag_permissions(spec.permissions()) if config.answers else ()),
+                ),
                 memory_mb=spec.memory_mb,
                 timeout=cdk.Duration.minutes(spec.timeout_minutes),
                 log_retention=_retention(config.log_retention_days),
@@ -270,6 +306,9 @@ class CostGuardStack(cdk.Stack):
         self.on_launch: GuardFunction | None = None
         if config.launch_alerts:
             self._launch_alerts(code, layer)
+        self.answer: GuardFunction | None = None
+        if config.answers:
+            self._answers(code, layer)
         guard_lambdas = [(f"Guard{SPECS[n].construct_id}", f) for n, f in self.guards.items()]
         #: The Lambdas that act (the dashboard reads their savings from their logs).
         actors: list[tuple[str, GuardFunction]] = (
@@ -285,6 +324,7 @@ class CostGuardStack(cdk.Stack):
                 *guard_lambdas,
                 *actors,
                 *([("OnLaunch", self.on_launch)] if self.on_launch is not None else []),
+                *([("Answer", self.answer)] if self.answer is not None else []),
             ],
             topic=self.alerts.topic,
             scan_every_minutes=config.scan_rate_minutes,
@@ -425,6 +465,95 @@ class CostGuardStack(cdk.Stack):
             value=self.launch_dead_letters.queue_url,
         )
 
+    def _answers(self, code: lambda_.Code, layer: lambda_.ILayerVersion) -> None:
+        """The answer endpoint (docs/deploy.md, docs/security.md): a Lambda Function URL that
+        Slack's buttons and the e-mails' signed links reach.
+
+        Its role reads its two secrets, records once-only requests and used links in their
+        two ledger partitions, and invokes the guards' own Lambdas (asynchronously): it
+        cannot stop, delete or tag anything itself. Reserved concurrency keeps a flood of
+        requests from starving the scan and the guards.
+        """
+        config = self.config
+        assert self.slack_signing is not None
+        self.link_secret = secretsmanager.Secret(
+            self,
+            "AnswerLinkSecret",
+            description="CostGuard: the key that signs the answer links in e-mailed warnings",
+            encryption_key=self.key,
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64, exclude_punctuation=True
+            ),
+        )
+        guards = {name: fn.function.function_name for name, fn in self.guards.items()}
+        self.answer = GuardFunction(
+            self,
+            "Answer",
+            description="CostGuard answers: Slack buttons and e-mail links -> the guard's Lambda",
+            handler=ANSWER_HANDLER,
+            code=code,
+            layer=layer,
+            key=self.key,
+            environment={
+                **self.answer_variables(),
+                Env.TABLE_NAME: self.ledger.table.table_name,
+                Env.SCOPE: self.account,
+                Env.SLACK_SIGNING_SECRET: self.slack_signing.secret_name,
+                # Its full ARN: a generated secret's name carries no suffix to look it up by.
+                Env.LINK_SECRET: self.link_secret.secret_arn,
+                Env.GUARD_FUNCTIONS: self.to_json_string(guards),
+                Env.TIME_ZONE: config.time_zone,
+                Env.SERVICE_NAME: "costguard-answer",
+                Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
+            },
+            permissions=(),
+            memory_mb=512,
+            timeout=cdk.Duration.seconds(10),
+            log_retention=_retention(config.log_retention_days),
+            reserved_concurrency=config.answer_concurrency,
+        )
+        role = self.answer.role
+        self.slack_signing.grant_read(role)
+        self.link_secret.grant_read(role)
+        # The guards' own Lambdas, unqualified: no version, no alias, no other function.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[fn.function.function_arn for fn in self.guards.values()],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(ANSWER_LEDGER_ACTIONS),
+                resources=[self.ledger.table.table_arn],
+                conditions={
+                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(ANSWER_PARTITIONS)}
+                },
+            )
+        )
+        self.key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*")
+        # Public on purpose: Slack and mail clients cannot sign AWS requests. Every request
+        # is verified by the handler (Slack's HMAC signature, or the link's HMAC token).
+        self.answer_url = self.answer.function.add_function_url(
+            auth_type=lambda_.FunctionUrlAuthType.NONE
+        )
+        # cdk-nag's rule for it (LambdaFunctionUrlAuth) is in no pack CostGuard runs (the
+        # AwsSolutions pack has none): the acknowledgement is kept on the resource, in
+        # cdk-nag's own form, so that a pack that checks it reads the reason.
+        url = self.answer_url.node.default_child
+        assert isinstance(url, cdk.CfnResource)
+        url.add_metadata(
+            "cdk_nag",
+            {"rules_to_suppress": [{"id": "LambdaFunctionUrlAuth", "reason": PUBLIC_URL_REASON}]},
+        )
+        cdk.CfnOutput(
+            self,
+            "AnswerUrl",
+            description="The Slack app's interactivity URL, and the base of e-mail answer links",
+            value=self.answer_url.url,
+        )
+        cdk.CfnOutput(self, "SlackSigningSecretName", value=self.slack_signing.secret_name)
+
     def _notebook_heartbeat(self) -> None:
         """The lifecycle configuration users attach to notebook instances, and the policy
         their execution role needs to publish the heartbeat (and nothing else)."""
@@ -464,6 +593,14 @@ class CostGuardStack(cdk.Stack):
             description="Attach to the notebook execution role (cloudwatch:PutMetricData)",
             value=self.heartbeat_policy.managed_policy_arn,
         )
+
+    def answer_variables(self) -> dict[str, str]:
+        """What the Lambdas that take answers (the answer endpoint, the guards' own) get on
+        top of the rest, with ``answers`` on: the admins. Never every Lambda's: their 4 KB is
+        nearly full (tests/infra/test_hub_stack.py)."""
+        if not self.config.answers:
+            return {}
+        return {Env.ANSWER_ADMINS: ",".join(self.config.answer_admins)}
 
     def scan_environment(self) -> dict[str, str]:
         """The settings from context (``config.environment()``), and what only the stack knows."""

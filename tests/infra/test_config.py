@@ -77,12 +77,24 @@ NON_DEFAULT: dict[str, Any] = {
     # Off here, on in the hub (ORG_NON_DEFAULT): each stack reads what it builds.
     "launchAlerts": "false",
     "onLaunchConcurrency": "7",
+    # On here, refused in the hub (ORG_NON_DEFAULT): the answer endpoint is one account's.
+    "answers": "true",
+    "answerAdmins": "U024BE7LH,ops@example.com",
+    "timeZone": "Europe/Paris",
+    "slackSigningSecretName": "team/slack-signing",
+    "answerConcurrency": "9",
 }
 #: The Organization hub's keys away from their defaults, with every other key of
 #: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members) and
-#: `launchAlerts` (left on, so that the hub's on-launch Lambda is built and configured).
+#: `launchAlerts` (left on, so that the hub's on-launch Lambda is built and configured), and
+#: the answers' (the hub refuses `answers` for now).
+ANSWER_KEYS = ("answers", "answerAdmins", "timeZone", "slackSigningSecretName", "answerConcurrency")
 ORG_NON_DEFAULT: dict[str, Any] = {
-    **{k: v for k, v in NON_DEFAULT.items() if k not in ("costExplorer", "launchAlerts")},
+    **{
+        k: v
+        for k, v in NON_DEFAULT.items()
+        if k not in ("costExplorer", "launchAlerts", *ANSWER_KEYS)
+    },
     "sweepKeepPrefix": "pinned/",
     "orgAccounts": "111111111111, 222222222222",
     "orgId": "o-abc1234567",
