@@ -38,7 +38,7 @@ PLATFORM = "manylinux2014_aarch64"
 #: The one package the Lambda functions run; everything else under functions/ is tooling.
 PACKAGE = "costguard"
 #: What the asset needs beyond the runtime (boto3) and the Powertools layer.
-BUNDLED_REQUIREMENTS = ("pydantic",)
+BUNDLED_REQUIREMENTS = ("pydantic", "tzdata")
 #: Exact versions of everything the asset and the layer hold.
 CONSTRAINTS = Path(__file__).resolve().parents[1] / "lambda-constraints.txt"
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;#]+)\s*(?:#.*)?$")

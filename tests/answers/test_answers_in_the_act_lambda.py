@@ -159,3 +159,73 @@ def test_an_answer_response_url_off_slack_is_never_followed(account: Any) -> Non
     ):
         with pytest.raises(SlackDeliveryError):
             answer_in_place(url, "kept")
+
+
+@pytest.mark.parametrize("answerable", [True, False])
+def test_only_a_guard_that_can_write_the_answer_offers_it(account: Any, answerable: bool) -> None:
+    """Defect: the stale-object sweep warns about buckets whose tags its role may not
+    write, yet its warnings carried keep/exempt buttons that could only fail."""
+    from costguard.adapters.aws import ClientFactory
+    from costguard.adapters.memory import InMemoryLedger
+    from costguard.handlers.act import take_answer
+    from costguard.services.guard import GuardContext, run_guard
+    from costguard.wiring.guards import executor_settings
+    from tests.support.catalog import fixture_catalog
+    from tests.support.fakes import RecordingNotifier
+
+    ec2 = account.client("ec2", region_name="us-east-1")
+    owned = {Tags.PROJECT: "vision", TOY: "idle", Tags.OWNER: "alice@example.com"}
+    instance = run_instance(ec2, owned)
+
+    def build(_s: Any, clients: Any, _c: Any) -> Guard:
+        return Guard(
+            "toy", ToyPolicy(account), [Ec2InstanceActuator(clients)], answerable=answerable
+        )
+
+    # GIVEN a guard that can (or cannot) write the exempt tag warns
+    notifier = RecordingNotifier([])
+    guard = build(None, ClientFactory(account), None)
+    context = GuardContext(InMemoryLedger(), notifier, fixture_catalog())
+    run_guard(guard, context, executor_settings(settings()), MIDDAY)
+    # THEN its warning carries answers only when it can
+    [warning] = notifier.published
+    assert (warning.answer_to is not None) is answerable
+    # WHEN an answer reaches it anyway
+    at = MIDDAY + timedelta(minutes=10)
+    result = take_answer(
+        answer(instance, Answer.KEEP_4H, at, until=at + timedelta(hours=4)),
+        settings(),
+        account,
+        at,
+        guards={"toy": build},
+    )
+    tags = {
+        t["Key"]
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+        for t in i.get("Tags", [])
+    }
+    # THEN the one that cannot refuses it and tags nothing
+    if answerable:
+        assert result["answer"] == "kept" and Tags.EXEMPT in tags
+    else:
+        assert result["refused"] == "toy warnings take no answers"
+        assert Tags.EXEMPT not in tags
+
+
+def test_the_stale_object_sweep_offers_no_answers() -> None:
+    import boto3
+
+    from costguard.adapters.aws import ClientFactory
+    from costguard.adapters.memory import InMemoryLedger
+    from costguard.guards import stale_objects
+    from costguard.services.guard import GuardContext
+    from tests.support.catalog import fixture_catalog
+    from tests.support.sweep import sweep_settings
+
+    guard = stale_objects.build(
+        sweep_settings(),
+        ClientFactory(boto3.Session(region_name="us-east-1")),
+        GuardContext(InMemoryLedger(), None, fixture_catalog()),
+    )
+    assert guard.answerable is False

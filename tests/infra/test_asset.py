@@ -303,7 +303,34 @@ def test_the_asset_holds_the_product_package_and_the_pinned_distributions_only(
         "pydantic_core",
         "typing_extensions",
         "typing_inspection",
+        "tzdata",
     }
+
+
+def test_time_zones_resolve_from_the_asset_on_a_runtime_without_zoneinfo(
+    isolated: Isolated, tmp_path: Path
+) -> None:
+    """Defect: answers keep "until tomorrow 09:00" in the deployment's time zone, and a
+    Lambda runtime may carry no /usr/share/zoneinfo: the zones must ship in the asset."""
+    # GIVEN an interpreter whose system time-zone path is empty, with the asset's path
+    empty = tmp_path / "no-zoneinfo"
+    empty.mkdir()
+    code = (
+        "import sys; sys.path[:0] = sys.argv[1:]\n"
+        "from costguard.domain.answers import time_zone\n"
+        "print(time_zone('Europe/Berlin'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", "-c", code, *isolated.path],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONTZPATH": str(empty)},
+        timeout=60,
+        check=False,
+    )
+    # THEN the zone is found (in the bundled tzdata), not refused
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Europe/Berlin"
 
 
 def test_the_asset_holds_no_demo_tests_or_test_doubles(

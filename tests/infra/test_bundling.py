@@ -90,7 +90,7 @@ def test_the_bundler_targets_the_lambda_unless_told_to_target_this_interpreter(
 
 def test_the_constraints_pin_everything_the_asset_and_layer_hold_at_the_tested_versions() -> None:
     pins = bundling.pinned_versions()
-    needed = _closure("pydantic") | {"aws-lambda-powertools"}
+    needed = _closure("pydantic") | _closure("tzdata") | {"aws-lambda-powertools"}
     assert needed <= set(pins), f"unpinned: {sorted(needed - set(pins))}"
     for name, pinned in pins.items():
         try:

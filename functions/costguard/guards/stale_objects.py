@@ -98,6 +98,7 @@ def build(settings: Settings, clients: ClientFactory, context: GuardContext) -> 
         opt_in_tags=(Tags.TTL,),
         bind_time_left=lambda b: setattr(time_left, "time_left", b),
         findings=lambda: policy.found,
+        answerable=False,
     )
 
 

@@ -101,6 +101,7 @@ def take_answer(
         context.ledger,
         replace(executor, warning_tag=guard.warning_tag, opt_in_tags=guard.opt_in_tags),
         admins=admins_from(os.environ),
+        answerable=guard.answerable,
     )
     taken = taker.take(request, wall)
     logger.info(

@@ -77,8 +77,11 @@ class AnswerTaker:
         ledger: ActionLedger,
         settings: ExecutorSettings,
         admins: Collection[str] = (),
+        *,
+        answerable: bool = True,
     ) -> None:
         self._guard = guard
+        self._answerable = answerable
         self._actuators: Mapping[str, Actuator] = {a.kind: a for a in actuators}
         self._ledger = ledger
         self._s = settings
@@ -93,6 +96,8 @@ class AnswerTaker:
     def _take(self, request: AnswerRequest, now: datetime) -> TakenAnswer:
         if request.guard != self._guard:
             return TakenAnswer(Taken.REFUSED, f"not an answer to a {self._guard} warning")
+        if not self._answerable:
+            return TakenAnswer(Taken.REFUSED, f"{self._guard} warnings take no answers")
         parts = parse_key(request.resource)
         actuator = self._actuators.get(parts.kind) if parts else None
         if parts is None or actuator is None:

@@ -45,6 +45,11 @@ class Guard:
     #: The tag it warns with: its own when it acts on resources another guard warns
     #: about too (the maximum lifetime and the idle guard, on one notebook).
     warning_tag: str = Tags.ACTION_AFTER
+    #: Its warnings carry answers (keep, exempt, act now): an answer is written as the
+    #: ``costguard:exempt`` tag where the guard writes its warning tag, so a guard that
+    #: tags nothing it warns about (the stale-object sweep warns about a bucket it only
+    #: reads the tags of) carries none.
+    answerable: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +91,7 @@ def run_guard(
             settings,
             opt_in_tags=guard.opt_in_tags,
             warning_tag=guard.warning_tag,
-            guard=guard.name,
+            guard=guard.name if guard.answerable else "",
         ),
     )
     decisions = guard.policy.decide(now)
