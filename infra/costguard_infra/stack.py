@@ -502,7 +502,6 @@ class CostGuardStack(cdk.Stack):
                 # Its full ARN: a generated secret's name carries no suffix to look it up by.
                 Env.LINK_SECRET: self.link_secret.secret_arn,
                 Env.GUARD_FUNCTIONS: self.to_json_string(guards),
-                Env.TIME_ZONE: config.time_zone,
                 Env.SERVICE_NAME: "costguard-answer",
                 Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
             },
@@ -600,7 +599,11 @@ class CostGuardStack(cdk.Stack):
         nearly full (tests/infra/test_hub_stack.py)."""
         if not self.config.answers:
             return {}
-        return {Env.ANSWER_ADMINS: ",".join(self.config.answer_admins)}
+        return {
+            Env.ANSWER_ADMINS: ",".join(self.config.answer_admins),
+            # The zone of "tomorrow 09:00", and of the time an answer is told in.
+            Env.TIME_ZONE: self.config.time_zone,
+        }
 
     def scan_environment(self) -> dict[str, str]:
         """The settings from context (``config.environment()``), and what only the stack knows."""
