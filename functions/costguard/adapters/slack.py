@@ -242,15 +242,24 @@ def _retry_after(header: str | None, attempt: int) -> float:
 
 
 def answer_in_place(
-    response_url: str, text: str, *, origin: str = SLACK_WEBHOOK_ORIGIN, sleep: Any = None
+    response_url: str,
+    text: str,
+    *,
+    origin: str = SLACK_WEBHOOK_ORIGIN,
+    sleep: Any = None,
+    replace: bool = True,
 ) -> int:
     """Replace a warning's message with what became of its answer ("kept until 14:00 UTC by
     @maria"), through the ``response_url`` Slack gave with the button press. Only a URL of
-    Slack's own ``/actions/`` path is followed (never one a payload could point elsewhere)."""
+    Slack's own ``/actions/`` path is followed (never one a payload could point elsewhere).
+    ``replace=False``: tell only the person who pressed (ephemeral), the warning unchanged."""
     prefix = origin.rstrip("/") + "/actions/"
     if not response_url.startswith(prefix) or any(c in response_url for c in "\r\n "):
         raise SlackDeliveryError("the response URL is not Slack's")
     kwargs = {"sleep": sleep} if sleep is not None else {}
     hook = SlackWebhook(lambda: None, origin=origin, **kwargs)
     path = WebhookPath(response_url[len(origin.rstrip("/")) :])
-    return hook.post({"replace_original": True, "text": text}, path)
+    body: dict[str, Any] = {"replace_original": True, "text": text}
+    if not replace:
+        body = {"response_type": "ephemeral", "replace_original": False, "text": text}
+    return hook.post(body, path)

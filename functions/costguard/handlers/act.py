@@ -134,6 +134,7 @@ def take_answer(
                 url,
                 told(request, taken, local_zone(os.environ)),
                 origin=slack_origin or SLACK_WEBHOOK_ORIGIN,
+                replace=not taken.private,
             )
         except SlackDeliveryError as exc:  # the answer stands; only the message is stale
             logger.warning("could not update the warning in Slack", extra={"error": str(exc)})

@@ -70,6 +70,10 @@ class TakenAnswer:
     #: The resource as its warning named it ("ec2-instance my-notebook"); empty when it
     #: was not found.
     label: str = ""
+    #: Told only to the person who answered, the warning left as it is: a refusal (its
+    #: owners keep their buttons), or a second delivery of an answer already taken (the
+    #: message already says what was done).
+    private: bool = False
 
 
 def _namespace(warning_tag: str) -> str:
@@ -100,6 +104,8 @@ class AnswerTaker:
     def take(self, request: AnswerRequest, now: datetime) -> TakenAnswer:
         now = require_utc(now)
         taken = self._take(request, now)
+        if taken.outcome is Taken.REFUSED:
+            taken = replace(taken, private=True)
         self._audit(request, now, taken)
         return taken
 
@@ -118,7 +124,7 @@ class AnswerTaker:
         key = f"request/{self._guard}/{request.request_id or request.resource}"
         attrs = {"answer": request.answer.value, "by": request.answerer.id}
         if not self._ledger.claim("answered", key, now, ANSWER_LEASE, attrs):
-            return TakenAnswer(Taken.ALREADY, "this answer was already taken")
+            return TakenAnswer(Taken.ALREADY, "this answer was already taken", private=True)
         try:
             observed = actuator.inspect([target]).get(target.key)
             taken = self._judge(request, actuator, target, observed, now)
