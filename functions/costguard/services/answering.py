@@ -74,6 +74,9 @@ class TakenAnswer:
     #: owners keep their buttons), or a second delivery of an answer already taken (the
     #: message already says what was done).
     private: bool = False
+    #: The resource's state when the guard had already acted before the answer came
+    #: ("stopped"): a keep still writes its tag (for when it is started again), and says so.
+    already: str = ""
 
 
 def _namespace(warning_tag: str) -> str:
@@ -161,7 +164,11 @@ class AnswerTaker:
             )
         held = tags.exemption.until if tags.exemption is not None else None
         forever = tags.exemption is not None and held is None
+        settled = observed.state.lower() if observed.settled else ""
         if request.answer is Answer.ACT_NOW:
+            if settled:
+                # The guard acted before the answer came (the warning is moot).
+                return TakenAnswer(Taken.ALREADY, f"it is already {settled}: nothing to act on")
             if verdict is Gate.EXEMPT:
                 return TakenAnswer(Taken.REFUSED, "it is exempt: nothing is acted on")
             deadline = action_after(observed.tags, self._s.warning_tag)
@@ -189,7 +196,10 @@ class AnswerTaker:
                 Taken.WOULD, f"would tag {Tags.EXEMPT}={value} (dry-run: no tag is written)"
             )
         actuator.mark(target, Tags.EXEMPT, value)
-        return TakenAnswer(kept, f"{kept.value} until {value} ({Tags.EXEMPT}={value})")
+        note = f"; it is already {settled}" if settled else ""
+        return TakenAnswer(
+            kept, f"{kept.value} until {value} ({Tags.EXEMPT}={value}){note}", already=settled
+        )
 
     def _audit(self, request: AnswerRequest, now: datetime, taken: TakenAnswer) -> None:
         details = {
@@ -242,4 +252,6 @@ def told(request: AnswerRequest, taken: TakenAnswer, zone: tzinfo | None = None)
         Taken.ALREADY: f"{who} answered {request.answer.value}: {taken.detail}",
         Taken.REFUSED: f"{who}'s answer was not taken: {taken.detail}",
     }[taken.outcome]
+    if taken.already and taken.outcome in (Taken.KEPT, Taken.EXEMPTED):
+        what += f"; it is already {taken.already} (CostGuard acted before the answer came)"
     return f"{taken.label or request.resource}: {what}"
