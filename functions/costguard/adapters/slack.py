@@ -252,13 +252,20 @@ def answer_in_place(
     """Replace a warning's message with what became of its answer ("kept until 14:00 UTC by
     @maria"), through the ``response_url`` Slack gave with the button press. Only a URL of
     Slack's own ``/actions/`` path is followed (never one a payload could point elsewhere).
-    ``replace=False``: tell only the person who pressed (ephemeral), the warning unchanged."""
+    ``replace=False``: tell only the person who pressed (ephemeral), the warning unchanged.
+
+    ``text`` is plain text: Slack reads a message's text as mrkdwn, so it is put on one
+    line and escaped (a resource's Name or a reason can never ping ``<!channel>``, draw a
+    link, or fake a line), and cut to a section's length."""
+    from costguard.rendering import SLACK_MAX_SECTION_TEXT, fit_mrkdwn, one_line, slack_escape
+
     prefix = origin.rstrip("/") + "/actions/"
     if not response_url.startswith(prefix) or any(c in response_url for c in "\r\n "):
         raise SlackDeliveryError("the response URL is not Slack's")
     kwargs = {"sleep": sleep} if sleep is not None else {}
     hook = SlackWebhook(lambda: None, origin=origin, **kwargs)
     path = WebhookPath(response_url[len(origin.rstrip("/")) :])
+    text = fit_mrkdwn(slack_escape(" ".join(one_line(text).split())), SLACK_MAX_SECTION_TEXT)
     body: dict[str, Any] = {"replace_original": True, "text": text}
     if not replace:
         body = {"response_type": "ephemeral", "replace_original": False, "text": text}
