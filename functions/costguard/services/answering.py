@@ -106,34 +106,49 @@ class AnswerTaker:
 
     def take(self, request: AnswerRequest, now: datetime) -> TakenAnswer:
         now = require_utc(now)
-        taken = self._take(request, now)
-        if taken.outcome is Taken.REFUSED:
-            taken = replace(taken, private=True)
-        self._audit(request, now, taken)
-        return taken
+        refused = self._refused(request)
+        if refused is not None:
+            self._audit(request, now, refused)
+            return refused
+        return self._take(request, now)
+
+    def _refused(self, request: AnswerRequest) -> TakenAnswer | None:
+        """An answer this guard can never take, whatever the resource looks like."""
+        why = None
+        parts = parse_key(request.resource)
+        if request.guard != self._guard:
+            why = f"not an answer to a {self._guard} warning"
+        elif not self._answerable:
+            why = f"{self._guard} warnings take no answers"
+        elif parts is None or parts.kind not in self._actuators:
+            why = f"{self._guard} does not act on {request.resource}"
+        return TakenAnswer(Taken.REFUSED, why, private=True) if why else None
 
     def _take(self, request: AnswerRequest, now: datetime) -> TakenAnswer:
-        if request.guard != self._guard:
-            return TakenAnswer(Taken.REFUSED, f"not an answer to a {self._guard} warning")
-        if not self._answerable:
-            return TakenAnswer(Taken.REFUSED, f"{self._guard} warnings take no answers")
         parts = parse_key(request.resource)
-        actuator = self._actuators.get(parts.kind) if parts else None
-        if parts is None or actuator is None:
-            return TakenAnswer(Taken.REFUSED, f"{self._guard} does not act on {request.resource}")
+        assert parts is not None
+        actuator = self._actuators[parts.kind]
         # A key without its account (written before keys carried it) is this scope's.
         account = parts.account or (self._s.scope if ACCOUNT_ID.fullmatch(self._s.scope) else "")
         target = Target(request.resource, parts.kind, parts.region, parts.id, account)
         key = f"request/{self._guard}/{request.request_id or request.resource}"
         attrs = {"answer": request.answer.value, "by": request.answerer.id}
         if not self._ledger.claim("answered", key, now, ANSWER_LEASE, attrs):
-            return TakenAnswer(Taken.ALREADY, "this answer was already taken", private=True)
+            taken = TakenAnswer(Taken.ALREADY, "this answer was already taken", private=True)
+            self._audit(request, now, taken)
+            return taken
         try:
             observed = actuator.inspect([target]).get(target.key)
             taken = self._judge(request, actuator, target, observed, now)
+            if taken.outcome is Taken.REFUSED:
+                taken = replace(taken, private=True)
             if observed is not None:
                 name = observed.tags.get("Name") or target.id
                 taken = replace(taken, label=f"{target.kind} {name}")
+            # Audited while the claim is held: an audit write that fails (throttled) leaves
+            # the answer to the retry, which takes it again (its own tag, already written,
+            # is this answer's) and audits what was done, not "already taken".
+            self._audit(request, now, taken)
         except Exception:
             # A failure halfway (a refused tag write, a throttled read) gives the claim
             # back: the invocation's retry takes the answer again, never "already taken".
@@ -187,15 +202,18 @@ class AnswerTaker:
         until = request.until
         if until is None or until <= now:
             return TakenAnswer(Taken.REFUSED, "the answer holds nothing off")
-        if forever or (held is not None and held >= until):
-            return TakenAnswer(Taken.ALREADY, "it is already exempt at least as long")
         kept = Taken.KEPT if request.answer is not Answer.EXEMPT else Taken.EXEMPTED
         value = deadline_tag(until)
+        # This answer's own tag, written before a failure halfway: the retry finishes it.
+        ours = observed.tags.get(Tags.EXEMPT) == value and not self._s.dry_run
+        if not ours and (forever or (held is not None and held >= until)):
+            return TakenAnswer(Taken.ALREADY, "it is already exempt at least as long")
         if self._s.dry_run:
             return TakenAnswer(
                 Taken.WOULD, f"would tag {Tags.EXEMPT}={value} (dry-run: no tag is written)"
             )
-        actuator.mark(target, Tags.EXEMPT, value)
+        if not ours:
+            actuator.mark(target, Tags.EXEMPT, value)
         note = f"; it is already {settled}" if settled else ""
         return TakenAnswer(
             kept, f"{kept.value} until {value} ({Tags.EXEMPT}={value}){note}", already=settled
