@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from costguard.rendering import SLACK_MAX_SECTION_TEXT, fit_mrkdwn, one_line, slack_escape
 from costguard.retry import retrying
 
 MAX_ATTEMPTS = 5
@@ -257,8 +258,6 @@ def answer_in_place(
     ``text`` is plain text: Slack reads a message's text as mrkdwn, so it is put on one
     line and escaped (a resource's Name or a reason can never ping ``<!channel>``, draw a
     link, or fake a line), and cut to a section's length."""
-    from costguard.rendering import SLACK_MAX_SECTION_TEXT, fit_mrkdwn, one_line, slack_escape
-
     prefix = origin.rstrip("/") + "/actions/"
     if not response_url.startswith(prefix) or any(c in response_url for c in "\r\n "):
         raise SlackDeliveryError("the response URL is not Slack's")
