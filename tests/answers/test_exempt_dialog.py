@@ -283,3 +283,74 @@ def test_the_dialogs_end_date_proposal_and_limit_follow_the_day_it_opens() -> No
     assert until["element"]["initial_date"] == (date(2026, 12, 30) + timedelta(7)).isoformat()
     assert "2027-03-30" in until["hint"]["text"]
     assert json.loads(view["private_metadata"]) == {"b": "v.x", "u": None}
+
+
+# -- the answer Lambda as deployed (moto): the bot token read from Secrets Manager ----------
+
+
+@pytest.fixture
+def deployed(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SlackStandIn, Any]]:
+    """The answer handler's own wiring (build_desk) on moto: the ledger and the three
+    secrets, the bot token's holding the stand-in's; Slack's origins pointed at the stand-in."""
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import base
+
+    from costguard.env import Env
+    from costguard.handlers.answer import build_desk, process
+    from costguard_demo.plumbing import create_ledger_table
+
+    parameters.clear_caches()
+    base.DEFAULT_PROVIDERS.clear()
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    create_ledger_table(aws, "ledger", "us-east-1")
+    sm = aws.client("secretsmanager", region_name="us-east-1")
+    for name, value in (
+        ("costguard/slack-signing-secret", SIGNING.decode()),
+        ("costguard/slack-bot-token", STANDIN_BOT_TOKEN),
+        ("costguard/link", "link-secret"),
+    ):
+        sm.create_secret(Name=name, SecretString=value)
+    environ = {
+        Env.TABLE_NAME: "ledger",
+        Env.SCOPE: "123456789012",
+        Env.SLACK_SIGNING_SECRET: "costguard/slack-signing-secret",
+        Env.SLACK_BOT_TOKEN: "costguard/slack-bot-token",
+        Env.LINK_SECRET: "costguard/link",
+        Env.GUARD_FUNCTIONS: json.dumps({"idle-notebooks": "costguard-idle"}),
+    }
+    with SlackStandIn() as slack:
+        desk = build_desk(
+            environ, aws, slack_api_origin=slack.origin, slack_webhook_origin=slack.origin
+        )
+        with FunctionUrlServer(lambda event: process(event, desk, MIDDAY)) as url:
+            slack.interactivity(url.url + "/slack", SIGNING, lambda: MIDDAY)
+            yield slack, sm
+    parameters.clear_caches()
+    base.DEFAULT_PROVIDERS.clear()
+
+
+def test_the_answer_lambda_opens_the_dialog_with_the_bot_token_from_its_secret(
+    deployed: tuple[SlackStandIn, Any],
+) -> None:
+    slack, _ = deployed
+    # WHEN the owner presses Exempt… on a warning
+    pressed = slack.press(posted_warning(slack), "exempt", MARIA)
+    # THEN the dialog opened, with the token from Secrets Manager
+    assert pressed.status == 200
+    assert slack.api_calls == [("views.open", "ok")] and len(slack.views) == 1
+
+
+def test_while_the_bot_token_secret_holds_its_placeholder_exempt_says_what_to_do(
+    deployed: tuple[SlackStandIn, Any],
+) -> None:
+    slack, sm = deployed
+    # GIVEN the secret as the stack creates it: a random placeholder
+    sm.put_secret_value(SecretId="costguard/slack-bot-token", SecretString="kP2x9Qv7Lw0zR4t8")
+    from aws_lambda_powertools.utilities import parameters
+
+    parameters.clear_caches()
+    # WHEN Exempt… is pressed  THEN no call to Slack's Web API; the presser is told what to do
+    assert slack.press(posted_warning(slack), "exempt", MARIA).status == 200
+    assert slack.api_calls == []
+    [(_, reply)] = slack.responses
+    assert reply["response_type"] == "ephemeral" and "costguard:exempt" in reply["text"]
