@@ -272,12 +272,7 @@ def test_answer_variables_go_only_to_the_lambdas_that_take_answers(on: World) ->
         # THEN the admins reach the answer and guard Lambdas only (the hub's 4 KB is full)
         assert (Env.ANSWER_ADMINS in variables) == (logical in guards | {answer}), logical
         # AND the time zone, the link key and the guards' map, the answer Lambda only
-        for only_answer in (
-            Env.TIME_ZONE,
-            Env.LINK_SECRET,
-            Env.GUARD_FUNCTIONS,
-            Env.SLACK_BOT_TOKEN,
-        ):
+        for only_answer in (Env.TIME_ZONE, Env.LINK_SECRET, Env.GUARD_FUNCTIONS):
             assert (only_answer in variables) == (logical == answer), (logical, only_answer)
 
 
@@ -319,7 +314,10 @@ def test_only_the_answer_role_reads_the_slack_bot_token(on: World) -> None:
     assert role_may(on, answer_role, "secretsmanager:GetSecretValue", bot)
     (key,) = on.resources("AWS::KMS::Key")
     assert role_may(on, answer_role, "kms:Decrypt", on.arn(key))
-    # AND no other role may: not the notifier, not a guard, not the scan
+    # AND no other Lambda is told it, and no other role may read it: not the notifier, not a
+    # guard, not the scan
+    for logical in set(on.resources("AWS::Lambda::Function")) - {answer}:
+        assert Env.SLACK_BOT_TOKEN not in _variables(on, logical), logical
     others = set(on.resources("AWS::IAM::Role")) - {answer_role}
     assert others
     for role in others:
