@@ -16,12 +16,11 @@ import html
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import Any, Protocol
 from urllib.parse import parse_qs
 
 from costguard.domain.answers import (
-    MAX_EXEMPT_DAYS,
     Answer,
     Answerer,
     AnswerRequest,
@@ -53,6 +52,7 @@ from costguard.rendering import (
     EXEMPT_UNTIL_BLOCK,
     exempt_modal,
     read_exempt_metadata,
+    slack_escape,
 )
 
 #: Claims of the desk: a Slack request's signature (replays) and a link's nonce (one use).
@@ -257,11 +257,11 @@ class AnswerDesk:
                 why = _why(exc)
             else:
                 return HttpAnswer(200, "")
-        last = (now + timedelta(days=MAX_EXEMPT_DAYS)).date().isoformat()
         text = (
-            f"CostGuard could not open the Exempt… dialog. To exempt {claims.resource}, tag it "
-            f"`{Tags.EXEMPT}` with the last day, YYYY-MM-DD (at most {MAX_EXEMPT_DAYS} days "
-            f"ahead, {last}), or ask a CostGuard admin."
+            "CostGuard could not open the Exempt… dialog. To exempt "
+            f"{slack_escape(claims.resource)}, tag it `{Tags.EXEMPT}=YYYY-MM-DD` (the last "
+            "day it may keep running), or ask a CostGuard admin. Keep 4 hours and Keep until "
+            "tomorrow still work."
         )
         return self._ephemeral(payload, text, refused=f"could not open the Exempt… dialog: {why}")
 
