@@ -20,6 +20,8 @@ OTHER_VARIABLES: Final[Mapping[str, str]] = {
     "COSTGUARD_ANSWER_ADMINS": "who may answer any warning besides its owners (comma-separated "
     "Slack IDs or e-mail addresses), read by the answer endpoint's and the guards' handlers",
     "COSTGUARD_LINK_SECRET": "the answer endpoint's key for e-mail links, read by its handler",
+    "COSTGUARD_SLACK_BOT_TOKEN": "the Slack app's bot token (the Exempt… dialog's views.open), "
+    "read by the answer endpoint's handler",
     "COSTGUARD_GUARD_FUNCTIONS": "the answer endpoint's map of guard -> its Lambda (JSON)",
     "COSTGUARD_TIME_ZONE": "the answer endpoint's time zone for 'keep until tomorrow 09:00'",
     "POWERTOOLS_METRICS_NAMESPACE": "Powertools' own",

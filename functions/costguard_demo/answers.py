@@ -191,3 +191,7 @@ class _Secrets:
 
     def link_secret(self) -> bytes:
         return LINK_SECRET.encode()
+
+    def slack_bot_token(self) -> bytes:
+        """None in the demo: its story presses Keep and Act now, not Exempt…"""
+        return b""

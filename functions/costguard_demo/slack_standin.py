@@ -417,10 +417,13 @@ class SlackStandIn:
                     api_status, reply = stand_in._web_api(
                         self.path, self.headers.get("Authorization", ""), body
                     )
-                    self.send_response(api_status)
-                    self.send_header("Content-Type", "application/json; charset=utf-8")
-                    self.end_headers()
-                    self.wfile.write(json.dumps(reply).encode())
+                    try:
+                        self.send_response(api_status)
+                        self.send_header("Content-Type", "application/json; charset=utf-8")
+                        self.end_headers()
+                        self.wfile.write(json.dumps(reply).encode())
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the caller gave up waiting (its timeout)
                     return
                 with stand_in._lock:
                     stand_in.attempts += 1

@@ -469,7 +469,7 @@ class CostGuardStack(cdk.Stack):
         """The answer endpoint (docs/deploy.md, docs/security.md): a Lambda Function URL that
         Slack's buttons and the e-mails' signed links reach.
 
-        Its role reads its two secrets, records once-only requests and used links in their
+        Its role reads its three secrets, records once-only requests and used links in their
         two ledger partitions, and invokes the guards' own Lambdas (asynchronously): it
         cannot stop, delete or tag anything itself. Reserved concurrency keeps a flood of
         requests from starving the scan and the guards.
@@ -485,6 +485,15 @@ class CostGuardStack(cdk.Stack):
                 password_length=64, exclude_punctuation=True
             ),
         )
+        # Like the signing secret: a random placeholder until the Slack app's bot token is put
+        # in (docs/deploy.md). Only the answer Lambda reads it (the Exempt… dialog).
+        self.slack_bot_token = secretsmanager.Secret(
+            self,
+            "SlackBotToken",
+            secret_name=config.slack_bot_token_secret_name,
+            description="CostGuard: the Slack app's bot token (replace the placeholder)",
+            encryption_key=self.key,
+        )
         guards = {name: fn.function.function_name for name, fn in self.guards.items()}
         self.answer = GuardFunction(
             self,
@@ -499,6 +508,7 @@ class CostGuardStack(cdk.Stack):
                 Env.TABLE_NAME: self.ledger.table.table_name,
                 Env.SCOPE: self.account,
                 Env.SLACK_SIGNING_SECRET: self.slack_signing.secret_name,
+                Env.SLACK_BOT_TOKEN: self.slack_bot_token.secret_name,
                 # Its full ARN: a generated secret's name carries no suffix to look it up by.
                 Env.LINK_SECRET: self.link_secret.secret_arn,
                 Env.GUARD_FUNCTIONS: self.to_json_string(guards),
@@ -513,6 +523,7 @@ class CostGuardStack(cdk.Stack):
         )
         role = self.answer.role
         self.slack_signing.grant_read(role)
+        self.slack_bot_token.grant_read(role)
         self.link_secret.grant_read(role)
         # The guards' own Lambdas, unqualified: no version, no alias, no other function.
         role.add_to_policy(
@@ -552,6 +563,12 @@ class CostGuardStack(cdk.Stack):
             value=self.answer_url.url,
         )
         cdk.CfnOutput(self, "SlackSigningSecretName", value=self.slack_signing.secret_name)
+        cdk.CfnOutput(
+            self,
+            "SlackBotTokenSecretName",
+            description="Put the Slack app's bot token (xoxb-…) here: the Exempt… dialog",
+            value=self.slack_bot_token.secret_name,
+        )
 
     def _notebook_heartbeat(self) -> None:
         """The lifecycle configuration users attach to notebook instances, and the policy

@@ -138,3 +138,61 @@ def test_only_a_button_the_message_carries_can_be_pressed(wired: Any) -> None:
     with pytest.raises(LookupError):
         slack.press(message, "delete-everything", MARIA)
     assert desk.queue.submitted == []
+
+
+def test_views_open_takes_the_bot_token_a_fresh_trigger_once_and_a_modal_within_limits(
+    wired: Any,
+) -> None:
+    from costguard.adapters.slack import SlackApiError, SlackWebApi
+    from costguard.rendering import exempt_modal
+    from costguard_demo.slack_standin import STANDIN_BOT_TOKEN
+
+    slack, _, _ = wired
+    api = SlackWebApi(api_origin=slack.origin, webhook_origin=slack.origin)
+    # GIVEN a press, which issues a trigger_id (the desk answered it with a dialog already)
+    pressed = slack.press(posted_warning(slack), "keep-4h", MARIA)
+    trigger = pressed.payload["trigger_id"]
+    modal = exempt_modal("idle-notebooks", "nb", "v.x", None, MIDDAY.date())
+
+    def refused(token: str, trigger_id: str, view: dict[str, Any]) -> str:
+        with pytest.raises(SlackApiError) as caught:
+            api.open_view(token, trigger_id, view)
+        assert "xoxb" not in str(caught.value)  # never the token
+        return str(caught.value)
+
+    # THEN Slack's Web API refuses another token, an unknown trigger and a modal past its limits
+    assert refused("xoxb-1000000000-another-token", trigger, modal).endswith("invalid_auth")
+    assert refused(STANDIN_BOT_TOKEN, "1.2.3", modal).endswith("invalid_trigger_id")
+    long_title = {**modal, "title": {"type": "plain_text", "text": "x" * 25}}
+    assert refused(STANDIN_BOT_TOKEN, trigger, long_title).endswith("invalid_arguments")
+    no_submit = {k: v for k, v in modal.items() if k != "submit"}
+    assert refused(STANDIN_BOT_TOKEN, trigger, no_submit).endswith("invalid_arguments")
+    # AND opens a valid one, once per trigger_id
+    api.open_view(STANDIN_BOT_TOKEN, trigger, modal)
+    assert refused(STANDIN_BOT_TOKEN, trigger, modal).endswith("exchanged_trigger_id")
+    assert slack.views == [modal]
+
+
+@pytest.mark.parametrize(
+    ("secret", "token"),
+    [
+        (None, None),
+        (b"", None),
+        (b"Qx8v2Kp0RandomPlaceholderFromTheStack", None),  # the stack's placeholder
+        (b"xoxb-1000000000-2000000000-abcdef\n", "xoxb-1000000000-2000000000-abcdef"),
+    ],
+)
+def test_the_bot_token_secret_is_read_as_slack_issues_it(
+    secret: bytes | None, token: str | None
+) -> None:
+    from costguard.adapters.slack import parse_bot_token
+
+    assert parse_bot_token(secret) == token
+
+
+def test_a_user_token_in_the_bot_token_secret_is_refused_without_repeating_it() -> None:
+    from costguard.adapters.slack import SlackApiError, parse_bot_token
+
+    with pytest.raises(SlackApiError) as caught:
+        parse_bot_token(b"xoxp-1000000000-user-token-with-more-powers")
+    assert "xoxp-1000000000" not in str(caught.value) and "bot token" in str(caught.value)

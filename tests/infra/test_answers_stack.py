@@ -290,17 +290,44 @@ def test_the_slack_notifier_signs_buttons_with_the_signing_secret(on: World) -> 
     assert not role_may(on, role, "secretsmanager:GetSecretValue", _secret(on, "AnswerLink"))
 
 
-def test_the_slack_signing_secret_is_a_placeholder_and_the_link_key_generated(on: World) -> None:
+def test_the_slack_secrets_are_placeholders_and_the_link_key_generated(on: World) -> None:
     # GIVEN answers on
     secrets = on.resources("AWS::SecretsManager::Secret")
     (signing,) = [s["Properties"] for k, s in secrets.items() if "SlackSigning" in k]
+    (bot,) = [s["Properties"] for k, s in secrets.items() if "SlackBotToken" in k]
     (link,) = [s["Properties"] for k, s in secrets.items() if "AnswerLink" in k]
-    # THEN both are encrypted with CostGuard's key; no value is in the template
-    for props in (signing, link):
+    # THEN all are encrypted with CostGuard's key; no value is in the template
+    for props in (signing, bot, link):
         assert "KmsKeyId" in props
         assert "SecretString" not in props
     assert signing["Name"] == "costguard/slack-signing-secret"
+    assert bot["Name"] == "costguard/slack-bot-token"
     assert link["GenerateSecretString"]["PasswordLength"] >= 32
+
+
+def test_only_the_answer_role_reads_the_slack_bot_token(on: World) -> None:
+    # GIVEN answers on: the bot token opens the Exempt… dialog (views.open)
+    bot = _secret(on, "SlackBotToken")
+    answer = _function(on, ANSWER_HANDLER)
+    answer_role = on.function_role(answer)
+    # THEN the answer Lambda is told its name and may read it, with CostGuard's key
+    variables = _variables(on, answer)
+    assert on.resolve(variables[Env.SLACK_BOT_TOKEN]) == "costguard/slack-bot-token"
+    assert role_may(on, answer_role, "secretsmanager:GetSecretValue", bot)
+    (key,) = on.resources("AWS::KMS::Key")
+    assert role_may(on, answer_role, "kms:Decrypt", on.arn(key))
+    # AND no other Lambda is told it, and no other role may read it: not the notifier, not a
+    # guard, not the scan
+    for logical in set(on.resources("AWS::Lambda::Function")) - {answer}:
+        assert Env.SLACK_BOT_TOKEN not in _variables(on, logical), logical
+    others = set(on.resources("AWS::IAM::Role")) - {answer_role}
+    assert others
+    for role in others:
+        assert not role_may(on, role, "secretsmanager:GetSecretValue", bot), role
+    # AND the operator is told where to put it
+    outputs = on.template["Outputs"]
+    (name,) = [o for k, o in outputs.items() if k.startswith("SlackBotTokenSecretName")]
+    assert on.resolve(name["Value"]) == "costguard/slack-bot-token"
 
 
 def test_cdk_nag_finds_nothing_unacknowledged_with_answers_on() -> None:
@@ -329,6 +356,7 @@ def test_cdk_nag_finds_nothing_unacknowledged_with_answers_on() -> None:
         ({"answerAdmins": "maria"}, "`answerAdmins`"),
         ({"answerAdmins": '["a,b@example.com"]'}, "`answerAdmins`"),
         ({"slackSigningSecretName": "no spaces"}, "`slackSigningSecretName`"),
+        ({"slackBotTokenSecretName": "no spaces"}, "`slackBotTokenSecretName`"),
     ],
 )
 def test_answer_settings_are_checked_at_synth(context: dict[str, Any], named: str) -> None:
