@@ -154,6 +154,12 @@ def after_act_now(resource: str, report: ExecutionReport) -> str:
     if not mine:
         return "nothing was done: the guard no longer finds it idle"
     o = mine[0]
+    if o.step is Step.FAILED:
+        # What failed (an exception, AWS's own text) is in the log and the audit, not in the
+        # channel; the answer stands, so the guard's next run tries again.
+        return (
+            f"it could not be {done(o.decision.action)} now; CostGuard tries again at its next run"
+        )
     return f"nothing was done: {o.step.value} ({o.detail})" if o.detail else o.step.value
 
 
