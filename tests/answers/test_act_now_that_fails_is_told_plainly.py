@@ -1,4 +1,4 @@
-""""Act now" whose action fails (a permission not yet deployed, a throttle): the channel is
+""" "Act now" whose action fails (a permission not yet deployed, a throttle): the channel is
 told in plain words that it could not be done now and that CostGuard tries again; the
 exception, its type and AWS's error text stay in the log."""
 
@@ -38,9 +38,7 @@ def test_a_failed_act_now_is_told_without_the_exception() -> None:
         raise RuntimeError(AWS_TEXT)
 
     w.actuator.apply = refused  # type: ignore[method-assign]
-    report = Executor([w.actuator], w.ledger, RecordingNotifier([]), w.settings).run(
-        [idle(at)], at
-    )
+    report = Executor([w.actuator], w.ledger, RecordingNotifier([]), w.settings).run([idle(at)], at)
     assert [o.step for o in report.outcomes] == [Step.FAILED]
     text = after_act_now(KEY, report)
     assert "RuntimeError" not in text and "UnauthorizedOperation" not in text
