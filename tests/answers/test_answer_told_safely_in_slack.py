@@ -61,3 +61,37 @@ def test_a_resource_name_cannot_ping_the_channel_or_draw_a_link(account: Any) ->
     assert "&lt;!channel&gt;" in text
     assert "\n" not in text and "\u2028" not in text
     assert "kept until 16:10 UTC" in text
+
+
+def test_what_the_person_sees_names_the_button_not_its_action_id() -> None:
+    """GIVEN an answer that is not taken as asked (already exempt longer; dry-run)
+    WHEN the message says so
+    THEN it names the button the person pressed ("Keep 4 hours"), and says until when the
+    longer exemption holds; never the internal action id ("keep-4h").
+
+    Defect: the message read "@maria answered keep-4h: it is already exempt at least as
+    long": an identifier of CostGuard's, and no date to check it against.
+    """
+    from datetime import UTC, datetime
+
+    from costguard.domain.answers import AnswerRequest
+    from costguard.services.answering import Taken
+    from tests.answers.test_answers_taken import KEY, MARIA, T0, World
+
+    w = World()
+    w.resources["nb-1"].tags[Tags.EXEMPT] = "2026-12-31"
+    until = T0 + timedelta(hours=4)
+    taken = w.answer(Answer.KEEP_4H, T0, until=until)
+    assert taken.outcome is Taken.ALREADY  # type: ignore[attr-defined]
+    from costguard.services.answering import told
+
+    text = told(AnswerRequest("idle-notebooks", KEY, Answer.KEEP_4H, MARIA, T0, until), taken)  # type: ignore[arg-type]
+    assert "keep-4h" not in text and "Keep 4 hours" in text
+    assert "Fri 01 Jan" in text or "2027-01-01" in text or "31 Dec" in text
+    dry = World(dry_run=True)
+    taken = dry.answer(Answer.KEEP_UNTIL_TOMORROW, T0, until=datetime(2026, 11, 21, 9, tzinfo=UTC))
+    text = told(
+        AnswerRequest("idle-notebooks", KEY, Answer.KEEP_UNTIL_TOMORROW, MARIA, T0, until),
+        taken,  # type: ignore[arg-type]
+    )
+    assert "keep-until-tomorrow" not in text and "Keep until tomorrow 09:00" in text

@@ -43,8 +43,11 @@ from costguard.domain.decisions import (
 from costguard.domain.models import ACCOUNT_ID, parse_key
 from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent
+from costguard.rendering import ANSWER_BUTTONS
 from costguard.services.executor import ExecutorSettings, act_now_key
 
+#: Each answer as its button says it, for the people told ("Keep 4 hours", "Exempt").
+ANSWER_WORDS = {Answer(action): label.rstrip("…") for action, label in ANSWER_BUTTONS}
 #: An answer whose holder crashed mid-way is taken again by a retry after this.
 ANSWER_LEASE = timedelta(minutes=15)
 
@@ -207,7 +210,8 @@ class AnswerTaker:
         # This answer's own tag, written before a failure halfway: the retry finishes it.
         ours = observed.tags.get(Tags.EXEMPT) == value and not self._s.dry_run
         if not ours and (forever or (held is not None and held >= until)):
-            return TakenAnswer(Taken.ALREADY, "it is already exempt at least as long")
+            longer = f"until {held:%Y-%m-%d %H:%M} UTC" if held is not None else "for good"
+            return TakenAnswer(Taken.ALREADY, f"it is already exempt {longer}, at least as long")
         if self._s.dry_run:
             return TakenAnswer(
                 Taken.WOULD, f"would tag {Tags.EXEMPT}={value} (dry-run: no tag is written)"
@@ -260,14 +264,16 @@ def told(request: AnswerRequest, taken: TakenAnswer, zone: tzinfo | None = None)
     """What the warning's message becomes once the answer is taken (in place, in Slack):
     the resource as the warning named it, what was done, until when, and by whom."""
     who = request.answerer.name or request.answerer.id
+    # The words on the button the person pressed, never CostGuard's action id.
+    pressed = f'"{ANSWER_WORDS[request.answer]}"'
     until = local_time(request.until, zone) if request.until else ""
     what = {
         Taken.KEPT: f"kept until {until} by {who}",
         Taken.EXEMPTED: f"exempted until {until} by {who}"
         + (f" ({request.reason})" if request.reason else ""),
         Taken.ACT_NOW: f"{who} answered act now: {taken.detail}",
-        Taken.WOULD: f"{who} answered {request.answer.value} (dry-run: {taken.detail})",
-        Taken.ALREADY: f"{who} answered {request.answer.value}: {taken.detail}",
+        Taken.WOULD: f"{who} answered {pressed} (dry-run: {taken.detail})",
+        Taken.ALREADY: f"{who} answered {pressed}: {taken.detail}",
         Taken.REFUSED: f"{who}'s answer was not taken: {taken.detail}",
     }[taken.outcome]
     if taken.already and taken.outcome in (Taken.KEPT, Taken.EXEMPTED):
