@@ -14,6 +14,7 @@ exemption re-checked, audited with who answered and how, reported in dry-run.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -99,6 +100,9 @@ def clean_reason(raw: object) -> str | Refusal:
     if not isinstance(raw, str) or not raw.strip():
         return Refusal("an exemption needs a reason")
     text = " ".join("".join(ch if ch.isprintable() else " " for ch in raw).split())
+    # Judged after cleaning: zero-width spaces, bidi marks or lone accents are no reason.
+    if not any(unicodedata.category(ch)[0] in "LNPS" for ch in text):
+        return Refusal("an exemption needs a reason")
     if len(text) > MAX_REASON_CHARS:
         return Refusal(f"the reason is longer than {MAX_REASON_CHARS} characters")
     return text
