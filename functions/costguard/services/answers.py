@@ -357,6 +357,8 @@ class AnswerDesk:
                 claims.status, "This link cannot be used", claims.reason, claims.reason
             )
         assert token is not None
+        if self._claims.status(USED_LINKS, claims.nonce) is not None:
+            return _used_link()
         csrf = csrf_token(self._secrets.link_secret(), token)
         return HttpAnswer(200, confirmation_page(claims, token, csrf), "text/html; charset=utf-8")
 
@@ -394,9 +396,7 @@ class AnswerDesk:
             assert isinstance(cleaned, str) and isinstance(checked, datetime)
             until, reason = checked, cleaned
         if self._claims.status(USED_LINKS, claims.nonce) is not None:
-            return _page_answer(
-                409, "This link was already used", "each link answers once", "link reused"
-            )
+            return _used_link()
         accepted = self._accept(
             AnswerRequest(
                 claims.guard,
@@ -524,6 +524,10 @@ def _html(title: str, text: str, form: str = "") -> str:
         '<body style="font-family:sans-serif;max-width:36em;margin:2em auto">'
         f"<h1>{html.escape(title)}</h1><p>{html.escape(text)}</p>{form}</body></html>"
     )
+
+
+def _used_link() -> HttpAnswer:
+    return _page_answer(409, "This link was already used", "Each link answers once.", "link reused")
 
 
 def _page_answer(status: int, title: str, text: str, why: str) -> HttpAnswer:
