@@ -424,7 +424,9 @@ class AnswerDesk:
             200,
             _html(
                 "Answer received",
-                f"{_what(claims.answer, until)}: CostGuard will do this shortly and tell the owners.",
+                f"{_what(claims.answer, until)}: CostGuard does this within a minute if the "
+                "warning still stands and you are still one of its owners (or an admin). "
+                "Nothing is e-mailed back: the audit trail (costguard actions) records it.",
             ),
             "text/html; charset=utf-8",
             accepted=accepted.accepted,
