@@ -37,6 +37,14 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_TOKEN_CHARS = 2048
 
 
+def signing_key(stored: str | bytes) -> bytes:
+    """The Slack signing secret as Slack signs with it, from the value its secret holds:
+    without the whitespace around it (a value pasted from a file or a terminal often ends
+    with a newline; Slack's secret is hex and never does)."""
+    raw = stored.encode() if isinstance(stored, str) else bytes(stored)
+    return raw.strip(b" \t\r\n")
+
+
 def _mac(secret: bytes, message: bytes) -> str:
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 

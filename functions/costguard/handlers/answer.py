@@ -104,7 +104,9 @@ class _Secrets:
         return value.encode() if isinstance(value, str) else bytes(value)
 
     def slack_signing_secret(self) -> bytes:
-        return self._read(self._names[0])
+        from costguard.domain.signatures import signing_key
+
+        return signing_key(self._read(self._names[0]))
 
     def link_secret(self) -> bytes:
         return self._read(self._names[1])

@@ -141,11 +141,10 @@ def button_signer(secret_name: str) -> ButtonSigner:
     through Powertools Parameters, cached like the webhook's)."""
     from aws_lambda_powertools.utilities.parameters import get_secret
 
-    from costguard.domain.signatures import ButtonClaims, sign_button
+    from costguard.domain.signatures import ButtonClaims, sign_button, signing_key
 
     def sign(guard: str, resource: str, owners: tuple[str, ...]) -> str:
-        secret = get_secret(secret_name, max_age=SECRET_MAX_AGE_S)
-        key = secret.encode() if isinstance(secret, str) else bytes(secret)
+        key = signing_key(get_secret(secret_name, max_age=SECRET_MAX_AGE_S))
         return sign_button(key, ButtonClaims(guard, resource, owners))
 
     return sign
