@@ -75,7 +75,7 @@ def test_a_second_delivery_of_an_answer_never_overwrites_what_was_done(account: 
     """GIVEN alice's "Keep 4 hours" taken, and its message replaced by "kept until 16:10"
     WHEN the same answer is delivered again (Lambda's asynchronous retry after a later step
     failed, or a duplicate delivery)
-    THEN the channel still reads "kept until 16:10": the duplicate is at most told privately.
+    THEN the channel still reads "kept until 16:10", and the duplicate tells nobody anything.
 
     Defect: the duplicate's outcome ("this answer was already taken") replaced the message,
     so the channel no longer said the notebook was kept, nor until when.
@@ -102,4 +102,7 @@ def test_a_second_delivery_of_an_answer_never_overwrites_what_was_done(account: 
                 slack_origin=slack.origin,
             )
         replaced = [b["text"] for _, b in slack.responses if b.get("replace_original") is True]
+        told = len(slack.responses)
     assert replaced == [f"ec2-instance {instance}: kept until 16:10 UTC on Fri 20 Nov by @alice"]
+    # AND the person who pressed once is not told twice ("this answer was already taken")
+    assert told == 1

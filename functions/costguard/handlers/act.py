@@ -122,7 +122,7 @@ def take_answer(
         result["run"] = summary(report)
         taken = replace(taken, detail=after_act_now(request.resource, report))
     url = request.response_url
-    if url:
+    if url and not taken.repeat:
         from costguard.adapters.slack import (
             SLACK_WEBHOOK_ORIGIN,
             SlackDeliveryError,

@@ -74,9 +74,11 @@ class TakenAnswer:
     #: was not found.
     label: str = ""
     #: Told only to the person who answered, the warning left as it is: a refusal (its
-    #: owners keep their buttons), or a second delivery of an answer already taken (the
-    #: message already says what was done).
+    #: owners keep their buttons).
     private: bool = False
+    #: A second delivery of an answer already taken (Lambda delivers an asynchronous event
+    #: at least once): nothing more is told, the message already says what was done.
+    repeat: bool = False
     #: The resource's state when the guard had already acted before the answer came
     #: ("stopped"): a keep still writes its tag (for when it is started again), and says so.
     already: str = ""
@@ -137,7 +139,9 @@ class AnswerTaker:
         key = f"request/{self._guard}/{request.request_id or request.resource}"
         attrs = {"answer": request.answer.value, "by": request.answerer.id}
         if not self._ledger.claim("answered", key, now, ANSWER_LEASE, attrs):
-            taken = TakenAnswer(Taken.ALREADY, "this answer was already taken", private=True)
+            taken = TakenAnswer(
+                Taken.ALREADY, "this answer was already taken", private=True, repeat=True
+            )
             self._audit(request, now, taken)
             return taken
         try:
