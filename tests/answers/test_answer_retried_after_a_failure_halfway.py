@@ -4,7 +4,7 @@ the invocation's retry finishes it, and the audit trail and the message say what
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -63,3 +63,41 @@ def test_an_audit_throttled_after_the_answer_is_finished_by_the_retry(answer: An
         for e in w.ledger.audit_trail("123456789012", "2026-11")
     }
     assert (f"answer-{answer.value}", expected.value, "U024BE7LH") in trail
+
+
+class ConfirmThrottledOnce(InMemoryLedger):
+    """The ledger's first confirmation of an answer's claim is throttled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.throttle = True
+
+    def confirm(self, namespace: str, key: str, now: datetime, fence: str | None = None) -> None:
+        if self.throttle and namespace == "answered":
+            self.throttle = False
+            raise RuntimeError("ProvisionedThroughputExceededException")
+        super().confirm(namespace, key, now, fence)
+
+
+def test_a_confirmation_throttled_after_the_answer_does_not_lose_what_was_done() -> None:
+    """GIVEN a warned notebook, and a ledger that throttles the answer claim's confirmation
+    WHEN its owner's "Keep 4 hours" is taken: tag written, audit written, then the
+    confirmation fails
+    THEN the answer is reported as kept (so its message is updated in place), not raised.
+
+    Defect: the failure was raised after the tag and the audit were written; the
+    invocation's retry, a minute later, found the claim still held (its 15-minute lease)
+    and took the answer as a repeat: nothing was told, and the warning's message went on
+    offering buttons for an answer already given.
+    """
+    w = World()
+    w.ledger = ConfirmThrottledOnce()
+    w.guard_run(T0)
+    taker = AnswerTaker("idle-notebooks", [w.actuator], w.ledger, w.settings)
+    at = T0 + timedelta(hours=1)
+    request = AnswerRequest(
+        "idle-notebooks", KEY, Answer.KEEP_4H, MARIA, at, at + timedelta(hours=4), request_id="r-8"
+    )
+    taken = taker.take(request, at)
+    assert taken.outcome is Taken.KEPT
+    assert w.resources["nb-1"].tags[Tags.EXEMPT] == "2026-11-20T17:00:00Z"

@@ -162,7 +162,12 @@ class AnswerTaker:
             with contextlib.suppress(Exception):
                 self._ledger.release("answered", key, now)
             raise
-        self._ledger.confirm("answered", key, now)
+        # The answer is done and audited: a confirmation that fails (throttled) is not
+        # raised, or the retry would meet the claim still held and take the answer as a
+        # repeat, telling nobody. Unconfirmed, the claim ends with its lease; a delivery
+        # after that takes the answer again, to the same effect (its tag is this answer's).
+        with contextlib.suppress(Exception):
+            self._ledger.confirm("answered", key, now)
         return taken
 
     def _judge(
