@@ -51,3 +51,26 @@ def test_a_failed_act_now_is_told_without_the_exception() -> None:
         [idle(later)], later
     )
     assert [o.step for o in again.outcomes] == [Step.ACTED]
+
+
+def test_act_now_that_another_run_is_carrying_out_is_told_in_words() -> None:
+    """GIVEN two "Act now" presses (a double click: two requests) whose guard runs race,
+    and the second run finds the first one acting on the notebook
+    WHEN the second run's outcome is told
+    THEN it says another run is acting on it, in words: no step name of CostGuard's
+    ("claimed-elsewhere", "skipped", "waiting") in the channel.
+
+    Defect: the message read "nothing was done: claimed-elsewhere (another run is acting
+    on it)", and it could replace the first press's "stopped now".
+    """
+    from costguard.services.executor import ExecutionReport, Outcome
+
+    d = idle(T0)
+    for step, detail in (
+        (Step.CLAIMED_ELSEWHERE, "another run is acting on it"),
+        (Step.SKIPPED, "already Stopped"),
+        (Step.WAITING, "warned; acting after 2026-11-21T12:00:00Z"),
+    ):
+        text = after_act_now(KEY, ExecutionReport(False, (Outcome(d, step, detail),)))
+        assert step.value not in text
+        assert detail in text

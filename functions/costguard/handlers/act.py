@@ -160,7 +160,8 @@ def after_act_now(resource: str, report: ExecutionReport) -> str:
         return (
             f"it could not be {done(o.decision.action)} now; CostGuard tries again at its next run"
         )
-    return f"nothing was done: {o.step.value} ({o.detail})" if o.detail else o.step.value
+    # The outcome's own words ("another run is acting on it"), never its step's name.
+    return f"nothing was done: {o.detail}" if o.detail else "nothing was done"
 
 
 def local_zone(environ: Mapping[str, str]) -> Any:
