@@ -1,6 +1,7 @@
 """How an alert reads in each channel. Pure functions: golden-tested, no I/O.
 
-- ``email``: plain text a busy person can act on, with console links;
+- ``email``: plain text a busy person can act on, with console links (and an answerable
+  action warning's signed answer links, last);
 - ``https``: Amazon Q Developer in chat apps' custom-notification schema (it drops anything else);
 - ``sqs``/``lambda``: versioned machine JSON with a stable ``alert_id``;
 - Slack Block Kit, for the incoming-webhook notifier, with every user string escaped.
