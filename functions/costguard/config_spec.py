@@ -814,6 +814,15 @@ class ContextOnly(SpecModel):
     )
     """The Secrets Manager secret that holds the Slack app's signing secret (with `answers`)."""
 
+    slack_bot_token_secret_name: str = setting(
+        "costguard/slack-bot-token",
+        "slackBotTokenSecretName",
+        None,
+        check=valid_secret_name,
+    )
+    """The Secrets Manager secret that holds the Slack app's bot token (`xoxb-…`), with which
+    the answer endpoint opens the Exempt… dialog (with `answers`; only its Lambda reads it)."""
+
     answer_concurrency: int = setting(5, "answerConcurrency", None, ge=1, le=100)
     """The answer endpoint's reserved concurrency (1–100): a flood of requests queues, and never
     starves the scan and the guards."""

@@ -23,6 +23,8 @@ OTHER_VARIABLES: Final[Mapping[str, str]] = {
     "and by the guards' (which sign their warnings' links)",
     "COSTGUARD_ANSWER_URL": "the answer endpoint's address, the base of e-mailed answer links "
     "(unset: warnings carry no links), read by the guards' handlers",
+    "COSTGUARD_SLACK_BOT_TOKEN": "the Slack app's bot token (the Exempt… dialog's views.open), "
+    "read by the answer endpoint's handler",
     "COSTGUARD_GUARD_FUNCTIONS": "the answer endpoint's map of guard -> its Lambda (JSON)",
     "COSTGUARD_TIME_ZONE": "the answer endpoint's time zone for 'keep until tomorrow 09:00'",
     "POWERTOOLS_METRICS_NAMESPACE": "Powertools' own",

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from costguard.domain.sweep import Lifecycle, Lock, StoredObject
 
 
+class SlackCallError(Exception):
+    """A call to Slack failed. Its message says why (Slack's error code, a status, a timeout)
+    and never holds a token, a signing secret or a webhook URL: it may be logged."""
+
+
 class SourceError(Exception):
     """A service or region could not be read. The scan reports it and goes on."""
 

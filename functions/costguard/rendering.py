@@ -18,6 +18,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
+from datetime import date, timedelta
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.domain.alerts import Alert, AlertResource
 from costguard.domain.answer_links import EmailAnswers
+from costguard.domain.answers import MAX_EXEMPT_DAYS, MAX_REASON_CHARS
 from costguard.domain.models import KeyParts, parse_key
 from costguard.domain.money import per_hour, rate
 from costguard.domain.text import plural, truncate
@@ -611,6 +613,108 @@ def answer_block(alert: MachineAlert, sign: ButtonSigner | None) -> dict[str, An
             }
         elements.append(button)
     return {"type": "actions", "block_id": "costguard-answers", "elements": elements}
+
+
+#: The Exempt… dialog (a Slack modal): its callback id and its two inputs' block ids, which
+#: the view submission names its values and its errors by.
+EXEMPT_CALLBACK_ID = "costguard-exempt"
+EXEMPT_REASON_BLOCK = "reason"
+EXEMPT_UNTIL_BLOCK = "until"
+#: The end date the dialog proposes: a week on (at most MAX_EXEMPT_DAYS).
+EXEMPT_DEFAULT_DAYS = 7
+#: Slack's limits for a modal (Block Kit reference, "Modal views").
+SLACK_MAX_MODAL_TITLE = 24
+SLACK_MAX_PRIVATE_METADATA = 3000
+
+
+def exempt_metadata(button_value: str, response_url: str | None) -> str:
+    """The dialog's ``private_metadata``: the pressed button's signed value (which warning,
+    about which resource, whose) and where the warning's message is updated in place. Without
+    the response URL when both would not fit Slack's 3,000 characters (the message then
+    stays as it is; the exemption holds all the same)."""
+    both = json.dumps({"b": button_value, "u": response_url}, separators=(",", ":"))
+    if response_url and len(both) <= SLACK_MAX_PRIVATE_METADATA:
+        return both
+    return json.dumps({"b": button_value, "u": None}, separators=(",", ":"))
+
+
+def read_exempt_metadata(metadata: object) -> tuple[object, str | None]:
+    """The button value and the response URL back from a submitted dialog (as sent: the
+    caller verifies the value's signature and judges the URL)."""
+    try:
+        raw = json.loads(metadata) if isinstance(metadata, str) else None
+    except ValueError:
+        raw = None
+    if not isinstance(raw, dict):
+        return metadata, None
+    url = raw.get("u")
+    return raw.get("b"), url if isinstance(url, str) and url else None
+
+
+def exempt_modal(
+    guard: str, resource: str, button_value: str, response_url: str | None, today: date
+) -> dict[str, Any]:
+    """The Exempt… dialog Slack opens (``views.open``): a reason and an end date, at most
+    :data:`MAX_EXEMPT_DAYS` ahead (the desk checks both again on submission)."""
+    last = today + timedelta(days=MAX_EXEMPT_DAYS)
+    what = _user(f"{one_line(resource)} ({one_line(guard)})", 500)
+    return {
+        "type": "modal",
+        "callback_id": EXEMPT_CALLBACK_ID,
+        "title": {"type": "plain_text", "text": "Exempt from CostGuard", "emoji": False},
+        "submit": {"type": "plain_text", "text": "Exempt", "emoji": False},
+        "close": {"type": "plain_text", "text": "Cancel", "emoji": False},
+        "private_metadata": exempt_metadata(button_value, response_url),
+        "blocks": [
+            _section(
+                fit_mrkdwn(
+                    f"CostGuard will leave {what} alone through the end of the date you choose "
+                    "(UTC), then warn again. The reason goes in the audit trail.",
+                    SLACK_MAX_SECTION_TEXT,
+                )
+            ),
+            {
+                "type": "input",
+                "block_id": EXEMPT_REASON_BLOCK,
+                "label": {"type": "plain_text", "text": "Reason", "emoji": False},
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": EXEMPT_REASON_BLOCK,
+                    "multiline": True,
+                    "min_length": 1,
+                    "max_length": MAX_REASON_CHARS,
+                    "placeholder": {
+                        "type": "plain_text",
+                        "text": "e.g. a training run until the conference",
+                    },
+                },
+                "hint": {
+                    "type": "plain_text",
+                    "text": f"Why it must keep running (at most {MAX_REASON_CHARS} characters).",
+                },
+            },
+            {
+                "type": "input",
+                "block_id": EXEMPT_UNTIL_BLOCK,
+                "label": {"type": "plain_text", "text": "Exempt until", "emoji": False},
+                "element": {
+                    "type": "datepicker",
+                    "action_id": EXEMPT_UNTIL_BLOCK,
+                    "initial_date": (
+                        today + timedelta(days=min(EXEMPT_DEFAULT_DAYS, MAX_EXEMPT_DAYS))
+                    ).isoformat(),
+                    "placeholder": {"type": "plain_text", "text": "Pick the last day"},
+                },
+                "hint": {
+                    "type": "plain_text",
+                    "text": (
+                        f"At most {MAX_EXEMPT_DAYS} days ahead (until {last.isoformat()}). "
+                        "For longer, tag the resource costguard:exempt by hand."
+                    ),
+                },
+            },
+        ],
+    }
 
 
 def slack_blocks(alert: MachineAlert, sign: ButtonSigner | None = None) -> dict[str, Any]:

@@ -114,6 +114,9 @@ class _Demo:
     report: Any = None
     spike: str = ""
     launches: list[dict[str, Any]] = field(default_factory=list)
+    #: Signs action warnings' answer buttons (the Slack notifier's, with ``answers`` on).
+    sign: Any = None
+    answered: Any = None
 
     @classmethod
     def set_up(cls, session: Any, slack: Any, say: Callable[[str], None], start: datetime) -> _Demo:
@@ -123,6 +126,13 @@ class _Demo:
 
         topic, queue_url = create_alert_channels(session, PRIMARY)
         os.environ.update(demo_environment(TABLE, topic))
+        # Imported after the environment is set: Powertools reads it at import.
+        from costguard.handlers.slack_notifier import button_signer
+        from costguard_demo.answers import SIGNING_SECRET_NAME, put_secrets
+
+        # Deployed with answers on: the Slack app's signing secret, and the link key.
+        put_secrets(session, PRIMARY)
+
         webhook = slack.webhook()
         create_ledger_table(session, TABLE, PRIMARY)
         fleet = seed_fleet(session, start)
@@ -132,7 +142,16 @@ class _Demo:
             f"{plural(len(fleet.notebooks), 'notebook')}, "
             f"{len(fleet.endpoints)} endpoint, 1 EKS cluster in 2 regions"
         )
-        return cls(session, slack, say, topic, queue_url, webhook, Settings.from_env(os.environ))
+        return cls(
+            session,
+            slack,
+            say,
+            topic,
+            queue_url,
+            webhook,
+            Settings.from_env(os.environ),
+            sign=button_signer(SIGNING_SECRET_NAME),
+        )
 
     def cycle(self, n: int, now: datetime, cycles: int) -> None:
         """One scheduled scan, after the fleet changed (or not) since the last one."""
@@ -196,13 +215,14 @@ class _Demo:
 
         for message in drain(self.session, self.queue_url, PRIMARY):
             self.delivered.append(message)
-            notify_slack(sns_event(json.dumps(message)), self.webhook)
+            notify_slack(sns_event(json.dumps(message)), self.webhook, self.sign)
 
     def guards_act(self, end: datetime) -> list[dict[str, Any]]:
         """The guards that act, each through the one executor with simulated time: the
         idle-notebook warn -> stop cycle, the stale-volume snapshot -> delete, and the
         stale-object sweep (its warnings reach Slack through the alert topic)."""
-        from costguard_demo.fleet import PRIMARY
+        from costguard_demo.answers import run_answer_chapter
+        from costguard_demo.fleet import PRIMARY, SECONDARY
         from costguard_demo.idle import run_idle_chapter
         from costguard_demo.sweep import run_sweep_chapter
         from costguard_demo.volumes import run_volume_chapter
@@ -216,6 +236,19 @@ class _Demo:
             *run_sweep_chapter(session, PRIMARY, say, end, topic_arn=self.topic),
         ]
         self.deliver_alerts()
+        # One warning answered from Slack: the idle guard's own handler, in the second
+        # region (its notebook is the only one there), warns through the topic and Slack.
+        self.answered = run_answer_chapter(
+            session,
+            SECONDARY,
+            say,
+            end,
+            slack=self.slack,
+            table=TABLE,
+            topic=self.topic,
+            deliver=self.deliver_alerts,
+            home=PRIMARY,
+        )
         return guard_actions
 
     def ledger(self) -> Any:
@@ -248,8 +281,22 @@ class _Demo:
             for m in delivered
         ]
         if fmt == "json":
+            answered = self.answered
+            answers = (
+                [{"at": at.isoformat(), "step": what} for at, what in answered.steps]
+                if answered is not None
+                else []
+            )
             _print_json(
-                url, self.history, alerts, delivered, received, report, guard_actions, self.launches
+                url,
+                self.history,
+                alerts,
+                delivered,
+                received,
+                report,
+                guard_actions,
+                self.launches,
+                answers,
             )
         elif fmt != "table":
             # The final scan's report, as `costguard scan --format` prints it.
@@ -293,6 +340,7 @@ def _print_json(
     report: Any,
     guard_actions: list[dict[str, Any]],
     launches: list[dict[str, Any]],
+    answers: list[dict[str, Any]],
 ) -> None:
     from costguard.cli.output import write
     from costguard.cli.scan_output import report_json
@@ -305,6 +353,8 @@ def _print_json(
         "report": report_json(report),
         "actions": guard_actions,
         "launches": launches,
+        # One warning answered from Slack, step by step (the story's own times).
+        "answers": answers,
     }
     # The envelope every command prints; its time is the story's (simulated), not the clock's.
     write("json", kind="demo", data=document, table=_NO_TABLE, generated_at=report.now)

@@ -119,9 +119,10 @@ class CostGuardConfig(ContextOnly, ContextAndEnv):
             if s.env_var is not None and s.context_key is not None
         }
         if self.answers and not self.org_mode:
-            # The guards' Lambdas carry the scan's variables and the admins on top.
+            # The guards' Lambdas carry the scan's variables, the admins and the zone on top.
             admins = ",".join(self.answer_admins)
             sizes["answerAdmins"] = len(json.dumps({Env.ANSWER_ADMINS: admins}).encode())
+            sizes["timeZone"] = len(json.dumps({Env.TIME_ZONE: self.time_zone}).encode())
         room = LAMBDA_ENVIRONMENT_BYTES - STACK_VARIABLES_BYTES
         if sum(sizes.values()) <= room:
             return None

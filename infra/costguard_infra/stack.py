@@ -476,7 +476,7 @@ class CostGuardStack(cdk.Stack):
         """The answer endpoint (docs/deploy.md, docs/security.md): a Lambda Function URL that
         Slack's buttons and the e-mails' signed links reach.
 
-        Its role reads its two secrets, records once-only requests and used links in their
+        Its role reads its three secrets, records once-only requests and used links in their
         two ledger partitions, and invokes the guards' own Lambdas (asynchronously): it
         cannot stop, delete or tag anything itself. Reserved concurrency keeps a flood of
         requests from starving the scan and the guards.
@@ -491,6 +491,15 @@ class CostGuardStack(cdk.Stack):
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 password_length=64, exclude_punctuation=True
             ),
+        )
+        # Like the signing secret: a random placeholder until the Slack app's bot token is put
+        # in (docs/deploy.md). Only the answer Lambda reads it (the Exempt… dialog).
+        self.slack_bot_token = secretsmanager.Secret(
+            self,
+            "SlackBotToken",
+            secret_name=config.slack_bot_token_secret_name,
+            description="CostGuard: the Slack app's bot token (replace the placeholder)",
+            encryption_key=self.key,
         )
         # The guards by the names the stack gave them, not by reference: the guards refer
         # to this Lambda's URL (their links' address), so a reference back would be a cycle.
@@ -508,10 +517,10 @@ class CostGuardStack(cdk.Stack):
                 Env.TABLE_NAME: self.ledger.table.table_name,
                 Env.SCOPE: self.account,
                 Env.SLACK_SIGNING_SECRET: self.slack_signing.secret_name,
+                Env.SLACK_BOT_TOKEN: self.slack_bot_token.secret_name,
                 # Its full ARN: a generated secret's name carries no suffix to look it up by.
                 Env.LINK_SECRET: self.link_secret.secret_arn,
                 Env.GUARD_FUNCTIONS: json.dumps(guards, sort_keys=True),
-                Env.TIME_ZONE: config.time_zone,
                 Env.SERVICE_NAME: "costguard-answer",
                 Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
             },
@@ -523,6 +532,7 @@ class CostGuardStack(cdk.Stack):
         )
         role = self.answer.role
         self.slack_signing.grant_read(role)
+        self.slack_bot_token.grant_read(role)
         self.link_secret.grant_read(role)
         # The guards' own Lambdas, unqualified: no version, no alias, no other function.
         role.add_to_policy(
@@ -576,6 +586,12 @@ class CostGuardStack(cdk.Stack):
             value=self.answer_url.url,
         )
         cdk.CfnOutput(self, "SlackSigningSecretName", value=self.slack_signing.secret_name)
+        cdk.CfnOutput(
+            self,
+            "SlackBotTokenSecretName",
+            description="Put the Slack app's bot token (xoxb-…) here: the Exempt… dialog",
+            value=self.slack_bot_token.secret_name,
+        )
 
     def _notebook_heartbeat(self) -> None:
         """The lifecycle configuration users attach to notebook instances, and the policy
@@ -623,7 +639,11 @@ class CostGuardStack(cdk.Stack):
         nearly full (tests/infra/test_hub_stack.py)."""
         if not self.config.answers:
             return {}
-        return {Env.ANSWER_ADMINS: ",".join(self.config.answer_admins)}
+        return {
+            Env.ANSWER_ADMINS: ",".join(self.config.answer_admins),
+            # The zone of "tomorrow 09:00", and of the time an answer is told in.
+            Env.TIME_ZONE: self.config.time_zone,
+        }
 
     def scan_environment(self) -> dict[str, str]:
         """The settings from context (``config.environment()``), and what only the stack knows."""

@@ -26,6 +26,7 @@ from tests.support.clock import MIDDAY
 
 SIGNING = b"slack-signing-secret"
 LINKS = b"link-secret"
+BOT_TOKEN = b"xoxb-1000000000-2000000000-StandInBotToken0123456789"
 KEY = "123456789012/us-east-1/sagemaker-notebook/research-nb"
 OWNER = "U024BE7LH"
 
@@ -34,6 +35,9 @@ OWNER = "U024BE7LH"
 class Secrets:
     def slack_signing_secret(self) -> bytes:
         return SIGNING
+
+    def slack_bot_token(self) -> bytes:
+        return BOT_TOKEN
 
     def link_secret(self) -> bytes:
         return LINKS
@@ -200,6 +204,7 @@ def exempt_submission(reason: str, until: str, user: str = OWNER) -> dict[str, A
         "type": "view_submission",
         "user": {"id": user},
         "view": {
+            "callback_id": "costguard-exempt",
             "private_metadata": sign_button(SIGNING, ButtonClaims("idle-notebooks", KEY, (OWNER,))),
             "state": {
                 "values": {

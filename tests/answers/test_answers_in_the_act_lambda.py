@@ -125,8 +125,10 @@ def test_keep_and_act_now_through_the_guards_lambda(account: Any) -> None:
         guards=toy(account),
     )
     assert later.counts.get("acted", 0) == 0
-    assert texts[0].endswith("kept until 2026-11-20T16:10:00Z by @alice")
-    assert "act now" in texts[1]
+    assert texts == [
+        f"ec2-instance {kept}: kept until 16:10 UTC on Fri 20 Nov by @alice",
+        f"ec2-instance {stopped}: @alice answered act now: stopped now",
+    ]
     # and the audit names who answered, each time
     from costguard.adapters.dynamodb import DynamoDbLedger
 

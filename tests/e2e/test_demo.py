@@ -68,5 +68,14 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
     # names them side by side (it named a project "vision" beside "vision-research")
     assert {a["project"] for a in demo["actions"]} <= set(statuses)
     assert demo["alerts_delivered"]["sqs"] == demo["alerts_delivered"]["slack"] == len(kinds)
+    # AND one idle warning was answered from the Slack stand-in: kept 4 hours, left past its
+    # deadline, warned again, then "act now" stopped it
+    steps = [a["step"] for a in demo["answers"]]
+    assert [s for s in steps if "presses" in s] == [
+        '@alice presses "Keep 4 hours" in Slack; the message now reads:',
+        '@alice presses "Act now" in Slack; the message now reads:',
+    ]
+    assert steps[-1] == "the notebook is stopped"
+    assert "the notebook is running: kept past the warning's deadline" in steps
     assert all(a["alert_id"] and a["severity"] and a["summary"] for a in demo["alerts"])
     assert [c["ledger"] for c in demo["cycles"]] == ["applied"] * 6

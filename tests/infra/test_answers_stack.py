@@ -273,10 +273,12 @@ def test_answer_variables_go_only_to_the_lambdas_that_take_answers(on: World) ->
     guards = set(_guards(on).values())
     for logical in on.resources("AWS::Lambda::Function"):
         variables = _variables(on, logical)
-        # THEN the admins reach the answer and guard Lambdas only (the hub's 4 KB is full)
-        assert (Env.ANSWER_ADMINS in variables) == (logical in guards | {answer}), logical
-        # AND the time zone and the guards' map, the answer Lambda only
-        for only_answer in (Env.TIME_ZONE, Env.GUARD_FUNCTIONS):
+        # THEN the admins and the time zone reach the answer and guard Lambdas only (the
+        # hub's 4 KB is full)
+        for taking in (Env.ANSWER_ADMINS, Env.TIME_ZONE):
+            assert (taking in variables) == (logical in guards | {answer}), (logical, taking)
+        # AND the guards' map, the answer Lambda only
+        for only_answer in (Env.GUARD_FUNCTIONS,):
             assert (only_answer in variables) == (logical == answer), (logical, only_answer)
         # AND the link key, the answer Lambda (which checks links) and the guards' (which
         # sign them); the endpoint's address, the guards' only (their links' base)
@@ -299,8 +301,8 @@ def test_guard_roles_read_the_link_key_to_sign_their_links_and_no_other_new_secr
         assert variables[Env.ANSWER_URL] == url, name
         # AND may read the link key, and decrypt it through Secrets Manager only
         assert role_may(on, role, "secretsmanager:GetSecretValue", link), name
-        # AND no other secret: not the Slack signing secret, not the webhook
-        for other in ("SlackSigning", "SlackWebhook"):
+        # AND no other secret: not the Slack signing secret, the bot token or the webhook
+        for other in ("SlackSigning", "SlackBotToken", "SlackWebhook"):
             secret = _secret(on, other)
             assert not role_may(on, role, "secretsmanager:GetSecretValue", secret), (name, other)
         # AND nothing but reading it: no write, no rotation, no deletion
@@ -389,17 +391,44 @@ def test_the_slack_notifier_signs_buttons_with_the_signing_secret(on: World) -> 
     assert not role_may(on, role, "secretsmanager:GetSecretValue", _secret(on, "AnswerLink"))
 
 
-def test_the_slack_signing_secret_is_a_placeholder_and_the_link_key_generated(on: World) -> None:
+def test_the_slack_secrets_are_placeholders_and_the_link_key_generated(on: World) -> None:
     # GIVEN answers on
     secrets = on.resources("AWS::SecretsManager::Secret")
     (signing,) = [s["Properties"] for k, s in secrets.items() if "SlackSigning" in k]
+    (bot,) = [s["Properties"] for k, s in secrets.items() if "SlackBotToken" in k]
     (link,) = [s["Properties"] for k, s in secrets.items() if "AnswerLink" in k]
-    # THEN both are encrypted with CostGuard's key; no value is in the template
-    for props in (signing, link):
+    # THEN all are encrypted with CostGuard's key; no value is in the template
+    for props in (signing, bot, link):
         assert "KmsKeyId" in props
         assert "SecretString" not in props
     assert signing["Name"] == "costguard/slack-signing-secret"
+    assert bot["Name"] == "costguard/slack-bot-token"
     assert link["GenerateSecretString"]["PasswordLength"] >= 32
+
+
+def test_only_the_answer_role_reads_the_slack_bot_token(on: World) -> None:
+    # GIVEN answers on: the bot token opens the Exempt… dialog (views.open)
+    bot = _secret(on, "SlackBotToken")
+    answer = _function(on, ANSWER_HANDLER)
+    answer_role = on.function_role(answer)
+    # THEN the answer Lambda is told its name and may read it, with CostGuard's key
+    variables = _variables(on, answer)
+    assert on.resolve(variables[Env.SLACK_BOT_TOKEN]) == "costguard/slack-bot-token"
+    assert role_may(on, answer_role, "secretsmanager:GetSecretValue", bot)
+    (key,) = on.resources("AWS::KMS::Key")
+    assert role_may(on, answer_role, "kms:Decrypt", on.arn(key))
+    # AND no other Lambda is told it, and no other role may read it: not the notifier, not a
+    # guard, not the scan
+    for logical in set(on.resources("AWS::Lambda::Function")) - {answer}:
+        assert Env.SLACK_BOT_TOKEN not in _variables(on, logical), logical
+    others = set(on.resources("AWS::IAM::Role")) - {answer_role}
+    assert others
+    for role in others:
+        assert not role_may(on, role, "secretsmanager:GetSecretValue", bot), role
+    # AND the operator is told where to put it
+    outputs = on.template["Outputs"]
+    (name,) = [o for k, o in outputs.items() if k.startswith("SlackBotTokenSecretName")]
+    assert on.resolve(name["Value"]) == "costguard/slack-bot-token"
 
 
 def test_cdk_nag_finds_nothing_unacknowledged_with_answers_on() -> None:
@@ -428,6 +457,7 @@ def test_cdk_nag_finds_nothing_unacknowledged_with_answers_on() -> None:
         ({"answerAdmins": "maria"}, "`answerAdmins`"),
         ({"answerAdmins": '["a,b@example.com"]'}, "`answerAdmins`"),
         ({"slackSigningSecretName": "no spaces"}, "`slackSigningSecretName`"),
+        ({"slackBotTokenSecretName": "no spaces"}, "`slackBotTokenSecretName`"),
     ],
 )
 def test_answer_settings_are_checked_at_synth(context: dict[str, Any], named: str) -> None:

@@ -82,13 +82,21 @@ NON_DEFAULT: dict[str, Any] = {
     "answerAdmins": "U024BE7LH,ops@example.com",
     "timeZone": "Europe/Paris",
     "slackSigningSecretName": "team/slack-signing",
+    "slackBotTokenSecretName": "team/slack-bot-token",
     "answerConcurrency": "9",
 }
 #: The Organization hub's keys away from their defaults, with every other key of
 #: NON_DEFAULT but `costExplorer` (which the hub refuses: no Cost Explorer in members) and
 #: `launchAlerts` (left on, so that the hub's on-launch Lambda is built and configured), and
 #: the answers' (the hub refuses `answers` for now).
-ANSWER_KEYS = ("answers", "answerAdmins", "timeZone", "slackSigningSecretName", "answerConcurrency")
+ANSWER_KEYS = (
+    "answers",
+    "answerAdmins",
+    "timeZone",
+    "slackSigningSecretName",
+    "slackBotTokenSecretName",
+    "answerConcurrency",
+)
 ORG_NON_DEFAULT: dict[str, Any] = {
     **{
         k: v

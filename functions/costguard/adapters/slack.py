@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from costguard.ports import SlackCallError
 from costguard.retry import retrying
 
 MAX_ATTEMPTS = 5
@@ -48,7 +49,7 @@ _WEBHOOK_PATH = re.compile(r"/(?:services|workflows)(?:/[A-Za-z0-9_\-]+)+")
 _REDACTED = "<redacted>"
 
 
-class SlackDeliveryError(Exception):
+class SlackDeliveryError(SlackCallError):
     """Slack refused the message, or kept failing after the retries."""
 
 
@@ -241,16 +242,138 @@ def _retry_after(header: str | None, attempt: int) -> float:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
 
 
+def is_response_url(url: object, origin: str = SLACK_WEBHOOK_ORIGIN) -> bool:
+    """Whether ``url`` is one of Slack's response URLs (``https://hooks.slack.com/actions/…``):
+    the only kind CostGuard ever posts an answer's outcome to."""
+    prefix = origin.rstrip("/") + "/actions/"
+    return (
+        isinstance(url, str)
+        and url.startswith(prefix)
+        and len(url) > len(prefix)
+        and not any(c in url for c in "\r\n \t?#@")
+    )
+
+
 def answer_in_place(
     response_url: str, text: str, *, origin: str = SLACK_WEBHOOK_ORIGIN, sleep: Any = None
 ) -> int:
     """Replace a warning's message with what became of its answer ("kept until 14:00 UTC by
     @maria"), through the ``response_url`` Slack gave with the button press. Only a URL of
     Slack's own ``/actions/`` path is followed (never one a payload could point elsewhere)."""
-    prefix = origin.rstrip("/") + "/actions/"
-    if not response_url.startswith(prefix) or any(c in response_url for c in "\r\n "):
+    if not is_response_url(response_url, origin):
         raise SlackDeliveryError("the response URL is not Slack's")
     kwargs = {"sleep": sleep} if sleep is not None else {}
     hook = SlackWebhook(lambda: None, origin=origin, **kwargs)
     path = WebhookPath(response_url[len(origin.rstrip("/")) :])
     return hook.post({"replace_original": True, "text": text}, path)
+
+
+# -- the Web API (the Exempt… dialog) ----------------------------------------------------------
+
+SLACK_API_ORIGIN = "https://slack.com"
+#: Slack lets a trigger_id live 3 seconds and wants the interaction answered within 3: one
+#: attempt, answered or given up within this, leaves the desk time to answer.
+VIEWS_OPEN_TIMEOUT_S = 2.0
+#: An ephemeral reply through the response URL, after a failed views.open: what time is left.
+RESPOND_TIMEOUT_S = 0.8
+_SLACK_ERROR = re.compile(r"[a-z0-9_]{1,60}")
+
+
+class SlackApiError(SlackCallError):
+    """A Web API call failed: the message says why (Slack's error code, a status, a timeout),
+    never the token."""
+
+
+def parse_bot_token(secret: str | bytes | None) -> str | None:
+    """The bot token in its secret (``xoxb-…``); None while the secret holds the stack's
+    random placeholder (or nothing). Raises :class:`SlackApiError` for another kind of
+    token (a user token, ``xoxp-``, has powers CostGuard must not hold)."""
+    if secret is None:
+        return None
+    text = secret.decode("utf-8", errors="replace") if isinstance(secret, bytes) else secret
+    value = text.strip(" \t\r\n")
+    if not value.startswith("xox"):
+        return None
+    if not value.startswith("xoxb-") or not re.fullmatch(r"xoxb-[A-Za-z0-9-]{8,250}", value):
+        raise SlackApiError("the Slack bot-token secret does not hold a bot token (xoxb-…)")
+    return value
+
+
+class SlackWebApi:
+    """The two calls the answer desk makes to Slack while a person waits: ``views.open``
+    (the Exempt… dialog, with the app's bot token) and an ephemeral reply through a
+    response URL. One attempt each, short timeouts, no retries: within Slack's 3 seconds,
+    and a trigger_id is good for one use and 3 seconds anyway. Redirects are never followed."""
+
+    def __init__(
+        self,
+        *,
+        api_origin: str = SLACK_API_ORIGIN,
+        webhook_origin: str = SLACK_WEBHOOK_ORIGIN,
+        timeout_s: float = VIEWS_OPEN_TIMEOUT_S,
+        respond_timeout_s: float = RESPOND_TIMEOUT_S,
+    ) -> None:
+        """The origins are Slack's; only tests and the demo point them at a stand-in."""
+        self._api = api_origin.rstrip("/")
+        self._hooks = webhook_origin.rstrip("/")
+        self._timeout = timeout_s
+        self._respond_timeout = respond_timeout_s
+        self._opener = urllib.request.build_opener(_NoRedirects)
+
+    def open_view(self, token: str | bytes | None, trigger_id: str, view: dict[str, Any]) -> None:
+        """Open ``view`` (a modal) for the person whose interaction gave ``trigger_id``;
+        raise :class:`SlackApiError` saying why not."""
+        bot = parse_bot_token(token)
+        if bot is None:
+            raise SlackApiError("no Slack bot token is configured (its secret holds a placeholder)")
+        request = urllib.request.Request(  # noqa: S310 - the origin is fixed
+            self._api + "/api/views.open",
+            data=json.dumps({"trigger_id": trigger_id, "view": view}).encode(),
+            method="POST",
+            headers={
+                "Content-Type": "application/json; charset=utf-8",
+                "Authorization": f"Bearer {bot}",
+            },
+        )
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                raw = response.read(64 * 1024)
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            raise SlackApiError(f"views.open answered HTTP {exc.code}") from None
+        except TimeoutError:
+            raise SlackApiError(f"views.open gave no answer within {self._timeout:g} s") from None
+        except OSError as exc:  # URLError, refused and reset connections
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):
+                raise SlackApiError(
+                    f"views.open gave no answer within {self._timeout:g} s"
+                ) from None
+            raise SlackApiError(f"views.open failed: {type(reason).__name__}") from None
+        except http.client.HTTPException as exc:
+            raise SlackApiError(f"views.open failed: {type(exc).__name__}") from None
+        try:
+            answer = json.loads(raw)
+        except ValueError:
+            raise SlackApiError("views.open answered something that is not JSON") from None
+        if not isinstance(answer, dict) or answer.get("ok") is not True:
+            error = answer.get("error") if isinstance(answer, dict) else None
+            code = error if isinstance(error, str) and _SLACK_ERROR.fullmatch(error) else "?"
+            raise SlackApiError(f"Slack refused views.open: {code}")
+
+    def respond(self, response_url: str, message: dict[str, Any]) -> None:
+        """Post ``message`` (e.g. an ephemeral one) to an interaction's response URL: one
+        attempt. Raises :class:`SlackDeliveryError`."""
+        if not self.is_response_url(response_url):
+            raise SlackDeliveryError("the response URL is not Slack's")
+        hook = SlackWebhook(
+            lambda: None,
+            origin=self._hooks,
+            timeout_s=self._respond_timeout,
+            max_attempts=1,
+            sleep=lambda _s: None,
+        )
+        hook.post(message, WebhookPath(response_url[len(self._hooks) :]))
+
+    def is_response_url(self, url: object) -> bool:
+        return is_response_url(url, self._hooks)

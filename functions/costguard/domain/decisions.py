@@ -227,6 +227,13 @@ _VERBS = {
 }
 
 
+def done(action: Action) -> str:
+    """What an action did, in words: "stopped", "deleted"."""
+    verb = _VERBS.get(action, action.value)
+    first, _, rest = verb.partition(" ")
+    return " ".join(filter(None, (first + ("ped" if first == "stop" else "d"), rest)))
+
+
 def _label(t: Target) -> str:
     return f"{t.kind} {t.name or t.id}"
 

@@ -135,9 +135,7 @@ def take_answer(
         report = run_guard(guard, context, executor, wall, time_left)
         log_run(guard, report)
         result["run"] = summary(report)
-        acted = any(o.step.value == "acted" for o in report.outcomes)
-        if not acted:
-            taken = replace(taken, detail=taken.detail + "; the guard did not act (see its run)")
+        taken = replace(taken, detail=after_act_now(request.resource, report))
     url = request.response_url
     if url:
         from costguard.adapters.slack import (
@@ -147,12 +145,38 @@ def take_answer(
         )
 
         try:
-            answer_in_place(url, told(request, taken), origin=slack_origin or SLACK_WEBHOOK_ORIGIN)
+            answer_in_place(
+                url,
+                told(request, taken, local_zone(os.environ)),
+                origin=slack_origin or SLACK_WEBHOOK_ORIGIN,
+            )
         except SlackDeliveryError as exc:  # the answer stands; only the message is stale
             logger.warning("could not update the warning in Slack", extra={"error": str(exc)})
     if taken.outcome is Taken.REFUSED:
         result["refused"] = taken.detail
     return result
+
+
+def after_act_now(resource: str, report: ExecutionReport) -> str:
+    """What the guard's run did with the resource answered "act now", in words."""
+    from costguard.domain.decisions import Step, done
+
+    mine = [o for o in report.outcomes if o.decision.target.key == resource]
+    for o in mine:
+        if o.step is Step.ACTED:
+            return f"{done(o.decision.action)} now"
+    if not mine:
+        return "nothing was done: the guard no longer finds it idle"
+    o = mine[0]
+    return f"nothing was done: {o.step.value} ({o.detail})" if o.detail else o.step.value
+
+
+def local_zone(environ: Mapping[str, str]) -> Any:
+    """``COSTGUARD_TIME_ZONE``: the zone answers are told in; None (UTC) when unset or unknown."""
+    from costguard.domain.answers import Refusal, time_zone
+
+    zone = time_zone(environ.get(Env.TIME_ZONE) or "UTC")
+    return None if isinstance(zone, Refusal) else zone
 
 
 def summary(report: ExecutionReport) -> dict[str, Any]:

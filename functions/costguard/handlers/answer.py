@@ -91,10 +91,11 @@ def process(
 
 
 class _Secrets:
-    """The Slack signing secret and the link secret, read through Powertools (cached)."""
+    """The Slack signing secret, the Slack bot token and the link secret, read through
+    Powertools (cached per container)."""
 
-    def __init__(self, slack: str, links: str) -> None:
-        self._names = (slack, links)
+    def __init__(self, slack: str, links: str, bot: str = "") -> None:
+        self._names = (slack, links, bot)
 
     def _read(self, name: str) -> bytes:
         from costguard.adapters.secrets import secret_bytes
@@ -107,11 +108,25 @@ class _Secrets:
     def link_secret(self) -> bytes:
         return self._read(self._names[1])
 
+    def slack_bot_token(self) -> bytes:
+        """Empty when the stack names no bot-token secret (the dialog then says what to do
+        instead)."""
+        return self._read(self._names[2]) if self._names[2] else b""
 
-def build_desk(environ: Mapping[str, str], session: Any) -> AnswerDesk:
-    """The desk on the deployed parts: the ledger (replays, used links), the guards' Lambdas."""
+
+def build_desk(
+    environ: Mapping[str, str],
+    session: Any,
+    *,
+    slack_api_origin: str | None = None,
+    slack_webhook_origin: str | None = None,
+) -> AnswerDesk:
+    """The desk on the deployed parts: the ledger (replays, used links), the guards' Lambdas,
+    Slack's Web API (the Exempt… dialog). The Slack origins are Slack's own; only tests and
+    the demo point them at the stand-in."""
     from costguard.adapters.answer_queue import LambdaAnswerQueue
     from costguard.adapters.dynamodb import DynamoDbLedger
+    from costguard.adapters.slack import SLACK_API_ORIGIN, SLACK_WEBHOOK_ORIGIN, SlackWebApi
     from costguard.services.answers import AnswerDesk, DeskSettings
 
     region = session.region_name or environ.get("AWS_REGION", "us-east-1")
@@ -119,7 +134,11 @@ def build_desk(environ: Mapping[str, str], session: Any) -> AnswerDesk:
         a.strip() for a in environ.get(Env.ANSWER_ADMINS, "").split(",") if a.strip()
     )
     return AnswerDesk(
-        _Secrets(environ[Env.SLACK_SIGNING_SECRET], environ[Env.LINK_SECRET]),
+        _Secrets(
+            environ[Env.SLACK_SIGNING_SECRET],
+            environ[Env.LINK_SECRET],
+            environ.get(Env.SLACK_BOT_TOKEN, ""),
+        ),
         DynamoDbLedger(session.client("dynamodb", region_name=region), environ[Env.TABLE_NAME]),
         LambdaAnswerQueue(
             session.client("lambda", region_name=region),
@@ -127,6 +146,10 @@ def build_desk(environ: Mapping[str, str], session: Any) -> AnswerDesk:
             region,
         ),
         DeskSettings(environ.get(Env.SCOPE, ""), admins, environ.get(Env.TIME_ZONE) or "UTC"),
+        SlackWebApi(
+            api_origin=slack_api_origin or SLACK_API_ORIGIN,
+            webhook_origin=slack_webhook_origin or SLACK_WEBHOOK_ORIGIN,
+        ),
     )
 
 

@@ -26,13 +26,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, tzinfo
 from enum import StrEnum
 
 from costguard.domain.answers import Answer, AnswerRequest, may_answer
 from costguard.domain.calendar import require_utc
-from costguard.domain.decisions import Gate, Target, action_after, deadline_tag, gate
+from costguard.domain.decisions import (
+    Gate,
+    Observed,
+    Target,
+    action_after,
+    deadline_tag,
+    gate,
+)
 from costguard.domain.models import ACCOUNT_ID, parse_key
 from costguard.domain.tags import TagKeys, Tags, read_tags
 from costguard.ports import ActionLedger, Actuator, AuditEvent
@@ -60,6 +67,9 @@ class TakenAnswer:
     detail: str
     #: True when the guard should run now (an act-now answer was recorded).
     run_guard: bool = False
+    #: The resource as its warning named it ("ec2-instance my-notebook"); empty when it
+    #: was not found.
+    label: str = ""
 
 
 def _namespace(warning_tag: str) -> str:
@@ -110,7 +120,11 @@ class AnswerTaker:
         if not self._ledger.claim("answered", key, now, ANSWER_LEASE, attrs):
             return TakenAnswer(Taken.ALREADY, "this answer was already taken")
         try:
-            taken = self._judge(request, actuator, target, now)
+            observed = actuator.inspect([target]).get(target.key)
+            taken = self._judge(request, actuator, target, observed, now)
+            if observed is not None:
+                name = observed.tags.get("Name") or target.id
+                taken = replace(taken, label=f"{target.kind} {name}")
         except Exception:
             # A failure halfway (a refused tag write, a throttled read) gives the claim
             # back: the invocation's retry takes the answer again, never "already taken".
@@ -121,9 +135,13 @@ class AnswerTaker:
         return taken
 
     def _judge(
-        self, request: AnswerRequest, actuator: Actuator, target: Target, now: datetime
+        self,
+        request: AnswerRequest,
+        actuator: Actuator,
+        target: Target,
+        observed: Observed | None,
+        now: datetime,
     ) -> TakenAnswer:
-        observed = actuator.inspect([target]).get(target.key)
         if observed is None:
             return TakenAnswer(Taken.REFUSED, "the resource no longer exists")
         # The primary project key, as for any action (the IAM condition names it).
@@ -194,18 +212,28 @@ class AnswerTaker:
         )
 
 
-def told(request: AnswerRequest, taken: TakenAnswer) -> str:
-    """What the warning's message becomes once the answer is taken (in place, in Slack)."""
+def local_time(at: datetime, zone: tzinfo | None = None) -> str:
+    """A time as the people answering read it: on their wall clock when the deployment has
+    a time zone, with UTC beside it ("14:00 Europe/Paris (13:00 UTC) on Fri 20 Nov")."""
+    at = require_utc(at)
+    if zone is None or str(zone) in ("UTC", "Etc/UTC"):
+        return f"{at:%H:%M} UTC on {at:%a %d %b}"
+    local = at.astimezone(zone)
+    return f"{local:%H:%M} {zone} ({at:%H:%M} UTC) on {local:%a %d %b}"
+
+
+def told(request: AnswerRequest, taken: TakenAnswer, zone: tzinfo | None = None) -> str:
+    """What the warning's message becomes once the answer is taken (in place, in Slack):
+    the resource as the warning named it, what was done, until when, and by whom."""
     who = request.answerer.name or request.answerer.id
+    until = local_time(request.until, zone) if request.until else ""
     what = {
-        Taken.KEPT: f"kept until {deadline_tag(request.until)} by {who}" if request.until else "",
-        Taken.EXEMPTED: f"exempted until {deadline_tag(request.until)} by {who}"
-        + (f" ({request.reason})" if request.reason else "")
-        if request.until
-        else "",
-        Taken.ACT_NOW: f"{who} answered: act now",
+        Taken.KEPT: f"kept until {until} by {who}",
+        Taken.EXEMPTED: f"exempted until {until} by {who}"
+        + (f" ({request.reason})" if request.reason else ""),
+        Taken.ACT_NOW: f"{who} answered act now: {taken.detail}",
         Taken.WOULD: f"{who} answered {request.answer.value} (dry-run: {taken.detail})",
         Taken.ALREADY: f"{who} answered {request.answer.value}: {taken.detail}",
         Taken.REFUSED: f"{who}'s answer was not taken: {taken.detail}",
     }[taken.outcome]
-    return f"{request.resource}: {what}"
+    return f"{taken.label or request.resource}: {what}"

@@ -35,6 +35,7 @@ from costguard.domain.answers import (
 from costguard.domain.calendar import require_utc
 from costguard.domain.signatures import (
     MAX_BODY_BYTES,
+    ButtonClaims,
     LinkClaims,
     csrf_token,
     read_button,
@@ -42,8 +43,17 @@ from costguard.domain.signatures import (
     verify_csrf,
     verify_slack,
 )
+from costguard.domain.tags import Tags
 from costguard.domain.text import truncate
-from costguard.ports import ClaimStore
+from costguard.ports import ClaimStore, SlackCallError
+from costguard.rendering import (
+    EXEMPT_CALLBACK_ID,
+    EXEMPT_REASON_BLOCK,
+    EXEMPT_UNTIL_BLOCK,
+    exempt_modal,
+    read_exempt_metadata,
+    slack_escape,
+)
 
 #: Claims of the desk: a Slack request's signature (replays) and a link's nonce (one use).
 SLACK_REQUESTS = "slack-request"
@@ -55,11 +65,31 @@ class AnswerQueue(Protocol):
 
 
 class AnswerSecrets(Protocol):
-    """Slack's signing secret and the deployment's link secret (Secrets Manager)."""
+    """Slack's signing secret, the Slack app's bot token (for the Exempt… dialog) and the
+    deployment's link secret (Secrets Manager)."""
 
     def slack_signing_secret(self) -> bytes: ...
 
+    def slack_bot_token(self) -> bytes: ...
+
     def link_secret(self) -> bytes: ...
+
+
+class SlackDialogs(Protocol):
+    """What the desk asks of Slack while the person waits (within Slack's 3 seconds)."""
+
+    def open_view(self, token: bytes, trigger_id: str, view: dict[str, Any]) -> None:
+        """Open a modal for the person whose interaction gave ``trigger_id``; raises
+        :class:`~costguard.ports.SlackCallError` saying why not."""
+        ...
+
+    def respond(self, response_url: str, message: dict[str, Any]) -> None:
+        """Post a message (e.g. an ephemeral one) through an interaction's response URL."""
+        ...
+
+    def is_response_url(self, url: object) -> bool:
+        """Whether ``url`` is Slack's own response URL (the only kind ever posted to)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +133,15 @@ class AnswerDesk:
         claims: ClaimStore,
         queue: AnswerQueue,
         settings: DeskSettings,
+        dialogs: SlackDialogs | None = None,
     ) -> None:
+        """``dialogs``: Slack's Web API for the Exempt… dialog; without it, Exempt… tells
+        the person how to exempt by hand."""
         self._secrets = secrets
         self._claims = claims
         self._queue = queue
         self._s = settings
+        self._dialogs = dialogs
 
     def handle(self, request: HttpRequest, now: datetime) -> HttpAnswer:
         now = require_utc(now)
@@ -170,14 +204,11 @@ class AnswerDesk:
         if not may_answer(who, claims.owners, self._s.admins):
             owners = ", ".join(f"<@{o}>" if "@" not in o else o for o in claims.owners) or "none"
             text = f"This warning is not yours to answer: its owners ({owners}) or a CostGuard admin can."
-            return HttpAnswer(
-                200,
-                json.dumps({"response_type": "ephemeral", "replace_original": False, "text": text}),
-                refused=f"{who} is not an owner of {claims.resource}",
+            return self._ephemeral(
+                payload, text, refused=f"{who} is not an owner of {claims.resource}"
             )
         if answer is Answer.EXEMPT:
-            # The dialog (reason, end date) comes back as a view submission.
-            return HttpAnswer(200, "", refused=None)
+            return self._open_exempt_dialog(payload, actions[0].get("value"), claims, now)
         until = None
         if answer in (Answer.KEEP_4H, Answer.KEEP_UNTIL_TOMORROW):
             zone = time_zone(self._s.time_zone)
@@ -198,30 +229,109 @@ class AnswerDesk:
             "",
         )
 
+    def _open_exempt_dialog(
+        self, payload: Mapping[str, Any], value: object, claims: ButtonClaims, now: datetime
+    ) -> HttpAnswer:
+        """Exempt… opens a dialog (a reason, an end date); its submission comes back as a
+        ``view_submission``. Slack wants the modal within 3 seconds of the press (the
+        trigger_id expires): one short attempt, and if it fails the person is told, in the
+        channel and only to them, how to exempt by hand."""
+        trigger_id = _text(payload.get("trigger_id"))
+        response_url = _text(payload.get("response_url"))
+        why: str
+        if self._dialogs is None:
+            why = "the Exempt… dialog is not set up (no Slack Web API)"
+        elif trigger_id is None or not isinstance(value, str):
+            why = "the press carries no trigger_id to open the dialog with"
+        else:
+            view = exempt_modal(
+                claims.guard,
+                claims.resource,
+                value,
+                response_url if self._dialogs.is_response_url(response_url) else None,
+                now.date(),
+            )
+            try:
+                self._dialogs.open_view(self._secrets.slack_bot_token(), trigger_id, view)
+            except Exception as exc:  # told to the person and logged; never a traceback
+                why = _why(exc)
+            else:
+                return HttpAnswer(200, "")
+        text = (
+            "CostGuard could not open the Exempt… dialog. To exempt "
+            f"{slack_escape(claims.resource)}, tag it `{Tags.EXEMPT}=YYYY-MM-DD` (the last "
+            "day it may keep running), or ask a CostGuard admin. Keep 4 hours and Keep until "
+            "tomorrow still work."
+        )
+        return self._ephemeral(payload, text, refused=f"could not open the Exempt… dialog: {why}")
+
+    def _ephemeral(self, payload: Mapping[str, Any], text: str, *, refused: str) -> HttpAnswer:
+        """Tell only the person who pressed. Slack ignores the body of a button press's
+        acknowledgement, so the message goes through the press's response URL (one short
+        attempt); it is in the body too, for anything that reads it."""
+        message = {"response_type": "ephemeral", "replace_original": False, "text": text}
+        url = payload.get("response_url")
+        if self._dialogs is not None and self._dialogs.is_response_url(url):
+            assert isinstance(url, str)
+            try:
+                self._dialogs.respond(url, message)
+            except Exception as exc:  # the refusal is logged all the same
+                refused = f"{refused} (and the reply did not reach Slack: {_why(exc)})"
+        return HttpAnswer(200, json.dumps(message), refused=refused)
+
     def _exempt_form(
         self, payload: Mapping[str, Any], who: Answerer, now: datetime, request_id: str
     ) -> HttpAnswer:
         view = _mapping(payload.get("view"))
-        claims = read_button(self._secrets.slack_signing_secret(), view.get("private_metadata"))
+        if view.get("callback_id") != EXEMPT_CALLBACK_ID:
+            return _refused(Refusal("not a dialog CostGuard opened", 400))
+        value, response_url = read_exempt_metadata(view.get("private_metadata"))
+        claims = read_button(self._secrets.slack_signing_secret(), value)
         if isinstance(claims, Refusal):
             return _refused(claims)
         if not may_answer(who, claims.owners, self._s.admins):
-            return _refused(Refusal(f"{who} is not an owner of {claims.resource}", 403))
+            # Slack shows errors on the dialog's inputs; anything but a 200 is "trouble
+            # connecting".
+            return HttpAnswer(
+                200,
+                json.dumps(
+                    {
+                        "response_action": "errors",
+                        "errors": {
+                            EXEMPT_REASON_BLOCK: "This warning is not yours to answer: its "
+                            "owners or a CostGuard admin can."
+                        },
+                    }
+                ),
+                refused=f"{who} is not an owner of {claims.resource}",
+            )
         values = _form_values(view)
-        reason = clean_reason(values.get("reason"))
-        end = _date(values.get("until"))
+        reason = clean_reason(values.get(EXEMPT_REASON_BLOCK))
+        end = _date(values.get(EXEMPT_UNTIL_BLOCK))
         if isinstance(reason, Refusal) or isinstance(end, Refusal):
             errors = {}
             if isinstance(reason, Refusal):
-                errors["reason"] = reason.reason
+                errors[EXEMPT_REASON_BLOCK] = reason.reason
             if isinstance(end, Refusal):
-                errors["until"] = end.reason
-            return HttpAnswer(200, json.dumps({"response_action": "errors", "errors": errors}))
+                errors[EXEMPT_UNTIL_BLOCK] = end.reason
+            return HttpAnswer(
+                200,
+                json.dumps({"response_action": "errors", "errors": errors}),
+                refused="the Exempt… dialog was sent back: " + "; ".join(errors.values()),
+            )
         until = exemption_until(end, now)
         if isinstance(until, Refusal):
             return HttpAnswer(
-                200, json.dumps({"response_action": "errors", "errors": {"until": until.reason}})
+                200,
+                json.dumps(
+                    {"response_action": "errors", "errors": {EXEMPT_UNTIL_BLOCK: until.reason}}
+                ),
+                refused=f"the Exempt… dialog was sent back: {until.reason}",
             )
+        if response_url is not None and not (
+            self._dialogs is not None and self._dialogs.is_response_url(response_url)
+        ):
+            response_url = None  # only ever Slack's own: the message is then left as it is
         return self._accept(
             AnswerRequest(
                 claims.guard,
@@ -231,6 +341,7 @@ class AnswerDesk:
                 now,
                 until,
                 reason,
+                response_url=response_url,
                 request_id=request_id,
             ),
             json.dumps({"response_action": "clear"}),
@@ -337,6 +448,14 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _why(exc: Exception) -> str:
+    """An exception as the log may show it: CostGuard's own errors say why (and never a
+    secret); anything else only by its type."""
+    if isinstance(exc, SlackCallError):
+        return truncate(str(exc), 200)
+    return type(exc).__name__
 
 
 def _slack_payload(body: bytes) -> Mapping[str, Any] | Refusal:
