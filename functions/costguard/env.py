@@ -19,7 +19,10 @@ OTHER_VARIABLES: Final[Mapping[str, str]] = {
     "(unset: warnings carry no buttons), read by its handler",
     "COSTGUARD_ANSWER_ADMINS": "who may answer any warning besides its owners (comma-separated "
     "Slack IDs or e-mail addresses), read by the answer endpoint's and the guards' handlers",
-    "COSTGUARD_LINK_SECRET": "the answer endpoint's key for e-mail links, read by its handler",
+    "COSTGUARD_LINK_SECRET": "the answer endpoint's key for e-mail links, read by its handler "
+    "and by the guards' (which sign their warnings' links)",
+    "COSTGUARD_ANSWER_URL": "the answer endpoint's address, the base of e-mailed answer links "
+    "(unset: warnings carry no links), read by the guards' handlers",
     "COSTGUARD_SLACK_BOT_TOKEN": "the Slack app's bot token (the Exempt… dialog's views.open), "
     "read by the answer endpoint's handler",
     "COSTGUARD_GUARD_FUNCTIONS": "the answer endpoint's map of guard -> its Lambda (JSON)",

@@ -1,6 +1,7 @@
 """How an alert reads in each channel. Pure functions: golden-tested, no I/O.
 
-- ``email``: plain text a busy person can act on, with console links;
+- ``email``: plain text a busy person can act on, with console links (and an answerable
+  action warning's signed answer links, last);
 - ``https``: Amazon Q Developer in chat apps' custom-notification schema (it drops anything else);
 - ``sqs``/``lambda``: versioned machine JSON with a stable ``alert_id``;
 - Slack Block Kit, for the incoming-webhook notifier, with every user string escaped.
@@ -24,6 +25,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field
 
 from costguard.domain.alerts import Alert, AlertResource
+from costguard.domain.answer_links import EmailAnswers
 from costguard.domain.answers import MAX_EXEMPT_DAYS, MAX_REASON_CHARS
 from costguard.domain.models import KeyParts, parse_key
 from costguard.domain.money import per_hour, rate
@@ -101,11 +103,14 @@ def email_subject(alert: Alert) -> str:
     return truncate(ascii_text, 100, "~")
 
 
-def email_text(alert: Alert, *, max_listed: int | None = None) -> str:
+def email_text(
+    alert: Alert, *, max_listed: int | None = None, answers: EmailAnswers | None = None
+) -> str:
     """Plain text, one user string per line at most: nothing in a tag can add a line.
 
     ``max_listed`` caps the owners and resources listed (the rest are counted), to keep
-    a very large alert within SNS's message size.
+    a very large alert within SNS's message size. ``answers``: an action warning's signed
+    answer links, in their own section after everything else the reader needs.
     """
     resources = alert.resources[:max_listed]
     owners = alert.owners[:max_listed]
@@ -139,9 +144,29 @@ def email_text(alert: Alert, *, max_listed: int | None = None) -> str:
             "What to do next:",
             *[f"  {i}. {s}" for i, s in enumerate(alert.next_steps, 1)],
         ]
+    if answers is not None:
+        lines += ["", *answer_lines(answers)]
     lines += ["", f"Alert id: {alert.alert_id}", "Sent by CostGuard."]
     # Each element is one line by construction; a newline inside one came from a user string.
     return "\n".join(one_line(line) for line in lines)
+
+
+def answer_lines(answers: EmailAnswers) -> list[str]:
+    """The answer section of an e-mail: a heading with the links' expiry, one line per
+    link (the owners' addresses come from tags: one line each, like every user string)."""
+    heading = f"Answer this warning (links work once, until {answers.expires:%Y-%m-%d %H:%M} UTC):"
+    lines = [heading]
+    several = len(answers.owners) > 1
+    for group in answers.owners:
+        if several:
+            lines.append(f"  As {group.owner}:")
+        indent = "    " if several else "  "
+        lines += [f"{indent}{link.label}: {link.url}" for link in group.links]
+    whom = " or ".join(g.owner for g in answers.owners)
+    lines.append(
+        f"Each link opens a page that asks you to confirm; the answer is recorded as {whom}'s."
+    )
+    return lines
 
 
 # -- machine JSON ----------------------------------------------------------------------
@@ -303,22 +328,23 @@ SNS_MESSAGE_BUDGET_BYTES = 256 * 1024 - 8 * 1024
 _LISTING_CAPS: tuple[int | None, ...] = (None, 100, 50, 20, 10, 5, 0)
 
 
-def sns_message(alert: Alert) -> str:
+def sns_message(alert: Alert, answers: EmailAnswers | None = None) -> str:
     """The ``MessageStructure=json`` body: one rendering per protocol, within SNS's size.
 
     An alert about hundreds of resources would otherwise exceed 256 KiB (each rendering
     lists them, and the machine JSON goes to three protocols) and fail to publish at all:
-    it lists fewer of them, counting the rest, until it fits.
+    it lists fewer of them, counting the rest, until it fits. ``answers`` go to e-mail
+    only (the ``email`` protocol's text; ``default`` stays without links).
     """
     body = ""
     for cap in _LISTING_CAPS:
-        body = sns_safe(_sns_json(alert, cap))
+        body = sns_safe(_sns_json(alert, cap, answers))
         if len(body.encode()) <= SNS_MESSAGE_BUDGET_BYTES:
             return body
     return body  # huge free text, not a list: let SNS refuse it loudly
 
 
-def _sns_json(alert: Alert, max_listed: int | None) -> str:
+def _sns_json(alert: Alert, max_listed: int | None, answers: EmailAnswers | None = None) -> str:
     text = email_text(alert, max_listed=max_listed)
     machine = json.dumps(
         machine_json(alert, max_listed=max_listed), ensure_ascii=False, sort_keys=True
@@ -326,7 +352,9 @@ def _sns_json(alert: Alert, max_listed: int | None) -> str:
     return json.dumps(
         {
             "default": text,
-            "email": text,
+            "email": email_text(alert, max_listed=max_listed, answers=answers)
+            if answers is not None
+            else text,
             "email-json": machine,
             "https": json.dumps(chat_notification(alert), ensure_ascii=False),
             "http": json.dumps(chat_notification(alert), ensure_ascii=False),

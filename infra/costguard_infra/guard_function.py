@@ -61,6 +61,7 @@ class GuardFunction(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         reserved_concurrency: int | None = None,
         role_name: str | None = None,
+        function_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -96,6 +97,9 @@ class GuardFunction(Construct):
             self,
             "Function",
             description=description,
+            # Named only where another resource must name it without referring to it (the
+            # answer Lambda names the guards', which refer to its URL: no cycle).
+            function_name=function_name,
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler=handler,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +203,8 @@ class CostGuardStack(cdk.Stack):
         # which acts through each account's member act role (the hub's own account too,
         # when it is listed).
         self.guards: dict[str, GuardFunction] = {}
+        #: With answers, each guard Lambda's name, fixed here (see guard_function_name).
+        self.guard_names: dict[str, str] = {}
         for spec in SPECS.values():
             every = (
                 rate_minutes(getattr(config, spec.rate_setting))
@@ -221,9 +225,12 @@ class CostGuardStack(cdk.Stack):
                     payload={"guard": spec.name},
                 )
                 continue
+            if config.answers:
+                self.guard_names[spec.name] = guard_function_name(self.stack_name, spec.name)
             fn = GuardFunction(
                 self,
                 f"Guard{spec.construct_id}",
+                function_name=self.guard_names.get(spec.name),
                 description=f"CostGuard {spec.name}: {spec.description}",
                 handler="costguard.handlers.act.handler",
                 code=code,
@@ -494,7 +501,9 @@ class CostGuardStack(cdk.Stack):
             description="CostGuard: the Slack app's bot token (replace the placeholder)",
             encryption_key=self.key,
         )
-        guards = {name: fn.function.function_name for name, fn in self.guards.items()}
+        # The guards by the names the stack gave them, not by reference: the guards refer
+        # to this Lambda's URL (their links' address), so a reference back would be a cycle.
+        guards = dict(self.guard_names)
         self.answer = GuardFunction(
             self,
             "Answer",
@@ -511,7 +520,7 @@ class CostGuardStack(cdk.Stack):
                 Env.SLACK_BOT_TOKEN: self.slack_bot_token.secret_name,
                 # Its full ARN: a generated secret's name carries no suffix to look it up by.
                 Env.LINK_SECRET: self.link_secret.secret_arn,
-                Env.GUARD_FUNCTIONS: self.to_json_string(guards),
+                Env.GUARD_FUNCTIONS: json.dumps(guards, sort_keys=True),
                 Env.SERVICE_NAME: "costguard-answer",
                 Env.METRICS_NAMESPACE: Metrics.NAMESPACE,
             },
@@ -529,7 +538,15 @@ class CostGuardStack(cdk.Stack):
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["lambda:InvokeFunction"],
-                resources=[fn.function.function_arn for fn in self.guards.values()],
+                resources=[
+                    self.format_arn(
+                        service="lambda",
+                        resource="function",
+                        resource_name=name,
+                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                    for name in guards.values()
+                ],
             )
         )
         role.add_to_policy(
@@ -556,6 +573,12 @@ class CostGuardStack(cdk.Stack):
             "cdk_nag",
             {"rules_to_suppress": [{"id": "LambdaFunctionUrlAuth", "reason": PUBLIC_URL_REASON}]},
         )
+        # The guards sign their warnings' e-mailed links: the link key (read, nothing else
+        # of it) and the endpoint's address, the links' base.
+        for fn in self.guards.values():
+            self.link_secret.grant_read(fn.role)
+            fn.function.add_environment(Env.LINK_SECRET, self.link_secret.secret_arn)
+            fn.function.add_environment(Env.ANSWER_URL, self.answer_url.url)
         cdk.CfnOutput(
             self,
             "AnswerUrl",
@@ -674,6 +697,25 @@ class CostGuardStack(cdk.Stack):
                 },
             )
         )
+
+
+#: AWS Lambda's longest function name.
+LAMBDA_NAME_CHARS = 64
+
+
+def guard_function_name(stack_name: str, guard: str) -> str:
+    """A guard Lambda's physical name with answers on: ``<stack>-guard-<guard>``, unique per
+    stack in an account and region; a stack name too long for Lambda's 64 characters is cut
+    and followed by 8 characters of its hash (two long names never meet)."""
+    suffix = f"-guard-{guard}"
+    name = stack_name + suffix
+    if len(name) <= LAMBDA_NAME_CHARS:
+        return name
+    digest = hashlib.sha256(stack_name.encode()).hexdigest()[:8]
+    room = LAMBDA_NAME_CHARS - len(suffix) - len(digest) - 1
+    if room < 1:
+        raise ValueError(f"the guard name {guard!r} is too long for a Lambda name")
+    return f"{stack_name[:room]}-{digest}{suffix}"
 
 
 _RETENTION_NAMES = {

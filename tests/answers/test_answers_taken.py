@@ -191,9 +191,10 @@ def test_the_guards_warning_is_addressed_to_it_for_its_answers() -> None:
     w.settings = replace(w.settings, guard="idle-notebooks")
     # WHEN it warns
     assert w.guard_run(T0) is Step.WARNED
-    # THEN the warning says which guard and resource its answers are about
+    # THEN the warning says which guard and resource its answers are about, and until when
+    # (its deadline: an e-mailed answer link expires by then)
     [warning] = w.sent
-    assert warning.answer_to == AnswerTo("idle-notebooks", KEY)  # type: ignore[attr-defined]
+    assert warning.answer_to == AnswerTo("idle-notebooks", KEY, T0 + GRACE)  # type: ignore[attr-defined]
 
 
 def test_a_tag_write_refused_halfway_leaves_the_answer_to_the_retry() -> None:

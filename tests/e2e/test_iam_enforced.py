@@ -177,7 +177,6 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
     (key,) = probe.resources("AWS::KMS::Key")
     (table,) = probe.resources("AWS::DynamoDB::Table")
     (topic,) = probe.resources("AWS::SNS::Topic")
-    (secret,) = probe.resources("AWS::SecretsManager::Secret")
     physical: dict[str, dict[str, str]] = {}
 
     kms = session.client("kms", region_name=REGION)
@@ -215,11 +214,15 @@ def deploy(body: dict[str, Any], slack: Any) -> Deployment:
         assert "KmsMasterKeyId" in resource["Properties"]
 
     secrets = session.client("secretsmanager", region_name=REGION)
-    secret_name = probe.props(secret)["Name"]
-    secret_arn = secrets.create_secret(
-        Name=secret_name, SecretString=slack.secret, KmsKeyId=key_meta["Arn"]
-    )["ARN"]
-    physical[secret] = {"Ref": secret_arn, "Id": secret_arn, "Name": secret_name}
+    # The webhook holds the stand-in's URL; any other (with answers: the Slack signing
+    # secret, the generated link key, which has no name of its own) a value of its own.
+    for secret in probe.resources("AWS::SecretsManager::Secret"):
+        secret_name = probe.props(secret).get("Name", f"costguard-{secret}")
+        value = slack.secret if "SlackWebhook" in secret else f"{secret}-value-" + "k" * 32
+        secret_arn = secrets.create_secret(
+            Name=secret_name, SecretString=value, KmsKeyId=key_meta["Arn"]
+        )["ARN"]
+        physical[secret] = {"Ref": secret_arn, "Id": secret_arn, "Name": secret_name}
 
     iam = session.client("iam")
     functions = {
@@ -1042,3 +1045,90 @@ def test_the_on_launch_role_may_not_stop_what_it_judges(
     notebook = deployment.session.client("sagemaker", region_name=REGION)
     status = notebook.describe_notebook_instance(NotebookInstanceName="recsys-explore")
     assert status["NotebookInstanceStatus"] == "InService"
+
+
+@pytest.fixture(scope="module")
+def answers_body() -> dict[str, Any]:
+    from tests.infra.test_answers_stack import _answers_body
+
+    return _answers_body()
+
+
+def test_a_guard_with_answers_signs_its_warnings_links_with_only_its_role(
+    aws: str, answers_body: dict[str, Any], slack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the stack with answers on, deployed on moto, IAM enforced, and the toy guard
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
+    from moto.sns import sns_backends
+
+    from costguard.domain.tags import Tags
+    from costguard.guards import SPECS
+    from tests.support.toy import TOY, toy_spec
+
+    deployment = deploy(answers_body, slack)
+    monkeypatch.setitem(SPECS, "toy", toy_spec())
+    monkeypatch.setitem(MOTO_OVERRIDES, Env.DRY_RUN, "false")
+    # Powertools keeps one secrets client per process: the guard builds its own, under its
+    # role's credentials, and it is dropped afterwards
+    parameters.clear_caches()
+    monkeypatch.setitem(DEFAULT_PROVIDERS, "secrets", None)
+    del DEFAULT_PROVIDERS["secrets"]
+    ec2 = deployment.session.client("ec2", region_name=REGION)
+    owned = [
+        {"Key": Tags.PROJECT, "Value": "vision"},
+        {"Key": TOY, "Value": "idle"},
+        {"Key": Tags.OWNER, "Value": "alice@example.com"},
+    ]
+    (instance,) = [
+        i["InstanceId"]
+        for i in ec2.run_instances(
+            ImageId="ami-12345678",
+            InstanceType="g5.xlarge",
+            MinCount=1,
+            MaxCount=1,
+            TagSpecifications=[{"ResourceType": "instance", "Tags": owned}],
+        )["Instances"]
+    ]
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    # WHEN the guard warns, then acts after the deadline, each run with its role
+    start = MIDDAY - timedelta(hours=2)
+    first = run_as(
+        deployment, "act", {"time": start.isoformat(), "guard": "toy"}, monkeypatch, recorder
+    )
+    second = run_as(
+        deployment, "act", {"time": MIDDAY.isoformat(), "guard": "toy"}, monkeypatch, recorder
+    )
+    parameters.clear_caches()
+    assert (first["counts"], second["counts"]) == ({"warned": 1}, {"acted": 1})
+    # THEN the warning's e-mail carries its links, signed with the link key it read
+    topic = deployment.world.resolve(
+        function_environment(deployment.world, deployment.functions["act"])[Env.TOPIC_ARN]
+    )
+    warnings = [
+        json.loads(message)["email"]
+        for _id, message, *_ in sns_backends[ACCOUNT][REGION].topics[topic].sent_notifications
+        if "will stop" in json.loads(message)["email"]
+    ]
+    assert len(warnings) == 1 and warnings[0].count("answer?t=") == 4
+    # AND every call (the link key's read, and its decryption through Secrets Manager
+    # included) is allowed by the synthesized role, and every grant was needed but
+    # DescribeSecret (added by CDK's grant_read; nothing calls it)
+    for reservation in ec2.describe_instances(InstanceIds=[instance])["Reservations"]:
+        for i in reservation["Instances"]:
+            tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+            tags.pop(Tags.ACTION_AFTER, None)
+            monkeypatch.setitem(INSTANCE_TAGS, i["InstanceId"], tags)
+    used = check_calls(deployment, "act", recorder.calls)
+    reads = {
+        c.params["SecretId"]
+        for c in recorder.calls
+        if (c.service, c.operation) == ("secretsmanager", "GetSecretValue")
+    }
+    link_key = deployment.world.resolve(
+        function_environment(deployment.world, deployment.functions["act"])[Env.LINK_SECRET]
+    )
+    assert reads == {link_key}
+    assert "secretsmanager:GetSecretValue" in used
+    assert unused_grants(deployment, "act", used) <= {"secretsmanager:DescribeSecret"}

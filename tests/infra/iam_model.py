@@ -117,7 +117,15 @@ class World:
             arn = f"arn:{p}:secretsmanager:{r}:{a}:secret:{secret}-AbCdEf"
             return {"Ref": arn, "Id": arn, "Name": secret}
         if kind == "AWS::Lambda::Function":
-            return {"Ref": name, "Arn": f"arn:{p}:lambda:{r}:{a}:function:{name}"}
+            # A name the stack gives (a plain string) is the function's physical name.
+            given = props.get("FunctionName")
+            function = given if isinstance(given, str) else name
+            return {"Ref": function, "Arn": f"arn:{p}:lambda:{r}:{a}:function:{function}"}
+        if kind == "AWS::Lambda::Url":
+            return {
+                "Ref": name,
+                "FunctionUrl": f"https://{zlib.crc32(logical.encode()):032x}.lambda-url.{r}.on.aws/",
+            }
         if kind == "AWS::IAM::Role":
             return {"Ref": name, "Arn": f"arn:{p}:iam::{a}:role/{name}", "RoleId": name}
         if kind == "AWS::IAM::ManagedPolicy":

@@ -120,9 +120,13 @@ def test_answers_off_deploys_no_endpoint_no_secret_and_no_exempt_tagging(off: Wo
         Env.LINK_SECRET,
         Env.GUARD_FUNCTIONS,
         Env.TIME_ZONE,
+        Env.ANSWER_URL,
     }
     for logical in off.resources("AWS::Lambda::Function"):
         assert answer_variables.isdisjoint(_variables(off, logical)), logical
+    # AND the guards' Lambdas keep the names CloudFormation generates (nothing is renamed)
+    for name, logical in _guards(off).items():
+        assert "FunctionName" not in off.props(logical), name
     # AND no guard role may write costguard:exempt
     for name, logical in _guards(off).items():
         role = off.function_role(logical)
@@ -273,9 +277,106 @@ def test_answer_variables_go_only_to_the_lambdas_that_take_answers(on: World) ->
         # hub's 4 KB is full)
         for taking in (Env.ANSWER_ADMINS, Env.TIME_ZONE):
             assert (taking in variables) == (logical in guards | {answer}), (logical, taking)
-        # AND the link key and the guards' map, the answer Lambda only
-        for only_answer in (Env.LINK_SECRET, Env.GUARD_FUNCTIONS):
+        # AND the guards' map, the answer Lambda only
+        for only_answer in (Env.GUARD_FUNCTIONS,):
             assert (only_answer in variables) == (logical == answer), (logical, only_answer)
+        # AND the link key, the answer Lambda (which checks links) and the guards' (which
+        # sign them); the endpoint's address, the guards' only (their links' base)
+        assert (Env.LINK_SECRET in variables) == (logical in guards | {answer}), logical
+        assert (Env.ANSWER_URL in variables) == (logical in guards), logical
+
+
+def test_guard_roles_read_the_link_key_to_sign_their_links_and_no_other_new_secret(
+    on: World,
+) -> None:
+    # GIVEN answers on, and the link key and the endpoint's URL
+    link = _secret(on, "AnswerLink")
+    ((url_logical, _),) = on.resources("AWS::Lambda::Url").items()
+    url = on.physical[url_logical]["FunctionUrl"]
+    for name, logical in _guards(on).items():
+        role = on.function_role(logical)
+        variables = on.resolve(_variables(on, logical))
+        # THEN each guard is told the link key and the endpoint's address
+        assert variables[Env.LINK_SECRET] == link, name
+        assert variables[Env.ANSWER_URL] == url, name
+        # AND may read the link key, and decrypt it through Secrets Manager only
+        assert role_may(on, role, "secretsmanager:GetSecretValue", link), name
+        # AND no other secret: not the Slack signing secret, the bot token or the webhook
+        for other in ("SlackSigning", "SlackBotToken", "SlackWebhook"):
+            secret = _secret(on, other)
+            assert not role_may(on, role, "secretsmanager:GetSecretValue", secret), (name, other)
+        # AND nothing but reading it: no write, no rotation, no deletion
+        for action in (
+            "secretsmanager:PutSecretValue",
+            "secretsmanager:UpdateSecret",
+            "secretsmanager:RotateSecret",
+            "secretsmanager:DeleteSecret",
+        ):
+            assert not role_may(on, role, action, link), (name, action)
+
+
+def test_guards_with_answers_have_fixed_names_the_answer_side_names_without_a_cycle(
+    on: World,
+) -> None:
+    from costguard_infra.stack import guard_function_name
+
+    # GIVEN answers on: the guards refer to the answer Lambda's URL (their links' address)
+    guards = _guards(on)
+    answer = _function(on, ANSWER_HANDLER)
+    # THEN the template was built (Template.from_stack refuses one whose resources wait,
+    # through others, for themselves: "Template is undeployable ... dependency cycle", as
+    # it did when the answer side referred to the guards)
+    assert on.resources("AWS::Lambda::Url")
+    # AND each guard's Lambda has its name from the stack's name
+    for name, logical in guards.items():
+        assert on.props(logical)["FunctionName"] == f"CostGuard-guard-{name}"
+    # AND the answer side (its Lambda, its role's policies) names them by those strings,
+    # never by a reference to the guards' resources: a reference back would be a cycle
+    guard_ids = set(guards.values())
+    role = on.function_role(answer)
+    answer_side = [on.template["Resources"][answer]] + [
+        r
+        for r in on.resources("AWS::IAM::Policy").values()
+        if {x.get("Ref") for x in r["Properties"].get("Roles", [])} == {role}
+    ]
+    mentioned = json.dumps(answer_side)
+    assert not [g for g in guard_ids if f'"{g}"' in mentioned]
+    # AND a stack name too long for Lambda's 64 characters still gives distinct valid names
+    long_a, long_b = "A" * 120 + "x", "A" * 120 + "y"
+    names = {guard_function_name(stack, g) for stack in (long_a, long_b) for g in guards}
+    assert len(names) == 2 * len(guards)
+    assert all(len(n) <= 64 for n in names)
+
+
+def test_what_the_stack_adds_to_a_guards_variables_fits_the_room_kept_for_it() -> None:
+    # The context's settings (and the admins) may take all of Lambda's 4 KB but
+    # STACK_VARIABLES_BYTES: what the stack adds to a guard's, the link key's ARN and the
+    # endpoint's URL included, must fit the rest, with names as long as AWS makes them.
+    from costguard.config_spec import STACK_VARIABLES_BYTES
+
+    body = _answers_body()
+    config = CostGuardConfig.from_context({k: v for k, v in ANSWERS.items() if ":" not in k})
+    from_context = {**config.environment(), Env.ANSWER_ADMINS: ""}
+    region = "ap-southeast-2"
+    long: dict[str, dict[str, str]] = {}
+    for logical, resource in body["Resources"].items():
+        name = f"CostGuard-{logical[:36]}-ABCDEFGHIJKLM"
+        if resource["Type"] == "AWS::SecretsManager::Secret":
+            arn = f"arn:aws-us-gov:secretsmanager:{region}:{ACCOUNT}:secret:{name}-AbCdEf"
+            long[logical] = {"Ref": arn}
+        elif resource["Type"] == "AWS::Lambda::Url":
+            long[logical] = {"FunctionUrl": f"https://{'x' * 32}.lambda-url.{region}.on.aws/"}
+        elif resource["Type"] == "AWS::SNS::Topic":
+            arn = f"arn:aws-us-gov:sns:{region}:{ACCOUNT}:{name}"
+            long[logical] = {"Ref": arn, "TopicArn": arn}
+        elif resource["Type"] == "AWS::DynamoDB::Table":
+            long[logical] = {"Ref": name}
+    world = World(body, region=region, physical=long)
+    for name, logical in _guards(world).items():
+        variables = world.resolve(_variables(world, logical))
+        added = {k: v for k, v in variables.items() if k not in from_context}
+        assert {Env.LINK_SECRET, Env.ANSWER_URL} <= set(added)
+        assert len(json.dumps(added).encode()) <= STACK_VARIABLES_BYTES, (name, added)
 
 
 def test_the_slack_notifier_signs_buttons_with_the_signing_secret(on: World) -> None:

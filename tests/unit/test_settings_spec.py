@@ -38,6 +38,7 @@ NOT_SETTINGS = {
     Env.SLACK_SECRET_NAME: "the Slack notifier's webhook secret, read by its handler",
     Env.SLACK_SIGNING_SECRET: "the Slack notifier's signing secret for answer buttons",
     Env.LINK_SECRET: "the answer endpoint's key for e-mail links",
+    Env.ANSWER_URL: "the answer endpoint's address, the base of e-mailed answer links",
     Env.SLACK_BOT_TOKEN: "the answer endpoint's Slack bot token (the Exempt… dialog)",
     Env.ANSWER_ADMINS: "who may answer any warning besides its owners",
     Env.GUARD_FUNCTIONS: "the answer endpoint's map of guard -> its Lambda",

@@ -12,9 +12,11 @@ resources and details, never a failure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from costguard.domain.alerts import Alert, shrink_steps
+from costguard.domain.answer_links import EmailAnswers
 from costguard.rendering import email_subject, sns_attributes, sns_message
 
 if TYPE_CHECKING:
@@ -40,14 +42,27 @@ def request_size(
     return size
 
 
+#: An answerable warning's e-mailed answer links (signed), or None for none.
+AnswerLinks = Callable[[Alert], EmailAnswers | None]
+
+
 class SnsNotifier:
-    def __init__(self, client: SNSClient, topic_arn: str) -> None:
+    """``answer_links``: makes an action warning's signed links for its e-mail text (one
+    set per warning, whichever form of it is sent); None, or None from it, for none."""
+
+    def __init__(
+        self, client: SNSClient, topic_arn: str, answer_links: AnswerLinks | None = None
+    ) -> None:
         self._sns = client
         self._topic = topic_arn
+        self._answer_links = answer_links
 
     def publish(self, alert: Alert) -> str:
+        answers = None
+        if self._answer_links is not None and alert.answer_to is not None:
+            answers = self._answer_links(alert)
         for form in shrink_steps(alert):
-            subject, message = email_subject(form), sns_message(form)
+            subject, message = email_subject(form), sns_message(form, answers)
             attributes = cast("dict[str, MessageAttributeValueTypeDef]", sns_attributes(form))
             if request_size(message, subject, attributes) <= SNS_MAX_BYTES:
                 break

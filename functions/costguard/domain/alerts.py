@@ -82,6 +82,8 @@ class AnswerTo:
 
     guard: str
     resource: str
+    #: When the guard acts unless answered: an e-mailed answer link expires by then.
+    deadline: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,7 +265,7 @@ def warning_alert(d: Decision, deadline: datetime, now: datetime, guard: str = "
         ),
         owners=t.owners,
         facts={k: v for k, v in d.evidence.items()},
-        answer_to=AnswerTo(guard, t.key) if guard else None,
+        answer_to=AnswerTo(guard, t.key, deadline) if guard else None,
     )
 
 

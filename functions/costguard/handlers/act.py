@@ -23,6 +23,7 @@ from costguard.services.executor import ActionsFailedError, failed_message
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+    from costguard.adapters.sns import AnswerLinks
     from costguard.guards import GuardFactory
     from costguard.ports import TimeLeft
     from costguard.services.executor import ExecutionReport
@@ -44,6 +45,7 @@ def process(
     *,
     guards: Mapping[str, GuardFactory] | None = None,
     time_left: TimeLeft | None = None,
+    answer_links: AnswerLinks | None = None,
 ) -> ExecutionReport:
     from costguard.services.guard import run_guard
     from costguard.wiring.guards import build_guard, executor_settings
@@ -56,7 +58,7 @@ def process(
     # not the scheduled time, make reruns safe); an event time ahead of the clock (skew,
     # a hand-written event) never brings an action forward, not even by a minute.
     parsed.now(wall)
-    guard, context = build_guard(settings, session, parsed.guard, guards)
+    guard, context = build_guard(settings, session, parsed.guard, guards, answer_links)
     report = run_guard(guard, context, executor_settings(settings), wall, time_left)
     log_run(guard, report)
     if report.failures:
@@ -70,6 +72,17 @@ def admins_from(environ: Mapping[str, str]) -> frozenset[str]:
     return frozenset(a.strip() for a in raw.split(",") if a.strip())
 
 
+def answer_links_from(environ: Mapping[str, str]) -> AnswerLinks | None:
+    """The warnings' e-mailed answer links (with ``answers`` on: the link secret and the
+    endpoint's address); a warning that goes out without them says why in the log."""
+    from costguard.wiring.answer_links import email_answer_links
+
+    def unlinked(why: str) -> None:
+        logger.warning("warning sent without answer links", extra={"reason": why})
+
+    return email_answer_links(environ, on_error=unlinked)
+
+
 def take_answer(
     event: dict[str, Any],
     settings: Settings,
@@ -79,9 +92,11 @@ def take_answer(
     guards: Mapping[str, GuardFactory] | None = None,
     time_left: TimeLeft | None = None,
     slack_origin: str | None = None,
+    answer_links: AnswerLinks | None = None,
 ) -> dict[str, Any]:
     """An owner's answer to one of this guard's warnings (``{"answer": {...}}``, sent by the
-    answer endpoint): taken with the guard's own actuators; "act now" runs the guard at once.
+    answer endpoint): taken with the guard's own actuators; "act now" runs the guard at once
+    (whose new warnings carry their links, as a scheduled run's do).
     The warning's Slack message is then updated in place."""
     from costguard.domain.answers import Refusal, read_answer_event
     from costguard.services.answering import AnswerTaker, Taken, told
@@ -93,7 +108,7 @@ def take_answer(
         logger.error("answer refused: malformed event", extra={"reason": request.reason})
         return {"refused": request.reason}
     wall = clock or events.CLOCK()
-    guard, context = build_guard(settings, session, request.guard, guards)
+    guard, context = build_guard(settings, session, request.guard, guards, answer_links)
     executor = executor_settings(settings)
     taker = AnswerTaker(
         guard.name,
@@ -201,10 +216,14 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from costguard.settings import Settings
 
     settings = Settings.from_env(os.environ)
+    links = answer_links_from(os.environ)
+    time_left = LambdaTimeLeft(context)
     if "answer" in event:
-        return take_answer(event, settings, boto3.Session(), time_left=LambdaTimeLeft(context))
+        return take_answer(
+            event, settings, boto3.Session(), time_left=time_left, answer_links=links
+        )
     try:
-        report = process(event, settings, boto3.Session(), time_left=LambdaTimeLeft(context))
+        report = process(event, settings, boto3.Session(), time_left=time_left, answer_links=links)
     except EventTimeError as exc:
         logger.error("guard run refused: implausible event", extra={"reason": str(exc)})
         return {"refused": str(exc)}

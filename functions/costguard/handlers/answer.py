@@ -98,10 +98,9 @@ class _Secrets:
         self._names = (slack, links, bot)
 
     def _read(self, name: str) -> bytes:
-        from aws_lambda_powertools.utilities.parameters import get_secret
+        from costguard.adapters.secrets import secret_bytes
 
-        value = get_secret(name, max_age=SECRET_MAX_AGE_S)
-        return value.encode() if isinstance(value, str) else bytes(value)
+        return secret_bytes(name, SECRET_MAX_AGE_S)
 
     def slack_signing_secret(self) -> bytes:
         from costguard.domain.signatures import signing_key

@@ -11,6 +11,7 @@ from costguard.services.executor import ExecutorSettings
 from costguard.wiring.parts import clients_for, guard_context
 
 if TYPE_CHECKING:
+    from costguard.adapters.sns import AnswerLinks
     from costguard.guards import GuardFactory
     from costguard.services.guard import Guard, GuardContext
     from costguard.settings import Settings
@@ -28,9 +29,11 @@ def build_guard(
     session: Any,
     name: str | None,
     guards: Mapping[str, GuardFactory] | None = None,
+    answer_links: AnswerLinks | None = None,
 ) -> tuple[Guard, GuardContext]:
     """The guard named by the event (or the one the Lambda is bound to), from
-    ``guards`` (by default the shipped registry), and its context."""
+    ``guards`` (by default the shipped registry), and its context; ``answer_links``: its
+    warnings carry e-mailed answer links (:mod:`costguard.wiring.answer_links`)."""
     registry = {n: s.build for n, s in SPECS.items()} if guards is None else guards
     name = name or settings.guard
     if name is None:
@@ -44,5 +47,5 @@ def build_guard(
         known = ", ".join(sorted(registry)) or "none yet"
         raise ValueError(f"unknown guard {name!r} (known: {known})")
     clients = clients_for(settings, session)
-    context = guard_context(settings, clients)
+    context = guard_context(settings, clients, answer_links)
     return factory(settings, clients, context), context

@@ -25,6 +25,7 @@ from costguard.services.cost_explorer import CostExplorerService
 from costguard.services.guard import GuardContext
 
 if TYPE_CHECKING:
+    from costguard.adapters.sns import AnswerLinks
     from costguard.ports import Ledger
     from costguard.settings import Settings
 
@@ -69,12 +70,15 @@ class CallCounter:
             return dict(self.calls)
 
 
-def build_notifier(settings: Settings, clients: ClientFactory) -> SnsNotifier | None:
-    """The alert topic's notifier; None when no topic is configured (a local scan)."""
+def build_notifier(
+    settings: Settings, clients: ClientFactory, answer_links: AnswerLinks | None = None
+) -> SnsNotifier | None:
+    """The alert topic's notifier; None when no topic is configured (a local scan).
+    ``answer_links``: a guard's warnings carry their e-mailed answer links."""
     if not settings.topic_arn:
         return None
     region = settings.topic_arn.split(":")[3]
-    return SnsNotifier(clients.sns(region), settings.topic_arn)
+    return SnsNotifier(clients.sns(region), settings.topic_arn, answer_links)
 
 
 def build_alert_service(
@@ -135,12 +139,14 @@ def account_of(settings: Settings) -> str:
     return settings.scope if re.fullmatch(r"[0-9]{12}", settings.scope) else ""
 
 
-def guard_context(settings: Settings, clients: ClientFactory) -> GuardContext:
+def guard_context(
+    settings: Settings, clients: ClientFactory, answer_links: AnswerLinks | None = None
+) -> GuardContext:
     """A guard's ledger, notifier and catalog, in the account of ``clients`` (the one
     CostGuard runs in: the hub's, in an Organization)."""
     return GuardContext(
         build_ledger(settings, clients),
-        build_notifier(settings, clients),
+        build_notifier(settings, clients, answer_links),
         catalog_in_use(settings, clients),
     )
 

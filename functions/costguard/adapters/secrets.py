@@ -1,0 +1,17 @@
+"""Secrets Manager, read through Powertools Parameters: one cached read per secret and warm
+container (``max_age``), shared by every Lambda that reads a CostGuard secret by its name or
+ARN (the answer endpoint's signing and link secrets, the guards' link secret)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.utilities.parameters import get_secret
+
+#: A warm container reads a secret again at most this often (a rotation lands within it).
+SECRET_MAX_AGE_S = 300
+
+
+def secret_bytes(name: str, max_age: int = SECRET_MAX_AGE_S) -> bytes:
+    """The secret's value as bytes (a string secret UTF-8 encoded), from Powertools' cache
+    when it is younger than ``max_age`` seconds."""
+    value = get_secret(name, max_age=max_age)
+    return value.encode() if isinstance(value, str) else bytes(value)
