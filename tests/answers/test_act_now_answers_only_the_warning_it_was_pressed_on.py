@@ -23,7 +23,7 @@ from tests.support.fakes import RecordingNotifier
         "the button and the link name the guard and the resource, not the warning: the "
         "taker answers whichever warning the resource carries when the answer arrives. "
         "Fix: sign the warning's deadline into the button value and the link (ButtonClaims, "
-        "LinkClaims; AnswerTo already knows it on h/emaillinks), carry it in AnswerRequest "
+        "LinkClaims; AnswerTo already carries it since the e-mail links), carry it in AnswerRequest "
         "and the answer event, and have the taker refuse (privately) an act now whose "
         "deadline is not the one the resource carries now"
     ),
