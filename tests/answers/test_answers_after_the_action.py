@@ -54,3 +54,25 @@ def test_act_now_pressed_after_the_stop_says_it_is_already_stopped() -> None:
     text = told(AnswerRequest("idle-notebooks", KEY, Answer.ACT_NOW, MARIA, at), taken)
     assert "already stopped" in text.lower()
     assert [c for c in w.actuator.calls if c[0] == "apply"] == [("apply", "nb-1")]
+
+
+def test_an_answer_about_a_resource_gone_since_settles_its_warning() -> None:
+    """GIVEN a warned notebook (or volume) deleted since the warning (by the guard at its
+    deadline, or by hand)
+    WHEN its owner presses "Keep 4 hours" on the warning
+    THEN nothing is written, and the answer settles the warning for everyone (the message is
+    replaced with "it no longer exists"), rather than being refused to the presser alone.
+
+    Defect (met when refusals became private, so that a non-owner's refusal leaves the
+    owners their buttons): as a refusal it was told to the presser alone, and the warning
+    about a resource that no longer exists kept offering its buttons in the channel.
+    """
+    w = World()
+    assert w.guard_run(T0) is Step.WARNED
+    del w.resources["nb-1"]
+    at = T0 + timedelta(hours=1)
+    taken = w.answer(Answer.KEEP_4H, at, until=at + timedelta(hours=4))
+    assert isinstance(taken, TakenAnswer)
+    assert taken.outcome is Taken.ALREADY and not taken.private
+    assert "no longer exists" in taken.detail
+    assert [c for c in w.actuator.calls if c[0] == "mark"] == [("mark", "nb-1")]  # the warning

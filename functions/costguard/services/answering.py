@@ -59,7 +59,8 @@ class Taken(StrEnum):
     ACT_NOW = "act-now"
     #: Dry-run: what would have been done.
     WOULD = "would"
-    #: Nothing to do: already exempt at least as long, or already answered.
+    #: Nothing to do: already exempt at least as long, already answered, already acted on
+    #: (stopped), or gone.
     ALREADY = "already"
     REFUSED = "refused"
 
@@ -179,7 +180,8 @@ class AnswerTaker:
         now: datetime,
     ) -> TakenAnswer:
         if observed is None:
-            return TakenAnswer(Taken.REFUSED, "the resource no longer exists")
+            # The warning is moot for everyone: settled in the channel, not refused.
+            return TakenAnswer(Taken.ALREADY, "it no longer exists: nothing to keep or act on")
         # The primary project key, as for any action (the IAM condition names it).
         tags = read_tags(target.key, observed.tags, TagKeys(project=(Tags.PROJECT,)))
         verdict = gate(tags, False, now)
@@ -200,7 +202,10 @@ class AnswerTaker:
                 return TakenAnswer(Taken.REFUSED, "it is exempt: nothing is acted on")
             deadline = action_after(observed.tags, self._s.warning_tag)
             if not isinstance(deadline, datetime):
-                return TakenAnswer(Taken.REFUSED, "it carries no warning to answer")
+                return TakenAnswer(
+                    Taken.REFUSED,
+                    "there is no warning on it now (withdrawn since, or never sent): nothing is acted on",
+                )
             if self._s.dry_run:
                 return TakenAnswer(Taken.WOULD, "would act now (dry-run: nothing is acted on)")
             ns = _namespace(self._s.warning_tag)
