@@ -95,3 +95,5 @@ def test_what_the_person_sees_names_the_button_not_its_action_id() -> None:
         taken,  # type: ignore[arg-type]
     )
     assert "keep-until-tomorrow" not in text and "Keep until tomorrow 09:00" in text
+    # and dry-run is said once ("(dry-run: would … (dry-run: no tag is written))" before)
+    assert text.count("dry-run") == 1

@@ -286,7 +286,7 @@ def told(request: AnswerRequest, taken: TakenAnswer, zone: tzinfo | None = None)
         Taken.EXEMPTED: f"exempted until {until} by {who}"
         + (f" ({request.reason})" if request.reason else ""),
         Taken.ACT_NOW: f"{who} answered act now: {taken.detail}",
-        Taken.WOULD: f"{who} answered {pressed} (dry-run: {taken.detail})",
+        Taken.WOULD: f"{who} answered {pressed}: {taken.detail}",  # the detail says dry-run
         Taken.ALREADY: f"{who} answered {pressed}: {taken.detail}",
         Taken.REFUSED: f"{who}'s answer was not taken: {taken.detail}",
     }[taken.outcome]
