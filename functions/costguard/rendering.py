@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import date, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from costguard.domain.alerts import Alert, AlertResource
 from costguard.domain.answer_links import EmailAnswers
 from costguard.domain.answers import MAX_EXEMPT_DAYS, MAX_REASON_CHARS
+from costguard.domain.decisions import deadline_tag
 from costguard.domain.models import KeyParts, parse_key
 from costguard.domain.money import per_hour, rate
 from costguard.domain.text import plural, truncate
@@ -212,6 +213,8 @@ def machine_json(alert: Alert, *, max_listed: int | None = None) -> dict[str, An
             "guard": alert.answer_to.guard,
             "resource": alert.answer_to.resource,
         }
+        if alert.answer_to.deadline is not None:
+            document["answer_to"]["deadline"] = deadline_tag(alert.answer_to.deadline)
     resources_total = len(alert.resources) + alert.omitted_resources
     if resources_total > len(document["resources"]) or len(alert.owners) > len(document["owners"]):
         document["owners_total"] = len(alert.owners)
@@ -268,6 +271,8 @@ class MachineAnswerTo(BaseModel):
 
     guard: str = Field(min_length=1, max_length=64)
     resource: str = Field(min_length=1, max_length=1024)
+    #: The warning's deadline as tagged: its buttons answer that warning and no other.
+    deadline: str = Field(default="", max_length=40)
 
 
 # -- Amazon Q Developer in chat apps -----------------------------------------------------
@@ -570,9 +575,15 @@ def _cap_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [*blocks[: SLACK_MAX_BLOCKS - 1], blocks[-1]]
 
 
-#: Signs what an action warning's buttons are about (guard, resource, owners): the Slack
-#: app's signing secret makes the value (see costguard.domain.signatures.sign_button).
-ButtonSigner = Callable[[str, str, tuple[str, ...]], str]
+class ButtonSigner(Protocol):
+    """Signs what an action warning's buttons are about (guard, resource, owners, and the
+    warning's deadline): the Slack app's signing secret makes the value (see
+    costguard.domain.signatures.sign_button)."""
+
+    def __call__(
+        self, guard: str, resource: str, owners: tuple[str, ...], deadline: str = ""
+    ) -> str: ...
+
 
 #: The answers a warning offers, as Slack buttons: (action id, label).
 ANSWER_BUTTONS = (
@@ -590,7 +601,7 @@ def answer_block(alert: MachineAlert, sign: ButtonSigner | None) -> dict[str, An
     to = alert.answer_to
     if sign is None or to is None or alert.kind != "action-warning":
         return None
-    value = sign(to.guard, to.resource, tuple(alert.owners))
+    value = sign(to.guard, to.resource, tuple(alert.owners), to.deadline)
     elements: list[dict[str, Any]] = []
     for action_id, label in ANSWER_BUTTONS:
         button: dict[str, Any] = {

@@ -15,8 +15,8 @@ from tests.unit.test_executor import T0
 SECRET = b"slack-signing-secret"
 
 
-def sign(guard: str, resource: str, owners: tuple[str, ...]) -> str:
-    return sign_button(SECRET, ButtonClaims(guard, resource, owners))
+def sign(guard: str, resource: str, owners: tuple[str, ...], deadline: str = "") -> str:
+    return sign_button(SECRET, ButtonClaims(guard, resource, owners, deadline))
 
 
 def warning(guard: str = "idle-notebooks") -> MachineAlert:
@@ -33,10 +33,10 @@ def test_an_action_warning_carries_its_answers_as_four_buttons() -> None:
         "act-now",
         "exempt",
     ]
-    # every button names the warning's guard, resource and owners, signed
+    # every button names the warning's guard, resource, owners and deadline, signed
     for element in actions["elements"]:
         claims = read_button(SECRET, element["value"])
-        assert claims == ButtonClaims("idle-notebooks", KEY, ("U024BE7LH",))
+        assert claims == ButtonClaims("idle-notebooks", KEY, ("U024BE7LH",), "2026-11-21T12:00:00Z")
         assert len(element["value"]) <= 2000  # Slack's limit for a button value
     # "act now" asks Slack's confirmation dialog first
     act_now = actions["elements"][2]
@@ -51,6 +51,8 @@ def test_no_buttons_without_a_signer_or_on_any_other_alert() -> None:
 
 
 def test_a_button_value_signed_elsewhere_is_not_ours() -> None:
-    blocks = slack_blocks(warning(), lambda g, r, o: sign_button(b"other", ButtonClaims(g, r, o)))
+    blocks = slack_blocks(
+        warning(), lambda g, r, o, d="": sign_button(b"other", ButtonClaims(g, r, o, d))
+    )
     [actions] = [b for b in blocks["blocks"] if b["type"] == "actions"]
     assert isinstance(read_button(SECRET, actions["elements"][0]["value"]), Refusal)

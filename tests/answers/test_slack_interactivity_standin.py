@@ -33,8 +33,8 @@ def posted_warning(slack: SlackStandIn) -> dict[str, Any]:
     """An action warning with its four answer buttons, posted to the stand-in's webhook."""
     from costguard.rendering import slack_blocks
 
-    def sign(guard: str, resource: str, owners: tuple[str, ...]) -> str:
-        return sign_button(SIGNING, ButtonClaims(guard, resource, (OWNER,)))
+    def sign(guard: str, resource: str, owners: tuple[str, ...], deadline: str = "") -> str:
+        return sign_button(SIGNING, ButtonClaims(guard, resource, (OWNER,), deadline))
 
     slack.webhook().post(slack_blocks(warning(), sign))
     return slack.received[-1]

@@ -637,8 +637,8 @@ def test_an_action_warning_is_posted_with_its_signed_answer_buttons() -> None:
         },
     )
 
-    def sign(guard: str, resource: str, owners: tuple[str, ...]) -> str:
-        return sign_button(secret, ButtonClaims(guard, resource, owners))
+    def sign(guard: str, resource: str, owners: tuple[str, ...], deadline: str = "") -> str:
+        return sign_button(secret, ButtonClaims(guard, resource, owners, deadline))
 
     # WHEN the notifier posts it
     with SlackStandIn() as slack:

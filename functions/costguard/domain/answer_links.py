@@ -27,6 +27,7 @@ from urllib.parse import quote, urlsplit
 
 from costguard.domain.alerts import Alert, AlertKind
 from costguard.domain.answers import Answer
+from costguard.domain.decisions import deadline_tag
 from costguard.domain.signatures import LINK_MAX_LIFE, MAX_TOKEN_CHARS, LinkClaims, sign_link
 
 #: The answers an e-mail offers, in the order of the Slack buttons, with their words.
@@ -116,10 +117,11 @@ def email_answers(
     if not owners or expires <= alert.at:
         return None
     made: list[OwnerLinks] = []
+    deadline = deadline_tag(to.deadline) if to.deadline is not None else ""
     for owner in owners:
         links = []
         for answer, label in EMAIL_ANSWERS:
-            claims = LinkClaims(to.resource, answer, expires, nonce(), owner, to.guard)
+            claims = LinkClaims(to.resource, answer, expires, nonce(), owner, to.guard, deadline)
             token = sign_link(secret, claims, alert.at)
             if len(token) > MAX_TOKEN_CHARS:
                 return None  # the endpoint would refuse it: no links rather than a broken one

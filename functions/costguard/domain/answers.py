@@ -152,6 +152,9 @@ class AnswerRequest:
     response_url: str | None = None
     #: The same request twice (a retried delivery) is one answer.
     request_id: str = ""
+    #: The warning answered, by its deadline as tagged (from the signed button or link);
+    #: empty when the button or link predates it.
+    deadline: str = ""
 
 
 def answer_event(request: AnswerRequest) -> dict[str, Any]:
@@ -171,6 +174,7 @@ def answer_event(request: AnswerRequest) -> dict[str, Any]:
             "reason": request.reason,
             "response_url": request.response_url,
             "request_id": request.request_id,
+            "deadline": request.deadline,
         }
     }
 
@@ -196,6 +200,7 @@ def read_answer_event(event: Mapping[str, Any]) -> AnswerRequest | Refusal:
             reason=str(raw.get("reason") or ""),
             response_url=_text(raw.get("response_url")),
             request_id=str(raw.get("request_id") or ""),
+            deadline=str(raw.get("deadline") or ""),
         )
     except (KeyError, TypeError, ValueError) as exc:
         return Refusal(f"the answer event is malformed: {type(exc).__name__}")

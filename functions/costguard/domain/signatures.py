@@ -88,6 +88,9 @@ class LinkClaims:
     to: str
     #: The guard whose warning it answers.
     guard: str = ""
+    #: The warning it answers, by its deadline as tagged ("2026-11-21T12:00:00Z"); empty
+    #: for a link made before links named it.
+    deadline: str = ""
 
 
 def _b64(data: bytes) -> str:
@@ -110,6 +113,7 @@ def sign_link(secret: bytes, claims: LinkClaims, now: datetime) -> str:
             "n": claims.nonce,
             "t": claims.to,
             "g": claims.guard,
+            **({"d": claims.deadline} if claims.deadline else {}),
         },
         separators=(",", ":"),
         sort_keys=True,
@@ -132,6 +136,7 @@ def read_link(secret: bytes, token: object, now: datetime) -> LinkClaims | Refus
         answer = parse_answer(raw["a"])
         expires = datetime.fromtimestamp(int(raw["e"]), UTC)
         claims = (str(raw["r"]), answer, expires, str(raw["n"]), str(raw["t"]), str(raw["g"]))
+        deadline = str(raw.get("d") or "")
     except (ValueError, KeyError, TypeError, OverflowError):
         return Refusal("the link token is malformed", status=400)
     if isinstance(answer, Refusal):
@@ -140,7 +145,7 @@ def read_link(secret: bytes, token: object, now: datetime) -> LinkClaims | Refus
         return Refusal("the link has expired: answer from the latest warning", status=410)
     if expires > now + LINK_MAX_LIFE:
         return Refusal("the link token is not CostGuard's", status=403)
-    return LinkClaims(claims[0], answer, expires, claims[3], claims[4], claims[5])
+    return LinkClaims(claims[0], answer, expires, claims[3], claims[4], claims[5], deadline)
 
 
 def csrf_token(secret: bytes, link_token: str) -> str:
@@ -168,6 +173,9 @@ class ButtonClaims:
     guard: str
     resource: str
     owners: tuple[str, ...]
+    #: The warning the buttons answer, by its deadline as tagged ("2026-11-21T12:00:00Z"):
+    #: "act now" answers that warning, never a newer one. Empty on older buttons.
+    deadline: str = ""
 
 
 def sign_button(secret: bytes, claims: ButtonClaims) -> str:
@@ -175,7 +183,12 @@ def sign_button(secret: bytes, claims: ButtonClaims) -> str:
     so that only a warning CostGuard posted can name a resource and its owners."""
     body = _b64(
         json.dumps(
-            {"g": claims.guard, "r": claims.resource, "o": list(claims.owners)},
+            {
+                "g": claims.guard,
+                "r": claims.resource,
+                "o": list(claims.owners),
+                **({"d": claims.deadline} if claims.deadline else {}),
+            },
             separators=(",", ":"),
             sort_keys=True,
         ).encode()
@@ -193,6 +206,11 @@ def read_button(secret: bytes, value: object) -> ButtonClaims | Refusal:
         return Refusal("the button is not from a CostGuard warning", status=403)
     try:
         raw: Any = json.loads(_unb64(body))
-        return ButtonClaims(str(raw["g"]), str(raw["r"]), tuple(str(o) for o in raw["o"]))
+        return ButtonClaims(
+            str(raw["g"]),
+            str(raw["r"]),
+            tuple(str(o) for o in raw["o"]),
+            str(raw.get("d") or ""),
+        )
     except (ValueError, KeyError, TypeError):
         return Refusal("the button carries no warning", status=400)

@@ -143,9 +143,9 @@ def button_signer(secret_name: str) -> ButtonSigner:
 
     from costguard.domain.signatures import ButtonClaims, sign_button, signing_key
 
-    def sign(guard: str, resource: str, owners: tuple[str, ...]) -> str:
+    def sign(guard: str, resource: str, owners: tuple[str, ...], deadline: str = "") -> str:
         key = signing_key(get_secret(secret_name, max_age=SECRET_MAX_AGE_S))
-        return sign_button(key, ButtonClaims(guard, resource, owners))
+        return sign_button(key, ButtonClaims(guard, resource, owners, deadline))
 
     return sign
 

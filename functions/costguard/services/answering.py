@@ -201,6 +201,17 @@ class AnswerTaker:
             if verdict is Gate.EXEMPT:
                 return TakenAnswer(Taken.REFUSED, "it is exempt: nothing is acted on")
             deadline = action_after(observed.tags, self._s.warning_tag)
+            if isinstance(deadline, datetime) and request.deadline not in (
+                "",
+                deadline_tag(deadline),
+            ):
+                # The press answered an earlier warning, ended since (the resource was used,
+                # or exempted): a newer warning's grace period is its owners' to give up.
+                return TakenAnswer(
+                    Taken.REFUSED,
+                    f"the warning answered (acting after {request.deadline}) has ended; "
+                    f"answer the newer one (acting after {deadline_tag(deadline)})",
+                )
             if not isinstance(deadline, datetime):
                 return TakenAnswer(
                     Taken.REFUSED,

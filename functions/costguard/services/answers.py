@@ -225,6 +225,7 @@ class AnswerDesk:
                 until,
                 response_url=_text(payload.get("response_url")),
                 request_id=request_id,
+                deadline=claims.deadline,
             ),
             "",
         )
@@ -343,6 +344,7 @@ class AnswerDesk:
                 reason,
                 response_url=response_url,
                 request_id=request_id,
+                deadline=claims.deadline,
             ),
             json.dumps({"response_action": "clear"}),
         )
@@ -407,6 +409,7 @@ class AnswerDesk:
                 until,
                 reason,
                 request_id=claims.nonce,
+                deadline=claims.deadline,
             ),
             "",
         )
