@@ -290,7 +290,7 @@ def test_the_dialogs_end_date_proposal_and_limit_follow_the_day_it_opens() -> No
 
 @pytest.fixture
 def deployed(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SlackStandIn, Any]]:
-    """The answer handler's own wiring (build_desk) on moto: the ledger and the three
+    """The answer handler's own wiring (wiring.answers.answer_desk) on moto: the ledger and the three
     secrets, the bot token's holding the stand-in's; Slack's origins pointed at the stand-in."""
     from aws_lambda_powertools.utilities import parameters
     from aws_lambda_powertools.utilities.parameters import base
