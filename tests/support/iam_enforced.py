@@ -100,6 +100,12 @@ class Recorder:
             call.status = http_response.status_code
             call.error = str((parsed or {}).get("Error", {}).get("Code", ""))
 
+    def calls_of(self, deployed: Deployment, function: str) -> list[Call]:
+        """The calls signed with the function's role (each Lambda has its own)."""
+        role = deployed.world.function_role(deployed.functions[function])
+        key = deployed.credentials[role]["AWS_ACCESS_KEY_ID"]
+        return [c for c in self.calls if c.access_key == key]
+
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         import botocore.session
 
@@ -668,13 +674,22 @@ def unused_grants(deployed: Deployment, function: str, used: set[str]) -> set[st
 
 @dataclass(frozen=True, order=True)
 class Grant:
-    """One action on one resource that an Allow statement of a role grants."""
+    """One action on one resource that an Allow statement of a role grants (and, for a
+    ``ForAllValues`` list such as ``dynamodb:LeadingKeys``, one of its values)."""
 
     action: str
     resource: str
+    when: str = ""  # "<key>=<value>"
 
     def __str__(self) -> str:
-        return f"{self.action} on {self.resource}"
+        return f"{self.action} on {self.resource}" + (f" [{self.when}]" if self.when else "")
+
+
+def _each_value(statement: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """("key", "value") for each value of a ``ForAllValues:StringEquals`` list: each one is a
+    grant of its own (a partition of the ledger, say), to be used by some call."""
+    tests = statement.get("Condition", {}).get("ForAllValues:StringEquals", {})
+    return [(k, str(v)) for k, values in tests.items() for v in as_list(values)]
 
 
 def unused_statements(
@@ -685,13 +700,14 @@ def unused_statements(
     waived: Mapping[str, str] | None = None,
     only: Any = None,
 ) -> set[Grant]:
-    """Each (action, resource) the role's Allow statements grant that no call of the run
-    needed (its action, its resource and the statement's conditions all met) and the
-    Lambda service does not use: finer than ``unused_grants``, so a second secret, a
-    second function or a second partition granted and never used shows.
+    """Each (action, resource, listed condition value) the role's Allow statements grant
+    that no call of the run needed (its action, resource and the statement's conditions
+    all met) and the Lambda service does not use (by action): finer than ``unused_grants``,
+    so a second secret, a second function or a second ledger partition granted and never
+    used shows.
 
-    ``waived``: ``fnmatch`` patterns over ``"<action> on <resource>"``, each with the reason
-    it stays granted. ``only``: a predicate on statements, to judge some of them."""
+    ``waived``: ``fnmatch`` patterns over ``str(Grant)``, each with the reason it stays
+    granted. ``only``: a predicate on statements, to judge some of them."""
     world = deployed.world
     logical = deployed.functions[function]
     role = world.function_role(logical)
@@ -701,20 +717,23 @@ def unused_statements(
     for statement in world.role_statements(role):
         if statement["Effect"] != "Allow" or (only is not None and not only(statement)):
             continue
+        condition = statement.get("Condition")
         for action in as_list(statement["Action"]):
             if any(fnmatch.fnmatchcase(p, action) for p in platform):
                 continue
             for resource in as_list(statement.get("Resource", "*")):
-                grant = Grant(action, resource)
-                if any(fnmatch.fnmatchcase(str(grant), w) for w in waived or {}):
-                    continue
-                if not any(
-                    fnmatch.fnmatchcase(n.action.lower(), action.lower())
-                    and fnmatch.fnmatchcase(n.resource, resource)
-                    and condition_holds(statement.get("Condition"), dict(n.context))
-                    for n in wanted
-                ):
-                    unused.add(grant)
+                for key, value in _each_value(statement) or [("", "")]:
+                    grant = Grant(action, resource, f"{key}={value}" if key else "")
+                    if any(fnmatch.fnmatchcase(str(grant), w) for w in waived or {}):
+                        continue
+                    if not any(
+                        fnmatch.fnmatchcase(n.action.lower(), action.lower())
+                        and fnmatch.fnmatchcase(n.resource, resource)
+                        and condition_holds(condition, dict(n.context))
+                        and (not key or value in dict(n.context).get(key, "").split(","))
+                        for n in wanted
+                    ):
+                        unused.add(grant)
     return unused
 
 
