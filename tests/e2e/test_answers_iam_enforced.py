@@ -38,7 +38,7 @@ from costguard.domain.answers import Answer
 from costguard.domain.signatures import LinkClaims, sign_link
 from costguard.domain.tags import Tags
 from costguard.env import Env
-from tests.infra.iam_model import ACCOUNT, REGION, role_may
+from tests.infra.iam_model import ACCOUNT, REGION, as_list, role_may
 from tests.support.answers import (
     block_actions,
     confirm_form,
@@ -99,22 +99,39 @@ ANSWER_ROLE_UNUSED: dict[str, str] = {
     "dynamodb:GetItem on * [[]dynamodb:LeadingKeys=ONCE#slack-request[]]": "granted with "
     "the link partition's read in one statement; the Slack path never reads its partition",
 }
-#: Grants answers add to the guard's role that no run here can use, each with its reason.
-GUARD_EXEMPT_UNUSED: dict[str, str] = {
-    "sagemaker:AddTags on arn:aws:sagemaker:*:*:app/*": "Studio apps: not in moto, so the "
-    "idle guard runs with Studio off here (tests/functional/test_studio.py stubs them)",
-}
 #: The same, by action (``unused_grants``).
 ANSWER_ROLE_UNUSED_ACTIONS = {
     g.split(" on ", 1)[0] for g in ANSWER_ROLE_UNUSED if g.endswith(" on *")
 }
+#: What answers add to a guard's role that no run here can use, each with its reason.
+GUARD_ANSWER_UNUSED: dict[str, str] = {
+    "sagemaker:AddTags on arn:aws:sagemaker:*:*:app/*": "Studio apps: not in moto, so the "
+    "idle guard runs with Studio off here (tests/functional/test_studio.py stubs them)",
+    "secretsmanager:DescribeSecret on *": "CDK's grant_read adds it; values are read only",
+}
+#: The same for the Slack notifier's role (answers on: it also reads the signing secret).
+NOTIFIER_UNUSED: dict[str, str] = {
+    "secretsmanager:DescribeSecret on *": "CDK's grant_read adds it; values are read only",
+}
 
 
-def _exempt_statement(statement: dict[str, Any]) -> bool:
-    """A statement that answers add to a guard's role (``iam.exempt_tag_permissions``): it
-    writes ``costguard:exempt`` and no other tag."""
-    keys = statement.get("Condition", {}).get("ForAllValues:StringEquals", {}).get("aws:TagKeys")
-    return keys in (Tags.EXEMPT, [Tags.EXEMPT])
+def added_by_answers(world: Any) -> Any:
+    """Which statements of a guard's role answers add: writing ``costguard:exempt`` and no
+    other tag (``iam.exempt_tag_permissions``), and reading a secret of the answers (any
+    but the Slack webhook's: the link key, once guards sign e-mail links)."""
+    secrets = {
+        world.physical[logical]["Ref"]
+        for logical in world.resources("AWS::SecretsManager::Secret")
+        if "SlackWebhook" not in logical
+    }
+
+    def added(statement: dict[str, Any]) -> bool:
+        condition = statement.get("Condition", {}).get("ForAllValues:StringEquals", {})
+        if condition.get("aws:TagKeys") in (Tags.EXEMPT, [Tags.EXEMPT]):
+            return True
+        return bool(secrets & set(as_list(statement.get("Resource"))))
+
+    return added
 
 
 # -- one deployment for the module ---------------------------------------------------------------
@@ -389,7 +406,7 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
     # AND at the deadline the kept notebook is not stopped
     later = warn(deployment, MIDDAY + timedelta(minutes=61), monkeypatch, recorder)
     assert "answer-nb" not in json.dumps(
-        [a for a in later["actions"] if a.get("step") == "acted"]
+        [a for a in later["actions"] if a.get("outcome") == "acted"]
     ), later
     assert notebook_state(deployment, "answer-nb")[0] == "InService"
     # AND the audit names who answered, each time
@@ -412,16 +429,19 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
         for t in c.params["Tags"]
     }
     assert written == {Tags.ACTION_AFTER, Tags.EXEMPT}, written
-    # AND the statements answers add to the guard's role (costguard:exempt, and no other
-    # tag, where it writes its warning tag) were what allowed the keep: each was used
+    # AND what answers add to the guard's role was used: costguard:exempt (and no other
+    # tag) on notebooks allowed the keep (on instances: the e-mail test's)
     unused = unused_statements(
         deployment,
         "idle",
         recorder.calls_of(deployment, "idle"),
-        waived=GUARD_EXEMPT_UNUSED,
-        only=_exempt_statement,
+        waived=GUARD_ANSWER_UNUSED,
+        only=added_by_answers(deployment.world),
     )
-    assert {g.action for g in unused} == {"ec2:CreateTags"}, unused  # (the e-mail test's)
+    assert {str(g) for g in unused if g.action != "ec2:CreateTags"} == set(), unused
+    # AND every grant of the notifier's role was used (the webhook, the signing secret)
+    notified = recorder.calls_of(deployment, "slack")
+    assert not unused_statements(deployment, "slack", notified, waived=NOTIFIER_UNUSED)
 
 
 def test_an_email_link_is_taken_with_only_the_permissions_the_stack_grants(
@@ -467,15 +487,16 @@ def test_an_email_link_is_taken_with_only_the_permissions_the_stack_grants(
     answer_used = check_calls(deployment, "answer", recorder.calls_of(deployment, "answer"))
     assert {"dynamodb:GetItem", "dynamodb:PutItem", "lambda:InvokeFunction"} <= answer_used
     check_calls(deployment, "idle", recorder.calls_of(deployment, "idle"))
-    # AND the guard's costguard:exempt statement for instances is what allowed the keep
+    # AND what answers add to the guard's role was used: costguard:exempt (and no other
+    # tag) on instances allowed the keep (on notebooks: the Slack test's)
     unused = unused_statements(
         deployment,
         "idle",
         recorder.calls_of(deployment, "idle"),
-        waived=GUARD_EXEMPT_UNUSED,
-        only=_exempt_statement,
+        waived=GUARD_ANSWER_UNUSED,
+        only=added_by_answers(deployment.world),
     )
-    assert not [g for g in unused if g.action == "ec2:CreateTags"], unused
+    assert {str(g) for g in unused if g.action != "sagemaker:AddTags"} == set(), unused
 
 
 def test_every_grant_of_the_answer_role_is_used(
