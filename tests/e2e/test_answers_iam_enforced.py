@@ -83,7 +83,6 @@ FUNCTIONS: dict[str, tuple[str, str | None]] = {
     "answer": ("answer.handler", None),
     "slack": ("slack_notifier.handler", None),
     "idle": ("act.handler", IDLE),
-    "scan": ("scan.handler", None),
 }
 
 #: Grants of the answer role the run leaves unused, each with its reason: one line each,
@@ -285,7 +284,9 @@ def idle_instance(deployed: Deployment, owner: str, at: datetime) -> str:
     return instance
 
 
-def remember_tags(deployed: Deployment, monkeypatch: Any, instances: list[str], arns: list[str]):
+def remember_tags(
+    deployed: Deployment, monkeypatch: Any, instances: list[str], arns: list[str]
+) -> None:
     """The resources' tags before the run's writes, for the conditions ``iam_model`` checks
     (``aws:ResourceTag/...``): the warning tag and the exemption are what the run wrote."""
     ec2 = deployed.session.client("ec2", region_name=REGION)
