@@ -702,3 +702,44 @@ def test_a_guard_role_writes_no_other_tag_through_the_answer_path(
     assert len(refused) == 7
     for call in refused:
         assert denied_by_policy(world, role, [call]), call.params
+
+
+def test_an_answer_role_without_the_invoke_grant_is_refused_by_the_enforced_run(
+    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the answer role's policy without lambda:InvokeFunction (a grant that drifted)
+    from costguard.domain.signatures import ButtonClaims, sign_button
+    from tests.support.iam_enforced import moto_dialect
+
+    world = deployment.world
+    role = world.physical[world.function_role(deployment.functions["answer"])]["Ref"]
+    iam = deployment.session.client("iam")
+    granted = moto_dialect(
+        world.policy_document(world.function_role(deployment.functions["answer"]))
+    )
+    drifted = {
+        **granted,
+        "Statement": [
+            s for s in granted["Statement"] if "lambda:InvokeFunction" not in s["Action"]
+        ],
+    }
+    iam.put_role_policy(RoleName=role, PolicyName="synthesized", PolicyDocument=json.dumps(drifted))
+    recorder = Recorder()
+    recorder.install(monkeypatch)
+    at = MIDDAY + timedelta(hours=3)
+    value = sign_button(
+        SIGNING.encode(), ButtonClaims(IDLE, f"{ACCOUNT}/{REGION}/ec2-instance/i-0abc", (MARIA,))
+    )
+    try:
+        # WHEN maria presses "Keep 4 hours"
+        press = slack_post(SIGNING.encode(), block_actions(MARIA, "keep-4h", value), at)
+        pressed = answer(deployment, press, at, monkeypatch, recorder)
+    finally:
+        iam.put_role_policy(
+            RoleName=role, PolicyName="synthesized", PolicyDocument=json.dumps(granted)
+        )
+    # THEN moto refuses the hand-off (enforcement, and moto's name for the action, are
+    # real), and the endpoint says it could not hand the answer on, rather than "done"
+    (invoke,) = pressed.invoked
+    assert invoke.status == 403, (invoke.status, invoke.error)
+    assert pressed.status == 503, pressed.body
