@@ -46,6 +46,7 @@ from tests.support.answers import (
     link_get,
     link_post,
     slack_post,
+    view_submission,
 )
 from tests.support.clock import MIDDAY
 from tests.support.iam_enforced import (
@@ -348,20 +349,21 @@ def audit_answers(deployed: Deployment) -> set[tuple[str, str, str]]:
 def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
     deployment: Deployment, module_slack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN an idle notebook instance owned by maria (a Slack member) and an idle GPU
-    # instance owned by alice, both warned by the idle guard's scheduled run (its role)
+    # GIVEN two idle notebook instances owned by maria (a Slack member) and an idle GPU
+    # instance owned by alice, all warned by the idle guard's scheduled run (its role)
     nb_arn = notebook(deployment, "answer-nb", MARIA, MIDDAY - timedelta(hours=30))
+    exempt_arn = notebook(deployment, "answer-nb-exempt", MARIA, MIDDAY - timedelta(hours=30))
     instance = idle_instance(deployment, ALICE, MIDDAY - timedelta(hours=5))
     recorder = Recorder()
     recorder.install(monkeypatch)
-    remember_tags(deployment, monkeypatch, [instance], [nb_arn])
+    remember_tags(deployment, monkeypatch, [instance], [nb_arn, exempt_arn])
     first = warn(deployment, MIDDAY, monkeypatch, recorder)
-    assert first["counts"].get("warned", 0) >= 2, first
+    assert first["counts"].get("warned", 0) >= 3, first
     # ... and posted to Slack by the notifier (its role), buttons signed with the signing
     # secret it reads
     from costguard_demo.slack_standin import sns_event
 
-    warned = warnings_for(deployment, "answer-nb", instance)
+    warned = warnings_for(deployment, "answer-nb", "answer-nb-exempt", instance)
     buttons: dict[str, dict[str, str]] = {}
     for name, alert in warned.items():
         message = json.dumps(alert, ensure_ascii=False, sort_keys=True)
@@ -373,7 +375,11 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
             for element in block["elements"]
         }
     assert set(buttons["answer-nb"]) == {"keep-4h", "keep-until-tomorrow", "act-now", "exempt"}
-    values = {"answer-nb": buttons["answer-nb"]["keep-4h"], instance: buttons[instance]["act-now"]}
+    values = {
+        "answer-nb": buttons["answer-nb"]["keep-4h"],
+        "answer-nb-exempt": buttons["answer-nb-exempt"]["exempt"],
+        instance: buttons[instance]["act-now"],
+    }
     # WHEN maria presses "Keep 4 hours" ten minutes later (Slack signs the request)
     at = MIDDAY + timedelta(minutes=10)
     # (the stand-in plays Slack: the response URL is under its origin, as the notifier's
@@ -395,6 +401,20 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
     _status, tags = notebook_state(deployment, "answer-nb")
     assert tags[Tags.EXEMPT] == "2026-11-20T16:10:00Z", tags
     assert module_slack.responses[-1][1]["text"].endswith("by @maria"), module_slack.responses
+    # WHEN maria exempts the other notebook through the "Exempt…" dialog (the view's
+    # private metadata is the pressed button's value), until the 1st of next month
+    dialog = view_submission(MARIA, values["answer-nb-exempt"], "training run", "2026-12-01")
+    submitted = answer(
+        deployment, slack_post(SIGNING.encode(), dialog, at), at, monkeypatch, recorder
+    )
+    assert submitted.status == 200 and json.loads(submitted.body) == {"response_action": "clear"}
+    (invoke,) = submitted.invoked
+    exempted = hand_to_guard(deployment, invoke, at, monkeypatch, recorder)
+    # THEN it carries costguard:exempt through that day, written by the guard's role
+    assert exempted["answer"] == "exempted", exempted
+    assert notebook_state(deployment, "answer-nb-exempt")[1][Tags.EXEMPT].startswith(
+        "2026-12-02T00:00:00Z"
+    )
     # WHEN an admin presses "Act now" on the instance's warning (after Slack's dialog)
     act = block_actions(ADMIN, "act-now", values[instance], username="ops", response_url=url)
     acted = answer(deployment, slack_post(SIGNING.encode(), act, at), at, monkeypatch, recorder)
@@ -411,9 +431,11 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
     ), later
     assert notebook_state(deployment, "answer-nb")[0] == "InService"
     # AND the audit names who answered, each time
-    assert {("answer-keep-4h", "answer-nb", MARIA), ("answer-act-now", instance, ADMIN)} <= (
-        audit_answers(deployment)
-    )
+    assert {
+        ("answer-keep-4h", "answer-nb", MARIA),
+        ("answer-exempt", "answer-nb-exempt", MARIA),
+        ("answer-act-now", instance, ADMIN),
+    } <= audit_answers(deployment)
     # AND every call of each role was allowed by its synthesized policy, moto enforcing it
     answer_used = check_calls(deployment, "answer", recorder.calls_of(deployment, "answer"))
     assert {"secretsmanager:GetSecretValue", "dynamodb:PutItem", "lambda:InvokeFunction"} <= (
