@@ -21,6 +21,10 @@ under the guard role's credentials, as Lambda's asynchronous invocation would.
 moto evaluates neither a statement's resource nor its conditions: the refusals that depend
 on them (another Lambda, another ledger partition, another tag key) are shown by
 ``iam_model`` and said so; the refusals of actions the role lacks are shown by both.
+
+Slack is the stand-in: the notifier posts to it, and "Exempt…" is pressed in it as Slack
+does (signed, to the answer Lambda behind a loopback Function URL), which opens the dialog
+through its Web API (views.open, with the bot token the answer role reads) and submits it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from costguard.domain.answers import Answer
 from costguard.domain.signatures import LinkClaims, sign_link
 from costguard.domain.tags import Tags
 from costguard.env import Env
+from costguard_demo.slack_standin import STANDIN_BOT_TOKEN
 from tests.infra.iam_model import ACCOUNT, REGION, as_list, role_may
 from tests.support.answers import (
     block_actions,
@@ -46,7 +51,6 @@ from tests.support.answers import (
     link_get,
     link_post,
     slack_post,
-    view_submission,
 )
 from tests.support.clock import MIDDAY
 from tests.support.iam_enforced import (
@@ -178,7 +182,7 @@ def deployment(
         answers_body,
         module_slack,
         functions=FUNCTIONS,
-        secrets={"SlackSigning": SIGNING, "AnswerLink": LINKS},
+        secrets={"SlackSigning": SIGNING, "AnswerLink": LINKS, "SlackBot": STANDIN_BOT_TOKEN},
         # the guards (the answer's targets) and one that is not a guard (refused)
         lambdas=[*guards, scan],
     )
@@ -365,9 +369,11 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
 
     warned = warnings_for(deployment, "answer-nb", "answer-nb-exempt", instance)
     buttons: dict[str, dict[str, str]] = {}
+    messages: dict[str, dict[str, Any]] = {}
     for name, alert in warned.items():
         message = json.dumps(alert, ensure_ascii=False, sort_keys=True)
         run_as(deployment, "slack", sns_event(message), monkeypatch, recorder, at=MIDDAY)
+        messages[name] = module_slack.received[-1]
         buttons[name] = {
             element["action_id"]: element["value"]
             for block in module_slack.received[-1]["blocks"]
@@ -375,11 +381,7 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
             for element in block["elements"]
         }
     assert set(buttons["answer-nb"]) == {"keep-4h", "keep-until-tomorrow", "act-now", "exempt"}
-    values = {
-        "answer-nb": buttons["answer-nb"]["keep-4h"],
-        "answer-nb-exempt": buttons["answer-nb-exempt"]["exempt"],
-        instance: buttons[instance]["act-now"],
-    }
+    values = {"answer-nb": buttons["answer-nb"]["keep-4h"], instance: buttons[instance]["act-now"]}
     # WHEN maria presses "Keep 4 hours" ten minutes later (Slack signs the request)
     at = MIDDAY + timedelta(minutes=10)
     # (the stand-in plays Slack: the response URL is under its origin, as the notifier's
@@ -401,14 +403,26 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
     _status, tags = notebook_state(deployment, "answer-nb")
     assert tags[Tags.EXEMPT] == "2026-11-20T16:10:00Z", tags
     assert module_slack.responses[-1][1]["text"].endswith("by @maria"), module_slack.responses
-    # WHEN maria exempts the other notebook through the "Exempt…" dialog (the view's
-    # private metadata is the pressed button's value), until the 1st of next month
-    dialog = view_submission(MARIA, values["answer-nb-exempt"], "training run", "2026-12-01")
-    submitted = answer(
-        deployment, slack_post(SIGNING.encode(), dialog, at), at, monkeypatch, recorder
-    )
-    assert submitted.status == 200 and json.loads(submitted.body) == {"response_action": "clear"}
-    (invoke,) = submitted.invoked
+    # WHEN maria presses "Exempt…" on the other notebook's warning, in Slack: the stand-in
+    # presses as Slack does, to the answer Lambda behind a loopback Function URL (its role);
+    # the dialog opens (views.open, with the bot token the answer role reads), and she
+    # submits a reason and an end date, the 1st of next month
+    from costguard_demo.slack_standin import FunctionUrlServer, SlackUser
+
+    def endpoint(event: dict[str, Any]) -> Any:
+        return run_as(deployment, "answer", event, monkeypatch, recorder, at=at)
+
+    with FunctionUrlServer(endpoint) as function_url:
+        module_slack.interactivity(function_url.url + "/slack", SIGNING.encode(), lambda: at)
+        start = len(recorder.calls)
+        pressed = module_slack.press(
+            messages["answer-nb-exempt"], "exempt", SlackUser(MARIA, "maria")
+        )
+        assert pressed.status == 200, pressed.text
+        assert module_slack.api_calls[-1] == ("views.open", "ok"), module_slack.api_calls
+        submitted = module_slack.submit_view({"reason": "training run", "until": "2026-12-01"})
+    assert submitted.status == 200, submitted.text
+    (invoke,) = [c for c in recorder.calls[start:] if c.operation == "Invoke"]
     exempted = hand_to_guard(deployment, invoke, at, monkeypatch, recorder)
     # THEN it carries costguard:exempt through that day, written by the guard's role
     assert exempted["answer"] == "exempted", exempted
@@ -523,7 +537,7 @@ def test_an_email_link_is_taken_with_only_the_permissions_the_stack_grants(
 
 
 def test_every_grant_of_the_answer_role_is_used(
-    deployment: Deployment, monkeypatch: pytest.MonkeyPatch
+    deployment: Deployment, module_slack: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN the guards' Lambdas the answer Lambda may hand answers to (its environment)
     from costguard.domain.signatures import ButtonClaims, sign_button
@@ -545,6 +559,34 @@ def test_every_grant_of_the_answer_role_is_used(
         (invoke,) = pressed.invoked
         assert invoke.params["FunctionName"] == guards[guard]
         assert invoke.status == 202, (guard, invoke.error)
+    # ... and presses "Exempt…" in Slack, which opens its dialog with the bot token
+    from costguard_demo.slack_standin import FunctionUrlServer, SlackUser
+
+    exempt = sign_button(SIGNING.encode(), ButtonClaims(IDLE, f"{ACCOUNT}/{REGION}/x/y", (MARIA,)))
+    message = {
+        "blocks": [
+            {
+                "type": "actions",
+                "block_id": "costguard-answers",
+                "elements": [
+                    {
+                        "type": "button",
+                        "action_id": "exempt",
+                        "text": {"type": "plain_text", "text": "Exempt…"},
+                        "value": exempt,
+                    }
+                ],
+            }
+        ]
+    }
+
+    def endpoint(event: dict[str, Any]) -> Any:
+        return run_as(deployment, "answer", event, monkeypatch, recorder, at=at)
+
+    with FunctionUrlServer(endpoint) as function_url:
+        module_slack.interactivity(function_url.url + "/slack", SIGNING.encode(), lambda: at)
+        assert module_slack.press(message, "exempt", SlackUser(ADMIN, "ops")).status == 200
+    assert module_slack.api_calls[-1] == ("views.open", "ok"), module_slack.api_calls
     # ... and alice answers an e-mail link (its page, then its form)
     link = LinkClaims(
         f"{ACCOUNT}/{REGION}/ec2-instance/i-0f00",

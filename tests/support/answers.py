@@ -100,29 +100,3 @@ def link_post(form: Mapping[str, str]) -> HttpRequest:
         {"content-type": "application/x-www-form-urlencoded"},
         urlencode(dict(form)).encode(),
     )
-
-
-def view_submission(
-    user: str, private_metadata: str, reason: str, until: str, *, username: str = "maria"
-) -> dict[str, Any]:
-    """Slack's ``view_submission`` payload of the "Exempt…" dialog: its private metadata
-    (the pressed button's signed value), a reason and an end date."""
-    return {
-        "type": "view_submission",
-        "user": {"id": user, "username": username, "name": username, "team_id": "T0001"},
-        "api_app_id": "A0COSTGUARD",
-        "team": {"id": "T0001", "domain": "example"},
-        "trigger_id": "1.2.4",
-        "view": {
-            "id": "V0EXEMPT",
-            "type": "modal",
-            "callback_id": "costguard-exempt",
-            "private_metadata": private_metadata,
-            "state": {
-                "values": {
-                    "reason": {"r": {"type": "plain_text_input", "value": reason}},
-                    "until": {"u": {"type": "datepicker", "selected_date": until}},
-                }
-            },
-        },
-    }

@@ -305,8 +305,10 @@ def deploy(
         )["Role"]["Arn"]
         lam = session.client("lambda", region_name=REGION)
         for target in targets:
+            # the name the template gives it (the answer Lambda's map names the guards so)
+            named = partial.resolve(probe.props(target).get("FunctionName"))
             fn = lam.create_function(
-                FunctionName=f"costguard-{target.lower()}"[:64],
+                FunctionName=str(named or f"costguard-{target.lower()}")[:64],
                 Runtime=str(probe.props(target)["Runtime"]),
                 Role=stub,
                 Handler=str(probe.props(target)["Handler"]),
@@ -370,6 +372,7 @@ def run_as(
 
     ``at``: the clock of the invocation (a scheduled event's is its ``time``, a launch
     event's a few seconds after it, the scan's MIDDAY); an answer needs it."""
+    from aws_lambda_powertools.utilities import parameters
     from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
     from moto.core.authorization import enable_iam_authentication
 
@@ -416,6 +419,9 @@ def run_as(
     monkeypatch.setitem(DEFAULT_PROVIDERS, "secrets", None)
     del DEFAULT_PROVIDERS["secrets"]
     monkeypatch.setattr(slack_adapter, "SLACK_WEBHOOK_ORIGIN", deployed.slack_origin)
+    # Slack's Web API (views.open, for the Exempt… dialog) is the stand-in's too
+    monkeypatch.setattr(slack_adapter, "SLACK_API_ORIGIN", deployed.slack_origin, raising=False)
+    parameters.clear_caches()  # a warm container's secrets are not another role's
     # moto recomputes the signature of EKS's GET requests wrongly (SignatureDoesNotMatch
     # for a valid request); authorization, not signing, is under test here.
     from moto.iam.access_control import IAMRequest
