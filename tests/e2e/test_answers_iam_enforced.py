@@ -426,7 +426,8 @@ def test_a_slack_press_is_taken_with_only_the_permissions_the_stack_grants(
     # presses as Slack does, to the answer Lambda behind a loopback Function URL (its role);
     # the dialog opens (views.open, with the bot token the answer role reads), and she
     # submits a reason and an end date, the 1st of next month
-    from costguard_demo.slack_standin import FunctionUrlServer, SlackUser
+    from costguard_demo.function_url import FunctionUrlServer
+    from costguard_demo.slack_standin import SlackUser
 
     def endpoint(event: dict[str, Any]) -> Any:
         return run_as(deployment, "answer", event, monkeypatch, recorder, at=at)
@@ -578,7 +579,8 @@ def test_every_grant_of_the_answer_role_is_used(
         assert invoke.params["FunctionName"] == guards[guard]
         assert invoke.status == 202, (guard, invoke.error)
     # ... and presses "Exempt…" in Slack, which opens its dialog with the bot token
-    from costguard_demo.slack_standin import FunctionUrlServer, SlackUser
+    from costguard_demo.function_url import FunctionUrlServer
+    from costguard_demo.slack_standin import SlackUser
 
     exempt = sign_button(SIGNING.encode(), ButtonClaims(IDLE, f"{ACCOUNT}/{REGION}/x/y", (MARIA,)))
     message = {

@@ -418,9 +418,14 @@ def run_as(
     # under the role's credentials, and drop it afterwards.
     monkeypatch.setitem(DEFAULT_PROVIDERS, "secrets", None)
     del DEFAULT_PROVIDERS["secrets"]
-    monkeypatch.setattr(slack_adapter, "SLACK_WEBHOOK_ORIGIN", deployed.slack_origin)
-    # Slack's Web API (views.open, for the Exempt… dialog) is the stand-in's too
-    monkeypatch.setattr(slack_adapter, "SLACK_API_ORIGIN", deployed.slack_origin, raising=False)
+    # Slack's webhooks and Web API (views.open, for the Exempt… dialog) are the stand-in's,
+    # wherever a module took the origins from (the answer desk's wiring imports them)
+    import costguard.wiring.answers as answer_wiring
+
+    for module in (slack_adapter, answer_wiring):
+        for origin in ("SLACK_WEBHOOK_ORIGIN", "SLACK_API_ORIGIN"):
+            if hasattr(module, origin):
+                monkeypatch.setattr(module, origin, deployed.slack_origin)
     parameters.clear_caches()  # a warm container's secrets are not another role's
     # moto recomputes the signature of EKS's GET requests wrongly (SignatureDoesNotMatch
     # for a valid request); authorization, not signing, is under test here.
