@@ -97,11 +97,6 @@ ANSWER_ROLE_UNUSED: dict[str, str] = {
     "secretsmanager:DescribeSecret on *": "CDK's grant_read adds it; the handler reads values only",
     "kms:Encrypt on *": "the ledger's key, granted whole (Decrypt, Encrypt, GenerateDataKey*): "
     "DynamoDB encrypts with its table key, which the model checks as kms:Decrypt",
-    # Found by this test: the Slack path's replay check is one conditional PutItem
-    # (put_once); only the link path reads its partition (status). The statement grants
-    # both actions on both partitions; reported, not changed here.
-    "dynamodb:GetItem on * [[]dynamodb:LeadingKeys=ONCE#slack-request[]]": "granted with "
-    "the link partition's read in one statement; the Slack path never reads its partition",
 }
 #: The same, by action (``unused_grants``).
 ANSWER_ROLE_UNUSED_ACTIONS = {
