@@ -15,6 +15,8 @@ HANDLERS = [
     "costguard.handlers.slack_notifier",
     "costguard.handlers.refresh",
     "costguard.handlers.on_launch",
+    "costguard.handlers.answer",
+    "costguard.handlers.act",
 ]
 EXCLUDED_ROOTS = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil")
 

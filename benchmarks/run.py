@@ -12,6 +12,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import (
+    answer_latency,
     api_calls,
     demo_wall,
     engine,
@@ -60,6 +61,8 @@ def main() -> None:
         "report": report.measure(),
         # The on-launch Lambda: event to SNS publish (p50, p99), calls and self-cost.
         "launch_latency": launch_latency.measure(200),
+        # Answering a warning from Slack: the press's round trip, calls and self-cost.
+        "answer_latency": answer_latency.measure(100),
     }
     results["idle_handler_bill"] = idle_handler.bill(results["idle_handler"])
     # The guards across that Organization (the act path), on the hub's load measured there.

@@ -123,6 +123,13 @@ def _fake_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     from costguard.wiring import CATALOG_CACHE
 
     CATALOG_CACHE.clear()
+    # Nor a warm Lambda's secrets: Powertools keeps each value, and a client bound to the
+    # endpoint of the moto that served it, for the whole process.
+    from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters import base
+
+    parameters.clear_caches()
+    base.DEFAULT_PROVIDERS.clear()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -3,7 +3,7 @@
 Where the deployed answer endpoint invokes the answered guard's own Lambda asynchronously,
 this one runs the guard Lambda's own handler (``take_answer``) in this process: moto's
 Lambda cannot run CostGuard's code. The endpoint itself is the answer handler behind a
-loopback Function URL (:class:`costguard_demo.slack_standin.FunctionUrlServer`).
+loopback Function URL (:class:`costguard_demo.function_url.FunctionUrlServer`).
 """
 
 from __future__ import annotations

@@ -72,6 +72,18 @@ def guard_environment(region: str, table: str, topic: str) -> dict[str, str]:
     }
 
 
+def answer_environment(table: str) -> dict[str, str]:
+    """The answer Lambda's environment, as the stack sets it (no bot token: the demo's story
+    presses Keep and Act now, not Exempt…)."""
+    return {
+        Env.SLACK_SIGNING_SECRET: SIGNING_SECRET_NAME,
+        Env.LINK_SECRET: LINK_SECRET_NAME,
+        Env.TABLE_NAME: table,
+        Env.SCOPE: DEMO_ACCOUNT,
+        Env.TIME_ZONE: "UTC",
+    }
+
+
 def put_secrets(session: Any, region: str) -> None:
     """The two secrets ``answers=true`` deploys, with the values the operator puts in."""
     sm = session.client("secretsmanager", region_name=region)
@@ -98,13 +110,15 @@ def run_answer_chapter(
     caller's to put first (:func:`put_secrets`). ``home``: the deployment's region (the
     ledger's), when the notebook is in another."""
     home = home or region
-    from costguard.adapters.dynamodb import DynamoDbLedger
+    import boto3
+
     from costguard.handlers.act import process as run_guard_lambda
     from costguard.handlers.answer import process as answer_endpoint
-    from costguard.services.answers import AnswerDesk, DeskSettings
     from costguard.settings import Settings
+    from costguard.wiring.answers import answer_desk
     from costguard_demo.answer_queue import GuardsInProcess
-    from costguard_demo.slack_standin import FunctionUrlServer, SlackUser
+    from costguard_demo.function_url import FunctionUrlServer
+    from costguard_demo.slack_standin import SlackUser
 
     settings = Settings.from_env(guard_environment(region, table, topic))
     notebook = launch_notebook(
@@ -119,9 +133,16 @@ def run_answer_chapter(
     )
     story = AnswerStory(notebook)
     clock = [now]
-    ledger = DynamoDbLedger(session.client("dynamodb", region_name=home), table)
     queue = GuardsInProcess(settings, session, lambda: clock[0], slack_origin=slack.origin)
-    desk = AnswerDesk(_Secrets(), ledger, queue, DeskSettings(DEMO_ACCOUNT, frozenset(), "UTC"))
+    # The answer Lambda as deployed (its secrets read from the embedded Secrets Manager),
+    # but for where it hands answers: the guard's handler here, not an invoke of its Lambda.
+    desk = answer_desk(
+        answer_environment(table),
+        boto3.Session(region_name=home),
+        queue=queue,
+        slack_api_origin=slack.origin,
+        slack_webhook_origin=slack.origin,
+    )
     ec2 = session.client("ec2", region_name=region)
 
     def told(what: str) -> None:
@@ -158,7 +179,7 @@ def run_answer_chapter(
 
     say("Answering a warning from Slack (the Slack stand-in signs each press as Slack does):")
     with FunctionUrlServer(lambda event: answer_endpoint(event, desk, clock[0])) as endpoint:
-        slack.interactivity(endpoint.url + "/slack", SIGNING_SECRET.encode(), lambda: clock[0])
+        slack.interactivity(endpoint.url + "slack", SIGNING_SECRET.encode(), lambda: clock[0])
         guard_runs(now)
         press("keep-4h", now + timedelta(minutes=10))
         guard_runs(now + GRACE + timedelta(minutes=5))
@@ -180,18 +201,3 @@ _RUNS = {
 
 def _answerable(message: Mapping[str, Any]) -> bool:
     return any(b.get("type") == "actions" for b in message.get("blocks") or ())
-
-
-class _Secrets:
-    """The desk's secrets: the values :func:`put_secrets` stored (read as the Lambda would,
-    through Secrets Manager)."""
-
-    def slack_signing_secret(self) -> bytes:
-        return SIGNING_SECRET.encode()
-
-    def link_secret(self) -> bytes:
-        return LINK_SECRET.encode()
-
-    def slack_bot_token(self) -> bytes:
-        """None in the demo: its story presses Keep and Act now, not Exempt…"""
-        return b""

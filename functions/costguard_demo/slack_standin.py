@@ -35,13 +35,12 @@ interactivity request URL (the answer endpoint's) and a clock (no wall clock in 
   and returns the endpoint's answer (``response_action`` errors or clear).
 - Posts to a response_url (``/actions/…``) are recorded in :attr:`SlackStandIn.responses`.
 
-:class:`FunctionUrlServer` puts a Lambda Function URL handler on a real socket, so the
+:class:`costguard_demo.function_url.FunctionUrlServer` puts a Lambda Function URL handler on a real socket, so the
 stand-in's request URL can be the answer endpoint as deployed.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import http.client
@@ -764,75 +763,6 @@ def _check_errors(view: Mapping[str, Any], errors: object) -> None:
     inputs = {b.get("block_id") for b in view.get("blocks", []) if b.get("type") == "input"}
     if not isinstance(errors, dict) or not errors or not set(errors) <= inputs:
         raise AssertionError(f"Slack would not show these errors on the modal: {errors!r}")
-
-
-class FunctionUrlServer:
-    """A Lambda Function URL on loopback: each request becomes the event a Function URL
-    gives its Lambda (payload format 2.0, body base64-encoded, header names lower-cased),
-    handed to ``handler``; its ``{"statusCode", "headers", "body"}`` is the HTTP answer.
-    ``with FunctionUrlServer(lambda e: process(e, desk, clock())) as endpoint:``, then the
-    stand-in's request URL is ``endpoint.url + "/slack"``."""
-
-    def __init__(self, handler: Callable[[dict[str, Any]], Mapping[str, Any]]) -> None:
-        self.events: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                parts = urlsplit(self.path)
-                event: dict[str, Any] = {
-                    "version": "2.0",
-                    "routeKey": "$default",
-                    "rawPath": parts.path,
-                    "rawQueryString": parts.query,
-                    "headers": {k.lower(): v for k, v in self.headers.items()},
-                    "requestContext": {
-                        "http": {
-                            "method": self.command,
-                            "path": parts.path,
-                            "protocol": "HTTP/1.1",
-                            "sourceIp": self.client_address[0],
-                            "userAgent": self.headers.get("User-Agent", ""),
-                        }
-                    },
-                    "body": base64.b64encode(body).decode(),
-                    "isBase64Encoded": True,
-                }
-                if parts.query:
-                    event["queryStringParameters"] = dict(parse_qsl(parts.query))
-                server.events.append(event)
-                answer = handler(event)
-                payload = str(answer.get("body") or "").encode()
-                self.send_response(int(answer.get("statusCode", 200)))
-                for name, value in (answer.get("headers") or {}).items():
-                    self.send_header(str(name), str(value))
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = _serve
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> FunctionUrlServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
 
 def sns_event(

@@ -69,7 +69,12 @@ LAUNCH_HANDLER = "costguard.handlers.on_launch.handler"
 ANSWER_HANDLER = "costguard.handlers.answer.handler"
 #: What the answer endpoint does on the ledger: once-only records (``put_once``) and their
 #: status (``status``), in its two partitions only (``ONCE#<namespace>``).
-ANSWER_LEDGER_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem")
+#: Slack requests are recorded once (a conditional put: a replay fails it); a used link is
+#: also read, before its answer is handed on.
+ANSWER_LEDGER_ACTIONS = {
+    f"ONCE#{SLACK_REQUESTS}": ("dynamodb:PutItem",),
+    f"ONCE#{USED_LINKS}": ("dynamodb:GetItem", "dynamodb:PutItem"),
+}
 #: Why the answer endpoint's Function URL is public (``AuthType: NONE``).
 PUBLIC_URL_REASON = (
     "Slack's interactivity requests and mail clients cannot sign AWS requests (SigV4); every "
@@ -77,7 +82,6 @@ PUBLIC_URL_REASON = (
     "v0:timestamp:body (5-minute window, replays refused), or the e-mail link's HMAC token "
     "(24 hours at most, single use); reserved concurrency bounds a flood"
 )
-ANSWER_PARTITIONS = (f"ONCE#{SLACK_REQUESTS}", f"ONCE#{USED_LINKS}")
 
 
 class CostGuardStack(cdk.Stack):
@@ -549,15 +553,14 @@ class CostGuardStack(cdk.Stack):
                 ],
             )
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=list(ANSWER_LEDGER_ACTIONS),
-                resources=[self.ledger.table.table_arn],
-                conditions={
-                    "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(ANSWER_PARTITIONS)}
-                },
+        for partition, actions in ANSWER_LEDGER_ACTIONS.items():
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=list(actions),
+                    resources=[self.ledger.table.table_arn],
+                    conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [partition]}},
+                )
             )
-        )
         self.key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*")
         # Public on purpose: Slack and mail clients cannot sign AWS requests. Every request
         # is verified by the handler (Slack's HMAC signature, or the link's HMAC token).

@@ -42,10 +42,10 @@ def test_a_trailing_newline_in_the_signing_secret_does_not_refuse_every_press(
     failed its signature check (401 "the Slack signature does not match"), so no answer
     could ever be given, with nothing saying why.
     """
-    from costguard.handlers.answer import _Secrets
+    from costguard.adapters.secrets import NamedSecrets
     from costguard.handlers.slack_notifier import button_signer
 
-    secrets = _Secrets("costguard/slack-signing-secret", "costguard/link")
+    secrets = NamedSecrets("costguard/slack-signing-secret", "costguard/link")
     assert secrets.slack_signing_secret() == SLACK_SECRET.encode()
     value = button_signer("costguard/slack-signing-secret")("g", "k", ("U1",))
     assert read_button(SLACK_SECRET.encode(), value) == ButtonClaims("g", "k", ("U1",))

@@ -3,7 +3,6 @@ accepted answer handed to the guard's own Lambda (asynchronously, nothing acted 
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,19 +13,8 @@ from costguard.adapters.answer_queue import LambdaAnswerQueue, UnknownGuardError
 from costguard.domain.answers import Answer, Answerer, AnswerRequest, read_answer_event
 from costguard.handlers.answer import http_request, process
 from tests.answers.test_answer_desk import Desk, button_payload, slack_request
+from tests.support.answers import function_url_event
 from tests.support.clock import MIDDAY
-
-
-def function_url_event(request: Any, *, base64_body: bool = True) -> dict[str, Any]:
-    body = request.body
-    return {
-        "version": "2.0",
-        "rawPath": request.path,
-        "requestContext": {"http": {"method": request.method, "path": request.path}},
-        "headers": {k.title(): v for k, v in request.headers.items()},
-        "body": base64.b64encode(body).decode() if base64_body else body.decode(),
-        "isBase64Encoded": base64_body,
-    }
 
 
 def test_a_function_url_event_reads_as_the_request_slack_sent() -> None:

@@ -19,9 +19,9 @@ from costguard.domain.answers import Answer
 from costguard.domain.signatures import ButtonClaims, sign_button
 from costguard.handlers.answer import http_request, response
 from costguard.services.answers import AnswerDesk, DeskSettings, HttpAnswer
+from costguard_demo.function_url import FunctionUrlServer
 from costguard_demo.slack_standin import (
     STANDIN_BOT_TOKEN,
-    FunctionUrlServer,
     SlackStandIn,
     SlackUser,
 )
@@ -78,7 +78,7 @@ def world(timeout_s: float = 2.0) -> Iterator[World]:
             return response(answer)
 
         with FunctionUrlServer(endpoint) as url:
-            slack.interactivity(url.url + "/slack", SIGNING, lambda: MIDDAY)
+            slack.interactivity(url.url + "slack", SIGNING, lambda: MIDDAY)
             yield w
 
 
@@ -290,13 +290,14 @@ def test_the_dialogs_end_date_proposal_and_limit_follow_the_day_it_opens() -> No
 
 @pytest.fixture
 def deployed(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SlackStandIn, Any]]:
-    """The answer handler's own wiring (build_desk) on moto: the ledger and the three
+    """The answer handler's own wiring (wiring.answers.answer_desk) on moto: the ledger and the three
     secrets, the bot token's holding the stand-in's; Slack's origins pointed at the stand-in."""
     from aws_lambda_powertools.utilities import parameters
     from aws_lambda_powertools.utilities.parameters import base
 
     from costguard.env import Env
-    from costguard.handlers.answer import build_desk, process
+    from costguard.handlers.answer import process
+    from costguard.wiring.answers import answer_desk
     from costguard_demo.plumbing import create_ledger_table
 
     parameters.clear_caches()
@@ -319,11 +320,11 @@ def deployed(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[SlackS
         Env.GUARD_FUNCTIONS: json.dumps({"idle-notebooks": "costguard-idle"}),
     }
     with SlackStandIn() as slack:
-        desk = build_desk(
+        desk = answer_desk(
             environ, aws, slack_api_origin=slack.origin, slack_webhook_origin=slack.origin
         )
         with FunctionUrlServer(lambda event: process(event, desk, MIDDAY)) as url:
-            slack.interactivity(url.url + "/slack", SIGNING, lambda: MIDDAY)
+            slack.interactivity(url.url + "slack", SIGNING, lambda: MIDDAY)
             yield slack, sm
     parameters.clear_caches()
     base.DEFAULT_PROVIDERS.clear()

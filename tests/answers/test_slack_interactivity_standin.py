@@ -16,8 +16,8 @@ import pytest
 from costguard.domain.answers import Answer
 from costguard.domain.signatures import ButtonClaims, sign_button, verify_slack
 from costguard.handlers.answer import process
+from costguard_demo.function_url import FunctionUrlServer
 from costguard_demo.slack_standin import (
-    FunctionUrlServer,
     SlackStandIn,
     SlackUser,
     sign_request,
@@ -48,7 +48,7 @@ def wired() -> Iterator[tuple[SlackStandIn, Desk, FunctionUrlServer]]:
         FunctionUrlServer(lambda event: process(event, desk.desk, MIDDAY)) as endpoint,
         SlackStandIn() as slack,
     ):
-        slack.interactivity(endpoint.url + "/slack", SIGNING, lambda: MIDDAY)
+        slack.interactivity(endpoint.url + "slack", SIGNING, lambda: MIDDAY)
         yield slack, desk, endpoint
 
 
@@ -118,7 +118,7 @@ def test_a_press_signed_with_another_secret_is_refused_and_nothing_is_queued(
 ) -> None:
     slack, desk, endpoint = wired
     # GIVEN a stand-in configured with a signing secret that is not the app's
-    slack.interactivity(endpoint.url + "/slack", b"not-the-apps-secret", lambda: MIDDAY)
+    slack.interactivity(endpoint.url + "slack", b"not-the-apps-secret", lambda: MIDDAY)
     # WHEN a button is pressed
     answer = slack.press(posted_warning(slack), "act-now", MARIA)
     # THEN refused as forged; nothing handed on

@@ -28,8 +28,8 @@ import pytest
 from costguard.domain.decisions import deadline_tag
 from costguard.domain.tags import Tags
 from costguard.env import Env
+from costguard_demo.function_url import FunctionUrlServer
 from costguard_demo.plumbing import create_alert_channels, create_ledger_table, drain
-from tests.support.answer_endpoint import AnswerEndpoint
 from tests.support.clock import MIDDAY, clock_at
 from tests.support.ec2 import run_instance
 from tests.support.toy import GRACE, TOY, toy_spec
@@ -106,7 +106,7 @@ class Account:
     topic: str
     queue: str
     link_secret: str
-    endpoint: AnswerEndpoint
+    endpoint: FunctionUrlServer
     guard: GuardLambda
 
     def guard_environ(self) -> dict[str, str]:
@@ -186,7 +186,8 @@ def account(moto_server: str) -> Iterator[Account]:
     from aws_lambda_powertools.utilities import parameters
     from aws_lambda_powertools.utilities.parameters import base
 
-    from costguard.handlers.answer import build_desk
+    from costguard.handlers.answer import process
+    from costguard.wiring.answers import answer_desk
 
     # Powertools keeps one secrets client (and the values) per process: this test's, on
     # this server, and none left behind.
@@ -212,8 +213,8 @@ def account(moto_server: str) -> Iterator[Account]:
         Env.GUARD_FUNCTIONS: json.dumps({"toy": TOY_FUNCTION}),
         Env.TIME_ZONE: "Europe/Paris",
     }
-    desk = build_desk(answer_environ, Session(session, guard))
-    with AnswerEndpoint(desk) as endpoint:
+    desk = answer_desk(answer_environ, Session(session, guard))
+    with FunctionUrlServer(lambda event: process(event, desk)) as endpoint:
         deployed = Account(session, topic, queue, link_secret, endpoint, guard)
         guard.guard_environ = deployed.guard_environ()
         yield deployed

@@ -3,7 +3,8 @@
 The synthesized stack is "deployed" onto moto's HTTP server: its table, topic, secret
 and queues are created from the template's own properties, every intrinsic in the
 roles' policies is resolved to those concrete ARNs, the roles are created in moto IAM,
-and each handler runs with its role's assumed credentials while moto enforces IAM.
+and each handler runs with its role's assumed credentials while moto enforces IAM
+(the harness: ``tests/support/iam_enforced.py``).
 
 moto checks the action only (neither resource nor condition), so every call the run
 makes is also recorded (``before-call``) and checked against the synthesized policies
@@ -15,11 +16,9 @@ is granted, save a short list of reasons: grants nothing uses are not kept.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,247 +27,24 @@ import pytest
 from costguard.env import Env
 from costguard_demo.fleet import DEMO_SPOT_PRICES, install_spot_prices, seed_fleet
 from costguard_demo.server import moto_backend
-from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
-from tests.support.alert_topic import encrypted_topic_with_subscriber
+from tests.infra.iam_model import ACCOUNT, REGION, as_list
 from tests.support.clock import MIDDAY
 from tests.support.endpoints import oversized_endpoint, put_gpu
+from tests.support.iam_enforced import (
+    INSTANCE_TAGS,
+    MOTO_OVERRIDES,
+    Deployment,
+    Recorder,
+    check_calls,
+    deploy,
+    drain_alerts,
+    function_environment,
+    moto_dialect,
+    run_as,
+    unused_grants,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
-
-#: What moto cannot run, so the deployed value is replaced for the run (and why).
-MOTO_OVERRIDES = {Env.SAGEMAKER_STUDIO: "false"}  # moto has no SageMaker Studio (ListApps)
-#: Granted actions the run may leave unused, each with the reason it is still granted.
-UNEXERCISED = {
-    "sagemaker:ListApps": "Studio apps: moto does not implement ListApps",
-    # moto has no Studio apps or spaces (only CreateDomain/DescribeDomain/ListDomains), so
-    # the idle guard's Studio path runs with Studio off here; tests/functional/test_studio.py
-    # stubs these calls with botocore's Stubber.
-    "sagemaker:DescribeApp": "Studio apps: not in moto",
-    "sagemaker:DeleteApp": "Studio apps: not in moto",
-    "sagemaker:ListSpaces": "Studio spaces: not in moto",
-    "sagemaker:ListDomains": "Studio domains: the Studio path is off on moto",
-    "sagemaker:DescribeDomain": "Studio domains: the Studio path is off on moto",
-    "ec2:DescribeSpotInstanceRequests": "asked only for a spot instance with a request id, "
-    "which moto never sets (tests/functional/test_ec2_one_time_spot.py stubs it)",
-}
-#: How long after a launch event's time EventBridge hands it to the on-launch Lambda.
-DELIVERY_LAG = timedelta(seconds=4)
-#: Granted for the Lambda service itself, not for CostGuard's code.
-PLATFORM = ("logs:", "xray:", "sqs:SendMessage")
-
-
-@dataclass
-class Context:
-    function_name: str
-    invoked_function_arn: str
-    memory_limit_in_mb: int = 1024
-    aws_request_id: str = "req-iam"
-
-
-@dataclass
-class Call:
-    service: str  # botocore's name, e.g. "resourcegroupstaggingapi"
-    operation: str
-    params: dict[str, Any]
-    region: str
-    access_key: str
-    status: int = 0
-    error: str = ""
-
-
-@dataclass
-class Recorder:
-    """Every API call of every boto3 session created while installed."""
-
-    calls: list[Call] = field(default_factory=list)
-
-    def _params(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-        context["costguard_api_params"] = dict(params)
-
-    def _call(self, model: Any, context: dict[str, Any], request_signer: Any, **_: Any) -> None:
-        credentials = request_signer._credentials  # which role signed it
-        call = Call(
-            model.service_model.service_name,
-            model.name,
-            context.get("costguard_api_params", {}),
-            context.get("client_region") or REGION,
-            credentials.access_key if credentials else "",
-        )
-        context["costguard_call"] = call
-        self.calls.append(call)
-
-    def _answered(self, http_response: Any, parsed: Any, context: dict[str, Any], **_: Any) -> None:
-        call = context.get("costguard_call")
-        if call is not None:
-            call.status = http_response.status_code
-            call.error = str((parsed or {}).get("Error", {}).get("Code", ""))
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        import botocore.session
-
-        original = botocore.session.get_session
-
-        def get_session(env_vars: Any = None) -> Any:
-            session = original(env_vars)
-            session.register("before-parameter-build", self._params)
-            session.register("before-call", self._call)
-            session.register("after-call", self._answered)
-            return session
-
-        monkeypatch.setattr(botocore.session, "get_session", get_session)
-
-
-# -- deploying the template onto moto ----------------------------------------------------------
-
-
-@dataclass
-class Deployment:
-    world: World
-    session: Any  # admin, for seeding and reading back
-    subscriber: str  # an SQS queue subscribed to the alert topic
-    credentials: dict[str, dict[str, str]]  # role logical id -> assumed-role env
-    functions: dict[str, str]  # "scan" / "slack" / "launch" -> function logical id
-    slack_origin: str  # where the Slack stand-in listens
-
-
-def _function(world: World, suffix: str, guard: str | None = None) -> str:
-    (logical,) = [
-        f
-        for f, fn in world.resources("AWS::Lambda::Function").items()
-        if fn["Properties"]["Handler"].endswith(suffix)
-        and (guard is None or fn["Properties"]["Environment"]["Variables"].get(Env.GUARD) == guard)
-    ]
-    return logical
-
-
-def moto_dialect(document: dict[str, Any]) -> dict[str, Any]:
-    """The policy as moto can evaluate it, with IAM's meaning kept.
-
-    moto compares a statement's Resource against ``*`` (so a statement naming an ARN
-    never matches) and names actions by signing name (``tagging:`` for ``tag:``) and
-    by API (``dynamodb:TransactWriteItems``, which IAM authorizes per item as
-    ``UpdateItem``…). Resources become ``*`` here because the exact ARNs are checked
-    by ``iam_model`` for every recorded call; actions are only renamed, never added.
-    """
-    statements = []
-    for s in as_list(document["Statement"]):
-        if s["Effect"] != "Allow":
-            statements.append(s)
-            continue
-        actions = as_list(s["Action"])
-        aliases = [a.replace("tag:", "tagging:", 1) for a in actions if a.startswith("tag:")]
-        # CloudWatch signs as "monitoring", which is what moto names its actions by
-        aliases += [
-            a.replace("cloudwatch:", "monitoring:", 1)
-            for a in actions
-            if a.startswith("cloudwatch:")
-        ]
-        if "dynamodb:UpdateItem" in actions:
-            aliases.append("dynamodb:TransactWriteItems")
-        statements.append({**s, "Action": actions + aliases, "Resource": "*"})
-    return {"Version": "2012-10-17", "Statement": statements}
-
-
-def deploy(body: dict[str, Any], slack: Any) -> Deployment:
-    import boto3
-
-    session = boto3.Session()
-    probe = World(body)
-    (key,) = probe.resources("AWS::KMS::Key")
-    (table,) = probe.resources("AWS::DynamoDB::Table")
-    (topic,) = probe.resources("AWS::SNS::Topic")
-    physical: dict[str, dict[str, str]] = {}
-
-    kms = session.client("kms", region_name=REGION)
-    key_meta = kms.create_key(Description=probe.props(key)["Description"])["KeyMetadata"]
-    physical[key] = {"Ref": key_meta["KeyId"], "KeyId": key_meta["KeyId"], "Arn": key_meta["Arn"]}
-    partial = World(body, physical=dict(physical))
-
-    ddb = session.client("dynamodb", region_name=REGION)
-    props = partial.resolve(partial.props(table))
-    name = "costguard-ledger"
-    created = ddb.create_table(
-        TableName=name,
-        KeySchema=props["KeySchema"],
-        AttributeDefinitions=props["AttributeDefinitions"],
-        BillingMode=props["BillingMode"],
-        SSESpecification={
-            "Enabled": True,
-            "SSEType": "KMS",
-            "KMSMasterKeyId": props["SSESpecification"]["KMSMasterKeyId"],
-        },
-    )["TableDescription"]
-    physical[table] = {"Ref": name, "Arn": created["TableArn"]}
-
-    topic_arn, subscriber = encrypted_topic_with_subscriber(session, REGION, key_meta["Arn"])
-    physical[topic] = {"Ref": topic_arn, "TopicArn": topic_arn, "TopicName": "costguard-alerts"}
-    sqs = session.client("sqs", region_name=REGION)
-    for queue, resource in probe.resources("AWS::SQS::Queue").items():
-        url = sqs.create_queue(QueueName=queue, Attributes={"KmsMasterKeyId": key_meta["Arn"]})[
-            "QueueUrl"
-        ]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        physical[queue] = {"Ref": url, "QueueUrl": url, "Arn": arn, "QueueName": queue}
-        assert "KmsMasterKeyId" in resource["Properties"]
-
-    secrets = session.client("secretsmanager", region_name=REGION)
-    # The webhook holds the stand-in's URL; any other (with answers: the Slack signing
-    # secret, the generated link key, which has no name of its own) a value of its own.
-    for secret in probe.resources("AWS::SecretsManager::Secret"):
-        secret_name = probe.props(secret).get("Name", f"costguard-{secret}")
-        value = slack.secret if "SlackWebhook" in secret else f"{secret}-value-" + "k" * 32
-        secret_arn = secrets.create_secret(
-            Name=secret_name, SecretString=value, KmsKeyId=key_meta["Arn"]
-        )["ARN"]
-        physical[secret] = {"Ref": secret_arn, "Id": secret_arn, "Name": secret_name}
-
-    iam = session.client("iam")
-    functions = {
-        "scan": _function(probe, "scan.handler"),
-        "slack": _function(probe, "slack_notifier.handler"),
-        "act": _function(probe, "act.handler", guard="toy"),
-        "idle": _function(probe, "act.handler", guard="idle-notebooks"),
-        "volumes": _function(probe, "act.handler", guard="stale-volumes"),
-        "launch": _function(probe, "on_launch.handler"),
-    }
-    roles = {probe.function_role(f) for f in functions.values()}
-    for role in roles:
-        trust = World(body, physical=dict(physical)).resolve(
-            probe.props(role)["AssumeRolePolicyDocument"]
-        )
-        created_role = iam.create_role(
-            RoleName=f"costguard-{role}"[:64], AssumeRolePolicyDocument=json.dumps(trust)
-        )["Role"]
-        physical[role] = {
-            "Ref": created_role["RoleName"],
-            "Arn": created_role["Arn"],
-            "RoleId": created_role["RoleId"],
-        }
-    world = World(body, physical=physical)
-    sts = session.client("sts", region_name=REGION)
-    credentials = {}
-    for role in roles:
-        iam.put_role_policy(
-            RoleName=physical[role]["Ref"],
-            PolicyName="synthesized",
-            PolicyDocument=json.dumps(moto_dialect(world.policy_document(role))),
-        )
-        assumed = sts.assume_role(RoleArn=world.arn(role), RoleSessionName=f"iam-{role}"[:64])[
-            "Credentials"
-        ]
-        credentials[role] = {
-            "AWS_ACCESS_KEY_ID": assumed["AccessKeyId"],
-            "AWS_SECRET_ACCESS_KEY": assumed["SecretAccessKey"],
-            "AWS_SESSION_TOKEN": assumed["SessionToken"],
-        }
-    return Deployment(world, session, subscriber, credentials, functions, slack.origin)
-
-
-def function_environment(world: World, function: str) -> dict[str, str]:
-    variables = world.resolve(world.props(function)["Environment"]["Variables"])
-    return {k: str(v) for k, v in variables.items()}
 
 
 @pytest.fixture
@@ -338,252 +114,7 @@ def spot_prices(monkeypatch: pytest.MonkeyPatch) -> None:
     install_spot_prices(DEMO_SPOT_PRICES, MIDDAY - timedelta(hours=1))
 
 
-def run_as(
-    deployed: Deployment,
-    function: str,
-    event: dict[str, Any],
-    monkeypatch: pytest.MonkeyPatch,
-    recorder: Recorder,
-) -> Any:
-    """Invoke the function's handler as Lambda would: its environment, its role, IAM on."""
-    from moto.core.authorization import enable_iam_authentication
-
-    logical = deployed.functions[function]
-    world = deployed.world
-    env = {**function_environment(world, logical), **MOTO_OVERRIDES}
-    for key, value in {**env, **deployed.credentials[world.function_role(logical)]}.items():
-        monkeypatch.setenv(key, value)
-    context = Context(logical, world.arn(logical))
-    if function == "scan":
-        from costguard import events
-        from costguard.handlers import scan
-
-        monkeypatch.setattr(events, "CLOCK", lambda: MIDDAY)  # the schedule's time is recent
-        handler = scan.handler
-    elif function in ("act", "idle", "volumes"):
-        from costguard import events
-        from costguard.handlers import act
-
-        when = datetime.fromisoformat(event["time"])
-        monkeypatch.setattr(events, "CLOCK", lambda: when)
-        handler = act.handler
-    elif function == "launch":
-        from costguard import events
-        from costguard.handlers import on_launch
-
-        # EventBridge delivers a launch event seconds after its time
-        when = datetime.fromisoformat(event["time"]) + DELIVERY_LAG
-        monkeypatch.setattr(events, "CLOCK", lambda: when)
-        handler = on_launch.handler
-    else:
-        from aws_lambda_powertools.utilities.parameters.constants import DEFAULT_PROVIDERS
-
-        import costguard.adapters.slack as slack_adapter
-        import costguard.handlers.slack_notifier as notifier
-
-        # Powertools keeps one secrets client per process: make the handler build its
-        # own, under the role's credentials, and drop it afterwards.
-        monkeypatch.setitem(DEFAULT_PROVIDERS, "secrets", None)
-        del DEFAULT_PROVIDERS["secrets"]
-        monkeypatch.setattr(slack_adapter, "SLACK_WEBHOOK_ORIGIN", deployed.slack_origin)
-        handler = notifier.handler
-    # moto recomputes the signature of EKS's GET requests wrongly (SignatureDoesNotMatch
-    # for a valid request); authorization, not signing, is under test here.
-    from moto.iam.access_control import IAMRequest
-
-    monkeypatch.setattr(IAMRequest, "check_signature", lambda self: None)
-    with enable_iam_authentication():
-        return handler(event, context)
-
-
-# -- the pure check: each recorded call against the synthesized policies --------------------
-
-
-_IAM_PREFIX = {"resourcegroupstaggingapi": "tag"}
-_TRANSACT_ITEM_ACTION = {
-    "Update": "UpdateItem",
-    "Put": "PutItem",
-    "Delete": "DeleteItem",
-    "ConditionCheck": "ConditionCheckItem",
-}
-
-
-@dataclass(frozen=True)
-class Need:
-    action: str
-    resource: str
-    context: tuple[tuple[str, str], ...] = ()
-
-
-#: Instance id -> its tags, for the condition keys of EC2's tag-conditioned actions (the
-#: actuator's test fills it; moto does not evaluate conditions, the evaluator here does).
-INSTANCE_TAGS: dict[str, dict[str, str]] = {}
-
-
-def needs(call: Call, world: World) -> list[Need]:
-    """What IAM must allow for one call: its action(s), on which ARN, and implied KMS use."""
-    prefix = _IAM_PREFIX.get(call.service, call.service)
-    region, p = call.region, call.params
-    arn = f"arn:aws:{call.service}:{region}:{ACCOUNT}"
-    found: list[Need] = []
-    if call.service == "ec2" and call.operation in ("StopInstances", "CreateTags", "DeleteTags"):
-        ids = p.get("InstanceIds") or p.get("Resources") or []
-        tag_keys = ",".join(t["Key"] for t in p.get("Tags", []))
-        for instance in ids:
-            context = tuple(
-                (f"aws:ResourceTag/{k}", v) for k, v in INSTANCE_TAGS.get(instance, {}).items()
-            ) + ((("aws:TagKeys", tag_keys),) if tag_keys else ())
-            found.append(Need(f"ec2:{call.operation}", f"{arn}:instance/{instance}", context))
-        return found
-    if call.service == "dynamodb":
-        if call.operation == "TransactWriteItems":
-            items = [(k, v) for item in p["TransactItems"] for k, v in item.items()]
-            pairs = [(_TRANSACT_ITEM_ACTION[k], v["TableName"]) for k, v in items]
-        elif call.operation in ("BatchWriteItem", "BatchGetItem"):
-            pairs = [(call.operation, t) for t in p["RequestItems"]]
-        else:
-            pairs = [(call.operation, p["TableName"])]
-        for operation, table in pairs:
-            table_arn = f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/{table}"
-            found.append(Need(f"dynamodb:{operation}", table_arn))
-            found += _key_use(world, table_arn, "dynamodb", ("kms:Decrypt",))
-        return found
-    if call.service == "sns" and call.operation == "Publish":
-        found.append(Need("sns:Publish", p["TopicArn"]))
-        return found + _key_use(world, p["TopicArn"], "sns", ("kms:GenerateDataKey", "kms:Decrypt"))
-    if call.service == "secretsmanager":
-        secret = p["SecretId"]
-        if not secret.startswith("arn:"):
-            logical = world.logical_for(secret)
-            assert logical is not None, f"secret {secret} is not the stack's"
-            secret = world.physical[logical]["Ref"]
-        found.append(Need(f"secretsmanager:{call.operation}", secret))
-        return found + _key_use(world, secret, "secretsmanager", ("kms:Decrypt",))
-    if call.service == "eks" and call.operation != "ListClusters":
-        cluster = p.get("name") or p["clusterName"]
-        if call.operation == "DescribeNodegroup":
-            ng = p["nodegroupName"]
-            resource = f"{arn}:nodegroup/{cluster}/{ng}/00000000-0000-0000-0000-000000000000"
-        else:
-            resource = f"{arn}:cluster/{cluster}"
-        return [Need(f"eks:{call.operation}", resource)]
-    if call.service == "sagemaker":
-        kinds = {
-            "DescribeEndpoint": ("endpoint", "EndpointName"),
-            "DescribeEndpointConfig": ("endpoint-config", "EndpointConfigName"),
-            "DescribeTrainingJob": ("training-job", "TrainingJobName"),
-        }
-        if call.operation in kinds:
-            kind, param = kinds[call.operation]
-            return [Need(f"sagemaker:{call.operation}", f"{arn}:{kind}/{p[param].lower()}")]
-        if call.operation == "ListTags":
-            return [Need("sagemaker:ListTags", p["ResourceArn"])]
-        notebook = p.get("NotebookInstanceName")
-        resource = p.get("ResourceArn") or (
-            f"{arn}:notebook-instance/{notebook.lower()}" if notebook else None
-        )
-        if resource is not None and call.operation in (
-            "DescribeNotebookInstance",
-            "StopNotebookInstance",
-            "AddTags",
-            "DeleteTags",
-        ):
-            keys = [t["Key"] for t in p.get("Tags", [])] + list(p.get("TagKeys", []))
-            context = tuple(
-                (f"aws:ResourceTag/{k}", v) for k, v in INSTANCE_TAGS.get(resource, {}).items()
-            ) + ((("aws:TagKeys", ",".join(keys)),) if keys else ())
-            return [Need(f"sagemaker:{call.operation}", resource, context)]
-    return [Need(f"{prefix}:{call.operation}", "*")]
-
-
-def _key_use(world: World, resource_arn: str, service: str, actions: tuple[str, ...]) -> list[Need]:
-    logical = world.logical_for(resource_arn)
-    if logical is None:
-        return []
-    props = world.props(logical)
-    key = props.get("KmsMasterKeyId") or props.get("KmsKeyId")
-    key = key or props.get("SSESpecification", {}).get("KMSMasterKeyId")
-    if key is None:
-        return []
-    key_arn = world.key_arn_of(world.resolve(key))
-    context = (
-        ("kms:ViaService", f"{service}.{REGION}.amazonaws.com"),
-        ("kms:CallerAccount", ACCOUNT),
-    )
-    return [Need(a, key_arn, context) for a in actions]
-
-
-def check_calls(deployed: Deployment, function: str, calls: list[Call]) -> set[str]:
-    """Assert every call of the function's role is allowed; return the actions it used."""
-    world = deployed.world
-    role = world.function_role(deployed.functions[function])
-    own_key = deployed.credentials[role]["AWS_ACCESS_KEY_ID"]
-    mine = [c for c in calls if c.access_key == own_key]
-    strangers = {(c.service, c.operation) for c in calls if c.access_key != own_key}
-    assert not strangers, f"calls not made with the function's role: {strangers}"
-    assert mine, "the run made no AWS call"
-    # The adapters turn a refused read into a finding and go on: refusals are found here.
-    refused = sorted(
-        {
-            f"{c.service}.{c.operation}: {c.status} {c.error}"
-            for c in mine
-            if c.status in (401, 403) or "Denied" in c.error or "Unrecognized" in c.error
-        }
-    )
-    assert not refused, "calls moto refused:\n" + "\n".join(refused)
-    denied = []
-    used: set[str] = set()
-    for call in mine:
-        for need in needs(call, world):
-            used.add(need.action)
-            if not role_may(world, role, need.action, need.resource, dict(need.context)):
-                denied.append(f"{call.service}.{call.operation}: {need.action} on {need.resource}")
-    assert not denied, "calls the synthesized policy does not allow:\n" + "\n".join(
-        sorted(set(denied))
-    )
-    return used
-
-
-def platform_needs(world: World, function: str) -> set[str]:
-    """What the Lambda service itself does with the function's role: logs, traces, and
-    dead letters into the encrypted queue (which needs the queue's key)."""
-    props = world.props(function)
-    needs = {"logs:CreateLogStream", "logs:PutLogEvents"}
-    if props.get("TracingConfig", {}).get("Mode") == "Active":
-        needs |= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
-    dead_letters = world.logical_for(world.resolve(props["DeadLetterConfig"]["TargetArn"]))
-    assert dead_letters is not None
-    needs.add("sqs:SendMessage")
-    if "KmsMasterKeyId" in world.props(dead_letters):
-        needs |= {"kms:GenerateDataKey", "kms:Decrypt"}
-    return needs
-
-
-def unused_grants(deployed: Deployment, function: str, used: set[str]) -> set[str]:
-    """Actions the role is granted that neither the code nor the Lambda service used."""
-    world = deployed.world
-    logical = deployed.functions[function]
-    needed = used | platform_needs(world, logical)
-    granted = {
-        a
-        for s in world.role_statements(world.function_role(logical))
-        if s["Effect"] == "Allow"
-        for a in as_list(s["Action"])
-    }
-    return {
-        g
-        for g in granted - set(UNEXERCISED)
-        if not any(fnmatch.fnmatchcase(action, g) for action in needed)
-    }
-
-
 # -- the tests ---------------------------------------------------------------------------
-
-
-def _drain(deployed: Deployment) -> list[dict[str, Any]]:
-    from costguard_demo.plumbing import drain
-
-    return drain(deployed.session, deployed.subscriber, REGION)
 
 
 def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
@@ -608,7 +139,9 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     kinds = {a["kind"] for a in summary["alerts"]}
     assert "advice-digest" in kinds, "the idle A100 endpoint"
     assert "launch-policy" in kinds, "the p5 over vision-research's $40/h"
-    assert {m["alert_id"] for m in _drain(deployment)} == {a["alert_id"] for a in summary["alerts"]}
+    assert {m["alert_id"] for m in drain_alerts(deployment)} == {
+        a["alert_id"] for a in summary["alerts"]
+    }
     # AND every call it made is allowed by the synthesized policy, resource and key included
     used = check_calls(deployment, "scan", recorder.calls)
     # AND every action the role is granted was needed by the run (no grant is unused)
@@ -935,7 +468,7 @@ def test_the_on_launch_check_runs_with_only_the_permissions_the_stack_grants(
     scanned = run_as(deployment, "scan", {"time": MIDDAY.isoformat()}, monkeypatch, recorder)
     assert scanned["ledger"] == "applied"
     check_calls(deployment, "scan", recorder.calls)
-    _drain(deployment)
+    drain_alerts(deployment)
     # ... and, a minute later, launches of every kind the rules hand to the Lambda: an
     # untagged p5, a spot p4d, an EKS node of an untagged node group, and the seeded
     # SageMaker notebook, endpoint and training job
@@ -975,7 +508,7 @@ def test_the_on_launch_check_runs_with_only_the_permissions_the_stack_grants(
     assert all(v["outcome"] in {"alerted", "quiet"} for v in verdicts), verdicts
     assert verdicts[0]["outcome"] == "alerted", verdicts[0]
     # AND the untagged p5's unattributed-spend reached the topic's SQS subscriber
-    kinds = {m["kind"] for m in _drain(deployment) if p5 in json.dumps(m)}
+    kinds = {m["kind"] for m in drain_alerts(deployment) if p5 in json.dumps(m)}
     assert "unattributed-spend" in kinds, kinds
     calls = recorder.calls[scan_calls:]
     # AND the node was judged with its node group's and its cluster's tags
@@ -1049,9 +582,9 @@ def test_the_on_launch_role_may_not_stop_what_it_judges(
 
 @pytest.fixture(scope="module")
 def answers_body() -> dict[str, Any]:
-    from tests.infra.test_answers_stack import _answers_body
+    from tests.infra.synth import synthesize_answers
 
-    return _answers_body()
+    return synthesize_answers()
 
 
 def test_a_guard_with_answers_signs_its_warnings_links_with_only_its_role(

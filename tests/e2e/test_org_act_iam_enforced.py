@@ -31,7 +31,11 @@ import pytest
 from costguard.domain.org_roles import OrgRoles
 from costguard.domain.tags import Tags
 from costguard.env import Env
-from tests.e2e.test_iam_enforced import (
+from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
+from tests.infra.synth import ORG_ID
+from tests.support.alert_topic import encrypted_topic_with_subscriber
+from tests.support.clock import MIDDAY
+from tests.support.iam_enforced import (
     INSTANCE_TAGS,
     Call,
     Need,
@@ -41,10 +45,6 @@ from tests.e2e.test_iam_enforced import (
     needs,
     platform_needs,
 )
-from tests.infra.iam_model import ACCOUNT, REGION, World, as_list, role_may
-from tests.infra.synth import ORG_ID
-from tests.support.alert_topic import encrypted_topic_with_subscriber
-from tests.support.clock import MIDDAY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.infra]
 

@@ -32,6 +32,14 @@ CONTEXT: dict[str, Any] = {
 ORG_ID = "o-abc1234567"
 #: An Organization hub that discovers its accounts (the widest IAM of the hub).
 ORG_CONTEXT: dict[str, Any] = {**CONTEXT, "orgAccounts": "discover", "orgId": ORG_ID}
+#: One account with the answer endpoint on (issue 23), admins, a time zone, its throttle.
+ANSWERS_CONTEXT: dict[str, Any] = {
+    **CONTEXT,
+    "answers": True,
+    "answerAdmins": "U024BE7LH,ops@example.com",
+    "timeZone": "Europe/Paris",
+    "answerConcurrency": 7,
+}
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,24 @@ def synthesize_org() -> Synthesized:
         )
         assembly = app.synth()  # runs cdk-nag: any unacknowledged finding raises here
     return Synthesized(Template.from_stack(stack), stack, Path(assembly.directory))
+
+
+@functools.cache
+def synthesize_answers() -> dict[str, Any]:
+    """The app with answers on (:data:`ANSWERS_CONTEXT`), cdk-nag on (a finding raises), code
+    not bundled: its template as plain JSON, one per process (tests/infra and tests/e2e)."""
+    from aws_cdk.assertions import Template
+
+    from costguard_infra.app_builder import build_app
+
+    with with_toy_guard():
+        app, stack = build_app(
+            {**ANSWERS_CONTEXT, "aws:cdk:bundling-stacks": []},
+            outdir=str(_tempdir("costguard-answers-")),
+        )
+        app.synth()  # runs cdk-nag: any unacknowledged finding raises here
+    body: dict[str, Any] = Template.from_stack(stack).to_json()
+    return body
 
 
 def nag_findings(

@@ -10,7 +10,6 @@ answered with its status; nothing is acted on here.
 from __future__ import annotations
 
 import base64
-import json
 import os
 from collections.abc import Mapping
 from datetime import datetime
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from costguard import events
-from costguard.env import Env
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -27,8 +25,6 @@ if TYPE_CHECKING:
     from costguard.services.answers import AnswerDesk, HttpAnswer, HttpRequest
 
 logger = Logger(service="costguard-answers")
-#: Secrets are re-read at most this often by a warm container.
-SECRET_MAX_AGE_S = 300
 
 
 def http_request(event: Mapping[str, Any]) -> HttpRequest:
@@ -90,73 +86,10 @@ def process(
     return response(answer)
 
 
-class _Secrets:
-    """The Slack signing secret, the Slack bot token and the link secret, read through
-    Powertools (cached per container)."""
-
-    def __init__(self, slack: str, links: str, bot: str = "") -> None:
-        self._names = (slack, links, bot)
-
-    def _read(self, name: str) -> bytes:
-        from costguard.adapters.secrets import secret_bytes
-
-        return secret_bytes(name, SECRET_MAX_AGE_S)
-
-    def slack_signing_secret(self) -> bytes:
-        from costguard.domain.signatures import signing_key
-
-        return signing_key(self._read(self._names[0]))
-
-    def link_secret(self) -> bytes:
-        return self._read(self._names[1])
-
-    def slack_bot_token(self) -> bytes:
-        """Empty when the stack names no bot-token secret (the dialog then says what to do
-        instead)."""
-        return self._read(self._names[2]) if self._names[2] else b""
-
-
-def build_desk(
-    environ: Mapping[str, str],
-    session: Any,
-    *,
-    slack_api_origin: str | None = None,
-    slack_webhook_origin: str | None = None,
-) -> AnswerDesk:
-    """The desk on the deployed parts: the ledger (replays, used links), the guards' Lambdas,
-    Slack's Web API (the Exempt… dialog). The Slack origins are Slack's own; only tests and
-    the demo point them at the stand-in."""
-    from costguard.adapters.answer_queue import LambdaAnswerQueue
-    from costguard.adapters.dynamodb import DynamoDbLedger
-    from costguard.adapters.slack import SLACK_API_ORIGIN, SLACK_WEBHOOK_ORIGIN, SlackWebApi
-    from costguard.services.answers import AnswerDesk, DeskSettings
-
-    region = session.region_name or environ.get("AWS_REGION", "us-east-1")
-    admins = frozenset(
-        a.strip() for a in environ.get(Env.ANSWER_ADMINS, "").split(",") if a.strip()
-    )
-    return AnswerDesk(
-        _Secrets(
-            environ[Env.SLACK_SIGNING_SECRET],
-            environ[Env.LINK_SECRET],
-            environ.get(Env.SLACK_BOT_TOKEN, ""),
-        ),
-        DynamoDbLedger(session.client("dynamodb", region_name=region), environ[Env.TABLE_NAME]),
-        LambdaAnswerQueue(
-            session.client("lambda", region_name=region),
-            json.loads(environ[Env.GUARD_FUNCTIONS]),
-            region,
-        ),
-        DeskSettings(environ.get(Env.SCOPE, ""), admins, environ.get(Env.TIME_ZONE) or "UTC"),
-        SlackWebApi(
-            api_origin=slack_api_origin or SLACK_API_ORIGIN,
-            webhook_origin=slack_webhook_origin or SLACK_WEBHOOK_ORIGIN,
-        ),
-    )
-
-
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     import boto3
 
-    return process(event, build_desk(os.environ, boto3.Session()))
+    from costguard.wiring.answers import answer_desk
+
+    return process(event, answer_desk(os.environ, boto3.Session()))
