@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from decimal import Decimal
 
+from costguard.domain.billed import read_billed_month
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import FindingCode, Severity
 from costguard.domain.money import ZERO
@@ -35,6 +36,7 @@ from costguard.domain.report import (
 from costguard.domain.tags import Tags
 from costguard.ports import Ledger, ProjectMonth
 from costguard.services.alerts import AlertSettings
+from costguard.services.cost_explorer import BILLED_STATE
 from costguard.services.scan import ProjectReport, ScanReport
 
 #: The budget thresholds the alerts use, marked on each chart.
@@ -160,6 +162,9 @@ def build_report(
         else ()
     )
     catalog_age = _age(scan.catalog_as_of, now)
+    billed = read_billed_month(ledger.get_state(scope, BILLED_STATE.format(month=month))[0])
+    if billed is not None and wanted is not None:
+        billed = replace(billed, rows=tuple(r for r in billed.rows if r.project in wanted))
     return Report(
         scope=scope,
         month=month,
@@ -187,6 +192,7 @@ def build_report(
         thresholds=tuple(sorted(set(request.thresholds))),
         live=live,
         narrowed=_narrowed(request),
+        billed=billed,
     )
 
 
