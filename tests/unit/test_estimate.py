@@ -247,9 +247,7 @@ def test_inference_only_accelerators_are_left_out_of_training_unless_asked() -> 
     assert not any(o.instance_type.startswith("inf2.") for o in plain.options)
     left_out = {t for t, why in plain.skipped if why == INFERENCE_ONLY_REASON}
     assert left_out and all(t.startswith("inf2.") for t in left_out)
-    asked = estimate_training(
-        TrainingRequest(D("7e9"), D("2e12"), include_inference=True), catalog
-    )
+    asked = estimate_training(TrainingRequest(D("7e9"), D("2e12"), include_inference=True), catalog)
     inference = [o.inference_only for o in asked.options]
     assert any(inference) and inference == sorted(inference)  # all of them last
     named = estimate_training(TrainingRequest(D("7e9"), D("2e12"), "inferentia2"), catalog)

@@ -38,6 +38,7 @@ MFU_SPREAD = Decimal("0.10")
 #: any output can round.
 MFU_FLOOR = Decimal("0.01")
 
+
 class Generation(StrEnum):
     """An accelerator generation: the unit the MFU default is calibrated for."""
 
