@@ -11,8 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from costguard.domain.accelerators import BY_KEY
-from costguard.domain.accelerators import ACCELERATORS
+from costguard.domain.accelerators import ACCELERATORS, BY_KEY
 from costguard.domain.estimate import (
     CALIBRATION_RUNS,
     CALIBRATION_TOLERANCE,
@@ -24,15 +23,16 @@ from costguard.domain.estimate import (
     MFU_LOW,
     OUTLIER_RUNS,
     PUBLISHED_RUNS,
-    UNCALIBRATED_MFU,
-    Generation,
-    PublishedRun,
     TIE_USD,
+    UNCALIBRATED_MFU,
     Fit,
+    Generation,
     IterationPlan,
+    PublishedRun,
     TrainingRequest,
     break_even,
     budget_gate,
+    default_mfu,
     estimate_training,
     gpu_hours,
     memory_fit,
@@ -41,7 +41,6 @@ from costguard.domain.estimate import (
     project_run_rate,
     spot_cost,
     spot_saving_usd,
-    default_mfu,
     training_flops,
 )
 from costguard.domain.spend import Observation
@@ -166,7 +165,7 @@ def test_each_calibration_run_lands_within_15_percent_at_its_generation_default(
     flops = training_flops(run.params, run.tokens)
     estimated = gpu_hours(flops, spec.peak_tflops, default_mfu(run.accelerator))
     assert run.generation in MFU_BY_GENERATION, "a calibrating run calibrates its generation"
-    assert CALIBRATION_TOLERANCE == D("0.15")
+    assert D("0.15") == CALIBRATION_TOLERANCE
     assert abs(estimated - run.gpu_hours) / run.gpu_hours <= CALIBRATION_TOLERANCE, run.name
     assert estimated == run.estimated_gpu_hours()
     assert gpu_hours(flops, spec.peak_tflops, MFU_HIGH) <= run.gpu_hours
@@ -188,7 +187,7 @@ def test_each_default_is_the_geometric_midpoint_of_its_runs() -> None:
         implied = [r.implied_mfu() for r in PUBLISHED_RUNS if r.generation is generation]
         midpoint = (min(implied) * max(implied)).sqrt()
         assert default == midpoint.quantize(D("0.01")), generation
-    assert MFU_BY_GENERATION == {Generation.AMPERE: D("0.39"), Generation.HOPPER: D("0.35")}
+    assert {Generation.AMPERE: D("0.39"), Generation.HOPPER: D("0.35")} == MFU_BY_GENERATION
 
 
 def test_calibration_runs_by_hand() -> None:
