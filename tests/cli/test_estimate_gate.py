@@ -111,7 +111,7 @@ def test_the_table_shows_the_central_figure_and_the_range(
     assert code == 0
     row = next(line for line in out.splitlines() if "p4d.24xlarge" in line)
     assert "191,760" in row and "$526,324" in row and "$456,148–$821,066" in row
-    assert "MFU 0.39 (range 0.25–0.45)" in out
+    assert "MFU 0.39 (Ampere, calibrated; range 0.25–0.45)" in out
 
 
 def test_an_uncalibrated_generation_is_marked_so(capsys: pytest.CaptureFixture[str]) -> None:

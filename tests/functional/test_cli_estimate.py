@@ -61,7 +61,7 @@ def test_train_json_has_ranked_options_with_ranges(capsys: pytest.CaptureFixture
 def test_train_text_names_the_assumptions(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(TRAIN, capsys)
     assert code == 0
-    assert "MFU 0.39 (range 0.25–0.45)" in out
+    assert "MFU 0.39 (Ampere, calibrated; range 0.25–0.45)" in out
     assert "coarse check" in out and "p4d.24xlarge" in out
 
 

@@ -42,7 +42,9 @@ from costguard.domain.estimate import (
     break_even,
     budget_gate,
     estimate_training,
+    generation_of,
     hours_text,
+    mfu_is_calibrated,
     on_demand_cost,
     project_run_rate,
     spot_cost,
@@ -308,16 +310,27 @@ def estimate_json(
     }
 
 
-def mfu_text(e: TrainingEstimate) -> str:
+def mfu_text(e: TrainingEstimate, *, marker: bool = True) -> str:
     """The MFU the figures use: one, or the default of each generation among the options."""
     if e.mfu is not None:
         low, mid, high = e.mfu
-        return f"MFU {mid} (range {low}–{high})"
+        keys = {o.accelerator.key for o in e.options}
+        if not keys and e.request.accelerator:
+            keys = {e.request.accelerator}
+        generations = {generation_of(k).value for k in keys}
+        if e.request.mfu is not None:
+            detail = "as given; "
+        elif len(generations) == 1:
+            calibrated = all(mfu_is_calibrated(k) for k in keys)
+            detail = f"{generations.pop()}, {'calibrated' if calibrated else 'not calibrated'}; "
+        else:
+            detail = ""
+        return f"MFU {mid} ({detail}range {low}–{high})"
     calibrated = sorted({(o.generation.value, o.mfu[1]) for o in e.options if o.mfu_calibrated})
     parts = [f"{g} {m}" for g, m in calibrated]
     if any(not o.mfu_calibrated for o in e.options):
-        parts.append(f"{UNCALIBRATED_MFU} elsewhere (*: not calibrated)")
-    return f"MFU by generation: {', '.join(parts)} (range {MFU_LOW}–{MFU_HIGH})"
+        parts.append(f"{UNCALIBRATED_MFU} elsewhere ({'*: ' if marker else ''}not calibrated)")
+    return f"MFU by generation: {', '.join(parts)}; range {MFU_LOW}–{MFU_HIGH}"
 
 
 def estimate_text(e: TrainingEstimate, gate: BudgetGate | None) -> str:
@@ -556,6 +569,13 @@ def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGa
         except BudgetsFileError as exc:
             raise common.CommandError(f"--budgets-file {exc}") from None
         entry = entries.get(args.project)
+        if entry is None:
+            held = ", ".join(sorted(entries)[:10]) or "no project"
+            print(
+                f"costguard: note: --budgets-file {args.budgets_file} has no project "
+                f"{args.project!r} (it holds {held})",
+                file=sys.stderr,
+            )
     if args.table and args.spent is not None:
         raise common.CommandError(
             "--spent is for a gate without a ledger: with --table, month-to-date is the ledger's"
@@ -995,7 +1015,8 @@ def render_train(
     rows = train_rows(e)
     heading = (
         f"CostGuard estimate: {_big(r.params)} parameters on {_big(r.tokens)} tokens, "
-        f"{_which(r.accelerator)} in {r.region} (prices as of {catalog_as_of}); {mfu_text(e)}"
+        f"{_which(r.accelerator)} in {r.region} (prices as of {catalog_as_of}); "
+        f"{mfu_text(e, marker=False)}"
     )
     if gate is not None:
         heading += f"; project {gate.project}: {'OVER BUDGET' if gate.over else 'within budget'}"
