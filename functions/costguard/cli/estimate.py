@@ -326,8 +326,8 @@ def mfu_text(e: TrainingEstimate, *, marker: bool = True) -> str:
         else:
             detail = ""
         return f"MFU {mid} ({detail}range {low}–{high})"
-    calibrated = sorted({(o.generation.value, o.mfu[1]) for o in e.options if o.mfu_calibrated})
-    parts = [f"{g} {m}" for g, m in calibrated]
+    defaults = sorted({(o.generation.value, o.mfu[1]) for o in e.options if o.mfu_calibrated})
+    parts = [f"{g} {m}" for g, m in defaults]
     if any(not o.mfu_calibrated for o in e.options):
         parts.append(f"{UNCALIBRATED_MFU} elsewhere ({'*: ' if marker else ''}not calibrated)")
     return f"MFU by generation: {', '.join(parts)}; range {MFU_LOW}–{MFU_HIGH}"
