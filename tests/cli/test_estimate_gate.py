@@ -316,3 +316,17 @@ def test_with_a_ledger_the_gate_reads_the_budget_the_last_scan_found(
         [*SMALL, "--table", "costguard-ledger", "--budget", "5000", "--spent", "1"], capsys
     )
     assert code == 2 and "--spent is for a gate without a ledger" in err
+
+
+@pytest.mark.parametrize(
+    "given", [["--budget", "5000"], ["--spent", "10"], ["--table", "costguard-ledger"]]
+)
+def test_a_gate_option_without_a_project_is_bad_input(
+    given: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a budget (or spend, or ledger) but no --project, WHEN estimated, THEN exit 2:
+    ignored, the gate would pass every run in CI without saying why."""
+    argv = ["estimate", "train", "--params", "1B", "--tokens", "20B", "--gpu", "a10g", *FIXTURE]
+    code, out, err = run([*argv, *given], capsys)
+    assert code == 2 and out == ""
+    assert f"{given[0]} gates a project's budget: pass --project too" in err

@@ -466,6 +466,24 @@ def _big(value: Decimal) -> str:
 
 
 def cmd_estimate_train(args: argparse.Namespace) -> int:
+    if not args.project:
+        # A gate option without the project it gates would be silently ignored: a CI job
+        # would pass every run and never know why.
+        given = [
+            flag
+            for flag, value in (
+                ("--budget", args.budget),
+                ("--budgets-file", args.budgets_file),
+                ("--spent", args.spent),
+                ("--table", args.table),
+            )
+            if value is not None
+        ]
+        if given:
+            raise common.CommandError(
+                f"{', '.join(given)} gate{'s' if len(given) == 1 else ''} a project's budget: "
+                "pass --project too"
+            )
     catalog = _catalog(args.catalog)
     request = TrainingRequest(
         params=args.params,
