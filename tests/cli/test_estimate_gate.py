@@ -330,3 +330,22 @@ def test_a_gate_option_without_a_project_is_bad_input(
     code, out, err = run([*argv, *given], capsys)
     assert code == 2 and out == ""
     assert f"{given[0]} gates a project's budget: pass --project too" in err
+
+
+def test_the_offline_gate_makes_no_aws_call(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN no AWS at all (any session is a failure), WHEN the gate runs from a budgets
+    file, THEN it decides (exit 4 here) without one call: a CI job needs no credentials."""
+    from costguard.cli import common
+
+    def no_aws(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the offline gate opened an AWS session")
+
+    monkeypatch.setattr(common, "session", no_aws)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "budgets.json"
+    path.write_text('{"llm": {"budget": 2000, "spent": 1500}}', encoding="utf-8")
+    code, _, err = run([*SMALL, "--budgets-file", str(path)], capsys)
+    assert code == 4 and "over its budget" in err
