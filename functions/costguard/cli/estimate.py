@@ -341,7 +341,8 @@ def estimate_text(e: TrainingEstimate, gate: BudgetGate | None) -> str:
         f"Training {_big(r.params)} parameters on {_big(r.tokens)} tokens: "
         f"6·N·T = {float(e.flops):.3g} FLOPs; {mfu_text(e)}.",
         "Each figure is at the central MFU; the on-demand range runs over the MFU range. "
-        "Ranked by the central on-demand cost.",
+        "Ranked by the central on-demand cost, after the options whose model state fits "
+        "(those that cannot hold it at all come last, whatever they cost).",
         "",
     ]
     grid = [
