@@ -25,13 +25,14 @@ Pure: the scan passes the priced variant, its hourly invocation sums and ``now``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from enum import StrEnum
 
 from costguard.domain.calendar import require_utc
+from costguard.domain.models import parse_key
 from costguard.domain.money import ZERO, cents, rate
 from costguard.domain.pricing import PricedResource
 
@@ -44,6 +45,9 @@ CURRENT_HOURS = 24
 #: Invocations are read as hourly sums (one datapoint an hour per variant): 7 days and
 #: today so far is at most 191 datapoints, so 500 variants fit one GetMetricData call.
 HOUR = timedelta(hours=1)
+#: At most this many variants' rates are recorded (one ledger item, under 400 KB); the
+#: rest have no earlier rate, so their days before a change are "cost unknown".
+MAX_RECORDED = 2000
 #: Why a serverless variant has no cost per prediction (and no $/h).
 SERVERLESS_UNPRICED = (
     "serverless inference bills per GB-second of compute (by memory size) and per GB "
@@ -299,3 +303,75 @@ def serverless_cost(key: str, endpoint: str, variant: str, memory_mb: int | None
         CostStatus.UNPRICED,
         SERVERLESS_UNPRICED,
     )
+
+
+def _parsed(entries: object) -> list[tuple[datetime, Decimal]]:
+    """A stored ``[[iso instant, "$/h"], ...]``, oldest first; malformed entries dropped."""
+    out: list[tuple[datetime, Decimal]] = []
+    if not isinstance(entries, list):
+        return out
+    for entry in entries:
+        try:
+            since, usd = entry
+            at = datetime.fromisoformat(str(since))
+            value = Decimal(str(usd))
+        except (TypeError, ValueError, ArithmeticError):
+            continue
+        if at.tzinfo is None or not value.is_finite() or value < 0:
+            continue
+        out.append((at.astimezone(UTC), value))
+    return sorted(out)
+
+
+def recorded_rates(
+    stored: Mapping[str, object],
+    variants: Sequence[PricedResource],
+    now: datetime,
+    start: datetime,
+    keep_regions: Collection[str] = (),
+) -> tuple[dict[str, list[tuple[datetime, Decimal]]], dict[str, list[list[str]]]]:
+    """The rates each variant billed at as earlier scans recorded them, and the record
+    with this scan's rates added.
+
+    ``stored``: variant key -> ``[[since, $/h], ...]``. A variant whose rate differs from
+    its last recorded one gets an entry from its configuration's date (now when unknown);
+    an unpriced one records nothing (no rate is not $0). Entries superseded before
+    ``start`` are dropped (the window needs only the one in force at its start), and so
+    are variants no longer seen, unless their region is in ``keep_regions`` (its
+    SageMaker read failed: not seen is not gone).
+    """
+    now = require_utc(now)
+    earlier = {key: _parsed(entries) for key, entries in stored.items()}
+    updated: dict[str, list[tuple[datetime, Decimal]]] = {}
+    seen = set()
+    for item in variants:
+        r, usd = item.resource, item.usd_per_hour
+        seen.add(r.key)
+        entries = list(earlier.get(r.key, []))
+        if usd is not None and (not entries or entries[-1][1] != usd):
+            since = require_utc(r.config_since) if r.config_since is not None else now
+            if entries and since <= entries[-1][0]:
+                since = now
+            entries.append((since, usd))
+        if entries:
+            updated[r.key] = entries
+    for key, entries in earlier.items():
+        if key in seen or not entries:
+            continue
+        parts = parse_key(key)
+        if parts is not None and parts.region in keep_regions:
+            updated[key] = entries
+    trimmed = {
+        key: [
+            e for i, e in enumerate(entries) if i + 1 == len(entries) or entries[i + 1][0] > start
+        ]
+        for key, entries in updated.items()
+    }
+    # One ledger item holds the record (400 KB): the variants whose rate changed within the
+    # window first, then the rest by key, up to MAX_RECORDED.
+    chosen = sorted(trimmed.items(), key=lambda kv: (len(kv[1]) == 1, kv[0]))[:MAX_RECORDED]
+    record = {
+        key: [[since.isoformat(), str(usd)] for since, usd in entries]
+        for key, entries in sorted(chosen)
+    }
+    return earlier, record
