@@ -160,6 +160,13 @@ def build_report(
         else ()
     )
     catalog_age = _age(scan.catalog_as_of, now)
+    prediction_costs = (
+        tuple(
+            c for c in scan.prediction_costs if wanted is None or _project_of(scan, c.key) in wanted
+        )
+        if live
+        else ()
+    )
     return Report(
         scope=scope,
         month=month,
@@ -187,6 +194,7 @@ def build_report(
         thresholds=tuple(sorted(set(request.thresholds))),
         live=live,
         narrowed=_narrowed(request),
+        prediction_costs=prediction_costs,
     )
 
 
