@@ -13,6 +13,7 @@ from decimal import Decimal as D
 from costguard.domain.advice import AdviceCode, advise
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.predictions import (
+    ASYNC_UNCOUNTED,
     SERVERLESS_UNPRICED,
     CostStatus,
     cost_per_prediction,
@@ -232,3 +233,22 @@ def test_no_baseline_without_three_priced_days_and_no_jump_from_no_traffic() -> 
         advise([idle], [], fixture_catalog(), MIDDAY, prediction_costs={idle.resource.key: cost})
         == ()
     )
+
+
+def test_an_asynchronous_variant_is_priced_by_its_instances_but_its_predictions_are_unknown() -> (
+    None
+):
+    # GIVEN an asynchronous variant (billed by the instance) with no Invocations datapoint
+    r = Resource(
+        "batch/primary",
+        ResourceKind.SAGEMAKER_ENDPOINT,
+        "us-east-1",
+        instance_type="ml.g5.xlarge",
+        launched_at=CREATED,
+        config_since=CREATED,
+        asynchronous=True,
+    )
+    cost = cost_per_prediction(PricedResource(r, D("1.408"), "x"), {}, MIDDAY)
+    # THEN its $/h stands, and its cost per prediction is unknown, never "no traffic"
+    assert cost.usd_per_hour == D("1.408")
+    assert cost.status is CostStatus.UNKNOWN and cost.reason == ASYNC_UNCOUNTED

@@ -16,6 +16,9 @@ or not, so its cost per prediction is its $/h over the ``Invocations`` it served
   "cost unknown", never a guess.
 - **Zero traffic** is "no traffic", never a division by zero and never $0 per 1,000.
 - **Unpriced** variants stay unpriced: their invocations are shown, their cost is not.
+- **Asynchronous** variants bill by the instance like real-time ones (scaling to zero:
+  no instance, no $/h), but publish no ``Invocations``: their cost per prediction is
+  "unknown" with :data:`ASYNC_UNCOUNTED` as the reason, never "no traffic".
 - **Serverless** variants bill per GB-second of compute (by memory size) and per GB
   processed; the price catalog carries neither unit today, so they are "unpriced" with
   :data:`SERVERLESS_UNPRICED` as the reason.
@@ -45,6 +48,12 @@ CURRENT_HOURS = 24
 #: Invocations are read as hourly sums (one datapoint an hour per variant): 7 days and
 #: today so far is at most 191 datapoints, so 500 variants fit one GetMetricData call.
 HOUR = timedelta(hours=1)
+#: Why an asynchronous variant has no cost per prediction (its $/h is its instances').
+ASYNC_UNCOUNTED = (
+    "asynchronous endpoints publish no Invocations (their InvocationsProcessed is counted "
+    "per endpoint, not per variant): its predictions are not counted, so its cost per "
+    "prediction is unknown, not no traffic"
+)
 #: At most this many variants' rates are recorded (one ledger item, under 400 KB); the
 #: rest have no earlier rate, so their days before a change are "cost unknown".
 MAX_RECORDED = 2000
@@ -197,6 +206,8 @@ def cost_per_prediction(
         CostStatus.UNKNOWN,
         "its Invocations could not be read: the cost per prediction is unknown, not $0",
     )
+    if r.asynchronous:
+        return replace(found, reason=ASYNC_UNCOUNTED)
     if hourly is None:
         return found
     found = replace(found, days=_days(item, hourly, start, end, earlier))

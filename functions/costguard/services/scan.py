@@ -340,7 +340,10 @@ class ScanService:
             wanted = [
                 EndpointVariant(p.resource.key, *p.resource.id.split("/", 1))
                 for p in by_region[region]
+                if not p.resource.asynchronous  # they publish no Invocations
             ]
+            if not wanted:
+                continue
             try:
                 served.update(self._endpoint_metrics.invocations(region, wanted, start, end))
             except SourceError as exc:
