@@ -255,26 +255,6 @@ def cost_per_prediction(
     )
 
 
-def _rate_at(
-    hour: datetime,
-    item: PricedResource,
-    earlier: Sequence[tuple[datetime, Decimal]],
-) -> Decimal | None:
-    """What the variant billed in ``hour``: its current rate from its configuration's hour
-    on, $0 before the endpoint existed, else the rate an earlier scan recorded; None when
-    none of them covers the hour."""
-    r = item.resource
-    if r.launched_at is not None and hour + HOUR <= require_utc(r.launched_at):
-        return ZERO
-    if r.config_since is not None and hour >= _hour_floor(r.config_since):
-        return item.usd_per_hour
-    found: Decimal | None = None
-    for since, usd in earlier:
-        if _hour_floor(since) <= hour:
-            found = usd
-    return found
-
-
 def _days(
     item: PricedResource,
     hourly: Mapping[datetime, Decimal],
@@ -282,6 +262,16 @@ def _days(
     end: datetime,
     earlier: Sequence[tuple[datetime, Decimal]],
 ) -> tuple[DayCost, ...]:
+    """Each UTC day's cost (None: some hour's rate is unknown) and invocations.
+
+    An hour's rate: the current one from the current configuration's hour on, $0 for a
+    whole hour before the endpoint existed, else the last rate an earlier scan recorded
+    from that hour or before; None when none of them covers the hour.
+    """
+    r = item.resource
+    created = require_utc(r.launched_at) if r.launched_at is not None else None
+    current = _hour_floor(r.config_since) if r.config_since is not None else None
+    recorded = [(_hour_floor(since), usd) for since, usd in earlier]
     by_day: dict[date, list[datetime]] = {}
     for h in _hours(start, end):
         by_day.setdefault(h.date(), []).append(h)
@@ -289,10 +279,19 @@ def _days(
     for day, hours in sorted(by_day.items()):
         usd: Decimal | None = ZERO
         for h in hours:
-            at = _rate_at(h, item, earlier)
-            if at is None or usd is None:
+            if created is not None and h + HOUR <= created:
+                continue  # $0: the endpoint did not exist yet
+            at: Decimal | None
+            if current is not None and h >= current:
+                at = item.usd_per_hour
+            else:
+                at = None
+                for since, value in recorded:
+                    if since <= h:
+                        at = value
+            if at is None:
                 usd = None
-                continue
+                break
             usd += at
         invocations = sum((hourly.get(h, ZERO) for h in hours), ZERO)
         out.append(DayCost(day, len(hours), invocations, usd))
