@@ -277,7 +277,7 @@ def _days(
         by_day.setdefault(h.date(), []).append(h)
     out = []
     for day, hours in sorted(by_day.items()):
-        usd: Decimal | None = ZERO
+        total, known = ZERO, True
         for h in hours:
             if created is not None and h + HOUR <= created:
                 continue  # $0: the endpoint did not exist yet
@@ -290,9 +290,10 @@ def _days(
                     if since <= h:
                         at = value
             if at is None:
-                usd = None
+                known = False
                 break
-            usd += at
+            total += at
+        usd = total if known else None
         invocations = sum((hourly.get(h, ZERO) for h in hours), ZERO)
         out.append(DayCost(day, len(hours), invocations, usd))
     return tuple(out)
