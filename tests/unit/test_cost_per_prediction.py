@@ -14,10 +14,12 @@ from costguard.domain.advice import AdviceCode, advise
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.predictions import (
     ASYNC_UNCOUNTED,
+    MAX_RECORDED,
     SERVERLESS_UNPRICED,
     CostStatus,
     cost_per_prediction,
     prediction_window,
+    recorded_rates,
     serverless_cost,
 )
 from costguard.domain.pricing import PricedResource
@@ -252,3 +254,62 @@ def test_an_asynchronous_variant_is_priced_by_its_instances_but_its_predictions_
     # THEN its $/h stands, and its cost per prediction is unknown, never "no traffic"
     assert cost.usd_per_hour == D("1.408")
     assert cost.status is CostStatus.UNKNOWN and cost.reason == ASYNC_UNCOUNTED
+
+
+# -- the rates earlier scans recorded (one ledger document) ---------------------------------
+
+
+def test_a_rate_change_is_recorded_from_the_new_configurations_date_and_old_entries_trimmed() -> (
+    None
+):
+    # GIVEN a record: $1.00 from Nov 1, $2.00 from Nov 10 (before the window), $3.00 from
+    # Nov 15; the variant now bills $4.00 since Nov 19 12:00
+    key = variant(D(4)).resource.key
+    stored = {
+        key: [
+            ["2026-11-01T00:00:00+00:00", "1.00"],
+            ["2026-11-10T00:00:00+00:00", "2.00"],
+            ["2026-11-15T00:00:00+00:00", "3.00"],
+        ]
+    }
+    since = datetime(2026, 11, 19, 12, tzinfo=UTC)
+    earlier, record = recorded_rates(stored, [variant(D(4), since=since)], MIDDAY, START)
+    # THEN the earlier rates are read as stored (for the days before the change)
+    assert [usd for _, usd in earlier[key]] == [D("1.00"), D("2.00"), D("3.00")]
+    # AND the record keeps the rate in force at the window's start (Nov 13: $2.00), drops
+    # the one superseded before it, and adds the new rate from its configuration's date
+    assert record[key] == [
+        ["2026-11-10T00:00:00+00:00", "2.00"],
+        ["2026-11-15T00:00:00+00:00", "3.00"],
+        [since.isoformat(), "4"],
+    ]
+
+
+def test_an_unchanged_rate_writes_nothing_new_and_an_unpriced_variant_records_nothing() -> None:
+    key = variant(D("1.21")).resource.key
+    stored = {key: [[CREATED.isoformat(), "1.2100"]]}
+    _, record = recorded_rates(stored, [variant(D("1.21"))], MIDDAY, START)
+    assert record == stored  # the same value written differently is no change
+    _, none = recorded_rates({}, [variant(None)], MIDDAY, START)
+    assert none == {}
+
+
+def test_a_gone_variant_is_forgotten_unless_its_region_could_not_be_read() -> None:
+    stored = {
+        "us-east-1/sagemaker-endpoint/old/primary": [[CREATED.isoformat(), "1"]],
+        "us-west-2/sagemaker-endpoint/far/primary": [[CREATED.isoformat(), "2"]],
+        "garbage": [["not a date", "x"], [1, 2, 3]],
+    }
+    _, record = recorded_rates(stored, [], MIDDAY, START, keep_regions={"us-west-2"})
+    assert list(record) == ["us-west-2/sagemaker-endpoint/far/primary"]
+
+
+def test_a_record_is_capped_with_the_variants_that_changed_first() -> None:
+    many = {
+        f"us-east-1/sagemaker-endpoint/ep-{n:05}/primary": [[CREATED.isoformat(), "1"]]
+        for n in range(MAX_RECORDED + 5)
+    }
+    changed = "us-east-1/sagemaker-endpoint/zz-changed/primary"
+    many[changed] = [[CREATED.isoformat(), "1"], ["2026-11-19T00:00:00+00:00", "2"]]
+    _, record = recorded_rates(many, [], MIDDAY, START, keep_regions={"us-east-1"})
+    assert len(record) == MAX_RECORDED and changed in record
