@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from costguard.adapters.memory import InMemoryLedger
-from costguard.cli.scan_output import report_json
+from costguard.cli.scan_output import report_json, report_table
 from costguard.domain.advice import AdviceCode
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.predictions import prediction_window
@@ -116,3 +116,18 @@ def test_every_variant_of_a_region_is_read_in_one_pass_and_no_endpoint_no_read()
     quiet = StaticEndpointMetrics({})
     scan([], quiet, InMemoryLedger(), NOW)
     assert quiet.invocation_reads == []
+
+
+def test_the_scans_text_lists_the_dearest_per_prediction_first_and_says_no_traffic() -> None:
+    fleet = [variant("ml.g5.xlarge", CREATED, name=n) for n in ("busy", "slow", "idle")]
+    served = {
+        fleet[0].key: steady(14080, NOW),  # $1.408/h: $0.10 per 1,000
+        fleet[1].key: steady(1408, NOW),  # $1.00 per 1,000
+        fleet[2].key: {},
+    }
+    report = scan(fleet, StaticEndpointMetrics({}, served=served), InMemoryLedger(), NOW)
+    text = report_table(report, colour=False)
+    block = text[text.index("Cost per 1,000 predictions") :].splitlines()
+    assert block[1].startswith("    slow/primary: $1.0000 (")
+    assert block[2].startswith("    busy/primary: $0.1000 (")
+    assert block[3].startswith("    idle/primary: no traffic (no invocations in the last 24 h")

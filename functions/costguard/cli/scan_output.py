@@ -230,6 +230,7 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             lines.append(
                 f"    {pc.nodegroup.key}: {pc.pending} x {pc.nodegroup.instance_type} pending"
             )
+    lines += _prediction_lines(report, top)
     if report.advice:
         lines += ["", f"Advice ({len(report.advice)}):"]
         for adv in report.advice:
@@ -245,6 +246,37 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         + (f" and {plural(calls, 'AWS API call')}." if calls else "."),
     ]
     return "\n".join(lines)
+
+
+#: The text lists the endpoint variants dearest per prediction first, this many of them.
+PREDICTION_LINES = 10
+
+
+def _prediction_lines(report: ScanReport, top: int) -> list[str]:
+    """Endpoint variants' $ per 1,000 predictions over the last 24 h, dearest first, then
+    those without a figure (no traffic first: they bill for nothing); JSON has them all."""
+    costs = report.prediction_costs
+    if not costs:
+        return []
+    ranked = sorted(
+        costs,
+        key=lambda c: (
+            c.usd_per_1000 is None,
+            -(c.usd_per_1000 or 0),
+            c.status.value != "no traffic",
+            c.key,
+        ),
+    )
+    shown = ranked[: max(top, PREDICTION_LINES)]
+    lines = ["", f"Cost per 1,000 predictions, last 24 h ({len(costs)} endpoint variants):"]
+    for c in shown:
+        figure = f"${rate(c.usd_per_1000)}" if c.usd_per_1000 is not None else c.status.value
+        lines.append(f"    {c.endpoint}/{c.variant}: {figure} ({c.reason})")
+    if len(costs) > len(shown):
+        lines.append(
+            f"    … and {plural(len(costs) - len(shown), 'more variant')} (--json lists every one)"
+        )
+    return lines
 
 
 # -- --format csv and markdown -------------------------------------------------------------
