@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal as D
 
+import pytest
+
 from costguard.domain.advice import AdviceCode, advise
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.predictions import (
@@ -313,3 +315,31 @@ def test_a_record_is_capped_with_the_variants_that_changed_first() -> None:
     many[changed] = [[CREATED.isoformat(), "1"], ["2026-11-19T00:00:00+00:00", "2"]]
     _, record = recorded_rates(many, [], MIDDAY, START, keep_regions={"us-east-1"})
     assert len(record) == MAX_RECORDED and changed in record
+
+
+@pytest.mark.parametrize(
+    ("former", "kept"),
+    [
+        # (25.251 - 5) x 730 = $14,783.23 < one ml.g5.xlarge's $17,405.39: the GPU advice
+        (D(5), AdviceCode.OVERSIZED_ENDPOINT),
+        # (25.251 - 0.5) x 730 = $18,068.23 > $17,405.39: the jump's
+        (D("0.5"), AdviceCode.PREDICTION_COST_JUMP),
+    ],
+)
+def test_one_rightsizing_advice_per_variant_the_larger_saving_when_both_apply(
+    former: D, kept: AdviceCode
+) -> None:
+    # GIVEN an ml.p4d.24xlarge variant ($25.251/h) at 8 (of 800) GPUUtilization that also
+    # moved there yesterday from a cheaper type for the same traffic
+    since = datetime(2026, 11, 19, 12, tzinfo=UTC)
+    item = variant(D("25.251"), since=since, itype="ml.p4d.24xlarge")
+    cost = cost_per_prediction(item, hourly(D(1000)), MIDDAY, earlier=[(CREATED, former)])
+    key = item.resource.key
+    (jump,) = advise([item], [], fixture_catalog(), MIDDAY, prediction_costs={key: cost})
+    (gpu,) = advise([item], [], fixture_catalog(), MIDDAY, {key: D(8)})
+    assert (jump.code, gpu.code) == (AdviceCode.PREDICTION_COST_JUMP, AdviceCode.OVERSIZED_ENDPOINT)
+    # WHEN both are known
+    (both,) = advise([item], [], fixture_catalog(), MIDDAY, {key: D(8)}, {key: cost})
+    # THEN one advice: the one that saves more (never the two savings added)
+    assert both.code is kept
+    assert both.usd_per_month_saving == max(jump.usd_per_month_saving, gpu.usd_per_month_saving)
