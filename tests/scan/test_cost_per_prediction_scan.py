@@ -45,7 +45,11 @@ def steady(per_hour: int, now: datetime) -> dict[datetime, Decimal]:
 
 
 def scan(
-    resources: list[Resource], metrics: StaticEndpointMetrics, ledger: InMemoryLedger, now: datetime
+    resources: list[Resource],
+    metrics: StaticEndpointMetrics,
+    ledger: InMemoryLedger,
+    now: datetime,
+    hourly: bool = False,
 ) -> ScanReport:
     by_region: dict[str, list[Resource]] = {}
     for r in resources:
@@ -59,6 +63,7 @@ def scan(
         ledger=ledger,
         settings=ScanSettings(scope="acct", regions=("us-east-1", "us-west-2")),
         endpoint_metrics=metrics,
+        hourly_predictions=hourly,
     ).run(now)
 
 
@@ -131,3 +136,20 @@ def test_the_scans_text_lists_the_dearest_per_prediction_first_and_says_no_traff
     assert block[1].startswith("    slow/primary: $1.0000 (")
     assert block[2].startswith("    busy/primary: $0.1000 (")
     assert block[3].startswith("    idle/primary: no traffic (no invocations in the last 24 h")
+
+
+def test_the_scheduled_scan_reads_invocations_once_an_hour() -> None:
+    """GIVEN the scheduled scan (every 15 minutes) WHEN it runs at 12:07, 12:22 and 13:07
+    THEN only the first scan of each hour reads the invocations (the window ends on the
+    hour: a later scan of the hour would pay for the same figures) and a retry of the same
+    time reads again."""
+    ledger = InMemoryLedger()
+    chat = variant("ml.g5.xlarge", CREATED)
+    metrics = StaticEndpointMetrics({}, served={chat.key: steady(10, NOW)})
+    first = scan([chat], metrics, ledger, NOW, hourly=True)
+    later = scan([chat], metrics, ledger, NOW + timedelta(minutes=15), hourly=True)
+    next_hour = scan([chat], metrics, ledger, NOW + timedelta(hours=1), hourly=True)
+    assert [len(r.prediction_costs) for r in (first, later, next_hour)] == [1, 0, 1]
+    assert len(metrics.invocation_reads) == 2
+    scan([chat], metrics, ledger, NOW + timedelta(hours=1), hourly=True)  # a retry
+    assert len(metrics.invocation_reads) == 3

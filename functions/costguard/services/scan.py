@@ -152,8 +152,13 @@ class ScanService:
         api_calls: Callable[[], Mapping[str, int]] | None = None,
         catalog_in_use: CatalogInUse | None = None,
         endpoint_metrics: EndpointMetrics | None = None,
+        hourly_predictions: bool = False,
     ) -> None:
         self._sources = sources
+        #: True (the scheduled scan): endpoint invocations are read by the first scan of
+        #: each hour only (their window ends on the hour, so later scans of the hour would
+        #: read the same figures and pay again); False (a person's scan): every scan.
+        self._hourly_predictions = hourly_predictions
         #: None: no endpoint utilization is read, and no oversized-endpoint advice given.
         self._endpoint_metrics = endpoint_metrics
         self._spot = spot_prices
@@ -196,7 +201,9 @@ class ScanService:
                 )
             )
         utilization = self._endpoint_utilization(resources, now, findings)
-        costs = self._prediction_costs(priced, now, findings, failed)
+        # Read before the commit, as the commit's compare-and-set starts from it.
+        previous = self._ledger.watermark(s.scope)
+        costs = self._prediction_costs(priced, now, findings, failed, previous)
         advice = advise(
             priced,
             [(p.nodegroup, p.pending) for p in pending],
@@ -210,7 +217,6 @@ class ScanService:
 
         # (no "updating the ledger": a local scan reads a deployed ledger and never writes it)
         self._progress("accruing spend since the last scan")
-        previous = self._ledger.watermark(s.scope)
         previous_observations = adopt_account(self._ledger.observations(s.scope), s.account)
         accrual = accrue(attribution.resources, previous_observations, now, s.exact_gap)
         snapshot = carry_forward(previous_observations, accrual.observations, now)
@@ -317,6 +323,7 @@ class ScanService:
         now: datetime,
         findings: list[Finding],
         failed: set[tuple[str, str]],
+        previous: datetime | None = None,
     ) -> list[PredictionCost]:
         """Every endpoint variant's cost per 1,000 predictions: one batched ``Invocations``
         read a region (500 variants a call), and the rates earlier scans recorded (one
@@ -324,6 +331,9 @@ class ScanService:
         be read is a finding, and its variants' cost per prediction is unknown, not $0."""
         if self._endpoint_metrics is None:
             return []
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        if self._hourly_predictions and previous is not None and hour <= previous < now:
+            return []  # an earlier scan of this hour read the same window
         variants = [
             p
             for p in priced
