@@ -2,8 +2,10 @@
 
 Calls must grow with pages, not with resources: compare the two fleets. With
 ``endpoints``, that many idle A100 SageMaker endpoints are seeded in us-east-1 as well:
-their GPU utilization is one ``GetMetricData`` per 500 endpoints (SageMaker's own
-Describe calls are per endpoint, as its API has no batch read).
+their GPU utilization is one ``GetMetricData`` per 500 endpoints, and so are their
+``Invocations`` for the cost per prediction (hourly sums over 7 days and today: another
+range, so its own calls; 0 per endpoint). SageMaker's own Describe calls are per endpoint,
+as its API has no batch read.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def seed(session: Any, n: int) -> None:
 
 
 def seed_endpoints(session: Any, n: int, now: datetime) -> None:
-    """``n`` ml.p4d.24xlarge endpoints, three days old, at 8 (of 800) GPUUtilization."""
+    """``n`` ml.p4d.24xlarge endpoints, three days old, at 8 (of 800) GPUUtilization,
+    serving 100 invocations an hour ago."""
     from datetime import timedelta
 
     from costguard_demo.fleet import backdate_sagemaker
@@ -77,6 +80,20 @@ def seed_endpoints(session: Any, n: int, now: datetime) -> None:
                     ],
                     "Timestamp": now - timedelta(hours=3),
                     "Value": 8.0,
+                }
+            ],
+        )
+        cw.put_metric_data(
+            Namespace="AWS/SageMaker",
+            MetricData=[
+                {
+                    "MetricName": "Invocations",
+                    "Dimensions": [
+                        {"Name": "EndpointName", "Value": name},
+                        {"Name": "VariantName", "Value": "primary"},
+                    ],
+                    "Timestamp": now - timedelta(hours=2),
+                    "Value": 100.0,
                 }
             ],
         )
@@ -121,6 +138,10 @@ def measure(n: int, endpoints: int = 0) -> dict[str, Any]:
         "oversized_endpoint_advice": sum(
             a.code.value == "oversized-endpoint" for a in report.advice
         ),
+        # Endpoint variants given a $ per 1,000 predictions (the rest: no traffic, unknown).
+        "cost_per_prediction_priced": sum(
+            c.status.value == "priced" for c in report.prediction_costs
+        ),
         "api_calls_total": sum(calls.values()),
         "api_calls": calls,
         "scan_seconds_on_moto": round(elapsed, 2),
@@ -128,7 +149,10 @@ def measure(n: int, endpoints: int = 0) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    for size in (100, 1000):
-        print(measure(size))
+    import sys
+
+    if "--endpoints-only" not in sys.argv:
+        for size in (100, 1000):
+            print(measure(size))
     for endpoints in (10, 600):
         print(measure(100, endpoints))

@@ -96,8 +96,9 @@ SAGEMAKER_TAGS_PER_RESOURCE = (
 ENDPOINT_METRICS = (
     Permission(
         ("cloudwatch:GetMetricData",),
-        "read SageMaker endpoints' GPU utilization in batches (up to 500 a call), for the "
-        "oversized-endpoint advice; CloudWatch metric reads have no resource-level permissions",
+        "read SageMaker endpoints' GPU utilization and invocations in batches (up to 500 a "
+        "call), for the oversized-endpoint advice and the cost per prediction; CloudWatch "
+        "metric reads have no resource-level permissions",
     ),
 )
 COST_EXPLORER = (

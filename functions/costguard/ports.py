@@ -449,7 +449,8 @@ class MetricReader(Protocol):
 
 
 class EndpointMetrics(Protocol):
-    """SageMaker endpoint GPU utilization for the scan's advice: one batched pass a region."""
+    """SageMaker endpoint GPU utilization and invocations for the scan's advice and cost
+    per prediction: batched passes a region."""
 
     def gpu_utilization(
         self, region: str, variants: Sequence[EndpointVariant], start: datetime, end: datetime
@@ -457,6 +458,14 @@ class EndpointMetrics(Protocol):
         """By ``variant.key``: ``GPUUtilization`` averaged over ``[start, end)`` as CloudWatch
         reports it (summed over each instance's GPUs). A variant without data is absent:
         its utilization is unknown, never 0. Raises :class:`SourceError`."""
+
+    def invocations(
+        self, region: str, variants: Sequence[EndpointVariant], start: datetime, end: datetime
+    ) -> Mapping[str, Mapping[datetime, Decimal]]:
+        """By ``variant.key``: ``Invocations`` summed by the hour (hour start -> count) over
+        ``[start, end)``, batched (calls grow with the variants / 500, never one each). A
+        variant that served none maps to an empty mapping; one that could not be read in
+        full is absent (unknown). Raises :class:`SourceError`."""
 
 
 class NotebookCandidates(Protocol):

@@ -305,3 +305,48 @@ def test_an_endpoint_update_is_not_a_restart(aws: Any) -> None:
     # THEN it has billed since it was created: the ledger must not cut the interval
     assert endpoint.launched_at == created
     assert endpoint.count == 3
+
+
+def test_serverless_variants_are_unpriced_findings_and_async_ones_are_marked(aws: Any) -> None:
+    """GIVEN an endpoint with a serverless variant and one with an asynchronous config on moto
+    WHEN SageMaker is inventoried
+    THEN the serverless variant is no resource but an unpriced finding saying why (never $0),
+    and the asynchronous variant is an instance-backed resource marked asynchronous."""
+    from costguard.domain.predictions import SERVERLESS_UNPRICED
+
+    sm = aws.client("sagemaker", region_name="us-east-1")
+    role = "arn:aws:iam::123456789012:role/sagemaker"
+    sm.create_model(ModelName="m", ExecutionRoleArn=role, PrimaryContainer={"Image": "x:1"})
+    sm.create_endpoint_config(
+        EndpointConfigName="tiny-config",
+        ProductionVariants=[
+            {
+                "VariantName": "primary",
+                "ModelName": "m",
+                "ServerlessConfig": {"MemorySizeInMB": 2048, "MaxConcurrency": 5},
+            }
+        ],
+    )
+    sm.create_endpoint(EndpointName="tiny", EndpointConfigName="tiny-config")
+    sm.create_endpoint_config(
+        EndpointConfigName="batch-config",
+        ProductionVariants=[
+            {
+                "VariantName": "primary",
+                "ModelName": "m",
+                "InitialInstanceCount": 1,
+                "InstanceType": "ml.g4dn.xlarge",
+            }
+        ],
+        AsyncInferenceConfig={"OutputConfig": {"S3OutputPath": "s3://out/"}},
+    )
+    sm.create_endpoint(EndpointName="batch", EndpointConfigName="batch-config")
+    clients = ClientFactory(aws)
+    found = SageMakerInventory(clients, PerResourceTags(clients), studio=False).collect(
+        "us-east-1", MIDDAY
+    )
+    (batch,) = [r for r in found.resources if r.kind.value == "sagemaker-endpoint"]
+    assert batch.id == "batch/primary" and batch.asynchronous
+    (unpriced,) = [f for f in found.findings if f.code is FindingCode.UNPRICED]
+    assert unpriced.resource.endswith("us-east-1/sagemaker-endpoint/tiny/primary")
+    assert "2048 MB" in unpriced.message and SERVERLESS_UNPRICED in unpriced.message

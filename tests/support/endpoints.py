@@ -1,11 +1,17 @@
-"""SageMaker endpoints on moto that the oversized-endpoint advice acts on, and their metric."""
+"""SageMaker endpoints on moto that the oversized-endpoint advice acts on, and their metrics
+(GPU utilization, and the invocations the cost per prediction reads)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from costguard.adapters.cloudwatch import ENDPOINT_GPU_METRIC, ENDPOINT_NAMESPACE
+from costguard.adapters.cloudwatch import (
+    ENDPOINT_GPU_METRIC,
+    ENDPOINT_NAMESPACE,
+    INVOCATIONS_METRIC,
+    INVOCATIONS_NAMESPACE,
+)
 
 
 def put_gpu(cw: Any, endpoint: str, variant: str, points: list[tuple[datetime, float]]) -> None:
@@ -24,6 +30,30 @@ def put_gpu(cw: Any, endpoint: str, variant: str, points: list[tuple[datetime, f
                     "Timestamp": at,
                     "Value": value,
                     "Unit": "Percent",
+                }
+                for at, value in points[first : first + 1000]
+            ],
+        )
+
+
+def put_invocations(
+    cw: Any, endpoint: str, variant: str, points: list[tuple[datetime, float]]
+) -> None:
+    """Invocations as a SageMaker endpoint publishes them (a datapoint a minute that served
+    some; dimensions in the order the reader asks, for moto 5.2.5)."""
+    for first in range(0, len(points), 1000):
+        cw.put_metric_data(
+            Namespace=INVOCATIONS_NAMESPACE,
+            MetricData=[
+                {
+                    "MetricName": INVOCATIONS_METRIC,
+                    "Dimensions": [
+                        {"Name": "EndpointName", "Value": endpoint},
+                        {"Name": "VariantName", "Value": variant},
+                    ],
+                    "Timestamp": at,
+                    "Value": value,
+                    "Unit": "None",
                 }
                 for at, value in points[first : first + 1000]
             ],

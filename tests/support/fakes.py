@@ -115,9 +115,12 @@ class StaticEndpointMetrics:
 
     by_key: Mapping[str, Decimal]
     failing: Mapping[str, Exception] | None = None
+    #: Invocations by variant key: hour start -> count (absent: unknown).
+    served: Mapping[str, Mapping[datetime, Decimal]] | None = None
 
     def __post_init__(self) -> None:
         self.reads: list[tuple[str, tuple[Any, ...], datetime, datetime]] = []
+        self.invocation_reads: list[tuple[str, tuple[Any, ...], datetime, datetime]] = []
 
     def gpu_utilization(
         self, region: str, variants: Sequence[Any], start: datetime, end: datetime
@@ -126,6 +129,15 @@ class StaticEndpointMetrics:
         if self.failing and region in self.failing:
             raise self.failing[region]
         return {v.key: self.by_key[v.key] for v in variants if v.key in self.by_key}
+
+    def invocations(
+        self, region: str, variants: Sequence[Any], start: datetime, end: datetime
+    ) -> Mapping[str, Mapping[datetime, Decimal]]:
+        self.invocation_reads.append((region, tuple(variants), start, end))
+        if self.failing and region in self.failing:
+            raise self.failing[region]
+        served = self.served or {}
+        return {v.key: served[v.key] for v in variants if v.key in served}
 
 
 class Pages:

@@ -105,10 +105,17 @@ def test_an_unreadable_region_is_a_finding_and_the_rest_is_advised() -> None:
     report = scan([east, west], metrics)
     # THEN the scan completes, us-west-2's endpoint is advised, us-east-1's is not guessed
     assert [a.resource for a in report.advice] == [west.key]
-    (finding,) = [f for f in report.findings if f.code is FindingCode.SCAN_FAILED]
+    # (the same refusal also leaves its invocations, so its cost per prediction, unknown)
+    invocations, finding = sorted(
+        (f for f in report.findings if f.code is FindingCode.SCAN_FAILED), key=lambda f: f.resource
+    )
     assert finding.resource == "us-east-1/sagemaker-endpoint-metrics"
     assert finding.severity is Severity.WARNING
     assert "GetMetricData failed with AccessDenied" in finding.message
+    assert invocations.resource == "us-east-1/sagemaker-endpoint-invocations"
+    assert invocations.severity is Severity.WARNING
+    east_cost = next(c for c in report.prediction_costs if c.key == east.key)
+    assert east_cost.status.value == "unknown" and east_cost.usd_per_1000 is None
     # AND the spend is not marked incomplete: endpoint metrics are advice, not inventory
     assert report.failed_sources == frozenset()
     assert report.projects[0].run_rate_usd_per_hour == Decimal("25.251") * 2

@@ -29,6 +29,11 @@ readers, never a call per resource.
 - SageMaker endpoints publish ``GPUUtilization`` under ``/aws/sagemaker/Endpoints`` with
   exactly ``EndpointName`` and ``VariantName``, so :class:`EndpointGpuMetrics` needs no
   ``ListMetrics``: one MetricStat a variant, the window's ``Average`` in one period.
+- They publish ``Invocations`` under ``AWS/SageMaker`` with the same two dimensions (a
+  datapoint only for a minute that served some): the cost per prediction reads its hourly
+  ``Sum`` over 7 days and today so far (at most 191 datapoints a variant), 500 variants a
+  call. It shares no call with ``GPUUtilization``, whose window is another time range
+  (GetMetricData takes one range per call).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import re
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -72,6 +77,10 @@ INSTANCE_DIMENSION = AgentGpu.INSTANCE
 GPU_INDEX_DIMENSION = AgentGpu.INDEX
 ENDPOINT_NAMESPACE = "/aws/sagemaker/Endpoints"
 ENDPOINT_GPU_METRIC = "GPUUtilization"
+INVOCATIONS_NAMESPACE = "AWS/SageMaker"
+INVOCATIONS_METRIC = "Invocations"
+#: The invocations are summed by the hour.
+INVOCATIONS_PERIOD_S = 3600
 #: Only series with data in the last 3 hours (longer windows than that fall back to
 #: everything ListMetrics keeps, two weeks).
 RECENTLY_ACTIVE_HOURS = 3
@@ -392,6 +401,72 @@ class EndpointGpuMetrics:
                 average = _mean(values.get(qid, []))
                 if average is not None:
                     found[v.key] = average
+        return found
+
+    def invocations(
+        self, region: str, variants: Sequence[EndpointVariant], start: datetime, end: datetime
+    ) -> dict[str, dict[datetime, Decimal]]:
+        """Each variant's ``Invocations`` summed by the hour over ``[start, end)`` (hour
+        start -> invocations); a variant that served none has an empty mapping, and one
+        whose series CloudWatch could not read in full is absent (unknown, not none).
+
+        Calls are packed under 500 queries and 100,800 datapoints each: at 191 hours, 500
+        variants a call, so 600 variants are 2 calls a region, whatever the endpoints.
+        """
+        if (end - start).total_seconds() % INVOCATIONS_PERIOD_S or end <= start:
+            raise ValueError(f"the window must be whole hours, got {start} to {end}")
+        unique = list({v.key: v for v in variants}.values())
+        if not unique:
+            return {}
+        hours = int((end - start).total_seconds()) // INVOCATIONS_PERIOD_S
+        per_call = max(1, min(MAX_QUERIES_PER_CALL, MAX_DATAPOINTS_PER_CALL // (hours + 1)))
+        client = self._client_for(region)
+        found: dict[str, dict[datetime, Decimal]] = {}
+        for first in range(0, len(unique), per_call):
+            batch = {f"i{i}": v for i, v in enumerate(unique[first : first + per_call])}
+            sums: dict[str, dict[datetime, Decimal]] = defaultdict(dict)
+            failed: set[str] = set()
+            with reading("cloudwatch", region, "GetMetricData"):
+                pages = client.get_paginator("get_metric_data").paginate(
+                    MetricDataQueries=[
+                        {
+                            "Id": qid,
+                            "MetricStat": {
+                                "Metric": {
+                                    "Namespace": INVOCATIONS_NAMESPACE,
+                                    "MetricName": INVOCATIONS_METRIC,
+                                    "Dimensions": [
+                                        {"Name": "EndpointName", "Value": v.endpoint},
+                                        {"Name": "VariantName", "Value": v.variant},
+                                    ],
+                                },
+                                "Period": INVOCATIONS_PERIOD_S,
+                                "Stat": "Sum",
+                            },
+                            "ReturnData": True,
+                        }
+                        for qid, v in batch.items()
+                    ],
+                    StartTime=start,
+                    EndTime=end,
+                    ScanBy="TimestampAscending",
+                )
+                for page in pages:
+                    for result in page.get("MetricDataResults", []):
+                        qid = str(result.get("Id", ""))
+                        if result.get("StatusCode") in FAILED:
+                            failed.add(qid)
+                        for at, value in zip(
+                            result.get("Timestamps", []), result.get("Values", []), strict=False
+                        ):
+                            number = Decimal(str(value))
+                            if not number.is_finite() or number < 0:
+                                continue
+                            hour = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+                            sums[qid][hour] = sums[qid].get(hour, Decimal(0)) + number
+            for qid, v in batch.items():
+                if qid not in failed:
+                    found[v.key] = dict(sums.get(qid, {}))
         return found
 
 

@@ -11,12 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from costguard.adapters.aws import ClientFor, reading
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.lifetime import TrainingJob
-from costguard.domain.models import Lifecycle, Resource, ResourceKind
+from costguard.domain.models import (
+    Lifecycle,
+    Resource,
+    ResourceKind,
+    resource_key,
+)
+from costguard.domain.predictions import SERVERLESS_UNPRICED
 from costguard.ports import Inventory, SourceError
 
 if TYPE_CHECKING:
@@ -109,11 +116,12 @@ def endpoint_variants(detail: Any, config: Any, region: str) -> list[Resource]:
     # no utilization advice).
     modified, created = detail.get("LastModifiedTime"), config.get("CreationTime")
     config_since = max(modified, created) if modified and created else None
+    asynchronous = bool(config.get("AsyncInferenceConfig"))
     found: list[Resource] = []
     for variant in detail.get("ProductionVariants") or []:
         itype = types.get(variant["VariantName"])
         if not itype:
-            continue  # serverless variants are billed per request, not per hour
+            continue  # serverless variants bill per GB-second: serverless_findings says so
         count = variant.get("CurrentInstanceCount")
         if count is None:
             count = variant.get("DesiredInstanceCount", 1)
@@ -130,6 +138,28 @@ def endpoint_variants(detail: Any, config: Any, region: str) -> list[Resource]:
                 config_since=config_since,
                 state=str(detail.get("EndpointStatus") or "InService"),
                 name=str(detail["EndpointName"]),
+                asynchronous=asynchronous,
+            )
+        )
+    return found
+
+
+def serverless_findings(detail: Any, config: Any, region: str, account: str) -> list[Finding]:
+    """An endpoint's serverless variants, each unpriced with the reason: the price catalog
+    carries no per-GB-second or per-GB-processed rate, so their spend is unknown, not $0."""
+    found = []
+    for variant in config.get("ProductionVariants", []):
+        serverless = variant.get("ServerlessConfig")
+        if variant.get("InstanceType") or not serverless:
+            continue
+        rid = f"{detail['EndpointName']}/{variant['VariantName']}"
+        memory = serverless.get("MemorySizeInMB")
+        found.append(
+            Finding(
+                FindingCode.UNPRICED,
+                resource_key(account, region, ResourceKind.SAGEMAKER_ENDPOINT, rid),
+                f"serverless variant ({memory} MB) is not priced: {SERVERLESS_UNPRICED}",
+                Severity.WARNING,
             )
         )
     return found
@@ -167,9 +197,13 @@ class SageMakerInventory:
 
     def collect(self, region: str, now: datetime) -> Inventory:
         sm = self._client_for.sagemaker(region)
+        serverless: list[Finding] = []
         parts: list[tuple[str, Callable[[SageMakerClient, str], Pending]]] = [
             ("notebook instances", self._notebooks),
-            ("endpoints", self._endpoints),
+            (
+                "endpoints",
+                partial(self._endpoints, serverless=serverless, account=self._client_for.account),
+            ),
             ("training jobs", self._training_jobs),
         ]
         if self._studio:
@@ -207,6 +241,7 @@ class SageMakerInventory:
             )
             for ref, found in pending
         )
+        findings += serverless
         return Inventory(resources, tuple(findings))
 
     @staticmethod
@@ -234,7 +269,12 @@ class SageMakerInventory:
         return pending
 
     @staticmethod
-    def _endpoints(sm: SageMakerClient, region: str) -> Pending:
+    def _endpoints(
+        sm: SageMakerClient,
+        region: str,
+        serverless: list[Finding] | None = None,
+        account: str = "",
+    ) -> Pending:
         pending: Pending = []
         with reading("sagemaker", region, "ListEndpoints"):
             endpoints = [
@@ -251,6 +291,8 @@ class SageMakerInventory:
                 )
             arn = str(ep["EndpointArn"])
             pending.extend((arn, r) for r in endpoint_variants(detail, config, region))
+            if serverless is not None:
+                serverless.extend(serverless_findings(detail, config, region, account))
         return pending
 
     @staticmethod

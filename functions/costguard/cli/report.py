@@ -19,12 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from costguard.cli import common
 from costguard.cli.common import format_flag
-from costguard.cli.output import Column, Table, write
+from costguard.cli.output import Cell, Column, Table, rate_cell, write
 from costguard.domain.billed import BILLED_NOTE
+from costguard.domain.money import rate
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
+    from costguard.domain.predictions import PredictionCost
     from costguard.domain.report import Burn, Report
 
 KIND = "report"
@@ -162,6 +165,8 @@ def report_data(r: Report) -> dict[str, Any]:
                 for b in r.billed.rows
             ],
         },
+        # Each endpoint variant's $ per 1,000 predictions, now and per UTC day.
+        "cost_per_prediction": [c.as_dict() for c in r.prediction_costs],
     }
 
 
@@ -224,6 +229,48 @@ def report_table(r: Report) -> Table:
     )
 
 
+def prediction_cell(per_1000: Decimal | None, status: str) -> str:
+    """``$0.1000`` per 1,000 predictions, or why there is no figure ("no traffic", ...)."""
+    return f"${rate(per_1000)}" if per_1000 is not None else status
+
+
+def prediction_table(costs: Sequence[PredictionCost]) -> Table:
+    """One row per endpoint variant: its $/h, its invocations an hour and $ per 1,000
+    predictions over the last 24 hours, then each UTC day's (the day's cost over its
+    invocations; today so far last)."""
+    days = sorted({d.day for c in costs for d in c.days})
+    rows: list[dict[str, str | Cell]] = []
+    for c in costs:
+        by_day = {d.day: d for d in c.days}
+        row: dict[str, str | Cell] = {
+            "variant": f"{c.endpoint}/{c.variant}",
+            "instance": (f"{c.count} x " if c.count > 1 else "") + (c.instance_type or ""),
+            "usd_per_hour": rate_cell(c.usd_per_hour),
+            "invocations_per_hour": (
+                "unknown" if c.invocations_per_hour is None else f"{c.invocations_per_hour:,.0f}"
+            ),
+            "now": prediction_cell(c.usd_per_1000, c.status.value),
+        }
+        for day in days:
+            d = by_day.get(day)
+            row[day.isoformat()] = (
+                prediction_cell(d.usd_per_1000, d.status.value) if d is not None else ""
+            )
+        rows.append(row)
+    return Table(
+        (
+            Column("variant", "Endpoint/variant"),
+            Column("instance", "Instance"),
+            Column("usd_per_hour", "$/h", "right"),
+            Column("invocations_per_hour", "Invocations/h", "right"),
+            Column("now", "$/1,000 (24 h)", "right"),
+            *(Column(day.isoformat(), day.strftime("%m-%d"), "right") for day in days),
+        ),
+        rows,
+        title="Cost per 1,000 predictions",
+    )
+
+
 def print_report(fmt: str, report: Report, at: datetime) -> None:
     """The report on stdout in ``fmt`` (``--format``), as ``costguard report`` prints it."""
     write(
@@ -235,6 +282,12 @@ def print_report(fmt: str, report: Report, at: datetime) -> None:
         # Markdown opens with its bold line, as every command's does; a month with no
         # spend is a sentence, never a header row alone, and says what could not be read.
         heading=f"CostGuard report, {report.month}",
+        # With endpoints, text and markdown add their cost per prediction under the projects.
+        views=(
+            (report_table(report), prediction_table(report.prediction_costs))
+            if report.prediction_costs
+            else ()
+        ),
         empty=f"No project has spend in {report.month}"
         + (f" ({', '.join(report.narrowed)})" if report.narrowed else "")
         + (

@@ -332,6 +332,47 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
 # -- tables ---------------------------------------------------------------------------------
 
 
+def _per_1000(value: Decimal | None, status: str) -> str:
+    """$ per 1,000 predictions, or why there is none (never $0 for no traffic)."""
+    if value is None:
+        return f'<span class="muted">{esc(status)}</span>'
+    return _num(f"${value.quantize(Decimal('0.0001'), rounding=ROUND_HALF_UP)}")
+
+
+def _predictions_html(r: Report) -> str:
+    """Each endpoint variant's $ per 1,000 predictions over the last 24 hours, then each
+    UTC day's (the day's cost over its invocations)."""
+    days = sorted({d.day for c in r.prediction_costs for d in c.days})
+    headers = [
+        ("Endpoint variant", False),
+        ("Run-rate", True),
+        ("Invocations/h", True),
+        ("$/1,000 (24 h)", True),
+        *((day.strftime("%b %d"), True) for day in days),
+    ]
+    rows = []
+    for c in r.prediction_costs:
+        by_day = {d.day: d for d in c.days}
+        where = (f"{c.count} x " if c.count > 1 else "") + (c.instance_type or "")
+        rows.append(
+            [
+                f"{user(c.endpoint + '/' + c.variant)}<br><span class=key>{_where(where)}</span>",
+                _num(per_hour(c.usd_per_hour)) if c.usd_per_hour is not None else "no price",
+                _num(f"{c.invocations_per_hour:,.0f}")
+                if c.invocations_per_hour is not None
+                else '<span class="muted">unknown</span>',
+                _per_1000(c.usd_per_1000, c.status.value),
+                *(
+                    _per_1000(by_day[day].usd_per_1000, by_day[day].status.value)
+                    if day in by_day
+                    else ""
+                    for day in days
+                ),
+            ]
+        )
+    return "<h2>Cost per 1,000 predictions</h2>" + table(headers, rows, "No endpoints.")
+
+
 def table(headers: Sequence[tuple[str, bool]], rows: Iterable[Sequence[str]], empty: str) -> str:
     """A table whose cells are already HTML; ``(header, right-aligned)``. On a narrow
     screen each row becomes a block of labelled lines (no sideways scrolling)."""
@@ -500,6 +541,8 @@ def render(report: Report) -> str:
                 "No running resources.",
             )
         )
+    if r.live and r.prediction_costs:
+        out.append(_predictions_html(r))
     out.append(_actions_html(r))
     if r.live:
         total = sum((a[2] for a in r.advice), ZERO)

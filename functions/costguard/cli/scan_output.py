@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,7 @@ from costguard.domain.text import plural
 
 if TYPE_CHECKING:
     from costguard.domain.attribution import AttributedResource
+    from costguard.domain.predictions import PredictionCost
     from costguard.services.scan import ProjectReport, ScanReport
 
 
@@ -22,7 +23,22 @@ def _num(value: Decimal | None, places: str = "cents") -> float | None:
     return float(cents(value) if places == "cents" else rate(value))
 
 
-def resource_json(a: AttributedResource) -> dict[str, Any]:
+def resource_json(
+    a: AttributedResource, costs: Mapping[str, PredictionCost] | None = None
+) -> dict[str, Any]:
+    r = a.priced.resource
+    out = _resource_json(a)
+    cost = (costs or {}).get(r.key)
+    if cost is not None:
+        # Additive: an endpoint variant's cost per 1,000 predictions (None: no traffic,
+        # unpriced or unknown, as ``cost_per_prediction_status`` says; never $0).
+        shown = cost.as_dict()
+        out["usd_per_1000_predictions"] = shown["usd_per_1000_predictions"]
+        out["cost_per_prediction_status"] = shown["status"]
+    return out
+
+
+def _resource_json(a: AttributedResource) -> dict[str, Any]:
     r = a.priced.resource
     return {
         "id": r.id,
@@ -57,7 +73,9 @@ def resource_json(a: AttributedResource) -> dict[str, Any]:
     }
 
 
-def project_json(p: ProjectReport) -> dict[str, Any]:
+def project_json(
+    p: ProjectReport, costs: Mapping[str, PredictionCost] | None = None
+) -> dict[str, Any]:
     return {
         "project": p.project,
         "budget_usd": _num(p.budget_usd),
@@ -77,12 +95,13 @@ def project_json(p: ProjectReport) -> dict[str, Any]:
             "usd_per_hour": _num(p.savings.usd_per_hour, "rate"),
             "month_to_date_usd_estimated": _num(p.savings.month_to_date_usd_estimated),
         },
-        "resources": [resource_json(a) for a in p.resources],
+        "resources": [resource_json(a, costs) for a in p.resources],
     }
 
 
 def report_json(report: ScanReport) -> dict[str, Any]:
-    unattributed = project_json(report.unattributed)
+    costs = {c.key: c for c in report.prediction_costs}
+    unattributed = project_json(report.unattributed, costs)
     return {
         "scope": report.scope,
         "scanned_at": report.now.isoformat(),
@@ -93,7 +112,7 @@ def report_json(report: ScanReport) -> dict[str, Any]:
         "price_catalog_source": report.catalog.source if report.catalog else "given",
         "price_catalog_version": report.catalog.version if report.catalog else None,
         "ledger": report.ledger.value,
-        "projects": [project_json(p) for p in report.projects],
+        "projects": [project_json(p, costs) for p in report.projects],
         "unattributed": {
             "run_rate_usd_per_hour": unattributed["run_rate_usd_per_hour"],
             "month_to_date_usd": unattributed["month_to_date_usd"],
@@ -113,6 +132,8 @@ def report_json(report: ScanReport) -> dict[str, Any]:
         ],
         "findings": [f.as_dict() for f in report.findings],
         "advice": [a.as_dict() for a in report.advice],
+        # Each endpoint variant's $ per 1,000 predictions, now and per UTC day.
+        "cost_per_prediction": [c.as_dict() for c in report.prediction_costs],
         "cost_of_scan": {
             "duration_s": round(report.duration_s, 3),
             "api_calls": dict(sorted(report.api_calls.items())),
@@ -209,6 +230,7 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             lines.append(
                 f"    {pc.nodegroup.key}: {pc.pending} x {pc.nodegroup.instance_type} pending"
             )
+    lines += _prediction_lines(report, top)
     if report.advice:
         lines += ["", f"Advice ({len(report.advice)}):"]
         for adv in report.advice:
@@ -224,6 +246,37 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         + (f" and {plural(calls, 'AWS API call')}." if calls else "."),
     ]
     return "\n".join(lines)
+
+
+#: The text lists the endpoint variants dearest per prediction first, this many of them.
+PREDICTION_LINES = 10
+
+
+def _prediction_lines(report: ScanReport, top: int) -> list[str]:
+    """Endpoint variants' $ per 1,000 predictions over the last 24 h, dearest first, then
+    those without a figure (no traffic first: they bill for nothing); JSON has them all."""
+    costs = report.prediction_costs
+    if not costs:
+        return []
+    ranked = sorted(
+        costs,
+        key=lambda c: (
+            c.usd_per_1000 is None,
+            -(c.usd_per_1000 or 0),
+            c.status.value != "no traffic",
+            c.key,
+        ),
+    )
+    shown = ranked[: max(top, PREDICTION_LINES)]
+    lines = ["", f"Cost per 1,000 predictions, last 24 h ({len(costs)} endpoint variants):"]
+    for c in shown:
+        figure = f"${rate(c.usd_per_1000)}" if c.usd_per_1000 is not None else c.status.value
+        lines.append(f"    {c.endpoint}/{c.variant}: {figure} ({c.reason})")
+    if len(costs) > len(shown):
+        lines.append(
+            f"    … and {plural(len(costs) - len(shown), 'more variant')} (--json lists every one)"
+        )
+    return lines
 
 
 # -- --format csv and markdown -------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 
@@ -23,7 +23,8 @@ from costguard.domain.estimate import (
     spot_saving_usd,
 )
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
-from costguard.domain.money import HOURS_PER_PRICING_MONTH, cents
+from costguard.domain.money import HOURS_PER_PRICING_MONTH, cents, rate
+from costguard.domain.predictions import CostStatus, PredictionCost
 from costguard.domain.pricing import PriceCatalog, PricedResource
 
 #: An on-demand accelerator instance younger than this gets no spot advice: a short job
@@ -43,12 +44,25 @@ TARGET_MAX_BUSY = Decimal("0.5")
 #: The window an endpoint's GPU utilization is averaged over (one CloudWatch period):
 #: a whole day, so a quiet night alone never makes an endpoint look oversized.
 ENDPOINT_GPU_WINDOW = timedelta(hours=24)
+#: A variant's cost per 1,000 predictions over the last 24 whole hours at least this many
+#: times its baseline is a jump (:func:`_prediction_jump_advice`).
+PREDICTION_COST_JUMP = Decimal(2)
+#: The baseline is the median over the window's whole UTC days that end before the last
+#: 24 hours began, with a known cost and some traffic; fewer days than this: no baseline.
+MIN_BASELINE_DAYS = 3
+#: Traffic within this fraction of the baseline's is "the same traffic".
+SAME_TRAFFIC = Decimal("0.25")
+#: A $/h within this fraction of the baseline's is "a fixed fleet".
+SAME_FLEET = Decimal("0.05")
 
 
 class AdviceCode(StrEnum):
     SPOT_WITH_CHECKPOINTING = "spot-with-checkpointing"
     OVERSIZED_ENDPOINT = "oversized-endpoint"
     PENDING_CAPACITY_COST = "pending-capacity-cost"
+    #: The endpoint rightsizing advice on a cost-per-prediction jump (same traffic on a
+    #: larger configuration, or falling traffic on a fixed fleet).
+    PREDICTION_COST_JUMP = "prediction-cost-jump"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,13 +156,16 @@ def advise(
     catalog: PriceCatalog,
     now: datetime,
     gpu_utilization: Mapping[str, Decimal] | None = None,
+    prediction_costs: Mapping[str, PredictionCost] | None = None,
 ) -> tuple[Advice, ...]:
     """All advice for one scan, largest saving first.
 
     ``gpu_utilization`` (resource key -> the endpoint variant's ``GPUUtilization`` as
     CloudWatch reports it, summed over each instance's GPUs and averaged over
     :data:`ENDPOINT_GPU_WINDOW`) feeds the oversized-endpoint advice; an endpoint without
-    a figure gets none.
+    a figure gets none. ``prediction_costs`` (resource key -> the variant's cost per
+    1,000 predictions, now and per day) feeds its cost-per-prediction jump. An endpoint
+    variant gets one rightsizing advice: the one that saves more.
     """
     now = require_utc(now)
     found: list[Advice] = []
@@ -157,10 +174,12 @@ def advise(
         if spot is not None:
             found.append(spot)
         util = (gpu_utilization or {}).get(item.resource.key)
-        if util is not None:
-            smaller = _endpoint_advice(item, catalog, util)
-            if smaller is not None:
-                found.append(smaller)
+        smaller = _endpoint_advice(item, catalog, util) if util is not None else None
+        cost = (prediction_costs or {}).get(item.resource.key)
+        jump = _prediction_jump_advice(item, cost) if cost is not None else None
+        rightsized = [a for a in (smaller, jump) if a is not None]
+        if rightsized:
+            found.append(max(rightsized, key=lambda a: a.usd_per_month_saving))
     found.extend(_pending_advice(pending, catalog))
     found.sort(key=lambda a: (-a.usd_per_month_saving, a.resource))
     return tuple(found)
@@ -259,6 +278,101 @@ def _endpoint_advice(
         f"{spec.memory_gb:.0f} GB device and its load scales with dense FP16 peak (sized to "
         f"stay under {TARGET_MAX_BUSY * 100:.0f} % busy){neuron}",
     )
+
+
+def _median(values: Sequence[Decimal]) -> Decimal:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _prediction_jump_advice(item: PricedResource, cost: PredictionCost) -> Advice | None:
+    """The endpoint rightsizing advice on a cost-per-prediction jump.
+
+    The baseline is the median, over the whole UTC days of the window that end before the
+    last 24 hours began (at least :data:`MIN_BASELINE_DAYS` with a known cost and some
+    traffic), of the day's cost per 1,000 predictions, $/h (the day's cost / its hours)
+    and invocations an hour. A jump is the last 24 hours' figure at least
+    :data:`PREDICTION_COST_JUMP` times the baseline's. Its cause decides the advice:
+
+    - **the same traffic on a larger configuration**: invocations an hour within
+      :data:`SAME_TRAFFIC` of the baseline's and the $/h above it by more than that: the
+      saving is the difference in $/h over a month (the former configuration served it);
+    - **falling traffic on a fixed fleet**: $/h within :data:`SAME_FLEET` of the baseline's:
+      the fleet sized to keep the baseline's invocations per instance (at least one) saves
+      the instances it no longer needs.
+
+    Anything else (traffic and fleet both moved) is no advice: no cause, no saving.
+    """
+    r, usd = item.resource, item.usd_per_hour
+    if (
+        r.kind is not ResourceKind.SAGEMAKER_ENDPOINT
+        or usd is None
+        or usd <= 0
+        or r.count <= 0
+        or cost.status is not CostStatus.PRICED
+        or cost.usd_per_1000 is None
+        or cost.invocations_per_hour is None
+        or not cost.days
+    ):
+        return None
+    last = cost.days[-1]
+    current_start = (
+        datetime.combine(last.day, datetime.min.time(), tzinfo=UTC)
+        + timedelta(hours=last.hours)
+        - timedelta(hours=24)
+    )
+    base = [
+        d
+        for d in cost.days
+        if d.hours == 24
+        and datetime.combine(d.day, datetime.min.time(), tzinfo=UTC) + timedelta(hours=24)
+        <= current_start
+        and d.usd_per_1000 is not None
+    ]
+    if len(base) < MIN_BASELINE_DAYS:
+        return None
+    base_per_1000 = _median([d.usd_per_1000 for d in base if d.usd_per_1000 is not None])
+    base_rate = _median([(d.usd or Decimal(0)) / d.hours for d in base])
+    base_traffic = _median([d.invocations / d.hours for d in base])
+    if base_per_1000 <= 0 or base_rate <= 0 or base_traffic <= 0:
+        return None
+    if cost.usd_per_1000 < base_per_1000 * PREDICTION_COST_JUMP:
+        return None
+    traffic = cost.invocations_per_hour / base_traffic
+    fleet = usd / base_rate
+    was = f"${rate(base_per_1000)} to ${rate(cost.usd_per_1000)} per 1,000 predictions"
+    days = f"{len(base)} days' median"
+    if abs(traffic - 1) <= SAME_TRAFFIC and fleet > 1 + SAME_TRAFFIC:
+        saving = (usd - base_rate) * HOURS_PER_PRICING_MONTH
+        return Advice(
+            AdviceCode.PREDICTION_COST_JUMP,
+            r.key,
+            saving,
+            f"cost per prediction rose from {was} (the {days} to the last 24 h): the same "
+            f"traffic ({cost.invocations_per_hour:,.0f} invocations/h, {days} "
+            f"{base_traffic:,.0f}) now runs on {r.count} x {r.instance_type} at "
+            f"${rate(usd)}/h instead of ${rate(base_rate)}/h; the former configuration served "
+            f"it and would save about ${cents(saving):,}/month",
+        )
+    if abs(fleet - 1) <= SAME_FLEET and traffic < 1:
+        needed = max(1, math.ceil(r.count * traffic))
+        saving = usd / r.count * (r.count - needed) * HOURS_PER_PRICING_MONTH
+        if saving <= 0:
+            return None
+        return Advice(
+            AdviceCode.PREDICTION_COST_JUMP,
+            r.key,
+            saving,
+            f"cost per prediction rose from {was} (the {days} to the last 24 h): traffic fell "
+            f"to {traffic * 100:.0f} % ({cost.invocations_per_hour:,.0f} invocations/h, "
+            f"{days} {base_traffic:,.0f}) on a fixed fleet of {r.count} x {r.instance_type}; "
+            f"{needed} would keep the former invocations per instance and save about "
+            f"${cents(saving):,}/month (or scale on InvocationsPerInstance)",
+        )
+    return None
 
 
 def _pending_advice(pending: Sequence[tuple[Resource, int]], catalog: PriceCatalog) -> list[Advice]:

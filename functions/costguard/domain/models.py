@@ -82,6 +82,9 @@ class Resource:
     version: str | None = None
     #: EKS node groups: scaling config.
     desired_size: int = 0
+    #: SageMaker endpoint variants served asynchronously (``AsyncInferenceConfig``): billed
+    #: by the instance like real-time ones, scaling to zero, counted by no ``Invocations``.
+    asynchronous: bool = False
     #: ``account/region/kind/id`` (``region/kind/id`` when the account is unknown): unique
     #: across accounts, so an organization's resources share one ledger without migration.
     key: str = field(init=False, repr=False, compare=False)

@@ -26,6 +26,7 @@ from costguard.domain.billed import BilledMonth
 from costguard.domain.calendar import hours_left_in_month, month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO, cents
+from costguard.domain.predictions import PredictionCost
 from costguard.domain.spend import BudgetStatus, budget_status, forecast_month_end
 
 #: Run-rate samples this old and newer widen the forecast's range.
@@ -315,6 +316,8 @@ class Report:
     #: What AWS billed each project this month beside what the scan saw (Cost Explorer,
     #: with ``costExplorer`` on); None when it was never read for this month.
     billed: BilledMonth | None = None
+    #: Each endpoint variant's cost per 1,000 predictions, now and per day (live only).
+    prediction_costs: tuple[PredictionCost, ...] = ()
 
     # The totals are sums of the rows as shown, to the cent: the summary card's total is
     # then the sum of the projects listed under it. Defect: the demo's card said

@@ -165,6 +165,13 @@ def build_report(
     billed = read_billed_month(ledger.get_state(scope, BILLED_STATE.format(month=month))[0])
     if billed is not None and wanted is not None:
         billed = replace(billed, rows=tuple(r for r in billed.rows if r.project in wanted))
+    prediction_costs = (
+        tuple(
+            c for c in scan.prediction_costs if wanted is None or _project_of(scan, c.key) in wanted
+        )
+        if live
+        else ()
+    )
     return Report(
         scope=scope,
         month=month,
@@ -193,6 +200,7 @@ def build_report(
         live=live,
         narrowed=_narrowed(request),
         billed=billed,
+        prediction_costs=prediction_costs,
     )
 
 

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costguard.domain.advice import Advice, advise, endpoint_variants, endpoint_window
+from costguard.domain.advice import (
+    Advice,
+    EndpointVariant,
+    advise,
+    endpoint_variants,
+    endpoint_window,
+)
 from costguard.domain.attribution import AttributedResource, ProjectConfig, attribute
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.catalog_merge import CatalogInUse, catalog_findings
@@ -18,6 +24,12 @@ from costguard.domain.decisions import Savings, savings_this_month
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind, parse_key, with_account
 from costguard.domain.money import ZERO
+from costguard.domain.predictions import (
+    PredictionCost,
+    cost_per_prediction,
+    prediction_window,
+    recorded_rates,
+)
 from costguard.domain.pricing import PriceCatalog, PricedResource, Pricer, SpotKey
 from costguard.domain.spend import (
     DEFAULT_EXACT_GAP,
@@ -44,6 +56,8 @@ from costguard.ports import (
 from costguard.services.executor import acted_savings
 
 Progress = Callable[[str], None]
+#: The ledger document of the rates endpoint variants billed at, as scans saw them.
+ENDPOINT_RATES_STATE = "endpoint-rates"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +128,9 @@ class ScanReport:
     #: The project of each advised resource, where ``projects`` holds no resources to
     #: look it up in (an Organization's roll-up).
     advice_projects: Mapping[str, str | None] = field(default_factory=dict)
+    #: Each SageMaker endpoint variant's cost per 1,000 predictions, now and per day
+    #: (empty when no endpoint metrics are read).
+    prediction_costs: tuple[PredictionCost, ...] = ()
 
     @property
     def resource_count(self) -> int:
@@ -135,8 +152,13 @@ class ScanService:
         api_calls: Callable[[], Mapping[str, int]] | None = None,
         catalog_in_use: CatalogInUse | None = None,
         endpoint_metrics: EndpointMetrics | None = None,
+        hourly_predictions: bool = False,
     ) -> None:
         self._sources = sources
+        #: True (the scheduled scan): endpoint invocations are read by the first scan of
+        #: each hour only (their window ends on the hour, so later scans of the hour would
+        #: read the same figures and pay again); False (a person's scan): every scan.
+        self._hourly_predictions = hourly_predictions
         #: None: no endpoint utilization is read, and no oversized-endpoint advice given.
         self._endpoint_metrics = endpoint_metrics
         self._spot = spot_prices
@@ -179,19 +201,22 @@ class ScanService:
                 )
             )
         utilization = self._endpoint_utilization(resources, now, findings)
+        # Read before the commit, as the commit's compare-and-set starts from it.
+        previous = self._ledger.watermark(s.scope)
+        costs = self._prediction_costs(priced, now, findings, failed, previous)
         advice = advise(
             priced,
             [(p.nodegroup, p.pending) for p in pending],
             self._catalog,
             now,
             utilization,
+            {c.key: c for c in costs},
         )
         attribution = attribute(priced, s.tag_keys, s.projects)
         findings.extend(attribution.findings)
 
         # (no "updating the ledger": a local scan reads a deployed ledger and never writes it)
         self._progress("accruing spend since the last scan")
-        previous = self._ledger.watermark(s.scope)
         previous_observations = adopt_account(self._ledger.observations(s.scope), s.account)
         accrual = accrue(attribution.resources, previous_observations, now, s.exact_gap)
         snapshot = carry_forward(previous_observations, accrual.observations, now)
@@ -258,6 +283,7 @@ class ScanService:
             incomplete_projects=_incomplete_projects(previous_observations, failed),
             catalog=self._in_use,
             advice=advice,
+            prediction_costs=tuple(costs),
         )
 
     def _endpoint_utilization(
@@ -290,6 +316,80 @@ class ScanService:
                     )
                 )
         return found
+
+    def _prediction_costs(
+        self,
+        priced: Sequence[PricedResource],
+        now: datetime,
+        findings: list[Finding],
+        failed: set[tuple[str, str]],
+        previous: datetime | None = None,
+    ) -> list[PredictionCost]:
+        """Every endpoint variant's cost per 1,000 predictions: one batched ``Invocations``
+        read a region (500 variants a call), and the rates earlier scans recorded (one
+        ledger document, written only when a variant's rate changed). A region that cannot
+        be read is a finding, and its variants' cost per prediction is unknown, not $0."""
+        if self._endpoint_metrics is None:
+            return []
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        if self._hourly_predictions and previous is not None and hour <= previous < now:
+            return []  # an earlier scan of this hour read the same window
+        variants = [
+            p
+            for p in priced
+            if p.resource.kind is ResourceKind.SAGEMAKER_ENDPOINT and "/" in p.resource.id
+        ]
+        if not variants:
+            return []
+        start, end = prediction_window(now)
+        by_region: dict[str, list[PricedResource]] = defaultdict(list)
+        for p in variants:
+            by_region[p.resource.region].append(p)
+        served: dict[str, Mapping[datetime, Decimal]] = {}
+        for region in sorted(by_region):
+            wanted = [
+                EndpointVariant(p.resource.key, *p.resource.id.split("/", 1))
+                for p in by_region[region]
+                if not p.resource.asynchronous  # they publish no Invocations
+            ]
+            if not wanted:
+                continue
+            try:
+                served.update(self._endpoint_metrics.invocations(region, wanted, start, end))
+            except SourceError as exc:
+                findings.append(
+                    Finding(
+                        FindingCode.SCAN_FAILED,
+                        f"{region}/sagemaker-endpoint-invocations",
+                        f"{exc.operation} failed with {exc.code}; SageMaker endpoints' "
+                        f"invocations in {region} are unknown, so is their cost per prediction",
+                        Severity.WARNING,
+                    )
+                )
+        earlier = self._recorded_rates(variants, now, start, failed)
+        return [
+            cost_per_prediction(p, served.get(p.resource.key), now, earlier.get(p.resource.key, ()))
+            for p in variants
+        ]
+
+    def _recorded_rates(
+        self,
+        variants: Sequence[PricedResource],
+        now: datetime,
+        start: datetime,
+        failed: set[tuple[str, str]],
+    ) -> dict[str, list[tuple[datetime, Decimal]]]:
+        """The rates each variant billed at, as scans recorded them (read before this
+        scan's are added), and this scan's recorded: one read, one write on a change."""
+        s = self._settings
+        doc, version = self._ledger.get_state(s.scope, ENDPOINT_RATES_STATE)
+        stored = doc.get("rates", {}) if isinstance(doc.get("rates"), dict) else {}
+        kept = {region for region, source in failed if source == "sagemaker"}
+        earlier, updated = recorded_rates(stored, variants, now, start, kept)
+        if updated != stored:
+            # Lost to another scan: the next one records it; nothing is judged on a guess.
+            self._ledger.put_state(s.scope, ENDPOINT_RATES_STATE, {"rates": updated}, version)
+        return earlier
 
     def _savings(self, month: str, now: datetime) -> dict[str | None, Savings]:
         """Savings per project from this month's audit trail (actions acted, not dry-run)."""

@@ -43,7 +43,9 @@ def build_scan_cycle(
     """The scan and its independent steps (alerts, Cost Explorer), on one ledger."""
     ledger = build_ledger(settings, clients)
     return ScanCycle(
-        scan=build_scan_service(settings, clients, ledger=ledger, counter=counter),
+        scan=build_scan_service(
+            settings, clients, ledger=ledger, counter=counter, hourly_predictions=True
+        ),
         alerts=build_alert_service(settings, clients, ledger),
         cost_explorer=build_cost_explorer(settings, clients, ledger),
     )
@@ -59,9 +61,11 @@ def build_scan_service(
     counter: CallCounter | None = None,
     instance_types: InstanceTypeCache | None = None,
     catalog_in_use: CatalogInUse | None = None,
+    hourly_predictions: bool = False,
 ) -> ScanService:
     """``catalog``: the caller's (the CLI's choice, a test's); else the deployed one, read
-    through :func:`catalog_reader`, else the bundled one."""
+    through :func:`catalog_reader`, else the bundled one. ``hourly_predictions``: the
+    scheduled scan reads endpoint invocations once an hour (see :class:`ScanService`)."""
     account = clients.account
     prices: PriceCatalog | CatalogSource
     if catalog is not None:
@@ -94,4 +98,5 @@ def build_scan_service(
         api_calls=counter.snapshot if counter else None,
         catalog_in_use=catalog_in_use,
         endpoint_metrics=EndpointGpuMetrics(clients.cloudwatch),
+        hourly_predictions=hourly_predictions,
     )
