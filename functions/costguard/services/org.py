@@ -44,10 +44,11 @@ from costguard.domain.org import (
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
+from costguard.domain.teams import TeamConfig, settle_teams
 from costguard.domain.text import plural
 from costguard.ports import CommitOutcome, Ledger
 from costguard.services.alerts import AlertService
-from costguard.services.scan import ProjectReport, ScanReport, ScanService
+from costguard.services.scan import ProjectReport, ScanReport, ScanService, rolled_up_teams
 
 
 class SliceBook(Protocol):
@@ -126,6 +127,8 @@ class OrgReport:
 class OrgSettings:
     scope: str
     projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
+    #: The central team table; a project's team comes from ``projects`` (its ``team``).
+    teams: Mapping[str, TeamConfig] = field(default_factory=dict)
     warning_pct: Decimal = Decimal(80)
     #: How many slices' ledgers the aggregation reads at once.
     read_workers: int = 16
@@ -349,6 +352,23 @@ class Aggregation:
                 for name in names
             )
         )
+        # Teams across accounts: a team's figures are the sums of its projects', each
+        # already summed over every account and region it was seen in.
+        teams_settled = settle_teams(
+            {}, {}, {p: c.team for p, c in self._s.projects.items() if c.team}, self._s.teams
+        )
+        reports = tuple(
+            replace(r, team=teams_settled.team_of.get(r.project)) if r.project else r
+            for r in reports
+        )
+        teams = rolled_up_teams(
+            reports,
+            teams_settled.team_of,
+            teams_settled.budgets,
+            self._s.teams,
+            self._s.warning_pct,
+            {p: r.accounts for p, r in rollups.items() if p is not None},
+        )
         findings = missing_slice_findings(plan) + conflicts
         incomplete = frozenset(
             p for p, r in rollups.items() if r.accounts & {s.account for s in plan.missing}
@@ -371,6 +391,7 @@ class Aggregation:
             advice_projects={
                 a.advice.resource: a.project for pieces in plan.advice.values() for a in pieces
             },
+            teams=teams,
         )
         self._ledger.record_findings(self._s.scope, tick, findings)
         alerts = self._after(report, findings, plan, now) if self._after else ()
