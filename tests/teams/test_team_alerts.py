@@ -102,7 +102,7 @@ def test_a_team_over_its_budget_is_alerted_once_per_threshold_across_many_scans(
         f"team-budget/research/2026-11/1000.00/mtd-{t}" for t in (50, 80, 100)
     )
     # AND the largest resources of its projects are listed, the p4d first
-    assert [r.key for r in threshold.resources][0].endswith("i-llm")
+    assert threshold.resources[0].key.endswith("i-llm")
 
 
 def test_a_team_and_a_project_of_the_same_name_are_claimed_apart() -> None:
