@@ -44,7 +44,7 @@ from costguard.domain.org import (
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
-from costguard.domain.teams import TeamConfig, settle_teams
+from costguard.domain.teams import TeamConfig, TeamReport, settle_teams
 from costguard.domain.text import plural
 from costguard.ports import CommitOutcome, Ledger
 from costguard.services.alerts import AlertService
@@ -121,6 +121,8 @@ class OrgReport:
     missing: tuple[Slice, ...]
     findings: tuple[Finding, ...]
     alerts: tuple[str, ...] = ()
+    #: The teams, each the sum of its projects across every account and region.
+    teams: tuple[TeamReport, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,7 +398,7 @@ class Aggregation:
         self._ledger.record_findings(self._s.scope, tick, findings)
         alerts = self._after(report, findings, plan, now) if self._after else ()
         return OrgReport(
-            self._s.scope, tick, reports, rollups, plan.missing, tuple(findings), alerts
+            self._s.scope, tick, reports, rollups, plan.missing, tuple(findings), alerts, teams
         )
 
     def _slice_figures(
