@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from costguard.domain.findings import FindingCode
 from costguard.domain.spend import BudgetStatus
 from costguard.domain.tags import Tags
 from costguard.settings import Settings
@@ -54,3 +55,31 @@ def test_a_team_spanning_two_accounts_is_the_sum_of_its_projects_across_them(hub
     assert (research.budget_usd, research.budget_source) == (Decimal(100), "table")
     assert research.status is BudgetStatus.OVER
     assert research.owners == ("lead@example.com",)
+
+
+def test_teams_tagged_in_member_accounts_roll_up_and_disagree_as_a_finding(hub: Any) -> None:
+    # GIVEN vision tagged team research in account A and team platform in account B, llm of
+    # research in B, and team budgets of $50 (A) and $80 (B) tagged, no central table
+    _gpu(
+        hub,
+        EAST,
+        **{Tags.PROJECT: "vision", Tags.TEAM: "research", Tags.TEAM_BUDGET: "50"},
+    )
+    _gpu(hub, WEST, **{Tags.PROJECT: "vision", Tags.TEAM: "platform"})
+    _gpu(hub, WEST, **{Tags.PROJECT: "llm", Tags.TEAM: "research", Tags.TEAM_BUDGET: "80"})
+    # WHEN the time is aggregated
+    report = _aggregate(hub, _settings({}, {}))
+    # THEN vision belongs to platform (alphabetically first), named in a finding with both
+    # slices; llm to research
+    teams = {t.team: t for t in report.teams}
+    assert teams["platform"].projects == ("vision",)
+    assert teams["research"].projects == ("llm",)
+    (conflict,) = [f for f in report.findings if f.code is FindingCode.TEAM_CONFLICT]
+    assert conflict.resource == "project/vision"
+    assert f"'platform' on {B}/us-west-2" in conflict.message
+    assert f"'research' on {A}/us-east-1" in conflict.message
+    assert conflict.message.endswith("the alphabetically first, 'platform', applies")
+    # AND research's budget is the lowest tagged in any account, and disagreement is a finding
+    assert (teams["research"].budget_usd, teams["research"].budget_source) == (Decimal(50), "tag")
+    budget_conflicts = [f for f in report.findings if f.resource == "team/research"]
+    assert len(budget_conflicts) == 1 and budget_conflicts[0].code is FindingCode.BUDGET_CONFLICT

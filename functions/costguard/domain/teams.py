@@ -66,13 +66,16 @@ def settle_teams(
     tagged_budgets: Mapping[str, Mapping[Decimal, Iterable[str]]],
     table_teams: Mapping[str, str],
     team_table: Mapping[str, TeamConfig],
+    tagged_team_budgets: Mapping[str, Mapping[Decimal, Iterable[str]]] | None = None,
 ) -> TeamSettlement:
     """Settle every project's team, then every team's budget.
 
     ``tagged_teams``: project -> team -> the resources tagged with it. ``tagged_budgets``:
     project -> amount -> the resources tagged ``costguard:team-budget`` with it (counted for
     the team the project settles to). ``table_teams``: project -> team, from the central
-    project table. ``team_table``: the central team table.
+    project table. ``team_table``: the central team table. ``tagged_team_budgets``: team ->
+    amount -> where it was tagged, when those were settled per team already (an
+    Organization's slices).
     """
     findings: list[Finding] = []
     team_of: dict[str, str] = {}
@@ -105,6 +108,9 @@ def settle_teams(
         team = team_of.get(project)
         if team is None:
             continue  # a team budget on a project without a team has no team to apply to
+        for amount, refs in amounts.items():
+            budgets_seen.setdefault(team, {}).setdefault(amount, []).extend(refs)
+    for team, amounts in (tagged_team_budgets or {}).items():
         for amount, refs in amounts.items():
             budgets_seen.setdefault(team, {}).setdefault(amount, []).extend(refs)
     budgets: dict[str, TeamBudget] = {}

@@ -39,12 +39,13 @@ from costguard.domain.org import (
     missing_slice_findings,
     missing_slices_alert,
     roll_up,
+    settle_org_teams,
     settle_tag_budgets,
     settle_tag_owners,
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
-from costguard.domain.teams import TeamConfig, TeamReport, settle_teams
+from costguard.domain.teams import TeamConfig, TeamReport
 from costguard.domain.text import plural
 from costguard.ports import CommitOutcome, Ledger
 from costguard.services.alerts import AlertService
@@ -68,6 +69,8 @@ class SliceBook(Protocol):
         tag_budgets: Mapping[str, Decimal] | None = None,
         tag_owners: Mapping[str, Sequence[str]] | None = None,
         advice: Sequence[ProjectAdvice] = (),
+        tag_teams: Mapping[str, str] | None = None,
+        tag_team_budgets: Mapping[str, Decimal] | None = None,
     ) -> tuple[bool, TickPlan | None]:
         """Add ``s`` to the time's done slices (and, with it, the budgets and owners its
         scan found tagged, and its advice on the digest hour's times); True only for the
@@ -188,6 +191,8 @@ class SliceWork:
             tagged_budgets(report),
             tagged_owners(report),
             project_advice(report) if self._keeps_advice(tick) else (),
+            tag_teams=tagged_teams(report),
+            tag_team_budgets=tagged_team_budgets(report),
         )
         aggregated = None
         # Not only the call that completed the plan: a retry of it (its aggregation
@@ -218,6 +223,21 @@ def tagged_budgets(report: ScanReport) -> dict[str, Decimal]:
         p.project: p.budget_usd
         for p in report.projects
         if p.project is not None and p.budget_source == "tag" and p.budget_usd is not None
+    }
+
+
+def tagged_teams(report: ScanReport) -> dict[str, str]:
+    """The team a slice's scan settled for each of its projects: the aggregation settles
+    them across slices as one account's scan does."""
+    return {p.project: p.team for p in report.projects if p.project is not None and p.team}
+
+
+def tagged_team_budgets(report: ScanReport) -> dict[str, Decimal]:
+    """The team budgets a slice's scan settled from its resources' tags (not the table's)."""
+    return {
+        t.team: t.budget_usd
+        for t in report.teams
+        if t.budget_source == "tag" and t.budget_usd is not None
     }
 
 
@@ -356,8 +376,8 @@ class Aggregation:
         )
         # Teams across accounts: a team's figures are the sums of its projects', each
         # already summed over every account and region it was seen in.
-        teams_settled = settle_teams(
-            {}, {}, {p: c.team for p, c in self._s.projects.items() if c.team}, self._s.teams
+        teams_settled = settle_org_teams(
+            plan, {p: c.team for p, c in self._s.projects.items() if c.team}, self._s.teams
         )
         reports = tuple(
             replace(r, team=teams_settled.team_of.get(r.project)) if r.project else r
@@ -371,7 +391,7 @@ class Aggregation:
             self._s.warning_pct,
             {p: r.accounts for p, r in rollups.items() if p is not None},
         )
-        findings = missing_slice_findings(plan) + conflicts
+        findings = missing_slice_findings(plan) + conflicts + list(teams_settled.findings)
         incomplete = frozenset(
             p for p, r in rollups.items() if r.accounts & {s.account for s in plan.missing}
         )
