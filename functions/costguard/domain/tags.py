@@ -589,7 +589,10 @@ def _parse(
     owner_raw: str | None,
     exempt_key: str,
     exempt_raw: str | None,
-    team: tuple[str, str | None, str, str | None] = ("", None, "", None),
+    team_key: str = "",
+    team_raw: str | None = None,
+    team_budget_key: str = "",
+    team_budget_raw: str | None = None,
 ) -> _Parsed:
     """The tag values repeat across a fleet; parse each combination once."""
     problems: list[tuple[FindingCode, str]] = []
@@ -643,7 +646,6 @@ def _parse(
                     f"tag {owner_key}={_quote(owner_raw)} {parsed_owners.problem}",
                 )
             )
-    team_key, team_raw, team_budget_key, team_budget_raw = team
     team_name: str | None = None
     if team_raw is not None:
         team_name, why = parse_project(team_raw)
@@ -698,7 +700,10 @@ def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> Reso
         tags.get(keys.owner),
         keys.exempt,
         tags.get(keys.exempt),
-        (keys.team, tags.get(keys.team), keys.team_budget, tags.get(keys.team_budget)),
+        keys.team,
+        tags.get(keys.team),
+        keys.team_budget,
+        tags.get(keys.team_budget),
     )
     found = parsed.tags
     if not parsed.problems:
