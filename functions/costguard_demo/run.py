@@ -51,6 +51,8 @@ def demo_environment(table: str, topic_arn: str = "") -> dict[str, str]:
         # moto has neither the tagging API for SageMaker nor SageMaker Studio.
         Env.SAGEMAKER_TAGS: "per-resource",
         Env.SAGEMAKER_STUDIO: "false",
+        # Cost Explorer's bill beside the scan's (the demo's stand-in: costguard_demo.cost_explorer).
+        Env.COST_EXPLORER: "true",
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
@@ -89,6 +91,10 @@ def run_demo(*, fmt: str = "table", cycles: int | None = None, org: bool = False
     with borrowed_environ(demo_environment(TABLE)), embedded_aws() as url, SlackStandIn() as slack:
         say(f"embedded AWS (moto server) listening on {url}; Slack stand-in on {slack.url}")
         demo = _Demo.set_up(boto3.Session(), slack, say, start)
+        from costguard_demo.cost_explorer import no_anomalies, queue_bill
+
+        queue_bill(url, start)
+        no_anomalies(demo.session)
         for n in range(cycles):
             demo.cycle(n, start + INTERVAL * n, cycles)
         say("\nGuards that act (not dry-run here), with simulated time:")

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.story]
 
 
-def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
+def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
     done = subprocess.run(
         [sys.executable, "-m", "costguard.cli", "demo", "--json"],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
+        env={**os.environ, "COSTGUARD_DEMO_REPORT": str(page)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     envelope = json.loads(done.stdout)
@@ -79,3 +83,8 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere() -> None:
     assert "the notebook is running: kept past the warning's deadline" in steps
     assert all(a["alert_id"] and a["severity"] and a["summary"] for a in demo["alerts"])
     assert [c["ledger"] for c in demo["cycles"]] == ["applied"] * 6
+    # AND the month's page shows what AWS billed beside what the scan saw (the demo's Cost
+    # Explorer stand-in: costguard_demo/cost_explorer.py), with the data transfer
+    html = page.read_text()
+    assert "Billed by AWS beside what the scan saw" in html
+    assert "$508.92" in html  # llm-pretraining's data transfer: $412.80 + $96.12

@@ -42,7 +42,8 @@ def test_train_json_has_ranked_options_with_ranges(capsys: pytest.CaptureFixture
     envelope = json.loads(out)
     assert (envelope["schema_version"], envelope["kind"]) == (2, "estimate.train")
     data = envelope["data"]
-    assert data["mfu"] == {"low": 0.25, "default": 0.35, "high": 0.45}
+    # A100 is Ampere: its calibrated default is 0.39
+    assert data["mfu"] == {"low": 0.25, "default": 0.39, "high": 0.45}
     (o,) = data["options"]
     assert o["instance_type"] == "p4d.24xlarge" and o["instances"] == 8
     assert o["gpu_hours"]["low"] < o["gpu_hours"]["mid"] < o["gpu_hours"]["high"]
@@ -60,7 +61,7 @@ def test_train_json_has_ranked_options_with_ranges(capsys: pytest.CaptureFixture
 def test_train_text_names_the_assumptions(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(TRAIN, capsys)
     assert code == 0
-    assert "MFU 0.35 (range 0.25–0.45)" in out
+    assert "MFU 0.39 (Ampere, calibrated; range 0.25–0.45)" in out
     assert "coarse check" in out and "p4d.24xlarge" in out
 
 
@@ -88,21 +89,25 @@ def test_bad_input_exits_2_with_one_line(
     assert f"{flag}: {flag}" not in err
 
 
-def test_project_without_a_table_or_budget_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+def test_project_without_any_budget_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    """GIVEN --project with no budget anywhere, WHEN gated, THEN bad input naming the ways."""
     code, _out, err = run_cli([*TRAIN, "--project", "llm"], capsys)
     assert code == 2 and "no budget for project 'llm'" in err
-    code, _out, err = run_cli([*TRAIN, "--project", "llm", "--budget", "1000"], capsys)
-    assert code == 2 and "--table" in err
+    assert "--budget" in err and "--budgets-file" in err and "--table" in err
 
 
 class _Ledger:
     """What the deployed ledger holds: month totals, observations and the last scan's
     watermark (the CLI computes the run-rate from them)."""
 
-    def __init__(self, mtd: Decimal, rate: Decimal, *, unpriced: int = 0) -> None:
+    def __init__(
+        self, mtd: Decimal, rate: Decimal, *, unpriced: int = 0, budget: Decimal | None = None
+    ) -> None:
         from costguard.domain.spend import Observation
         from costguard.ports import ProjectMonth
 
+        #: The budget the deployment's last scan found (a costguard:budget tag).
+        self.budget = budget
         now = datetime(2026, 11, 10, tzinfo=UTC)  # the gate's pinned clock
         old = datetime(2020, 1, 1, tzinfo=UTC)
         self.totals = {"llm": ProjectMonth("llm", now.strftime("%Y-%m"), mtd, Decimal(0))}
@@ -125,9 +130,9 @@ def ledger(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     state: dict[str, Any] = {}
 
-    def read(args: Any, now: datetime) -> tuple[Decimal, dict[str, Any], datetime]:
+    def read(args: Any, now: datetime) -> Any:
         led = state["ledger"]
-        return led.totals["llm"].usd, led.obs, led.now
+        return mod.LedgerFigures(led.totals["llm"].usd, led.obs, led.now, led.budget)
 
     monkeypatch.setattr(mod, "_read_ledger", read)
     # 2026-11-10 00:00 UTC: 504 hours left in the month
@@ -150,14 +155,15 @@ def test_gate_exits_4_when_the_run_takes_the_forecast_over_budget(
         "50000",
         "--json",
     ]
-    # WHEN a 3,339 h run of $586,469 is gated with 504 h left in the month
+    # WHEN a 2,996 h run of $526,324 (A100 at Ampere's 0.39) is gated with 504 h left
     code, out, err = run_cli(args, capsys)
-    # THEN forecast 1,000 + 10 · 504 = 6,040; the run adds 586,468.81 · 504 / 3,338.68 = 88,532
+    # THEN forecast 1,000 + 10 · 504 = 6,040; the run adds 526,324.15 · 504 / 2,996.25 = 88,532
     assert code == 4
     gate = json.loads(out)["data"]["budget"]
     assert gate["over_budget"] is True and gate["month_to_date_usd"] == 1000.0
     assert gate["forecast_month_usd"] == 6040.0
-    assert gate["run_adds_this_month_usd"] == pytest.approx(586468.81 * 504 / 3338.675, rel=1e-4)
+    assert gate["run_adds_this_month_usd"] == pytest.approx(526324.15 * 504 / 2996.2527, rel=1e-5)
+    assert gate["budget_source"] == "flag" and gate["ledger"] is True
     assert "over its budget" in err
 
 
@@ -334,7 +340,8 @@ def test_estimate_usage_errors_exit_2_under_python_m(tmp_path: Any) -> None:
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "costguard: no budget for project 'llm': pass --budget USD, or set it in "
-        "COSTGUARD_PROJECTS_JSON"
+        "COSTGUARD_PROJECTS_JSON, or in a --budgets-file, or read a deployed CostGuard's "
+        "budgets with --table"
     )
 
 

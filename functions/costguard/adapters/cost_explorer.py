@@ -1,4 +1,5 @@
-"""Cost Explorer: month-to-date by project tag (reconciliation) and Cost Anomaly Detection.
+"""Cost Explorer: month-to-date by project tag and usage type (what AWS billed beside what
+the scan saw) and Cost Anomaly Detection.
 
 Every Cost Explorer request costs $0.01, so callers rate-limit through the ledger;
 this adapter only translates. moto has no anomalies API: tested with Stubber.
@@ -11,6 +12,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import reading, token_pages
+from costguard.domain.billed import is_data_transfer
 
 if TYPE_CHECKING:
     from mypy_boto3_ce import CostExplorerClient
@@ -20,9 +22,13 @@ class CostExplorer:
     def __init__(self, client: CostExplorerClient) -> None:
         self._ce = client
 
-    def cost_by_tag(self, start: date, end: date, tag_key: str) -> dict[str | None, Decimal]:
-        """Unblended cost per value of ``tag_key`` over [start, end); None is untagged."""
-        totals: dict[str | None, Decimal] = {}
+    def cost_by_tag(
+        self, start: date, end: date, tag_key: str
+    ) -> dict[str | None, tuple[Decimal, Decimal]]:
+        """Unblended cost per value of ``tag_key`` over [start, end), and of it the data
+        transfer (by usage type): one request a page, grouped by tag and usage type. None is
+        untagged."""
+        totals: dict[str | None, tuple[Decimal, Decimal]] = {}
         with reading("ce", "us-east-1", "GetCostAndUsage"):
             pages = list(
                 token_pages(
@@ -30,17 +36,24 @@ class CostExplorer:
                     TimePeriod={"Start": start.isoformat(), "End": end.isoformat()},
                     Granularity="MONTHLY",
                     Metrics=["UnblendedCost"],
-                    GroupBy=[{"Type": "TAG", "Key": tag_key}],
+                    GroupBy=[
+                        {"Type": "TAG", "Key": tag_key},
+                        {"Type": "DIMENSION", "Key": "USAGE_TYPE"},
+                    ],
                 )
             )
         for page in pages:
             for result in page.get("ResultsByTime", []):
                 for group in result.get("Groups", []):
-                    key = group["Keys"][0]
-                    value = key.split("$", 1)[1] if "$" in key else key
+                    keys = list(group.get("Keys") or [])
+                    tag = keys[0] if keys else ""
+                    usage_type = keys[1] if len(keys) > 1 else ""
+                    value = tag.split("$", 1)[1] if "$" in tag else tag
                     amount = Decimal(group["Metrics"]["UnblendedCost"]["Amount"])
                     project = value or None
-                    totals[project] = totals.get(project, Decimal(0)) + amount
+                    total, moved = totals.get(project, (Decimal(0), Decimal(0)))
+                    moved += amount if is_data_transfer(usage_type) else Decimal(0)
+                    totals[project] = (total + amount, moved)
         return totals
 
     def anomalies(self, start: date, end: date) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -25,11 +26,13 @@ from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
     DEFAULT_BYTES_PER_PARAM,
     DEFAULT_CHECKPOINT_HOURS,
-    DEFAULT_MFU,
     DEFAULT_RESTART_HOURS,
+    INFERENCE_ONLY_REASON,
+    MFU_BY_GENERATION,
     MFU_FLOOR,
     MFU_HIGH,
     MFU_LOW,
+    UNCALIBRATED_MFU,
     BudgetGate,
     IterationPlan,
     Span,
@@ -39,7 +42,9 @@ from costguard.domain.estimate import (
     break_even,
     budget_gate,
     estimate_training,
+    generation_of,
     hours_text,
+    mfu_is_calibrated,
     on_demand_cost,
     project_run_rate,
     spot_cost,
@@ -84,8 +89,35 @@ def _number(
     return parse
 
 
-params_count = _number("", Decimal(0), Decimal("1e15"))
-tokens_count = _number("", Decimal(0), Decimal("1e17"))
+#: The suffixes a count may carry, case-insensitive: 7B, 70b, 2T, 1.5T, 300M, 500K.
+_SCALE = {"k": Decimal("1e3"), "m": Decimal("1e6"), "b": Decimal("1e9"), "t": Decimal("1e12")}
+
+
+def _count(high: Decimal) -> Callable[[str], Decimal]:
+    """A parameter or token count: a plain number (``7e9``, ``7_000_000_000``) or one with a
+    suffix (``7B``, ``70b``, ``2T``, ``1.5T``, ``300M``), above 0 and up to ``high``."""
+
+    def parse(value: str) -> Decimal:
+        text = value.strip().replace("_", "")
+        scale = _SCALE.get(text[-1:].lower()) if text else None
+        number: Decimal | None = None
+        if text.isascii():
+            try:
+                number = Decimal(text[:-1]) * scale if scale else Decimal(text)
+            except ArithmeticError:  # InvalidOperation, and Overflow of 1e999999999T
+                number = None
+        if number is None or not number.is_finite() or not 0 < number <= high:
+            raise argparse.ArgumentTypeError(
+                f"must be a number above 0 up to {_big(high)} ({high:g}), like 7B, 70b, "
+                f"1.5T, 300M or 7e9; got {value!r}"
+            )
+        return number
+
+    return parse
+
+
+params_count = _count(Decimal("1e15"))
+tokens_count = _count(Decimal("1e17"))
 _mfu_number = _number("a fraction", MFU_FLOOR, Decimal(1), low_open=False)
 
 
@@ -177,6 +209,15 @@ def option_json(o: TrainingOption) -> dict[str, Any]:
         "devices_per_instance": o.devices_per_instance,
         "instances": o.instances,
         "devices": o.devices,
+        "generation": o.generation.value,
+        "inference_only": o.inference_only,
+        "mfu": {
+            "low": float(o.mfu[0]),
+            "default": float(o.mfu[1]),
+            "high": float(o.mfu[2]),
+            # False: no published run on the generation; the lowest calibrated default.
+            "calibrated": o.mfu_calibrated,
+        },
         "usd_per_hour": _num(o.usd_per_hour),
         "gpu_hours": _span_json(o.gpu_hours, "1"),
         "wall_clock_hours": _span_json(o.wall_hours, "0.1"),
@@ -217,6 +258,10 @@ def gate_json(g: BudgetGate) -> dict[str, Any]:
         "forecast_with_run_usd": _usd_num(g.forecast_with_run_usd),
         "hours_left_in_month": _num(g.hours_left_in_month, "0.1"),
         "over_budget": g.over,
+        # flag | file | ledger (the deployment's last scan: tag or table) | env
+        "budget_source": g.budget_source,
+        # False: no deployed ledger read; month-to-date as given, nothing running seen.
+        "ledger": g.ledger,
         # Running resources the forecast leaves out: unpriced, their spend unknown (not $0).
         "unpriced_resources": g.unpriced,
     }
@@ -226,7 +271,18 @@ def estimate_json(
     e: TrainingEstimate, gate: BudgetGate | None, catalog_as_of: str
 ) -> dict[str, Any]:
     r = e.request
-    low, mid, high = e.mfu
+    if e.mfu is not None:
+        low, mid, high = e.mfu
+        mfu: dict[str, Any] = {"low": float(low), "default": float(mid), "high": float(high)}
+    else:
+        # A default per generation: each option's own is in its "mfu".
+        mfu = {
+            "low": float(MFU_LOW),
+            "default": None,
+            "high": float(MFU_HIGH),
+            "by_generation": {g.value: float(m) for g, m in MFU_BY_GENERATION.items()},
+            "uncalibrated": float(UNCALIBRATED_MFU),
+        }
     return {
         "inputs": {
             "params": float(r.params),
@@ -237,9 +293,10 @@ def estimate_json(
             "bytes_per_param": float(r.bytes_per_param),
             "checkpoint_hours": float(r.checkpoint_hours),
             "restart_hours": float(r.restart_hours),
+            "include_inference": r.include_inference,
         },
         "flops": float(e.flops),
-        "mfu": {"low": float(low), "default": float(mid), "high": float(high)},
+        "mfu": mfu,
         "price_catalog_as_of": catalog_as_of,
         "spot_table": (
             {"as_of": e.spot_table.as_of.isoformat(), "source": e.spot_table.source}
@@ -253,47 +310,115 @@ def estimate_json(
     }
 
 
+def mfu_text(e: TrainingEstimate, *, marker: bool = True) -> str:
+    """The MFU the figures use: one, or the default of each generation among the options."""
+    if e.mfu is not None:
+        low, mid, high = e.mfu
+        keys = {o.accelerator.key for o in e.options}
+        if not keys and e.request.accelerator:
+            keys = {e.request.accelerator}
+        generations = {generation_of(k).value for k in keys}
+        if e.request.mfu is not None:
+            detail = "as given; "
+        elif len(generations) == 1:
+            calibrated = all(mfu_is_calibrated(k) for k in keys)
+            detail = f"{generations.pop()}, {'calibrated' if calibrated else 'not calibrated'}; "
+        else:
+            detail = ""
+        return f"MFU {mid} ({detail}range {low}–{high})"
+    defaults = sorted({(o.generation.value, o.mfu[1]) for o in e.options if o.mfu_calibrated})
+    parts = [f"{g} {m}" for g, m in defaults]
+    if any(not o.mfu_calibrated for o in e.options):
+        parts.append(f"{UNCALIBRATED_MFU} elsewhere ({'*: ' if marker else ''}not calibrated)")
+    return f"MFU by generation: {', '.join(parts)}; range {MFU_LOW}–{MFU_HIGH}"
+
+
 def estimate_text(e: TrainingEstimate, gate: BudgetGate | None) -> str:
+    from costguard.cli.terminal import columns
+
     r = e.request
-    low, mid, high = e.mfu
     lines = [
         f"Training {_big(r.params)} parameters on {_big(r.tokens)} tokens: "
-        f"6·N·T = {float(e.flops):.3g} FLOPs; MFU {mid} (range {low}–{high}).",
-        "Costs are ranges over that MFU range; the ranking is by the central on-demand cost.",
+        f"6·N·T = {float(e.flops):.3g} FLOPs; {mfu_text(e)}.",
+        "Each figure is at the central MFU; the on-demand range runs over the MFU range. "
+        "Ranked by the central on-demand cost, after the options whose model state fits "
+        "(those that cannot hold it at all come last, whatever they cost).",
         "",
-        f"{'#':>2} {'INSTANCE':<18} {'DEVICES':>13} {'GPU-HOURS':>19} {'WALL-CLOCK':>10} "
-        f"{'ON-DEMAND':>21} {'SPOT':>21} {'INTERRUPTIONS':>13}  MEMORY",
+    ]
+    grid = [
+        [
+            "#",
+            "INSTANCE",
+            "DEVICES",
+            "MFU",
+            "GPU-HOURS",
+            "WALL-CLOCK",
+            "ON-DEMAND",
+            "RANGE",
+            "SPOT",
+            "INTERRUPTIONS",
+            "MEMORY",
+        ]
     ]
     for i, o in enumerate(e.options, 1):
         spot = o.spot
-        lines.append(
-            f"{i:>2} {o.instance_type:<18} {f'{o.instances} x {o.devices_per_instance} {o.accelerator.key}':>13} "
-            f"{f'{o.gpu_hours.low:,.0f}–{o.gpu_hours.high:,.0f}':>19} {hours_text(o.wall_hours.mid):>10} "
-            f"{_span_usd(o.on_demand_usd):>21} "
-            f"{(_span_usd(spot.usd) if spot else 'n/a'):>21} "
-            f"{(f'{spot.expected_interruptions:.1f} ({spot.profile.bucket})' if spot else '-'):>13}  "
-            f"{o.memory.fit.value}"
+        grid.append(
+            [
+                str(i),
+                o.instance_type,
+                f"{o.instances} x {o.devices_per_instance} {o.accelerator.key}",
+                f"{o.mfu[1]}" + (" " if o.mfu_calibrated else "*"),
+                f"{o.gpu_hours.mid:,.0f}",
+                hours_text(o.wall_hours.mid),
+                usd(o.on_demand_usd.mid),
+                _span_usd(o.on_demand_usd),
+                usd(spot.usd.mid) if spot else "n/a",
+                f"{spot.expected_interruptions:.1f} ({spot.profile.bucket})" if spot else "-",
+                o.memory.fit.value,
+            ]
         )
-    if not e.options:
-        lines.append("   (no offered instance carries it in this region)")
     if e.options:
+        lines += columns(grid, frozenset({0, 3, 4, 5, 6, 7, 8, 9}))
         lines += ["", f"Memory of the first option, {e.options[0].memory.message}."]
+    else:
+        lines.append(f"No offered instance in {r.region} carries {_which(r.accelerator)}.")
+    if any(not o.mfu_calibrated for o in e.options):
+        lines.append(
+            f"* Not calibrated: no published run on that generation; its MFU is the lowest "
+            f"calibrated default ({UNCALIBRATED_MFU}), so the estimate errs towards cost."
+        )
     by_reason: dict[str, list[str]] = {}
     for t, why in e.skipped:
         by_reason.setdefault(why, []).append(t)
     for why, types in by_reason.items():
-        lines.append(f"Not an option: {', '.join(types)}: {why}")
+        if why == INFERENCE_ONLY_REASON:
+            lines.append(
+                f"Left out: {', '.join(types)}: Inferentia2 is an inference accelerator "
+                "(--include-inference lists it, ranked last)."
+            )
+        else:
+            lines.append(f"Not an option: {', '.join(types)}: {why}")
     notes = sorted({n for o in e.options for n in o.notes} | set(e.notes))
     lines += [f"Note: {n}" for n in notes]
-    if e.spot_table:
+    if e.spot_table and e.options:
         lines.append(
             f"Spot: interruption buckets and savings as of {e.spot_table.as_of} "
             f"({e.spot_table.source.split(':')[0]}); each interruption re-pays "
-            f"{r.restart_hours} h of restart and half a {r.checkpoint_hours} h checkpoint interval."
+            f"{_fmt_hours(r.restart_hours)} of restart and half a "
+            f"{_fmt_hours(r.checkpoint_hours)} checkpoint interval."
         )
     if gate:
         lines += ["", *gate_text(gate)]
     return "\n".join(lines)
+
+
+def _which(accelerator: str | None) -> str:
+    return accelerator if accelerator else "any accelerator"
+
+
+def _fmt_hours(hours: Decimal) -> str:
+    """``0.5 h``, ``1 h``: a duration as given, without a trailing ``.0``."""
+    return f"{hours.normalize():f} h"
 
 
 def gate_text(g: BudgetGate) -> list[str]:
@@ -304,15 +429,22 @@ def gate_text(g: BudgetGate) -> list[str]:
         verdict = "within budget, as far as the priced resources go"
     else:
         verdict = "within budget"
+    source = BUDGET_SOURCES.get(g.budget_source)
     lines = [
-        f"Project {g.project}: budget {budget}, month-to-date {usd(g.month_to_date_usd)}, "
-        f"forecast {usd(g.forecast_usd)}.",
+        f"Project {g.project}: budget {budget}"
+        + (f" (from {source})" if source else "")
+        + f", month-to-date {usd(g.month_to_date_usd)}, forecast {usd(g.forecast_usd)}.",
         f"The run costs {usd(g.run_usd)}; {usd(g.run_adds_usd)} of it lands this month "
         f"({_num(g.hours_left_in_month, '0.1')} h left): forecast with the run "
         f"{usd(g.forecast_with_run_usd)}: {verdict}.",
     ]
     if g.unpriced:
         lines.append(unpriced_text(g))
+    if not g.ledger:
+        lines.append(
+            "No ledger read (--table): month-to-date is as given, and what the project runs "
+            "now is not seen, so the forecast counts no run-rate."
+        )
     return lines
 
 
@@ -335,6 +467,24 @@ def _big(value: Decimal) -> str:
 
 
 def cmd_estimate_train(args: argparse.Namespace) -> int:
+    if not args.project:
+        # A gate option without the project it gates would be silently ignored: a CI job
+        # would pass every run and never know why.
+        given = [
+            flag
+            for flag, value in (
+                ("--budget", args.budget),
+                ("--budgets-file", args.budgets_file),
+                ("--spent", args.spent),
+                ("--table", args.table),
+            )
+            if value is not None
+        ]
+        if given:
+            raise common.CommandError(
+                f"{', '.join(given)} gate{'s' if len(given) == 1 else ''} a project's budget: "
+                "pass --project too"
+            )
     catalog = _catalog(args.catalog)
     request = TrainingRequest(
         params=args.params,
@@ -346,14 +496,23 @@ def cmd_estimate_train(args: argparse.Namespace) -> int:
         bytes_per_param=args.bytes_per_param,
         checkpoint_hours=args.checkpoint_minutes / MINUTES,
         restart_hours=args.restart_minutes / MINUTES,
+        include_inference=args.include_inference,
     )
     estimate = estimate_training(request, catalog)
+    if not estimate.options:
+        # Nothing to rank is not an answer: print why (the reasons), and say so in the exit.
+        sys.stdout.write(
+            render_train(args.format, estimate, None, catalog.as_of.isoformat(), common.now())
+        )
+        sys.stdout.flush()
+        raise common.CommandError(
+            f"no instance option: no type the price catalog offers in {request.region} "
+            f"carries {_which(request.accelerator)} (the estimate says why); try another "
+            "--gpu or --region",
+            common.EXIT_NO_DATA,
+        )
     gate = None
     if args.project:
-        if not estimate.options:
-            raise common.CommandError(
-                f"no instance option in {request.region} to gate on: pick another --gpu or --region"
-            )
         chosen = _chosen_option(estimate, args.instance_type)
         run_usd, wall = _run_cost(chosen, args.market)
         gate = _gate(args, run_usd, wall)
@@ -394,28 +553,93 @@ def _run_cost(o: TrainingOption, market: str) -> tuple[Decimal, Decimal]:
     return o.on_demand_usd.mid, o.wall_hours.mid
 
 
+#: Where a gate's budget came from, in words.
+BUDGET_SOURCES = {
+    "flag": "--budget",
+    "file": "the budgets file",
+    "ledger": "the deployment's last scan (a costguard:budget tag or its budgets table)",
+    "env": "COSTGUARD_PROJECTS_JSON",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerFigures:
+    """What a deployed ledger says of a project: month-to-date, the observations and the
+    last scan's watermark (the run-rate is computed from them), and the budget that scan
+    found (a ``costguard:budget`` tag, or the deployment's table)."""
+
+    month_to_date: Decimal
+    observations: Mapping[str, Observation]
+    watermark: datetime | None
+    budget: Decimal | None = None
+
+
 def _gate(args: argparse.Namespace, run_usd: Decimal, wall: Decimal) -> BudgetGate:
+    """The gate: offline from --budget/--spent or a budgets file, or on a deployed ledger."""
     from costguard.domain.calendar import hours_left_in_month
 
     at = common.now()
-    budget = args.budget if args.budget is not None else _budget_from_env(args.project)
+    entry = None
+    if args.budgets_file is not None:
+        from costguard.cli.budgets_file import BudgetsFileError, load_budgets
+
+        try:
+            entries = load_budgets(args.budgets_file)
+        except BudgetsFileError as exc:
+            raise common.CommandError(f"--budgets-file {exc}") from None
+        entry = entries.get(args.project)
+        if entry is None:
+            held = ", ".join(sorted(entries)[:10]) or "no project"
+            print(
+                f"costguard: note: --budgets-file {args.budgets_file} has no project "
+                f"{args.project!r} (it holds {held})",
+                file=sys.stderr,
+            )
+    if args.table and args.spent is not None:
+        raise common.CommandError(
+            "--spent is for a gate without a ledger: with --table, month-to-date is the ledger's"
+        )
+    figures = _read_ledger(args, at) if args.table else None
+    budget, source = _budget_for(args, entry, figures)
     if budget is None:
         raise common.CommandError(
             f"no budget for project {args.project!r}: pass --budget USD, or set it in "
             "COSTGUARD_PROJECTS_JSON"
+            + ("" if args.budgets_file else ", or in a --budgets-file")
+            + ("" if args.table else ", or read a deployed CostGuard's budgets with --table")
         )
-    mtd, observations, watermark = _read_ledger(args, at)
-    running = project_run_rate(observations.values(), args.project, watermark)
+    if figures is not None:
+        running = project_run_rate(figures.observations.values(), args.project, figures.watermark)
+        spent, rate, unpriced = figures.month_to_date, running.usd_per_hour, running.unpriced
+    else:
+        spent = args.spent if args.spent is not None else entry.spent if entry else Decimal(0)
+        rate, unpriced = Decimal(0), 0
     return budget_gate(
         args.project,
         budget,
-        mtd,
-        running.usd_per_hour,
+        spent,
+        rate,
         hours_left_in_month(at),
         run_usd,
         wall,
-        running.unpriced,
+        unpriced,
+        budget_source=source,
+        ledger=figures is not None,
     )
+
+
+def _budget_for(
+    args: argparse.Namespace, entry: Any, figures: LedgerFigures | None
+) -> tuple[Decimal | None, str]:
+    """The budget and where it came from: --budget, the budgets file, the deployment's last
+    scan (tags), then COSTGUARD_PROJECTS_JSON. What the pipeline names beats what it finds."""
+    if args.budget is not None:
+        return args.budget, "flag"
+    if entry is not None:
+        return entry.budget, "file"
+    if figures is not None and figures.budget is not None:
+        return figures.budget, "ledger"
+    return _budget_from_env(args.project), "env"
 
 
 def _budget_from_env(project: str) -> Decimal | None:
@@ -435,27 +659,34 @@ def _budget_from_env(project: str) -> Decimal | None:
         raise common.CommandError(f"{Env.PROJECTS_JSON}: {str(exc).splitlines()[0]}") from None
 
 
-def _read_ledger(
-    args: argparse.Namespace, at: datetime
-) -> tuple[Decimal, Mapping[str, Observation], datetime | None]:
-    """The project's month-to-date, the ledger's observations and the last scan's
-    watermark, read from the deployed ledger (the run-rate is computed from them by
-    :func:`project_run_rate`)."""
+def _read_ledger(args: argparse.Namespace, at: datetime) -> LedgerFigures:
+    """The project's month-to-date, the ledger's observations, the last scan's watermark
+    and the budget it found, read from the deployed ledger (the run-rate is computed from
+    them by :func:`project_run_rate`)."""
     from costguard.domain.calendar import month_key
+    from costguard.domain.launch import FIGURES_STATE, decode_figures
+    from costguard.domain.launch_policy import LaunchPolicy
 
     ledger, scope, region = common.deployed_ledger(
         args,
         args.table_region,
-        no_table="--project reads the project's month-to-date and forecast from a deployed "
-        "ledger: pass --table (the stack's LedgerTable output)",
+        no_table="--table names the deployed ledger (the stack's LedgerTable output)",
         no_region="no region for the ledger: pass --table-region (the stack's region)",
     )
     with common.table_errors(args.table, region):
         totals = ledger.month_totals(scope, month_key(at))
         watermark = ledger.watermark(scope)
         observations = ledger.observations(scope)
+        # The budget the last scan found (tag or table), left for the on-launch check.
+        figures = decode_figures(ledger.get_state(scope, FIGURES_STATE)[0], LaunchPolicy())
     row = totals.get(args.project)
-    return (row.usd if row else Decimal(0)), observations, watermark
+    found = figures.get(args.project)
+    return LedgerFigures(
+        row.usd if row else Decimal(0),
+        observations,
+        watermark,
+        found.budget if found else None,
+    )
 
 
 # -- estimate iteration ------------------------------------------------------------------------
@@ -463,56 +694,64 @@ def _read_ledger(
 
 def cmd_estimate_iteration(args: argparse.Namespace) -> int:
     rate = args.usd_per_hour
+    spot_rate = args.spot_usd_per_hour
     saving = args.spot_saving_pct / 100 if args.spot_saving_pct is not None else None
     bucket = args.interruption_bucket
     basis = "given"
-    needs_catalog = (
-        rate is None or saving is None or (bucket is None and args.interruptions_per_hour is None)
-    )
-    if needs_catalog and not args.instance_type:
+    itype = args.instance_type
+    sagemaker = bool(itype and itype.startswith("ml."))
+    needs_rate = rate is None
+    needs_saving = saving is None and spot_rate is None
+    needs_bucket = bucket is None and args.interruptions_per_hour is None
+    needs_catalog = needs_rate or needs_saving or needs_bucket
+    if needs_catalog and not itype:
         raise common.CommandError(
-            "pass --instance-type (priced from the catalog), or --usd-per-hour with "
-            "--spot-saving-pct and --interruption-bucket or --interruptions-per-hour"
+            "pass --instance-type (an EC2 or SageMaker ml.* type, priced from the catalog), or "
+            "--usd-per-hour with --spot-usd-per-hour or --spot-saving-pct, and "
+            "--interruption-bucket or --interruptions-per-hour"
         )
     # A named type is always looked up, if only to say that AWS no longer offers it.
-    catalog = _catalog(args.catalog) if args.instance_type else None
-    retired = catalog.retirement(args.instance_type) if catalog is not None else None
+    catalog = _catalog(args.catalog) if itype else None
+    retired = catalog.retirement(itype) if catalog is not None else None
     if retired is not None:
         print(
-            f"costguard: warning: {args.instance_type} is retired: {retired}. The estimate "
+            f"costguard: warning: {itype} is retired: {retired}. The estimate "
             "prices it as asked, but it is not a type to launch; "
             "`costguard estimate train --gpu ...` lists the current ones",
             file=sys.stderr,
         )
+    table_rate = None
     if needs_catalog:
-        assert catalog is not None
+        assert catalog is not None and itype is not None
         region = args.region or "us-east-1"
-        if rate is None:
-            _known_region(catalog, region)
-            rate = catalog.ec2_on_demand(region, args.instance_type)
-            if rate is None:
-                why = catalog.unpriced_reason("ec2", region, args.instance_type)
+        if needs_rate:
+            rate = _catalog_rate(catalog, region, itype, sagemaker)
+        if needs_saving or needs_bucket:
+            if catalog.spot is None:
                 raise common.CommandError(
-                    f"no on-demand rate for {args.instance_type} in {region}: {why}; "
-                    "pass --usd-per-hour"
+                    "the price catalog has no spot table: pass --spot-usd-per-hour or "
+                    "--spot-saving-pct, and --interruption-bucket or --interruptions-per-hour"
                 )
-        if catalog.spot is None:
-            raise common.CommandError("the price catalog has no spot table: pass the spot options")
-        profile = catalog.spot.profile(args.instance_type)
-        row = "its row" if profile.basis == "table" else "the default row: no row for its type"
-        basis = f"spot table of {catalog.spot.as_of}, {row}"
-        saving = profile.saving if saving is None else saving
-        bucket = bucket or profile.bucket
-        table_rate = catalog.spot.bucket_monthly_rate
-    else:
-        table_rate = None
+            profile = catalog.spot.profile(itype)
+            row = "its row" if profile.basis == "table" else "the default row: no row for its type"
+            if sagemaker:
+                row += " (EC2 spot, assumed for SageMaker managed spot)"
+            basis = f"spot table of {catalog.spot.as_of}, {row}"
+            if needs_saving:
+                saving = profile.saving
+            bucket = bucket or profile.bucket
+            table_rate = catalog.spot.bucket_monthly_rate
+    assert rate is not None  # given, or read from the catalog above
+    if spot_rate is not None:
+        saving = _saving_of(spot_rate, rate)
+        basis = "spot rate given" if basis == "given" else f"spot rate given; {basis}"
     if args.interruptions_per_hour is not None:
         lam = args.interruptions_per_hour
     else:
         assert bucket is not None
         monthly = (table_rate or _DEFAULT_BUCKET_RATES)[bucket]
         lam = hourly_rate(monthly)
-    assert rate is not None and saving is not None  # given, or read from the catalog above
+    assert saving is not None
     plan = IterationPlan(
         work_hours=args.work_hours,
         usd_per_hour=rate,
@@ -525,10 +764,44 @@ def cmd_estimate_iteration(args: argparse.Namespace) -> int:
         latency_share=args.latency_share,
         spot_extra_setup_hours=args.spot_extra_setup_minutes / MINUTES,
     )
-    data = iteration_json(plan, bucket, basis, instance_type=args.instance_type, retired=retired)
+    data = iteration_json(plan, bucket, basis, instance_type=itype, retired=retired)
     sys.stdout.write(render_iteration(args.format, data, common.now()))
     sys.stdout.flush()
     return common.EXIT_OK
+
+
+def _catalog_rate(catalog: Any, region: str, itype: str, sagemaker: bool) -> Decimal:
+    """The on-demand $/h of an EC2 type, or of a SageMaker ``ml.*`` type (its own rates)."""
+    service = "sagemaker" if sagemaker else "ec2"
+    rates = catalog.sagemaker if sagemaker else catalog.ec2
+    if region not in rates:
+        known = ", ".join(sorted(rates)) or "no region"
+        label = "SageMaker" if sagemaker else "EC2"
+        raise common.CommandError(
+            f"the price catalog (as of {catalog.as_of}) has no {label} prices for region "
+            f"{region!r}; it knows "
+            f"{known}: check --region, or add the region with "
+            f"`costguard prices refresh --region {region}`"
+        )
+    rate: Decimal | None = (
+        catalog.sagemaker_rate(region, itype) if sagemaker else catalog.ec2_on_demand(region, itype)
+    )
+    if rate is None:
+        why = catalog.unpriced_reason(service, region, itype)
+        raise common.CommandError(
+            f"no on-demand rate for {itype} in {region}: {why}; pass --usd-per-hour"
+        )
+    return rate
+
+
+def _saving_of(spot: Decimal, on_demand: Decimal) -> Decimal:
+    """The spot saving a spot $/h means against the on-demand one."""
+    if on_demand <= 0 or spot > on_demand:
+        raise common.CommandError(
+            f"--spot-usd-per-hour {spot} is above the on-demand rate {_dollars(float(on_demand))}"
+            "/h: spot would save nothing (compare on-demand alone, or check the rates)"
+        )
+    return 1 - spot / on_demand
 
 
 #: The bucket rates when the spot options are all given (no catalog read).
@@ -572,6 +845,7 @@ def iteration_json(
         "inputs": {
             "work_hours": float(plan.work_hours),
             "usd_per_hour_on_demand": float(plan.usd_per_hour),
+            "usd_per_hour_spot": _num(plan.usd_per_hour * (1 - plan.spot_saving)),
             "setup_hours": _num(plan.setup_hours),
             "iterations_per_setup": plan.iterations_per_setup,
             "checkpoint_hours": _num(plan.checkpoint_hours),
@@ -600,6 +874,12 @@ def iteration_json(
     }
 
 
+def _per_hour_text(value: float) -> str:
+    """A small rate in plain digits (``0.000035``, never ``3.5e-05``)."""
+    text = f"{value:.6f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
 def _dollars(value: float) -> str:
     """A rate as given, to the cent at least: ``$3.00``, ``$1.006`` (the catalog's three
     places kept). Defect: ``--usd-per-hour 3`` was said ``at $3.0/h``."""
@@ -612,8 +892,9 @@ def iteration_text(data: dict[str, Any]) -> str:
     i = data["inputs"]
     rows = [
         f"One iteration of {i['work_hours']} h at {_dollars(i['usd_per_hour_on_demand'])}/h "
-        "on-demand "
-        f"(spot saves {i['spot_saving_pct']}%, {i['interruptions_per_hour']} interruptions/h"
+        f"on-demand, {_dollars(i['usd_per_hour_spot'])}/h on spot "
+        f"(spot saves {i['spot_saving_pct']}%, {_per_hour_text(i['interruptions_per_hour'])} "
+        "interruptions/h"
         + (f", bucket {i['interruption_bucket']}" if i["interruption_bucket"] else "")
         + f"; {i['spot_basis']}).",
         "",
@@ -655,8 +936,12 @@ TRAIN_COLUMNS = (
     Column("instances", "Instances", "right"),
     Column("devices_per_instance", "Devices each", "right"),
     Column("accelerator", "Accelerator"),
+    Column("generation", "Generation"),
+    Column("mfu", "MFU", "right"),
+    Column("mfu_calibrated", "MFU calibrated"),
     Column("usd_per_hour", "$/h", "right"),
     Column("gpu_hours_low", "GPU-hours low", "right"),
+    Column("gpu_hours", "GPU-hours", "right"),
     Column("gpu_hours_high", "GPU-hours high", "right"),
     Column("wall_clock_hours", "Wall-clock (h)", "right"),
     Column("on_demand_usd_low", "On-demand low", "right"),
@@ -669,15 +954,18 @@ TRAIN_COLUMNS = (
     Column("interruption_bucket", "Bucket"),
     Column("memory_fit", "Memory"),
 )
-#: What markdown shows of it: the text's columns, ranges as the text writes them.
+#: What markdown shows of it: the text's columns, central figures and the on-demand range
+#: as the text writes them.
 TRAIN_VIEW = (
     Column("rank", "#", "right"),
     Column("instance_type", "Instance"),
     Column("devices", "Devices", "right"),
+    Column("mfu_shown", "MFU", "right"),
     Column("gpu_hours", "GPU-hours", "right"),
     Column("wall_clock", "Wall-clock", "right"),
-    Column("on_demand", "On-demand", "right"),
-    Column("spot", "Spot", "right"),
+    Column("on_demand_usd", "On-demand", "right"),
+    Column("on_demand", "Range", "right"),
+    Column("spot_usd", "Spot", "right"),
     Column("interruptions", "Interruptions", "right"),
     Column("memory_fit", "Memory"),
 )
@@ -706,11 +994,15 @@ def train_rows(e: TrainingEstimate) -> list[dict[str, str | Cell]]:
                 "instances": str(o.instances),
                 "devices_per_instance": str(o.devices_per_instance),
                 "accelerator": o.accelerator.key,
+                "generation": o.generation.value,
+                "mfu": str(o.mfu[1]),
+                "mfu_calibrated": "yes" if o.mfu_calibrated else "no",
+                "mfu_shown": f"{o.mfu[1]}" + ("" if o.mfu_calibrated else " (not calibrated)"),
                 "devices": f"{o.instances} x {o.devices_per_instance} {o.accelerator.key}",
                 "usd_per_hour": rate_cell(o.usd_per_hour),
                 "gpu_hours_low": _plain(o.gpu_hours.low, "1"),
+                "gpu_hours": Cell(f"{o.gpu_hours.mid:,.0f}", _plain(o.gpu_hours.mid, "1")),
                 "gpu_hours_high": _plain(o.gpu_hours.high, "1"),
-                "gpu_hours": f"{o.gpu_hours.low:,.0f}–{o.gpu_hours.high:,.0f}",
                 "wall_clock_hours": _plain(o.wall_hours.mid, "0.1"),
                 "wall_clock": hours_text(o.wall_hours.mid),
                 "on_demand_usd_low": _money(o.on_demand_usd.low),
@@ -742,20 +1034,54 @@ def render_train(
     rows = train_rows(e)
     heading = (
         f"CostGuard estimate: {_big(r.params)} parameters on {_big(r.tokens)} tokens, "
-        f"{r.accelerator} in {r.region} (prices as of {catalog_as_of})"
+        f"{_which(r.accelerator)} in {r.region} (prices as of {catalog_as_of}); "
+        f"{mfu_text(e, marker=False)}"
     )
     if gate is not None:
         heading += f"; project {gate.project}: {'OVER BUDGET' if gate.over else 'within budget'}"
+    views = [Table(TRAIN_VIEW, rows)]
+    if gate is not None:
+        views.insert(0, gate_table(gate))
     return render(
         fmt,
         kind="estimate.train",
         data=estimate_json(e, gate, catalog_as_of),
         table=Table(TRAIN_COLUMNS, rows),
-        views=(Table(TRAIN_VIEW, rows),),
+        views=tuple(views),
         generated_at=at,
         text=estimate_text(e, gate),
         heading=heading,
-        empty="No offered instance carries it in this region.",
+        empty=f"No offered instance in {r.region} carries {_which(r.accelerator)}.",
+    )
+
+
+def gate_table(g: BudgetGate) -> Table:
+    """The budget gate as a PR comment shows it, above the options: one row per figure."""
+    verdict = (
+        "OVER BUDGET"
+        if g.over
+        else "within budget, as far as the priced resources go"
+        if g.unpriced
+        else "within budget"
+    )
+    figures: list[tuple[str, str]] = [
+        ("Budget", usd(g.budget_usd) if g.budget_usd is not None else "none"),
+        ("Budget from", BUDGET_SOURCES.get(g.budget_source, g.budget_source)),
+        ("Spent this month", usd(g.month_to_date_usd)),
+        ("Forecast without the run", usd(g.forecast_usd)),
+        ("The run", usd(g.run_usd)),
+        ("Of it this month", usd(g.run_adds_usd)),
+        ("Forecast with the run", usd(g.forecast_with_run_usd)),
+        ("Verdict", verdict),
+    ]
+    if g.unpriced:
+        figures.append(("Left out", f"{g.unpriced} running resources the catalog cannot price"))
+    if not g.ledger:
+        figures.append(("Running now", "not seen: no ledger (--table), run-rate taken as $0/h"))
+    rows: list[dict[str, str | Cell]] = [{"what": k, "value": v} for k, v in figures]
+    return Table(
+        (Column("what", "Budget gate"), Column("value", f"Project {g.project}", "right")),
+        rows,
     )
 
 
@@ -827,15 +1153,20 @@ def register(sub: Any, flags: common.Flags) -> None:
         help="a training run's GPU-hours and cost on every instance carrying the accelerator",
         description=(
             "Training compute 6·N·T FLOPs, turned into GPU-hours at the accelerator's dense "
-            "BF16/FP16 peak and an MFU (default 0.35, range 0.25-0.45, calibrated on published "
-            "runs). Ranked instance options offered in --region, with on-demand and spot cost "
-            "as ranges, a coarse memory check, and with --project a budget gate "
-            f"(exit {common.EXIT_OVER_BUDGET} when the run would take the month forecast over budget)."
+            "BF16/FP16 peak and an MFU (a default per accelerator generation, calibrated on "
+            "published runs; range 0.25-0.45). Ranked instance options offered in --region, "
+            "with central on-demand and spot costs and the on-demand range, a coarse memory "
+            "check, and with --project a budget gate that needs no AWS account with --budget "
+            f"or --budgets-file (exit {common.EXIT_OVER_BUDGET} when the run would take the "
+            f"month forecast over budget; exit {common.EXIT_NO_DATA} when no instance option "
+            "matches)."
         ),
     )
-    train.add_argument("--params", type=params_count, required=True, help="parameters, e.g. 7e9")
     train.add_argument(
-        "--tokens", type=tokens_count, required=True, help="training tokens, e.g. 2e12"
+        "--params", type=params_count, required=True, help="parameters, e.g. 7B, 300M or 7e9"
+    )
+    train.add_argument(
+        "--tokens", type=tokens_count, required=True, help="training tokens, e.g. 2T or 1.5T"
     )
     train.add_argument(
         "--gpu",
@@ -845,7 +1176,15 @@ def register(sub: Any, flags: common.Flags) -> None:
     train.add_argument(
         "--mfu",
         type=mfu_arg,
-        help=f"model FLOPs utilization, {MFU_FLOOR} to 1 (default {DEFAULT_MFU})",
+        help=f"model FLOPs utilization, {MFU_FLOOR} to 1 (default: per accelerator "
+        "generation, "
+        + ", ".join(f"{g.value} {m}" for g, m in MFU_BY_GENERATION.items())
+        + f", {UNCALIBRATED_MFU} elsewhere)",
+    )
+    train.add_argument(
+        "--include-inference",
+        action="store_true",
+        help="also list inference-only accelerators (Inferentia2), ranked last",
     )
     train.add_argument(
         "--gpus", type=gpu_count, help="devices to run on (default: one instance of each option)"
@@ -875,17 +1214,33 @@ def register(sub: Any, flags: common.Flags) -> None:
         "--project", type=common.PROJECT, help="gate the launch on this project's budget"
     )
     gate.add_argument(
+        "--budgets-file",
+        type=common.file_path,
+        metavar="PATH",
+        help="JSON or simple YAML: project -> monthly budget, or {budget, spent}; no AWS needed",
+    )
+    gate.add_argument(
+        "--spent",
+        type=usd_arg,
+        metavar="USD",
+        help="the project's spend this month so far, without a ledger (default: the budgets "
+        "file's, else 0)",
+    )
+    gate.add_argument(
         "--table",
         type=common.table_name,
         metavar="TABLE",
-        help="the deployed ledger table (stack output LedgerTable)",
+        help="a deployed ledger table (stack output LedgerTable): month-to-date, run-rate "
+        "and tagged budgets from it",
     )
     gate.add_argument("--table-region", **common.TABLE_REGION)
     gate.add_argument("--scope", type=common.SCOPE, help="ledger scope (default: the account id)")
     gate.add_argument(
         "--budget",
         type=usd_arg,
-        help="the project's monthly budget (default: COSTGUARD_PROJECTS_JSON)",
+        metavar="USD",
+        help="the project's monthly budget (default: the budgets file, the ledger's tagged "
+        "budget, COSTGUARD_PROJECTS_JSON)",
     )
     gate.add_argument(
         "--instance-type", help="the option the run uses (default: the top-ranked one)"
@@ -908,9 +1263,19 @@ def register(sub: Any, flags: common.Flags) -> None:
         ),
     )
     it.add_argument("--work-hours", type=hours_arg, required=True, help="compute per iteration")
-    it.add_argument("--instance-type", help="EC2 type: rate and spot bucket from the catalog")
+    it.add_argument(
+        "--instance-type",
+        help="EC2 type, or SageMaker ml.* type: rate and spot bucket from the catalog",
+    )
     _pricing_flags(it)
     it.add_argument("--usd-per-hour", type=usd_arg, help="on-demand rate (default: the catalog's)")
+    spot_price = it.add_mutually_exclusive_group()
+    spot_price.add_argument(
+        "--spot-usd-per-hour",
+        type=usd_arg,
+        metavar="USD",
+        help="the spot rate itself, e.g. from the console (instead of --spot-saving-pct)",
+    )
     it.add_argument("--setup-minutes", type=minutes, default=Decimal(20), help="default 20")
     it.add_argument("--iterations-per-setup", type=iterations, default=1, help="default 1")
     it.add_argument(
@@ -931,7 +1296,9 @@ def register(sub: Any, flags: common.Flags) -> None:
         default=Decimal(0),
         help="extra setup per spot launch, e.g. waiting for capacity (default 0)",
     )
-    it.add_argument("--spot-saving-pct", type=percent, help="default: the catalog's for the type")
+    spot_price.add_argument(
+        "--spot-saving-pct", type=percent, help="default: the catalog's for the type"
+    )
     it.add_argument("--interruption-bucket", choices=list(BUCKETS), help="default: the type's")
     it.add_argument(
         "--interruptions-per-hour", type=per_hour, help="override the bucket with a rate per hour"

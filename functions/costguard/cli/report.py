@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from costguard.cli import common
 from costguard.cli.common import format_flag
 from costguard.cli.output import Column, Table, write
+from costguard.domain.billed import BILLED_NOTE
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -158,6 +159,25 @@ def report_data(r: Report) -> dict[str, Any]:
             "month_to_date_only": list(r.blind.month_to_date_only),
         },
         "thresholds_percent": list(r.thresholds),
+        # Cost Explorer's month beside the scan's (costExplorer on); null when never read.
+        "billed_beside_seen": None
+        if r.billed is None
+        else {
+            "as_of": r.billed.as_of,
+            "note": BILLED_NOTE,
+            "projects": [
+                {
+                    "project": b.project,
+                    "seen_by_scan_usd": _money(b.seen),
+                    "billed_usd": _money(b.billed),
+                    "difference_usd": _money(b.difference),
+                    "not_seen_by_scan_usd": _money(b.not_seen),
+                    "data_transfer_usd": _money(b.data_transfer),
+                    "other_usd": _money(b.other),
+                }
+                for b in r.billed.rows
+            ],
+        },
     }
 
 
@@ -169,6 +189,7 @@ def report_table(r: Report) -> Table:
     def crossed(b: Burn) -> str:
         return ", ".join(f"{c.pct}%{' (forecast)' if c.projected else ''}" for c in b.crossings)
 
+    billed = {x.project: x for x in r.billed.rows} if r.billed is not None else {}
     rows = [
         {
             "project": b.project or "(unattributed)",
@@ -182,9 +203,25 @@ def report_table(r: Report) -> Table:
             "status": b.status.value,
             "thresholds_crossed": crossed(b),
             "team": r.team_of.get(b.project or "", ""),
+            **(
+                {
+                    "billed_usd": usd_cell(billed[b.project].billed),
+                    "not_seen_usd": usd_cell(billed[b.project].not_seen),
+                }
+                if b.project in billed
+                else {"billed_usd": "", "not_seen_usd": ""}
+            ),
         }
         for b in (*r.burns, *([r.unattributed] if r.unattributed else []))
     ]
+    extra = (
+        (
+            Column("billed_usd", "Billed (AWS)", "right"),
+            Column("not_seen_usd", "Not seen by scan", "right"),
+        )
+        if billed
+        else ()
+    )
     # The team column only where the deployment has teams: a report without teams reads
     # (and its CSV parses) as before.
     team = (Column("team", "Team"),) if r.teams else ()
@@ -201,6 +238,7 @@ def report_table(r: Report) -> Table:
             Column("unpriced_resources", "Unpriced", "right"),
             Column("status", "Status"),
             Column("thresholds_crossed", "Thresholds"),
+            *extra,
         ),
         rows,
         title="Projects",

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
+from costguard.domain.billed import BILLED_NOTE
 from costguard.domain.models import parse_key
 from costguard.domain.money import ZERO, cents, per_hour
 from costguard.domain.report import Burn, Report
@@ -460,6 +461,7 @@ def render(report: Report) -> str:
     )
     if r.teams:
         out.append(_teams_html(r))
+    out.append(_billed_html(r))
     if r.live:
         out.append("<h2>Spend by kind (current run-rate)</h2>")
         out.append(
@@ -650,6 +652,40 @@ def _short_key(key: str) -> str:
     """A finding's subject without the account (the page is about one account)."""
     parts = parse_key(key)
     return key if parts is None else f"{parts.region}/{parts.kind}/{parts.id}"
+
+
+def _billed_html(r: Report) -> str:
+    """What AWS billed each project beside what the scan saw (Cost Explorer), when read."""
+    if r.billed is None or not r.billed.rows:
+        return ""
+    rows = (
+        [
+            _project(b.project),
+            _num(usd(b.seen)),
+            _num(usd(b.billed)),
+            _num(("+" if b.difference >= 0 else "−") + usd(abs(b.difference))),
+            _num(usd(b.data_transfer)),
+            _num(usd(b.other)),
+        ]
+        for b in r.billed.rows
+    )
+    return (
+        '<section data-role="billed"><h2>Billed by AWS beside what the scan saw</h2>'
+        f'<p class="muted">{esc(BILLED_NOTE)} Read {esc(_stamp(r.billed.as_of))}.</p>'
+        + table(
+            [
+                ("Project", False),
+                ("Seen by the scan", True),
+                ("Billed", True),
+                ("Difference", True),
+                ("Data transfer", True),
+                ("Other, not seen", True),
+            ],
+            rows,
+            "Nothing billed.",
+        )
+        + "</section>"
+    )
 
 
 def _blind_html(r: Report) -> str:

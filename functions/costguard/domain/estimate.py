@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from costguard.domain.accelerators import ACCELERATORS, BY_KEY, AcceleratorSpec
 from costguard.domain.calendar import require_utc
+from costguard.domain.models import AcceleratorKind
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.spend import Observation
@@ -26,8 +27,8 @@ FLOPS_PER_PARAM_TOKEN = Decimal(6)
 SECONDS_PER_HOUR = Decimal(3600)
 TERA = Decimal(10) ** 12
 
-#: Model FLOPs utilization: default and plausible range, calibrated on PUBLISHED_RUNS.
-DEFAULT_MFU = Decimal("0.35")
+#: Model FLOPs utilization: the plausible range, where published runs of every generation
+#: fall (the default within it is per generation: :data:`MFU_BY_GENERATION`).
 MFU_LOW = Decimal("0.25")
 MFU_HIGH = Decimal("0.45")
 #: Half-width of the range around an MFU the user gives (clipped to (0, 1]).
@@ -36,6 +37,67 @@ MFU_SPREAD = Decimal("0.10")
 #: the number is a typo (0.0035 for 0.35), not a plan, and its GPU-hours run past what
 #: any output can round.
 MFU_FLOOR = Decimal("0.01")
+
+
+class Generation(StrEnum):
+    """An accelerator generation: the unit the MFU default is calibrated for."""
+
+    AMPERE = "Ampere"
+    HOPPER = "Hopper"
+    BLACKWELL = "Blackwell"
+    ADA = "Ada Lovelace"
+    TURING = "Turing"
+    VOLTA = "Volta"
+    TRAINIUM = "Trainium"
+    TRAINIUM2 = "Trainium2"
+    INFERENTIA2 = "Inferentia2"
+
+
+#: Accelerator key -> its generation (a test checks that every accelerator has one).
+GENERATION_OF: dict[str, Generation] = {
+    "a100-40gb": Generation.AMPERE,
+    "a100-80gb": Generation.AMPERE,
+    "a10g": Generation.AMPERE,
+    "h100": Generation.HOPPER,
+    "h200": Generation.HOPPER,
+    "b200": Generation.BLACKWELL,
+    "l40s": Generation.ADA,
+    "l4": Generation.ADA,
+    "t4": Generation.TURING,
+    "v100": Generation.VOLTA,
+    "trainium1": Generation.TRAINIUM,
+    "trainium2": Generation.TRAINIUM2,
+    "inferentia2": Generation.INFERENTIA2,
+}
+
+#: The calibrated default per generation: the geometric midpoint of the lowest and highest
+#: implied MFU of the generation's calibrating runs (it minimises the worst relative error),
+#: to two places. Ampere: √(0.350 · 0.435) = 0.390; Hopper: one run, 0.345 → 0.35. A test
+#: recomputes both from CALIBRATION_RUNS.
+MFU_BY_GENERATION: dict[Generation, Decimal] = {
+    Generation.AMPERE: Decimal("0.39"),
+    Generation.HOPPER: Decimal("0.35"),
+}
+#: A generation with no published run takes the lowest calibrated default: an estimate
+#: with nothing to calibrate it on errs towards cost, and says that it is not calibrated.
+UNCALIBRATED_MFU: Decimal = min(MFU_BY_GENERATION.values())
+#: Every calibration run's GPU-hours land within this of the published figure at its
+#: generation's default (a test holds each one to it; the docs table shows the error).
+CALIBRATION_TOLERANCE = Decimal("0.15")
+
+
+def generation_of(accelerator: str) -> Generation:
+    return GENERATION_OF[accelerator]
+
+
+def default_mfu(accelerator: str) -> Decimal:
+    """The MFU an estimate on ``accelerator`` assumes when none is given."""
+    return MFU_BY_GENERATION.get(generation_of(accelerator), UNCALIBRATED_MFU)
+
+
+def mfu_is_calibrated(accelerator: str) -> bool:
+    return generation_of(accelerator) in MFU_BY_GENERATION
+
 
 #: Weights + gradients in BF16 (2 + 2) and Adam's FP32 master weights, m and v (4 + 4 + 4).
 DEFAULT_BYTES_PER_PARAM = Decimal(16)
@@ -54,12 +116,28 @@ class PublishedRun:
     accelerator: str
     gpu_hours: Decimal
     source: str
+    #: Why the run does not calibrate its generation's default ("": it does).
+    excluded_because: str = ""
+
+    @property
+    def generation(self) -> Generation:
+        return generation_of(self.accelerator)
 
     def implied_mfu(self) -> Decimal:
         spec = BY_KEY[self.accelerator]
         return training_flops(self.params, self.tokens) / (
             spec.peak_tflops * TERA * SECONDS_PER_HOUR * self.gpu_hours
         )
+
+    def estimated_gpu_hours(self) -> Decimal:
+        """The run's GPU-hours as an estimate computes them, at its generation's default."""
+        spec = BY_KEY[self.accelerator]
+        flops = training_flops(self.params, self.tokens)
+        return gpu_hours(flops, spec.peak_tflops, default_mfu(self.accelerator))
+
+    def error(self) -> Decimal:
+        """(estimated − published) / published: positive when the estimate is high."""
+        return self.estimated_gpu_hours() / self.gpu_hours - 1
 
 
 _LLAMA2 = (
@@ -71,8 +149,21 @@ _LLAMA31 = (
     "(15.6T for 405B, 15T+ for the others)"
 )
 
-#: Runs whose published GPU-hours calibrate DEFAULT_MFU (tests check the default against them).
-PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
+_LLAMA31_70B_OUT = (
+    "its published GPU-hours imply MFU 0.253, against 0.345 for Llama 3.1 405B on the same "
+    "H100s and the 38-43 % the Llama 3 paper measured for the 405B's pretraining (table 4): "
+    "the model card does not split a model's GPU-hours by stage, and these cover more than "
+    "6·N·T of pretraining. At Hopper's default it lands 28 % low; calibrated on it, the "
+    "405B would land 36 % high"
+)
+_LLAMA31_8B_OUT = (
+    "its published GPU-hours imply MFU 0.139, outside the range of every other run: as for "
+    "the 70B, they cover far more than 6·N·T of pretraining"
+)
+
+#: Runs with published GPU-hours. Those not excluded calibrate their generation's default
+#: (MFU_BY_GENERATION); tests hold each one within CALIBRATION_TOLERANCE of it.
+CALIBRATION_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun(
         "Llama 2 7B", Decimal("7e9"), Decimal("2e12"), "a100-80gb", Decimal(184320), _LLAMA2
     ),
@@ -89,15 +180,30 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         "Llama 3.1 405B", Decimal("405e9"), Decimal("15.6e12"), "h100", Decimal("30.84e6"), _LLAMA31
     ),
     PublishedRun(
-        "Llama 3.1 70B", Decimal("70e9"), Decimal("15e12"), "h100", Decimal("7.0e6"), _LLAMA31
+        "Llama 3.1 70B",
+        Decimal("70e9"),
+        Decimal("15e12"),
+        "h100",
+        Decimal("7.0e6"),
+        _LLAMA31,
+        _LLAMA31_70B_OUT,
     ),
-)
-#: Published, but outside the range: its GPU-hours cover far more than 6·N·T (see the docs).
-OUTLIER_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun(
-        "Llama 3.1 8B", Decimal("8e9"), Decimal("15e12"), "h100", Decimal("1.46e6"), _LLAMA31
+        "Llama 3.1 8B",
+        Decimal("8e9"),
+        Decimal("15e12"),
+        "h100",
+        Decimal("1.46e6"),
+        _LLAMA31,
+        _LLAMA31_8B_OUT,
     ),
 )
+#: The runs that calibrate a default.
+PUBLISHED_RUNS: tuple[PublishedRun, ...] = tuple(
+    r for r in CALIBRATION_RUNS if not r.excluded_because
+)
+#: Published, but excluded from the calibration, each with its reason.
+OUTLIER_RUNS: tuple[PublishedRun, ...] = tuple(r for r in CALIBRATION_RUNS if r.excluded_because)
 
 
 # -- small value types -----------------------------------------------------------------------
@@ -115,11 +221,14 @@ class Span:
         return Span(self.low * factor, self.mid * factor, self.high * factor)
 
 
-def mfu_span(mfu: Decimal | None) -> tuple[Decimal, Decimal, Decimal]:
-    """(lowest, central, highest) MFU: the calibrated default and range, or ±0.10 around
-    the one given. A higher MFU is a *lower* cost, so costs run high → low with it."""
+def mfu_span(
+    mfu: Decimal | None, default: Decimal = UNCALIBRATED_MFU
+) -> tuple[Decimal, Decimal, Decimal]:
+    """(lowest, central, highest) MFU: the generation's ``default`` within the calibrated
+    range, or ±0.10 around the one given. A higher MFU is a *lower* cost, so costs run
+    high → low with it."""
     if mfu is None:
-        return MFU_LOW, DEFAULT_MFU, MFU_HIGH
+        return MFU_LOW, default, MFU_HIGH
     if not (mfu.is_finite() and MFU_FLOOR <= mfu <= 1):
         raise ValueError(f"MFU is a fraction from {MFU_FLOOR} to 1, got {mfu}")
     low = max(mfu - MFU_SPREAD, mfu / 2)
@@ -137,7 +246,7 @@ def gpu_hours(flops: Decimal, peak_tflops: Decimal, mfu: Decimal) -> Decimal:
 
 
 def gpu_hours_span(flops: Decimal, spec: AcceleratorSpec, mfu: Decimal | None) -> Span:
-    low_mfu, mid_mfu, high_mfu = mfu_span(mfu)
+    low_mfu, mid_mfu, high_mfu = mfu_span(mfu, default_mfu(spec.key))
     return Span(
         gpu_hours(flops, spec.peak_tflops, high_mfu),
         gpu_hours(flops, spec.peak_tflops, mid_mfu),
@@ -449,6 +558,9 @@ class TrainingRequest:
     bytes_per_param: Decimal = DEFAULT_BYTES_PER_PARAM
     checkpoint_hours: Decimal = DEFAULT_CHECKPOINT_HOURS
     restart_hours: Decimal = DEFAULT_RESTART_HOURS
+    #: List inference-only accelerators (Inferentia) too, ranked last. Naming one as the
+    #: ``accelerator`` lists it as well.
+    include_inference: bool = False
 
     def __post_init__(self) -> None:
         for name in ("params", "tokens", "bytes_per_param"):
@@ -483,6 +595,18 @@ class TrainingOption:
     spot: SpotEstimate | None
     memory: MemoryFit
     notes: tuple[str, ...] = ()
+    #: (lowest, central, highest) MFU the figures use: the generation's default or the given.
+    mfu: tuple[Decimal, Decimal, Decimal] = (MFU_LOW, UNCALIBRATED_MFU, MFU_HIGH)
+    #: False: the generation has no published run, and its default is the fallback.
+    mfu_calibrated: bool = True
+
+    @property
+    def generation(self) -> Generation:
+        return generation_of(self.accelerator.key)
+
+    @property
+    def inference_only(self) -> bool:
+        return is_inference_only(self.accelerator)
 
     @property
     def devices(self) -> int:
@@ -493,7 +617,8 @@ class TrainingOption:
 class TrainingEstimate:
     request: TrainingRequest
     flops: Decimal
-    mfu: tuple[Decimal, Decimal, Decimal]
+    #: The MFU every option uses; None when they differ (a default per generation).
+    mfu: tuple[Decimal, Decimal, Decimal] | None
     options: tuple[TrainingOption, ...]
     #: (instance type, why it is not an option): retired, not offered, unpriced.
     skipped: tuple[tuple[str, str], ...] = ()
@@ -501,21 +626,41 @@ class TrainingEstimate:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+#: Why an inference-only accelerator is not a training option unless asked.
+INFERENCE_ONLY_REASON = "an inference accelerator: not a training option unless asked"
+
+
+def is_inference_only(spec: AcceleratorSpec) -> bool:
+    """Inferentia is sold for inference; the Neuron SDK trains on Trainium. Ranked as a
+    training option it looks cheapest (its peak is Trainium's), which misleads."""
+    return spec.kind is AcceleratorKind.INFERENTIA
+
+
 def estimate_training(request: TrainingRequest, catalog: PriceCatalog) -> TrainingEstimate:
     """Rank every offered EC2 option carrying the accelerator (or every accelerator).
 
     An option uses whole instances: ``--gpus`` rounded up to the instance's device count,
-    or one instance when no count is given. Cost assumes MFU holds at that scale.
+    or one instance when no count is given. Cost assumes MFU holds at that scale; the MFU
+    is the accelerator generation's calibrated default unless one is given. Inference-only
+    accelerators are left out unless named or ``include_inference``, and then ranked last.
     """
     flops = training_flops(request.params, request.tokens)
-    span = mfu_span(request.mfu)
     specs = [a for a in ACCELERATORS if request.accelerator in (None, a.key)]
     if not specs:
         raise ValueError(f"unknown accelerator {request.accelerator!r}")
     offered = set(catalog.offered_types(request.region))
     options: list[TrainingOption] = []
     skipped: list[tuple[str, str]] = []
+    spans: set[tuple[Decimal, Decimal, Decimal]] = set()
     for spec in specs:
+        if (
+            is_inference_only(spec)
+            and request.accelerator is None
+            and not request.include_inference
+        ):
+            skipped.extend((itype, INFERENCE_ONLY_REASON) for itype, _ in spec.instances)
+            continue
+        span = mfu_span(request.mfu, default_mfu(spec.key))
         hours = gpu_hours_span(flops, spec, request.mfu)
         for itype, per in spec.instances:
             if itype not in offered:
@@ -530,6 +675,7 @@ def estimate_training(request: TrainingRequest, catalog: PriceCatalog) -> Traini
             notes: tuple[str, ...] = (spec.caveat,) if spec.caveat else ()
             if request.gpus is not None and devices != request.gpus:
                 notes += (f"{request.gpus} GPUs rounded up to {instances} x {itype} ({devices})",)
+            spans.add(span)
             options.append(
                 TrainingOption(
                     instance_type=itype,
@@ -545,11 +691,15 @@ def estimate_training(request: TrainingRequest, catalog: PriceCatalog) -> Traini
                         request.params, request.bytes_per_param, spec.memory_gb, devices
                     ),
                     notes=notes,
+                    mfu=span,
+                    mfu_calibrated=request.mfu is not None or mfu_is_calibrated(spec.key),
                 )
             )
-    # Options where the model state cannot fit at all go last, whatever they cost.
+    # Inference-only accelerators go last, then options whose model state cannot fit at
+    # all, whatever they cost.
     options.sort(
         key=lambda o: (
+            o.inference_only,
             o.memory.fit is Fit.DOES_NOT_FIT,
             o.on_demand_usd.mid,
             o.wall_hours.mid,
@@ -559,8 +709,11 @@ def estimate_training(request: TrainingRequest, catalog: PriceCatalog) -> Traini
     general: tuple[str, ...] = ()
     if catalog.spot is None:
         general = ("the price catalog has no spot table: spot costs are not estimated",)
+    if not spans:
+        spans = {mfu_span(request.mfu, default_mfu(s.key)) for s in specs}
+    uniform = next(iter(spans)) if len(spans) == 1 else None
     return TrainingEstimate(
-        request, flops, span, tuple(options), tuple(skipped), catalog.spot, general
+        request, flops, uniform, tuple(options), tuple(skipped), catalog.spot, general
     )
 
 
@@ -653,6 +806,10 @@ class BudgetGate:
     hours_left_in_month: Decimal
     #: Running resources the forecast leaves out: unpriced, so their spend is unknown.
     unpriced: int = 0
+    #: Where the budget came from (the CLI names them: flag, file, ledger, env).
+    budget_source: str = ""
+    #: False: no deployed ledger was read; month-to-date is as given, the run-rate unseen.
+    ledger: bool = True
 
     @property
     def forecast_with_run_usd(self) -> Decimal:
@@ -672,6 +829,9 @@ def budget_gate(
     run_usd: Decimal,
     run_wall_hours: Decimal,
     unpriced: int = 0,
+    *,
+    budget_source: str = "",
+    ledger: bool = True,
 ) -> BudgetGate:
     """The month's forecast (spent + current run-rate × hours left) and what the run adds.
 
@@ -683,7 +843,16 @@ def budget_gate(
     forecast = month_to_date + run_rate_usd_per_hour * hours_left
     share = Decimal(1) if run_wall_hours <= hours_left else hours_left / run_wall_hours
     return BudgetGate(
-        project, budget, month_to_date, forecast, run_usd, run_usd * share, hours_left, unpriced
+        project,
+        budget,
+        month_to_date,
+        forecast,
+        run_usd,
+        run_usd * share,
+        hours_left,
+        unpriced,
+        budget_source,
+        ledger,
     )
 
 
@@ -713,11 +882,14 @@ def hours_text(hours: Decimal) -> str:
     return f"{_fmt(hours / HOURS_PER_PRICING_MONTH)} mo"
 
 
-def calibration_rows(runs: Iterable[PublishedRun] = PUBLISHED_RUNS) -> list[str]:
+def calibration_rows(runs: Iterable[PublishedRun] = CALIBRATION_RUNS) -> list[str]:
+    """The calibration table's rows: run, device, generation, published GPU-hours, implied
+    MFU, the generation's default, GPU-hours at it, the error and whether it calibrates."""
     return [
-        f"| {r.name} | {r.accelerator} | {_fmt(r.gpu_hours)} | "
-        f"{r.implied_mfu():.3f} | "
-        f"{_fmt(gpu_hours(training_flops(r.params, r.tokens), BY_KEY[r.accelerator].peak_tflops, DEFAULT_MFU))} |"
+        f"| {r.name} | {r.accelerator} | {r.generation.value} | {_fmt(r.gpu_hours)} | "
+        f"{r.implied_mfu():.3f} | {default_mfu(r.accelerator)} | "
+        f"{_fmt(r.estimated_gpu_hours())} | {r.error() * 100:+.1f} % |"
+        + (" excluded (below) |" if r.excluded_because else " calibrates |")
         for r in runs
     ]
 

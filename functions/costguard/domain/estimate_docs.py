@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
-from statistics import median
 
 from costguard.domain.accelerators import ACCELERATORS
 from costguard.domain.estimate import (
+    CALIBRATION_RUNS,
+    CALIBRATION_TOLERANCE,
     DEFAULT_BYTES_PER_PARAM,
-    DEFAULT_MFU,
+    GENERATION_OF,
+    MFU_BY_GENERATION,
     MFU_HIGH,
     MFU_LOW,
     OUTLIER_RUNS,
     PUBLISHED_RUNS,
+    UNCALIBRATED_MFU,
+    Generation,
     IterationCost,
     IterationPlan,
     break_even,
@@ -84,8 +88,25 @@ def _example(title: str, p: IterationPlan) -> list[str]:
     ]
 
 
+def _generation_rows() -> list[str]:
+    rows = []
+    for generation in Generation:
+        keys = [k for k, g in GENERATION_OF.items() if g is generation]
+        runs = [r for r in PUBLISHED_RUNS if r.generation is generation]
+        default = MFU_BY_GENERATION.get(generation, UNCALIBRATED_MFU)
+        basis = (
+            f"{len(runs)} published run{'s' if len(runs) != 1 else ''}: "
+            + ", ".join(r.name for r in runs)
+            if runs
+            else "no published run: the lowest calibrated default (not calibrated)"
+        )
+        rows.append(
+            f"| {generation.value} | {', '.join(f'`{k}`' for k in keys)} | {default} | {basis} |"
+        )
+    return rows
+
+
 def estimates_markdown() -> str:
-    implied = [r.implied_mfu() for r in PUBLISHED_RUNS]
     lines = [
         "## Cost before launch: `costguard estimate`",
         "",
@@ -94,20 +115,21 @@ def estimates_markdown() -> str:
         "tests/unit/test_estimate_docs.py keeps it equal. Do not edit by hand. -->",
         "",
         "```",
-        "costguard estimate train --params 7e9 --tokens 2e12 --gpu a100-80gb [--mfu 0.4] "
-        "[--gpus 64] [--region us-east-1] [--json]",
-        "                         [--project P --table LEDGER [--budget USD] "
-        "[--instance-type T] [--market spot]]",
-        "costguard estimate iteration --work-hours 2 --instance-type g5.xlarge "
-        "[--setup-minutes 20] [--iterations-per-setup 1]",
-        "                             [--checkpoint-minutes 30] [--researcher-usd-per-hour 100] "
-        "[--latency-share 0.5] [--json]",
+        "costguard estimate train --params 7B --tokens 2T --gpu a100-80gb [--mfu 0.4] "
+        "[--gpus 64] [--region us-east-1] [--include-inference] [--json]",
+        "                         [--project P [--budget USD [--spent USD] | --budgets-file F] "
+        "[--table LEDGER] [--instance-type T] [--market spot]]",
+        "costguard estimate iteration --work-hours 2 --instance-type g5.xlarge|ml.g5.xlarge "
+        "[--spot-usd-per-hour 0.45] [--setup-minutes 20]",
+        "                             [--iterations-per-setup 1] [--checkpoint-minutes 30] "
+        "[--researcher-usd-per-hour 100] [--latency-share 0.5] [--json]",
         "```",
         "",
-        "Exit codes are the CLI's (0 ok, 1 AWS error, 2 bad input), plus **4**: "
-        "`estimate train --project P` found that the run would take the project's month "
-        "forecast over its budget. The estimate is still printed, so a CI step can show it "
-        "and stop the launch.",
+        "Exit codes are the CLI's (0 ok, 1 AWS error, 2 bad input), plus **3**: `estimate "
+        "train` found no instance option (no offered type carries the accelerator in the "
+        "region, `--gpu v100` say; the reasons are printed), and **4**: `estimate train "
+        "--project P` found that the run would take the project's month forecast over its "
+        "budget. The estimate is still printed, so a CI step can show it and stop the launch.",
         "",
         "### Training runs",
         "",
@@ -115,8 +137,11 @@ def estimates_markdown() -> str:
         "per token forward, 4 backward).",
         "- Device-hours: **H = F / (peak · MFU · 3600)**, with the device's *dense* BF16/FP16 "
         "peak (datasheets print the 2:4-sparse figure first; training does not run sparse).",
-        f"- MFU: default **{DEFAULT_MFU}**, plausible range **{MFU_LOW}–{MFU_HIGH}**; every "
-        "cost is shown over that range (a given `--mfu` gets ±0.10). The run uses whole "
+        "- MFU: a default per accelerator generation (below: "
+        + ", ".join(f"{g.value} **{m}**" for g, m in MFU_BY_GENERATION.items())
+        + f", **{UNCALIBRATED_MFU}** where no run is published), within the plausible range "
+        f"**{MFU_LOW}–{MFU_HIGH}**; every cost is shown as its central figure and over that "
+        "range (a given `--mfu` gets ±0.10). The run uses whole "
         "instances: k = ⌈GPUs / devices per instance⌉; wall-clock = H / (k · devices); "
         "on-demand cost = wall-clock · k · rate. MFU is assumed to hold at that scale.",
         "- Spot: a synchronous job stops when any of its k instances is reclaimed, so its "
@@ -131,32 +156,61 @@ def estimates_markdown() -> str:
         "`does-not-fit`.",
         "- Options: every EC2 type carrying the accelerator that the catalog offers in the "
         "region (priced, not retired, family offered there: p3/V100 never is), ranked by the "
-        "central on-demand cost; options whose model state cannot fit go last.",
-        "- Budget gate (`--project`): month-to-date and the current run-rate come from the "
-        "deployed ledger (`--table`); forecast = month-to-date + run-rate · hours left; the "
+        "central on-demand cost; options whose model state cannot fit go after the others. "
+        "Inference-only accelerators (Inferentia2) are left out unless named with `--gpu` or "
+        "listed with `--include-inference`, and then ranked last: the Neuron SDK trains on "
+        "Trainium, and at Trainium's peak an Inferentia2 row would look like the cheapest "
+        "way to train.",
+        "- Budget gate (`--project`): forecast = month-to-date + run-rate · hours left; the "
         "run adds its central cost times the share of its wall-clock that falls before the "
-        "month ends. Exit 4 when forecast + that exceeds the budget (`--budget`, or the "
-        "project's row in `COSTGUARD_PROJECTS_JSON`).",
+        "month ends. Exit 4 when forecast + that exceeds the budget. With a deployed ledger "
+        "(`--table`), month-to-date and the run-rate are the ledger's; without one (CI), "
+        "month-to-date is `--spent` or the budgets file's `spent` and the run-rate is 0 "
+        "(nothing running is seen). The budget: `--budget`, else the budgets file, else the "
+        "one the deployment's last scan found for the project (its `costguard:budget` tag or "
+        "the deployment's budgets table; with `--table`), else the project's row in "
+        "`COSTGUARD_PROJECTS_JSON`.",
         "",
         "#### MFU calibration: published runs",
         "",
         "Implied MFU = 6·N·T / (peak · published GPU-hours · 3600), so it charges everything "
         "a real run spends (restarts, evaluation, stragglers) to utilization, which is what "
-        "a cost estimate wants.",
+        "a cost estimate wants. Each generation's default is the geometric midpoint of the "
+        "lowest and highest implied MFU of its calibrating runs (it minimises the worst "
+        "relative error), to two places. Every "
+        f"calibrating run lands within {CALIBRATION_TOLERANCE * 100:.0f} % of its published "
+        "GPU-hours at its generation's default (a test holds each one to it).",
         "",
-        "| run | device | published GPU-hours | implied MFU | GPU-hours at the default |",
-        "|---|---|---|---|---|",
+        "| run | device | generation | published GPU-hours | implied MFU | default | "
+        "GPU-hours at the default | error | used |",
+        "|---|---|---|---|---|---|---|---|---|",
         *calibration_rows(),
         "",
-        f"Median implied MFU: {median(implied):.3f}; the default {DEFAULT_MFU} sits just "
-        "below it (an estimate that errs towards cost), and the range covers every run "
-        "above. Sources: "
-        + "; ".join(sorted({r.source for r in PUBLISHED_RUNS}))
-        + ". PaLM's paper reports 46.2 % MFU on TPU v4, the top of the range.",
+        "Sources: "
+        + "; ".join(sorted({r.source for r in CALIBRATION_RUNS}))
+        + ". The Llama 3 paper also reports 38-43 % BF16 MFU measured during the 405B's "
+        "pretraining (table 4), above the 0.345 its GPU-hours imply: the difference is what "
+        "a run spends besides its steps. PaLM's paper reports 46.2 % MFU on TPU v4, the top "
+        "of the range.",
         "",
-        "Outside the range, and not used: "
-        + "; ".join(f"{r.name} (implied MFU {r.implied_mfu():.3f})" for r in OUTLIER_RUNS)
-        + ": its published GPU-hours cover far more than 6·N·T of pretraining.",
+        "Excluded, with the reason:",
+        "",
+        *[f"- {r.name}: {r.excluded_because}." for r in OUTLIER_RUNS],
+        "",
+        "Defaults by generation:",
+        "",
+        "| generation | accelerators | default MFU | basis |",
+        "|---|---|---|---|",
+        *_generation_rows(),
+        "",
+        "A generation with no published run ("
+        + ", ".join(g.value for g in Generation if g not in MFU_BY_GENERATION)
+        + f") takes the lowest calibrated default ({UNCALIBRATED_MFU}): of what is known, the "
+        "choice that errs towards cost; the estimate marks its MFU as not calibrated. No "
+        "training run on them publishes GPU-hours with its model size and tokens in a form "
+        "that could be cited here. The A10G is Ampere, but "
+        "its runs are on A100s: a single-node A10G fine-tune may reach a different share of "
+        "its (secondary-source) peak.",
         "",
         "#### Accelerators",
         "",

@@ -22,6 +22,7 @@ from decimal import Decimal
 from enum import StrEnum
 from itertools import pairwise
 
+from costguard.domain.billed import BilledMonth
 from costguard.domain.calendar import hours_left_in_month, month_key, require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO, cents
@@ -363,6 +364,9 @@ class Report:
     live: bool = True
     #: What the report was narrowed to ("project p", "team t"), for its heading.
     narrowed: tuple[str, ...] = ()
+    #: What AWS billed each project this month beside what the scan saw (Cost Explorer,
+    #: with ``costExplorer`` on); None when it was never read for this month.
+    billed: BilledMonth | None = None
     #: The teams, each the sum of its projects' rows (empty: the deployment has none).
     teams: tuple[TeamBurn, ...] = ()
     #: project -> its team, as settled by the scan (tags and the central table, today).

@@ -175,13 +175,15 @@ def run(now: datetime, cycle: ScanCycle) -> ScanOutcome:
     invocation fails after the logs and metrics when a step after the commit failed."""
     outcome = cycle.run(now)
     report, failures = outcome.report, outcome.failures
-    for r in outcome.reconciliation:
+    for r in outcome.billed:
         logger.info(
-            "cost explorer reconciliation",
+            "billed beside seen",
             extra={
                 "project": r.project,
-                "ledger_usd": str(r.ledger_usd),
-                "cost_explorer_usd": str(r.cost_explorer_usd),
+                "seen_usd": str(r.seen),
+                "billed_usd": str(r.billed),
+                "data_transfer_usd": str(r.data_transfer),
+                "difference_usd": str(r.difference),
             },
         )
     for a in outcome.alerts:

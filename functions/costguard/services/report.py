@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import date, datetime
 from decimal import Decimal
 
+from costguard.domain.billed import read_billed_month
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import FindingCode, Severity
 from costguard.domain.money import ZERO
@@ -36,6 +37,7 @@ from costguard.domain.report import (
 from costguard.domain.tags import normalise_project
 from costguard.ports import Ledger, ProjectMonth
 from costguard.services.alerts import AlertSettings
+from costguard.services.cost_explorer import BILLED_STATE
 from costguard.services.scan import ProjectReport, ScanReport
 
 #: The budget thresholds the alerts use, marked on each chart.
@@ -168,6 +170,9 @@ def build_report(
             t: b for t, b in team_budgets.items() if t in {team_of.get(p) for p in wanted}
         }
     teams = team_burns(burns, team_of, team_budgets, request.warning_pct)
+    billed = read_billed_month(ledger.get_state(scope, BILLED_STATE.format(month=month))[0])
+    if billed is not None and wanted is not None:
+        billed = replace(billed, rows=tuple(r for r in billed.rows if r.project in wanted))
     return Report(
         scope=scope,
         month=month,
@@ -197,6 +202,7 @@ def build_report(
         narrowed=_narrowed(request),
         teams=teams,
         team_of=team_of,
+        billed=billed,
     )
 
 

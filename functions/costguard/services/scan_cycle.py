@@ -18,8 +18,9 @@ from costguard.services.alerts import AlertDeliveryError
 
 if TYPE_CHECKING:
     from costguard.domain.alerts import Alert
+    from costguard.domain.billed import Billed
     from costguard.services.alerts import AlertService
-    from costguard.services.cost_explorer import CostExplorerService, Reconciliation
+    from costguard.services.cost_explorer import CostExplorerService
     from costguard.services.scan import ScanReport, ScanService
 
 
@@ -37,8 +38,9 @@ class AfterScanError(RuntimeError):
 class ScanOutcome:
     report: ScanReport
     alerts: list[Alert]
-    #: Cost Explorer's month against the ledger's, per project (when switched on).
-    reconciliation: list[Reconciliation] = field(default_factory=list)
+    #: What AWS billed each project this month beside what the scan saw (Cost Explorer,
+    #: when switched on and due).
+    billed: list[Billed] = field(default_factory=list)
     #: The steps after the commit that failed, by name, each with its error.
     failures: list[tuple[str, BaseException]] = field(default_factory=list)
 
@@ -54,7 +56,7 @@ class ScanCycle:
     def run(self, now: datetime) -> ScanOutcome:
         report = self.scan.run(now)
         alerts: list[Alert] = []
-        rows: list[Reconciliation] = []
+        rows: list[Billed] = []
         failures: list[tuple[str, BaseException]] = []
         if self.alerts is not None:
             try:
@@ -66,7 +68,8 @@ class ScanCycle:
                 failures.append(("alerts", exc))
         if self.cost_explorer is not None:
             try:
-                rows += self.cost_explorer.reconcile(now) or []
+                month = self.cost_explorer.reconcile(now)
+                rows += month.rows if month is not None else ()
                 forwarded = self.cost_explorer.anomaly_alerts(now)
                 if self.alerts and forwarded:
                     alerts += self.alerts.deliver(forwarded)
