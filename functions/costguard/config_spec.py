@@ -54,6 +54,7 @@ from costguard.domain.tags import (
     parse_ttl,
     parse_usd_per_hour,
 )
+from costguard.domain.teams import TeamConfig
 
 #: A whole ASCII string; ``\Z``, not ``$``, which would accept a trailing newline.
 REGION = re.compile(r"\A[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\Z")
@@ -111,6 +112,8 @@ class ProjectEntry(BaseModel):
     maxUsdPerHour: str | float | int | None = None
     #: The project's EC2 instances and training jobs must run on spot capacity.
     requireSpot: bool | None = None
+    #: The team the project belongs to (wins over ``costguard:team`` tags).
+    team: str | None = None
 
     @field_validator("budget", "maxUsdPerHour", mode="before")
     @classmethod
@@ -141,7 +144,45 @@ class ProjectEntry(BaseModel):
                     f"project {name!r}: maxUsdPerHour {self.maxUsdPerHour!r} {parsed_limit}"
                 )
             limit = parsed_limit
-        return ProjectConfig(budget, tuple(dict.fromkeys(owners)), limit, bool(self.requireSpot))
+        team = None
+        if self.team is not None:
+            team, why = parse_project(self.team)
+            if why is not None:
+                raise ValueError(f"project {name!r}: team {self.team!r} {why}")
+        return ProjectConfig(
+            budget, tuple(dict.fromkeys(owners)), limit, bool(self.requireSpot), team
+        )
+
+
+class TeamEntry(BaseModel):
+    """A row of the central team table (``teams`` / ``COSTGUARD_TEAMS_JSON``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget: str | float | int | None = None
+    owners: tuple[str, ...] = ()
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _not_a_flag(cls, value: object) -> object:
+        if isinstance(value, bool):
+            raise ValueError(f"must be an amount in USD, got {str(value).lower()}")
+        return value
+
+    def to_domain(self, name: str) -> TeamConfig:
+        budget = None
+        if self.budget is not None:
+            parsed = parse_budget(str(self.budget))
+            if isinstance(parsed, str):
+                raise ValueError(f"team {name!r}: budget {self.budget!r} {parsed}")
+            budget = parsed
+        owners: list[str] = []
+        for raw in self.owners:
+            parsed_owners = parse_owners(raw)
+            if parsed_owners.problem is not None:
+                raise ValueError(f"team {name!r}: owner {raw!r}: {parsed_owners.problem}")
+            owners.extend(parsed_owners.valid)
+        return TeamConfig(budget, tuple(dict.fromkeys(owners)))
 
 
 # -- validation: each check raises ValueError("must be ..., got ...") or returns the value ----
@@ -252,6 +293,24 @@ def project_table(value: Mapping[str, ProjectEntry]) -> dict[str, ProjectConfig]
 
 def valid_projects(value: dict[str, ProjectEntry]) -> dict[str, ProjectEntry]:
     project_table(value)
+    return value
+
+
+def team_table(value: Mapping[str, TeamEntry]) -> dict[str, TeamConfig]:
+    """The central team table, its names normalised exactly as ``costguard:team`` tags are."""
+    table: dict[str, TeamConfig] = {}
+    for raw, entry in value.items():
+        name, why = parse_project(raw)
+        if name is None:
+            raise ValueError(f"team {raw!r} {why}")
+        if name in table:
+            raise ValueError(f"teams {raw!r} and another entry are both {name!r}")
+        table[name] = entry.to_domain(name)
+    return table
+
+
+def valid_teams(value: dict[str, TeamEntry]) -> dict[str, TeamEntry]:
+    team_table(value)
     return value
 
 
@@ -713,7 +772,12 @@ class ContextAndEnv(SpecModel):
     projects: dict[str, ProjectEntry] = setting(
         {}, "projects", "COSTGUARD_PROJECTS_JSON", check=valid_projects
     )
-    """The central project table (JSON), which overrides tags."""
+    """The central project table (JSON), which overrides tags: per project its `budget`,
+    `owners`, `maxUsdPerHour`, `requireSpot` and `team`."""
+
+    teams: dict[str, TeamEntry] = setting({}, "teams", "COSTGUARD_TEAMS_JSON", check=valid_teams)
+    """The central team table (JSON), which overrides `costguard:team-budget` tags: per team
+    its monthly `budget` and `owners` (see docs/tagging.md, Teams)."""
 
     # -- Organization mode: the hub (none of it is deployed while `orgAccounts` is empty) --
     org_accounts: tuple[str, ...] = setting(

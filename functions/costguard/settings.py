@@ -24,9 +24,11 @@ from costguard.config_spec import (
     Kind,
     org_problem,
     project_table,
+    team_table,
 )
 from costguard.domain.attribution import ProjectConfig
 from costguard.domain.tags import TagKeys
+from costguard.domain.teams import TeamConfig
 from costguard.domain.text import truncate
 
 __all__ = [
@@ -124,6 +126,10 @@ class Settings(EnvOnly, ContextAndEnv):
         """The central table, names normalised as project tags are (see config_spec)."""
         return project_table(self.projects)
 
+    def team_table(self) -> dict[str, TeamConfig]:
+        """The central team table, names normalised as team tags are (see config_spec)."""
+        return team_table(self.teams)
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """Build settings from environment variables, with errors that name the variable.
@@ -159,6 +165,10 @@ class Settings(EnvOnly, ContextAndEnv):
             settings.project_table()  # names and owners held to the tag contract
         except ValueError as exc:
             raise SettingsError.of([one_line(f"{FIELD_ENV['projects']}: {exc}")]) from None
+        try:
+            settings.team_table()
+        except ValueError as exc:
+            raise SettingsError.of([one_line(f"{FIELD_ENV['teams']}: {exc}")]) from None
         problem = org_problem(
             settings.org_accounts, settings.org_id, accounts_name=FIELD_ENV["org_accounts"]
         )

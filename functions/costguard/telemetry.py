@@ -24,6 +24,10 @@ class Figures:
     FORECAST: Final = "forecast_month_usd"
     RUN_RATE: Final = "run_rate_usd_per_hour"
     STATUS: Final = "status"
+    #: The project's team on its line (null: none); a team's own line is TEAM_EVENT.
+    TEAM: Final = "team"
+    #: Written by each scan per team: the sums of its projects, its budget and status.
+    TEAM_EVENT: Final = "team-figures"
     #: Written by each scan: which price catalog it used and how old it is.
     CATALOG_EVENT: Final = "price-catalog"
     CATALOG_SOURCE: Final = "source"

@@ -1,4 +1,4 @@
-"""The CostGuard dashboard: every project's budget, spend, forecast and run-rate.
+"""The CostGuard dashboard: every project's (and team's) budget, spend, forecast and run-rate.
 
 Per-project figures come from the scan's structured log lines (Logs Insights), not
 from custom metrics: projects are only known at run time (they come from tags), and
@@ -34,7 +34,19 @@ def all_projects_query() -> str:
         f"{_FIGURES}"
         f" | stats latest({F.FORECAST}) as forecast, latest({F.BUDGET}) as budget,"
         f" latest({F.MONTH_TO_DATE}) as month_to_date, latest({F.RUN_RATE}) as usd_per_hour,"
-        f" latest({F.STATUS}) as status by {F.PROJECT}"
+        f" latest({F.STATUS}) as status, latest({F.TEAM}) as team by {F.PROJECT}"
+        " | sort forecast desc"
+    )
+
+
+def all_teams_query() -> str:
+    """The latest figures of every team (each the sum of its projects), most expensive
+    forecast first."""
+    return (
+        f'filter {F.EVENT_KEY} = "{F.TEAM_EVENT}"'
+        f" | stats latest({F.FORECAST}) as forecast, latest({F.BUDGET}) as budget,"
+        f" latest({F.MONTH_TO_DATE}) as month_to_date, latest({F.RUN_RATE}) as usd_per_hour,"
+        f" latest({F.STATUS}) as status by {F.TEAM}"
         " | sort forecast desc"
     )
 
@@ -116,6 +128,16 @@ class Dashboard(Construct):
                 ],
                 width=12,
             ),
+        )
+        self.dashboard.add_widgets(
+            cw.LogQueryWidget(
+                title="All teams (each the sum of its projects): forecast, budget, month-to-date",
+                log_group_names=figure_groups,
+                query_string=all_teams_query(),
+                view=cw.LogQueryVisualizationType.TABLE,
+                width=24,
+                height=6,
+            )
         )
         self.dashboard.add_widgets(
             cw.LogQueryWidget(

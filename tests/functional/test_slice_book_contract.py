@@ -408,3 +408,20 @@ def test_a_plan_of_the_previous_layout_still_reads_and_completes(ddb: Any) -> No
     # THEN B completes it, with both slices' budgets
     assert newly and plan.complete and plan.done == {A, B}
     assert plan.tag_budgets == {A: {"vision": 50}, B: {"llm": 3}}
+
+
+def test_a_done_slice_keeps_its_teams_and_team_budgets_and_a_duplicate_changes_none(
+    book: Any,
+) -> None:
+    # GIVEN a time of two slices
+    book.plan(T0, [A, B], T0 + timedelta(minutes=10))
+    # WHEN A is done with its projects' teams and a tagged team budget, then A again with
+    # other teams (a duplicate), then B with its own
+    book.mark_done(
+        T0, A, tag_teams={"vision": "research"}, tag_team_budgets={"research": Decimal("900.5")}
+    )
+    book.mark_done(T0, A, tag_teams={"vision": "platform"})
+    _newly, plan = book.mark_done(T0, B, tag_teams={"llm": "research", "ops": "platform"})
+    # THEN the complete plan carries each slice's teams as first marked
+    assert plan.tag_teams == {A: {"vision": "research"}, B: {"llm": "research", "ops": "platform"}}
+    assert plan.tag_team_budgets == {A: {"research": Decimal("900.5")}}

@@ -55,6 +55,7 @@ NON_DEFAULT: dict[str, Any] = {
     "projects": json.dumps(
         {"vision": {"budget": "5,000", "owners": ["a@example.com"]}, "ビジョン": {"budget": 1}}
     ),
+    "teams": json.dumps({"research": {"budget": "20,000", "owners": ["lead@example.com"]}}),
     "logRetentionDays": "30",
     "scanMemoryMb": "2048",
     "scanTimeoutSeconds": "300",

@@ -49,6 +49,7 @@ class _Report:
     failed_sources: frozenset[tuple[str, str]] = frozenset()
     ledger: CommitOutcome = CommitOutcome.APPLIED
     projects: tuple[Any, ...] = ()
+    teams: tuple[Any, ...] = ()
 
 
 class _Scan:

@@ -67,6 +67,7 @@ def test_a_malformed_body_fails_alone_not_the_batch() -> None:
                 resource_count = 0
                 failed_sources: frozenset[tuple[str, str]] = frozenset()
                 projects: tuple[Any, ...] = ()
+                teams: tuple[Any, ...] = ()
 
             return R()
 

@@ -69,6 +69,8 @@ class FakeReport:
     ledger: CommitOutcome = CommitOutcome.APPLIED
     #: The scan's project reports (none: no tagged budget for the roll-up).
     projects: tuple[Any, ...] = ()
+    #: The scan's teams (none: no tagged team budget for the roll-up).
+    teams: tuple[Any, ...] = ()
 
 
 @dataclass

@@ -91,6 +91,7 @@ def test_every_variable_the_stack_sets_changes_the_settings() -> None:
         Env.WARNING_PCT: "70",
         Env.PROJECT_TAG_KEYS: "team",
         Env.PROJECTS_JSON: '{"llm": {"budget": 5000}}',
+        Env.TEAMS_JSON: '{"research": {"budget": 20000}}',
         Env.SAGEMAKER_TAGS: "per-resource",
         Env.SAGEMAKER_STUDIO: "false",
         Env.TOPIC_ARN: "arn:aws:sns:us-east-1:123456789012:t",

@@ -67,6 +67,7 @@ from costguard.domain.org import (
     TickPlan,
     bounded_advice,
     bounded_owners,
+    bounded_teams,
 )
 from costguard.domain.windows import between
 
@@ -154,6 +155,8 @@ class DynamoDbSliceBook:
         tag_budgets: Mapping[str, Decimal] | None = None,
         tag_owners: Mapping[str, Sequence[str]] | None = None,
         advice: Sequence[ProjectAdvice] = (),
+        tag_teams: Mapping[str, str] | None = None,
+        tag_team_budgets: Mapping[str, Decimal] | None = None,
     ) -> tuple[bool, TickPlan | None]:
         item: dict[str, Any] = {
             "pk": self._tick_pk(tick),
@@ -166,6 +169,11 @@ class DynamoDbSliceBook:
             item["budgets"] = {p: Decimal(format(v, "f")) for p, v in sorted(tag_budgets.items())}
         if owners := bounded_owners(tag_owners or {}):
             item["owners"] = {p: list(names) for p, names in sorted(owners.items())}
+        teams, team_budgets = bounded_teams(tag_teams or {}, tag_team_budgets or {})
+        if teams:
+            item["teams"] = teams
+        if team_budgets:
+            item["team_budgets"] = {t: Decimal(format(v, "f")) for t, v in team_budgets.items()}
         if not written(
             lambda: self._ddb.put_item(
                 TableName=self._table,
@@ -281,6 +289,8 @@ class DynamoDbSliceBook:
         budgets = dict(plan.tag_budgets)
         owners: dict[Slice, dict[str, tuple[str, ...]]] = {}
         advice: dict[Slice, tuple[ProjectAdvice, ...]] = {}
+        teams: dict[Slice, dict[str, str]] = {}
+        team_budgets: dict[Slice, dict[str, Decimal]] = {}
         for item in items_of(pages):
             s = Slice.parse(item["sk"].removeprefix(DONE_PREFIX))
             done.add(s)
@@ -290,8 +300,18 @@ class DynamoDbSliceBook:
                 owners[s] = {p: tuple(names) for p, names in item["owners"].items()}
             if "advice" in item:
                 advice[s] = tuple(_advice_of(a) for a in item["advice"])
+            if "teams" in item:
+                teams[s] = {p: str(t) for p, t in item["teams"].items()}
+            if "team_budgets" in item:
+                team_budgets[s] = {t: Decimal(str(v)) for t, v in item["team_budgets"].items()}
         return replace(
-            plan, done=frozenset(done), tag_budgets=budgets, tag_owners=owners, advice=advice
+            plan,
+            done=frozenset(done),
+            tag_budgets=budgets,
+            tag_owners=owners,
+            advice=advice,
+            tag_teams=teams,
+            tag_team_budgets=team_budgets,
         )
 
     def due(self, since: datetime, now: datetime) -> list[TickPlan]:
@@ -398,6 +418,8 @@ class InMemorySliceBook:
         tag_budgets: Mapping[str, Decimal] | None = None,
         tag_owners: Mapping[str, Sequence[str]] | None = None,
         advice: Sequence[ProjectAdvice] = (),
+        tag_teams: Mapping[str, str] | None = None,
+        tag_team_budgets: Mapping[str, Decimal] | None = None,
     ) -> tuple[bool, TickPlan | None]:
         with self._lock:
             plan = self._plans.get(tick)
@@ -414,12 +436,20 @@ class InMemorySliceBook:
                 kept = dict(plan.advice)
                 if pieces := bounded_advice(advice):
                     kept[s] = pieces
+                teams, team_budgets = dict(plan.tag_teams), dict(plan.tag_team_budgets)
+                mine, mine_budgets = bounded_teams(tag_teams or {}, tag_team_budgets or {})
+                if mine:
+                    teams[s] = mine
+                if mine_budgets:
+                    team_budgets[s] = mine_budgets
                 plan = self._plans[tick] = replace(
                     plan,
                     done=plan.done | {s},
                     tag_budgets=budgets,
                     tag_owners=owners,
                     advice=kept,
+                    tag_teams=teams,
+                    tag_team_budgets=team_budgets,
                 )
             return newly, plan if plan.complete else None
 

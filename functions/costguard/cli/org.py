@@ -29,7 +29,10 @@ from costguard.domain.org import Slice
 from costguard.domain.text import plural, truncate
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from costguard.domain.pricing import PriceCatalog
+    from costguard.domain.teams import TeamReport
     from costguard.services.scan import ScanReport
     from costguard.settings import Settings
 
@@ -164,6 +167,54 @@ def discover_accounts(
     return list(listing.accounts)
 
 
+def teams_across(scanned: Sequence[tuple[str, ScanReport]]) -> tuple[TeamReport, ...]:
+    """The teams of several accounts' scans, each the sum of its projects across them (a
+    project of one name in two accounts is one project), settled as in one account: two
+    teams for a project, or two team budgets, resolve as there, with the findings dropped
+    here (each account's scan has its own)."""
+    from costguard.domain.money import ZERO
+    from costguard.domain.teams import (
+        ProjectFigure,
+        TeamConfig,
+        settle_teams,
+        team_owners,
+        team_reports,
+    )
+
+    tagged: dict[str, dict[str, list[str]]] = {}
+    budgets: dict[str, dict[Decimal, list[str]]] = {}
+    sums: dict[str, list[Decimal]] = {}
+    accounts: dict[str, set[str]] = {}
+    owners: dict[str, list[str]] = {}
+    table: dict[str, TeamConfig] = {}  # the deployment's team table, as each scan read it
+    for account, report in scanned:
+        for p in report.projects:
+            if p.project is None:
+                continue
+            if p.team:
+                tagged.setdefault(p.project, {}).setdefault(p.team, []).append(account)
+            row = sums.setdefault(p.project, [ZERO, ZERO, ZERO, ZERO])
+            row[0] += p.month_to_date_usd
+            row[1] += p.estimated_usd
+            row[2] += p.run_rate_usd_per_hour
+            row[3] += p.forecast_month_usd
+            accounts.setdefault(p.project, set()).add(account)
+            kept = owners.setdefault(p.project, [])
+            kept.extend(o for o in p.owners if o not in kept)
+        for t in report.teams:
+            if t.budget_source == "table" and t.budget_usd is not None:
+                table[t.team] = TeamConfig(t.budget_usd, t.owners)
+            elif t.budget_usd is not None:
+                budgets.setdefault(t.team, {}).setdefault(t.budget_usd, []).append(account)
+    settled = settle_teams(tagged, {}, {}, table, budgets)
+    figures = [
+        ProjectFigure(p, mtd, est, rate, forecast, frozenset(accounts[p]))
+        for p, (mtd, est, rate, forecast) in sorted(sums.items())
+    ]
+    team_owner = team_owners(settled.team_of, {p: tuple(o) for p, o in owners.items()}, table)
+    return team_reports(figures, settled.team_of, settled.budgets, team_owner)
+
+
 def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datetime) -> int:
     """Print the reports in ``fmt`` (the envelope's kind is ``scan.accounts``); exit 3 when
     no account could be scanned, else 0 (failures warned on stderr, and in the JSON)."""
@@ -181,8 +232,12 @@ def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datet
     scanned = [(r.account, r.report) for r in results if r.report is not None]
 
     def doc() -> dict[str, Any]:
+        from costguard.cli.scan_output import team_json
+
         return {
             "accounts": {account: report_json(report) for account, report in scanned},
+            # Each team summed across the accounts its projects run in.
+            "teams": [team_json(t) for t in teams_across(scanned)],
             "failed_accounts": {
                 r.account: {"code": r.error.code, "message": r.error.detail}
                 for r in failed

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from costguard.domain.predictions import PredictionCost
-    from costguard.domain.report import Burn, Report
+    from costguard.domain.report import Burn, Report, TeamBurn
 
 KIND = "report"
 
@@ -75,6 +75,21 @@ def burn_data(b: Burn) -> dict[str, Any]:
     }
 
 
+def team_data(t: TeamBurn) -> dict[str, Any]:
+    """A team's row: the sums of its projects' rows, its own budget and status."""
+    return {
+        "team": t.team,
+        "projects": list(t.projects),
+        "budget_usd": _money(t.budget),
+        "status": t.status.value,
+        "month_to_date_usd": _money(t.month_to_date),
+        "forecast_usd": _money(t.forecast),
+        "forecast_low_usd": _money(t.forecast_low),
+        "forecast_high_usd": _money(t.forecast_high),
+        "run_rate_usd_per_hour": _rate(t.run_rate),
+    }
+
+
 def report_data(r: Report) -> dict[str, Any]:
     """The report as the JSON envelope's ``data``: every figure the page shows."""
     a = r.actions
@@ -95,7 +110,8 @@ def report_data(r: Report) -> dict[str, Any]:
         "month": r.month,
         "month_to_date_usd": _money(r.month_to_date),
         "forecast_usd": _money(r.forecast),
-        "projects": [burn_data(b) for b in r.burns],
+        "projects": [{**burn_data(b), "team": r.team_of.get(b.project or "")} for b in r.burns],
+        "teams": [team_data(t) for t in r.teams],
         "unattributed": burn_data(r.unattributed) if r.unattributed else None,
         "by_kind": [
             {
@@ -191,6 +207,7 @@ def report_table(r: Report) -> Table:
             "unpriced_resources": str(b.unpriced) if b.unpriced else "",
             "status": b.status.value,
             "thresholds_crossed": crossed(b),
+            "team": r.team_of.get(b.project or "", ""),
             **(
                 {
                     "billed_usd": usd_cell(billed[b.project].billed),
@@ -210,9 +227,13 @@ def report_table(r: Report) -> Table:
         if billed
         else ()
     )
+    # The team column only where the deployment has teams: a report without teams reads
+    # (and its CSV parses) as before.
+    team = (Column("team", "Team"),) if r.teams else ()
     return Table(
         (
             Column("project", "Project"),
+            *team,
             Column("spent_usd", "Spent", "right"),
             Column("budget_usd", "Budget", "right"),
             Column("forecast_usd", "Forecast", "right"),
@@ -271,6 +292,47 @@ def prediction_table(costs: Sequence[PredictionCost]) -> Table:
     )
 
 
+def team_table(r: Report) -> Table:
+    """One row per team, each the sum of its projects' rows."""
+    from costguard.cli.output import rate_cell, usd_cell
+
+    rows = [
+        {
+            "team": t.team,
+            "spent_usd": usd_cell(t.month_to_date),
+            "budget_usd": usd_cell(t.budget, "none"),
+            "forecast_usd": usd_cell(t.forecast),
+            "usd_per_hour": rate_cell(t.run_rate),
+            "status": t.status.value,
+            "projects": ", ".join(t.projects),
+        }
+        for t in r.teams
+    ]
+    return Table(
+        (
+            Column("team", "Team"),
+            Column("spent_usd", "Spent", "right"),
+            Column("budget_usd", "Budget", "right"),
+            Column("forecast_usd", "Forecast", "right"),
+            Column("usd_per_hour", "Run-rate", "right"),
+            Column("status", "Status"),
+            Column("projects", "Projects"),
+        ),
+        rows,
+        title="Teams",
+    )
+
+
+def report_views(report: Report) -> tuple[Table, ...]:
+    """The tables text and markdown print: the projects, then the teams and the endpoints'
+    cost per prediction when there are any (nothing more: the projects' table alone)."""
+    extra = (
+        *((team_table(report),) if report.teams else ()),
+        *((prediction_table(report.prediction_costs),) if report.prediction_costs else ()),
+    )
+    return (report_table(report), *extra) if extra else ()
+
+
 def print_report(fmt: str, report: Report, at: datetime) -> None:
     """The report on stdout in ``fmt`` (``--format``), as ``costguard report`` prints it."""
     write(
@@ -278,16 +340,13 @@ def print_report(fmt: str, report: Report, at: datetime) -> None:
         kind=KIND,
         data=report_data(report),
         table=report_table(report),
+        # Text and markdown show the teams and the endpoints' cost per prediction under
+        # the projects; CSV stays one table.
+        views=report_views(report),
         generated_at=at,
         # Markdown opens with its bold line, as every command's does; a month with no
         # spend is a sentence, never a header row alone, and says what could not be read.
         heading=f"CostGuard report, {report.month}",
-        # With endpoints, text and markdown add their cost per prediction under the projects.
-        views=(
-            (report_table(report), prediction_table(report.prediction_costs))
-            if report.prediction_costs
-            else ()
-        ),
         empty=f"No project has spend in {report.month}"
         + (f" ({', '.join(report.narrowed)})" if report.narrowed else "")
         + (
@@ -439,7 +498,7 @@ def register(sub: Any, flags: common.Flags) -> None:
         "--team",
         type=common.text_value("a team name", 256),
         metavar="NAME",
-        help="only the projects with a resource tagged costguard:team=NAME",
+        help="only the projects of team NAME (costguard:team tags or the project table's team)",
     )
     report.add_argument(
         "--html",

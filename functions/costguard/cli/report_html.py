@@ -446,6 +446,13 @@ def render(report: Report) -> str:
             if n
         ]
         out.append(f"<p><strong>{'; '.join(said)}.</strong></p>")
+    teams_over = [t.team for t in r.teams if t.status is BudgetStatus.OVER]
+    if teams_over:
+        out.append(
+            f"<p><strong>Team{'s' if len(teams_over) > 1 else ''} "
+            f"{', '.join(user(t) for t in teams_over)} "
+            f"{'are' if len(teams_over) > 1 else 'is'} over or heading over budget.</strong></p>"
+        )
     out.append(_blind_html(r))
     out.append(
         (
@@ -465,10 +472,13 @@ def render(report: Report) -> str:
     else:
         out.append('<p class="muted">No spend recorded for this month yet.</p>')
     out.append("<h2>Spend by project</h2>")
+    # The team column only where the deployment has teams.
+    team_header = [("Team", False)] if r.teams else []
     out.append(
         table(
             [
                 ("Project", False),
+                *team_header,
                 ("Spent", True),
                 ("Budget", True),
                 ("Forecast", True),
@@ -478,6 +488,7 @@ def render(report: Report) -> str:
             (
                 [
                     _project(b.project),
+                    *([_team(r.team_of.get(b.project or ""))] if r.teams else []),
                     _num(usd(b.month_to_date)),
                     _num(usd(b.budget)) if b.budget is not None else "none",
                     _num(usd(b.forecast)),
@@ -489,6 +500,8 @@ def render(report: Report) -> str:
             "No projects.",
         )
     )
+    if r.teams:
+        out.append(_teams_html(r))
     out.append(_billed_html(r))
     if r.live:
         out.append("<h2>Spend by kind (current run-rate)</h2>")
@@ -588,6 +601,42 @@ def render(report: Report) -> str:
         "nothing.</footer></main></body></html>"
     )
     return "\n".join(out)
+
+
+def _team(name: str | None) -> str:
+    return user(name) if name else '<span class="muted">none</span>'
+
+
+def _teams_html(r: Report) -> str:
+    """Each team: the sum of its projects' rows above, against its own budget."""
+    return "<h2>Spend by team (each the sum of its projects)</h2>" + table(
+        [
+            ("Team", False),
+            ("Projects", False),
+            ("Spent", True),
+            ("Budget", True),
+            ("Forecast", True),
+            ("Run-rate", True),
+            ("Status", False),
+        ],
+        (
+            [
+                user(t.team),
+                ", ".join(user(p) for p in t.projects) or '<span class="muted">none yet</span>',
+                _num(usd(t.month_to_date)),
+                _num(usd(t.budget)) if t.budget is not None else "none",
+                _num(usd(t.forecast)),
+                _num(per_hour(t.run_rate)),
+                esc(
+                    "over budget"
+                    if t.budget is not None and t.month_to_date >= t.budget
+                    else _STATUS_WORDS[t.status]
+                ),
+            ]
+            for t in r.teams
+        ),
+        "No teams.",
+    )
 
 
 def _actions_html(r: Report) -> str:

@@ -14,6 +14,7 @@ from costguard.domain.text import plural
 if TYPE_CHECKING:
     from costguard.domain.attribution import AttributedResource
     from costguard.domain.predictions import PredictionCost
+    from costguard.domain.teams import TeamReport
     from costguard.services.scan import ProjectReport, ScanReport
 
 
@@ -78,6 +79,7 @@ def project_json(
 ) -> dict[str, Any]:
     return {
         "project": p.project,
+        "team": p.team,
         "budget_usd": _num(p.budget_usd),
         "budget_source": p.budget_source,
         "run_rate_usd_per_hour": _num(p.run_rate_usd_per_hour, "rate"),
@@ -99,6 +101,26 @@ def project_json(
     }
 
 
+def team_json(t: TeamReport) -> dict[str, Any]:
+    """A team: the sums of its projects' figures, and its own budget."""
+    return {
+        "team": t.team,
+        "projects": list(t.projects),
+        "budget_usd": _num(t.budget_usd),
+        "budget_source": t.budget_source,
+        "run_rate_usd_per_hour": _num(t.run_rate_usd_per_hour, "rate"),
+        "month_to_date_usd": _num(t.month_to_date_usd),
+        "month_to_date_estimated_usd": _num(t.estimated_usd),
+        "forecast_month_usd": _num(t.forecast_month_usd),
+        "budget_used_pct": (
+            float(round(t.month_to_date_usd * 100 / t.budget_usd, 1)) if t.budget_usd else None
+        ),
+        "status": t.status.value,
+        "owners": list(t.owners),
+        "accounts": sorted(t.accounts),
+    }
+
+
 def report_json(report: ScanReport) -> dict[str, Any]:
     costs = {c.key: c for c in report.prediction_costs}
     unattributed = project_json(report.unattributed, costs)
@@ -113,6 +135,7 @@ def report_json(report: ScanReport) -> dict[str, Any]:
         "price_catalog_version": report.catalog.version if report.catalog else None,
         "ledger": report.ledger.value,
         "projects": [project_json(p, costs) for p in report.projects],
+        "teams": [team_json(t) for t in report.teams],
         "unattributed": {
             "run_rate_usd_per_hour": unattributed["run_rate_usd_per_hour"],
             "month_to_date_usd": unattributed["month_to_date_usd"],
@@ -224,6 +247,8 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             lines.append(
                 f"    … and {plural(more, 'more resource')} (--format csv lists every one)"
             )
+    if report.teams:
+        lines += ["", *team_lines(report.teams, colour)]
     if report.pending_capacity:
         lines += ["", "Pending capacity (desired but not running, not yet spend):"]
         for pc in report.pending_capacity:
@@ -277,6 +302,33 @@ def _prediction_lines(report: ScanReport, top: int) -> list[str]:
             f"    … and {plural(len(costs) - len(shown), 'more variant')} (--json lists every one)"
         )
     return lines
+
+
+def team_lines(teams: Sequence[TeamReport], colour: bool) -> list[str]:
+    """The teams as text: each the sum of its projects, with its own budget and status."""
+    from costguard.cli import terminal
+
+    rows = [["TEAM", "BUDGET", "RUN-RATE/H", "MONTH-TO-DATE", "FORECAST"]]
+    for t in teams:
+        rows.append(
+            [
+                t.team,
+                _money(t.budget_usd),
+                per_hour(t.run_rate_usd_per_hour)[:-2],
+                _money(t.month_to_date_usd),
+                _money(t.forecast_month_usd),
+            ]
+        )
+    shown = terminal.columns(rows, right=frozenset({1, 2, 3, 4}))
+    width = max(len("STATUS"), *(len(t.status.value) for t in teams))
+    out = [
+        f"Teams ({len(teams)}), each the sum of its projects:",
+        f"{shown[0]}  {'STATUS'.ljust(width)}  PROJECTS",
+    ]
+    for line, t in zip(shown[1:], teams, strict=True):
+        status = terminal.status(t.status.value, colour, width)
+        out.append(f"{line}  {status}  {', '.join(t.projects) or '(none yet)'}")
+    return out
 
 
 # -- --format csv and markdown -------------------------------------------------------------

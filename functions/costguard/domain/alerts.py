@@ -214,7 +214,7 @@ def shrink_steps(alert: Alert) -> Iterator[Alert]:
 
 @dataclass(frozen=True, slots=True)
 class ProjectNumbers:
-    """What the alert rules need to know about a project after a scan."""
+    """What the alert rules need to know about a project (or a team) after a scan."""
 
     project: str
     budget: Decimal | None
@@ -223,6 +223,11 @@ class ProjectNumbers:
     run_rate: Decimal
     owners: tuple[str, ...] = ()
     resources: tuple[AlertResource, ...] = ()
+    #: The team's projects when these are a team's numbers (``team``); else empty.
+    members: tuple[str, ...] = ()
+    #: True: ``project`` names a team, whose budget alerts go through the same rules,
+    #: claimed under keys of their own (``team-budget/...``, never a project's ``budget/...``).
+    team: bool = False
 
 
 def money_severity(
@@ -241,11 +246,21 @@ def _rung(value: Decimal | int, critical: int, warning: int) -> AlertSeverity:
     return AlertSeverity.WARNING if value >= warning else AlertSeverity.INFO
 
 
+def budget_key(p: ProjectNumbers, month: str, rung: str) -> str:
+    """The claim key of one budget rung (``mtd-80``, ``forecast-100``) of a project or a
+    team in a month. The budget is part of the key: a budget raised mid-month (as the alert
+    suggests) is a new budget, whose thresholds alert when they are crossed. A team's keys
+    start ``team-budget/``, so a team and a project of the same name never share a claim."""
+    prefix = "team-budget" if p.team else "budget"
+    return f"{prefix}/{p.project}/{month}/{cents(p.budget or ZERO)}/{rung}"
+
+
 def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -> list[Alert]:
     """Month-to-date thresholds crossed and a forecast over budget, as candidate alerts.
 
     All crossed thresholds are claimed, but only the highest is sent: a project that
-    jumps from 0 to 120% gets one message, not three.
+    jumps from 0 to 120% gets one message, not three. A team's numbers (``p.team``) go
+    through the same rules: the alert names the team and its projects.
     """
     if p.budget is None or p.budget <= 0:
         return []
@@ -255,19 +270,22 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
     crossed = [t for t in sorted(thresholds) if used >= t]
     alerts: list[Alert] = []
     top = sorted(p.resources, key=_by_cost)[:5]
+    name = f"team {p.project}" if p.team else p.project
+    ref = f"team/{p.project}" if p.team else p.project
+    project = None if p.team else p.project
     if crossed:
         highest = crossed[-1]
         over = p.month_to_date - p.budget
         floor = _rung(highest, 100, 80)
         alerts.append(
             Alert(
-                alert_id=f"{AlertKind.BUDGET_THRESHOLD}/{month}/{highest}/{p.project}",
+                alert_id=f"{AlertKind.BUDGET_THRESHOLD}/{month}/{highest}/{ref}",
                 kind=AlertKind.BUDGET_THRESHOLD,
-                project=p.project,
+                project=project,
                 severity=money_severity(max(over, p.forecast - p.budget, ZERO), floor),
-                title=f"{p.project}: {highest}% of the monthly budget spent",
+                title=f"{name}: {highest}% of the monthly budget spent",
                 summary=(
-                    f"{p.project} has spent ${cents(p.month_to_date):,} of its ${cents(p.budget):,} budget "
+                    f"{name} has spent ${cents(p.month_to_date):,} of its ${cents(p.budget):,} budget "
                     f"for {month} ({used:.0f}%); at {per_hour(p.run_rate)} it ends the month at "
                     f"${cents(p.forecast):,}."
                 ),
@@ -277,24 +295,20 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
-                # The budget is part of the key: a budget raised mid-month (as the alert
-                # suggests) is a new budget, whose thresholds alert when they are crossed.
-                dedupe=tuple(
-                    f"budget/{p.project}/{month}/{cents(p.budget)}/mtd-{t}" for t in crossed
-                ),
+                dedupe=tuple(budget_key(p, month, f"mtd-{t}") for t in crossed),
             )
         )
     if p.forecast >= p.budget:
         overrun = p.forecast - p.budget
         alerts.append(
             Alert(
-                alert_id=f"{AlertKind.BUDGET_FORECAST}/{month}/{p.project}",
+                alert_id=f"{AlertKind.BUDGET_FORECAST}/{month}/{ref}",
                 kind=AlertKind.BUDGET_FORECAST,
-                project=p.project,
+                project=project,
                 severity=money_severity(overrun, AlertSeverity.WARNING),
-                title=f"{p.project}: forecast ${cents(p.forecast):,} exceeds the ${cents(p.budget):,} budget",
+                title=f"{name}: forecast ${cents(p.forecast):,} exceeds the ${cents(p.budget):,} budget",
                 summary=(
-                    f"At the current {per_hour(p.run_rate)}, {p.project} will spend ${cents(p.forecast):,} in "
+                    f"At the current {per_hour(p.run_rate)}, {name} will spend ${cents(p.forecast):,} in "
                     f"{month}, ${cents(overrun):,} over its ${cents(p.budget):,} budget."
                 ),
                 at=now,
@@ -303,14 +317,16 @@ def budget_alerts(p: ProjectNumbers, thresholds: Sequence[int], now: datetime) -
                 owners=_owners(p.owners),
                 resources=tuple(top),
                 facts=_facts(p, used),
-                dedupe=(f"budget/{p.project}/{month}/{cents(p.budget)}/forecast-100",),
+                dedupe=(budget_key(p, month, "forecast-100"),),
             )
         )
     return alerts
 
 
 def _facts(p: ProjectNumbers, used: Decimal) -> dict[str, str]:
+    team = {"team": p.project, "projects": ", ".join(p.members) or "none"} if p.team else {}
     return {
+        **team,
         "budget": f"${cents(p.budget or ZERO):,}",
         "month_to_date": f"${cents(p.month_to_date):,}",
         "budget_used": f"{used:.1f}%",
@@ -320,6 +336,14 @@ def _facts(p: ProjectNumbers, used: Decimal) -> dict[str, str]:
 
 
 def _budget_steps(p: ProjectNumbers) -> tuple[str, ...]:
+    if p.team:
+        return (
+            "Stop or scale down what is not needed: the largest resources of the team's "
+            "projects are listed below.",
+            "Move interruptible training to spot capacity.",
+            f"If the spend is expected, raise the team budget (tag costguard:team-budget, or "
+            f"the deployment's teams table) for {p.project}.",
+        )
     return (
         "Stop or scale down what is not needed: the largest resources are listed below.",
         "Move interruptible training to spot capacity.",

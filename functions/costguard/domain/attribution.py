@@ -9,19 +9,23 @@ Precedence for a resource's project:
 
 Budgets: the central project table wins over tags; otherwise the lowest of the
 budgets tagged on the project's resources applies, and disagreement is a finding.
+
+Teams (domain/teams.py): each project's team and each team's budget are settled from the
+same resources' ``costguard:team`` and ``costguard:team-budget`` tags and the central tables.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.tags import Exemption, ResourceTags, TagKeys, Tags, read_tags
+from costguard.domain.teams import TeamBudget, TeamConfig, settle_teams
 
 if TYPE_CHECKING:
     from costguard.domain.pricing import PricedResource
@@ -42,6 +46,8 @@ class ProjectConfig:
     max_usd_per_hour: Decimal | None = None
     #: The project's EC2 instances and training jobs must run on spot capacity.
     require_spot: bool = False
+    #: The team the project belongs to; wins over ``costguard:team`` tags.
+    team: str | None = None
 
 
 class AttributedResource(NamedTuple):
@@ -67,6 +73,9 @@ class Attribution:
     budgets: Mapping[str, Budget]
     owners: Mapping[str, tuple[str, ...]]
     findings: tuple[Finding, ...]
+    #: project -> team, for every project that has one.
+    teams: Mapping[str, str] = field(default_factory=dict)
+    team_budgets: Mapping[str, TeamBudget] = field(default_factory=dict)
 
 
 def _cluster_of(tags: Mapping[str, str]) -> str | None:
@@ -83,8 +92,10 @@ def attribute(
     priced: Iterable[PricedResource],
     keys: TagKeys,
     table: Mapping[str, ProjectConfig] | None = None,
+    team_table: Mapping[str, TeamConfig] | None = None,
 ) -> Attribution:
-    """Give every resource a project (or none) and every project a budget."""
+    """Give every resource a project (or none), every project a budget and a team (or
+    none), and every team a budget."""
     table = table or {}
     items = list(priced)
     findings: list[Finding] = []
@@ -118,6 +129,8 @@ def attribute(
     unattributed: list[AttributedResource] = []
     budgets_seen: dict[str, dict[Decimal, list[str]]] = defaultdict(lambda: defaultdict(list))
     owners: dict[str, list[str]] = defaultdict(list)
+    teams_seen: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    team_budgets_seen: dict[str, dict[Decimal, list[str]]] = defaultdict(lambda: defaultdict(list))
     for item in items:
         res = item.resource
         tags = parsed[res.key]
@@ -138,6 +151,10 @@ def attribute(
             for owner in tags.owners:
                 if owner not in owners[project]:
                     owners[project].append(owner)
+            if tags.team is not None:
+                teams_seen[project][tags.team].append(res.key)
+            if tags.team_budget is not None:
+                team_budgets_seen[project][tags.team_budget].append(res.key)
         a = AttributedResource(item, project, tags.owner, tags.exemption, via)
         attributed.append(a)
         if project is None and res.billable:
@@ -176,6 +193,14 @@ def attribute(
         if config.owners:
             owner_map[project] = config.owners
 
+    settled = settle_teams(
+        teams_seen,
+        team_budgets_seen,
+        {p: c.team for p, c in table.items() if c.team is not None},
+        team_table or {},
+    )
+    findings.extend(settled.findings)
+
     for a in unattributed:
         rate = a.priced.usd_per_hour
         findings.append(
@@ -188,4 +213,11 @@ def attribute(
                 Severity.WARNING,
             )
         )
-    return Attribution(tuple(attributed), budgets, owner_map, tuple(findings))
+    return Attribution(
+        tuple(attributed),
+        budgets,
+        owner_map,
+        tuple(findings),
+        settled.team_of,
+        settled.budgets,
+    )

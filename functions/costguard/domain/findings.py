@@ -27,6 +27,10 @@ class FindingCode(StrEnum):
     #: the resource's launch time is after now (a clock that disagrees with AWS).
     LIFETIME_NOT_ENFORCED = "lifetime-not-enforced"
     BUDGET_CONFLICT = "budget-conflict"
+    #: A costguard:team tag that is not a valid name (the project-name rules).
+    MALFORMED_TEAM = "malformed-team"
+    #: A project given two teams (by tags, or by a tag and the central table).
+    TEAM_CONFLICT = "team-conflict"
     UNPRICED = "unpriced"
     EKS_VERSION_UNKNOWN = "eks-version-unknown"
     UNKNOWN_INSTANCE_TYPE = "unknown-instance-type"

@@ -26,6 +26,7 @@ from costguard.domain.alerts import (
 from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO
+from costguard.domain.teams import TeamConfig, TeamSettlement, settle_teams
 from costguard.domain.text import plural
 from costguard.domain.windows import within
 
@@ -98,6 +99,11 @@ class TickPlan:
     #: The owners each done slice found tagged on its projects' resources, written with
     #: "done": the roll-up unions them (see :func:`settle_tag_owners`).
     tag_owners: Mapping[Slice, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    #: The team each done slice's scan settled for its projects (project -> team), and the
+    #: team budgets it found tagged (team -> the lowest), written with "done": the roll-up
+    #: settles them across accounts as one account's scan does (see :func:`settle_org_teams`).
+    tag_teams: Mapping[Slice, Mapping[str, str]] = field(default_factory=dict)
+    tag_team_budgets: Mapping[Slice, Mapping[str, Decimal]] = field(default_factory=dict)
     #: The advice each done slice's scan gave (with the project of its resource), kept only
     #: on the times of the digest hour: the roll-up's daily advice digest.
     advice: Mapping[Slice, tuple[ProjectAdvice, ...]] = field(default_factory=dict)
@@ -351,3 +357,55 @@ def settle_tag_budgets(
                 )
             )
     return settled, findings
+
+
+#: What a done item keeps of a slice's teams: names are up to 256 characters, so entries
+#: are kept (in project-name order) while their UTF-8 stays under this many bytes, far
+#: under DynamoDB's 400 KB item. Projects past it lose their tagged team in the roll-up
+#: (the central table's still applies).
+MAX_TEAM_BYTES = 64 * 1024
+
+
+def _size(*names: str) -> int:
+    return sum(len(n.encode("utf-8", "surrogatepass")) for n in names)
+
+
+def bounded_teams(
+    teams: Mapping[str, str], budgets: Mapping[str, Decimal]
+) -> tuple[dict[str, str], dict[str, Decimal]]:
+    """A slice's teams and team budgets as a done item carries them (see
+    :data:`MAX_TEAM_BYTES`): team budgets first (one per team), then project -> team."""
+    left = MAX_TEAM_BYTES
+    kept_budgets: dict[str, Decimal] = {}
+    for team in sorted(budgets):
+        left -= _size(team) + 16
+        if left < 0:
+            break
+        kept_budgets[team] = budgets[team]
+    kept: dict[str, str] = {}
+    for project in sorted(teams):
+        left -= _size(project, teams[project])
+        if left < 0:
+            break
+        kept[project] = teams[project]
+    return kept, kept_budgets
+
+
+def settle_org_teams(
+    plan: TickPlan, table_teams: Mapping[str, str], team_table: Mapping[str, TeamConfig]
+) -> TeamSettlement:
+    """Each project's team and each team's budget across the slices, as one account's scan
+    settles them: the central tables win; two teams tagged for one project in different
+    accounts are a ``team-conflict`` naming the slices, and the alphabetically first applies;
+    different team budgets are a ``budget-conflict`` on ``team/<name>``, the lowest applies."""
+    tagged: dict[str, dict[str, list[str]]] = {}
+    for s, teams in sorted(plan.tag_teams.items()):
+        for project, team in teams.items():
+            tagged.setdefault(project, {}).setdefault(team, []).append(s.key)
+    budgets: dict[str, dict[Decimal, list[str]]] = {}
+    for s, amounts in sorted(plan.tag_team_budgets.items()):
+        for team, amount in amounts.items():
+            budgets.setdefault(team, {}).setdefault(amount, []).append(s.key)
+    settled = settle_teams(tagged, {}, table_teams, team_table, budgets)
+    findings = tuple(f._replace(message=clip(f.message, MAX_LINE_CHARS)) for f in settled.findings)
+    return replace(settled, findings=findings)

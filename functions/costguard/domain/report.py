@@ -294,6 +294,58 @@ class BlindSpots:
 
 
 @dataclass(frozen=True, slots=True)
+class TeamBurn:
+    """One team's month: the sums of its projects' rows as the report shows them."""
+
+    team: str
+    projects: tuple[str, ...]
+    budget: Decimal | None
+    month_to_date: Decimal
+    forecast: Decimal
+    forecast_low: Decimal
+    forecast_high: Decimal
+    run_rate: Decimal
+    status: BudgetStatus
+
+
+def team_burns(
+    burns: Iterable[Burn],
+    team_of: Mapping[str, str],
+    budgets: Mapping[str, Decimal | None],
+    warning_pct: Decimal = Decimal(80),
+) -> tuple[TeamBurn, ...]:
+    """Each team with the projects of ``burns`` it holds, summed (to the cent, as the project
+    rows are shown, so a team's row is the sum of the rows listed under it). A team of
+    ``budgets`` with a budget is listed even with no project in the month."""
+    members: dict[str, list[Burn]] = {team: [] for team in budgets}
+    for b in burns:
+        team = team_of.get(b.project or "") if b.project is not None else None
+        if team is not None:
+            members.setdefault(team, []).append(b)
+    out = []
+    for team in sorted(members):
+        mine = sorted(members[team], key=lambda b: b.project or "")
+        budget = budgets.get(team)
+        if not mine and budget is None:
+            continue  # a team with no project in this month and no budget says nothing
+        forecast = sum((cents(b.forecast) for b in mine), ZERO)
+        out.append(
+            TeamBurn(
+                team=team,
+                projects=tuple(b.project for b in mine if b.project is not None),
+                budget=budget,
+                month_to_date=sum((cents(b.month_to_date) for b in mine), ZERO),
+                forecast=forecast,
+                forecast_low=sum((cents(b.forecast_low) for b in mine), ZERO),
+                forecast_high=sum((cents(b.forecast_high) for b in mine), ZERO),
+                run_rate=sum((b.run_rate for b in mine), ZERO),
+                status=budget_status(budget, forecast, warning_pct),
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     scope: str
     month: str
@@ -318,6 +370,10 @@ class Report:
     billed: BilledMonth | None = None
     #: Each endpoint variant's cost per 1,000 predictions, now and per day (live only).
     prediction_costs: tuple[PredictionCost, ...] = ()
+    #: The teams, each the sum of its projects' rows (empty: the deployment has none).
+    teams: tuple[TeamBurn, ...] = ()
+    #: project -> its team, as settled by the scan (tags and the central table, today).
+    team_of: Mapping[str, str] = field(default_factory=dict)
 
     # The totals are sums of the rows as shown, to the cent: the summary card's total is
     # then the sum of the projects listed under it. Defect: the demo's card said

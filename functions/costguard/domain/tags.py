@@ -26,6 +26,15 @@ Grammar (values are first stripped of leading and trailing whitespace)::
         refused; 5000.500 reads as 5000.50), at most 1,000,000,000. Otherwise
         malformed-budget, and the budget is ignored.
 
+    costguard:team      the team the resource's project belongs to
+        The costguard:project grammar (normalised the same way). Anything else is a
+        malformed-team finding and no team is read from the tag. A project carrying two
+        teams is a team-conflict finding (domain/teams.py says which one applies).
+
+    costguard:team-budget  monthly USD of the team of the resource's project
+        The costguard:budget grammar; the lowest tagged applies, as for costguard:budget.
+        Anything else is malformed-budget, and the team budget is ignored.
+
     costguard:owner     who is told; one or more, separated by commas, semicolons
                         or spaces
         e-mail          local@domain.tld   (ASCII; the local part, at most 64
@@ -115,9 +124,11 @@ class Tags:
     PROJECT: Final = "costguard:project"
     BUDGET: Final = "costguard:budget"
     OWNER: Final = "costguard:owner"
-    #: The team a resource's project belongs to: read only by ``costguard report --team``
-    #: until teams exist as such.
+    #: The team a resource's project belongs to (the project name grammar); a project
+    #: belongs to one team (see domain/teams.py).
     TEAM: Final = "costguard:team"
+    #: The monthly budget of the team of the resource's project (the budget grammar).
+    TEAM_BUDGET: Final = "costguard:team-budget"
     EXEMPT: Final = "costguard:exempt"
     #: Written by CostGuard when it warns: the UTC time after which it acts.
     ACTION_AFTER: Final = "costguard:action-after"
@@ -230,6 +241,8 @@ class TagKeys:
     budget: str = Tags.BUDGET
     owner: str = Tags.OWNER
     exempt: str = Tags.EXEMPT
+    team: str = Tags.TEAM
+    team_budget: str = Tags.TEAM_BUDGET
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +268,9 @@ class ResourceTags(NamedTuple):
     exemption: Exemption | None
     findings: tuple[Finding, ...] = ()
     owners: tuple[str, ...] = ()
+    #: The team the resource says its project belongs to (None: no valid team tag).
+    team: str | None = None
+    team_budget: Decimal | None = None
 
 
 class Owners(NamedTuple):
@@ -573,6 +589,10 @@ def _parse(
     owner_raw: str | None,
     exempt_key: str,
     exempt_raw: str | None,
+    team_key: str = "",
+    team_raw: str | None = None,
+    team_budget_key: str = "",
+    team_budget_raw: str | None = None,
 ) -> _Parsed:
     """The tag values repeat across a fleet; parse each combination once."""
     problems: list[tuple[FindingCode, str]] = []
@@ -626,8 +646,40 @@ def _parse(
                     f"tag {owner_key}={_quote(owner_raw)} {parsed_owners.problem}",
                 )
             )
+    team_name: str | None = None
+    if team_raw is not None:
+        team_name, why = parse_project(team_raw)
+        if why is not None:
+            problems.append(
+                (
+                    FindingCode.MALFORMED_TEAM,
+                    f"tag {team_key}={_quote(team_raw)} {why}; not a team name "
+                    f"(1-{MAX_PROJECT_LEN} visible characters); team ignored",
+                )
+            )
+    team_budget: Decimal | None = None
+    if team_budget_raw is not None:
+        parsed = parse_budget(team_budget_raw)
+        if isinstance(parsed, Decimal):
+            team_budget = parsed
+        else:
+            problems.append(
+                (
+                    FindingCode.MALFORMED_BUDGET,
+                    f"tag {team_budget_key}={_quote(team_budget_raw)} {parsed}; team budget ignored",
+                )
+            )
     return _Parsed(
-        ResourceTags(project, budget, ", ".join(owners) or None, exemption, (), owners),
+        ResourceTags(
+            project,
+            budget,
+            ", ".join(owners) or None,
+            exemption,
+            (),
+            owners,
+            team_name,
+            team_budget,
+        ),
         tuple(problems),
     )
 
@@ -648,11 +700,13 @@ def read_tags(resource_ref: str, tags: Mapping[str, str], keys: TagKeys) -> Reso
         tags.get(keys.owner),
         keys.exempt,
         tags.get(keys.exempt),
+        keys.team,
+        tags.get(keys.team),
+        keys.team_budget,
+        tags.get(keys.team_budget),
     )
     found = parsed.tags
     if not parsed.problems:
         return found  # the common case: shared, since a NamedTuple cannot change
     findings = tuple(Finding(code, resource_ref, message) for code, message in parsed.problems)
-    return ResourceTags(
-        found.project, found.budget, found.owner, found.exemption, findings, found.owners
-    )
+    return found._replace(findings=findings)

@@ -46,6 +46,29 @@ def log_project_figures(report: ScanReport) -> None:
                 F.FORECAST: float(round(p.forecast_month_usd, 2)),
                 F.RUN_RATE: float(round(p.run_rate_usd_per_hour, 4)),
                 F.STATUS: p.status.value,
+                F.TEAM: p.team,
+            },
+        )
+
+
+def log_team_figures(report: ScanReport) -> None:
+    """One structured log line per team (the sums of its projects): the dashboard's team
+    table reads it. A team with a project whose read failed logs nothing, as its project."""
+    incomplete = report.incomplete_projects
+    for t in report.teams:
+        if incomplete.intersection(t.projects):
+            continue
+        logger.info(
+            F.TEAM_EVENT,
+            extra={
+                F.EVENT_KEY: F.TEAM_EVENT,
+                F.TEAM: t.team,
+                F.BUDGET: None if t.budget_usd is None else float(t.budget_usd),
+                F.MONTH_TO_DATE: float(round(t.month_to_date_usd, 2)),
+                F.FORECAST: float(round(t.forecast_month_usd, 2)),
+                F.RUN_RATE: float(round(t.run_rate_usd_per_hour, 4)),
+                F.STATUS: t.status.value,
+                "projects": list(t.projects),
             },
         )
 
@@ -79,6 +102,7 @@ def log_price_catalog(report: ScanReport) -> None:
 def emit_metrics(report: ScanReport) -> None:
     """The metrics alarms need: a heartbeat (the "scan did not run" alarm) and findings."""
     log_project_figures(report)
+    log_team_figures(report)
     log_price_catalog(report)
     if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in {"true", "1"}:
         return
@@ -108,8 +132,19 @@ def summary(outcome: ScanOutcome) -> dict[str, Any]:
                 "run_rate_usd_per_hour": float(round(p.run_rate_usd_per_hour, 4)),
                 "month_to_date_usd": float(round(p.month_to_date_usd, 2)),
                 "forecast_month_usd": float(round(p.forecast_month_usd, 2)),
+                "team": p.team,
             }
             for p in report.projects
+        ],
+        "teams": [
+            {
+                "team": t.team,
+                "status": t.status.value,
+                "projects": list(t.projects),
+                "month_to_date_usd": float(round(t.month_to_date_usd, 2)),
+                "forecast_month_usd": float(round(t.forecast_month_usd, 2)),
+            }
+            for t in report.teams
         ],
         "findings": len(report.findings),
         "api_calls": sum(report.api_calls.values()),

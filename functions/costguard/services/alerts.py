@@ -70,6 +70,7 @@ from costguard.domain.launch_policy import (
 )
 from costguard.domain.models import ACCOUNT_ID, ResourceKind, with_account, without_account
 from costguard.domain.spend import Observation
+from costguard.domain.teams import TeamReport
 from costguard.domain.text import plural
 from costguard.ports import Ledger, Notifier
 from costguard.rendering import machine_json
@@ -235,6 +236,10 @@ class AlertService:
         for p in report.projects:
             if p.project is not None:
                 self._guarded(out, f"budget/{p.project}", partial(self._budgets, p, now, out))
+        for t in report.teams:
+            self._guarded(
+                out, f"team-budget/{t.team}", partial(self._team_budgets, t, report, now, out)
+            )
         self._guarded(out, "burn-rate", lambda: self._burn_rate(report, previous, now, out))
         self._guarded(out, "unattributed", lambda: self._unattributed(report, now, out))
         self._guarded(out, "scan-failures", lambda: self._scan_failures(report, now, out))
@@ -345,6 +350,28 @@ class AlertService:
             p.owners,
             _billable(p),
         )
+        self._send_budget(numbers, now, out)
+
+    def _team_budgets(
+        self, t: TeamReport, report: ScanReport, now: datetime, out: _Outcome
+    ) -> None:
+        """A team's budget through the project rules, with the team as the subject: the
+        same thresholds and forecast, claimed once per team, threshold and month."""
+        members = set(t.projects)
+        numbers = ProjectNumbers(
+            t.team,
+            t.budget_usd,
+            t.month_to_date_usd,
+            t.forecast_month_usd,
+            t.run_rate_usd_per_hour,
+            t.owners,
+            tuple(r for p in report.projects if p.project in members for r in _billable(p)),
+            members=t.projects,
+            team=True,
+        )
+        self._send_budget(numbers, now, out)
+
+    def _send_budget(self, numbers: ProjectNumbers, now: datetime, out: _Outcome) -> None:
         for alert in budget_alerts(numbers, self._s.thresholds, now):
             self._send(alert, out)
 

@@ -39,15 +39,17 @@ from costguard.domain.org import (
     missing_slice_findings,
     missing_slices_alert,
     roll_up,
+    settle_org_teams,
     settle_tag_budgets,
     settle_tag_owners,
     slice_scope,
 )
 from costguard.domain.spend import budget_status, forecast_month_end
+from costguard.domain.teams import TeamConfig, TeamReport
 from costguard.domain.text import plural
 from costguard.ports import CommitOutcome, Ledger
 from costguard.services.alerts import AlertService
-from costguard.services.scan import ProjectReport, ScanReport, ScanService
+from costguard.services.scan import ProjectReport, ScanReport, ScanService, rolled_up_teams
 
 
 class SliceBook(Protocol):
@@ -67,6 +69,8 @@ class SliceBook(Protocol):
         tag_budgets: Mapping[str, Decimal] | None = None,
         tag_owners: Mapping[str, Sequence[str]] | None = None,
         advice: Sequence[ProjectAdvice] = (),
+        tag_teams: Mapping[str, str] | None = None,
+        tag_team_budgets: Mapping[str, Decimal] | None = None,
     ) -> tuple[bool, TickPlan | None]:
         """Add ``s`` to the time's done slices (and, with it, the budgets and owners its
         scan found tagged, and its advice on the digest hour's times); True only for the
@@ -120,12 +124,16 @@ class OrgReport:
     missing: tuple[Slice, ...]
     findings: tuple[Finding, ...]
     alerts: tuple[str, ...] = ()
+    #: The teams, each the sum of its projects across every account and region.
+    teams: tuple[TeamReport, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class OrgSettings:
     scope: str
     projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
+    #: The central team table; a project's team comes from ``projects`` (its ``team``).
+    teams: Mapping[str, TeamConfig] = field(default_factory=dict)
     warning_pct: Decimal = Decimal(80)
     #: How many slices' ledgers the aggregation reads at once.
     read_workers: int = 16
@@ -183,6 +191,8 @@ class SliceWork:
             tagged_budgets(report),
             tagged_owners(report),
             project_advice(report) if self._keeps_advice(tick) else (),
+            tag_teams=tagged_teams(report),
+            tag_team_budgets=tagged_team_budgets(report),
         )
         aggregated = None
         # Not only the call that completed the plan: a retry of it (its aggregation
@@ -213,6 +223,21 @@ def tagged_budgets(report: ScanReport) -> dict[str, Decimal]:
         p.project: p.budget_usd
         for p in report.projects
         if p.project is not None and p.budget_source == "tag" and p.budget_usd is not None
+    }
+
+
+def tagged_teams(report: ScanReport) -> dict[str, str]:
+    """The team a slice's scan settled for each of its projects: the aggregation settles
+    them across slices as one account's scan does."""
+    return {p.project: p.team for p in report.projects if p.project is not None and p.team}
+
+
+def tagged_team_budgets(report: ScanReport) -> dict[str, Decimal]:
+    """The team budgets a slice's scan settled from its resources' tags (not the table's)."""
+    return {
+        t.team: t.budget_usd
+        for t in report.teams
+        if t.budget_source == "tag" and t.budget_usd is not None
     }
 
 
@@ -349,7 +374,24 @@ class Aggregation:
                 for name in names
             )
         )
-        findings = missing_slice_findings(plan) + conflicts
+        # Teams across accounts: a team's figures are the sums of its projects', each
+        # already summed over every account and region it was seen in.
+        teams_settled = settle_org_teams(
+            plan, {p: c.team for p, c in self._s.projects.items() if c.team}, self._s.teams
+        )
+        reports = tuple(
+            replace(r, team=teams_settled.team_of.get(r.project)) if r.project else r
+            for r in reports
+        )
+        teams = rolled_up_teams(
+            reports,
+            teams_settled.team_of,
+            teams_settled.budgets,
+            self._s.teams,
+            self._s.warning_pct,
+            {p: r.accounts for p, r in rollups.items() if p is not None},
+        )
+        findings = missing_slice_findings(plan) + conflicts + list(teams_settled.findings)
         incomplete = frozenset(
             p for p, r in rollups.items() if r.accounts & {s.account for s in plan.missing}
         )
@@ -371,11 +413,12 @@ class Aggregation:
             advice_projects={
                 a.advice.resource: a.project for pieces in plan.advice.values() for a in pieces
             },
+            teams=teams,
         )
         self._ledger.record_findings(self._s.scope, tick, findings)
         alerts = self._after(report, findings, plan, now) if self._after else ()
         return OrgReport(
-            self._s.scope, tick, reports, rollups, plan.missing, tuple(findings), alerts
+            self._s.scope, tick, reports, rollups, plan.missing, tuple(findings), alerts, teams
         )
 
     def _slice_figures(

@@ -31,9 +31,10 @@ from costguard.domain.report import (
     group_findings,
     kind_of,
     ordered,
+    team_burns,
     unpriced_types,
 )
-from costguard.domain.tags import Tags
+from costguard.domain.tags import normalise_project
 from costguard.ports import Ledger, ProjectMonth
 from costguard.services.alerts import AlertSettings
 from costguard.services.cost_explorer import BILLED_STATE
@@ -48,9 +49,9 @@ class ReportRequest:
     month: str
     #: Only these projects (empty: all).
     projects: frozenset[str] = frozenset()
-    #: Only projects whose resources carry this team tag (None: no narrowing).
+    #: Only the projects of this team (None: no narrowing): the team the scan settled
+    #: from ``costguard:team`` tags and the central project table.
     team: str | None = None
-    team_tag: str = Tags.TEAM
     thresholds: tuple[int, ...] = THRESHOLDS
     warning_pct: Decimal = Decimal(80)
 
@@ -162,6 +163,13 @@ def build_report(
         else ()
     )
     catalog_age = _age(scan.catalog_as_of, now)
+    team_of = {p.project: p.team for p in scan.projects if p.project and p.team}
+    team_budgets = {t.team: t.budget_usd for t in scan.teams}
+    if wanted is not None:  # narrowed: only the teams of the projects shown
+        team_budgets = {
+            t: b for t, b in team_budgets.items() if t in {team_of.get(p) for p in wanted}
+        }
+    teams = team_burns(burns, team_of, team_budgets, request.warning_pct)
     billed = read_billed_month(ledger.get_state(scope, BILLED_STATE.format(month=month))[0])
     if billed is not None and wanted is not None:
         billed = replace(billed, rows=tuple(r for r in billed.rows if r.project in wanted))
@@ -199,6 +207,8 @@ def build_report(
         thresholds=tuple(sorted(set(request.thresholds))),
         live=live,
         narrowed=_narrowed(request),
+        teams=teams,
+        team_of=team_of,
         billed=billed,
         prediction_costs=prediction_costs,
     )
@@ -208,14 +218,8 @@ def _wanted(scan: ScanReport, request: ReportRequest) -> set[str] | None:
     """The projects the report is narrowed to; None: every project and the unattributed."""
     wanted: set[str] | None = set(request.projects) if request.projects else None
     if request.team is not None:
-        team = {
-            p.project
-            for p in scan.projects
-            if p.project is not None
-            and any(
-                a.priced.resource.tags.get(request.team_tag) == request.team for a in p.resources
-            )
-        }
+        name = normalise_project(request.team) or request.team
+        team = {p.project for p in scan.projects if p.project is not None and p.team == name}
         wanted = team if wanted is None else wanted & team
     return wanted
 

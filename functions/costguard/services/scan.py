@@ -41,6 +41,14 @@ from costguard.domain.spend import (
     forecast_month_end,
 )
 from costguard.domain.tags import TagKeys
+from costguard.domain.teams import (
+    ProjectFigure,
+    TeamBudget,
+    TeamConfig,
+    TeamReport,
+    team_owners,
+    team_reports,
+)
 from costguard.domain.text import plural
 from costguard.ports import (
     CatalogSource,
@@ -66,6 +74,8 @@ class ScanSettings:
     regions: tuple[str, ...]
     tag_keys: TagKeys = field(default_factory=TagKeys)
     projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
+    #: The central team table (budgets and owners of teams), which overrides tags.
+    teams: Mapping[str, TeamConfig] = field(default_factory=dict)
     warning_pct: Decimal = Decimal(80)
     exact_gap: timedelta = DEFAULT_EXACT_GAP
     max_workers: int = 8
@@ -90,6 +100,8 @@ class ProjectReport:
     unpriced: int
     #: What the actions CostGuard took on this project this month save.
     savings: Savings = field(default_factory=Savings)
+    #: The team the project belongs to (None: none).
+    team: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +143,8 @@ class ScanReport:
     #: Each SageMaker endpoint variant's cost per 1,000 predictions, now and per day
     #: (empty when no endpoint metrics are read).
     prediction_costs: tuple[PredictionCost, ...] = ()
+    #: The teams, each the sum of its projects (domain/teams.py).
+    teams: tuple[TeamReport, ...] = ()
 
     @property
     def resource_count(self) -> int:
@@ -212,7 +226,7 @@ class ScanService:
             utilization,
             {c.key: c for c in costs},
         )
-        attribution = attribute(priced, s.tag_keys, s.projects)
+        attribution = attribute(priced, s.tag_keys, s.projects, s.teams)
         findings.extend(attribution.findings)
 
         # (no "updating the ledger": a local scan reads a deployed ledger and never writes it)
@@ -264,6 +278,13 @@ class ScanService:
         reports = [
             replace(r, savings=savings[r.project]) if r.project in savings else r for r in reports
         ]
+        reports = [
+            replace(r, team=attribution.teams.get(r.project)) if r.project is not None else r
+            for r in reports
+        ]
+        teams = rolled_up_teams(
+            reports, attribution.teams, attribution.team_budgets, s.teams, s.warning_pct
+        )
         self._ledger.record_findings(s.scope, now, findings)
         return ScanReport(
             scope=s.scope,
@@ -284,6 +305,7 @@ class ScanService:
             catalog=self._in_use,
             advice=advice,
             prediction_costs=tuple(costs),
+            teams=teams,
         )
 
     def _endpoint_utilization(
@@ -500,6 +522,33 @@ class ScanService:
             resources=tuple(ordered),
             unpriced=sum(1 for a in billable if a.priced.usd_per_hour is None),
         )
+
+
+def rolled_up_teams(
+    reports: Sequence[ProjectReport],
+    team_of: Mapping[str, str],
+    budgets: Mapping[str, TeamBudget],
+    team_table: Mapping[str, TeamConfig],
+    warning_pct: Decimal,
+    accounts: Mapping[str, frozenset[str]] | None = None,
+) -> tuple[TeamReport, ...]:
+    """The teams of a scan (or of an Organization's roll-up): each the sum of its projects'
+    figures, as the project rows show them."""
+    named = [r for r in reports if r.project is not None]
+    figures = [
+        ProjectFigure(
+            r.project,
+            r.month_to_date_usd,
+            r.estimated_usd,
+            r.run_rate_usd_per_hour,
+            r.forecast_month_usd,
+            (accounts or {}).get(r.project, frozenset()),
+        )
+        for r in named
+        if r.project is not None
+    ]
+    owners = team_owners(team_of, {r.project: r.owners for r in named if r.project}, team_table)
+    return team_reports(figures, team_of, budgets, owners, warning_pct)
 
 
 def _pending_capacity(

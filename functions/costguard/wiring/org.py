@@ -195,6 +195,7 @@ class Hub:
             OrgSettings(
                 scope=settings.scope,
                 projects=settings.project_table(),
+                teams=settings.team_table(),
                 warning_pct=settings.warning_pct,
             ),
             after=alert_after(alerts) if alerts else None,

@@ -90,6 +90,7 @@ def build_scan_service(
             regions=settings.regions,
             tag_keys=settings.tag_keys,
             projects=settings.project_table(),
+            teams=settings.team_table(),
             warning_pct=settings.warning_pct,
             account=account,
             price_catalog_max_age_days=settings.price_catalog_max_age_days,
