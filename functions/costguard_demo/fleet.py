@@ -123,7 +123,14 @@ def seed_fleet(session: Any, start: datetime) -> Fleet:
     east = session.client("ec2", region_name=PRIMARY)
     west = session.client("ec2", region_name=SECONDARY)
 
-    llm = project_tags("llm-pretraining", "$12,000", "alice@example.com")
+    # llm-pretraining and vision-research are the research team's, whose budget ($30,000 a
+    # month, tagged once) their forecasts together go over.
+    llm = project_tags(
+        "llm-pretraining",
+        "$12,000",
+        "alice@example.com",
+        **{Tags.TEAM: "research", Tags.TEAM_BUDGET: "30000"},
+    )
     ids = run_instances(east, "p5.48xlarge", llm, "us-east-1a", count=2, volume_gib=2000)
     fleet.instances.update({"p5-a": ids[0], "p5-b": ids[1]})
     fleet.instances["p4d-spot"] = run_instances(east, "p4d.24xlarge", llm, "us-east-1a", spot=True)[
@@ -131,7 +138,12 @@ def seed_fleet(session: Any, start: datetime) -> Fleet:
     ]
 
     # vision-research keeps each resource under $40/h: a bigger launch is alerted at once.
-    vision = project_tags("vision-research", "20000", "U024BE7LH", **{Tags.MAX_USD_PER_HOUR: "40"})
+    vision = project_tags(
+        "vision-research",
+        "20000",
+        "U024BE7LH",
+        **{Tags.MAX_USD_PER_HOUR: "40", Tags.TEAM: "research"},
+    )
     fleet.instances["g5-dev"] = run_instances(
         east, "g5.2xlarge", vision, "us-east-1b", volume_gib=500
     )[0]
@@ -194,7 +206,43 @@ def seed_fleet(session: Any, start: datetime) -> Fleet:
         {"recsys-explore": start - timedelta(hours=30), "nlp-scratch": start - 3 * day},
         {"ranker-prod": start - 12 * day},
     )
+    publish_ranker_traffic(session, start)
     return fleet
+
+
+#: ranker-prod's predictions an hour: steady for a week, then halved on the story's last
+#: day, on the same two instances ($1.88/h): $0.10 per 1,000 becomes $0.20.
+RANKER_TRAFFIC = (18_800.0, 9_400.0)
+
+
+def publish_ranker_traffic(session: Any, start: datetime) -> None:
+    """ranker-prod's hourly ``Invocations`` (AWS/SageMaker) from 8 days before the story to
+    its end: the traffic falls by half 24 hours before the end, on a fleet that stays."""
+    from costguard_demo.story import STORY_END
+
+    cw = session.client("cloudwatch", region_name=PRIMARY)
+    fell = STORY_END - timedelta(hours=24)
+    hours = int((STORY_END - (start - timedelta(days=8))) / timedelta(hours=1))
+    first = (start - timedelta(days=8)).replace(minute=0, second=0, microsecond=0)
+    points = [first + timedelta(hours=h) for h in range(hours + 1)]
+    for n in range(0, len(points), 500):
+        cw.put_metric_data(
+            Namespace="AWS/SageMaker",
+            MetricData=[
+                {
+                    "MetricName": "Invocations",
+                    # In the order the scan's reader asks (moto matches dimensions in order).
+                    "Dimensions": [
+                        {"Name": "EndpointName", "Value": "ranker-prod"},
+                        {"Name": "VariantName", "Value": "primary"},
+                    ],
+                    "Timestamp": at,
+                    "Value": RANKER_TRAFFIC[0] if at < fell else RANKER_TRAFFIC[1],
+                    "Unit": "None",
+                }
+                for at in points[n : n + 500]
+            ],
+        )
 
 
 def _seed_eks(session: Any, ec2: Any, fleet: Fleet) -> None:

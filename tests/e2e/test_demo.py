@@ -88,3 +88,17 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere(tmp_path: 
     html = page.read_text()
     assert "Billed by AWS beside what the scan saw" in html
     assert "$508.92" in html  # llm-pretraining's data transfer: $412.80 + $96.12
+    # AND the research team (llm-pretraining and vision-research) heads over its budget
+    [team] = report["teams"]
+    assert (team["team"], team["status"]) == ("research", "over")
+    assert team["projects"] == ["llm-pretraining", "vision-research"]
+    assert any(
+        a["kind"] == "budget-forecast" and "team research" in a["summary"] for a in demo["alerts"]
+    )
+    # AND ranker-prod's cost per 1,000 predictions doubled on the last day (traffic halved on
+    # the same two instances), which is advised with its saving
+    [ranker] = report["cost_per_prediction"]
+    assert ranker["usd_per_1000_predictions"] == 0.2
+    assert {d["usd_per_1000_predictions"] for d in ranker["days"][:-2]} == {0.1}
+    jump = [a for a in report["advice"] if a["code"] == "prediction-cost-jump"]
+    assert len(jump) == 1 and jump[0]["usd_per_month_saving"] == 686.2

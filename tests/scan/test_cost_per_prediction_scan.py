@@ -133,9 +133,9 @@ def test_the_scans_text_lists_the_dearest_per_prediction_first_and_says_no_traff
     report = scan(fleet, StaticEndpointMetrics({}, served=served), InMemoryLedger(), NOW)
     text = report_table(report, colour=False)
     block = text[text.index("Cost per 1,000 predictions") :].splitlines()
-    assert block[1].startswith("    slow/primary: $1.0000 (")
-    assert block[2].startswith("    busy/primary: $0.1000 (")
-    assert block[3].startswith("    idle/primary: no traffic (no invocations in the last 24 h")
+    assert block[1].startswith("    slow/primary: $1.0000 per 1,000; $1.4080/h over 1,408 ")
+    assert block[2].startswith("    busy/primary: $0.1000 per 1,000; ")
+    assert block[3].startswith("    idle/primary: no traffic; no invocations in the last 24 h")
 
 
 def test_the_scheduled_scan_reads_invocations_once_an_hour() -> None:

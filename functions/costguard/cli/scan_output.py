@@ -293,10 +293,15 @@ def _prediction_lines(report: ScanReport, top: int) -> list[str]:
         ),
     )
     shown = ranked[: max(top, PREDICTION_LINES)]
-    lines = ["", f"Cost per 1,000 predictions, last 24 h ({len(costs)} endpoint variants):"]
+    lines = [
+        "",
+        f"Cost per 1,000 predictions, last 24 h ({plural(len(costs), 'endpoint variant')}):",
+    ]
     for c in shown:
-        figure = f"${rate(c.usd_per_1000)}" if c.usd_per_1000 is not None else c.status.value
-        lines.append(f"    {c.endpoint}/{c.variant}: {figure} ({c.reason})")
+        figure = (
+            f"${rate(c.usd_per_1000)} per 1,000" if c.usd_per_1000 is not None else c.status.value
+        )
+        lines.append(f"    {c.endpoint}/{c.variant}: {figure}; {c.reason}")
     if len(costs) > len(shown):
         lines.append(
             f"    … and {plural(len(costs) - len(shown), 'more variant')} (--json lists every one)"
