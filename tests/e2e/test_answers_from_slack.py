@@ -15,7 +15,7 @@ import pytest
 from costguard.domain.tags import Tags
 from tests.support.clock import MIDDAY
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.story]
 REGION = "us-east-1"
 TABLE = "ledger"
 
