@@ -32,9 +32,15 @@ class Permission:
 
 EC2_INVENTORY = (
     Permission(
-        ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeVolumes"),
-        "list accelerator instances, their types and attached volumes; EC2 Describe* "
-        "calls do not support resource-level permissions",
+        (
+            "ec2:DescribeInstances",
+            "ec2:DescribeInstanceTypes",
+            "ec2:DescribeVolumes",
+            "ec2:DescribeSnapshots",
+        ),
+        "list accelerator instances, their types and attached volumes, and the volumes and "
+        "snapshots tagged with a project (storage); EC2 Describe* calls do not support "
+        "resource-level permissions",
     ),
 )
 EC2_SPOT_PRICES = (

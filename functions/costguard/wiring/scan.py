@@ -70,7 +70,11 @@ def build_scan_service(
         prices = catalog_reader(settings, clients) or BundledCatalog()
     return ScanService(
         sources=[
-            Ec2Inventory(clients, instance_types or ec2.INSTANCE_TYPES),
+            Ec2Inventory(
+                clients,
+                instance_types or ec2.INSTANCE_TYPES,
+                project_keys=settings.tag_keys.project,
+            ),
             EksInventory(clients),
             SageMakerInventory(
                 clients,
