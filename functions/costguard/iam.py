@@ -106,6 +106,18 @@ ENDPOINT_METRICS = (
         "oversized-endpoint advice; CloudWatch metric reads have no resource-level permissions",
     ),
 )
+S3_STORAGE = (
+    Permission(
+        ("s3:ListAllMyBuckets",),
+        "list the buckets of each scanned region, once a day, to price project-tagged "
+        "buckets' storage; ListBuckets has no resource-level permissions",
+    ),
+    Permission(
+        ("tag:GetResources", "cloudwatch:ListMetrics", "cloudwatch:GetMetricData"),
+        "once a day: tagged buckets' tags (pages of 100) and their BucketSizeBytes per "
+        "storage class (batches of up to 500); these reads have no resource-level permissions",
+    ),
+)
 COST_EXPLORER = (
     Permission(
         ("ce:GetCostAndUsage", "ce:GetAnomalies"),
@@ -332,6 +344,7 @@ def scan_permissions(
         *tags,
         *(SAGEMAKER_STUDIO if sagemaker_studio else ()),
         *ENDPOINT_METRICS,
+        *S3_STORAGE,
         *(COST_EXPLORER if cost_explorer else ()),
     )
 

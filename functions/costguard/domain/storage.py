@@ -178,6 +178,5 @@ def bucket_price(
         total += rate * gb
         classes[cls or storage_type] = classes.get(cls or storage_type, ZERO) + gb
     shown = ", ".join(f"{c} {gb.quantize(Decimal('0.1'))} GB" for c, gb in sorted(classes.items()))
-    return StoragePrice(
-        total, f"s3 gb-month, storage only, requests not included ({shown or 'empty'})"
-    )
+    shown = shown or "no BucketSizeBytes datapoint in the last 3 days: empty or new"
+    return StoragePrice(total, f"s3 gb-month, storage only, requests not included ({shown})")
