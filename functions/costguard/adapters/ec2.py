@@ -284,35 +284,32 @@ class Ec2Inventory:
 
     def _tagged_storage(self, ec2: EC2Client, region: str, seen: set[str]) -> list[Resource]:
         """Volumes and this account's snapshots tagged with a project, wherever they are
-        attached (or not): one paginated pass per project tag key and API, pages of 500,
-        filtered on the server; never a call per volume or snapshot. ``seen``: volumes
-        already found attached to an accelerator instance (kept once).
-
-        One pass per key, not one ``tag-key`` filter naming them all: AWS ORs a filter's
-        values, but moto 5.2.5 matches them as a set (see ``adapters.ebs``).
+        attached (or not): one paginated pass each (pages of 500), filtered on the server
+        by a ``tag-key`` filter naming every project key (its values are ORed); never a
+        call per volume or snapshot. ``seen``: volumes already found attached to an
+        accelerator instance (kept once).
         """
         found: list[Resource] = []
-        for key in self._project_keys:
-            with reading("ec2", region, "DescribeVolumes"):
-                for page in ec2.get_paginator("describe_volumes").paginate(
-                    Filters=[{"Name": "tag-key", "Values": [key]}],
-                    PaginationConfig={"PageSize": 500},
-                ):
-                    for vol in page.get("Volumes", []):
-                        if str(vol["VolumeId"]) not in seen:
-                            seen.add(str(vol["VolumeId"]))
-                            found.append(self._volume(vol, region, None))
-        for key in self._project_keys:
-            with reading("ec2", region, "DescribeSnapshots"):
-                for snaps in ec2.get_paginator("describe_snapshots").paginate(
-                    OwnerIds=["self"],
-                    Filters=[{"Name": "tag-key", "Values": [key]}],
-                    PaginationConfig={"PageSize": 500},
-                ):
-                    for snap in snaps.get("Snapshots", []):
-                        if str(snap["SnapshotId"]) not in seen:
-                            seen.add(str(snap["SnapshotId"]))
-                            found.append(self._snapshot(snap, region))
+        keys = list(self._project_keys)
+        with reading("ec2", region, "DescribeVolumes"):
+            for page in ec2.get_paginator("describe_volumes").paginate(
+                Filters=[{"Name": "tag-key", "Values": keys}],
+                PaginationConfig={"PageSize": 500},
+            ):
+                for vol in page.get("Volumes", []):
+                    if str(vol["VolumeId"]) not in seen:
+                        seen.add(str(vol["VolumeId"]))
+                        found.append(self._volume(vol, region, None))
+        with reading("ec2", region, "DescribeSnapshots"):
+            for snaps in ec2.get_paginator("describe_snapshots").paginate(
+                OwnerIds=["self"],
+                Filters=[{"Name": "tag-key", "Values": keys}],
+                PaginationConfig={"PageSize": 500},
+            ):
+                for snap in snaps.get("Snapshots", []):
+                    if str(snap["SnapshotId"]) not in seen:
+                        seen.add(str(snap["SnapshotId"]))
+                        found.append(self._snapshot(snap, region))
         return found
 
     def _snapshot(self, snap: Any, region: str) -> Resource:
