@@ -179,9 +179,28 @@ def test_a_failed_first_read_fails_the_source() -> None:
     raise AssertionError("a failed first read must fail the source")
 
 
+def test_a_creation_date_after_the_scan_is_not_a_launch() -> None:
+    """GIVEN a bucket whose reported creation date is after the scan's time (another clock)
+    WHEN the source collects
+    THEN the bucket has no launch time, so its month is back-filled (estimated) from the
+    1st, rather than never accrued; a creation date before the scan is kept."""
+    later = _Sizes(created=MIDDAY + timedelta(days=3))
+    src = BucketStorageSource(
+        later, InMemoryLedger(), scope="s", account="", project_keys=PROJECT_KEYS
+    )
+    (bucket_now,) = src.collect(REGION, MIDDAY).resources
+    assert bucket_now.launched_at is None
+    earlier = _Sizes(created=MIDDAY - timedelta(days=3))
+    src = BucketStorageSource(
+        earlier, InMemoryLedger(), scope="s", account="", project_keys=PROJECT_KEYS
+    )
+    assert src.collect(REGION, MIDDAY).resources[0].launched_at == MIDDAY - timedelta(days=3)
+
+
 class _Sizes:
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: bool = False, created: Any = None) -> None:
         self.fail = fail
+        self.created = created
 
     def read(self, region: str, project_keys: Any, now: Any) -> list[Any]:
         from costguard.ports import BucketReading
@@ -189,7 +208,9 @@ class _Sizes:
         if self.fail:
             raise SourceError("cloudwatch", region, "GetMetricData", "Throttling", "slow down")
         return [
-            BucketReading("models", {"costguard:project": "m"}, None, (("StandardStorage", GIB),))
+            BucketReading(
+                "models", {"costguard:project": "m"}, self.created, (("StandardStorage", GIB),)
+            )
         ]
 
 

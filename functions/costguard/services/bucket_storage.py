@@ -71,16 +71,20 @@ class BucketStorageSource:
             else:
                 # Another scan writing the same day first is no harm: same figures.
                 self._state.put_state(self._scope, name, encode(day, readings), version)
-        return Inventory(tuple(self._resource(r, region) for r in readings), tuple(findings))
+        resources = tuple(self._resource(r, region, now) for r in readings)
+        return Inventory(resources, tuple(findings))
 
-    def _resource(self, r: BucketReading, region: str) -> Resource:
+    def _resource(self, r: BucketReading, region: str, now: datetime) -> Resource:
+        # A creation date after the scan's time is not one (a clock elsewhere): the month is
+        # then back-filled from its start, marked estimated, rather than never accrued.
+        created = r.created_at if r.created_at is not None and r.created_at <= now else None
         return Resource(
             id=r.name,
             kind=ResourceKind.S3_BUCKET,
             region=region,
             account=self._account,
             tags=dict(r.tags),
-            launched_at=r.created_at,
+            launched_at=created,
             name=r.name,
             stored_bytes=r.stored_bytes,
         )
