@@ -32,7 +32,14 @@ PRICES = {
     "kms_key_month": 1.00,
     "kms_request": 0.03 / 10_000,
     "secret_month": 0.40,
+    "cloudwatch_metric_read": 0.01 / 1000,  # GetMetricData, per metric requested
+    "cloudwatch_list_request": 0.01 / 1000,  # ListMetrics, per request
+    "s3_list_request": 0.005 / 1000,  # ListBuckets
 }
+DAYS_PER_MONTH = 30.4
+#: Storage seeded per project: tagged S3 buckets (two storage classes each), one tagged
+#: unattached gp3 volume with provisioned IOPS, one tagged snapshot.
+BUCKETS_PER_PROJECT = 2
 SCANS_PER_MONTH = 2920  # every 15 minutes, 30.4 days
 LAMBDA_MEMORY_GB = 1.0
 #: Errors, throttles and DLQ depth for each of 8 Lambdas (scan, Slack notifier, the four
@@ -133,6 +140,48 @@ def seed(session: Any, instances: int, projects: int) -> None:
     ec2.run_instances(
         ImageId="ami-12345678", InstanceType="g5.xlarge", MinCount=untagged, MaxCount=untagged
     )
+    seed_storage(session, projects)
+
+
+def seed_storage(session: Any, projects: int) -> None:
+    """Each project's storage: a gp3 volume (500 GiB, 6,000 IOPS) and a snapshot, both
+    tagged, and tagged buckets with a day-old BucketSizeBytes in Standard and Standard-IA
+    (the instances' root volumes are already attached to them)."""
+    ec2 = session.client("ec2", region_name="us-east-1")
+    s3 = session.client("s3", region_name="us-east-1")
+    cw = session.client("cloudwatch", region_name="us-east-1")
+    for p in range(projects):
+        tag = [{"Key": "costguard:project", "Value": f"project-{p:02d}"}]
+        vol = ec2.create_volume(
+            AvailabilityZone="us-east-1a",
+            Size=500,
+            VolumeType="gp3",
+            Iops=6000,
+            TagSpecifications=[{"ResourceType": "volume", "Tags": tag}],
+        )["VolumeId"]
+        ec2.create_snapshot(
+            VolumeId=vol, TagSpecifications=[{"ResourceType": "snapshot", "Tags": tag}]
+        )
+        for b in range(BUCKETS_PER_PROJECT):
+            name = f"project-{p:02d}-data-{b}"
+            s3.create_bucket(Bucket=name)
+            s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tag})
+            cw.put_metric_data(
+                Namespace="AWS/S3",
+                MetricData=[
+                    {
+                        "MetricName": "BucketSizeBytes",
+                        "Dimensions": [
+                            {"Name": "BucketName", "Value": name},
+                            {"Name": "StorageType", "Value": kind},
+                        ],
+                        "Timestamp": START - timedelta(days=1),
+                        "Value": float(size),
+                        "Unit": "Bytes",
+                    }
+                    for kind, size in (("StandardStorage", 2**40), ("StandardIAStorage", 2**39))
+                ],
+            )
 
 
 def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[str, Any]:
@@ -174,6 +223,17 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
             )
             meter = CapacityMeter()
             meter.attach(session)
+            calls: list[Counter[str]] = []
+            metrics_read: list[int] = []
+
+            def count(model: Any, **_: Any) -> None:
+                calls[-1][model.name] += 1
+
+            def queries(params: dict[str, Any], **_: Any) -> None:
+                metrics_read[-1] += len(params.get("MetricDataQueries", []))
+
+            session.events.register("before-parameter-build.cloudwatch.GetMetricData", queries)
+            session.events.register("before-call", count)
             log = io.StringIO()
             # A logger of its own per measurement (Powertools shares one per service name).
             saved_logger = scan.logger
@@ -184,6 +244,8 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
                 if n == 1:  # the first scan back-fills and alerts: measure the steady state
                     meter.write_units.clear()
                     meter.read_units.clear()
+                calls.append(Counter())
+                metrics_read.append(0)
                 log.seek(0)
                 log.truncate()
                 started = time.perf_counter()
@@ -199,6 +261,11 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
     rru = sum(meter.read_units.values()) / steady
     seconds = sum(durations[1:]) / steady
     log_bytes = sum(logs_bytes[1:]) / steady
+    # The first scan of a day reads S3 storage (the first scan here); later ones read the
+    # day's figures from the ledger's state (in the steady DynamoDB reads above).
+    daily = calls[0]
+    storage_ops = ("ListBuckets", "GetResources", "ListMetrics", "GetMetricData")
+    steady_storage = {op: sum(c[op] for c in calls[1:]) / steady for op in storage_ops}
     month = {
         "lambda_compute": seconds
         * LAMBDA_MEMORY_GB
@@ -220,6 +287,12 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
         * (PRICES["logs_ingest_gb"] + PRICES["logs_store_gb_month"] * 3),
         "kms": PRICES["kms_key_month"] + 20 * SCANS_PER_MONTH * PRICES["kms_request"],
         "secrets_manager": PRICES["secret_month"],
+        "s3_storage_daily_read": DAYS_PER_MONTH
+        * (
+            metrics_read[0] * PRICES["cloudwatch_metric_read"]
+            + daily["ListMetrics"] * PRICES["cloudwatch_list_request"]
+            + daily["ListBuckets"] * PRICES["s3_list_request"]
+        ),
     }
     return {
         "instances": instances,
@@ -232,6 +305,15 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
             "dynamodb_read_units": round(rru, 1),
             "seconds_in_process_on_moto": round(seconds, 2),
             "log_bytes": round(log_bytes),
+            "storage_calls_steady_scan": steady_storage,
+            "ec2_storage_calls": {
+                op: calls[1][op] for op in ("DescribeVolumes", "DescribeSnapshots")
+            },
+        },
+        "storage_daily_read": {
+            "buckets": projects * BUCKETS_PER_PROJECT,
+            "calls": {op: daily[op] for op in storage_ops},
+            "metrics_read": metrics_read[0],
         },
         "usd_per_month": {k: float(Decimal(v).quantize(Decimal("0.01"))) for k, v in month.items()},
         "usd_per_month_total": round(sum(month.values()), 2),

@@ -32,9 +32,15 @@ class Permission:
 
 EC2_INVENTORY = (
     Permission(
-        ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeVolumes"),
-        "list accelerator instances, their types and attached volumes; EC2 Describe* "
-        "calls do not support resource-level permissions",
+        (
+            "ec2:DescribeInstances",
+            "ec2:DescribeInstanceTypes",
+            "ec2:DescribeVolumes",
+            "ec2:DescribeSnapshots",
+        ),
+        "list accelerator instances, their types and attached volumes, and the volumes and "
+        "snapshots tagged with a project (storage); EC2 Describe* calls do not support "
+        "resource-level permissions",
     ),
 )
 EC2_SPOT_PRICES = (
@@ -99,6 +105,18 @@ ENDPOINT_METRICS = (
         "read SageMaker endpoints' GPU utilization and invocations in batches (up to 500 a "
         "call), for the oversized-endpoint advice and the cost per prediction; CloudWatch "
         "metric reads have no resource-level permissions",
+    ),
+)
+S3_STORAGE = (
+    Permission(
+        ("s3:ListAllMyBuckets",),
+        "list the buckets of each scanned region, once a day, to price project-tagged "
+        "buckets' storage; ListBuckets has no resource-level permissions",
+    ),
+    Permission(
+        ("tag:GetResources", "cloudwatch:ListMetrics", "cloudwatch:GetMetricData"),
+        "once a day: tagged buckets' tags (pages of 100) and their BucketSizeBytes per "
+        "storage class (batches of up to 500); these reads have no resource-level permissions",
     ),
 )
 COST_EXPLORER = (
@@ -327,6 +345,7 @@ def scan_permissions(
         *tags,
         *(SAGEMAKER_STUDIO if sagemaker_studio else ()),
         *ENDPOINT_METRICS,
+        *S3_STORAGE,
         *(COST_EXPLORER if cost_explorer else ()),
     )
 

@@ -238,6 +238,27 @@ class RateHistory(Protocol):
     ) -> dict[str, list[tuple[datetime, Decimal]]]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class BucketReading:
+    """One S3 bucket of a region, as the day's read saw it: its tags and, per CloudWatch
+    storage type, the bytes of its latest daily ``BucketSizeBytes`` datapoint."""
+
+    name: str
+    tags: Mapping[str, str]
+    created_at: datetime | None
+    stored_bytes: tuple[tuple[str, int], ...]
+
+
+class BucketSizes(Protocol):
+    """Tagged S3 buckets of a region and their size per storage class: a few batched
+    reads (pages of buckets, tags and metrics; one ``GetMetricData`` per 500 series),
+    never a call per bucket. Meant to be read once a day: the metric is daily."""
+
+    def read(
+        self, region: str, project_keys: Sequence[str], now: datetime
+    ) -> list[BucketReading]: ...
+
+
 class StateStore(Protocol):
     def get_state(self, scope: str, name: str) -> tuple[dict[str, Any], int]:
         """A small JSON document and its version (0 when absent)."""

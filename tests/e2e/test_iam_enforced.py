@@ -114,6 +114,30 @@ def spot_prices(monkeypatch: pytest.MonkeyPatch) -> None:
     install_spot_prices(DEMO_SPOT_PRICES, MIDDAY - timedelta(hours=1))
 
 
+def seed_tagged_bucket(session: Any, name: str, project: str) -> None:
+    """A bucket tagged with ``project`` holding 1 TiB of Standard the day before MIDDAY."""
+    s3 = session.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_tagging(
+        Bucket=name, Tagging={"TagSet": [{"Key": "costguard:project", "Value": project}]}
+    )
+    session.client("cloudwatch", region_name=REGION).put_metric_data(
+        Namespace="AWS/S3",
+        MetricData=[
+            {
+                "MetricName": "BucketSizeBytes",
+                "Dimensions": [
+                    {"Name": "BucketName", "Value": name},
+                    {"Name": "StorageType", "Value": "StandardStorage"},
+                ],
+                "Timestamp": MIDDAY - timedelta(days=1),
+                "Value": float(2**40),
+                "Unit": "Bytes",
+            }
+        ],
+    )
+
+
 # -- the tests ---------------------------------------------------------------------------
 
 
@@ -128,6 +152,9 @@ def test_a_scheduled_scan_runs_with_only_the_permissions_the_stack_grants(
     ec2 = deployment.session.client("ec2", region_name=REGION)
     (p5,) = run_instances(ec2, "p5.48xlarge", project_tags("vision-research"), f"{REGION}a")
     backdate_instances(REGION, {p5: MIDDAY - timedelta(hours=1)})
+    # ... and vision-research's training data in a tagged bucket, whose daily size the
+    # first scan of the day reads (ListBuckets, GetResources, ListMetrics, GetMetricData)
+    seed_tagged_bucket(deployment.session, "vision-research-data", "vision-research")
     recorder = Recorder()
     recorder.install(monkeypatch)
     # WHEN the schedule invokes the scan with its role

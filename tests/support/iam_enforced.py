@@ -533,7 +533,13 @@ def needs(call: Call, world: World) -> list[Need]:
                 (f"aws:ResourceTag/{k}", v) for k, v in INSTANCE_TAGS.get(resource, {}).items()
             ) + ((("aws:TagKeys", ",".join(keys)),) if keys else ())
             return [Need(f"sagemaker:{call.operation}", resource, context)]
+    if (call.service, call.operation) in _ACTION_OF:
+        return [Need(_ACTION_OF[(call.service, call.operation)], "*")]
     return [Need(f"{prefix}:{call.operation}", "*")]
+
+
+#: Operations whose IAM action is not named after them (the Service Authorization Reference).
+_ACTION_OF = {("s3", "ListBuckets"): "s3:ListAllMyBuckets"}
 
 
 def _hash_key(world: World, table: str) -> str | None:

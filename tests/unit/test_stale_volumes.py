@@ -4,6 +4,7 @@ executor's two small generalisations the multi-run delete needs (NotYet, not_bef
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -176,6 +177,24 @@ def test_the_saving_is_the_volume_less_its_snapshot_at_allocated_size() -> None:
     assert d.usd_per_month_saved == Decimal("30.00")
     off = volume_savings(vol(size=1000), PRICES, SNAP, snapshot=False)[0]
     assert round(off * 730, 2) == Decimal("80.00")
+
+
+def test_the_saving_counts_provisioned_iops_and_throughput_as_the_scan_prices_them() -> None:
+    """GIVEN an unattached gp3 volume of 500 GiB at 6,000 IOPS and 250 MiB/s
+    WHEN its deletion's saving is computed without a backup snapshot
+    THEN it is the volume as the scan prices it: 500 x 0.08 + 3,000 x 0.005 + 125 x 0.04
+    = $60 a month, the provisioned part ($20) in the evidence; without the provisioned
+    rates, the GiB alone ($40), and the evidence says the saving is a lower bound."""
+    fast = replace(vol(size=500), iops=6000, throughput_mibps=250)
+    tiers = {
+        "gp3": {"iops": [(3000, Decimal("0.005"))], "throughput_mibps": [(125, Decimal("0.04"))]}
+    }
+    usd, evidence = volume_savings(fast, PRICES, SNAP, snapshot=False, provisioned=tiers)
+    assert round(usd * 730, 6) == Decimal(60)
+    assert Decimal(evidence["provisioned_usd_per_month"]) == Decimal(20)
+    bare, said = volume_savings(fast, PRICES, SNAP, snapshot=False)
+    assert round(bare * 730, 6) == Decimal(40)
+    assert "lower bound" in said["provisioned_usd_per_month"]
 
 
 def test_an_unpriced_volume_type_says_so_rather_than_a_made_up_rate() -> None:

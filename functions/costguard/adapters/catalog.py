@@ -115,6 +115,13 @@ class CatalogFile(BaseModel):
     s3_standard_gb_month: dict[str, Decimal] = Field(min_length=1)
     #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced).
     ebs_snapshot_gb_month: dict[str, Decimal] = Field(default_factory=dict)
+    #: region -> volume type -> "iops" | "throughput_mibps" -> [[above, $/unit-month], ...]:
+    #: EBS provisioned IOPS and throughput beyond what the type includes (reference data).
+    ebs_provisioned_month: dict[str, dict[str, dict[str, list[tuple[int, Decimal]]]]] = Field(
+        default_factory=dict
+    )
+    #: region -> S3 storage class -> $/GB-month (reference data; absent: unpriced).
+    s3_class_gb_month: dict[str, dict[str, Decimal]] = Field(default_factory=dict)
     eks_cluster_hour: dict[str, Decimal]
     eks_standard_support_end: dict[str, date] = Field(default_factory=dict)
     #: region -> instance families AWS does not offer there (so "unpriced" can say why).
@@ -171,6 +178,33 @@ class CatalogFile(BaseModel):
                 raise ValueError(f"{region}: price must be positive, got {price}")
         return value
 
+    @field_validator("ebs_provisioned_month")
+    @classmethod
+    def _tiers(
+        cls, value: dict[str, dict[str, dict[str, list[tuple[int, Decimal]]]]]
+    ) -> dict[str, dict[str, dict[str, list[tuple[int, Decimal]]]]]:
+        for region, types in value.items():
+            for vtype, units in types.items():
+                for unit, tiers in units.items():
+                    where = f"{region}/{vtype}/{unit}"
+                    if unit not in ("iops", "throughput_mibps") or not tiers:
+                        raise ValueError(f"{where}: iops or throughput_mibps tiers expected")
+                    for above, usd in tiers:
+                        if above < 0 or not (usd.is_finite() and usd > 0):
+                            raise ValueError(f"{where}: tier [{above}, {usd}] is not a price")
+        return value
+
+    @field_validator("s3_class_gb_month")
+    @classmethod
+    def _positive_classes(
+        cls, value: dict[str, dict[str, Decimal]]
+    ) -> dict[str, dict[str, Decimal]]:
+        for region, rates in value.items():
+            for name, price in rates.items():
+                if not (price.is_finite() and price > 0):
+                    raise ValueError(f"{region}/{name}: price must be positive, got {price}")
+        return value
+
     def to_domain(self) -> PriceCatalog:
         return PriceCatalog(
             version=self.version,
@@ -190,6 +224,8 @@ class CatalogFile(BaseModel):
             retired=self.retired,
             confidence=self.confidence,
             ebs_snapshot_gb_month=self.ebs_snapshot_gb_month,
+            ebs_provisioned_month=self.ebs_provisioned_month,
+            s3_class_gb_month=self.s3_class_gb_month,
             spot=self.spot_advisor.to_domain() if self.spot_advisor else None,
             no_rate={
                 section: {

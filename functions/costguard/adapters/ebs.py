@@ -67,6 +67,8 @@ def volume_view(v: Any, region: str, account: str) -> VolumeView:
         volume_type=str(v.get("VolumeType", "")),
         account=account,
         created_at=as_utc(created) if created else None,
+        iops=int(v.get("Iops") or 0),
+        throughput_mibps=int(v.get("Throughput") or 0),
     )
 
 

@@ -1,4 +1,5 @@
-"""EC2: accelerator instances, their EBS volumes, and spot prices.
+"""EC2: accelerator instances, their EBS volumes, project-tagged volumes and snapshots,
+and spot prices.
 
 Which types carry accelerators comes from ``DescribeInstanceTypes`` (GpuInfo,
 NeuronInfo, InferenceAcceleratorInfo), never from name prefixes, so a new family
@@ -36,6 +37,7 @@ INSTANCE_TYPES_PER_CALL = 100
 #: EC2 filters take at most 200 values.
 FILTER_VALUES_PER_CALL = 199
 _UNKNOWN = object()
+GIB = 2**30
 
 
 def accelerator_of(info: InstanceTypeInfoTypeDef) -> Accelerator | None:
@@ -165,7 +167,8 @@ def is_unknown(info: object) -> bool:
 
 
 class Ec2Inventory:
-    """Running and pending accelerator instances, and the EBS volumes attached to them."""
+    """Running and pending accelerator instances, the EBS volumes attached to them, and
+    (with ``project_keys``) the volumes and snapshots tagged with a project: storage."""
 
     name = "ec2"
 
@@ -179,10 +182,15 @@ class Ec2Inventory:
             Tags.OWNER,
             Tags.EXEMPT,
         ),
+        project_keys: tuple[str, ...] = (),
     ) -> None:
+        """``project_keys``: the tag keys that name a project; volumes and snapshots
+        carrying one are inventoried as storage wherever they are attached. Empty (the
+        default): only the volumes of accelerator instances, as before."""
         self._client_for = client_for
         self._types = type_cache or InstanceTypeCache()
         self._inherit = inherit_tags
+        self._project_keys = project_keys
 
     def collect(self, region: str, now: datetime) -> Inventory:
         ec2 = self._client_for.ec2(region)
@@ -211,7 +219,10 @@ class Ec2Inventory:
                 findings.append(unknown_type_finding(res))
             resources.append(res)
             kept[res.id] = res
-        resources.extend(self._volumes(ec2, region, kept))
+        volumes = self._volumes(ec2, region, kept)
+        resources.extend(volumes)
+        if self._project_keys:
+            resources.extend(self._tagged_storage(ec2, region, {v.id for v in volumes}))
         return Inventory(tuple(resources), tuple(findings))
 
     def _volumes(
@@ -236,30 +247,91 @@ class Ec2Inventory:
                         )
                         if attached is None:
                             continue
-                        owner = instances[attached]
-                        tags = tags_of(vol.get("Tags"))
-                        if not any(k in tags for k in self._inherit):
-                            # An untagged volume belongs to its instance's project and owner,
-                            # but does not repeat its budget (one budget per tag, not per disk).
-                            tags.update({k: v for k, v in owner.tags.items() if k in self._inherit})
-                        volumes.append(
-                            Resource(
-                                id=str(vol["VolumeId"]),
-                                kind=ResourceKind.EBS_VOLUME,
-                                region=region,
-                                account=self._client_for.account,
-                                tags=tags,
-                                availability_zone=vol.get("AvailabilityZone"),
-                                launched_at=vol.get("CreateTime"),
-                                state=str(vol.get("State", "")),
-                                volume_type=str(vol.get("VolumeType", "")),
-                                size_gib=int(vol.get("Size", 0)),
-                                attached_to=attached,
-                                eks_cluster=owner.eks_cluster,
-                                eks_nodegroup=owner.eks_nodegroup,
-                            )
-                        )
+                        volumes.append(self._volume(vol, region, instances[attached]))
         return volumes
+
+    def _volume(self, vol: Any, region: str, owner: Resource | None) -> Resource:
+        """One volume as DescribeVolumes gives it; ``owner``: the accelerator instance it
+        is attached to (whose project and owner an untagged volume takes), if any."""
+        tags = tags_of(vol.get("Tags"))
+        if owner is not None and not any(k in tags for k in self._inherit):
+            # An untagged volume belongs to its instance's project and owner,
+            # but does not repeat its budget (one budget per tag, not per disk).
+            tags.update({k: v for k, v in owner.tags.items() if k in self._inherit})
+        attached = owner.id if owner is not None else None
+        if attached is None:
+            attached = next(
+                (str(a["InstanceId"]) for a in vol.get("Attachments", []) if a.get("InstanceId")),
+                None,
+            )
+        return Resource(
+            id=str(vol["VolumeId"]),
+            kind=ResourceKind.EBS_VOLUME,
+            region=region,
+            account=self._client_for.account,
+            tags=tags,
+            availability_zone=vol.get("AvailabilityZone"),
+            launched_at=vol.get("CreateTime"),
+            state=str(vol.get("State", "")),
+            volume_type=str(vol.get("VolumeType", "")),
+            size_gib=int(vol.get("Size", 0)),
+            attached_to=attached,
+            iops=int(vol.get("Iops") or 0),
+            throughput_mibps=int(vol.get("Throughput") or 0),
+            eks_cluster=owner.eks_cluster if owner is not None else None,
+            eks_nodegroup=owner.eks_nodegroup if owner is not None else None,
+        )
+
+    def _tagged_storage(self, ec2: EC2Client, region: str, seen: set[str]) -> list[Resource]:
+        """Volumes and this account's snapshots tagged with a project, wherever they are
+        attached (or not): one paginated pass each (pages of 500), filtered on the server
+        by a ``tag-key`` filter naming every project key (its values are ORed); never a
+        call per volume or snapshot. ``seen``: volumes already found attached to an
+        accelerator instance (kept once).
+        """
+        found: list[Resource] = []
+        keys = list(self._project_keys)
+        with reading("ec2", region, "DescribeVolumes"):
+            for page in ec2.get_paginator("describe_volumes").paginate(
+                Filters=[{"Name": "tag-key", "Values": keys}],
+                PaginationConfig={"PageSize": 500},
+            ):
+                for vol in page.get("Volumes", []):
+                    if str(vol["VolumeId"]) not in seen:
+                        seen.add(str(vol["VolumeId"]))
+                        found.append(self._volume(vol, region, None))
+        with reading("ec2", region, "DescribeSnapshots"):
+            for snaps in ec2.get_paginator("describe_snapshots").paginate(
+                OwnerIds=["self"],
+                Filters=[{"Name": "tag-key", "Values": keys}],
+                PaginationConfig={"PageSize": 500},
+            ):
+                for snap in snaps.get("Snapshots", []):
+                    if str(snap["SnapshotId"]) not in seen:
+                        seen.add(str(snap["SnapshotId"]))
+                        found.append(self._snapshot(snap, region))
+        return found
+
+    def _snapshot(self, snap: Any, region: str) -> Resource:
+        """A snapshot is charged at its full size when EC2 reports it, else its source
+        volume's: the incremental size (what it stores beyond its predecessors, what AWS
+        bills) is not in the API, so either is an upper bound."""
+        full = snap.get("FullSnapshotSizeInBytes")
+        gib = -(-int(full) // GIB) if full else int(snap.get("VolumeSize", 0))
+        tags = tags_of(snap.get("Tags"))
+        return Resource(
+            id=str(snap["SnapshotId"]),
+            kind=ResourceKind.EBS_SNAPSHOT,
+            region=region,
+            account=self._client_for.account,
+            tags=tags,
+            launched_at=snap.get("StartTime"),
+            state=str(snap.get("State", "")),
+            name=tags.get("Name"),
+            size_gib=gib,
+            attached_to=str(snap.get("VolumeId") or "") or None,
+            storage_tier=str(snap.get("StorageTier") or "standard"),
+        )
 
 
 class Ec2SpotPrices:

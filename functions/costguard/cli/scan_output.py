@@ -13,6 +13,7 @@ from costguard.domain.text import plural
 
 if TYPE_CHECKING:
     from costguard.domain.attribution import AttributedResource
+    from costguard.domain.models import Resource
     from costguard.domain.predictions import PredictionCost
     from costguard.domain.teams import TeamReport
     from costguard.services.scan import ProjectReport, ScanReport
@@ -57,9 +58,37 @@ def _resource_json(a: AttributedResource) -> dict[str, Any]:
         "owner": a.owner,
         "name": r.name,
         "launched_at": r.launched_at.isoformat() if r.launched_at else None,
+        # compute, or storage (EBS volumes and snapshots, S3 buckets): storage counts in
+        # the project's run-rate and month-to-date like compute, labelled here.
+        "category": r.category,
         "volume": (
-            {"type": r.volume_type, "size_gib": r.size_gib, "attached_to": r.attached_to}
+            {
+                "type": r.volume_type,
+                "size_gib": r.size_gib,
+                "attached_to": r.attached_to,
+                "iops": r.iops or None,
+                "throughput_mibps": r.throughput_mibps or None,
+            }
             if r.volume_type
+            else None
+        ),
+        "snapshot": (
+            {
+                "charged_gib": r.size_gib,
+                "source_volume": r.attached_to,
+                "storage_tier": r.storage_tier,
+            }
+            if r.kind.value == "ebs-snapshot"
+            else None
+        ),
+        "bucket": (
+            {
+                "stored_bytes": dict(r.stored_bytes),
+                # BucketSizeBytes prices storage only: requests, retrievals and
+                # transfer are billed on top and not seen by the scan.
+                "requests_included": False,
+            }
+            if r.kind.value == "s3-bucket"
             else None
         ),
         "accelerator": (
@@ -72,6 +101,36 @@ def _resource_json(a: AttributedResource) -> dict[str, Any]:
             else None
         ),
     }
+
+
+def _by_category(p: ProjectReport) -> dict[str, float | None]:
+    """The project's run-rate split into compute and storage (its sum is the run-rate)."""
+    split: dict[str, Decimal] = {"compute": Decimal(0), "storage": Decimal(0)}
+    for a in p.resources:
+        r = a.priced.resource
+        if r.billable and a.priced.usd_per_hour is not None:
+            split[r.category] += a.priced.usd_per_hour
+    return {k: _num(v, "rate") for k, v in split.items()}
+
+
+def describe(r: Resource) -> str:
+    """What a resource is, in a report's line: its type, a volume's size (and IOPS and
+    throughput where its type bills them), a snapshot's or a bucket's stored size."""
+    if r.instance_type:
+        return r.instance_type
+    if r.volume_type:
+        extra = ""
+        if r.volume_type in ("gp3", "io1", "io2") and r.iops:
+            extra = f", {r.iops} IOPS"
+        if r.volume_type == "gp3" and r.throughput_mibps:
+            extra += f", {r.throughput_mibps} MiB/s"
+        return f"{r.volume_type} {r.size_gib} GiB{extra}"
+    if r.kind.value == "ebs-snapshot":
+        return f"snapshot {r.size_gib} GiB"
+    if r.kind.value == "s3-bucket":
+        gb = Decimal(sum(size for _, size in r.stored_bytes)) / 2**30
+        return f"s3 {gb.quantize(Decimal('0.1'))} GB (storage only)"
+    return ""
 
 
 def project_json(
@@ -92,6 +151,7 @@ def project_json(
         "status": p.status.value,
         "owners": list(p.owners),
         "unpriced_resources": p.unpriced,
+        "run_rate_by_category": _by_category(p),
         "savings": {
             "actions_this_month": p.savings.actions,
             "usd_per_hour": _num(p.savings.usd_per_hour, "rate"),
@@ -218,7 +278,7 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         for a in billable[:top]:
             r = a.priced.resource
             price = "UNPRICED" if a.priced.usd_per_hour is None else per_hour(a.priced.usd_per_hour)
-            what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
+            what = describe(r)
             market = r.lifecycle.value if r.instance_type else ""
             count = f"{r.count} x " if r.count > 1 else ""
             mine.append(len(resources))
@@ -384,7 +444,7 @@ def _project_row(account: str, p: ProjectReport) -> dict[str, str | Cell]:
 
 def _resource_row(account: str, project: Cell, a: AttributedResource) -> dict[str, str | Cell]:
     r = a.priced.resource
-    what = r.instance_type or (f"{r.volume_type} {r.size_gib} GiB" if r.volume_type else "")
+    what = describe(r)
     return {
         "account": account,
         "row": "resource",

@@ -13,6 +13,8 @@ from typing import NamedTuple
 class ResourceKind(StrEnum):
     EC2_INSTANCE = "ec2-instance"
     EBS_VOLUME = "ebs-volume"
+    EBS_SNAPSHOT = "ebs-snapshot"
+    S3_BUCKET = "s3-bucket"
     EKS_CLUSTER = "eks-cluster"
     EKS_NODEGROUP = "eks-nodegroup"
     SAGEMAKER_NOTEBOOK = "sagemaker-notebook"
@@ -71,10 +73,19 @@ class Resource:
     state: str = ""
     name: str | None = None
     accelerator: Accelerator | None = None
-    #: EBS only.
+    #: EBS only. A snapshot's ``size_gib`` is the size it is charged at (see
+    #: :mod:`costguard.domain.storage`); its ``volume_type`` is None.
     volume_type: str | None = None
     size_gib: int = 0
     attached_to: str | None = None
+    #: EBS volumes: provisioned IOPS and throughput (MiB/s); 0 where the type has none.
+    iops: int = 0
+    throughput_mibps: int = 0
+    #: EBS snapshots: ``standard`` or ``archive``.
+    storage_tier: str | None = None
+    #: S3 buckets: bytes stored per CloudWatch storage type (``StandardStorage``, ...),
+    #: sorted, from the day's ``BucketSizeBytes`` metric.
+    stored_bytes: tuple[tuple[str, int], ...] = ()
     #: EKS: the cluster (and node group) a resource belongs to.
     eks_cluster: str | None = None
     eks_nodegroup: str | None = None
@@ -97,8 +108,20 @@ class Resource:
         """Node groups are not priced: their EC2 instances are the priced units."""
         return self.kind is not _NODEGROUP
 
+    @property
+    def category(self) -> str:
+        """``storage`` (EBS volumes and snapshots, S3 buckets) or ``compute``: how the
+        scan JSON and the report label a resource's share of a project's spend."""
+        return STORAGE if self.kind in STORAGE_KINDS else COMPUTE
+
 
 _NODEGROUP = ResourceKind.EKS_NODEGROUP
+STORAGE = "storage"
+COMPUTE = "compute"
+#: The kinds whose spend is storage: billed per GB-month, not per instance-hour.
+STORAGE_KINDS = frozenset(
+    {ResourceKind.EBS_VOLUME, ResourceKind.EBS_SNAPSHOT, ResourceKind.S3_BUCKET}
+)
 
 
 ACCOUNT_ID = re.compile(r"[0-9]{12}")

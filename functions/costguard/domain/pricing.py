@@ -14,13 +14,21 @@ from typing import NamedTuple
 
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.models import Lifecycle, Resource, ResourceKind
-from costguard.domain.money import HOURS_PER_PRICING_MONTH
 from costguard.domain.spot import SpotTable
+from costguard.domain.storage import (
+    ProvisionedRates,
+    StoragePrice,
+    bucket_price,
+    snapshot_price,
+    volume_price,
+)
 
 # Enum members hoisted to module constants: this module runs per resource.
 _NODEGROUP = ResourceKind.EKS_NODEGROUP
 _CLUSTER = ResourceKind.EKS_CLUSTER
 _VOLUME = ResourceKind.EBS_VOLUME
+_SNAPSHOT = ResourceKind.EBS_SNAPSHOT
+_BUCKET = ResourceKind.S3_BUCKET
 _SPOT = Lifecycle.SPOT
 
 #: Spot below this fraction of on-demand is not a real market price (moto, corrupt data).
@@ -70,6 +78,19 @@ class PriceCatalog:
     #: The day the rates a refresh does not fetch (EKS, snapshots, S3) were last reviewed,
     #: when the catalog says; None for a catalog written before it said.
     reference_as_of: date | None = None
+    #: EBS provisioned IOPS and throughput, $/unit-month in tiers, by region and type
+    #: (:mod:`costguard.domain.storage`). Reference rates, dated by ``reference_as_of``.
+    ebs_provisioned_month: ProvisionedRates = field(default_factory=dict)
+    #: S3 $/GB-month by region and storage class (``standard``, ``standard_ia``, ...).
+    s3_class_gb_month: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+
+    def s3_class_rates(self, region: str) -> Mapping[str, Decimal]:
+        """S3 rates by storage class in ``region``; Standard falls back to the flat S3
+        Standard table the stale-object guard prices with."""
+        rates = dict(self.s3_class_gb_month.get(region, {}))
+        if "standard" not in rates and region in self.s3_standard_gb_month:
+            rates["standard"] = self.s3_standard_gb_month[region]
+        return rates
 
     def why_unpriced(self, region: str, instance_type: str) -> str | None:
         """A known reason for a missing price: not offered in the region, no public rate,
@@ -285,17 +306,50 @@ def price_resource(
         return PricedResource(resource, hourly, basis), findings
     if kind is _VOLUME:
         vtype = resource.volume_type or ""
-        per_gb = catalog.ebs_gb_month.get(resource.region, {}).get(vtype)
+        region = resource.region
+        per_gb = catalog.ebs_gb_month.get(region, {}).get(vtype)
         if per_gb is None:
-            why = catalog.unpriced_reason("ebs_gb_month", resource.region, vtype)
+            why = catalog.unpriced_reason("ebs_gb_month", region, vtype)
             priced, finding = _unpriced(resource, f"EBS {vtype}", why)
             return priced, [finding]
-        hourly = per_gb * resource.size_gib / HOURS_PER_PRICING_MONTH
-        return PricedResource(resource, hourly, "ebs gb-month"), []
+        return _storage(
+            resource,
+            volume_price(
+                per_gb,
+                catalog.ebs_provisioned_month.get(region, {}).get(vtype),
+                vtype,
+                resource.size_gib,
+                resource.iops,
+                resource.throughput_mibps,
+            ),
+        )
+    if kind is _SNAPSHOT:
+        return _storage(
+            resource,
+            snapshot_price(
+                catalog.ebs_snapshot_gb_month.get(resource.region),
+                resource.size_gib,
+                resource.storage_tier == "archive",
+            ),
+        )
+    if kind is _BUCKET:
+        return _storage(
+            resource, bucket_price(catalog.s3_class_rates(resource.region), resource.stored_bytes)
+        )
 
     itype = resource.instance_type or ""
     priced, findings = _price_instance(resource, catalog, spot_prices, itype)
     return _with_caveats(priced, findings, catalog, itype)
+
+
+def _storage(resource: Resource, price: StoragePrice) -> tuple[PricedResource, list[Finding]]:
+    hourly = price.usd_per_hour
+    if hourly is None:
+        priced, finding = _unpriced(
+            resource, price.missing, "the price catalog has no rate for it there"
+        )
+        return priced, [finding]
+    return PricedResource(resource, hourly, price.basis), []
 
 
 def _with_caveats(
@@ -430,6 +484,10 @@ class Pricer:
             r.volume_type,
             r.size_gib,
             r.version,
+            r.iops,
+            r.throughput_mibps,
+            r.stored_bytes,
+            r.storage_tier,
         )
         hit = self._memo.get(shape)
         if hit is None:

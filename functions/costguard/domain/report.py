@@ -53,7 +53,7 @@ def kind_of(kind: str, eks_cluster: str | None) -> Kind:
         return Kind.SAGEMAKER
     if kind.startswith("eks-") or (kind == "ec2-instance" and eks_cluster):
         return Kind.EKS
-    if kind == "ebs-volume":
+    if kind in ("ebs-volume", "ebs-snapshot", "s3-bucket"):
         return Kind.STORAGE
     return Kind.EC2
 

@@ -41,6 +41,7 @@ from costguard.domain.decisions import Action, Decision, Target
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.models import resource_key
 from costguard.domain.money import HOURS_PER_PRICING_MONTH, ZERO
+from costguard.domain.storage import Tier, volume_price
 from costguard.domain.tags import ResourceTags, TagKeys, Tags, parse_ttl, read_tags
 from costguard.domain.windows import before
 
@@ -65,6 +66,9 @@ class VolumeView:
     volume_type: str = ""
     account: str = ""
     created_at: datetime | None = None
+    #: Provisioned IOPS and throughput (MiB/s): part of what deleting it saves.
+    iops: int = 0
+    throughput_mibps: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,10 +235,14 @@ def volume_savings(
     ebs_gb_month: Mapping[str, Decimal] | None,
     snapshot_gb_month: Decimal | None,
     snapshot: bool,
+    provisioned: Mapping[str, Mapping[str, Sequence[Tier]]] | None = None,
 ) -> tuple[Decimal, dict[str, str]]:
     """$/h saved by deleting the volume, and the evidence behind it.
 
-    Saved: the volume's provisioned GiB at its type's rate, less the backup snapshot's.
+    Saved: the volume as the scan prices it (its provisioned GiB at its type's rate, plus
+    gp3 IOPS and throughput above the baseline and io1/io2 IOPS: see
+    :func:`costguard.domain.storage.volume_price`), less the backup snapshot's. Without a
+    rate for its provisioned IOPS, the GiB alone (a lower bound, and the evidence says so).
     The snapshot is priced at the volume's *allocated* size: an upper bound on what it
     stores (a first snapshot holds only written blocks), so the saving is a lower bound.
     """
@@ -244,6 +252,19 @@ def volume_savings(
         evidence["volume_usd_per_month"] = "unpriced"
         return ZERO, evidence
     volume = rate * view.size_gib
+    priced = volume_price(
+        rate,
+        (provisioned or {}).get(view.volume_type),
+        view.volume_type,
+        view.size_gib,
+        view.iops,
+        view.throughput_mibps,
+    ).usd_per_month
+    if priced is None:
+        evidence["provisioned_usd_per_month"] = "unpriced (not counted: a lower bound)"
+    elif priced != volume:
+        evidence["provisioned_usd_per_month"] = str(priced - volume)
+        volume = priced
     evidence["volume_usd_per_month"] = str(volume)
     snap = ZERO
     if snapshot:
@@ -285,6 +306,7 @@ def judge_volumes(
     rules: VolumeRules,
     prices: Mapping[str, Decimal] | None = None,
     snapshot_rate: Decimal | None = None,
+    provisioned: Mapping[str, Mapping[str, Sequence[Tier]]] | None = None,
 ) -> Judgement:
     """One decision per in-scope volume: delete once unattached past its TTL, else none.
 
@@ -331,7 +353,9 @@ def judge_volumes(
         if before(now, expires - rules.grace):
             none(f"unattached for {_human(unattached)} of {_human(ttl)}")
             continue
-        usd, evidence = volume_savings(v, prices, snapshot_rate, rules.snapshot_before_delete)
+        usd, evidence = volume_savings(
+            v, prices, snapshot_rate, rules.snapshot_before_delete, provisioned
+        )
         evidence |= {
             "first_seen_unattached": since.isoformat(),
             "ttl": _human(ttl),

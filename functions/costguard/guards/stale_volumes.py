@@ -39,6 +39,7 @@ def build(settings: Settings, clients: ClientFactory, context: GuardContext) -> 
         catalog.ebs_gb_month,
         catalog.ebs_snapshot_gb_month,
         ledger,
+        provisioned_prices=catalog.ebs_provisioned_month,
     )
     return Guard(
         NAME,

@@ -576,6 +576,8 @@ def source_of(kind: str) -> str:
         return "sagemaker"
     if kind.startswith("eks-"):
         return "eks"
+    if kind == "s3-bucket":
+        return "s3"
     return "ec2"
 
 

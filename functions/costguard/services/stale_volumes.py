@@ -25,6 +25,7 @@ from costguard.domain.stale_volumes import (
     judge_volumes,
     merge_clock,
 )
+from costguard.domain.storage import ProvisionedRates
 from costguard.ports import FindingStore, SourceError, StateStore
 
 #: Attempts at an optimistic clock write before the region is judged with no clock.
@@ -57,6 +58,8 @@ class StaleVolumePolicy:
 
     #: Regions read at once: a run's time is mostly the per-region calls' latency.
     max_workers: int = 8
+    #: region -> volume type -> provisioned IOPS/throughput tiers (the scan's rates).
+    provisioned_prices: ProvisionedRates = field(default_factory=dict)
 
     def decide(self, now: datetime) -> Sequence[Decision]:
         # The regions are independent (their own clocks, listings and decisions): read
@@ -88,6 +91,7 @@ class StaleVolumePolicy:
                 self.rules,
                 self.volume_prices.get(region),
                 self.snapshot_prices.get(region),
+                self.provisioned_prices.get(region),
             )
             decisions.extend(judged.decisions)
             findings.extend(judged.findings)

@@ -8,7 +8,9 @@ from costguard.adapters import ec2
 from costguard.adapters.cloudwatch import EndpointGpuMetrics
 from costguard.adapters.ec2 import Ec2Inventory, Ec2SpotPrices, InstanceTypeCache
 from costguard.adapters.eks import EksInventory
+from costguard.adapters.s3_storage import CloudWatchBucketSizes
 from costguard.adapters.sagemaker import SageMakerInventory, tag_reader
+from costguard.services.bucket_storage import BucketStorageSource
 from costguard.services.scan import Progress, ScanService, ScanSettings
 from costguard.services.scan_cycle import ScanCycle
 from costguard.wiring.parts import (
@@ -72,19 +74,31 @@ def build_scan_service(
         prices = catalog
     else:
         prices = catalog_reader(settings, clients) or BundledCatalog()
+    ledger = ledger if ledger is not None else build_ledger(settings, clients)
     return ScanService(
         sources=[
-            Ec2Inventory(clients, instance_types or ec2.INSTANCE_TYPES),
+            Ec2Inventory(
+                clients,
+                instance_types or ec2.INSTANCE_TYPES,
+                project_keys=settings.tag_keys.project,
+            ),
             EksInventory(clients),
             SageMakerInventory(
                 clients,
                 tag_reader(clients, settings.sagemaker_tags),
                 studio=settings.sagemaker_studio,
             ),
+            BucketStorageSource(
+                CloudWatchBucketSizes(clients),
+                ledger,
+                scope=settings.scope,
+                account=account,
+                project_keys=settings.tag_keys.project,
+            ),
         ],
         spot_prices=Ec2SpotPrices(clients),
         catalog=prices,
-        ledger=ledger if ledger is not None else build_ledger(settings, clients),
+        ledger=ledger,
         settings=ScanSettings(
             scope=settings.scope,
             regions=settings.regions,
