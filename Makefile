@@ -21,7 +21,7 @@ WORKERS ?= auto
 #: sets PYTHONDONTWRITEBYTECODE (as this machine's does): rewriting the asserts of every test
 #: module took about 7 s of each worker's collection, on every run.
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
-PARALLEL := -n $(WORKERS) --dist loadgroup
+PARALLEL := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 #: mypy's cache lives in the venv: it holds the third-party stubs (boto3-stubs, aws-cdk-lib,
 #: pydantic), which change only when the venv does, and a prebuilt venv carries it warm.
 MYPY := $(BIN)/mypy --cache-dir $(VENV)/.mypy_cache

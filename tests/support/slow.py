@@ -192,3 +192,38 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "tests/functional/test_heartbeat_agent.py": ("test_a_broken_nvidia_smi_is_no_gpu_reading",),
 }
+
+
+#: What the longest work units of ``make test`` cost, in seconds (CPU of one worker, on the
+#: reference machine, December): an xdist group (``@`` and its name, tests/conftest.py)
+#: with its fixture, or a test alone (each parametrized case). tests/conftest.py hands
+#: these out first, longest first, so that no long one starts last and keeps one worker
+#: busy while the other waits. A unit not listed costs nothing here and keeps its place
+#: after these; a stale figure changes only the order.
+LONGEST: dict[str, float] = {
+    "@cdk-synths": 100.0,
+    "@tests/e2e/test_org_demo.py": 30.0,
+    "tests/property/test_sweep_over_days.py::test_nothing_goes_that_the_readme_keeps_over_simulated_days": 20.0,
+    "tests/cli/test_demo_text.py::test_the_whole_demo_reads_cleanly": 18.0,
+    "tests/e2e/test_demo.py::test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere": 18.0,
+    "tests/launch/test_burst_and_retry.py::test_a_burst_of_1000_launches_alerts_each_once_with_calls_that_grow_with_events_not_retries": 15.0,
+    "tests/functional/test_idle_handler_calls.py::test_an_enforcing_pass_costs_pages_plus_the_actions_own_calls": 12.0,
+    "tests/e2e/test_org_demo.py::test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_guarded": 11.0,
+    "tests/e2e/test_org_demo.py::test_exits_1_when_an_account_that_has_its_role_cannot_be_entered": 11.0,
+    "tests/functional/test_slice_book_contract.py::test_marking_a_slice_done_costs_the_same_in_a_plan_of_2000_slices": 11.0,
+    "tests/functional/test_idle_handler_calls.py::test_a_dry_run_pass_costs_pages_not_a_call_per_idle_notebook": 9.0,
+    "tests/e2e/test_org_demo.py::test_with_dry_run_the_guards_say_what_they_would_do_and_save_and_change_nothing": 8.0,
+    "tests/unit/test_fanout_service.py::test_a_tick_costs_the_active_slices_plus_a_small_probe_term_not_every_slice": 5.0,
+    "tests/functional/test_sweep_savings.py::test_a_run_that_fails_after_deleting_still_counts_what_it_deleted": 4.5,
+    "tests/functional/test_survives.py::test_hundreds_of_untagged_gpus_are_one_alert_that_fits_in_sns": 4.0,
+    "tests/functional/test_org_act.py::test_a_redelivered_run_acts_on_nothing_twice": 3.5,
+    "tests/property/test_text_properties.py::test_truncation_never_exceeds_the_width_nor_cuts_a_token": 3.5,
+    "tests/functional/test_scan_hostile_tags.py::test_a_scan_over_arbitrary_tags_completes_and_reports_every_bad_tag": 3.0,
+    "tests/e2e/test_cli_scan.py::test_scan_json_matches_hand_computed_prices": 3.0,
+    "tests/functional/test_org_act.py::test_the_stale_volume_guard_warns_then_acts_in_the_member_account_only": 3.0,
+    "tests/e2e/test_answers_from_slack.py::test_keep_4_hours_then_act_now_from_slack": 2.5,
+    "tests/functional/test_ledger_contract.py::test_statuses_read_many_claims_at_once": 2.5,
+    "tests/e2e/test_cli_prices.py::test_writes_a_fresh_catalog_where_out_says": 2.5,
+    "tests/functional/test_org_fanout.py::test_reads_regions_probes_then_scans_only_the_region_that_holds_a_gpu": 2.3,
+    "tests/functional/test_org_act.py::test_an_account_without_the_act_role_fails_alone_and_is_named_once_a_day": 2.3,
+}  # fmt: skip
