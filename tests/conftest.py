@@ -79,7 +79,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The CDK synths of tests/infra/conftest.py are built once per process: every test that
     # reads one, and the grouped tests of its module, go to one worker, which builds each
     # synth once (spread over both, each worker built each synth: 10-20 CPU-s apiece).
-    synth_modules = {i.nodeid.split("::")[0] for i in reads_a_synth}
+    synth_modules = {i.nodeid.split("::")[0] for i in reads_a_synth} | set(SYNTH_READERS)
     for item in items:
         if item in reads_a_synth or grouped.get(item) in synth_modules:
             grouped[item] = SYNTHS
@@ -90,6 +90,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 #: The xdist group of every test that reads a CDK synth (tests/infra/conftest.py).
 SYNTHS = "cdk-synths"
+#: Modules outside tests/infra whose module fixtures read those synths themselves
+#: (``tests/infra/synth.py``): the IAM-enforced e2e tests deploy them onto moto.
+SYNTH_READERS = (
+    "tests/e2e/test_iam_enforced.py",
+    "tests/e2e/test_answers_iam_enforced.py",
+    "tests/e2e/test_org_act_iam_enforced.py",
+)
 
 
 def _longest_first(items: list[pytest.Item], grouped: dict[pytest.Item, str]) -> None:
