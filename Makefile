@@ -20,8 +20,12 @@ WORKERS ?= auto
 #: pytest, with its rewritten test modules cached in __pycache__ even where the environment
 #: sets PYTHONDONTWRITEBYTECODE (as this machine's does): rewriting the asserts of every test
 #: module took about 7 s of each worker's collection, on every run.
-PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
-PARALLEL := -n $(WORKERS) --dist loadgroup
+#: PYTHONPATH: the tests import this checkout's code even where .venv is another checkout's
+#: (its editable install points there), e.g. a clone that links a prebuilt venv.
+PYTEST := env -u PYTHONDONTWRITEBYTECODE PYTHONPATH=$(CURDIR)/functions:$(CURDIR)/infra:$(CURDIR) $(BIN)/python -m pytest
+#: --no-loadscope-reorder: the work units go out in the order tests/conftest.py gives them,
+#: the longest first (xdist would otherwise put the groups with most tests first).
+PARALLEL := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 #: mypy's cache lives in the venv: it holds the third-party stubs (boto3-stubs, aws-cdk-lib,
 #: pydantic), which change only when the venv does, and a prebuilt venv carries it warm.
 MYPY := $(BIN)/mypy --cache-dir $(VENV)/.mypy_cache

@@ -38,8 +38,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     reads a module-scoped fixture goes to one worker, so the fixture (an Organization demo
     run, a CDK synth, a deployed template, a seeded fleet) is built once, not once per
     worker; so does a session-scoped fixture that the module defines itself (the Lambda
-    asset's bundle and probes). The other tests spread as usual. (The shared session-scoped
-    synths are cached per process already: ``tests/infra/synth.py``.)
+    asset's bundle and probes). Every test that reads one of the shared session-scoped CDK
+    synths (cached per process: ``tests/infra/synth.py``) goes to one worker too, with the
+    grouped tests of its module. The other tests spread as usual, the longest first
+    (:func:`_longest_first`).
 
     The tests listed in ``tests/support/slow.py`` are marked ``slow``, and every test that
     reads a CDK synth of ``tests/infra/conftest.py`` is marked ``infra``, whether its module
@@ -50,6 +52,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     file), and finds none; see also :class:`_GroupInNodeId`."""
     from tests.support.slow import SLOW
 
+    reads_a_synth: set[pytest.Item] = set()
     for item in items:
         path, _, name = item.nodeid.partition("::")
         if name.partition("[")[0] in SLOW.get(path, ()):
@@ -58,6 +61,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         synths = (info.name2fixturedefs.get(n, ()) for n in info.names_closure) if info else ()
         if any(defs and defs[-1].baseid == "tests/infra" for defs in synths):
             item.add_marker(pytest.mark.infra)  # it reads a synth (tests/infra/conftest.py)
+            reads_a_synth.add(item)
+    grouped: dict[pytest.Item, str] = {}
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
@@ -69,8 +74,45 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 defs[-1].scope == "module"
                 or (defs[-1].scope == "session" and defs[-1].baseid == module)
             ):
-                item.add_marker(pytest.mark.xdist_group(module))
+                grouped[item] = module
                 break
+    # The CDK synths of tests/infra/conftest.py are built once per process: every test that
+    # reads one, and the grouped tests of its module, go to one worker, which builds each
+    # synth once (spread over both, each worker built each synth: 10-20 CPU-s apiece).
+    synth_modules = {i.nodeid.split("::")[0] for i in reads_a_synth} | set(SYNTH_READERS)
+    for item in items:
+        if item in reads_a_synth or grouped.get(item) in synth_modules:
+            grouped[item] = SYNTHS
+    for item, group in grouped.items():
+        item.add_marker(pytest.mark.xdist_group(group))
+    _longest_first(items, grouped)
+
+
+#: The xdist group of every test that reads a CDK synth (tests/infra/conftest.py).
+SYNTHS = "cdk-synths"
+#: Modules outside tests/infra whose module fixtures read those synths themselves
+#: (``tests/infra/synth.py``): the IAM-enforced e2e tests deploy them onto moto.
+SYNTH_READERS = (
+    "tests/e2e/test_iam_enforced.py",
+    "tests/e2e/test_answers_iam_enforced.py",
+    "tests/e2e/test_org_act_iam_enforced.py",
+)
+
+
+def _longest_first(items: list[pytest.Item], grouped: dict[pytest.Item, str]) -> None:
+    """The work units (a group, or a test alone) that take longest run first: the order
+    pytest-xdist hands them out in (``--no-loadscope-reorder``, the Makefile), so that
+    the last to start are short ones and both workers finish together. A unit's cost is
+    what ``tests/support/slow.py`` measured (``LONGEST``); the others keep their order.
+    Run serially, the order changes nothing but when each test runs."""
+    from tests.support.slow import LONGEST
+
+    def unit(item: pytest.Item) -> str:
+        group = grouped.get(item)
+        return f"@{group}" if group else item.nodeid.partition("[")[0]
+
+    first_seen = {u: n for n, u in enumerate(dict.fromkeys(map(unit, items)))}
+    items.sort(key=lambda item: (-LONGEST.get(unit(item), 0.0), first_seen[unit(item)]))
 
 
 class _GroupInNodeId:

@@ -342,7 +342,14 @@ def sns_message(alert: Alert, answers: EmailAnswers | None = None) -> str:
     only (the ``email`` protocol's text; ``default`` stays without links).
     """
     body = ""
+    listed: tuple[int, int] | None = None
     for cap in _LISTING_CAPS:
+        # A cap at or above what the alert lists renders the same body as the cap before
+        # it, which did not fit: render it once (a huge alert about one resource was
+        # rendered seven times).
+        if (len(alert.resources[:cap]), len(alert.owners[:cap])) == listed:
+            continue
+        listed = (len(alert.resources[:cap]), len(alert.owners[:cap]))
         body = sns_safe(_sns_json(alert, cap, answers))
         if len(body.encode()) <= SNS_MESSAGE_BUDGET_BYTES:
             return body

@@ -202,12 +202,19 @@ def isolated(tmp_path_factory: pytest.TempPathFactory) -> Isolated:
 @pytest.fixture(scope="session")
 def probes(isolated: Isolated, body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each function's handler imported in its own isolated interpreter, with the
-    function's environment and nothing else: ``{logical id: what the probe saw}``."""
+    function's environment and nothing else: ``{logical id: what the probe saw}``. The
+    first probe then imports every module of the package and checks each import statement
+    (``unresolved``); the same asset on the same path, so once is enough."""
     functions = _functions(body)
     assert functions, "the template has no Lambda function"
     seen: dict[str, dict[str, Any]] = {}
     for function in functions:
-        request = {"path": isolated.path, "handler": function.handler, "package": "costguard"}
+        request = {
+            "path": isolated.path,
+            "handler": function.handler,
+            "package": "costguard",
+            "walk": not seen,
+        }
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "AWS_REGION": "us-east-1",

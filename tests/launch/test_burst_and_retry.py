@@ -72,11 +72,18 @@ def test_a_burst_of_1000_launches_alerts_each_once_with_calls_that_grow_with_eve
     instances = world.run_instances("g5.xlarge", BURST)
     calls = Calls()
     check = world.check(calls, hooks=throttle_cloudtrail)
-    # WHEN
-    results = [run(check, running(i, NOW), NOW) for i in instances]
+    # WHEN (the topic's subscriber reads as the alerts arrive, as a real one does: moto's SQS
+    # scans its whole queue for every message sent and received, so a queue left to fill
+    # with the burst made this test quadratic in it)
+    results: list[dict[str, Any]] = []
+    published: list[dict[str, Any]] = []
+    for n, instance in enumerate(instances, 1):
+        results.append(run(check, running(instance, NOW), NOW))
+        if n % 10 == 0:
+            published += world.published()
+    published += world.published()
     # THEN no exception, and every launch alerted
     assert [r["launches"][0]["outcome"] for r in results] == ["alerted"] * BURST
-    published = world.published()
     assert len(published) == BURST
     alerted = sorted(r["key"].rsplit("/", 1)[1] for m in published for r in m["resources"])
     assert alerted == sorted(instances)

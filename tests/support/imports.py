@@ -81,9 +81,9 @@ def _check_import(statement: Import) -> str | None:
     return None
 
 
-def probe(path: list[str], handler: str, package: str) -> dict[str, Any]:
-    """Import ``handler`` (``pkg.module.function``), note what that loaded, then import
-    every module of ``package`` and check every import statement in it."""
+def probe(path: list[str], handler: str, package: str, *, walk: bool = True) -> dict[str, Any]:
+    """Import ``handler`` (``pkg.module.function``), note what that loaded, then (with
+    ``walk``) import every module of ``package`` and check every import statement in it."""
     sys.path[:0] = path
     module_name, _, function = handler.rpartition(".")
     result: dict[str, Any] = {"handler": handler, "error": None}
@@ -99,6 +99,9 @@ def probe(path: list[str], handler: str, package: str) -> dict[str, Any]:
         if module is not None
     }
 
+    if not walk:
+        result["sys_path"] = list(sys.path)
+        return result
     root = importlib.import_module(package)
     unresolved: list[dict[str, Any]] = []
     for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
@@ -116,7 +119,12 @@ def probe(path: list[str], handler: str, package: str) -> dict[str, Any]:
 
 def main() -> None:
     request = json.loads(sys.argv[1])
-    json.dump(probe(request["path"], request["handler"], request["package"]), sys.stdout)
+    json.dump(
+        probe(
+            request["path"], request["handler"], request["package"], walk=request.get("walk", True)
+        ),
+        sys.stdout,
+    )
 
 
 if __name__ == "__main__":

@@ -192,3 +192,39 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "tests/functional/test_heartbeat_agent.py": ("test_a_broken_nvidia_smi_is_no_gpu_reading",),
 }
+
+
+#: What the longest work units of ``make test`` cost, in seconds (a whole run with ``-n 2``
+#: on the reference machine, December, scaled to an idle one): an xdist group (``@`` and
+#: its name, tests/conftest.py) with its fixture, or a test alone (each parametrized case).
+#: tests/conftest.py hands these out first, longest first, so that no long one starts last
+#: and keeps one worker busy while the other waits. A unit not listed counts 0 here and
+#: keeps its place after these; a stale figure changes only the order.
+LONGEST: dict[str, float] = {
+    "@cdk-synths": 68.0,
+    "tests/launch/test_burst_and_retry.py::test_a_burst_of_1000_launches_alerts_each_once_with_calls_that_grow_with_events_not_retries": 33.0,
+    "@tests/e2e/test_org_demo.py": 27.0,
+    "tests/functional/test_idle_handler_calls.py::test_an_enforcing_pass_costs_pages_plus_the_actions_own_calls": 24.0,
+    "tests/property/test_sweep_over_days.py::test_nothing_goes_that_the_readme_keeps_over_simulated_days": 21.0,
+    "tests/functional/test_slice_book_contract.py::test_marking_a_slice_done_costs_the_same_in_a_plan_of_2000_slices": 21.0,
+    "tests/cli/test_demo_text.py::test_the_whole_demo_reads_cleanly": 19.0,
+    "tests/e2e/test_demo.py::test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere": 18.0,
+    "tests/infra/test_hub_stack.py::test_cdk_synth_with_org_context_works_without_an_account": 17.5,
+    "tests/infra/test_member_stack.py::test_member_app_run_directly_takes_context_as_the_cdk_cli_and_the_main_app_do": 12.0,
+    "tests/e2e/test_org_demo.py::test_exits_1_when_an_account_that_has_its_role_cannot_be_entered": 10.4,
+    "tests/e2e/test_org_demo.py::test_an_account_whose_act_role_refuses_is_named_once_a_day_and_the_others_guarded": 10.1,
+    "tests/infra/test_hub_stack.py::test_org_template_synthesizes_with_nag_and_passes_cfn_lint": 8.2,
+    "tests/e2e/test_org_demo.py::test_with_dry_run_the_guards_say_what_they_would_do_and_save_and_change_nothing": 7.4,
+    "tests/infra/test_launch_alerts_stack.py::test_the_forwarding_templates_pass_cfn_lint_without_errors": 5.7,
+    "tests/functional/test_survives.py::test_a_scan_failing_at_any_ledger_call_never_double_counts": 5.6,
+    "tests/functional/test_survives.py::test_hundreds_of_untagged_gpus_are_one_alert_that_fits_in_sns": 5.5,
+    "tests/functional/test_sweep_backstop_lifecycle.py::test_dry_run_withdraws_costguards_rule_whatever_ended_the_decision": 5.2,
+    "tests/infra/test_launch_alerts_stack.py::test_each_other_scanned_region_forwards_its_launches_to_the_home_regions_bus": 4.5,
+    "tests/property/test_text_properties.py::test_truncation_never_exceeds_the_width_nor_cuts_a_token": 4.5,
+    "tests/functional/test_idle_handler_calls.py::test_a_dry_run_pass_costs_pages_not_a_call_per_idle_notebook": 3.7,
+    "tests/infra/test_hub_stack.py::test_cdk_synth_with_an_incomplete_org_context_exits_2_with_the_reason": 3.7,
+    "tests/alerts/test_sns_message_limits.py::test_guard_alerts_with_huge_or_odd_user_text_are_published_within_sns_rules": 2.5,
+    "tests/functional/test_stale_volumes.py::test_calls_per_pass_grow_with_pages_not_with_the_fleet": 2.9,
+    "tests/functional/test_survives.py::test_the_digest_covers_an_outage_that_ended_before_the_digest_hour": 2.8,
+    "tests/unit/test_fanout_service.py::test_a_tick_costs_the_active_slices_plus_a_small_probe_term_not_every_slice": 1.7,
+}  # fmt: skip

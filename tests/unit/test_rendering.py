@@ -483,6 +483,33 @@ def test_a_small_alert_is_not_cut_for_sns() -> None:
     assert "resources_total" not in machine and len(machine["resources"]) == 2
 
 
+def test_an_alert_too_big_for_sns_is_rendered_once_per_listing_that_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cap at or above what the alert lists renders the body the previous cap rendered:
+    an alert about two resources whose free text no cap can shrink is rendered twice
+    (everything listed, then nothing), not once per cap; the body is the one the last cap
+    gives, as before."""
+    from costguard import rendering
+
+    # GIVEN an alert about two resources whose summary alone is over SNS's limit
+    alert = dataclasses.replace(spike(), summary="x" * (300 * 1024))  # type: ignore[type-var]
+    rendered: list[int | None] = []
+    real = rendering._sns_json
+
+    def counted(alert: Any, cap: int | None, answers: Any = None) -> str:
+        rendered.append(cap)
+        return real(alert, cap, answers)
+
+    monkeypatch.setattr(rendering, "_sns_json", counted)
+    # WHEN it is rendered for SNS
+    body = sns_message(alert)
+    # THEN each different listing once: both resources (every cap from none to 5 lists
+    # both), then none; and the body is the last cap's
+    assert rendered == [None, 0]
+    assert body == rendering.sns_safe(real(alert, 0))
+
+
 HOSTILE_TEXT = st.text(
     alphabet=st.sampled_from(list("a <>&|*_`@![]()\n\r\u2028\u0301\u200d😀é:/")), max_size=300
 )
