@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import botocore
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.handlers import BUILTIN_HANDLERS
 from botocore.loaders import create_loader
 from botocore.parsers import ResponseParserError
 
@@ -92,6 +93,20 @@ def refuse_html_answers(response_dict: Mapping[str, Any], **_: Any) -> None:
     status = int(response_dict.get("status_code") or 0)
     if status not in _RETRIED_STATUSES and _html(response_dict.get("body")):
         raise HtmlAnswerError(status)
+
+
+def refuse_html_first(client: Any) -> None:
+    """Register :func:`refuse_html_answers` on the client before botocore's own hooks of the
+    same event: botocore turns an S3 answer of 200 whose body is not XML into a 500 (so as
+    to retry it), which would hide an HTML page behind "Internal Server Error"."""
+    events = client.meta.events
+    name = f"before-parse.{client.meta.service_model.service_id.hyphenize()}.*"
+    theirs = [h[1] for h in BUILTIN_HANDLERS if h[0] == name]
+    for handler in theirs:
+        events.unregister(name, handler)
+    events.register_first(name, refuse_html_answers)
+    for handler in theirs:
+        events.register_first(name, handler)
 
 
 def translate(service: str, region: str, operation: str, exc: Exception) -> SourceError:
@@ -180,7 +195,7 @@ class ClientFactory:
             key = (service, region)
             if key not in self._clients:
                 client = self._session.client(service, region_name=region, config=self._config)
-                client.meta.events.register("before-parse", refuse_html_answers)
+                refuse_html_first(client)
                 self._clients[key] = client
             return self._clients[key]
 
