@@ -207,7 +207,47 @@ def seed_fleet(session: Any, start: datetime) -> Fleet:
         {"ranker-prod": start - 12 * day},
     )
     publish_ranker_traffic(session, start)
+    seed_datasets_bucket(session, start)
     return fleet
+
+
+#: llm-pretraining's training data: an S3 bucket tagged with the project, priced by
+#: storage class from its daily BucketSizeBytes (12 TiB Standard, 80 TiB Glacier Flexible
+#: Retrieval), counted as storage in the project's month.
+DATASETS_BUCKET = "llm-pretraining-datasets"
+DATASETS_BYTES = {"StandardStorage": 12 * 2**40, "GlacierStorage": 80 * 2**40}
+
+
+def seed_datasets_bucket(session: Any, start: datetime) -> None:
+    """The bucket, created two months before the story (set on moto's backend: moto stamps
+    a bucket with the wall clock), and its last three days of BucketSizeBytes."""
+    s3 = session.client("s3", region_name=PRIMARY)
+    s3.create_bucket(Bucket=DATASETS_BUCKET)
+    s3.put_bucket_tagging(
+        Bucket=DATASETS_BUCKET,
+        Tagging={"TagSet": project_tags("llm-pretraining", owner="alice@example.com")},
+    )
+    bucket = moto_backend("s3", "global").buckets[DATASETS_BUCKET]
+    bucket.creation_date = start - timedelta(days=60)
+    cw = session.client("cloudwatch", region_name=PRIMARY)
+    midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    cw.put_metric_data(
+        Namespace="AWS/S3",
+        MetricData=[
+            {
+                "MetricName": "BucketSizeBytes",
+                "Dimensions": [
+                    {"Name": "BucketName", "Value": DATASETS_BUCKET},
+                    {"Name": "StorageType", "Value": kind},
+                ],
+                "Timestamp": midnight - timedelta(days=days),
+                "Value": float(size),
+                "Unit": "Bytes",
+            }
+            for kind, size in DATASETS_BYTES.items()
+            for days in (1, 2)
+        ],
+    )
 
 
 #: ranker-prod's predictions an hour: steady for a week, then halved on the story's last

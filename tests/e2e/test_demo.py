@@ -102,3 +102,12 @@ def test_demo_runs_a_whole_guard_cycle_and_delivers_alerts_everywhere(tmp_path: 
     assert {d["usd_per_1000_predictions"] for d in ranker["days"][:-2]} == {0.1}
     jump = [a for a in report["advice"] if a["code"] == "prediction-cost-jump"]
     assert len(jump) == 1 and jump[0]["usd_per_month_saving"] == 686.2
+    # AND llm-pretraining's storage is in its month: its gp3 volumes and its datasets bucket
+    # (12 TiB Standard and 80 TiB Glacier Flexible Retrieval), priced by storage class
+    llm = next(p for p in report["projects"] if p["project"] == "llm-pretraining")
+    bucket = next(r for r in llm["resources"] if r["kind"] == "s3-bucket")
+    assert bucket["category"] == "storage" and bucket["id"] == "llm-pretraining-datasets"
+    assert bucket["usd_per_hour"] == pytest.approx(
+        (12 * 1024 * 0.023 + 80 * 1024 * 0.0036) / 730, abs=1e-4
+    )
+    assert llm["run_rate_by_category"]["storage"] > bucket["usd_per_hour"]
