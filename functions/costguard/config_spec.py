@@ -34,7 +34,7 @@ import json
 import re
 import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from enum import Enum
@@ -101,6 +101,34 @@ class Kind(Enum):
     JSON = "json"
 
 
+def _not_a_flag(value: object) -> object:
+    """JSON true is not a budget of $1 (pydantic would read it as 1)."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be an amount in USD, got {str(value).lower()}")
+    return value
+
+
+def _entry_budget(what: str, raw: str | float | int | None) -> Decimal | None:
+    """A central table entry's budget, or a ValueError naming ``what`` and the value."""
+    if raw is None:
+        return None
+    parsed = parse_budget(str(raw))
+    if isinstance(parsed, str):
+        raise ValueError(f"{what}: budget {raw!r} {parsed}")
+    return parsed
+
+
+def _entry_owners(what: str, raws: Sequence[str]) -> tuple[str, ...]:
+    """A central table entry's owners, once each, or a ValueError naming the bad one."""
+    owners: list[str] = []
+    for raw in raws:
+        parsed = parse_owners(raw)
+        if parsed.problem is not None:
+            raise ValueError(f"{what}: owner {raw!r}: {parsed.problem}")
+        owners.extend(parsed.valid)
+    return tuple(dict.fromkeys(owners))
+
+
 class ProjectEntry(BaseModel):
     """A row of the central project table (``projects`` / ``COSTGUARD_PROJECTS_JSON``)."""
 
@@ -118,24 +146,11 @@ class ProjectEntry(BaseModel):
     @field_validator("budget", "maxUsdPerHour", mode="before")
     @classmethod
     def _not_a_flag(cls, value: object) -> object:
-        # JSON true is not a budget of $1 (pydantic would read it as 1).
-        if isinstance(value, bool):
-            raise ValueError(f"must be an amount in USD, got {str(value).lower()}")
-        return value
+        return _not_a_flag(value)
 
     def to_domain(self, name: str) -> ProjectConfig:
-        budget = None
-        if self.budget is not None:
-            parsed = parse_budget(str(self.budget))
-            if isinstance(parsed, str):
-                raise ValueError(f"project {name!r}: budget {self.budget!r} {parsed}")
-            budget = parsed
-        owners: list[str] = []
-        for raw in self.owners:
-            parsed_owners = parse_owners(raw)
-            if parsed_owners.problem is not None:
-                raise ValueError(f"project {name!r}: owner {raw!r}: {parsed_owners.problem}")
-            owners.extend(parsed_owners.valid)
+        budget = _entry_budget(f"project {name!r}", self.budget)
+        owners = _entry_owners(f"project {name!r}", self.owners)
         limit = None
         if self.maxUsdPerHour is not None:
             parsed_limit = parse_usd_per_hour(str(self.maxUsdPerHour))
@@ -149,9 +164,7 @@ class ProjectEntry(BaseModel):
             team, why = parse_project(self.team)
             if why is not None:
                 raise ValueError(f"project {name!r}: team {self.team!r} {why}")
-        return ProjectConfig(
-            budget, tuple(dict.fromkeys(owners)), limit, bool(self.requireSpot), team
-        )
+        return ProjectConfig(budget, owners, limit, bool(self.requireSpot), team)
 
 
 class TeamEntry(BaseModel):
@@ -165,24 +178,13 @@ class TeamEntry(BaseModel):
     @field_validator("budget", mode="before")
     @classmethod
     def _not_a_flag(cls, value: object) -> object:
-        if isinstance(value, bool):
-            raise ValueError(f"must be an amount in USD, got {str(value).lower()}")
-        return value
+        return _not_a_flag(value)
 
     def to_domain(self, name: str) -> TeamConfig:
-        budget = None
-        if self.budget is not None:
-            parsed = parse_budget(str(self.budget))
-            if isinstance(parsed, str):
-                raise ValueError(f"team {name!r}: budget {self.budget!r} {parsed}")
-            budget = parsed
-        owners: list[str] = []
-        for raw in self.owners:
-            parsed_owners = parse_owners(raw)
-            if parsed_owners.problem is not None:
-                raise ValueError(f"team {name!r}: owner {raw!r}: {parsed_owners.problem}")
-            owners.extend(parsed_owners.valid)
-        return TeamConfig(budget, tuple(dict.fromkeys(owners)))
+        return TeamConfig(
+            _entry_budget(f"team {name!r}", self.budget),
+            _entry_owners(f"team {name!r}", self.owners),
+        )
 
 
 # -- validation: each check raises ValueError("must be ..., got ...") or returns the value ----

@@ -363,38 +363,15 @@ class EndpointGpuMetrics:
         found: dict[str, Decimal] = {}
         for first in range(0, len(unique), MAX_QUERIES_PER_CALL):
             batch = {f"e{i}": v for i, v in enumerate(unique[first : first + MAX_QUERIES_PER_CALL])}
-            values: dict[str, list[float]] = defaultdict(list)
-            failed: set[str] = set()
-            with reading("cloudwatch", region, "GetMetricData"):
-                pages = client.get_paginator("get_metric_data").paginate(
-                    MetricDataQueries=[
-                        {
-                            "Id": qid,
-                            "MetricStat": {
-                                "Metric": {
-                                    "Namespace": ENDPOINT_NAMESPACE,
-                                    "MetricName": ENDPOINT_GPU_METRIC,
-                                    "Dimensions": [
-                                        {"Name": "EndpointName", "Value": v.endpoint},
-                                        {"Name": "VariantName", "Value": v.variant},
-                                    ],
-                                },
-                                "Period": period,
-                                "Stat": "Average",
-                            },
-                            "ReturnData": True,
-                        }
-                        for qid, v in batch.items()
-                    ],
-                    StartTime=start,
-                    EndTime=end,
-                    ScanBy="TimestampAscending",
-                )
-                for page in pages:
-                    for result in page.get("MetricDataResults", []):
-                        if result.get("StatusCode") in FAILED:
-                            failed.add(str(result["Id"]))
-                        values[str(result["Id"])].extend(result.get("Values", []))
+            series, failed = _variant_series(
+                client,
+                region,
+                batch,
+                (ENDPOINT_NAMESPACE, ENDPOINT_GPU_METRIC, period, "Average"),
+                start,
+                end,
+            )
+            values = {qid: [value for _, value in points] for qid, points in series.items()}
             for qid, v in batch.items():
                 if qid in failed:
                     continue  # a partial series is missing data: no advice on it
@@ -424,50 +401,76 @@ class EndpointGpuMetrics:
         found: dict[str, dict[datetime, Decimal]] = {}
         for first in range(0, len(unique), per_call):
             batch = {f"i{i}": v for i, v in enumerate(unique[first : first + per_call])}
+            series, failed = _variant_series(
+                client,
+                region,
+                batch,
+                (INVOCATIONS_NAMESPACE, INVOCATIONS_METRIC, INVOCATIONS_PERIOD_S, "Sum"),
+                start,
+                end,
+            )
             sums: dict[str, dict[datetime, Decimal]] = defaultdict(dict)
-            failed: set[str] = set()
-            with reading("cloudwatch", region, "GetMetricData"):
-                pages = client.get_paginator("get_metric_data").paginate(
-                    MetricDataQueries=[
-                        {
-                            "Id": qid,
-                            "MetricStat": {
-                                "Metric": {
-                                    "Namespace": INVOCATIONS_NAMESPACE,
-                                    "MetricName": INVOCATIONS_METRIC,
-                                    "Dimensions": [
-                                        {"Name": "EndpointName", "Value": v.endpoint},
-                                        {"Name": "VariantName", "Value": v.variant},
-                                    ],
-                                },
-                                "Period": INVOCATIONS_PERIOD_S,
-                                "Stat": "Sum",
-                            },
-                            "ReturnData": True,
-                        }
-                        for qid, v in batch.items()
-                    ],
-                    StartTime=start,
-                    EndTime=end,
-                    ScanBy="TimestampAscending",
-                )
-                for page in pages:
-                    for result in page.get("MetricDataResults", []):
-                        qid = str(result.get("Id", ""))
-                        if result.get("StatusCode") in FAILED:
-                            failed.add(qid)
-                        for at, value in zip(
-                            result.get("Timestamps", []), result.get("Values", []), strict=False
-                        ):
-                            number = Decimal(str(value))
-                            if not number.is_finite() or number < 0:
-                                continue
-                            hour = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-                            sums[qid][hour] = sums[qid].get(hour, Decimal(0)) + number
+            for qid, points in series.items():
+                for at, value in points:
+                    number = Decimal(str(value))
+                    if not number.is_finite() or number < 0:
+                        continue
+                    hour = at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+                    sums[qid][hour] = sums[qid].get(hour, Decimal(0)) + number
             for qid, v in batch.items():
                 if qid not in failed:
                     found[v.key] = dict(sums.get(qid, {}))
         return found
+
+
+def _variant_series(
+    client: Any,
+    region: str,
+    batch: Mapping[str, EndpointVariant],
+    metric: tuple[str, str, int, str],
+    start: datetime,
+    end: datetime,
+) -> tuple[dict[str, list[tuple[datetime, float]]], set[str]]:
+    """One batched GetMetricData (its pages) of a metric of endpoint variants, by query
+    id: each query's (timestamp, value) points, and the ids CloudWatch could not read in
+    full. ``metric``: namespace, metric name, period in seconds and statistic."""
+    namespace, name, period, stat = metric
+    points: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
+    failed: set[str] = set()
+    with reading("cloudwatch", region, "GetMetricData"):
+        pages = client.get_paginator("get_metric_data").paginate(
+            MetricDataQueries=[
+                {
+                    "Id": qid,
+                    "MetricStat": {
+                        "Metric": {
+                            "Namespace": namespace,
+                            "MetricName": name,
+                            "Dimensions": [
+                                {"Name": "EndpointName", "Value": v.endpoint},
+                                {"Name": "VariantName", "Value": v.variant},
+                            ],
+                        },
+                        "Period": period,
+                        "Stat": stat,
+                    },
+                    "ReturnData": True,
+                }
+                for qid, v in batch.items()
+            ],
+            StartTime=start,
+            EndTime=end,
+            ScanBy="TimestampAscending",
+        )
+        for page in pages:
+            for result in page.get("MetricDataResults", []):
+                qid = str(result.get("Id", ""))
+                if result.get("StatusCode") in FAILED:
+                    failed.add(qid)
+                points[qid].extend(
+                    zip(result.get("Timestamps", []), result.get("Values", []), strict=False)
+                )
+    return points, failed
 
 
 def _mean(values: Sequence[float]) -> Decimal | None:
