@@ -12,24 +12,18 @@ import tests.support.profiles  # noqa: F401  (loads the Hypothesis profile)
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
-def _one_botocore_loader_per_process() -> None:
-    """Every boto3 session in a test process reads botocore's service models once.
+def _quicker_moto_and_botocore() -> None:
+    """Every boto3 session in a test process reads botocore's service models once, and
+    moto's server lists its own package once (``costguard_demo.server.quicken``): a
+    session and five clients cost about 0.3 s of CPU with the models read again, 0.04 s
+    without; the product makes a session per member account it enters, and the tests
+    make thousands."""
+    from costguard_demo.server import quicken
 
-    A new session parses each service's JSON model again (EC2's alone is megabytes): about
-    0.3 s of CPU for a session and five clients, against 0.04 s with the models already
-    read. The product makes a session per member account it enters, and the tests make
-    thousands. The models are read-only data, which one session's clients share already;
-    one loader per process (per data path) shares them across sessions too.
-    """
-    import functools
-
-    import botocore.loaders
-    import botocore.session
-
-    botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+    quicken()
 
 
-_one_botocore_loader_per_process()
+_quicker_moto_and_botocore()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -33,6 +33,57 @@ _CLEARED = (
 )
 
 
+def quicken() -> None:
+    """Costs of the embedded AWS that are the tools' (moto's and botocore's), not the
+    product's, paid once per process instead of on every request, session or client
+    (together about 40 % of the demo's time, and a quarter of a moto-bound test's;
+    idempotent):
+
+    - moto's server finds the service a request is for by listing its own package folder,
+      with a ``stat`` per entry, on every request: the listing is cached (it cannot change
+      while the process runs);
+    - every boto3 session parses botocore's service models again (EC2's alone is megabytes,
+      about 40 ms a client), and the demo and the server make a hundred: one loader per
+      data path is shared by every session of the process (the models are read-only);
+    - every client is an instance of a class botocore builds afresh, a method per
+      operation (EC2 has about 700): a service's class is built once per process. Only
+      the deterministic ``creating-client-class`` handlers of botocore and boto3 shape it;
+    - moto lists a response class's methods (``inspect.getmembers``) on every request to
+      find the action's: once per class.
+    """
+    import functools
+
+    import botocore.client
+    import botocore.loaders
+    import botocore.session
+    import moto.backends
+    import moto.core.responses
+
+    if not getattr(moto.backends.list_of_moto_modules, "cache_info", None):
+        listed = moto.backends.list_of_moto_modules
+        moto.backends.list_of_moto_modules = functools.cache(lambda: tuple(listed()))  # type: ignore[assignment]
+    if not getattr(botocore.session.create_loader, "cache_info", None):  # type: ignore[attr-defined]
+        botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
+    if not getattr(moto.core.responses.method_names_from_class, "cache_info", None):
+        names = moto.core.responses.method_names_from_class
+        moto.core.responses.method_names_from_class = functools.cache(  # type: ignore[assignment]
+            lambda cls: tuple(names(cls))
+        )
+    creator = botocore.client.ClientCreator
+    if not hasattr(creator, "_built_classes"):
+        build = creator._create_client_class
+        built: dict[tuple[str, str], type] = {}
+
+        def once(self: Any, service_name: str, service_model: Any) -> type:
+            key = (service_name, service_model.api_version)
+            if key not in built:
+                built[key] = build(self, service_name, service_model)
+            return built[key]
+
+        creator._built_classes = built  # type: ignore[attr-defined]
+        creator._create_client_class = once  # type: ignore[method-assign]
+
+
 @contextmanager
 def embedded_aws(middleware: Callable[[Any], Any] | None = None) -> Iterator[str]:
     """Start moto's server on 127.0.0.1:<free port>; yield its URL; restore the env after.
@@ -48,6 +99,7 @@ def embedded_aws(middleware: Callable[[Any], Any] | None = None) -> Iterator[str
     from costguard_demo.cloudtrail import install
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    quicken()
     install()  # CloudTrail's AttachVolume history, which moto does not keep
     saved = {k: os.environ.get(k) for k in (*_FAKE_ENV, *_CLEARED, "AWS_ENDPOINT_URL")}
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -295,7 +295,7 @@ def test_show_prints_each_rate_and_where_it_came_from(fake: FakePriceList, tmp_p
 
 
 def test_show_of_a_table_with_nothing_stored_never_says_the_bundled_catalog_is_in_it(
-    fake: FakePriceList,
+    fake: FakePriceList, moto_server: str
 ) -> None:
     """Defect: ``prices show --table ledger`` over a table with no stored catalog said
     "Prices from the bundled catalog v3, as of ... in table ledger": the bundled catalog is
@@ -306,15 +306,14 @@ def test_show_of_a_table_with_nothing_stored_never_says_the_bundled_catalog_is_i
     import boto3
 
     from costguard_demo.plumbing import create_ledger_table
-    from costguard_demo.server import embedded_aws
 
-    with embedded_aws() as aws:
-        create_ledger_table(boto3.Session(), "ledger", "us-east-1")
-        shown = costguard(
-            fake, "prices", "show", "--table", "ledger", "--table-region", "us-east-1",
-            "--type", "g5.xlarge", "--region", "us-east-1",
-            AWS_ENDPOINT_URL_DYNAMODB=aws,
-        )  # fmt: skip
+    aws = moto_server
+    create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+    shown = costguard(
+        fake, "prices", "show", "--table", "ledger", "--table-region", "us-east-1",
+        "--type", "g5.xlarge", "--region", "us-east-1",
+        AWS_ENDPOINT_URL_DYNAMODB=aws,
+    )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     first = shown.stdout.splitlines()[0]
     assert first.startswith("Prices from the bundled catalog") and "in table" not in first
@@ -327,68 +326,62 @@ def test_show_of_a_type_the_catalog_lacks_is_named_and_exits_2(fake: FakePriceLi
     assert "--type zz9.huge: the price catalog knows no such type" in done.stderr
 
 
-def test_refresh_and_show_a_deployed_guards_stored_catalog(fake: FakePriceList) -> None:
-    import boto3
-
-    from costguard_demo.plumbing import create_ledger_table
-    from costguard_demo.server import embedded_aws
-
-    with embedded_aws() as aws:
-        create_ledger_table(boto3.Session(), "ledger", "us-east-1")
-        env = {"AWS_ENDPOINT_URL_DYNAMODB": aws}
-        # WHEN the user refreshes the deployed store, as the weekly Lambda does
-        done = refresh(
-            fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env
-        )
-        assert done.returncode == 0, done.stderr
-        summary = json.loads(done.stdout)
-        assert summary["written"] and summary["table"] == "ledger"
-        # THEN the guard's rates are the stored ones, and show says so
-        shown = costguard(
-            fake, "prices", "show", "--table", "ledger", "--table-region", "us-east-1",
-            "--type", "p5.48xlarge", "--region", "us-east-1", "--json", **env,
-        )  # fmt: skip
-        assert shown.returncode == 0, shown.stderr
-        body = json.loads(shown.stdout)["data"]
-        assert body["catalog"].startswith(f"prices from the stored catalog v{summary['version']}")
-        assert body["catalog"].endswith("(what the guard of table ledger uses)")
-        ((rate,),) = [[r for r in body["rates"] if r["service"] == "ec2"]]
-        assert rate["source"] == "price-list-api"
-        # AND a second refresh the same day stores nothing new: the same prices, same date
-        again = refresh(
-            fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env
-        )
-        assert again.returncode == 0, again.stderr
-        assert json.loads(again.stdout)["written"] is False
-
-
-@pytest.mark.parametrize("version", ["4", None], ids=["corrupt-data", "no-version"])
-def test_a_corrupt_stored_catalog_is_repaired_by_refresh_table_or_one_line(
-    fake: FakePriceList, version: str | None
+def test_refresh_and_show_a_deployed_guards_stored_catalog(
+    fake: FakePriceList, moto_server: str
 ) -> None:
     import boto3
 
     from costguard_demo.plumbing import create_ledger_table
-    from costguard_demo.server import embedded_aws
 
-    with embedded_aws() as aws:
-        create_ledger_table(boto3.Session(), "ledger", "us-east-1")
-        # GIVEN a stored CURRENT item whose data is not zlib/JSON (and maybe no version)
-        item = {
-            "pk": {"S": "CATALOG"},
-            "sk": {"S": "CURRENT"},
-            "stored_at": {"S": "2026-11-13T12:00:00.000000Z"},
-            "data": {"B": b"x\x9c\xab\xaeTruncated"},
-            **({"version": {"N": version}} if version else {}),
-        }
-        boto3.client("dynamodb", region_name="us-east-1", endpoint_url=aws).put_item(
-            TableName="ledger", Item=item
-        )
-        env = {"AWS_ENDPOINT_URL_DYNAMODB": aws}
-        # WHEN the user refreshes the deployed store
-        done = refresh(
-            fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env
-        )
+    aws = moto_server
+    create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+    env = {"AWS_ENDPOINT_URL_DYNAMODB": aws}
+    # WHEN the user refreshes the deployed store, as the weekly Lambda does
+    done = refresh(fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["written"] and summary["table"] == "ledger"
+    # THEN the guard's rates are the stored ones, and show says so
+    shown = costguard(
+        fake, "prices", "show", "--table", "ledger", "--table-region", "us-east-1",
+        "--type", "p5.48xlarge", "--region", "us-east-1", "--json", **env,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    body = json.loads(shown.stdout)["data"]
+    assert body["catalog"].startswith(f"prices from the stored catalog v{summary['version']}")
+    assert body["catalog"].endswith("(what the guard of table ledger uses)")
+    ((rate,),) = [[r for r in body["rates"] if r["service"] == "ec2"]]
+    assert rate["source"] == "price-list-api"
+    # AND a second refresh the same day stores nothing new: the same prices, same date
+    again = refresh(fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["written"] is False
+
+
+@pytest.mark.parametrize("version", ["4", None], ids=["corrupt-data", "no-version"])
+def test_a_corrupt_stored_catalog_is_repaired_by_refresh_table_or_one_line(
+    fake: FakePriceList, version: str | None, moto_server: str
+) -> None:
+    import boto3
+
+    from costguard_demo.plumbing import create_ledger_table
+
+    aws = moto_server
+    create_ledger_table(boto3.Session(), "ledger", "us-east-1")
+    # GIVEN a stored CURRENT item whose data is not zlib/JSON (and maybe no version)
+    item = {
+        "pk": {"S": "CATALOG"},
+        "sk": {"S": "CURRENT"},
+        "stored_at": {"S": "2026-11-13T12:00:00.000000Z"},
+        "data": {"B": b"x\x9c\xab\xaeTruncated"},
+        **({"version": {"N": version}} if version else {}),
+    }
+    boto3.client("dynamodb", region_name="us-east-1", endpoint_url=aws).put_item(
+        TableName="ledger", Item=item
+    )
+    env = {"AWS_ENDPOINT_URL_DYNAMODB": aws}
+    # WHEN the user refreshes the deployed store
+    done = refresh(fake, *ALL_REGIONS, "--table", "ledger", "--table-region", "us-east-1", **env)
     # THEN a readable version is replaced (the repair) and said; else one line, exit 1
     if version:
         assert done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from costguard_demo.server import _CLEARED, _FAKE_ENV
+from costguard_demo.server import _CLEARED, _FAKE_ENV, quicken
 
 
 def start() -> tuple[str, object]:
@@ -23,6 +23,7 @@ def start() -> tuple[str, object]:
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    quicken()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
