@@ -439,3 +439,33 @@ def test_a_new_month_forecasts_the_team_from_zero_under_a_new_claim() -> None:
     assert december.facts["month_to_date"] == "$5.00"
     assert december.facts["forecast"] == "$48,362.24"
     assert december.dedupe == ("team-budget/research/2026-12/20000.00/forecast-100",)
+
+
+def test_an_unreadable_team_row_is_skipped_and_the_launch_still_judged() -> None:
+    # GIVEN a figures document whose team rows were damaged: a NaN, a list of owners that
+    # is a string, a row that is not a row; and one good row
+    doc = research()
+    doc["teams"] = {
+        "nan": {"mtd": "NaN", "rate": "1"},
+        "odd": {"mtd": "1", "rate": "1", "owners": "lead@example.com"},
+        "none": None,
+        "research": doc["teams"]["research"],
+    }
+    # WHEN it is read
+    # THEN only the good row is, with every figure as written
+    assert decode_team_figures(doc) == {
+        "research": TeamFigures(
+            MIDDAY,
+            Decimal(6000),
+            Decimal(10),
+            Decimal(20000),
+            "tag",
+            ("lead@example.com",),
+            ("llm", "vision"),
+        )
+    }
+    assert decode_team_figures({"at": "yesterday"}) == {}
+    # and a launch of a project of the unreadable team is judged without it (no crash)
+    doc["projects"]["odd-one"] = {"mtd": "0", "rate": "0", "team": "odd"}
+    world = World(doc)
+    assert world.launch(gpu(costguard_project="odd-one")).outcome is Outcome.QUIET
