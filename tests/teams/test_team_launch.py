@@ -28,7 +28,13 @@ from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.money import ZERO
 from costguard.domain.teams import TeamConfig
 from costguard.ports import Described, Inventory
-from costguard.rendering import MachineAlert, email_text, machine_json, slack_blocks
+from costguard.rendering import (
+    MachineAlert,
+    email_subject,
+    email_text,
+    machine_json,
+    slack_blocks,
+)
 from costguard.services.alerts import AlertService, AlertSettings
 from costguard.services.launch import LaunchCheck, LaunchSettings, Outcome
 from costguard.services.scan import ScanService, ScanSettings
@@ -193,8 +199,7 @@ def test_a_launch_that_takes_the_team_but_not_the_project_over_is_alerted_once()
     assert alert.facts["run_rate"] == "$65.04/h" and alert.facts["launched_in"] == "vision"
     assert alert.facts["cause"] == f"p5.48xlarge {GPU_ID}"
     assert alert.title == (
-        f"team research: launch of p5.48xlarge {GPU_ID} in vision takes the team's forecast "
-        "over budget"
+        f"team research: a launch in vision takes the team over budget (p5.48xlarge {GPU_ID})"
     )
     assert alert.summary == (
         f"The launch of p5.48xlarge {GPU_ID} ($55.04/h) in project vision takes team "
@@ -231,6 +236,10 @@ def test_the_team_alert_reads_as_a_person_needs_it_in_email_and_slack() -> None:
     assert "team: research" in text and "projects: llm, vision" in text
     assert "Project:" not in text  # a team's alert has no project line
     assert "raise the team budget" in text
+    assert f"If p5.48xlarge {GPU_ID} is not needed, stop it" in text
+    assert email_subject(alert).startswith(
+        "[CostGuard WARNING] team research: a launch in vision takes the team over budget"
+    )
 
 
 def test_the_next_scan_does_not_send_the_team_forecast_the_launch_sent() -> None:
@@ -469,3 +478,19 @@ def test_an_unreadable_team_row_is_skipped_and_the_launch_still_judged() -> None
     doc["projects"]["odd-one"] = {"mtd": "0", "rate": "0", "team": "odd"}
     world = World(doc)
     assert world.launch(gpu(costguard_project="odd-one")).outcome is Outcome.QUIET
+
+
+def test_a_team_already_forecast_over_but_not_yet_told_is_told_at_the_launch() -> None:
+    # GIVEN team research already forecast over at the last scan ($19,000 spent, $10/h:
+    # 19,000 + 10 x 252 h = 21,520 >= 20,000), whose alert did not go out (its publish failed)
+    world = World(research(mtd="19000"))
+    # WHEN a p5 of vision starts: 19,010 + 65.04 x 251 = 35,335.04
+    world.launch(gpu(costguard_project="vision"))
+    # THEN the team's forecast alert, which says the team was over before the launch
+    [alert] = world.sent
+    assert alert.title == "team research: forecast $35,335.04 exceeds the $20,000.00 budget"
+    assert alert.summary == (
+        "Team research's forecast is $35,335.04, over its $20,000.00 team budget for 2026-11; "
+        f"p5.48xlarge {GPU_ID} ($55.04/h) of project vision just started (the team's "
+        "projects: llm, vision)."
+    )

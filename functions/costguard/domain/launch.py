@@ -453,7 +453,8 @@ def launch_team_forecast_alert(
         )
     return replace(
         alert,
-        title=f"team {team}: launch of {what} in {project} takes the team's forecast over budget"
+        # The point first: a subject line is cut at 100 characters, from the end.
+        title=f"team {team}: a launch in {project} takes the team over budget ({what})"
         if took
         else alert.title,
         summary=lead,
@@ -462,4 +463,10 @@ def launch_team_forecast_alert(
             "for the rest of the month exceeds the team budget"
         ),
         facts={**alert.facts, "cause": what, "launched_in": project},
+        # Only the launch is listed: the steps say so, and name the team's other projects.
+        next_steps=(
+            f"If {what} is not needed, stop it; if it is, look in the team's other projects "
+            f"({shown}) for what can stop.",
+            *alert.next_steps[1:],
+        ),
     )
