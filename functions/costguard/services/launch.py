@@ -338,10 +338,8 @@ class LaunchCheck:
         forecast, the resources the last scan has not counted)."""
         by_team: dict[str, list[str]] = {}
         for project, (known, *_rest) in launched.items():
-            config = self._s.projects.get(project)
-            team = launch_team(
-                config.team if config is not None else None, team_tags[project][0], known
-            )
+            row = self._s.projects.get(project)
+            team = launch_team(row.team if row is not None else None, team_tags[project][0], known)
             if team is not None:
                 by_team.setdefault(team, []).append(project)
         out: list[Alert] = []
