@@ -219,3 +219,42 @@ def test_a_launch_above_the_deployment_limit_is_a_launch_policy_alert_sent_once(
     account.scan(NEXT_SCAN)
     again = account.alerts_out()
     assert naming(again, p5) == [], [m["alert_id"] for m in again]
+
+
+def test_a_p5_that_takes_its_team_over_the_teams_table_budget_is_alerted_once(
+    account: Account,
+) -> None:
+    """GIVEN the central teams table (COSTGUARD_TEAMS_JSON) gives team research $10,000,
+    project llm is tagged costguard:team=research and has no budget of its own, and a g5
+    of llm has run since 06:00 (scanned at 11:00) WHEN a p5 of llm launches at noon THEN the
+    team's budget-forecast goes out at once, through Slack, naming the team, its project
+    and the p5; AND the next scan does not repeat it."""
+    from costguard.env import Env
+
+    account.env[Env.TEAMS_JSON] = json.dumps({"research": {"budget": 10000}})
+    tags = {Tags.PROJECT: "llm", Tags.TEAM: "research"}
+    account.launch("g5.xlarge", LAUNCH - timedelta(hours=6), **tags)
+    morning = account.scan(LAUNCH - timedelta(hours=1))
+    assert not [a for a in morning.alerts if a.kind.value == "budget-forecast"]
+    account.alerts_out()
+    p5 = account.launch("p5.48xlarge", LAUNCH - timedelta(seconds=14), **tags)
+    # WHEN
+    result = account.on_launch(p5, LAUNCH)
+    # THEN the team: the g5 ($1.006/h) and its 8 GiB gp2 root volume ($0.80 a month:
+    # $0.0010959/h), $1.0070959/h, 5 h at the last scan and 1 h since: 6.0425753; then with
+    # the p5, (1.0070959 + 55.04) x 252 h = 14,123.8681644 more: $14,129.91, over $10,000
+    assert [v["outcome"] for v in result["launches"]] == ["alerted"], result
+    (alert,) = account.alerts_out()
+    assert alert["kind"] == "budget-forecast" and alert["project"] is None
+    assert alert["facts"]["team"] == "research" and alert["facts"]["projects"] == "llm"
+    assert alert["facts"]["budget"] == "$10,000.00"
+    assert alert["facts"]["forecast"] == "$14,129.91"
+    assert alert["title"] == (
+        f"team research: a launch in llm takes the team over budget (p5.48xlarge {p5})"
+    )
+    posted = slack_text(account.slack.received[-1])
+    assert "team research" in posted and p5 in posted and "$14,129.91" in posted
+    # AND the next scan knows it was sent
+    account.scan(NEXT_SCAN)
+    again = account.alerts_out()
+    assert [m for m in again if m["kind"] == "budget-forecast"] == []

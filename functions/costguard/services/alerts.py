@@ -56,7 +56,7 @@ from costguard.domain.alerts import (
 from costguard.domain.attribution import AttributedResource, ProjectConfig
 from costguard.domain.calendar import MAX_EVENT_AGE, MAX_EVENT_LEAD, require_utc
 from costguard.domain.findings import Finding, FindingCode
-from costguard.domain.launch import FIGURES_STATE, ProjectFigures, encode_figures
+from costguard.domain.launch import FIGURES_STATE, ProjectFigures, TeamFigures, encode_figures
 from costguard.domain.launch_policy import (
     POLICY_KINDS,
     Breach,
@@ -522,9 +522,9 @@ class AlertService:
     def _figures(
         self, report: ScanReport, policies: Mapping[str, ProjectPolicy], now: datetime
     ) -> None:
-        """Leave each project's month-to-date, run-rate, budget and policy for the on-launch
-        check, which forecasts from them without a scan. A late retry of an older scan never
-        replaces a newer scan's figures."""
+        """Leave each project's month-to-date, run-rate, budget, policy and team (and each
+        team's sums, budget and owners) for the on-launch check, which forecasts from them
+        without a scan. A late retry of an older scan never replaces a newer scan's figures."""
         figures = {
             p.project: ProjectFigures(
                 now,
@@ -533,11 +533,25 @@ class AlertService:
                 p.budget_usd,
                 p.owners,
                 policies.get(p.project, ProjectPolicy()),
+                p.team,
             )
             for p in report.projects
             if p.project is not None
         }
-        doc = encode_figures(now, figures)
+        # And each team's sums, budget and owners: the launch check forecasts a team too.
+        teams = {
+            t.team: TeamFigures(
+                now,
+                t.month_to_date_usd,
+                t.run_rate_usd_per_hour,
+                t.budget_usd,
+                t.budget_source if t.budget_usd is not None else "",
+                t.owners,
+                t.projects,
+            )
+            for t in report.teams
+        }
+        doc = encode_figures(now, figures, teams)
 
         def change(old: dict[str, Any]) -> dict[str, Any] | None:
             try:

@@ -28,7 +28,11 @@ from costguard.domain.launch import (
     FIGURES_STATE,
     counted_by_scan,
     decode_figures,
+    decode_team_figures,
     launch_forecast_alert,
+    launch_team,
+    launch_team_budget,
+    launch_team_forecast_alert,
     launch_unattributed_alert,
 )
 from costguard.domain.launch_events import (
@@ -47,7 +51,8 @@ from costguard.domain.launch_policy import (
 )
 from costguard.domain.models import Lifecycle, ResourceKind
 from costguard.domain.pricing import PriceCatalog, Pricer
-from costguard.domain.tags import TagKeys
+from costguard.domain.tags import TagKeys, read_tags
+from costguard.domain.teams import TeamConfig
 from costguard.ports import SourceError
 from costguard.services.alerts import AlertRun, AlertService, alert_resource
 
@@ -56,8 +61,20 @@ if TYPE_CHECKING:
 
     from costguard.domain.alerts import Alert, AlertResource
     from costguard.domain.findings import Finding
-    from costguard.domain.launch import ProjectFigures
+    from costguard.domain.launch import ProjectFigures, TeamFigures
     from costguard.ports import CatalogSource, LaunchedResourceReader, StateStore
+
+
+#: project -> (its figures, its budget, its owners, [(resource, counted by the scan)])
+_Launched = dict[
+    str,
+    tuple[
+        "ProjectFigures | None",
+        "Decimal | None",
+        tuple[str, ...],
+        list[tuple["AlertResource", bool]],
+    ],
+]
 
 
 class Outcome(StrEnum):
@@ -93,6 +110,8 @@ class LaunchSettings:
     projects: Mapping[str, ProjectConfig] = field(default_factory=dict)
     policy: LaunchPolicy = field(default_factory=LaunchPolicy)
     thresholds: tuple[int, ...] = (50, 80, 100)
+    #: The central team table (budgets and owners of teams), which overrides tags.
+    teams: Mapping[str, TeamConfig] = field(default_factory=dict)
 
 
 class AccountNotWatched(Exception):
@@ -197,23 +216,16 @@ class LaunchCheck:
             priced.append(item)
             if r in live:
                 findings.extend(found)
-        attribution = attribute(priced, self._s.tag_keys, self._s.projects)
+        attribution = attribute(priced, self._s.tag_keys, self._s.projects, self._s.teams)
         findings.extend(f for f in attribution.findings if f.code.value != "unattributed")
-        figures = decode_figures(
-            self._state.get_state(self._s.scope, FIGURES_STATE)[0], self._s.policy
-        )
+        doc = self._state.get_state(self._s.scope, FIGURES_STATE)[0]
+        figures = decode_figures(doc, self._s.policy)
+        team_figures = decode_team_figures(doc)
+        #: project -> (its launched resources' costguard:team tags, costguard:team-budget tags)
+        team_tags: dict[str, tuple[set[str], list[Decimal]]] = {}
         alerts: list[Alert] = []
         policy_run = AlertRun()
-        #: project -> (its figures, its budget, its owners, [(resource, counted by the scan)])
-        launched: dict[
-            str,
-            tuple[
-                ProjectFigures | None,
-                Decimal | None,
-                tuple[str, ...],
-                list[tuple[AlertResource, bool]],
-            ],
-        ] = {}
+        launched: _Launched = {}
         launched_by, launched_source = event.launched_by, "event" if event.launched_by else ""
         for a in attribution.resources:
             res = a.priced.resource
@@ -274,6 +286,11 @@ class LaunchCheck:
             launched.setdefault(a.project, (known, amount, owners, []))[3].append(
                 (ar, counted_by_scan(res, known))
             )
+            # Read as the scan reads them (a malformed one is a finding of attribute's).
+            parsed = read_tags(res.key, res.tags, self._s.tag_keys)
+            named, amounts = team_tags.setdefault(a.project, (set(), []))
+            named.update([parsed.team] if parsed.team is not None else [])
+            amounts.extend([parsed.team_budget] if parsed.team_budget is not None else [])
         # One forecast per project, with every resource of this launch the last scan has
         # not counted (an endpoint's variants together, not each alone).
         for project, (known, amount, owners, items) in launched.items():
@@ -292,6 +309,7 @@ class LaunchCheck:
             )
             if forecast is not None:
                 alerts.append(forecast)
+        alerts.extend(self._team_forecasts(launched, team_tags, team_figures, now))
         run = policy_run + self._alerts.attempt_delivery(alerts)
         sent = tuple(run.sent)
         outcome = Outcome.ALERTED if sent else Outcome.QUIET
@@ -307,3 +325,62 @@ class LaunchCheck:
             Verdict(outcome, reason, event, ref, sent, tuple(findings), who),
             run,
         )
+
+    def _team_forecasts(
+        self,
+        launched: _Launched,
+        team_tags: Mapping[str, tuple[set[str], list[Decimal]]],
+        team_figures: Mapping[str, TeamFigures],
+        now: datetime,
+    ) -> list[Alert]:
+        """One forecast per team of the launch's projects, against the team's budget: the
+        team's sums as the last scan left them, plus what this launch adds (as the project's
+        forecast, the resources the last scan has not counted)."""
+        by_team: dict[str, list[str]] = {}
+        for project, (known, *_rest) in launched.items():
+            row = self._s.projects.get(project)
+            team = launch_team(row.team if row is not None else None, team_tags[project][0], known)
+            if team is not None:
+                by_team.setdefault(team, []).append(project)
+        out: list[Alert] = []
+        for team, mine in sorted(by_team.items()):
+            scanned = team_figures.get(team)
+            config = self._s.teams.get(team)
+            budget = launch_team_budget(config, scanned, [b for p in mine for b in team_tags[p][1]])
+            items = [(p, ar, counted) for p in mine for ar, counted in launched[p][3]]
+            fresh = [(p, ar) for p, ar, counted in items if not counted]
+            ranked = sorted(fresh or [items[0][:2]], key=lambda pr: -(pr[1].usd_per_hour or 0))
+            # The last scan's projects of the team, and the launch's (one that joins by
+            # this launch's tag brings its own month-to-date and run-rate with it).
+            joining = [
+                known for p in mine if (known := launched[p][0]) is not None and known.team != team
+            ]
+            projects = [*(scanned.projects if scanned else ()), *mine]
+            if config is not None and config.owners:
+                owners: tuple[str, ...] = config.owners
+            else:
+                owners = tuple(
+                    dict.fromkeys(
+                        [
+                            *(scanned.owners if scanned else ()),
+                            *(o for p in mine for o in launched[p][2]),
+                        ]
+                    )
+                )[:20]
+            alert = launch_team_forecast_alert(
+                team,
+                scanned,
+                budget,
+                ranked[0][0],
+                ranked[0][1],
+                not fresh,
+                now,
+                self._s.thresholds,
+                projects=projects,
+                owners=owners,
+                joining=joining,
+                also=[ar for _p, ar in ranked[1:]],
+            )
+            if alert is not None:
+                out.append(alert)
+        return out

@@ -61,6 +61,7 @@ def build_launch_check(settings: Settings, session: Any) -> LaunchCheck | None:
             projects=settings.project_table(),
             policy=launch_policy(settings),
             thresholds=settings.budget_thresholds,
+            teams=settings.team_table(),
         ),
     )
 
