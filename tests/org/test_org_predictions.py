@@ -84,9 +84,7 @@ class Members:
     def scan(self, s: Slice) -> ScanService:
         return ScanService(
             sources=[
-                StaticInventory(
-                    "sagemaker", {s.region: Inventory(tuple(self.fleet.get(s, [])))}
-                )
+                StaticInventory("sagemaker", {s.region: Inventory(tuple(self.fleet.get(s, [])))})
             ],
             spot_prices=StaticSpotPrices({}),
             catalog=fixture_catalog(),
@@ -289,3 +287,96 @@ def test_a_slice_with_more_variants_than_a_done_item_keeps_counts_the_rest(book:
     kept = {c.key for c in report.prediction_costs}
     assert len(kept) == MAX_PREDICTIONS and report.predictions_cut == 3
     assert {r.key for r in fleet[-3:]} <= kept
+
+
+def test_the_org_report_table_json_and_page_name_each_variant_s_account(book: Any) -> None:
+    from costguard.cli.output import render
+    from costguard.cli.report import report_data, report_table, report_views
+    from costguard.cli.report_html import render as render_html
+    from costguard.services.report import ReportRequest, build_report
+    from costguard.services.scan import ScanReport
+
+    # GIVEN A's chat at $1.00 per 1,000 and B's ranker serving nothing
+    members = Members(InMemoryLedger())
+    chat = endpoint(SA, "chat", "ml.g5.xlarge")
+    ranker = endpoint(SB, "ranker", "ml.g5.xlarge")
+    members.fleet = {SA: [chat], SB: [ranker]}
+    members.served = {chat.key: steady_invocations(1408, TICK), ranker.key: {}}
+    seen: list[ScanReport] = []
+    aggregation = Aggregation(
+        book,
+        members.ledger,
+        OrgSettings(scope=HUB),
+        after=lambda report, _f, _p, _now: seen.append(report) or (),
+    )
+    work = SliceWork(book, members.scan, aggregation, ())
+    book.plan(TICK, [SA, SB], TICK + timedelta(minutes=10))
+    work.run(TICK, SA, NOW)
+    work.run(TICK, SB, NOW)
+    # WHEN the month report is built from the Organization's rolled-up scan
+    (rolled,) = seen
+    report = build_report(rolled, members.ledger, ReportRequest(month="2026-11"), NOW)
+    # THEN its JSON has both variants with their account-qualified keys and figures
+    data = {c["resource"]: c for c in report_data(report)["cost_per_prediction"]}
+    assert data[chat.key]["usd_per_1000_predictions"] == 1.0
+    assert data[ranker.key]["usd_per_1000_predictions"] is None
+    assert data[ranker.key]["status"] == "no traffic"
+    # AND its table names each variant's account and region ($1.4080/h over 1,408 an hour)
+    text = render(
+        "text",
+        kind="report",
+        data={},
+        table=report_table(report),
+        views=report_views(report),
+        generated_at=NOW,
+    )
+    (chat_line,) = [line for line in text.splitlines() if "chat/primary" in line]
+    assert A in chat_line and "us-east-1" in chat_line and "$1.0000" in chat_line
+    (ranker_line,) = [line for line in text.splitlines() if "ranker/primary" in line]
+    assert B in ranker_line and "us-west-2" in ranker_line and "no traffic" in ranker_line
+    # AND the page's section has an account column, and no $0 for the idle ranker
+    page = render_html(report)
+    section = page[page.index("<h2>Cost per 1,000 predictions</h2>") :]
+    section = section[: section.index("</table>")]
+    assert "<thead><tr><th>Account</th><th>Endpoint variant</th>" in section
+    assert f'<td data-label="Account">{A}<br><span class=key>us-east-1</span></td>' in section
+    assert f'<td data-label="Account">{B}<br><span class=key>us-west-2</span></td>' in section
+    assert "$0.0000" not in section
+
+
+def test_scan_accounts_json_and_markdown_carry_every_account_s_variants() -> None:
+    import contextlib
+    import io
+    import json
+
+    from costguard.cli.org import AccountScan, print_accounts
+
+    # GIVEN the laptop's scans of A (chat at $1.00 per 1,000) and B (ranker, no traffic)
+    members = Members(InMemoryLedger())
+    chat = endpoint(SA, "chat", "ml.g5.xlarge")
+    ranker = endpoint(SB, "ranker", "ml.g5.xlarge")
+    members.fleet = {SA: [chat], SB: [ranker]}
+    members.served = {chat.key: steady_invocations(1408, TICK), ranker.key: {}}
+    results = [AccountScan(s.account, report=members.scan(s).run(TICK)) for s in (SA, SB)]
+    # WHEN the accounts are printed as JSON, then markdown
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert print_accounts(results, "json", TICK) == 0
+    doc = json.loads(out.getvalue())["data"]
+    # THEN the document lists every account's variants in one list, each with its account
+    rows = {(r["account"], r["region"], r["endpoint"]): r for r in doc["cost_per_prediction"]}
+    assert rows[(A, "us-east-1", "chat")]["usd_per_1000_predictions"] == 1.0
+    idle = rows[(B, "us-west-2", "ranker")]
+    assert (idle["usd_per_1000_predictions"], idle["status"]) == (None, "no traffic")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_accounts(results, "markdown", TICK)
+    # AND the markdown has one cost-per-prediction table with an account column
+    page = out.getvalue()
+    section = page[page.index("Cost per 1,000 predictions") :]
+    assert (
+        f"| {A} | us-east-1 | chat/primary | ml.g5.xlarge | $1.41/h | 1,408 | $1.0000 |" in section
+    )
+    assert f"| {B} | us-west-2 | ranker/primary | ml.g5.xlarge | $1.41/h | 0 | no traffic |" in (
+        section
+    )

@@ -582,7 +582,9 @@ def _prediction_item(c: PredictionCost) -> dict[str, Any]:
         "reason": c.reason,
         "hours": c.hours,
         # [day, hours, invocations, usd or None]: compact, 8 a variant.
-        "days": [[d.day.isoformat(), d.hours, _number(d.invocations), _number(d.usd)] for d in c.days],
+        "days": [
+            [d.day.isoformat(), d.hours, _number(d.invocations), _number(d.usd)] for d in c.days
+        ],
     }
 
 
