@@ -315,6 +315,12 @@ def test_the_org_report_table_json_and_page_name_each_variant_s_account(book: An
     work.run(TICK, SB, NOW)
     # WHEN the month report is built from the Organization's rolled-up scan
     (rolled,) = seen
+    # (whose own text names each variant's account and region, too)
+    from costguard.cli.scan_output import report_table as scan_text
+
+    lines = scan_text(rolled)
+    assert f"{A} us-east-1 chat/primary: $1.0000 per 1,000" in lines
+    assert f"{B} us-west-2 ranker/primary: no traffic" in lines
     report = build_report(rolled, members.ledger, ReportRequest(month="2026-11"), NOW)
     # THEN its JSON has both variants with their account-qualified keys and figures
     data = {c["resource"]: c for c in report_data(report)["cost_per_prediction"]}
