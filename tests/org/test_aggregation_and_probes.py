@@ -50,6 +50,7 @@ class _Report:
     ledger: CommitOutcome = CommitOutcome.APPLIED
     projects: tuple[Any, ...] = ()
     teams: tuple[Any, ...] = ()
+    prediction_costs: tuple[Any, ...] = ()
 
 
 class _Scan:

@@ -68,6 +68,7 @@ def test_a_malformed_body_fails_alone_not_the_batch() -> None:
                 failed_sources: frozenset[tuple[str, str]] = frozenset()
                 projects: tuple[Any, ...] = ()
                 teams: tuple[Any, ...] = ()
+                prediction_costs: tuple[Any, ...] = ()
 
             return R()
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from costguard.adapters.cloudwatch import (
@@ -95,3 +96,18 @@ def oversized_endpoint(
         "ml.p4d.24xlarge"
     )
     backdate_sagemaker(region, {}, {name: created})
+
+
+def steady_invocations(per_hour: int, now: datetime) -> dict[datetime, Decimal]:
+    """``per_hour`` invocations in every hour of the cost per prediction's window at ``now``
+    (the hourly sums the batched read hands back)."""
+    from datetime import timedelta
+
+    from costguard.domain.predictions import prediction_window
+
+    start, end = prediction_window(now)
+    out, at = {}, start
+    while at < end:
+        out[at] = Decimal(per_hour)
+        at += timedelta(hours=1)
+    return out

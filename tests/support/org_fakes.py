@@ -71,6 +71,8 @@ class FakeReport:
     projects: tuple[Any, ...] = ()
     #: The scan's teams (none: no tagged team budget for the roll-up).
     teams: tuple[Any, ...] = ()
+    #: The scan's endpoint variants' cost per prediction (none: no endpoint).
+    prediction_costs: tuple[Any, ...] = ()
 
 
 @dataclass

@@ -6,8 +6,14 @@ pk                              sk                  what
 ``ORG#<scope>#TICKS``           ``<time>``          the plan: expected and carried slices,
                                                     deadline, failures, aggregation claim
 ``ORG#<scope>#TICK#<time>``     ``remaining``       how many expected slices are not done yet
-``ORG#<scope>#TICK#<time>``     ``done#<slice>``    one done slice, with its tagged budgets
+``ORG#<scope>#TICK#<time>``     ``done#<slice>``    one done slice, with its tagged budgets,
+                                                    owners, teams, advice and its endpoint
+                                                    variants' cost per prediction
 ==============================  ==================  ============================================
+
+A done item's ``predictions`` (a list, empty when the slice's scan saw no endpoint variant)
+is written by every version that carries the cost per prediction; an item without it was
+written by an older one, and the roll-up says that slice did not report them.
 
 Marking a slice done costs the same whatever the number of slices: a conditional
 ``PutItem`` of the slice's own item (``attribute_not_exists``: a duplicate message, a
@@ -44,7 +50,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -67,8 +73,10 @@ from costguard.domain.org import (
     TickPlan,
     bounded_advice,
     bounded_owners,
+    bounded_predictions,
     bounded_teams,
 )
+from costguard.domain.predictions import CostStatus, DayCost, PredictionCost
 from costguard.domain.windows import between
 
 if TYPE_CHECKING:
@@ -157,6 +165,7 @@ class DynamoDbSliceBook:
         advice: Sequence[ProjectAdvice] = (),
         tag_teams: Mapping[str, str] | None = None,
         tag_team_budgets: Mapping[str, Decimal] | None = None,
+        predictions: Sequence[PredictionCost] | None = None,
     ) -> tuple[bool, TickPlan | None]:
         item: dict[str, Any] = {
             "pk": self._tick_pk(tick),
@@ -174,6 +183,13 @@ class DynamoDbSliceBook:
             item["teams"] = teams
         if team_budgets:
             item["team_budgets"] = {t: Decimal(format(v, "f")) for t, v in team_budgets.items()}
+        if predictions is not None:
+            # Always a list when reported (empty: no endpoint variant), so that an item
+            # without it reads as "not reported" (an older version), never as none.
+            kept_costs, cut = bounded_predictions(predictions)
+            item["predictions"] = [_prediction_item(c) for c in kept_costs]
+            if cut:
+                item["predictions_cut"] = cut
         if not written(
             lambda: self._ddb.put_item(
                 TableName=self._table,
@@ -291,6 +307,8 @@ class DynamoDbSliceBook:
         advice: dict[Slice, tuple[ProjectAdvice, ...]] = {}
         teams: dict[Slice, dict[str, str]] = {}
         team_budgets: dict[Slice, dict[str, Decimal]] = {}
+        predictions: dict[Slice, tuple[PredictionCost, ...]] = {}
+        cut: dict[Slice, int] = {}
         for item in items_of(pages):
             s = Slice.parse(item["sk"].removeprefix(DONE_PREFIX))
             done.add(s)
@@ -304,6 +322,12 @@ class DynamoDbSliceBook:
                 teams[s] = {p: str(t) for p, t in item["teams"].items()}
             if "team_budgets" in item:
                 team_budgets[s] = {t: Decimal(str(v)) for t, v in item["team_budgets"].items()}
+            if isinstance(item.get("predictions"), list):
+                read = [_prediction_of(m) for m in item["predictions"]]
+                predictions[s] = tuple(c for c in read if c is not None)
+                lost = int(item.get("predictions_cut", 0)) + read.count(None)
+                if lost:
+                    cut[s] = lost
         return replace(
             plan,
             done=frozenset(done),
@@ -312,6 +336,8 @@ class DynamoDbSliceBook:
             advice=advice,
             tag_teams=teams,
             tag_team_budgets=team_budgets,
+            predictions=predictions,
+            predictions_cut=cut,
         )
 
     def due(self, since: datetime, now: datetime) -> list[TickPlan]:
@@ -420,6 +446,7 @@ class InMemorySliceBook:
         advice: Sequence[ProjectAdvice] = (),
         tag_teams: Mapping[str, str] | None = None,
         tag_team_budgets: Mapping[str, Decimal] | None = None,
+        predictions: Sequence[PredictionCost] | None = None,
     ) -> tuple[bool, TickPlan | None]:
         with self._lock:
             plan = self._plans.get(tick)
@@ -442,6 +469,11 @@ class InMemorySliceBook:
                     teams[s] = mine
                 if mine_budgets:
                     team_budgets[s] = mine_budgets
+                costs, cut = dict(plan.predictions), dict(plan.predictions_cut)
+                if predictions is not None:
+                    costs[s], lost = bounded_predictions(predictions)
+                    if lost:
+                        cut[s] = lost
                 plan = self._plans[tick] = replace(
                     plan,
                     done=plan.done | {s},
@@ -450,6 +482,8 @@ class InMemorySliceBook:
                     advice=kept,
                     tag_teams=teams,
                     tag_team_budgets=team_budgets,
+                    predictions=costs,
+                    predictions_cut=cut,
                 )
             return newly, plan if plan.complete else None
 
@@ -526,3 +560,58 @@ def _advice_of(m: Mapping[str, Any]) -> ProjectAdvice:
     return ProjectAdvice(
         m.get("project"), Advice(AdviceCode(m["code"]), m["resource"], m["usd"], m["why"])
     )
+
+
+def _number(value: Decimal | None) -> Decimal | None:
+    return None if value is None else Decimal(format(value, "f"))
+
+
+def _prediction_item(c: PredictionCost) -> dict[str, Any]:
+    """One variant's cost per prediction as a done item keeps it: the member's figures
+    exactly (None stays NULL: unpriced, unknown or no traffic is never written as 0)."""
+    return {
+        "key": c.key,
+        "endpoint": c.endpoint,
+        "variant": c.variant,
+        "instance_type": c.instance_type,
+        "count": c.count,
+        "usd_per_hour": _number(c.usd_per_hour),
+        "invocations_per_hour": _number(c.invocations_per_hour),
+        "usd_per_1000": _number(c.usd_per_1000),
+        "status": c.status.value,
+        "reason": c.reason,
+        "hours": c.hours,
+        # [day, hours, invocations, usd or None]: compact, 8 a variant.
+        "days": [
+            [d.day.isoformat(), d.hours, _number(d.invocations), _number(d.usd)] for d in c.days
+        ],
+    }
+
+
+def _decimal(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(str(value))
+
+
+def _prediction_of(m: Any) -> PredictionCost | None:
+    """A kept variant back; None when the entry is not one this version reads (a status
+    it does not know, a damaged item): counted as left out, never read as $0."""
+    try:
+        return PredictionCost(
+            key=str(m["key"]),
+            endpoint=str(m["endpoint"]),
+            variant=str(m["variant"]),
+            instance_type=None if m.get("instance_type") is None else str(m["instance_type"]),
+            count=int(m["count"]),
+            usd_per_hour=_decimal(m.get("usd_per_hour")),
+            invocations_per_hour=_decimal(m.get("invocations_per_hour")),
+            usd_per_1000=_decimal(m.get("usd_per_1000")),
+            status=CostStatus(m["status"]),
+            reason=str(m["reason"]),
+            days=tuple(
+                DayCost(date.fromisoformat(str(day)), int(hours), Decimal(str(inv)), _decimal(usd))
+                for day, hours, inv, usd in m.get("days", [])
+            ),
+            hours=int(m.get("hours", 0)),
+        )
+    except (KeyError, TypeError, ValueError, ArithmeticError):
+        return None

@@ -31,6 +31,7 @@ from costguard.domain.text import plural, truncate
 if TYPE_CHECKING:
     from decimal import Decimal
 
+    from costguard.cli.output import Table
     from costguard.domain.pricing import PriceCatalog
     from costguard.domain.teams import TeamReport
     from costguard.services.scan import ScanReport
@@ -232,12 +233,14 @@ def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datet
     scanned = [(r.account, r.report) for r in results if r.report is not None]
 
     def doc() -> dict[str, Any]:
-        from costguard.cli.scan_output import team_json
+        from costguard.cli.scan_output import predictions_across, team_json
 
         return {
             "accounts": {account: report_json(report) for account, report in scanned},
             # Each team summed across the accounts its projects run in.
             "teams": [team_json(t) for t in teams_across(scanned)],
+            # Every account's endpoint variants' $ per 1,000 predictions, with the account.
+            "cost_per_prediction": predictions_across(scanned),
             "failed_accounts": {
                 r.account: {"code": r.error.code, "message": r.error.detail}
                 for r in failed
@@ -245,13 +248,21 @@ def print_accounts(results: Sequence[AccountScan], fmt: str, generated_at: datet
             },
         }
 
+    def views() -> tuple[Table, ...]:
+        # Markdown's tables, then every account's endpoint variants in one table (each row
+        # with its account) when any account runs one.
+        from costguard.cli.report import prediction_table
+
+        costs = sorted((c for _, r in scanned for c in r.prediction_costs), key=lambda c: c.key)
+        return tables()[1] + ((prediction_table(costs),) if costs else ())
+
     tables = cache(lambda: scan_tables(scanned))
     write(
         fmt,
         kind="scan.accounts",
         data=doc,
         table=lambda: tables()[0],
-        views=lambda: tables()[1],
+        views=views,
         generated_at=scanned[0][1].now if scanned else generated_at,
         text=lambda: "\n".join(
             f"== account {account}\n{report_table(report)}" for account, report in scanned

@@ -260,10 +260,14 @@ def prediction_table(costs: Sequence[PredictionCost]) -> Table:
     predictions over the last 24 hours, then each UTC day's (the day's cost over its
     invocations; today so far last)."""
     days = sorted({d.day for c in costs for d in c.days})
+    # Several accounts (an Organization's roll-up, `scan --accounts`): each row says whose.
+    several = len({c.account for c in costs}) > 1
     rows: list[dict[str, str | Cell]] = []
     for c in costs:
         by_day = {d.day: d for d in c.days}
         row: dict[str, str | Cell] = {
+            "account": c.account,
+            "region": c.region,
             "variant": f"{c.endpoint}/{c.variant}",
             "instance": (f"{c.count} x " if c.count > 1 else "") + (c.instance_type or ""),
             "usd_per_hour": rate_cell(c.usd_per_hour),
@@ -278,8 +282,10 @@ def prediction_table(costs: Sequence[PredictionCost]) -> Table:
                 prediction_cell(d.usd_per_1000, d.status.value) if d is not None else ""
             )
         rows.append(row)
+    whose = (Column("account", "Account"), Column("region", "Region")) if several else ()
     return Table(
         (
+            *whose,
             Column("variant", "Endpoint/variant"),
             Column("instance", "Instance"),
             Column("usd_per_hour", "$/h", "right"),

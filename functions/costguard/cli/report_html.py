@@ -343,7 +343,10 @@ def _predictions_html(r: Report) -> str:
     """Each endpoint variant's $ per 1,000 predictions over the last 24 hours, then each
     UTC day's (the day's cost over its invocations)."""
     days = sorted({d.day for c in r.prediction_costs for d in c.days})
+    # Several accounts (an Organization's roll-up): each row says whose, and where.
+    several = len({c.account for c in r.prediction_costs}) > 1
     headers = [
+        *((("Account", False),) if several else ()),
         ("Endpoint variant", False),
         ("Run-rate", True),
         ("Invocations/h", True),
@@ -356,6 +359,11 @@ def _predictions_html(r: Report) -> str:
         where = (f"{c.count} x " if c.count > 1 else "") + (c.instance_type or "")
         rows.append(
             [
+                *(
+                    (f"{esc(c.account)}<br><span class=key>{esc(c.region)}</span>",)
+                    if several
+                    else ()
+                ),
                 f"{user(c.endpoint + '/' + c.variant)}<br><span class=key>{_where(where)}</span>",
                 _num(per_hour(c.usd_per_hour)) if c.usd_per_hour is not None else "no price",
                 _num(f"{c.invocations_per_hour:,.0f}")

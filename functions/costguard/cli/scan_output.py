@@ -353,6 +353,7 @@ def _prediction_lines(report: ScanReport, top: int) -> list[str]:
         ),
     )
     shown = ranked[: max(top, PREDICTION_LINES)]
+    several = len({c.account for c in costs}) > 1  # an Organization's roll-up: say whose
     lines = [
         "",
         f"Cost per 1,000 predictions, last 24 h ({plural(len(costs), 'endpoint variant')}):",
@@ -361,7 +362,8 @@ def _prediction_lines(report: ScanReport, top: int) -> list[str]:
         figure = (
             f"${rate(c.usd_per_1000)} per 1,000" if c.usd_per_1000 is not None else c.status.value
         )
-        lines.append(f"    {c.endpoint}/{c.variant}: {figure}; {c.reason}")
+        whose = f"{c.account} {c.region} " if several else ""
+        lines.append(f"    {whose}{c.endpoint}/{c.variant}: {figure}; {c.reason}")
     if len(costs) > len(shown):
         lines.append(
             f"    … and {plural(len(costs) - len(shown), 'more variant')} (--json lists every one)"
@@ -465,6 +467,17 @@ def _resource_row(account: str, project: Cell, a: AttributedResource) -> dict[st
 
 def _shown(p: ProjectReport) -> bool:
     return p.project is not None or bool(p.resources) or bool(p.month_to_date_usd)
+
+
+def predictions_across(reports: Sequence[tuple[str | None, ScanReport]]) -> list[dict[str, Any]]:
+    """Every account's endpoint variants' cost per 1,000 predictions in one list, each
+    with its account and region (its key carries both): the figures as each account's
+    scan computed them, so no traffic, unpriced and unknown stay what they are."""
+    out = []
+    for account, report in reports:
+        for c in report.prediction_costs:
+            out.append({"account": c.account or account, "region": c.region, **c.as_dict()})
+    return sorted(out, key=lambda row: str(row["resource"]))
 
 
 def scan_tables(

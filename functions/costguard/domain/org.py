@@ -26,6 +26,7 @@ from costguard.domain.alerts import (
 from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO
+from costguard.domain.predictions import PredictionCost
 from costguard.domain.teams import TeamConfig, TeamSettlement, settle_teams
 from costguard.domain.text import plural
 from costguard.domain.windows import within
@@ -107,6 +108,14 @@ class TickPlan:
     #: The advice each done slice's scan gave (with the project of its resource), kept only
     #: on the times of the digest hour: the roll-up's daily advice digest.
     advice: Mapping[Slice, tuple[ProjectAdvice, ...]] = field(default_factory=dict)
+    #: Each done slice's endpoint variants' cost per 1,000 predictions, as its scan computed
+    #: them (at most :data:`MAX_PREDICTIONS`), written with "done". A done slice absent
+    #: here did not report them (a done item of an older version): "not reported", never
+    #: "no endpoint" and never $0. Present and empty: its scan saw no endpoint variant.
+    predictions: Mapping[Slice, tuple[PredictionCost, ...]] = field(default_factory=dict)
+    #: Variants a done slice's scan had beyond what its done item keeps (or could not be
+    #: read back): counted, so the roll-up says some are missing rather than none.
+    predictions_cut: Mapping[Slice, int] = field(default_factory=dict)
 
     @property
     def rolled_up(self) -> frozenset[Slice]:
@@ -285,6 +294,43 @@ def in_digest_window(tick: datetime, digest_hour_utc: int, period: timedelta) ->
     tick = require_utc(tick)
     start = tick.replace(hour=digest_hour_utc, minute=0, second=0, microsecond=0)
     return within(tick, start, start + max(period, timedelta(hours=1)))
+
+
+#: Endpoint variants whose cost per prediction a done item keeps, the dearest an hour
+#: first: each is at most ~1.1 KB (its key, a clipped reason, 8 days), so at most ~110 KB,
+#: beside the advice (~100 KB), owners (~100 KB) and teams (64 KB), under DynamoDB's 400 KB.
+MAX_PREDICTIONS = 100
+#: A variant's reason as kept.
+MAX_REASON_CHARS = 300
+
+
+def bounded_predictions(
+    costs: Iterable[PredictionCost],
+) -> tuple[tuple[PredictionCost, ...], int]:
+    """What a done item carries of a slice's cost per prediction: at most
+    :data:`MAX_PREDICTIONS` variants (the dearest an hour first: unpriced ones after the
+    priced, by key), each reason clipped; and how many were left out."""
+    ranked = sorted(
+        costs,
+        key=lambda c: (c.usd_per_hour is None, -(c.usd_per_hour or ZERO), c.key),
+    )
+    kept = tuple(replace(c, reason=c.reason[:MAX_REASON_CHARS]) for c in ranked[:MAX_PREDICTIONS])
+    return tuple(sorted(kept, key=lambda c: c.key)), len(ranked) - len(kept)
+
+
+def unreported_predictions(plan: TickPlan) -> tuple[Slice, ...]:
+    """The done slices whose cost per prediction is not in the plan: their done item was
+    written by an older version. Their endpoints' figures are unknown, not $0."""
+    return tuple(sorted(plan.done - set(plan.predictions)))
+
+
+def rolled_up_predictions(plan: TickPlan) -> tuple[PredictionCost, ...]:
+    """Every done slice's endpoint variants, each keyed by account and region as in the
+    member's scan, in key order: the figures as the member computed them, never re-derived
+    (no traffic and unknown stay so)."""
+    return tuple(
+        sorted((c for costs in plan.predictions.values() for c in costs), key=lambda c: c.key)
+    )
 
 
 #: Owners kept per project and slice, and rolled up per project: an alert names a few

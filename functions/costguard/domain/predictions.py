@@ -133,6 +133,17 @@ class PredictionCost:
     #: Whole hours of the last day the current configuration served (the figure's basis).
     hours: int = 0
 
+    @property
+    def account(self) -> str:
+        """The variant's account, from its key ("" when the scan knew none)."""
+        parts = parse_key(self.key)
+        return parts.account if parts is not None else ""
+
+    @property
+    def region(self) -> str:
+        parts = parse_key(self.key)
+        return parts.region if parts is not None else ""
+
     def as_dict(self) -> dict[str, object]:
         return {
             "resource": self.key,

@@ -39,11 +39,14 @@ from costguard.domain.org import (
     missing_slice_findings,
     missing_slices_alert,
     roll_up,
+    rolled_up_predictions,
     settle_org_teams,
     settle_tag_budgets,
     settle_tag_owners,
     slice_scope,
+    unreported_predictions,
 )
+from costguard.domain.predictions import PredictionCost
 from costguard.domain.spend import budget_status, forecast_month_end
 from costguard.domain.teams import TeamConfig, TeamReport
 from costguard.domain.text import plural
@@ -71,10 +74,12 @@ class SliceBook(Protocol):
         advice: Sequence[ProjectAdvice] = (),
         tag_teams: Mapping[str, str] | None = None,
         tag_team_budgets: Mapping[str, Decimal] | None = None,
+        predictions: Sequence[PredictionCost] | None = None,
     ) -> tuple[bool, TickPlan | None]:
         """Add ``s`` to the time's done slices (and, with it, the budgets and owners its
-        scan found tagged, and its advice on the digest hour's times); True only for the
-        call that added it.
+        scan found tagged, its endpoint variants' cost per prediction, and its advice on
+        the digest hour's times); True only for the call that added it. ``predictions``
+        None: not reported (the roll-up says so), unlike an empty sequence (no variant).
 
         The plan comes back (read in full) only when every expected slice is done, so
         that the caller may aggregate; None while some are missing, or when nothing is
@@ -126,6 +131,14 @@ class OrgReport:
     alerts: tuple[str, ...] = ()
     #: The teams, each the sum of its projects across every account and region.
     teams: tuple[TeamReport, ...] = ()
+    #: Every done slice's endpoint variants' cost per 1,000 predictions, as its scan
+    #: computed them (keys carry the account and region), in key order.
+    prediction_costs: tuple[PredictionCost, ...] = ()
+    #: Done slices that did not report their cost per prediction (an older version's
+    #: done item): their endpoints' figures are unknown, not absent and not $0.
+    predictions_unreported: tuple[Slice, ...] = ()
+    #: Variants left out of the slices' done items (past MAX_PREDICTIONS, or unreadable).
+    predictions_cut: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +206,7 @@ class SliceWork:
             project_advice(report) if self._keeps_advice(tick) else (),
             tag_teams=tagged_teams(report),
             tag_team_budgets=tagged_team_budgets(report),
+            predictions=report.prediction_costs,
         )
         aggregated = None
         # Not only the call that completed the plan: a retry of it (its aggregation
@@ -414,11 +428,22 @@ class Aggregation:
                 a.advice.resource: a.project for pieces in plan.advice.values() for a in pieces
             },
             teams=teams,
+            prediction_costs=rolled_up_predictions(plan),
         )
         self._ledger.record_findings(self._s.scope, tick, findings)
         alerts = self._after(report, findings, plan, now) if self._after else ()
         return OrgReport(
-            self._s.scope, tick, reports, rollups, plan.missing, tuple(findings), alerts, teams
+            self._s.scope,
+            tick,
+            reports,
+            rollups,
+            plan.missing,
+            tuple(findings),
+            alerts,
+            teams,
+            prediction_costs=report.prediction_costs,
+            predictions_unreported=unreported_predictions(plan),
+            predictions_cut=sum(plan.predictions_cut.values()),
         )
 
     def _slice_figures(
