@@ -64,12 +64,11 @@ def quicken() -> None:
         moto.backends.list_of_moto_modules = functools.cache(lambda: tuple(listed()))  # type: ignore[assignment]
     if not getattr(botocore.session.create_loader, "cache_info", None):  # type: ignore[attr-defined]
         botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
-    if not getattr(moto.core.responses.method_names_from_class, "cache_info", None):
-        names = moto.core.responses.method_names_from_class
-        moto.core.responses.method_names_from_class = functools.cache(  # type: ignore[assignment]
-            lambda cls: tuple(names(cls))
-        )
-    creator = botocore.client.ClientCreator
+    responses: Any = moto.core.responses
+    if not getattr(responses.method_names_from_class, "cache_info", None):
+        names = responses.method_names_from_class
+        responses.method_names_from_class = functools.cache(lambda cls: tuple(names(cls)))
+    creator: Any = botocore.client.ClientCreator
     if not hasattr(creator, "_built_classes"):
         build = creator._create_client_class
         built: dict[tuple[str, str], type] = {}
@@ -80,8 +79,8 @@ def quicken() -> None:
                 built[key] = build(self, service_name, service_model)
             return built[key]
 
-        creator._built_classes = built  # type: ignore[attr-defined]
-        creator._create_client_class = once  # type: ignore[method-assign]
+        creator._built_classes = built
+        creator._create_client_class = once
 
 
 @contextmanager
