@@ -16,6 +16,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from benchmarks.guard_bill import REFRESH_QUERIES_PER_REGION
 from costguard.adapters.catalog import CatalogDocuments, CatalogFile, read_catalog_file
 from costguard.adapters.pricing_api import PriceListApi
 from costguard.domain.storage import volume_price
@@ -279,6 +280,9 @@ def test_storage_is_one_query_per_product_family_per_region(tmp_path: Path) -> N
         ("AmazonS3GlacierDeepArchive", None),
     }
     assert asked == Counter({(s, f, r): 1 for s, f in families for r in regions})
+    # AND the self-cost table's figure holds: 9 queries a region (one EC2 batch, one
+    # SageMaker batch, six storage families) for the packaged catalog
+    assert len(fake.requests) == len(regions) * REFRESH_QUERIES_PER_REGION == 27
     # AND every storage rate of the packaged catalog was read back unchanged
     assert summary["held_for_review"] == [] and summary["rejected_answers"] == []
     packaged = read_catalog_file()

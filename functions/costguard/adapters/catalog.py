@@ -120,14 +120,17 @@ class CatalogFile(BaseModel):
     #: region -> S3 Standard $/GB-month; at least one (the stale-object guard counts a
     #: region it lacks at the dearest of them).
     s3_standard_gb_month: dict[str, Decimal] = Field(min_length=1)
-    #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced).
+    #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced); a
+    #: refresh reads it (section "ebs_snapshot_gb_month", rate name "standard").
     ebs_snapshot_gb_month: dict[str, Decimal] = Field(default_factory=dict)
     #: region -> volume type -> "iops" | "throughput_mibps" -> [[above, $/unit-month], ...]:
-    #: EBS provisioned IOPS and throughput beyond what the type includes (reference data).
+    #: EBS provisioned IOPS and throughput beyond what the type includes; a refresh reads
+    #: each tier (rate name ``domain.storage.tier_key``: "io2/iops/32000").
     ebs_provisioned_month: dict[str, dict[str, dict[str, list[tuple[int, Decimal]]]]] = Field(
         default_factory=dict
     )
-    #: region -> S3 storage class -> $/GB-month (reference data; absent: unpriced).
+    #: region -> S3 storage class -> $/GB-month, the first tier (absent: unpriced); a
+    #: refresh reads it.
     s3_class_gb_month: dict[str, dict[str, Decimal]] = Field(default_factory=dict)
     eks_cluster_hour: dict[str, Decimal]
     eks_standard_support_end: dict[str, date] = Field(default_factory=dict)
@@ -148,8 +151,8 @@ class CatalogFile(BaseModel):
     #: Written by a refresh: section -> region -> name -> why the Price List API had no
     #: rate for it there. Absent from catalogs written before it existed (read as empty).
     no_rate: dict[str, dict[str, dict[str, NoRateFile]]] = Field(default_factory=dict)
-    #: The day the reference rates (EKS, snapshots, S3: a refresh does not fetch them) were
-    #: last reviewed. Absent from older catalogs: then the catalog's own date if it was
+    #: The day the reference rates (EKS; S3 Standard's flat table where no class table
+    #: prices it: a refresh does not fetch them) were last reviewed. Absent from older catalogs: then the catalog's own date if it was
     #: never refreshed, else unknown.
     reference_as_of: date | None = None
 
