@@ -364,18 +364,18 @@ def _storage(
     unit: str,
     rejected: list[str],
     *,
-    reader: Callable[[dict[str, Any], str], Decimal | None] = first_tier_usd,
     expected: Callable[[str], Mapping[str, str]] = lambda _n: {},
 ) -> _Candidates:
     """One query per (service, filters), each item taken by its exact usage type in
-    ``usages`` (usage type -> rate name)."""
+    ``usages`` (usage type -> rate name) at its first tier, unless one of its attributes
+    says other than ``expected`` of that name does."""
     found = _Candidates(section, region, rejected)
     for service, filters, usages in queries:
         for item in _products(client, service, _filters({"regionCode": region, **filters})):
             name = usages.get(usage_type(item))
             where = {**STORAGE_ITEM, "regionCode": region, **expected(name or "")}
             if name is not None and not _off_filter(item, where):
-                found.add(name, item, unit, reader=reader)
+                found.add(name, item, unit, reader=first_tier_usd)
     return found
 
 
