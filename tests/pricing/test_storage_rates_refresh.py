@@ -292,3 +292,39 @@ def test_storage_is_one_query_per_product_family_per_region(tmp_path: Path) -> N
     assert refreshed.ebs_snapshot_gb_month == packaged.ebs_snapshot_gb_month
     source = refreshed.rate_sources["ebs_provisioned_month"]["us-east-1"]["io2/iops/64000"]
     assert source.source == "price-list-api"
+
+
+def test_a_catalog_stored_before_storage_was_refreshed_loads_and_gets_its_storage_read() -> None:
+    # GIVEN a stored catalog written by a refresh that read EC2, SageMaker and EBS GB-month
+    # only, on 2026-11-22: dates and provenance for those sections, none for storage, whose
+    # reference rates (the package's) were reviewed on 2026-11-10
+    import json
+
+    package = catalog().model_copy(update={"reference_as_of": date(2026, 11, 10)})
+    old = json.loads(package.model_dump_json())
+    old |= {"version": 5, "as_of": "2026-11-22"}
+    old["as_of_by"] = {s: {REGION: "2026-11-22"} for s in ("ec2", "sagemaker", "ebs_gb_month")}
+    old["rate_sources"] = {
+        "ec2": {REGION: {"g5.xlarge": {"source": "price-list-api", "as_of": "2026-11-22"}}}
+    }
+    store = InMemoryCatalogStore()
+    assert store.put(old, expected_version=0, at=REFRESHED_AT) is not None
+    client = boto3.client("pricing", region_name="us-east-1")
+    snap = item("EBS:SnapshotUsage", "0.055", "GB-Mo", "Storage Snapshot")
+    # WHEN this version refreshes it
+    with Stubber(client) as stub:
+        region_answers(stub, snapshots=[snap])
+        outcome = PriceRefresh(
+            store, PriceListApi(client, sleep=lambda _s: None), CatalogDocuments(package)
+        ).run((REGION,), REFRESHED_AT)
+    # THEN it is read as it was (no problem), and a new version holds the snapshot rate read
+    assert outcome.written and outcome.problem is None and outcome.version == 6
+    current = store.current()
+    assert current is not None
+    refreshed = CatalogFile.model_validate(current.document)
+    assert refreshed.ebs_snapshot_gb_month[REGION] == Decimal("0.055")
+    assert refreshed.as_of_by["ebs_snapshot_gb_month"][REGION] == REFRESHED_AT.date()
+    # AND the storage it did not get back is dated by its review, not by the old refresh
+    # that carried it, and so is the catalog: its oldest rates were checked then
+    assert refreshed.as_of_by["s3_class_gb_month"][REGION] == date(2026, 11, 10)
+    assert refreshed.as_of == date(2026, 11, 10)

@@ -370,10 +370,20 @@ def section_json(section: str, rates: Mapping[str, Mapping[str, Decimal]]) -> An
 
 
 def rate_book(catalog: CatalogFile) -> RateBook:
+    rates = {s: section_rates(catalog, s) for s in SECTIONS}
+    as_of_by = {s: dict(v) for s, v in catalog.as_of_by.items()}
+    if catalog.as_of_by and catalog.reference_as_of is not None:
+        # Refreshed, but not every part by a refresh (storage, before a refresh read it):
+        # those rates were reviewed on the reference date, not on the day of the refresh
+        # that carried them.
+        for section, regions in rates.items():
+            for region, names in regions.items():
+                if names and region not in as_of_by.get(section, {}):
+                    as_of_by.setdefault(section, {})[region] = catalog.reference_as_of
     return RateBook(
         version=catalog.version,
         as_of=catalog.as_of,
-        rates={s: section_rates(catalog, s) for s in SECTIONS},
+        rates=rates,
         sources={
             section: {
                 region: {
@@ -386,7 +396,7 @@ def rate_book(catalog: CatalogFile) -> RateBook:
             }
             for section, regions in catalog.rate_sources.items()
         },
-        as_of_by=catalog.as_of_by,
+        as_of_by=as_of_by,
         retired=retired_names(_field(catalog, "retired")) | _retired_rates(catalog),
         no_rate={
             section: {
