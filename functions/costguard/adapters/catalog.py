@@ -118,7 +118,8 @@ class CatalogFile(BaseModel):
     sagemaker: _RegionRates
     ebs_gb_month: _RegionRates
     #: region -> S3 Standard $/GB-month; at least one (the stale-object guard counts a
-    #: region it lacks at the dearest of them).
+    #: region it lacks at the dearest of them). A refresh sets it to ``s3_class_gb_month``'s
+    #: Standard rate wherever that holds one.
     s3_standard_gb_month: dict[str, Decimal] = Field(min_length=1)
     #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced); a
     #: refresh reads it (section "ebs_snapshot_gb_month", rate name "standard").
