@@ -46,15 +46,30 @@ LAMBDA_MEMORY_GB = 1.0
 #: guards, the price refresh, the on-launch check), "no scan in two intervals", and the
 #: launch rules' undeliverable events (their target dead-letter queue).
 ALARMS = 26
-#: The guards' and the price refresh's invocations a month (idle hourly, volumes every 30
-#: minutes, objects hourly, maximum lifetime every 15 minutes, refresh weekly), each priced
-#: as an upper bound of 5 s at 512 MB; their CloudWatch reads (the idle pass) are itemized
-#: by benchmarks/idle_pass.py.
-GUARD_INVOCATIONS = 730 + 1460 + 730 + 2920 + 4
+#: The guards' invocations a month (idle hourly, volumes every 30 minutes, objects hourly,
+#: maximum lifetime every 15 minutes), each priced as an upper bound of 5 s at 512 MB;
+#: their CloudWatch reads (the idle pass) are itemized by benchmarks/idle_pass.py.
+GUARD_INVOCATIONS = 730 + 1460 + 730 + 2920
 GUARD_SECONDS_UPPER_BOUND = 5.0
+#: The price refresh, weekly: per region one Price List query per EC2 and SageMaker batch of
+#: 50 types and one per storage product family (EBS volumes, snapshots, IOPS, throughput,
+#: S3, S3 Glacier Deep Archive): 9 queries a region for the packaged catalog, 27 for its
+#: three regions (12 before storage was read). GetProducts is free; its time is not: priced
+#: as an upper bound of 30 s at 512 MB (about 1 s a query).
+REFRESH_INVOCATIONS = 4
+REFRESH_QUERIES_PER_REGION = 9
+REFRESH_SECONDS_UPPER_BOUND = 30.0
 GUARD_MEMORY_GB = 0.5
 CUSTOM_METRICS = 2  # ScanCompleted (the heartbeat alarm) and Findings
 START = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+
+
+def refresh_month() -> float:
+    """The price-refresh Lambda's $ a month at its upper bound (its queries are free)."""
+    return REFRESH_INVOCATIONS * (
+        REFRESH_SECONDS_UPPER_BOUND * GUARD_MEMORY_GB * PRICES["lambda_gb_second_arm64"]
+        + PRICES["lambda_request"]
+    )
 
 
 def _size(value: Any) -> int:
@@ -278,7 +293,8 @@ def measure(instances: int = 1000, projects: int = 20, scans: int = 6) -> dict[s
         * (
             GUARD_SECONDS_UPPER_BOUND * GUARD_MEMORY_GB * PRICES["lambda_gb_second_arm64"]
             + PRICES["lambda_request"]
-        ),
+        )
+        + refresh_month(),
         "custom_metrics": CUSTOM_METRICS * PRICES["custom_metric_month"],
         "alarms": ALARMS * PRICES["alarm_month"],
         "logs": log_bytes

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 
-from benchmarks.guard_bill import ALARMS, GUARD_MEMORY_GB, GUARD_SECONDS_UPPER_BOUND, PRICES
+from benchmarks.guard_bill import ALARMS, PRICES, refresh_month
 from costguard.config_spec import BY_NAME, rate_minutes
 from costguard.domain.org_act import Reach
 from costguard.guards import SPECS
@@ -55,9 +55,8 @@ ACT_ALARMS = 3 + 1
 GUARD_LAMBDA_ALARMS = 3 * 4
 #: The Organization-mode template's alarms: 26 + 4 + 4 - 12 = 22.
 ORG_ALARMS = ALARMS + ALARMS_ADDED + ACT_ALARMS - GUARD_LAMBDA_ALARMS
-#: The price refresh (weekly) keeps its own Lambda in both modes: its invocations a month,
-#: priced as single-account mode prices the guards (an upper bound of 5 s at 512 MB).
-REFRESH_INVOCATIONS = 4
+#: The price refresh (weekly) keeps its own Lambda in both modes, priced as single-account
+#: mode prices it (``guard_bill.refresh_month``: an upper bound of 30 s at 512 MB).
 BATCH = 10
 #: X-Ray traces (the Lambdas trace actively): $5 per million recorded.
 XRAY_TRACE = 5.0 / 1_000_000
@@ -576,11 +575,7 @@ def stack_month(
         "alarms": total_alarms * PRICES["alarm_month"],
         "kms_key": PRICES["kms_key_month"],
         "secrets_manager": PRICES["secret_month"],
-        "price_refresh_lambda": REFRESH_INVOCATIONS
-        * (
-            GUARD_SECONDS_UPPER_BOUND * GUARD_MEMORY_GB * PRICES["lambda_gb_second_arm64"]
-            + PRICES["lambda_request"]
-        ),
+        "price_refresh_lambda": refresh_month(),
     }
     lines |= {k: _cents(v) for k, v in fixed.items()}
     return {

@@ -84,6 +84,24 @@ def region_answers(
         "AmazonEC2",
         [price_item({"volumeApiName": v}, usd, "GB-Mo") for v, usd in ebs.items()],
     )
+    storage_answers(stub)
+
+
+def storage_answers(stub: Stubber, families: Mapping[str, list[str]] = {}) -> None:
+    """The storage queries of one region, in the order they are made: snapshots, IOPS,
+    throughput, S3, S3 Glacier Deep Archive (none answered unless ``families`` says)."""
+    for service, family in STORAGE_QUERIES:
+        answer(stub, service, list(families.get(family, [])))
+
+
+#: (service, product family) of each storage query a region makes, in order.
+STORAGE_QUERIES = (
+    ("AmazonEC2", "Storage Snapshot"),
+    ("AmazonEC2", "System Operation"),
+    ("AmazonEC2", "Provisioned Throughput"),
+    ("AmazonS3", "Storage"),
+    ("AmazonS3GlacierDeepArchive", "Deep Archive"),
+)
 
 
 def throttled(stub: Stubber, times: int) -> None:
@@ -435,6 +453,7 @@ def test_an_item_the_filters_exclude_is_never_read_as_the_linux_rate(
         )
         answer(stub, "AmazonSageMaker", [])
         answer(stub, "AmazonEC2", [price_item({"volumeApiName": "gp3"}, "0.08", "GB-Mo")])
+        storage_answers(stub)
         # WHEN the guard refreshes
         outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     # THEN the Linux rate is applied; the other item is not a candidate at all
@@ -452,6 +471,7 @@ def test_two_items_at_different_prices_for_one_type_keep_the_last_rate_and_say_s
         answer(stub, "AmazonEC2", [price_item(LINUX_G5, "1.0060000000")])
         answer(stub, "AmazonSageMaker", twice)
         answer(stub, "AmazonEC2", [price_item({"volumeApiName": "gp3"}, "0.08", "GB-Mo")])
+        storage_answers(stub)
         # WHEN the guard refreshes
         outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     # THEN neither price is taken: the rate stays, and the ambiguity is reported
@@ -466,6 +486,7 @@ def test_a_duplicate_item_at_the_same_price_is_one_rate(client: Any) -> None:
         answer(stub, "AmazonEC2", [price_item(LINUX_G5, "0.999"), price_item(LINUX_G5, "0.99900")])
         answer(stub, "AmazonSageMaker", [])
         answer(stub, "AmazonEC2", [])
+        storage_answers(stub)
         outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     assert stored(store).ec2["us-east-1"]["g5.xlarge"] == Decimal("0.999")
     assert outcome.summary()["rejected_answers"] == []
@@ -482,6 +503,7 @@ def test_a_malformed_price_is_rejected_and_the_other_rates_still_apply(
         answer(stub, "AmazonEC2", [price_item(LINUX_G5, "0.999"), price_item(p5, usd)])
         answer(stub, "AmazonSageMaker", [])
         answer(stub, "AmazonEC2", [])
+        storage_answers(stub)
         # WHEN the guard refreshes
         outcome = Run(client, store).service.run(("us-east-1",), REFRESHED_AT)
     # THEN g5 is updated, p5 keeps its rate, and the bad answer is reported

@@ -198,3 +198,40 @@ def test_an_estimate_for_a_type_without_a_rate_gives_the_same_reason() -> None:
     # THEN the estimate says why there is no rate, as `prices show` does, not only that
     assert done.returncode == 2
     assert "the price catalog prices EC2 g5.2xlarge in us-east-1 only" in done.stderr
+
+
+def test_storage_rates_are_listed_with_their_source_after_a_refresh(tmp_path: Path) -> None:
+    # GIVEN the packaged catalog refreshed for us-east-1 against a Price List that lists
+    # its storage rates as AWS does, gp3 throughput at $40.96 per GiBps-month ($0.04 per
+    # MiB/s-month)
+    fake = FakePriceList(regions=frozenset({"us-east-1"}))
+    out = tmp_path / "prices.json"
+    with price_list_server(fake):
+        done = costguard(
+            "prices", "refresh", "--region", "us-east-1", "--out", str(out),
+            at=AT, env={"AWS_ENDPOINT_URL": fake.url},
+        )  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    # WHEN a user shows the storage rates of us-east-1 and of eu-west-1 (not refreshed)
+    args = ("--service", "ebs", "--service", "ebs-snapshot", "--service", "s3")
+    doc = json.loads(show(*args, "--json", catalog=out).stdout)
+    rates = {(r["region"], r["name"]): r for r in doc["data"]["rates"]}
+    # THEN each storage rate says where it came from: read from the API where refreshed,
+    # the package's reference rate elsewhere, under a name a person reads
+    east = rates[("us-east-1", "gp3 throughput above 125 MiB/s")]
+    assert (east["usd"], east["unit"], east["source"]) == ("0.04", "MiB/s-month", "price-list-api")
+    assert east["key"] == "gp3/throughput_mibps/125"
+    west = rates[("eu-west-1", "io2 IOPS above 64,000")]
+    assert (west["usd"], west["source"], west["key"]) == ("0.03528", "bundled", "io2/iops/64000")
+    assert rates[("us-east-1", "io2 IOPS 32,001 to 64,000")]["usd"] == "0.0455"
+    assert rates[("us-east-1", "standard tier")]["source"] == "price-list-api"
+    assert rates[("us-east-1", "Glacier Deep Archive")]["usd"] == "0.00099"
+    # AND the text is one aligned table: every row's rate ends in the same column, and no
+    # catalog key (io2/iops/..., standard_ia) reaches a person
+    text = show(*args, "--region", "us-east-1", catalog=out).stdout
+    lines = text.splitlines()[1:]
+    header = lines[0]
+    rate_end = header.index("rate") + len("rate")
+    assert all(line[rate_end - 1] != " " for line in lines[1:]), text
+    assert "/iops/" not in text and "standard_ia" not in text and "_month" not in text
+    assert "ebs           us-east-1  io2 IOPS up to 32,000" in text

@@ -126,9 +126,9 @@ def test_a_catalog_from_before_reasons_and_reference_dates_is_read() -> None:
     assert "no_rate" not in json.loads(FIXTURE_CATALOG_PATH.read_text())
     rows = sheet()
     # THEN its reference rates are dated by the catalog itself (it was never refreshed)
-    assert row(rows, "s3", "us-east-1", "STANDARD").as_of == FILE.as_of
+    assert row(rows, "s3", "us-east-1", "Standard").as_of == FILE.as_of
     # AND a snapshot rate it never had is unpriced with a reason, not $0
-    snap = row(rows, "ebs-snapshot", "us-east-1", "standard")
+    snap = row(rows, "ebs-snapshot", "us-east-1", "standard tier")
     assert snap.usd is None and "no EBS snapshot storage rates" in (snap.reason or "")
     # AND once an older refresh rewrote it (dates per region, no reference date), the
     # reference rates' date is unknown rather than borrowed from the refreshed rates

@@ -14,9 +14,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from costguard.domain.catalog_merge import SECTIONS, NoRate, RateBook, RateSource
+from costguard.domain.catalog_merge import (
+    INSTANCE_SECTIONS,
+    SECTIONS,
+    NoRate,
+    RateBook,
+    RateSource,
+)
 from costguard.domain.pricing import PriceCatalog
 from costguard.domain.spot import BUCKETS, SpotProfile, SpotTable
+from costguard.domain.storage import SNAPSHOT_TIER, flat_tiers, nested_tiers
 from costguard.ports import StoredCatalog
 from costguard.settings import one_line, validation_problems
 
@@ -111,16 +118,20 @@ class CatalogFile(BaseModel):
     sagemaker: _RegionRates
     ebs_gb_month: _RegionRates
     #: region -> S3 Standard $/GB-month; at least one (the stale-object guard counts a
-    #: region it lacks at the dearest of them).
+    #: region it lacks at the dearest of them). A refresh sets it to ``s3_class_gb_month``'s
+    #: Standard rate wherever that holds one.
     s3_standard_gb_month: dict[str, Decimal] = Field(min_length=1)
-    #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced).
+    #: region -> EBS snapshot storage, standard tier, $/GB-month (absent: unpriced); a
+    #: refresh reads it (section "ebs_snapshot_gb_month", rate name "standard").
     ebs_snapshot_gb_month: dict[str, Decimal] = Field(default_factory=dict)
     #: region -> volume type -> "iops" | "throughput_mibps" -> [[above, $/unit-month], ...]:
-    #: EBS provisioned IOPS and throughput beyond what the type includes (reference data).
+    #: EBS provisioned IOPS and throughput beyond what the type includes; a refresh reads
+    #: each tier (rate name ``domain.storage.tier_key``: "io2/iops/32000").
     ebs_provisioned_month: dict[str, dict[str, dict[str, list[tuple[int, Decimal]]]]] = Field(
         default_factory=dict
     )
-    #: region -> S3 storage class -> $/GB-month (reference data; absent: unpriced).
+    #: region -> S3 storage class -> $/GB-month, the first tier (absent: unpriced); a
+    #: refresh reads it.
     s3_class_gb_month: dict[str, dict[str, Decimal]] = Field(default_factory=dict)
     eks_cluster_hour: dict[str, Decimal]
     eks_standard_support_end: dict[str, date] = Field(default_factory=dict)
@@ -141,8 +152,8 @@ class CatalogFile(BaseModel):
     #: Written by a refresh: section -> region -> name -> why the Price List API had no
     #: rate for it there. Absent from catalogs written before it existed (read as empty).
     no_rate: dict[str, dict[str, dict[str, NoRateFile]]] = Field(default_factory=dict)
-    #: The day the reference rates (EKS, snapshots, S3: a refresh does not fetch them) were
-    #: last reviewed. Absent from older catalogs: then the catalog's own date if it was
+    #: The day the reference rates (EKS; S3 Standard's flat table where no class table
+    #: prices it: a refresh does not fetch them) were last reviewed. Absent from older catalogs: then the catalog's own date if it was
     #: never refreshed, else unknown.
     reference_as_of: date | None = None
 
@@ -321,11 +332,59 @@ def retired_names(value: object) -> frozenset[str]:
     return frozenset(found)
 
 
+def section_rates(catalog: CatalogFile, section: str) -> dict[str, dict[str, Decimal]]:
+    """One refreshed section as ``region -> name -> USD`` (``catalog_merge.SECTIONS``),
+    whatever its shape in the document: snapshots are one rate per region (named by its
+    tier), provisioned EBS rates are tiers per volume type (named by ``tier_key``)."""
+    if section == "ebs_snapshot_gb_month":
+        return {r: {SNAPSHOT_TIER: usd} for r, usd in catalog.ebs_snapshot_gb_month.items()}
+    if section == "ebs_provisioned_month":
+        return flat_tiers(catalog.ebs_provisioned_month)
+    table: dict[str, dict[str, Decimal]] = getattr(catalog, section)
+    return {region: dict(rates) for region, rates in table.items()}
+
+
+def section_json(section: str, rates: Mapping[str, Mapping[str, Decimal]]) -> Any:
+    """The document's shape of one section from its flat rates (the inverse of
+    :func:`section_rates`), prices as exact strings."""
+    if section == "ebs_snapshot_gb_month":
+        return {
+            region: str(names[SNAPSHOT_TIER])
+            for region, names in sorted(rates.items())
+            if SNAPSHOT_TIER in names
+        }
+    if section == "ebs_provisioned_month":
+        return {
+            region: {
+                vtype: {
+                    unit: [[above, str(usd)] for above, usd in tiers]
+                    for unit, tiers in units.items()
+                }
+                for vtype, units in sorted(types.items())
+            }
+            for region, types in sorted(nested_tiers(rates).items())
+        }
+    return {
+        region: {name: str(usd) for name, usd in sorted(names.items())}
+        for region, names in sorted(rates.items())
+    }
+
+
 def rate_book(catalog: CatalogFile) -> RateBook:
+    rates = {s: section_rates(catalog, s) for s in SECTIONS}
+    as_of_by = {s: dict(v) for s, v in catalog.as_of_by.items()}
+    if catalog.as_of_by and catalog.reference_as_of is not None:
+        # Refreshed, but not every part by a refresh (storage, before a refresh read it):
+        # those rates were reviewed on the reference date, not on the day of the refresh
+        # that carried them.
+        for section, regions in rates.items():
+            for region, names in regions.items():
+                if names and region not in as_of_by.get(section, {}):
+                    as_of_by.setdefault(section, {})[region] = catalog.reference_as_of
     return RateBook(
         version=catalog.version,
         as_of=catalog.as_of,
-        rates={s: getattr(catalog, s) for s in SECTIONS},
+        rates=rates,
         sources={
             section: {
                 region: {
@@ -338,7 +397,7 @@ def rate_book(catalog: CatalogFile) -> RateBook:
             }
             for section, regions in catalog.rate_sources.items()
         },
-        as_of_by=catalog.as_of_by,
+        as_of_by=as_of_by,
         retired=retired_names(_field(catalog, "retired")) | _retired_rates(catalog),
         no_rate={
             section: {
@@ -365,9 +424,8 @@ def _retired_rates(catalog: CatalogFile) -> frozenset[str]:
     )
     return frozenset(
         name
-        for section in SECTIONS
+        for section in INSTANCE_SECTIONS
         for region in getattr(catalog, section).values()
-        if isinstance(region, dict)
         for name in region
         if domain.retirement(name)
     )
@@ -416,10 +474,12 @@ def with_rate_book(catalog: CatalogFile, book: RateBook, *, sources: list[str]) 
         },
     )
     for section in SECTIONS:
-        data[section] = {
-            region: {name: str(usd) for name, usd in sorted(rates.items())}
-            for region, rates in sorted(book.rates.get(section, {}).items())
-        }
+        data[section] = section_json(section, book.rates.get(section, {}))
+    # The flat S3 Standard table (the stale-object guard's) follows the class table's
+    # Standard rate wherever a refresh keeps one: one rate, never two that disagree.
+    for region, classes in book.rates.get("s3_class_gb_month", {}).items():
+        if "standard" in classes:
+            data["s3_standard_gb_month"][region] = str(classes["standard"])
     return CatalogFile.model_validate(data)
 
 
@@ -440,14 +500,16 @@ def rebase(base: CatalogFile, bundled: CatalogFile) -> CatalogFile:
             continue
         data[key] = _union(data[key], value) if key == "retired" and key in data else value
     for section in SECTIONS:
-        for region, rates in packaged.get(section, {}).items():
-            mine = data.setdefault(section, {}).setdefault(region, {})
+        merged = section_rates(base, section)
+        for region, rates in section_rates(bundled, section).items():
+            mine = merged.setdefault(region, {})
             said = data.get("rate_sources", {}).get(section, {}).get(region)
             for name, usd in rates.items():
                 if name not in mine:
                     mine[name] = usd
                     if said is not None:  # the region's date is a refresh's, not this rate's
                         said[name] = {"source": "bundled", "as_of": packaged["as_of"]}
+        data[section] = section_json(section, merged)
     return CatalogFile.model_validate(data)
 
 
@@ -465,26 +527,27 @@ def overlay(packaged: CatalogFile, stored: CatalogFile) -> CatalogFile | None:
     as_of_by = {
         section: {
             region: mine.region_as_of(section, region).isoformat()
-            for region, rates in getattr(packaged, section).items()
+            for region, rates in mine.rates.get(section, {}).items()
             if rates
         }
         for section in SECTIONS
     }
     rate_sources: dict[str, Any] = data.setdefault("rate_sources", {})
     added = False
+    merged = {section: section_rates(packaged, section) for section in SECTIONS}
     for section in SECTIONS:
-        for region, rates in getattr(stored, section).items():
-            theirs = data.setdefault(section, {}).setdefault(region, {})
+        for region, rates in book.rates.get(section, {}).items():
+            theirs = merged[section].setdefault(region, {})
             for name, usd in rates.items():
                 if name in theirs:
                     continue
                 added = True
-                theirs[name] = str(usd)
+                theirs[name] = usd
                 src = book.source_of(section, region, name)
                 assert src is not None  # the name is one of its rates
                 explicit = stored.rate_sources.get(section, {}).get(region, {}).get(name)
                 said = rate_sources.setdefault(section, {}).setdefault(region, {})
-                for own in getattr(packaged, section).get(region, {}):
+                for own in mine.rates.get(section, {}).get(region, {}):
                     # The region's date may move back below: each package rate says its own.
                     if own not in said:
                         was = mine.source_of(section, region, own)
@@ -500,6 +563,8 @@ def overlay(packaged: CatalogFile, stored: CatalogFile) -> CatalogFile | None:
                 dated[region] = min(dated.get(region, day), day)
     if not added:
         return None
+    for section in SECTIONS:
+        data[section] = section_json(section, merged[section])
     # What the last refresh said of a name it found no rate for still holds, unless the
     # package now prices it there.
     data["no_rate"] = {
@@ -510,7 +575,7 @@ def overlay(packaged: CatalogFile, stored: CatalogFile) -> CatalogFile | None:
                 kept := {
                     n: note.model_dump(mode="json")
                     for n, note in names.items()
-                    if n not in data.get(section, {}).get(region, {})
+                    if n not in merged.get(section, {}).get(region, {})
                 }
             )
         }

@@ -199,10 +199,11 @@ SHOW_SERVICES = ("ec2", "sagemaker", "ebs", "ebs-snapshot", "s3", "eks")
 
 def _matches(name: str, wanted: str | None) -> bool:
     """``--type g5.xlarge`` is that type (``ml.`` optional); ``--type g5`` is its family;
-    ``--type gp3`` an EBS volume type."""
+    ``--type gp3`` an EBS volume type, its GB-month and its provisioned IOPS and
+    throughput ("gp3 IOPS above 3,000")."""
     if wanted is None:
         return True
-    bare, want = name.removeprefix("ml."), wanted.removeprefix("ml.")
+    bare, want = name.removeprefix("ml.").split(" ", 1)[0], wanted.removeprefix("ml.")
     return bare == want if "." in want else bare.split(".")[0] == want
 
 
@@ -321,6 +322,7 @@ def _row_json(r: Any, catalog: str) -> dict[str, Any]:
         "service": r.service,
         "region": r.region,
         "name": r.name,
+        "key": r.key or r.name,
         "usd": None if r.usd is None else str(r.usd),
         "unit": r.unit,
         "priced": r.priced,
@@ -440,10 +442,11 @@ def register(sub: Any, flags: common.Flags) -> None:
         help="every rate the guard uses, and where each came from",
         description=(
             "Every rate a guard prices with: EC2 and SageMaker instance-hours, EBS volumes "
-            "and snapshots per GB-month, S3 Standard per GB-month, EKS cluster-hours "
-            "(standard and extended support). Each says where it came from (bundled with "
-            "the package, or read from the Price List API), on which day, and whether it "
-            "is kept or held for review; a type the catalog knows but has no rate for in "
+            "per GB-month and their provisioned IOPS and throughput by tier, EBS snapshots "
+            "and S3 storage classes per GB-month, EKS cluster-hours (standard and extended "
+            "support). Each says where it came from (bundled with the package, or read "
+            "from the Price List API), on which day, and whether it is kept or held for "
+            "review; a type the catalog knows but has no rate for in "
             "a region is listed as unpriced, with the reason. With --table: the deployed "
             "guard's (its stored catalog, else the bundled one). Without: the catalog "
             "`costguard scan` would use."

@@ -26,8 +26,18 @@ from decimal import MAX_EMAX, MIN_EMIN, Context, Decimal, localcontext
 
 from costguard.domain.findings import Finding, FindingCode, Severity
 
-#: The catalog sections a refresh fetches, each ``region -> name -> USD``.
-SECTIONS = ("ec2", "sagemaker", "ebs_gb_month")
+#: The catalog sections a refresh fetches, each ``region -> name -> USD``. The storage
+#: sections are flat here whatever their shape in the catalog document: a snapshot rate is
+#: named by its tier ("standard"), an S3 rate by its storage class ("standard_ia"), an EBS
+#: provisioned tier by ``domain.storage.tier_key`` ("io2/iops/32000").
+INSTANCE_SECTIONS = ("ec2", "sagemaker")
+STORAGE_SECTIONS = (
+    "ebs_gb_month",
+    "ebs_snapshot_gb_month",
+    "ebs_provisioned_month",
+    "s3_class_gb_month",
+)
+SECTIONS = (*INSTANCE_SECTIONS, *STORAGE_SECTIONS)
 #: Where a rate came from.
 BUNDLED = "bundled"
 PRICE_LIST_API = "price-list-api"

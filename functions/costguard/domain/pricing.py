@@ -75,11 +75,11 @@ class PriceCatalog:
     #: -> why the Price List API gave no rate for a name it was asked for there ("not
     #: offered in eu-west-1", "no on-demand rate in the Price List"), with the day it said so.
     no_rate: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
-    #: The day the rates a refresh does not fetch (EKS, snapshots, S3) were last reviewed,
+    #: The day the rates a refresh does not fetch (EKS, the flat S3 Standard table) were last reviewed,
     #: when the catalog says; None for a catalog written before it said.
     reference_as_of: date | None = None
     #: EBS provisioned IOPS and throughput, $/unit-month in tiers, by region and type
-    #: (:mod:`costguard.domain.storage`). Reference rates, dated by ``reference_as_of``.
+    #: (:mod:`costguard.domain.storage`), read by a refresh like the instance rates.
     ebs_provisioned_month: ProvisionedRates = field(default_factory=dict)
     #: S3 $/GB-month by region and storage class (``standard``, ``standard_ia``, ...).
     s3_class_gb_month: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)

@@ -69,6 +69,59 @@ S3_CLASS_OF: Mapping[str, str] = {
 }
 
 
+#: The EBS snapshot tier the catalog prices (``ebs_snapshot_gb_month``; not the archive tier).
+SNAPSHOT_TIER = "standard"
+
+
+def tier_key(volume_type: str, unit: str, above: int) -> str:
+    """One provisioned tier as one rate name ("io2/iops/32000"): how a refresh fetches it,
+    merges it and records its provenance, like any other rate."""
+    return f"{volume_type}/{unit}/{above}"
+
+
+def split_tier_key(key: str) -> tuple[str, str, int] | None:
+    """``(volume type, unit, above)`` of a :func:`tier_key`; None when it is not one."""
+    parts = key.split("/")
+    if len(parts) != 3 or parts[1] not in (IOPS, THROUGHPUT) or not parts[2].isdigit():
+        return None
+    return parts[0], parts[1], int(parts[2])
+
+
+def flat_tiers(rates: ProvisionedRates) -> dict[str, dict[str, Decimal]]:
+    """region -> :func:`tier_key` -> $/unit-month: the catalog's tiers as flat rates."""
+    return {
+        region: {
+            tier_key(vtype, unit, above): usd
+            for vtype, units in types.items()
+            for unit, tiers in units.items()
+            for above, usd in tiers
+        }
+        for region, types in rates.items()
+    }
+
+
+def nested_tiers(
+    flat: Mapping[str, Mapping[str, Decimal]],
+) -> dict[str, dict[str, dict[str, list[Tier]]]]:
+    """The inverse of :func:`flat_tiers`: tiers sorted by floor; a name that is not a
+    tier key is left out (it cannot be priced)."""
+    out: dict[str, dict[str, dict[str, list[Tier]]]] = {}
+    for region, names in flat.items():
+        for key, usd in names.items():
+            split = split_tier_key(key)
+            if split is None:
+                continue
+            vtype, unit, above = split
+            out.setdefault(region, {}).setdefault(vtype, {}).setdefault(unit, []).append(
+                (above, usd)
+            )
+    for types in out.values():
+        for units in types.values():
+            for unit, tiers in units.items():
+                units[unit] = sorted(tiers)
+    return out
+
+
 class StoragePrice(NamedTuple):
     """$/month of one storage resource, and how it was reached; ``usd_per_month`` None
     is unpriced (``missing`` says which rate), never $0."""
