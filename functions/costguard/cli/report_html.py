@@ -291,8 +291,13 @@ def _crossing_text(b: Burn) -> str:
 
 def card(b: Burn, thresholds: Sequence[int]) -> str:
     status = b.status.value
+    split = b.by_category_cents
     figs = [
         f"<span>spent {_num(usd(b.month_to_date))}</span>",
+        f'<span data-role="by-category">compute {_num(usd(split["compute"]))}, '
+        f'storage {_num(usd(split["storage"]))}'
+        + (f', not split {_num(usd(split["not_split"]))}' if split["not_split"] else "")
+        + "</span>",
         f"<span>budget {_num(usd(b.budget)) if b.budget is not None else 'none'}</span>",
     ]
     if b.elapsed < b.days_in_month:
@@ -312,6 +317,11 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
         notes.append(
             f"{_num(usd(b.undated_usd))} was recorded before the ledger kept days; "
             "it is drawn at the month's start."
+        )
+    if split["not_split"]:
+        notes.append(
+            f"{_num(usd(split['not_split']))} was accrued before the ledger split months by "
+            "category: it is shown as not split, neither compute nor storage."
         )
     if b.unpriced:
         noun = "resource has" if b.unpriced == 1 else "resources have"
@@ -755,6 +765,14 @@ def _blind_html(r: Report) -> str:
                 if len(b.month_to_date_only) > 10
                 else ""
             )
+            + "."
+        )
+    if b.not_split:
+        lines.append(
+            "Not split into compute and storage (accrued before the ledger split months by "
+            "category) for "
+            + ", ".join(user(p) for p in b.not_split[:10])
+            + (f" and {len(b.not_split) - 10} more" if len(b.not_split) > 10 else "")
             + "."
         )
     if not r.live:

@@ -16,6 +16,7 @@ from costguard.domain.billed import read_billed_month
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import FindingCode, Severity
 from costguard.domain.money import ZERO
+from costguard.domain.spend import month_split
 from costguard.domain.report import (
     RATE_LOOKBACK,
     TOP_RESOURCES,
@@ -203,6 +204,11 @@ def build_report(
                 for b in (*burns, *([unattributed] if unattributed else []))
                 if not b.has_days and b.month_to_date > 0
             ),
+            not_split=tuple(
+                b.project or "unattributed"
+                for b in (*burns, *([unattributed] if unattributed else []))
+                if b.not_split
+            ),
         ),
         thresholds=tuple(sorted(set(request.thresholds))),
         live=live,
@@ -272,6 +278,7 @@ def _burn(
         warning_pct=request.warning_pct,
         unpriced=live.unpriced if live else 0,
         owners=live.owners if live else (),
+        by_category=month_split(row.usd, row.by_category) if row else month_split(ZERO, {}),
     )
 
 
