@@ -295,8 +295,8 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
     figs = [
         f"<span>spent {_num(usd(b.month_to_date))}</span>",
         f'<span data-role="by-category">compute {_num(usd(split["compute"]))}, '
-        f'storage {_num(usd(split["storage"]))}'
-        + (f', not split {_num(usd(split["not_split"]))}' if split["not_split"] else "")
+        f"storage {_num(usd(split['storage']))}"
+        + (f", not split {_num(usd(split['not_split']))}" if split["not_split"] else "")
         + "</span>",
         f"<span>budget {_num(usd(b.budget)) if b.budget is not None else 'none'}</span>",
     ]

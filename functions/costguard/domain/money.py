@@ -46,4 +46,4 @@ def cents_adding_up(total: Decimal, parts: Mapping[str, Decimal]) -> dict[str, D
             k = order[i % len(order)]
             shown[k] += step
     # A part of nothing is $0.00, never -$0.00.
-    return {k: abs(v) if not v else v for k, v in shown.items()}
+    return {k: v if v else abs(v) for k, v in shown.items()}

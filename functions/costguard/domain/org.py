@@ -227,7 +227,8 @@ class ProjectRollup:
 #: A slice's figures of one project: (month-to-date, estimated, run-rate), and optionally
 #: the month-to-date by category as its ledger row holds it (None: not split).
 SliceFigures = (
-    tuple[Decimal, Decimal, Decimal] | tuple[Decimal, Decimal, Decimal, Mapping[str, Decimal] | None]
+    tuple[Decimal, Decimal, Decimal]
+    | tuple[Decimal, Decimal, Decimal, Mapping[str, Decimal] | None]
 )
 
 

@@ -20,9 +20,9 @@ A team's month-to-date, run-rate and forecast are the sums of its projects'. Pur
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import reduce
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import reduce
 
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.money import ZERO

@@ -16,7 +16,6 @@ from costguard.domain.billed import read_billed_month
 from costguard.domain.calendar import month_key, require_utc
 from costguard.domain.findings import FindingCode, Severity
 from costguard.domain.money import ZERO
-from costguard.domain.spend import month_split
 from costguard.domain.report import (
     RATE_LOOKBACK,
     TOP_RESOURCES,
@@ -35,6 +34,7 @@ from costguard.domain.report import (
     team_burns,
     unpriced_types,
 )
+from costguard.domain.spend import month_split
 from costguard.domain.tags import normalise_project
 from costguard.ports import Ledger, ProjectMonth
 from costguard.services.alerts import AlertSettings
