@@ -11,8 +11,11 @@ last one (1 h). So: compute 3 x $1.00 = $3.00, storage 3 x $0.10 = $0.30, total 
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -24,60 +27,13 @@ from costguard.domain.models import Resource, ResourceKind
 from costguard.domain.money import cents, cents_adding_up
 from costguard.domain.pricing import PricedResource
 from costguard.domain.spend import Increment, accrue, month_split, month_split_cents
-from costguard.ports import Inventory, ProjectMonth, ScanCommit
-from costguard.services.scan import ScanReport, ScanService, ScanSettings
-from tests.support.catalog import round_rates_catalog
+from costguard.ports import ProjectMonth, ScanCommit
+from tests.support.by_category import llm, scan
 from tests.support.clock import MIDDAY
-from tests.support.fakes import StaticInventory, StaticSpotPrices
 
 D = Decimal
 #: The last instant of November and the first hours of December (the month boundary).
 MONTH_END = datetime(2026, 11, 30, 23, 30, tzinfo=UTC)
-
-
-def fleet(created: datetime, team: str | None = None) -> Inventory:
-    tags = {"costguard:project": "llm", **({"costguard:team": team} if team else {})}
-    return Inventory(
-        (
-            Resource(
-                id="i-gpu",
-                kind=ResourceKind.EC2_INSTANCE,
-                region="us-east-1",
-                instance_type="g5.xlarge",
-                availability_zone="us-east-1a",
-                launched_at=created,
-                tags=tags,
-            ),
-            Resource(
-                id="vol-scratch",
-                kind=ResourceKind.EBS_VOLUME,
-                region="us-east-1",
-                availability_zone="us-east-1a",
-                volume_type="gp3",
-                size_gib=730,
-                iops=3000,
-                throughput_mibps=125,
-                launched_at=created,
-                tags=tags,
-            ),
-        )
-    )
-
-
-def scan(ledger: object, at: datetime, created: datetime, team: str | None = None) -> ScanReport:
-    service = ScanService(
-        sources=[StaticInventory("ec2", {"us-east-1": fleet(created, team)})],
-        spot_prices=StaticSpotPrices({}),
-        catalog=round_rates_catalog(),
-        ledger=ledger,  # type: ignore[arg-type]
-        settings=ScanSettings(scope="acct", regions=("us-east-1",)),
-    )
-    return service.run(at)
-
-
-def llm(report: ScanReport) -> object:
-    (p,) = [p for p in report.projects if p.project == "llm"]
-    return p
 
 
 # -- accrual by category ----------------------------------------------------------------
@@ -92,13 +48,13 @@ def test_three_hourly_scans_accrue_three_dollars_of_compute_and_thirty_cents_of_
     for n in range(3):
         report = scan(ledger, MIDDAY + timedelta(hours=n), created)
     p = llm(report)
-    assert p.month_to_date_usd == D("3.30")  # type: ignore[attr-defined]
-    assert p.month_to_date_by_category == {  # type: ignore[attr-defined]
+    assert p.month_to_date_usd == D("3.30")
+    assert p.month_to_date_by_category == {
         "compute": D(3),
         "storage": D("0.30"),
         "not_split": D(0),
     }
-    assert p.run_rate_usd_per_hour == D("1.10")  # type: ignore[attr-defined]
+    assert p.run_rate_usd_per_hour == D("1.10")
     # The JSON carries it beside the run-rate's split, to the cent.
     (shown,) = [x for x in report_json(report)["projects"] if x["project"] == "llm"]
     assert shown["month_to_date_by_category"] == {"compute": 3.0, "storage": 0.3, "not_split": 0.0}
@@ -115,7 +71,7 @@ def test_a_repeated_scan_counts_nothing_twice_in_either_category() -> None:
     scan(ledger, MIDDAY + timedelta(hours=1), created)
     again = scan(ledger, MIDDAY + timedelta(hours=1), created)
     assert again.ledger.value == "already-applied"
-    assert llm(again).month_to_date_by_category == {  # type: ignore[attr-defined]
+    assert llm(again).month_to_date_by_category == {
         "compute": D(2),
         "storage": D("0.20"),
         "not_split": D(0),
@@ -132,7 +88,7 @@ def test_a_scan_across_the_month_end_splits_each_category_between_the_months() -
     scan(ledger, MONTH_END, created)
     december = scan(ledger, MONTH_END + timedelta(hours=1), created)
     assert december.month == "2026-12"
-    assert llm(december).month_to_date_by_category == {  # type: ignore[attr-defined]
+    assert llm(december).month_to_date_by_category == {
         "compute": D("0.5"),
         "storage": D("0.05"),
         "not_split": D(0),
@@ -181,8 +137,8 @@ def test_a_month_begun_before_the_split_shows_that_part_as_not_split() -> None:
     for n in range(3):
         report = scan(ledger, MIDDAY + timedelta(hours=n), created)
     p = llm(report)
-    assert p.month_to_date_usd == D("43.30")  # type: ignore[attr-defined]
-    assert p.month_to_date_by_category == {  # type: ignore[attr-defined]
+    assert p.month_to_date_usd == D("43.30")
+    assert p.month_to_date_by_category == {
         "compute": D(3),
         "storage": D("0.30"),
         "not_split": D(40),
@@ -287,3 +243,36 @@ def test_a_teams_month_by_category_is_the_sum_of_its_projects() -> None:
     }
     (shown,) = report_json(report)["teams"]
     assert shown["month_to_date_by_category"] == {"compute": 3.0, "storage": 0.3, "not_split": 0.0}
+
+
+# -- the dashboard's log lines --------------------------------------------------------------
+
+
+def test_the_dashboards_log_lines_carry_the_month_by_category(monkeypatch: Any) -> None:
+    """GIVEN llm (team research) after three hourly scans: compute $3.00, storage $0.30
+    WHEN the scan Lambda writes its figures
+    THEN the project's line and the team's carry compute, storage and not split, adding up
+    to their month-to-date."""
+    from aws_lambda_powertools import Logger
+
+    from costguard.handlers import scan as handler
+    from costguard.telemetry import Figures
+
+    ledger = InMemoryLedger()
+    created = MIDDAY - timedelta(hours=1)
+    for n in range(3):
+        report = scan(ledger, MIDDAY + timedelta(hours=n), created, "research")
+    log = io.StringIO()
+    monkeypatch.setattr(handler, "logger", Logger(service="by-category-under-test", stream=log))
+    handler.log_project_figures(report)
+    handler.log_team_figures(report)
+    lines = [json.loads(line) for line in log.getvalue().splitlines() if line.startswith("{")]
+    figures = {d["event"]: d for d in lines}
+    for event in (Figures.EVENT, Figures.TEAM_EVENT):
+        line = figures[event]
+        assert line[Figures.MONTH_TO_DATE] == 3.3
+        assert (
+            line[Figures.MONTH_TO_DATE_COMPUTE],
+            line[Figures.MONTH_TO_DATE_STORAGE],
+            line[Figures.MONTH_TO_DATE_NOT_SPLIT],
+        ) == (3.0, 0.3, 0.0)

@@ -272,7 +272,10 @@ def _split_cells(shown: Mapping[str, Decimal]) -> dict[str, str | Cell]:
 def _split_columns(r: Report) -> tuple[Column, ...]:
     """Compute and Storage beside Spent; Not split only where some month holds spend
     accrued before the ledger split months by category (a month begun by an older version)."""
-    columns = (Column("compute_usd", "Compute", "right"), Column("storage_usd", "Storage", "right"))
+    columns: tuple[Column, ...] = (
+        Column("compute_usd", "Compute", "right"),
+        Column("storage_usd", "Storage", "right"),
+    )
     if r.blind.not_split:
         columns += (Column("not_split_usd", "Not split", "right"),)
     return columns
