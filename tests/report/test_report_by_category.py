@@ -64,6 +64,10 @@ def test_the_report_splits_the_month_into_compute_and_storage() -> None:
         'storage <span class="n">$0.30</span></span>'
     ) in page
     assert "not split" not in page.lower()
+    assert (
+        '<td data-label="Compute" class=r><span class="n">$3.00</span></td>'
+        '<td data-label="Storage" class=r><span class="n">$0.30</span></td>'
+    ) in page
 
 
 def test_a_month_begun_by_an_older_version_says_what_is_not_split() -> None:
@@ -88,3 +92,9 @@ def test_a_month_begun_by_an_older_version_says_what_is_not_split() -> None:
         "category: it is shown as not split, neither compute nor storage."
     ) in page
     assert "Not split into compute and storage (accrued before the ledger split months" in page
+    # The page's table of projects has the three columns, $40.00 under Not split.
+    assert (
+        '<td data-label="Compute" class=r><span class="n">$3.00</span></td>'
+        '<td data-label="Storage" class=r><span class="n">$0.30</span></td>'
+        '<td data-label="Not split" class=r><span class="n">$40.00</span></td>'
+    ) in page

@@ -484,12 +484,15 @@ def render(report: Report) -> str:
     out.append("<h2>Spend by project</h2>")
     # The team column only where the deployment has teams.
     team_header = [("Team", False)] if r.teams else []
+    split_keys = _split_keys(r)
+    split_header = [(k.replace("_", " ").capitalize(), True) for k in split_keys]
     out.append(
         table(
             [
                 ("Project", False),
                 *team_header,
                 ("Spent", True),
+                *split_header,
                 ("Budget", True),
                 ("Forecast", True),
                 ("Range", True),
@@ -500,6 +503,7 @@ def render(report: Report) -> str:
                     _project(b.project),
                     *([_team(r.team_of.get(b.project or ""))] if r.teams else []),
                     _num(usd(b.month_to_date)),
+                    *(_num(usd(b.by_category_cents[k])) for k in split_keys),
                     _num(usd(b.budget)) if b.budget is not None else "none",
                     _num(usd(b.forecast)),
                     _range(b),
@@ -617,13 +621,21 @@ def _team(name: str | None) -> str:
     return user(name) if name else '<span class="muted">none</span>'
 
 
+def _split_keys(r: Report) -> tuple[str, ...]:
+    """The month-to-date's parts the tables show: compute and storage, and not split only
+    where a month holds spend an older version accrued before the ledger split it."""
+    return ("compute", "storage", *(("not_split",) if r.blind.not_split else ()))
+
+
 def _teams_html(r: Report) -> str:
     """Each team: the sum of its projects' rows above, against its own budget."""
+    split_keys = _split_keys(r)
     return "<h2>Spend by team (each the sum of its projects)</h2>" + table(
         [
             ("Team", False),
             ("Projects", False),
             ("Spent", True),
+            *((k.replace("_", " ").capitalize(), True) for k in split_keys),
             ("Budget", True),
             ("Forecast", True),
             ("Run-rate", True),
@@ -634,6 +646,7 @@ def _teams_html(r: Report) -> str:
                 user(t.team),
                 ", ".join(user(p) for p in t.projects) or '<span class="muted">none yet</span>',
                 _num(usd(t.month_to_date)),
+                *(_num(usd(t.by_category.get(k, ZERO))) for k in split_keys),
                 _num(usd(t.budget)) if t.budget is not None else "none",
                 _num(usd(t.forecast)),
                 _num(per_hour(t.run_rate)),
