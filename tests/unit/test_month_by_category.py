@@ -276,3 +276,28 @@ def test_the_dashboards_log_lines_carry_the_month_by_category(monkeypatch: Any) 
             line[Figures.MONTH_TO_DATE_STORAGE],
             line[Figures.MONTH_TO_DATE_NOT_SPLIT],
         ) == (3.0, 0.3, 0.0)
+
+
+# -- an Organization's roll-up ---------------------------------------------------------------
+
+
+def test_an_organizations_roll_up_adds_each_slices_categories_and_keeps_the_unsplit_apart() -> None:
+    """GIVEN llm in two accounts: one slice's row split (compute $3.00, storage $0.30 of
+    $3.30), the other's written by an older version ($40, no categories)
+    WHEN the hub rolls them up
+    THEN llm is $43.30: compute $3.00, storage $0.30, not split $40 (never compute)."""
+    from costguard.domain.org import Slice, roll_up
+
+    split = {"compute": D(3), "storage": D("0.30")}
+    rolled = roll_up(
+        [
+            (Slice("111111111111", "us-east-1"), {"llm": (D("3.30"), D(0), D("1.10"), split)}),
+            (Slice("222222222222", "us-east-1"), {"llm": (D(40), D(0), D(0), None)}),
+        ]
+    )["llm"]
+    assert rolled.month_to_date_usd == D("43.30")
+    assert rolled.month_to_date_by_category == {
+        "compute": D(3),
+        "storage": D("0.30"),
+        "not_split": D(40),
+    }
