@@ -202,11 +202,24 @@ def test_parts_shown_to_the_cent_add_up_to_the_total_shown() -> None:
     assert sorted(thirds.values()) == [D("0.33"), D("0.33"), D("0.34")]
 
 
+def test_a_figure_summed_without_its_split_shows_the_rest_as_not_split() -> None:
+    """GIVEN a $50 month-to-date whose split accounts for $3.00 compute and $0.30 storage
+    (a sum that lost the split of the rest, or no split at all)
+    THEN the $46.70 left is not split: never pushed into compute by the rounding."""
+    assert month_split_cents(D(50), {"compute": D(3), "storage": D("0.30")}) == {
+        "compute": D("3.00"),
+        "storage": D("0.30"),
+        "not_split": D("46.70"),
+    }
+    assert month_split_cents(D(50), {})["not_split"] == D("50.00")
+
+
 def test_a_part_of_nothing_is_never_minus_zero() -> None:
-    """GIVEN a not-split part of -1E-25 (the rounding of 28-digit sums)
+    """GIVEN storage of $0.30000000000000000000000001 in a $3.30 month (a 28-digit sum
+    off in its last digit), so that not split is -1E-26
     THEN it is shown $0.00, not -$0.00."""
     shown = month_split_cents(
-        D("3.30"), {"compute": D(3), "storage": D("0.3"), "not_split": D("-1E-25")}
+        D("3.30"), {"compute": D(3), "storage": D("0.30000000000000000000000001")}
     )
     assert str(shown["not_split"]) == "0.00"
     assert sum(shown.values()) == D("3.30")

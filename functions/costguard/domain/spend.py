@@ -97,9 +97,14 @@ def month_split(usd: Decimal, by_category: Mapping[str, Decimal] | None) -> dict
 
 def month_split_cents(total: Decimal, split: Mapping[str, Decimal]) -> dict[str, Decimal]:
     """A month-to-date's split (compute, storage, not_split) to the cent, adding up to the
-    month-to-date as shown: each part rounded alone could miss it by a cent. No split at
-    all (a figure built without one) is all "not split", never compute."""
-    return cents_adding_up(total, split or month_split(total, None))
+    month-to-date as shown: each part rounded alone could miss it by a cent.
+
+    Not split is what the categories do not account for of ``total``, whatever ``split``
+    says of it: a figure summed without its split (or with part of it) shows the rest as
+    not split, never as compute.
+    """
+    known = {c: split.get(c, ZERO) for c in CATEGORIES}
+    return cents_adding_up(total, {**known, NOT_SPLIT: total - sum(known.values(), ZERO)})
 
 
 AccrualKey = tuple[str | None, str]
