@@ -93,6 +93,10 @@ class ProjectMonth:
     #: Spend the row held before it began keeping days (a row written by an older
     #: version, then accrued by this one): part of ``usd``, in no day.
     undated_usd: Decimal = Decimal(0)
+    #: The month's spend by category (``compute``, ``storage``). None: the row was written
+    #: before the ledger split months by category; what ``usd`` holds beyond the
+    #: categories is "not split" (:func:`costguard.domain.spend.month_split`).
+    by_category: Mapping[str, Decimal] | None = None
 
 
 @dataclass(frozen=True, slots=True)

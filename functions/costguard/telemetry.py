@@ -21,6 +21,11 @@ class Figures:
     PROJECT: Final = "project"
     BUDGET: Final = "budget_usd"
     MONTH_TO_DATE: Final = "month_to_date_usd"
+    #: The month-to-date by category, to the cent, adding up to MONTH_TO_DATE: compute,
+    #: storage, and not split (accrued before the ledger split months by category).
+    MONTH_TO_DATE_COMPUTE: Final = "month_to_date_compute_usd"
+    MONTH_TO_DATE_STORAGE: Final = "month_to_date_storage_usd"
+    MONTH_TO_DATE_NOT_SPLIT: Final = "month_to_date_not_split_usd"
     FORECAST: Final = "forecast_month_usd"
     RUN_RATE: Final = "run_rate_usd_per_hour"
     STATUS: Final = "status"

@@ -188,21 +188,24 @@ def test_report(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
     from costguard.ports import ScanCommit
     from costguard.services.report import ReportRequest, build_report
 
-    # GIVEN the hostile project's month kept by day since the 1st (its spend rising), the
-    # project with no tag, and this scan: a spot GPU, a p4d and an unpriced type
+    # GIVEN the hostile project's month kept by day since the 1st (its spend rising; $120.25
+    # of its $7,600 storage), the project with no tag, and this scan: a spot GPU, a p4d and
+    # an unpriced type
     scan = _scan({"costguard:project": SCAN_HOSTILE})
     ledger = InMemoryLedger()
     days = {d: Decimal(40 * d) for d in range(1, MIDDAY.day)}
+    spent = sum(days.values(), Decimal(0))
+    split = {"compute": spent - Decimal("120.25"), "storage": Decimal("120.25")}
     ledger.commit(
         ScanCommit(
             ACCOUNT,
             None,
             MIDDAY - timedelta(hours=12),
             {
-                (SCAN_HOSTILE, "2026-11"): Increment(
-                    sum(days.values(), Decimal(0)), Decimal(0), days
+                (SCAN_HOSTILE, "2026-11"): Increment(spent, Decimal(0), days, split),
+                (None, "2026-11"): Increment(
+                    Decimal("12.5"), Decimal(0), {19: Decimal("12.5")}, {"compute": Decimal("12.5")}
                 ),
-                (None, "2026-11"): Increment(Decimal("12.5"), Decimal(0), {19: Decimal("12.5")}),
             },
             [],
         )

@@ -396,6 +396,10 @@ def test_a_region_whose_gpu_stopped_keeps_its_month_in_the_roll_up(hub: Any, que
     assert report.rollups["llm"].month_to_date_usd >= spent
     assert report.rollups["llm"].accounts == {A}
     assert report.rollups["other"].run_rate_usd_per_hour > 0
+    # AND its month keeps the split its slice's ledger holds: none of it "not split"
+    split = report.rollups["llm"].month_to_date_by_category
+    assert split["compute"] > 0 and split["not_split"] == 0
+    assert sum(split.values()) == report.rollups["llm"].month_to_date_usd
 
 
 # -- the queue -------------------------------------------------------------------------------------

@@ -51,3 +51,17 @@ def storage_catalog() -> PriceCatalog:
             }
         },
     )
+
+
+@cache
+def round_rates_catalog() -> PriceCatalog:
+    """:func:`storage_catalog` with round rates in us-east-1, for figures checked by hand:
+    g5.xlarge at $1.00/h, gp3 at $0.10 per GB-month (a 730 GiB gp3 volume at the baseline
+    3,000 IOPS and 125 MiB/s is $0.10/h: 730 x 0.10 / 730)."""
+    base = storage_catalog()
+    ec2 = {**base.ec2, "us-east-1": {**base.ec2["us-east-1"], "g5.xlarge": Decimal("1.00")}}
+    ebs = {
+        **base.ebs_gb_month,
+        "us-east-1": {**base.ebs_gb_month["us-east-1"], "gp3": Decimal("0.10")},
+    }
+    return replace(base, ec2=ec2, ebs_gb_month=ebs)

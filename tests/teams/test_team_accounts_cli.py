@@ -65,3 +65,9 @@ def test_a_team_spanning_two_accounts_sums_its_projects_across_them() -> None:
     assert team.run_rate_usd_per_hour == 2 * Decimal("1.006") + Decimal("21.957642")
     assert (team.budget_usd, team.budget_source) == (Decimal(1000), "tag")
     assert team.status is BudgetStatus.OVER
+    # AND all of it is compute (three instances), none of it guessed or left not split
+    assert team.month_to_date_by_category == {
+        "compute": Decimal("1150.542816"),
+        "storage": Decimal(0),
+        "not_split": Decimal(0),
+    }

@@ -10,7 +10,7 @@ limit; its hash is 32 bytes.
 pk                                             sk                      what
 =============================================  ======================  ==========================
 ``SCOPE#<scope>``                              ``WATERMARK``           last committed scan, snapshot size
-``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``TOTALS#<nn>``         month-to-date and by day, 32 shards
+``SCOPE#<scope>#MONTH#<YYYY-MM>``              ``TOTALS#<nn>``         month-to-date, by day and category, 32 shards
 ``SCOPE#<scope>#OBS``                          ``CHUNK#<nnnn>``        observation snapshot (zlib JSON)
 ``SCOPE#<scope>#FINDINGS#<YYYY-MM-DD>``        ``<code>#<hash>``       findings of the day (TTL 35 d)
 ``ONCE#<namespace>``                           ``<hash>``              claims and exactly-once records
@@ -50,7 +50,7 @@ from costguard.adapters.aws import chunks
 from costguard.adapters.ddb import expression, from_item, items_of, pk_sk, to_item, written
 from costguard.domain.calendar import month_start, next_month_start
 from costguard.domain.findings import Finding, FindingCode, Severity
-from costguard.domain.spend import Observation
+from costguard.domain.spend import Observation, add_days
 from costguard.domain.windows import between
 from costguard.ports import AuditEvent, CommitOutcome, ProjectMonth, ScanCommit
 from costguard.retry import exponential, retrying
@@ -296,6 +296,7 @@ class DynamoDbLedger:
             for k, row in rows.items():
                 project = None if k == UNATTRIBUTED_KEY else row["project"]
                 days = row.get("days")
+                cat = row.get("cat")
                 totals[project] = ProjectMonth(
                     project,
                     month,
@@ -303,6 +304,7 @@ class DynamoDbLedger:
                     row["est"],
                     None if days is None else {int(d): usd for d, usd in days.items()},
                     row.get("undated", Decimal(0)),
+                    None if cat is None else dict(cat),
                 )
         return totals
 
@@ -385,6 +387,10 @@ class DynamoDbLedger:
                 row["undated"] = old.get("usd", Decimal(0))
             elif "undated" in old:
                 row["undated"] = old["undated"]
+            # By category, in the same row (a few bytes a category): a row an older version
+            # wrote has none, so what it held stays outside them, read as "not split".
+            # Full precision, as the month-to-date is, so the categories add up to it.
+            row["cat"] = add_days(old.get("cat", {}), inc.by_category)
             if project is not None:
                 row["project"] = project
             rows[k] = row

@@ -344,10 +344,20 @@ def _plus(base: ProjectMonth | None, project: str | None, month: str, add: Any) 
     """``base`` (none: nothing yet) with ``add``'s spend, estimated spend and days added.
 
     A ``base`` without days (a row an older version wrote) keeps what it held as
-    undated spend, and its days start with ``add``'s.
+    undated spend, and its days start with ``add``'s. Likewise a ``base`` without
+    categories keeps what it held outside them (not split), and its categories start
+    with ``add``'s; spend ``add`` holds in no category stays in none.
     """
-    base = base or ProjectMonth(project, month, Decimal(0), Decimal(0), {})
+    base = base or ProjectMonth(project, month, Decimal(0), Decimal(0), {}, by_category={})
     usd, est = base.usd + add.usd, base.estimated_usd + add.estimated_usd
     undated = base.undated_usd if base.days is not None else base.usd
     days = add_days(base.days or {}, add.days or {})
-    return replace(base, usd=usd, estimated_usd=est, days=days, undated_usd=undated)
+    by_category = add_days(base.by_category or {}, add.by_category or {})
+    return replace(
+        base,
+        usd=usd,
+        estimated_usd=est,
+        days=days,
+        undated_usd=undated,
+        by_category=by_category,
+    )

@@ -174,6 +174,7 @@ def teams_across(scanned: Sequence[tuple[str, ScanReport]]) -> tuple[TeamReport,
     teams for a project, or two team budgets, resolve as there, with the findings dropped
     here (each account's scan has its own)."""
     from costguard.domain.money import ZERO
+    from costguard.domain.spend import add_days
     from costguard.domain.teams import (
         ProjectFigure,
         TeamConfig,
@@ -185,6 +186,7 @@ def teams_across(scanned: Sequence[tuple[str, ScanReport]]) -> tuple[TeamReport,
     tagged: dict[str, dict[str, list[str]]] = {}
     budgets: dict[str, dict[Decimal, list[str]]] = {}
     sums: dict[str, list[Decimal]] = {}
+    by_category: dict[str, dict[str, Decimal]] = {}
     accounts: dict[str, set[str]] = {}
     owners: dict[str, list[str]] = {}
     table: dict[str, TeamConfig] = {}  # the deployment's team table, as each scan read it
@@ -199,6 +201,9 @@ def teams_across(scanned: Sequence[tuple[str, ScanReport]]) -> tuple[TeamReport,
             row[1] += p.estimated_usd
             row[2] += p.run_rate_usd_per_hour
             row[3] += p.forecast_month_usd
+            by_category[p.project] = add_days(
+                by_category.get(p.project, {}), p.month_to_date_by_category
+            )
             accounts.setdefault(p.project, set()).add(account)
             kept = owners.setdefault(p.project, [])
             kept.extend(o for o in p.owners if o not in kept)
@@ -209,7 +214,7 @@ def teams_across(scanned: Sequence[tuple[str, ScanReport]]) -> tuple[TeamReport,
                 budgets.setdefault(t.team, {}).setdefault(t.budget_usd, []).append(account)
     settled = settle_teams(tagged, {}, {}, table, budgets)
     figures = [
-        ProjectFigure(p, mtd, est, rate, forecast, frozenset(accounts[p]))
+        ProjectFigure(p, mtd, est, rate, forecast, frozenset(accounts[p]), by_category[p])
         for p, (mtd, est, rate, forecast) in sorted(sums.items())
     ]
     team_owner = team_owners(settled.team_of, {p: tuple(o) for p, o in owners.items()}, table)

@@ -24,7 +24,7 @@ from costguard.domain.billed import BILLED_NOTE
 from costguard.domain.money import rate
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from datetime import datetime
 
     from costguard.domain.predictions import PredictionCost
@@ -47,12 +47,19 @@ def _rate(value: Decimal) -> float:
     return float(rate(value))
 
 
+def _split(by_category: Mapping[str, Decimal]) -> dict[str, float]:
+    return {k: float(v) for k, v in by_category.items()}
+
+
 def burn_data(b: Burn) -> dict[str, Any]:
     return {
         "project": b.project,
         "budget_usd": _money(b.budget),
         "status": b.status.value,
         "month_to_date_usd": _money(b.month_to_date),
+        # compute, storage and not_split (accrued before the ledger split months by
+        # category): to the cent, adding up to month_to_date_usd.
+        "month_to_date_by_category": _split(b.by_category_cents),
         "forecast_usd": _money(b.forecast),
         "forecast_low_usd": _money(b.forecast_low),
         "forecast_high_usd": _money(b.forecast_high),
@@ -83,6 +90,7 @@ def team_data(t: TeamBurn) -> dict[str, Any]:
         "budget_usd": _money(t.budget),
         "status": t.status.value,
         "month_to_date_usd": _money(t.month_to_date),
+        "month_to_date_by_category": _split(t.by_category),
         "forecast_usd": _money(t.forecast),
         "forecast_low_usd": _money(t.forecast_low),
         "forecast_high_usd": _money(t.forecast_high),
@@ -160,6 +168,7 @@ def report_data(r: Report) -> dict[str, Any]:
             "unreadable": list(r.blind.unreadable),
             "unpriced_types": dict(r.blind.unpriced_types),
             "month_to_date_only": list(r.blind.month_to_date_only),
+            "not_split_by_category": list(r.blind.not_split),
         },
         "thresholds_percent": list(r.thresholds),
         # Cost Explorer's month beside the scan's (costExplorer on); null when never read.
@@ -199,6 +208,7 @@ def report_table(r: Report) -> Table:
         {
             "project": b.project or "(unattributed)",
             "spent_usd": usd_cell(b.month_to_date),
+            **_split_cells(b.by_category_cents),
             "budget_usd": usd_cell(b.budget, "none"),
             "forecast_usd": usd_cell(b.forecast),
             "forecast_low_usd": usd_cell(b.forecast_low),
@@ -235,6 +245,7 @@ def report_table(r: Report) -> Table:
             Column("project", "Project"),
             *team,
             Column("spent_usd", "Spent", "right"),
+            *_split_columns(r),
             Column("budget_usd", "Budget", "right"),
             Column("forecast_usd", "Forecast", "right"),
             Column("forecast_low_usd", "Low", "right"),
@@ -248,6 +259,26 @@ def report_table(r: Report) -> Table:
         rows,
         title="Projects",
     )
+
+
+def _split_cells(shown: Mapping[str, Decimal]) -> dict[str, str | Cell]:
+    """The month-to-date's compute, storage and not-split cells (to the cent, adding up
+    to the Spent cell)."""
+    from costguard.cli.output import usd_cell
+
+    return {f"{k}_usd": usd_cell(v) for k, v in shown.items()}
+
+
+def _split_columns(r: Report) -> tuple[Column, ...]:
+    """Compute and Storage beside Spent; Not split only where some month holds spend
+    accrued before the ledger split months by category (a month begun by an older version)."""
+    columns: tuple[Column, ...] = (
+        Column("compute_usd", "Compute", "right"),
+        Column("storage_usd", "Storage", "right"),
+    )
+    if r.blind.not_split:
+        columns += (Column("not_split_usd", "Not split", "right"),)
+    return columns
 
 
 def prediction_cell(per_1000: Decimal | None, status: str) -> str:
@@ -306,6 +337,7 @@ def team_table(r: Report) -> Table:
         {
             "team": t.team,
             "spent_usd": usd_cell(t.month_to_date),
+            **_split_cells(t.by_category),
             "budget_usd": usd_cell(t.budget, "none"),
             "forecast_usd": usd_cell(t.forecast),
             "usd_per_hour": rate_cell(t.run_rate),
@@ -318,6 +350,7 @@ def team_table(r: Report) -> Table:
         (
             Column("team", "Team"),
             Column("spent_usd", "Spent", "right"),
+            *_split_columns(r),
             Column("budget_usd", "Budget", "right"),
             Column("forecast_usd", "Forecast", "right"),
             Column("usd_per_hour", "Run-rate", "right"),

@@ -291,8 +291,13 @@ def _crossing_text(b: Burn) -> str:
 
 def card(b: Burn, thresholds: Sequence[int]) -> str:
     status = b.status.value
+    split = b.by_category_cents
     figs = [
         f"<span>spent {_num(usd(b.month_to_date))}</span>",
+        f'<span data-role="by-category">compute {_num(usd(split["compute"]))}, '
+        f"storage {_num(usd(split['storage']))}"
+        + (f", not split {_num(usd(split['not_split']))}" if split["not_split"] else "")
+        + "</span>",
         f"<span>budget {_num(usd(b.budget)) if b.budget is not None else 'none'}</span>",
     ]
     if b.elapsed < b.days_in_month:
@@ -312,6 +317,11 @@ def card(b: Burn, thresholds: Sequence[int]) -> str:
         notes.append(
             f"{_num(usd(b.undated_usd))} was recorded before the ledger kept days; "
             "it is drawn at the month's start."
+        )
+    if split["not_split"]:
+        notes.append(
+            f"{_num(usd(split['not_split']))} was accrued before the ledger split months by "
+            "category: it is shown as not split, neither compute nor storage."
         )
     if b.unpriced:
         noun = "resource has" if b.unpriced == 1 else "resources have"
@@ -482,12 +492,15 @@ def render(report: Report) -> str:
     out.append("<h2>Spend by project</h2>")
     # The team column only where the deployment has teams.
     team_header = [("Team", False)] if r.teams else []
+    split_keys = _split_keys(r)
+    split_header = [(k.replace("_", " ").capitalize(), True) for k in split_keys]
     out.append(
         table(
             [
                 ("Project", False),
                 *team_header,
                 ("Spent", True),
+                *split_header,
                 ("Budget", True),
                 ("Forecast", True),
                 ("Range", True),
@@ -498,6 +511,7 @@ def render(report: Report) -> str:
                     _project(b.project),
                     *([_team(r.team_of.get(b.project or ""))] if r.teams else []),
                     _num(usd(b.month_to_date)),
+                    *(_num(usd(b.by_category_cents[k])) for k in split_keys),
                     _num(usd(b.budget)) if b.budget is not None else "none",
                     _num(usd(b.forecast)),
                     _range(b),
@@ -615,13 +629,21 @@ def _team(name: str | None) -> str:
     return user(name) if name else '<span class="muted">none</span>'
 
 
+def _split_keys(r: Report) -> tuple[str, ...]:
+    """The month-to-date's parts the tables show: compute and storage, and not split only
+    where a month holds spend an older version accrued before the ledger split it."""
+    return ("compute", "storage", *(("not_split",) if r.blind.not_split else ()))
+
+
 def _teams_html(r: Report) -> str:
     """Each team: the sum of its projects' rows above, against its own budget."""
+    split_keys = _split_keys(r)
     return "<h2>Spend by team (each the sum of its projects)</h2>" + table(
         [
             ("Team", False),
             ("Projects", False),
             ("Spent", True),
+            *((k.replace("_", " ").capitalize(), True) for k in split_keys),
             ("Budget", True),
             ("Forecast", True),
             ("Run-rate", True),
@@ -632,6 +654,7 @@ def _teams_html(r: Report) -> str:
                 user(t.team),
                 ", ".join(user(p) for p in t.projects) or '<span class="muted">none yet</span>',
                 _num(usd(t.month_to_date)),
+                *(_num(usd(t.by_category.get(k, ZERO))) for k in split_keys),
                 _num(usd(t.budget)) if t.budget is not None else "none",
                 _num(usd(t.forecast)),
                 _num(per_hour(t.run_rate)),
@@ -763,6 +786,14 @@ def _blind_html(r: Report) -> str:
                 if len(b.month_to_date_only) > 10
                 else ""
             )
+            + "."
+        )
+    if b.not_split:
+        lines.append(
+            "Not split into compute and storage (accrued before the ledger split months by "
+            "category) for "
+            + ", ".join(user(p) for p in b.not_split[:10])
+            + (f" and {len(b.not_split) - 10} more" if len(b.not_split) > 10 else "")
             + "."
         )
     if not r.live:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from costguard.cli.output import UNPRICED, Cell, Column, Table, rate_cell, usd_cell
 from costguard.domain.money import cents, per_hour, rate
+from costguard.domain.spend import month_split_cents
 from costguard.domain.text import plural
 
 if TYPE_CHECKING:
@@ -113,6 +114,13 @@ def _by_category(p: ProjectReport) -> dict[str, float | None]:
     return {k: _num(v, "rate") for k, v in split.items()}
 
 
+def _mtd_by_category(total: Decimal, split: Mapping[str, Decimal]) -> dict[str, float]:
+    """The month-to-date split into compute, storage and not_split (spend accrued before
+    the ledger split months by category, never guessed into compute): its sum is the
+    month-to-date, to the cent."""
+    return {k: float(v) for k, v in month_split_cents(total, split).items()}
+
+
 def describe(r: Resource) -> str:
     """What a resource is, in a report's line: its type, a volume's size (and IOPS and
     throughput where its type bills them), a snapshot's or a bucket's stored size."""
@@ -152,6 +160,9 @@ def project_json(
         "owners": list(p.owners),
         "unpriced_resources": p.unpriced,
         "run_rate_by_category": _by_category(p),
+        "month_to_date_by_category": _mtd_by_category(
+            p.month_to_date_usd, p.month_to_date_by_category
+        ),
         "savings": {
             "actions_this_month": p.savings.actions,
             "usd_per_hour": _num(p.savings.usd_per_hour, "rate"),
@@ -171,6 +182,9 @@ def team_json(t: TeamReport) -> dict[str, Any]:
         "run_rate_usd_per_hour": _num(t.run_rate_usd_per_hour, "rate"),
         "month_to_date_usd": _num(t.month_to_date_usd),
         "month_to_date_estimated_usd": _num(t.estimated_usd),
+        "month_to_date_by_category": _mtd_by_category(
+            t.month_to_date_usd, t.month_to_date_by_category
+        ),
         "forecast_month_usd": _num(t.forecast_month_usd),
         "budget_used_pct": (
             float(round(t.month_to_date_usd * 100 / t.budget_usd, 1)) if t.budget_usd else None
@@ -199,6 +213,7 @@ def report_json(report: ScanReport) -> dict[str, Any]:
         "unattributed": {
             "run_rate_usd_per_hour": unattributed["run_rate_usd_per_hour"],
             "month_to_date_usd": unattributed["month_to_date_usd"],
+            "month_to_date_by_category": unattributed["month_to_date_by_category"],
             "forecast_month_usd": unattributed["forecast_month_usd"],
             "resources": unattributed["resources"],
         },
@@ -256,8 +271,9 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
     projects: list[list[str]] = [heading]
     resources: list[list[str]] = []
     statuses: list[str] = ["STATUS"]
-    #: (project row index, its resource rows' indexes, how many more it has), in order
-    layout: list[tuple[int, list[int], int]] = []
+    #: (project row index, its resource rows' indexes, how many more it has, its
+    #: month-to-date by category), in order
+    layout: list[tuple[int, list[int], int, str]] = []
     for p in (*report.projects, report.unattributed):
         if p.project is None and not p.resources and not p.month_to_date_usd:
             continue
@@ -271,6 +287,7 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             ]
         )
         statuses.append(p.status.value if p.project is not None else "")
+        split_line = _split_line(p.month_to_date_usd, p.month_to_date_by_category)
         mine = []
         billable = [a for a in p.resources if a.priced.resource.billable]
         # Unpriced first, then as the report orders them (stable: the most expensive first).
@@ -283,7 +300,7 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
             count = f"{r.count} x " if r.count > 1 else ""
             mine.append(len(resources))
             resources.append([r.kind.value, r.id, count + what, market, price])
-        layout.append((len(projects) - 1, mine, max(len(billable) - top, 0)))
+        layout.append((len(projects) - 1, mine, max(len(billable) - top, 0), split_line))
     project_lines = terminal.columns(projects, right=frozenset({1, 2, 3, 4}))
     resource_lines = terminal.columns(resources, right=frozenset({4}))
     lines = [
@@ -298,10 +315,12 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         # Defect: an account with nothing to report printed a header row alone.
         f"{project_lines[0]}  STATUS" if layout else _nothing(report),
     ]
-    for row, mine, more in layout:
+    for row, mine, more, split_line in layout:
         status = statuses[row]
         # The status after the aligned columns, coloured alone: escape codes never shift them.
         lines.append(f"{project_lines[row]}  {terminal.status(status, colour)}".rstrip())
+        if split_line:
+            lines.append(f"    {split_line}")
         lines += [f"    {resource_lines[i]}" for i in mine]
         if more:
             lines.append(
@@ -331,6 +350,18 @@ def report_table(report: ScanReport, top: int = 3, colour: bool | None = None) -
         + (f" and {plural(calls, 'AWS API call')}." if calls else "."),
     ]
     return "\n".join(lines)
+
+
+def _split_line(total: Decimal, split: Mapping[str, Decimal]) -> str:
+    """``month-to-date: compute $3.00, storage $0.30`` where the month holds storage or
+    spend not split by category; nothing for a month of compute alone (its total says it)."""
+    shown = month_split_cents(total, split)
+    if not shown.get("storage") and not shown.get("not_split"):
+        return ""
+    parts = [f"compute {_money(shown['compute'])}", f"storage {_money(shown['storage'])}"]
+    if shown.get("not_split"):
+        parts.append(f"not split {_money(shown['not_split'])} (accrued before the split)")
+    return "month-to-date: " + ", ".join(parts)
 
 
 #: The text lists the endpoint variants dearest per prediction first, this many of them.

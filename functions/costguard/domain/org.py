@@ -27,6 +27,7 @@ from costguard.domain.calendar import require_utc
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO
 from costguard.domain.predictions import PredictionCost
+from costguard.domain.spend import add_days, month_split
 from costguard.domain.teams import TeamConfig, TeamSettlement, settle_teams
 from costguard.domain.text import plural
 from costguard.domain.windows import within
@@ -226,15 +227,30 @@ class ProjectRollup:
     estimated_usd: Decimal = ZERO
     run_rate_usd_per_hour: Decimal = ZERO
     accounts: frozenset[str] = frozenset()
+    #: The month-to-date by category (compute, storage, not split), summed over slices.
+    month_to_date_by_category: Mapping[str, Decimal] = field(
+        default_factory=lambda: month_split(ZERO, {})
+    )
+
+
+#: A slice's figures of one project: (month-to-date, estimated, run-rate), and optionally
+#: the month-to-date by category as its ledger row holds it (None: not split).
+SliceFigures = (
+    tuple[Decimal, Decimal, Decimal]
+    | tuple[Decimal, Decimal, Decimal, Mapping[str, Decimal] | None]
+)
 
 
 def roll_up(
-    per_slice: Iterable[tuple[Slice, Mapping[str | None, tuple[Decimal, Decimal, Decimal]]]],
+    per_slice: Iterable[tuple[Slice, Mapping[str | None, SliceFigures]]],
 ) -> dict[str | None, ProjectRollup]:
-    """Sum each project's (month-to-date, estimated, run-rate) over the slices it appears in."""
+    """Sum each project's (month-to-date, estimated, run-rate) over the slices it appears in,
+    and its month-to-date by category: a slice whose row has no split adds "not split"."""
     out: dict[str | None, ProjectRollup] = {}
     for s, projects in per_slice:
-        for project, (mtd, est, rate) in projects.items():
+        for project, figures in projects.items():
+            mtd, est, rate = figures[:3]
+            by_category = figures[3] if len(figures) > 3 else None  # type: ignore[misc]
             r = out.get(project) or ProjectRollup(project)
             out[project] = ProjectRollup(
                 project,
@@ -242,6 +258,7 @@ def roll_up(
                 r.estimated_usd + est,
                 r.run_rate_usd_per_hour + rate,
                 r.accounts | {s.account},
+                add_days(r.month_to_date_by_category, month_split(mtd, by_category)),
             )
     return out
 

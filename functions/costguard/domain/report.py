@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
+from functools import reduce
 from itertools import pairwise
 
 from costguard.domain.billed import BilledMonth
@@ -27,7 +28,15 @@ from costguard.domain.calendar import hours_left_in_month, month_key, require_ut
 from costguard.domain.findings import Finding, FindingCode, Severity
 from costguard.domain.money import ZERO, cents
 from costguard.domain.predictions import PredictionCost
-from costguard.domain.spend import BudgetStatus, budget_status, forecast_month_end
+from costguard.domain.spend import (
+    NOT_SPLIT,
+    BudgetStatus,
+    add_days,
+    budget_status,
+    forecast_month_end,
+    month_split,
+    month_split_cents,
+)
 
 #: Run-rate samples this old and newer widen the forecast's range.
 RATE_LOOKBACK = timedelta(days=3)
@@ -105,6 +114,19 @@ class Burn:
     status: BudgetStatus
     unpriced: int
     owners: tuple[str, ...] = ()
+    #: ``month_to_date`` split into compute, storage and not_split (accrued before the
+    #: ledger split months by category), at full precision.
+    by_category: Mapping[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def by_category_cents(self) -> dict[str, Decimal]:
+        """The split to the cent, adding up to the month-to-date as shown."""
+        return month_split_cents(self.month_to_date, self.by_category)
+
+    @property
+    def not_split(self) -> Decimal:
+        """What the month holds in no category, to the cent (0: all of it is split)."""
+        return self.by_category_cents[NOT_SPLIT]
 
 
 def burn(
@@ -122,6 +144,7 @@ def burn(
     warning_pct: Decimal = Decimal(80),
     unpriced: int = 0,
     owners: tuple[str, ...] = (),
+    by_category: Mapping[str, Decimal] | None = None,
 ) -> Burn:
     """One project's burn-down for ``month`` as seen at ``now``.
 
@@ -187,6 +210,8 @@ def burn(
         status=budget_status(budget, forecast, warning_pct),
         unpriced=unpriced,
         owners=owners,
+        # Not given: none of it is known by category (not split), never all compute.
+        by_category=by_category or month_split(month_to_date, None),
     )
 
 
@@ -291,6 +316,9 @@ class BlindSpots:
     unpriced_types: Mapping[str, int] = field(default_factory=dict)
     #: Projects whose ledger rows keep no days (written by an older version).
     month_to_date_only: tuple[str, ...] = ()
+    #: Projects whose month holds spend accrued before the ledger split months by
+    #: category (compute, storage): shown as "not split".
+    not_split: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +334,8 @@ class TeamBurn:
     forecast_high: Decimal
     run_rate: Decimal
     status: BudgetStatus
+    #: The month-to-date by category, to the cent: the sums of its projects' as shown.
+    by_category: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 def team_burns(
@@ -340,6 +370,9 @@ def team_burns(
                 forecast_high=sum((cents(b.forecast_high) for b in mine), ZERO),
                 run_rate=sum((b.run_rate for b in mine), ZERO),
                 status=budget_status(budget, forecast, warning_pct),
+                by_category=reduce(
+                    add_days, (b.by_category_cents for b in mine), month_split(ZERO, {})
+                ),
             )
         )
     return tuple(out)

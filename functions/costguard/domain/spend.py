@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from costguard.domain.calendar import (
     hours_between,
@@ -24,7 +24,8 @@ from costguard.domain.calendar import (
     require_utc,
     split_by_month,
 )
-from costguard.domain.money import ZERO
+from costguard.domain.models import COMPUTE, STORAGE
+from costguard.domain.money import ZERO, cents_adding_up
 
 if TYPE_CHECKING:
     from costguard.domain.attribution import AttributedResource
@@ -50,21 +51,60 @@ class Increment:
     estimated_usd: Decimal = ZERO
     #: The same spend by UTC day of the month (1-31): what the report's burn-down draws.
     days: Mapping[int, Decimal] = field(default_factory=dict)
+    #: The same spend by category (``compute``, ``storage``). Spend an increment does not
+    #: place in a category (none made by :func:`accrue`) is "not split", never compute.
+    by_category: Mapping[str, Decimal] = field(default_factory=dict)
 
     def __add__(self, other: Increment) -> Increment:
         return Increment(
             self.usd + other.usd,
             self.estimated_usd + other.estimated_usd,
             add_days(self.days, other.days),
+            add_days(self.by_category, other.by_category),
         )
 
 
-def add_days(a: Mapping[int, Decimal], b: Mapping[int, Decimal]) -> dict[int, Decimal]:
-    """Two per-day maps added day by day."""
+K = TypeVar("K")
+
+
+def add_days(a: Mapping[K, Decimal], b: Mapping[K, Decimal]) -> dict[K, Decimal]:
+    """Two maps of spend (by day, or by category) added key by key."""
     out = dict(a)
-    for day, usd in b.items():
-        out[day] = out.get(day, ZERO) + usd
+    for key, usd in b.items():
+        out[key] = out.get(key, ZERO) + usd
     return out
+
+
+#: The categories a month-to-date is split into, as a resource's ``category`` names them.
+CATEGORIES: tuple[str, ...] = (COMPUTE, STORAGE)
+#: The part of a month-to-date in no category: accrued before the ledger split months by
+#: category (a month begun by an older version). Shown as such, never guessed into compute.
+NOT_SPLIT = "not_split"
+
+
+def month_split(usd: Decimal, by_category: Mapping[str, Decimal] | None) -> dict[str, Decimal]:
+    """A month-to-date as ``{compute, storage, not_split}``, at full precision.
+
+    ``by_category`` None: the ledger row predates the split, so all of it is not split.
+    Otherwise what the categories do not hold is not split (an older version's spend
+    the row held when this one began adding categories). The three add up to ``usd``;
+    shown to the cent, :func:`costguard.domain.money.cents_adding_up` keeps them so.
+    """
+    split = {c: (by_category or {}).get(c, ZERO) for c in CATEGORIES}
+    split[NOT_SPLIT] = usd - sum(split.values(), ZERO) if by_category is not None else usd
+    return split
+
+
+def month_split_cents(total: Decimal, split: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    """A month-to-date's split (compute, storage, not_split) to the cent, adding up to the
+    month-to-date as shown: each part rounded alone could miss it by a cent.
+
+    Not split is what the categories do not account for of ``total``, whatever ``split``
+    says of it: a figure summed without its split (or with part of it) shows the rest as
+    not split, never as compute.
+    """
+    known = {c: split.get(c, ZERO) for c in CATEGORIES}
+    return cents_adding_up(total, {**known, NOT_SPLIT: total - sum(known.values(), ZERO)})
 
 
 AccrualKey = tuple[str | None, str]
@@ -102,6 +142,7 @@ def accrue(
     spans: dict[datetime, tuple[list[tuple[str, Decimal]], dict[str | None, Decimal]]] = {}
     usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
     estimated_usd: dict[AccrualKey, Decimal] = defaultdict(Decimal)
+    by_category: dict[AccrualKey, dict[str, Decimal]] = defaultdict(dict)
     observations: list[Observation] = []
     for item in resources:
         res, rate, _basis = item.priced
@@ -125,10 +166,13 @@ def accrue(
             if span is None:
                 span = spans[start] = (split_by_month(start, now), {})
             parts, starting = span
+            category = res.category
             for month, hours in parts:
                 key = (project, month)
                 amount = rate * hours
                 usd[key] += amount
+                split = by_category[key]
+                split[category] = split.get(category, ZERO) + amount
                 if estimated:
                     estimated_usd[key] += amount
             starting[project] = starting.get(project, ZERO) + rate
@@ -137,7 +181,9 @@ def accrue(
         )
     days = spend_by_day({start: starting for start, (_, starting) in spans.items()}, now)
     increments = {
-        key: Increment(total, estimated_usd.get(key, ZERO), days.get(key, {}))
+        key: Increment(
+            total, estimated_usd.get(key, ZERO), days.get(key, {}), dict(by_category[key])
+        )
         for key, total in usd.items()
     }
     return Accrual(increments, tuple(observations))

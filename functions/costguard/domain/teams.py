@@ -20,12 +20,13 @@ A team's month-to-date, run-rate and forecast are the sums of its projects'. Pur
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import reduce
 
 from costguard.domain.findings import Finding, FindingCode
 from costguard.domain.money import ZERO
-from costguard.domain.spend import BudgetStatus, budget_status
+from costguard.domain.spend import BudgetStatus, add_days, budget_status, month_split
 
 #: Resources named per team or amount in a conflict finding; the rest are counted.
 _SHOWN = 5
@@ -150,6 +151,8 @@ class ProjectFigure:
     run_rate_usd_per_hour: Decimal
     forecast_month_usd: Decimal
     accounts: frozenset[str] = frozenset()
+    #: The month-to-date by category (compute, storage, not split).
+    month_to_date_by_category: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,8 @@ class TeamReport:
     owners: tuple[str, ...] = ()
     #: The accounts its projects were seen in (an Organization's roll-up; else empty).
     accounts: frozenset[str] = frozenset()
+    #: The month-to-date by category, each the sum of its projects'.
+    month_to_date_by_category: Mapping[str, Decimal] = field(default_factory=dict)
 
 
 def team_reports(
@@ -205,6 +210,9 @@ def team_reports(
                 status=budget_status(budget.amount, forecast, warning_pct),
                 owners=owners.get(team, ()),
                 accounts=frozenset().union(*(p.accounts for p in mine)),
+                month_to_date_by_category=reduce(
+                    add_days, (p.month_to_date_by_category for p in mine), month_split(ZERO, {})
+                ),
             )
         )
     return tuple(out)

@@ -14,12 +14,16 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from costguard import events
+from costguard.domain.spend import month_split_cents
 from costguard.events import EventTimeError, ScheduledEvent, scheduled_now
 from costguard.services.scan_cycle import AfterScanError, ScanCycle, ScanOutcome
 from costguard.telemetry import Figures as F
 from costguard.telemetry import Metrics as M
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from decimal import Decimal
+
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
     from costguard.services.scan import ScanReport
@@ -29,6 +33,16 @@ __all__ = ["AfterScanError", "ScanOutcome", "handler", "process", "run", "summar
 
 logger = Logger(service=M.SCAN_SERVICE)
 metrics = Metrics(namespace=M.NAMESPACE, service=M.SCAN_SERVICE)
+
+
+def _split_figures(total: Decimal, split: Mapping[str, Decimal]) -> dict[str, float]:
+    """A log line's month-to-date by category, to the cent, adding up to its total."""
+    shown = month_split_cents(total, split)
+    return {
+        F.MONTH_TO_DATE_COMPUTE: float(shown["compute"]),
+        F.MONTH_TO_DATE_STORAGE: float(shown["storage"]),
+        F.MONTH_TO_DATE_NOT_SPLIT: float(shown["not_split"]),
+    }
 
 
 def log_project_figures(report: ScanReport) -> None:
@@ -43,6 +57,7 @@ def log_project_figures(report: ScanReport) -> None:
                 F.PROJECT: p.project,
                 F.BUDGET: None if p.budget_usd is None else float(p.budget_usd),
                 F.MONTH_TO_DATE: float(round(p.month_to_date_usd, 2)),
+                **_split_figures(p.month_to_date_usd, p.month_to_date_by_category),
                 F.FORECAST: float(round(p.forecast_month_usd, 2)),
                 F.RUN_RATE: float(round(p.run_rate_usd_per_hour, 4)),
                 F.STATUS: p.status.value,
@@ -65,6 +80,7 @@ def log_team_figures(report: ScanReport) -> None:
                 F.TEAM: t.team,
                 F.BUDGET: None if t.budget_usd is None else float(t.budget_usd),
                 F.MONTH_TO_DATE: float(round(t.month_to_date_usd, 2)),
+                **_split_figures(t.month_to_date_usd, t.month_to_date_by_category),
                 F.FORECAST: float(round(t.forecast_month_usd, 2)),
                 F.RUN_RATE: float(round(t.run_rate_usd_per_hour, 4)),
                 F.STATUS: t.status.value,

@@ -448,22 +448,23 @@ class Aggregation:
 
     def _slice_figures(
         self, s: Slice, month: str
-    ) -> dict[str | None, tuple[Decimal, Decimal, Decimal]]:
-        """A slice's (month-to-date, estimated, run-rate) per project, from its ledger.
+    ) -> dict[str | None, tuple[Decimal, Decimal, Decimal, Mapping[str, Decimal] | None]]:
+        """A slice's (month-to-date, estimated, run-rate, month-to-date by category) per
+        project, from its ledger.
 
         The run-rate counts what its last committed scan saw (observed then), not what
         is only carried forward from earlier scans.
         """
         scope = slice_scope(self._s.scope, s)
-        out: dict[str | None, tuple[Decimal, Decimal, Decimal]] = {
-            p: (row.usd, row.estimated_usd, ZERO)
+        out: dict[str | None, tuple[Decimal, Decimal, Decimal, Mapping[str, Decimal] | None]] = {
+            p: (row.usd, row.estimated_usd, ZERO, row.by_category)
             for p, row in self._ledger.month_totals(scope, month).items()
         }
         mark = self._ledger.watermark(scope)
         for o in self._ledger.observations(scope).values():
             if mark is not None and o.observed_at == mark:
-                mtd, est, rate = out.get(o.project, (ZERO, ZERO, ZERO))
-                out[o.project] = (mtd, est, rate + o.usd_per_hour)
+                mtd, est, rate, split = out.get(o.project, (ZERO, ZERO, ZERO, {}))
+                out[o.project] = (mtd, est, rate + o.usd_per_hour, split)
         return out
 
     def _project(
@@ -495,6 +496,7 @@ class Aggregation:
             owners=config.owners if config and config.owners else tagged_owners,
             resources=(),
             unpriced=0,
+            month_to_date_by_category=r.month_to_date_by_category,
         )
 
 

@@ -34,6 +34,7 @@ from costguard.domain.report import (
     team_burns,
     unpriced_types,
 )
+from costguard.domain.spend import month_split
 from costguard.domain.tags import normalise_project
 from costguard.ports import Ledger, ProjectMonth
 from costguard.services.alerts import AlertSettings
@@ -203,6 +204,11 @@ def build_report(
                 for b in (*burns, *([unattributed] if unattributed else []))
                 if not b.has_days and b.month_to_date > 0
             ),
+            not_split=tuple(
+                b.project or "unattributed"
+                for b in (*burns, *([unattributed] if unattributed else []))
+                if b.not_split
+            ),
         ),
         thresholds=tuple(sorted(set(request.thresholds))),
         live=live,
@@ -272,6 +278,7 @@ def _burn(
         warning_pct=request.warning_pct,
         unpriced=live.unpriced if live else 0,
         owners=live.owners if live else (),
+        by_category=month_split(row.usd, row.by_category) if row else month_split(ZERO, {}),
     )
 
 

@@ -39,6 +39,7 @@ from costguard.domain.spend import (
     budget_status,
     carry_forward,
     forecast_month_end,
+    month_split,
 )
 from costguard.domain.tags import TagKeys
 from costguard.domain.teams import (
@@ -102,6 +103,11 @@ class ProjectReport:
     savings: Savings = field(default_factory=Savings)
     #: The team the project belongs to (None: none).
     team: str | None = None
+    #: ``month_to_date_usd`` split into compute, storage and not split (spend accrued
+    #: before the ledger split months by category), at full precision: they add up to it.
+    month_to_date_by_category: Mapping[str, Decimal] = field(
+        default_factory=lambda: month_split(ZERO, {})
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -521,6 +527,7 @@ class ScanService:
             owners=owners,
             resources=tuple(ordered),
             unpriced=sum(1 for a in billable if a.priced.usd_per_hour is None),
+            month_to_date_by_category=month_split(mtd, row.by_category if row else {}),
         )
 
 
@@ -543,6 +550,7 @@ def rolled_up_teams(
             r.run_rate_usd_per_hour,
             r.forecast_month_usd,
             (accounts or {}).get(r.project, frozenset()),
+            r.month_to_date_by_category,
         )
         for r in named
         if r.project is not None
