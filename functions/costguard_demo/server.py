@@ -47,9 +47,11 @@ def quicken() -> None:
       data path is shared by every session of the process (the models are read-only);
     - every client is an instance of a class botocore builds afresh, a method per
       operation (EC2 has about 700): a service's class is built once per process. Only
-      the deterministic ``creating-client-class`` handlers of botocore and boto3 shape it;
-    - moto lists a response class's methods (``inspect.getmembers``) on every request to
-      find the action's: once per class.
+      the deterministic ``creating-client-class`` handlers of botocore and boto3 shape it.
+
+    Not cached: moto's list of a response class's methods, which looks costly too, because
+    CostGuard adds the actions moto lacks to those classes (``costguard_demo.cloudtrail``,
+    ``tests/support``) after their first request.
     """
     import functools
 
@@ -57,17 +59,12 @@ def quicken() -> None:
     import botocore.loaders
     import botocore.session
     import moto.backends
-    import moto.core.responses
 
     if not getattr(moto.backends.list_of_moto_modules, "cache_info", None):
         listed = moto.backends.list_of_moto_modules
         moto.backends.list_of_moto_modules = functools.cache(lambda: tuple(listed()))  # type: ignore[assignment]
     if not getattr(botocore.session.create_loader, "cache_info", None):  # type: ignore[attr-defined]
         botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
-    responses: Any = moto.core.responses
-    if not getattr(responses.method_names_from_class, "cache_info", None):
-        names = responses.method_names_from_class
-        responses.method_names_from_class = functools.cache(lambda cls: tuple(names(cls)))
     creator: Any = botocore.client.ClientCreator
     if not hasattr(creator, "_built_classes"):
         build = creator._create_client_class

@@ -22,7 +22,6 @@ from costguard.domain.predictions import (
     cost_per_prediction,
     prediction_window,
     recorded_rates,
-    serverless_cost,
 )
 from costguard.domain.pricing import PricedResource
 from tests.support.catalog import fixture_catalog
@@ -149,10 +148,22 @@ def test_a_variant_created_within_the_window_costs_nothing_before_it_existed() -
 
 
 def test_a_serverless_variant_is_unpriced_with_the_reason() -> None:
-    cost = serverless_cost("k", "chat", "primary", 2048)
-    assert cost.status is CostStatus.UNPRICED and cost.usd_per_hour is None
-    assert cost.reason == SERVERLESS_UNPRICED and "GB-second" in cost.reason
-    assert cost.instance_type == "serverless 2048 MB"
+    """GIVEN an endpoint with a serverless variant beside an instance-backed one, WHEN the
+    scan reads its config, THEN the serverless one alone is an "unpriced" finding naming
+    its memory size and why (no GB-second rate in the catalog), never $0."""
+    from costguard.adapters.sagemaker import serverless_findings
+
+    config = {
+        "ProductionVariants": [
+            {"VariantName": "primary", "ServerlessConfig": {"MemorySizeInMB": 2048}},
+            {"VariantName": "gpu", "InstanceType": "ml.g5.xlarge", "InitialInstanceCount": 1},
+        ]
+    }
+    [finding] = serverless_findings({"EndpointName": "chat"}, config, "us-east-1", "111111111111")
+    assert finding.code.value == "unpriced"
+    assert finding.resource.endswith("chat/primary")
+    assert "(2048 MB)" in finding.message and SERVERLESS_UNPRICED in finding.message
+    assert "GB-second" in SERVERLESS_UNPRICED
 
 
 # -- the endpoint rightsizing advice on a cost-per-prediction jump --------------------------

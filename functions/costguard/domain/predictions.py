@@ -20,8 +20,9 @@ or not, so its cost per prediction is its $/h over the ``Invocations`` it served
   no instance, no $/h), but publish no ``Invocations``: their cost per prediction is
   "unknown" with :data:`ASYNC_UNCOUNTED` as the reason, never "no traffic".
 - **Serverless** variants bill per GB-second of compute (by memory size) and per GB
-  processed; the price catalog carries neither unit today, so they are "unpriced" with
-  :data:`SERVERLESS_UNPRICED` as the reason.
+  processed; the price catalog carries neither unit today, so the scan reports each as an
+  "unpriced" finding with :data:`SERVERLESS_UNPRICED` as the reason
+  (``adapters.sagemaker.serverless_findings``), and lists none here.
 
 Pure: the scan passes the priced variant, its hourly invocation sums and ``now``.
 """
@@ -308,23 +309,6 @@ def _days(
         invocations = sum((hourly.get(h, ZERO) for h in hours), ZERO)
         out.append(DayCost(day, len(hours), invocations, usd))
     return tuple(out)
-
-
-def serverless_cost(key: str, endpoint: str, variant: str, memory_mb: int | None) -> PredictionCost:
-    """A serverless variant: unpriced, with the reason (the catalog has no such unit)."""
-    size = f"{memory_mb} MB " if memory_mb else ""
-    return PredictionCost(
-        key,
-        endpoint,
-        variant,
-        f"serverless {size}".strip(),
-        0,
-        None,
-        None,
-        None,
-        CostStatus.UNPRICED,
-        SERVERLESS_UNPRICED,
-    )
 
 
 def _parsed(entries: object) -> list[tuple[datetime, Decimal]]:
