@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import reading, token_pages
 from costguard.domain.billed import is_data_transfer
+from costguard.domain.tags import parse_project
 
 if TYPE_CHECKING:
     from mypy_boto3_ce import CostExplorerClient
@@ -50,7 +51,10 @@ class CostExplorer:
                     usage_type = keys[1] if len(keys) > 1 else ""
                     value = tag.split("$", 1)[1] if "$" in tag else tag
                     amount = Decimal(group["Metrics"]["UnblendedCost"]["Amount"])
-                    project = value or None
+                    # The scan's name for the project (NFKC, spaces collapsed): `ｖｉｓｉｏｎ`
+                    # and `vision ` are billed to `vision`; a value that is no project
+                    # name (blank, invisible characters) is untagged, as the scan has it.
+                    project = parse_project(value)[0] if value else None
                     total, moved = totals.get(project, (Decimal(0), Decimal(0)))
                     moved += amount if is_data_transfer(usage_type) else Decimal(0)
                     totals[project] = (total + amount, moved)

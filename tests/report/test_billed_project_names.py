@@ -1,0 +1,82 @@
+"""What Cost Explorer bills a project lands on the project the scan saw, however its tag
+was typed, and a hostile answer (a blank, malformed or invisible tag value, a page that
+never ends) is a clear result, never a crash or a second project."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import boto3
+from botocore.stub import Stubber
+
+from costguard.adapters.cost_explorer import CostExplorer
+from costguard.adapters.memory import InMemoryLedger
+from costguard.domain.spend import Increment
+from costguard.ports import ScanCommit
+from costguard.services.cost_explorer import CostExplorerService
+from tests.functional.test_cost_explorer import usage
+from tests.support.clock import MIDDAY
+
+
+def test_a_project_tagged_full_width_or_with_a_trailing_space_is_billed_as_one_project() -> None:
+    """Defect: Cost Explorer's tag values were taken as typed, while the scan normalises
+    project names (NFKC, spaces collapsed): a resource tagged ``ｖｉｓｉｏｎ`` or
+    ``vision `` was billed to a second project the scan never saw (billed, seen $0) and the
+    real ``vision`` showed billed $0 beside its scan figure: the user read a credit on one
+    line and a phantom project on another, and lost the one comparison they asked for."""
+    # GIVEN the scan saw $1,000 for vision this month
+    ledger = InMemoryLedger()
+    ledger.commit(
+        ScanCommit(
+            "acct", None, MIDDAY, {("vision", "2026-11"): Increment(Decimal(1000), Decimal(0))}, []
+        )
+    )
+    client = boto3.client("ce", region_name="us-east-1")
+    service = CostExplorerService(ledger, CostExplorer(client), "acct", "costguard:project")
+    # AND Cost Explorer bills it under three spellings of the tag, amounts as strings with
+    # many decimals, and a credit
+    with Stubber(client) as stub:
+        stub.add_response(
+            "get_cost_and_usage",
+            usage(
+                {
+                    ("costguard:project$vision", "USE1-BoxUsage:g5.xlarge"): "700.1234567890",
+                    ("costguard:project$ｖｉｓｉｏｎ", "USE1-BoxUsage:g5.xlarge"): "300.0000000001",
+                    ("costguard:project$vision ", "USE1-DataTransfer-Out-Bytes"): "50.5",
+                    ("costguard:project$vision", "USE1-Credit"): "-0.1234567891",
+                }
+            ),
+        )
+        # WHEN the month is reconciled
+        month = service.reconcile(MIDDAY)
+    # THEN there is one vision row, billed the sum of every spelling
+    assert month is not None
+    (row,) = month.rows
+    assert (row.project, row.seen, row.billed, row.data_transfer) == (
+        "vision",
+        Decimal(1000),
+        Decimal("1050.5000000000"),
+        Decimal("50.5"),
+    )
+
+
+def test_a_tag_value_that_is_no_project_name_is_billed_as_untagged() -> None:
+    """Defect: a tag value the scan refuses as a project name (a right-to-left mark, only
+    spaces) was billed to a "project" of that raw value, a row no scan can ever match."""
+    client = boto3.client("ce", region_name="us-east-1")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "get_cost_and_usage",
+            usage(
+                {
+                    ("costguard:project$\u200fvision", "USE1-BoxUsage:g5.xlarge"): "10",
+                    ("costguard:project$   ", "USE1-BoxUsage:g5.xlarge"): "5",
+                    ("costguard:project$", "USE1-BoxUsage:g5.xlarge"): "1.25",
+                }
+            ),
+        )
+        totals = CostExplorer(client).cost_by_tag(
+            date(2026, 11, 1), date(2026, 11, 21), "costguard:project"
+        )
+    assert totals == {None: (Decimal("16.25"), Decimal(0))}
