@@ -8,12 +8,13 @@ from datetime import date
 from decimal import Decimal
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from costguard.adapters.cost_explorer import CostExplorer
 from costguard.adapters.memory import InMemoryLedger
 from costguard.domain.spend import Increment
-from costguard.ports import ScanCommit
+from costguard.ports import ScanCommit, SourceError
 from costguard.services.cost_explorer import CostExplorerService
 from tests.functional.test_cost_explorer import usage
 from tests.support.clock import MIDDAY
@@ -80,3 +81,27 @@ def test_a_tag_value_that_is_no_project_name_is_billed_as_untagged() -> None:
             date(2026, 11, 1), date(2026, 11, 21), "costguard:project"
         )
     assert totals == {None: (Decimal("16.25"), Decimal(0))}
+
+
+def test_a_page_token_that_comes_back_again_ends_the_read_with_a_clear_error() -> None:
+    """Defect: the Cost Explorer page loop followed ``NextPageToken`` for as long as one
+    came back: a flaky answer that repeats its token made the scan ask again forever, at
+    $0.01 a request, until the Lambda timed out with nothing reconciled and no reason."""
+    client = boto3.client("ce", region_name="us-east-1")
+    asked: list[str | None] = []
+    client.meta.events.register(
+        "provide-client-params.ce.GetCostAndUsage",
+        lambda params, **_: asked.append(params.get("NextPageToken")),
+    )
+    page = usage({("costguard:project$llm", "USE1-BoxUsage:g5.xlarge"): "1"}, token="again")
+    with Stubber(client) as stub:
+        for _ in range(3):
+            stub.add_response("get_cost_and_usage", page)
+        with pytest.raises(SourceError) as raised:
+            CostExplorer(client).cost_by_tag(
+                date(2026, 11, 1), date(2026, 11, 21), "costguard:project"
+            )
+    # THEN it stops at the first repeat, and says why
+    assert asked == [None, "again"]
+    assert raised.value.operation == "GetCostAndUsage"
+    assert "NextPageToken" in str(raised.value) and "again" in str(raised.value)
