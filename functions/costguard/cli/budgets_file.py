@@ -24,7 +24,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from costguard.domain.tags import MAX_BUDGET, parse_budget
+from costguard.domain.tags import MAX_BUDGET, parse_budget, parse_project
 
 #: A budgets file larger than this is not a budgets file.
 MAX_BYTES = 1_000_000
@@ -75,9 +75,13 @@ def budgets_from(doc: Any, where: str) -> dict[str, BudgetEntry]:
         raise BudgetsFileError(f"{where}: must map each project to its monthly budget")
     out: dict[str, BudgetEntry] = {}
     for project, value in doc.items():
-        name = str(project)
-        if not name.strip():
-            raise BudgetsFileError(f"{where}: a project name is empty")
+        # The scan's name for the project (NFKC, spaces collapsed), which --project and
+        # the ledger use: a key typed `ｌｌｍ` or `"llm "` is llm's budget.
+        name, why = parse_project(str(project))
+        if name is None:
+            raise BudgetsFileError(f"{where}: project {str(project)[:60]!r} {why}")
+        if name in out:
+            raise BudgetsFileError(f"{where}: project {name!r} is in the file twice")
         if isinstance(value, dict):
             unknown = sorted(set(map(str, value)) - _KEYS)
             if unknown:
