@@ -215,7 +215,7 @@ SCOPE = text_value("a ledger scope (the account id, e.g. 123456789012)", 256)
 _PROJECT_TEXT = text_value("a project name", 256)
 
 
-def PROJECT(value: str) -> str:  # noqa: N802 - an argument type, named like the others
+def PROJECT(value: str) -> str:
     """An argument type for a project name, normalised as the scan normalises tags (NFKC,
     spaces collapsed): ``--project ｌｌｍ`` and ``--project "llm "`` name ``llm``, whose
     figures and budget the ledger holds under that name."""
