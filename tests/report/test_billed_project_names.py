@@ -105,3 +105,30 @@ def test_a_page_token_that_comes_back_again_ends_the_read_with_a_clear_error() -
     assert asked == [None, "again"]
     assert raised.value.operation == "GetCostAndUsage"
     assert "NextPageToken" in str(raised.value) and "again" in str(raised.value)
+
+
+@pytest.mark.parametrize("amount", ["NaN", "Infinity", "", "12,50", "sNaN"])
+def test_an_amount_that_is_no_number_is_a_source_error_and_nothing_is_kept(amount: str) -> None:
+    """Defect: Cost Explorer's ``Amount`` string went straight into ``Decimal``: "NaN" was
+    kept in the month's billed document, and every report of the month then failed on
+    comparing it (``max(0, NaN)``); "" or "12,50" crashed the read with a bare
+    ``InvalidOperation`` that named neither Cost Explorer nor the value."""
+    ledger = InMemoryLedger()
+    client = boto3.client("ce", region_name="us-east-1")
+    service = CostExplorerService(ledger, CostExplorer(client), "acct", "costguard:project")
+    with Stubber(client) as stub:
+        stub.add_response(
+            "get_cost_and_usage",
+            usage(
+                {
+                    ("costguard:project$llm", "USE1-BoxUsage:g5.xlarge"): "10.00",
+                    ("costguard:project$llm", "USE1-DataTransfer-Out-Bytes"): amount,
+                }
+            ),
+        )
+        with pytest.raises(SourceError) as raised:
+            service.reconcile(MIDDAY)
+    assert raised.value.service == "ce" and raised.value.operation == "GetCostAndUsage"
+    assert repr(amount) in str(raised.value)
+    # AND no billed document was written for the report to trip on
+    assert ledger.get_state("acct", "billed/2026-11")[0] == {}
