@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,29 @@ def load_budgets(path: Path) -> dict[str, BudgetEntry]:
         raise BudgetsFileError(f"{path}: not UTF-8 text") from None
     if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=partial(_once, str(path)))
         except json.JSONDecodeError as exc:
             raise BudgetsFileError(
                 f"{path}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
             ) from None
+        except BudgetsFileError:
+            raise
+        except ValueError as exc:  # a number longer than Python reads (4,300 digits)
+            raise BudgetsFileError(f"{path}: not JSON: {str(exc).split(':')[0]}") from None
     else:
         doc = parse_yaml_subset(text, str(path))
     return budgets_from(doc, str(path))
+
+
+def _once(where: str, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key twice as the YAML form does: JSON would keep the last,
+    and a budget chosen by the order of a merge is a guess."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise BudgetsFileError(f"{where}: {key!r} is in the file twice")
+        out[key] = value
+    return out
 
 
 def budgets_from(doc: Any, where: str) -> dict[str, BudgetEntry]:
