@@ -50,6 +50,17 @@ class SourceError(Exception):
         self.detail = message
 
 
+class PartialReadError(SourceError):
+    """A batched read failed in some of its calls: ``found`` is what the others read in
+    full, so one failing call does not cost the answers already read."""
+
+    found: Mapping[str, Any]
+
+    def __init__(self, service: str, region: str, operation: str, code: str, message: str):
+        super().__init__(service, region, operation, code, message)
+        self.found = {}
+
+
 class AccessDeniedError(SourceError):
     """The credentials lack a permission (IAM, SCP or an opted-out region)."""
 

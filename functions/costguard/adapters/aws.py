@@ -72,6 +72,12 @@ class HtmlAnswerError(ResponseParserError):
         self.status = status
 
 
+class RepeatedPageTokenError(BotoCoreError):
+    """A page's token was one already followed: the pages would never end."""
+
+    fmt = "the answer repeated {token} {value!r}: the pages would never end"
+
+
 def _html(body: object) -> bool:
     if not isinstance(body, bytes | bytearray):
         return False  # a streamed body (S3 GetObject) is the caller's data, not an answer
@@ -287,12 +293,18 @@ def token_pages(
     """Pages of an operation botocore has no paginator for (e.g. ce:GetCostAndUsage).
 
     One shared loop instead of one per call: the request is repeated with the last
-    response's ``token`` until a response has none.
+    response's ``token`` until a response has none. A token that comes back again ends
+    the read with :class:`RepeatedPageTokenError` (as botocore's paginators do): asking
+    again would loop forever, and some of these calls are billed.
     """
+    seen: set[str] = set()
     while True:
         page = call(**kwargs)
         yield page
         next_token = page.get(token)
         if not next_token:
             return
+        if next_token in seen:
+            raise RepeatedPageTokenError(token=token, value=truncate(str(next_token), 80))
+        seen.add(next_token)
         kwargs = {**kwargs, token: next_token}

@@ -59,6 +59,7 @@ from costguard.domain.idle import (
     merge_max,
 )
 from costguard.iam import ENDPOINT_METRICS, Permission
+from costguard.ports import PartialReadError, SourceError
 
 #: GetMetricData limits per call.
 MAX_QUERIES_PER_CALL = 500
@@ -399,16 +400,22 @@ class EndpointGpuMetrics:
         per_call = max(1, min(MAX_QUERIES_PER_CALL, MAX_DATAPOINTS_PER_CALL // (hours + 1)))
         client = self._client_for(region)
         found: dict[str, dict[datetime, Decimal]] = {}
+        error: SourceError | None = None
         for first in range(0, len(unique), per_call):
             batch = {f"i{i}": v for i, v in enumerate(unique[first : first + per_call])}
-            series, failed = _variant_series(
-                client,
-                region,
-                batch,
-                (INVOCATIONS_NAMESPACE, INVOCATIONS_METRIC, INVOCATIONS_PERIOD_S, "Sum"),
-                start,
-                end,
-            )
+            try:
+                series, failed = _variant_series(
+                    client,
+                    region,
+                    batch,
+                    (INVOCATIONS_NAMESPACE, INVOCATIONS_METRIC, INVOCATIONS_PERIOD_S, "Sum"),
+                    start,
+                    end,
+                )
+            except SourceError as exc:
+                # This call's variants are unknown; the other calls' answers still count.
+                error = error or exc
+                continue
             sums: dict[str, dict[datetime, Decimal]] = defaultdict(dict)
             for qid, points in series.items():
                 for at, value in points:
@@ -420,6 +427,14 @@ class EndpointGpuMetrics:
             for qid, v in batch.items():
                 if qid not in failed:
                     found[v.key] = dict(sums.get(qid, {}))
+        if error is not None:
+            if not found:
+                raise error  # nothing read: the error as it was (throttled, denied...)
+            partial = PartialReadError(
+                error.service, error.region, error.operation, error.code, error.detail
+            )
+            partial.found = found
+            raise partial from error
         return found
 
 

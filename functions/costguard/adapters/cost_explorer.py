@@ -8,14 +8,32 @@ this adapter only translates. moto has no anomalies API: tested with Stubber.
 from __future__ import annotations
 
 from datetime import date
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import reading, token_pages
 from costguard.domain.billed import is_data_transfer
+from costguard.domain.tags import parse_project
+from costguard.ports import SourceError
 
 if TYPE_CHECKING:
     from mypy_boto3_ce import CostExplorerClient
+
+
+def _amount(metric: Any) -> Decimal:
+    """A group's amount, a finite number or a :class:`SourceError`: a NaN kept in the
+    month's billed document would fail every report of the month, and a guess at "12,50"
+    would misstate the bill."""
+    raw = metric.get("Amount")
+    try:
+        amount = Decimal(str(raw)) if raw is not None else None
+    except InvalidOperation:
+        amount = None
+    if amount is None or not amount.is_finite():
+        raise SourceError(
+            "ce", "us-east-1", "GetCostAndUsage", "UnparseableAmount", f"amount {raw!r}"
+        )
+    return amount
 
 
 class CostExplorer:
@@ -49,8 +67,11 @@ class CostExplorer:
                     tag = keys[0] if keys else ""
                     usage_type = keys[1] if len(keys) > 1 else ""
                     value = tag.split("$", 1)[1] if "$" in tag else tag
-                    amount = Decimal(group["Metrics"]["UnblendedCost"]["Amount"])
-                    project = value or None
+                    amount = _amount(group.get("Metrics", {}).get("UnblendedCost", {}))
+                    # The scan's name for the project (NFKC, spaces collapsed): `ｖｉｓｉｏｎ`
+                    # and `vision ` are billed to `vision`; a value that is no project
+                    # name (blank, invisible characters) is untagged, as the scan has it.
+                    project = parse_project(value)[0] if value else None
                     total, moved = totals.get(project, (Decimal(0), Decimal(0)))
                     moved += amount if is_data_transfer(usage_type) else Decimal(0)
                     totals[project] = (total + amount, moved)

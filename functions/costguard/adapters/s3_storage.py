@@ -24,8 +24,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from costguard.adapters.aws import chunks, reading, tags_of
+from costguard.adapters.cloudwatch import FAILED
 from costguard.iam import S3_STORAGE
-from costguard.ports import BucketReading
+from costguard.ports import BucketReading, SourceError
 
 if TYPE_CHECKING:
     from costguard.adapters.aws import ClientFactory
@@ -133,9 +134,20 @@ class CloudWatchBucketSizes:
                     for result in page.get("MetricDataResults", []):
                         values = result.get("Values") or []
                         stamps = result.get("Timestamps") or []
+                        dims = {x["Name"]: x["Value"] for x in batch[int(result["Id"][1:])]}
+                        status = str(result.get("StatusCode", ""))
+                        if status in FAILED:
+                            # Not read is not empty: a bucket without its size would be $0.
+                            raise SourceError(
+                                "cloudwatch",
+                                region,
+                                "GetMetricData",
+                                status,
+                                f"{METRIC} of bucket {dims['BucketName']} "
+                                f"({dims['StorageType']}) could not be read",
+                            )
                         if not values:
                             continue
                         newest = max(range(len(values)), key=lambda i: stamps[i])
-                        dims = {x["Name"]: x["Value"] for x in batch[int(result["Id"][1:])]}
                         sizes[dims["BucketName"]][dims["StorageType"]] = int(values[newest])
         return dict(sizes)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from costguard.domain.tags import MAX_BUDGET, parse_budget
+from costguard.domain.tags import MAX_BUDGET, parse_budget, parse_project
 
 #: A budgets file larger than this is not a budgets file.
 MAX_BYTES = 1_000_000
@@ -59,14 +60,29 @@ def load_budgets(path: Path) -> dict[str, BudgetEntry]:
         raise BudgetsFileError(f"{path}: not UTF-8 text") from None
     if path.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=partial(_once, str(path)))
         except json.JSONDecodeError as exc:
             raise BudgetsFileError(
                 f"{path}: not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
             ) from None
+        except BudgetsFileError:
+            raise
+        except ValueError as exc:  # a number longer than Python reads (4,300 digits)
+            raise BudgetsFileError(f"{path}: not JSON: {str(exc).split(':')[0]}") from None
     else:
         doc = parse_yaml_subset(text, str(path))
     return budgets_from(doc, str(path))
+
+
+def _once(where: str, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key twice as the YAML form does: JSON would keep the last,
+    and a budget chosen by the order of a merge is a guess."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise BudgetsFileError(f"{where}: {key!r} is in the file twice")
+        out[key] = value
+    return out
 
 
 def budgets_from(doc: Any, where: str) -> dict[str, BudgetEntry]:
@@ -75,9 +91,13 @@ def budgets_from(doc: Any, where: str) -> dict[str, BudgetEntry]:
         raise BudgetsFileError(f"{where}: must map each project to its monthly budget")
     out: dict[str, BudgetEntry] = {}
     for project, value in doc.items():
-        name = str(project)
-        if not name.strip():
-            raise BudgetsFileError(f"{where}: a project name is empty")
+        # The scan's name for the project (NFKC, spaces collapsed), which --project and
+        # the ledger use: a key typed `ｌｌｍ` or `"llm "` is llm's budget.
+        name, why = parse_project(str(project))
+        if name is None:
+            raise BudgetsFileError(f"{where}: project {str(project)[:60]!r} {why}")
+        if name in out:
+            raise BudgetsFileError(f"{where}: project {name!r} is in the file twice")
         if isinstance(value, dict):
             unknown = sorted(set(map(str, value)) - _KEYS)
             if unknown:

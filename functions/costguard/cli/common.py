@@ -212,8 +212,29 @@ ROLE_NAME = text_value("an IAM role name (A-Z a-z 0-9 and + = , . @ _ -)", 64, r
 TAG_KEY = text_value("a tag key (up to 128 characters)", 128, r"(?!aws:)[^\x00-\x1f]+")
 #: A ledger scope (an account id, or the scope a deployment was given).
 SCOPE = text_value("a ledger scope (the account id, e.g. 123456789012)", 256)
+
+
+def tag_name(what: str) -> Callable[[str], str]:
+    """An argument type for a name a tag carries (a project, a team), normalised as the scan
+    normalises the tag (NFKC, spaces collapsed): ``--project ｌｌｍ`` and ``--team "research "``
+    name ``llm`` and ``research``, the names the ledger and the report hold. Refused as the
+    tag would be: empty, invisible or control characters, over 256 characters."""
+
+    def parse(value: str) -> str:
+        from costguard.domain.tags import parse_project
+
+        name, why = parse_project(value)
+        if name is None:
+            raise argparse.ArgumentTypeError(f"not {what}: {why}")
+        return name
+
+    return parse
+
+
 #: A project name, as tagged on resources.
-PROJECT = text_value("a project name", 256)
+PROJECT = tag_name("a project name")
+#: A team name, as tagged on resources (``costguard:team``) or in the team table.
+TEAM = tag_name("a team name")
 
 
 #: The region of the ledger table ``--table`` names: ``--table-region`` in every command

@@ -535,7 +535,7 @@ def register(sub: Any, flags: common.Flags) -> None:
     )
     report.add_argument(
         "--team",
-        type=common.text_value("a team name", 256),
+        type=common.TEAM,
         metavar="NAME",
         help="only the projects of team NAME (costguard:team tags or the project table's team)",
     )

@@ -57,6 +57,7 @@ from costguard.ports import (
     EndpointMetrics,
     InventorySource,
     Ledger,
+    PartialReadError,
     ProjectMonth,
     ScanCommit,
     SourceError,
@@ -385,11 +386,19 @@ class ScanService:
             try:
                 served.update(self._endpoint_metrics.invocations(region, wanted, start, end))
             except SourceError as exc:
+                # A batched read that failed in some calls keeps what the others read.
+                read = exc.found if isinstance(exc, PartialReadError) else {}
+                served.update(read)
+                which = (
+                    f"{len(wanted) - len(read)} of {len(wanted)} SageMaker endpoint variants'"
+                    if read
+                    else "SageMaker endpoints'"
+                )
                 findings.append(
                     Finding(
                         FindingCode.SCAN_FAILED,
                         f"{region}/sagemaker-endpoint-invocations",
-                        f"{exc.operation} failed with {exc.code}; SageMaker endpoints' "
+                        f"{exc.operation} failed with {exc.code}; {which} "
                         f"invocations in {region} are unknown, so is their cost per prediction",
                         Severity.WARNING,
                     )
