@@ -118,5 +118,5 @@ calendar: $(STAMP)
 		zone=UTC; case $$at in 2028-*) zone=Pacific/Kiritimati;; esac; \
 		echo "== the demo stories at $$at UTC (TZ=$$zone)"; \
 		TZ=$$zone faketime "$$(TZ=$$zone date -d "$${at}Z" '+%Y-%m-%d %H:%M:%S')" \
-			$(BIN)/python -m pytest -q -p no:cacheprovider -m story || exit 1; \
+			$(PYTEST) $(PARALLEL) -q -p no:cacheprovider -m story || exit 1; \
 	done
