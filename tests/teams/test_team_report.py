@@ -3,6 +3,7 @@ the text and the page; ``--team`` narrows to the team the scan settled."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -86,10 +87,14 @@ def test_a_team_row_is_the_sum_of_its_projects_rows() -> None:
     assert "team" in [c.key for c in report_table(r).columns]
     (row,) = team_table(r).rows
     assert row["projects"] == "llm, vision" and row["status"] == "over"
-    # AND the page has a team section, and says the team is over
+    # AND the page has a team section, and says the team is heading over: its forecast is
+    # over the budget, its spend ($1,102.26 of $5,000) not yet
     page = render(r)
     assert "<h2>Spend by team (each the sum of its projects)</h2>" in page
-    assert "<strong>Team <bdi>research</bdi> is over or heading over budget.</strong>" in page
+    assert "<strong>Team <bdi>research</bdi> is heading over budget.</strong>" in page
+    # AND once the spend itself has passed the budget, it says over budget
+    spent = replace(r, teams=(replace(research, budget=Decimal(1000)),))
+    assert "<strong>Team <bdi>research</bdi> is over budget.</strong>" in render(spent)
 
 
 def test_team_narrows_the_report_to_the_settled_team() -> None:

@@ -24,7 +24,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from costguard.domain.billed import BILLED_NOTE
 from costguard.domain.models import parse_key
 from costguard.domain.money import ZERO, cents, per_hour
-from costguard.domain.report import Burn, Report
+from costguard.domain.report import Burn, Report, TeamBurn
 from costguard.domain.spend import BudgetStatus
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -85,6 +85,10 @@ _STATUS_WORDS = {
 
 def _spent_over(b: Burn) -> bool:
     return b.budget is not None and b.month_to_date >= b.budget
+
+
+def _team_spent_over(t: TeamBurn) -> bool:
+    return t.budget is not None and t.month_to_date >= t.budget
 
 
 def _status_words(b: Burn) -> str:
@@ -464,13 +468,22 @@ def render(report: Report) -> str:
             if n
         ]
         out.append(f"<p><strong>{'; '.join(said)}.</strong></p>")
-    teams_over = [t.team for t in r.teams if t.status is BudgetStatus.OVER]
-    if teams_over:
-        out.append(
-            f"<p><strong>Team{'s' if len(teams_over) > 1 else ''} "
-            f"{', '.join(user(t) for t in teams_over)} "
-            f"{'are' if len(teams_over) > 1 else 'is'} over or heading over budget.</strong></p>"
-        )
+    # Each team said as it is: "over budget" once its spend has passed the budget,
+    # "heading over budget" while only the forecast has (as the projects' line above).
+    over_teams = [t for t in r.teams if t.status is BudgetStatus.OVER]
+    team_lines = []
+    for words, teams in (
+        ("over budget", [t.team for t in over_teams if _team_spent_over(t)]),
+        ("heading over budget", [t.team for t in over_teams if not _team_spent_over(t)]),
+    ):
+        if teams:
+            many = len(teams) > 1
+            named = ", ".join(user(t) for t in teams)
+            team_lines.append(
+                f"Team{'s' if many else ''} {named} {'are' if many else 'is'} {words}"
+            )
+    if team_lines:
+        out.append(f"<p><strong>{'; '.join(team_lines)}.</strong></p>")
     out.append(_blind_html(r))
     out.append(
         (
