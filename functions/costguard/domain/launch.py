@@ -159,16 +159,26 @@ def _figures_row(f: ProjectFigures) -> dict[str, Any]:
     }
 
 
+def _dated_rows(doc: Mapping[str, Any], section: str) -> tuple[datetime, Mapping[Any, Any]] | None:
+    """A figures document's instant and one section's rows (``projects``, ``teams``); None
+    when the instant cannot be read. A section of another shape holds no rows."""
+    try:
+        at = require_utc(datetime.fromisoformat(str(doc["at"])))
+    except (KeyError, TypeError, ValueError):
+        return None
+    rows = doc.get(section) or {}
+    return at, rows if isinstance(rows, Mapping) else {}
+
+
 def decode_figures(doc: Mapping[str, Any], defaults: LaunchPolicy) -> dict[str, ProjectFigures]:
     """The figures a state document holds; an unreadable row is skipped (no figure beats a
     wrong one: the launch is then judged as the project's first resource)."""
-    try:
-        at = require_utc(datetime.fromisoformat(str(doc["at"])))
-        rows = doc.get("projects") or {}
-    except (KeyError, TypeError, ValueError):
+    read = _dated_rows(doc, "projects")
+    if read is None:
         return {}
+    at, rows = read
     out: dict[str, ProjectFigures] = {}
-    for name, row in rows.items() if isinstance(rows, Mapping) else ():
+    for name, row in rows.items():
         try:
             if not isinstance(row, Mapping):
                 continue
@@ -199,13 +209,12 @@ def decode_figures(doc: Mapping[str, Any], defaults: LaunchPolicy) -> dict[str, 
 def decode_team_figures(doc: Mapping[str, Any]) -> dict[str, TeamFigures]:
     """The teams a state document holds (none in a document from before teams were left
     there); an unreadable row is skipped, as a project's is."""
-    try:
-        at = require_utc(datetime.fromisoformat(str(doc["at"])))
-        rows = doc.get("teams") or {}
-    except (KeyError, TypeError, ValueError):
+    read = _dated_rows(doc, "teams")
+    if read is None:
         return {}
+    at, rows = read
     out: dict[str, TeamFigures] = {}
-    for name, row in rows.items() if isinstance(rows, Mapping) else ():
+    for name, row in rows.items():
         try:
             if not isinstance(row, Mapping):
                 continue
