@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 
@@ -24,6 +25,13 @@ def _quicker_moto_and_botocore() -> None:
 
 
 _quicker_moto_and_botocore()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built (modules, fixtures, models) lives all session: it is frozen out
+    of the cycle collector's walks (which ``quicken`` has made rarer)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(tryfirst=True)
