@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
+from typing import Any
 
 from costguard.domain.catalog_merge import BUNDLED, PRICE_LIST_API, RateBook
 from costguard.domain.pricing import PriceCatalog
@@ -151,6 +152,33 @@ def _known_names(service: str, catalog: PriceCatalog, book: RateBook) -> set[str
     return names
 
 
+def _priced_row(
+    book: RateBook,
+    section: str,
+    rate: str,
+    row: tuple[str, str, str, Decimal, str],
+    **more: Any,
+) -> RateRow:
+    """The region's rate ``rate`` of ``section`` (``row``: service, region, shown name,
+    dollars and unit), with where it came from: its source, its date, and since when a held
+    rate has been kept."""
+    service, region, name, usd, unit = row
+    src = book.source_of(section, region, rate)
+    assert src is not None  # ``rate`` is one of the region's rates
+    return RateRow(
+        service,
+        region,
+        name,
+        usd,
+        unit,
+        src.source,
+        src.as_of,
+        kept_since=src.kept_since,
+        held_usd=src.held_usd,
+        **more,
+    )
+
+
 def _instance_rows(
     service: str, catalog: PriceCatalog, book: RateBook, regions: Iterable[str]
 ) -> Iterator[RateRow]:
@@ -176,18 +204,11 @@ def _instance_rows(
                     retired=retired,
                 )
                 continue
-            src = book.source_of(section, region, name)
-            assert src is not None  # the name is one of the region's rates
-            yield RateRow(
-                service,
-                region,
+            yield _priced_row(
+                book,
+                section,
                 name,
-                usd,
-                unit,
-                src.source,
-                src.as_of,
-                kept_since=src.kept_since,
-                held_usd=src.held_usd,
+                (service, region, name, usd, unit),
                 retired=retired,
                 confidence=(
                     catalog.confidence_note(service, region, name) if service != "ebs" else None
@@ -265,20 +286,7 @@ def _storage_rows(
     for key, (name, unit) in names.items():
         usd = table.get(region, {}).get(key)
         if usd is not None:
-            src = book.source_of(section, region, key)
-            assert src is not None  # the key is one of the region's rates
-            yield RateRow(
-                service,
-                region,
-                name,
-                usd,
-                unit,
-                src.source,
-                src.as_of,
-                kept_since=src.kept_since,
-                held_usd=src.held_usd,
-                key=key,
-            )
+            yield _priced_row(book, section, key, (service, region, name, usd, unit), key=key)
             continue
         if service == "s3" and key == S3_STANDARD and region in catalog.s3_standard_gb_month:
             # A catalog from before S3 classes: the stale-object guard's flat table.
