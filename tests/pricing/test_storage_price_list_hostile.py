@@ -10,8 +10,21 @@ from decimal import Decimal
 import boto3
 from botocore.stub import Stubber
 
-from costguard.adapters.pricing_api import fetch_provisioned, fetch_s3
-from tests.pricing.test_storage_rates_refresh import REGION, answer, item, refresh, s3_item
+from costguard.adapters.catalog import CatalogDocuments, CatalogFile
+from costguard.adapters.pricing_api import PriceListApi, fetch_provisioned, fetch_s3
+from costguard.domain.storage import volume_price
+from costguard.services.price_refresh import PriceRefresh
+from tests.pricing.test_storage_rates_refresh import (
+    REFRESHED_AT,
+    REGION,
+    answer,
+    catalog,
+    item,
+    refresh,
+    region_answers,
+    s3_item,
+)
+from tests.support.fakes import InMemoryCatalogStore
 
 
 def test_s3_standard_without_its_first_50_tb_tier_is_not_read_at_the_next_tiers_rate() -> None:
@@ -103,3 +116,44 @@ def test_provisioned_iops_quoted_in_another_unit_is_said_so() -> None:
     assert got == {}
     assert any("'IOPS-Hrs'" in line for line in rejected), (rejected, absent)
     assert "Capacity Blocks" not in absent.get("gp3/iops/3000", "")
+
+
+def test_io2_higher_tiers_without_the_first_do_not_price_its_first_iops_at_zero() -> None:
+    """Defect: in a region whose catalog has no io2 IOPS rate yet, a Price List answer with
+    io2's tiers above 32,000 and above 64,000 but not its first tier (its usage type absent)
+    is stored as it is; the scan then prices the IOPS below the lowest tier it holds as
+    "included in the volume's price". A 100 GiB io2 volume of 20,000 IOPS is priced at its
+    size alone, $13.80 a month, not unpriced: 20,000 x $0.072 = $1,440 a month vanishes,
+    exactly the understatement `volume_price` says it refuses ("the size alone would
+    understate an io2 volume many times over")."""
+    # GIVEN a catalog that prices io2 storage in the region but none of its IOPS
+    doc = catalog().model_dump(mode="json")
+    del doc["ebs_provisioned_month"][REGION]["io2"]
+    start = CatalogFile.model_validate(doc)
+    # and a Price List answering io2's higher tiers only
+    iops = [
+        item("EBS:VolumeP-IOPS.io2.tier2", "0.0504", "IOPS-Mo", "System Operation"),
+        item("EBS:VolumeP-IOPS.io2.tier3", "0.03528", "IOPS-Mo", "System Operation"),
+    ]
+    client = boto3.client("pricing", region_name="us-east-1")
+    store = InMemoryCatalogStore()
+    with Stubber(client) as stub:
+        region_answers(stub, iops=iops)
+        # WHEN the catalog is refreshed
+        PriceRefresh(
+            store, PriceListApi(client, sleep=lambda _s: None), CatalogDocuments(start)
+        ).run((REGION,), REFRESHED_AT)
+    current = store.current()
+    assert current is not None
+    refreshed = CatalogFile.model_validate(current.document)
+    # AND a 100 GiB io2 volume of 20,000 IOPS is priced from it, as the scan prices it
+    price = volume_price(
+        refreshed.ebs_gb_month[REGION]["io2"],
+        refreshed.ebs_provisioned_month.get(REGION, {}).get("io2"),
+        "io2",
+        100,
+        20_000,
+        0,
+    )
+    # THEN its IOPS are not priced at $0: the volume is unpriced (no rate for its IOPS)
+    assert price.usd_per_month is None, (price, refreshed.ebs_provisioned_month[REGION])
