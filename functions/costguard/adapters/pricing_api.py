@@ -110,7 +110,8 @@ def first_tier_usd(price_item: dict[str, Any], unit: str) -> Decimal | None:
     ``domain.storage`` prices every byte at. An item of one dimension is its own first tier.
 
     Raises :class:`MalformedPriceError` when the tiers cannot be ordered (a ``beginRange``
-    missing or not a number), when two dimensions claim the first tier at different prices,
+    missing or not a number), when none begins at 0 (the first tier missing, or a range
+    below zero), when two dimensions claim the first tier at different prices,
     or when the first tier is not a positive finite number (a free first tier would
     price every byte at $0). None when the item has no on-demand price per ``unit``.
     """
@@ -137,6 +138,10 @@ def first_tier_usd(price_item: dict[str, Any], unit: str) -> Decimal | None:
             raise MalformedPriceError(f"price {one_line(str(raw), 40)!r} is not a finite number")
         tiers.append((start, usd))
     floor = min(start for start, _ in tiers)
+    if floor != 0:
+        # Below zero is no tier; from above zero, the first tier (the one every byte is
+        # priced at) is missing, and a later one would understate every byte.
+        raise MalformedPriceError(f"no tier begins at 0 (the lowest begins at {floor})")
     first = {usd for start, usd in tiers if start == floor}
     if len(first) > 1:
         said = ", ".join(f"${p}" for p in sorted(first))
@@ -361,21 +366,35 @@ def _storage(
     section: str,
     region: str,
     queries: Iterable[tuple[str, dict[str, str], Mapping[str, str]]],
-    unit: str,
+    units: Mapping[str, int],
     rejected: list[str],
     *,
     expected: Callable[[str], Mapping[str, str]] = lambda _n: {},
 ) -> _Candidates:
     """One query per (service, filters), each item taken by its exact usage type in
     ``usages`` (usage type -> rate name) at its first tier, unless one of its attributes
-    says other than ``expected`` of that name does."""
+    says other than ``expected`` of that name does.
+
+    ``units``: the units a price may be quoted in, each with what it is divided by to give
+    the stored unit (a price per GiBps-month is 1,024 MiB/s-months). An item priced on
+    demand in none of them, or in two, is refused naming its units: a price per GB-hour
+    is no price per GB-month. One with no on-demand price at all is listed with other
+    terms only, and said so."""
     found = _Candidates(section, region, rejected)
     for service, filters, usages in queries:
         for item in _products(client, service, _filters({"regionCode": region, **filters})):
             name = usages.get(usage_type(item))
             where = {**STORAGE_ITEM, "regionCode": region, **expected(name or "")}
-            if name is not None and not _off_filter(item, where):
-                found.add(name, item, unit, reader=first_tier_usd)
+            if name is None or _off_filter(item, where):
+                continue
+            quoted = _units(item)
+            usable = [u for u in units if u in quoted]
+            if quoted and len(usable) != 1:
+                said = ", ".join(repr(one_line(u, 20)) for u in sorted(quoted))
+                found.refuse(name, f"price per {said} is not per {' or '.join(units)} alone")
+                continue
+            unit = usable[0] if usable else next(iter(units))
+            found.add(name, item, unit, per=units[unit], reader=first_tier_usd)
     return found
 
 
@@ -388,7 +407,7 @@ def fetch_snapshots(
         "ebs_snapshot_gb_month",
         region,
         [("AmazonEC2", {"productFamily": "Storage Snapshot"}, {SNAPSHOT_USAGE: SNAPSHOT_TIER})],
-        "GB-Mo",
+        {"GB-Mo": 1},
         rejected if rejected is not None else [],
     ).found()
 
@@ -419,28 +438,25 @@ def fetch_provisioned(
                 {u: tier_key(*t) for u, t in EBS_IOPS_USAGE.items()},
             )
         ],
-        "IOPS-Mo",
+        {"IOPS-Mo": 1},
         notes,
         expected=_volume_type_of,
     )
-    throughput = _Candidates("ebs_provisioned_month", region, notes)
-    usages = {u: tier_key(*t) for u, t in EBS_THROUGHPUT_USAGE.items()}
-    filters = _filters({"regionCode": region, "productFamily": "Provisioned Throughput"})
-    for item in _products(client, "AmazonEC2", filters):
-        name = usages.get(usage_type(item))
-        where = {**STORAGE_ITEM, "regionCode": region, **_volume_type_of(name or "")}
-        if name is None or _off_filter(item, where):
-            continue
-        quoted = _units(item)
-        units = [u for u in THROUGHPUT_UNITS if u in quoted]
-        if len(units) != 1:
-            said = ", ".join(repr(one_line(u, 20)) for u in sorted(quoted)) or "no unit"
-            throughput.refuse(
-                name, f"price per {said} is not per {' or '.join(THROUGHPUT_UNITS)} alone"
+    throughput = _storage(
+        client,
+        "ebs_provisioned_month",
+        region,
+        [
+            (
+                "AmazonEC2",
+                {"productFamily": "Provisioned Throughput"},
+                {u: tier_key(*t) for u, t in EBS_THROUGHPUT_USAGE.items()},
             )
-            continue
-        unit = units[0]
-        throughput.add(name, item, unit, per=THROUGHPUT_UNITS[unit], reader=first_tier_usd)
+        ],
+        THROUGHPUT_UNITS,
+        notes,
+        expected=_volume_type_of,
+    )
     out = {**iops.found(), **throughput.found()}
     if absent is not None:
         names = sorted(set(wanted))
@@ -468,7 +484,7 @@ def fetch_s3(
             ("AmazonS3", {"productFamily": "Storage"}, S3_STORAGE_USAGE),
             (S3_DEEP_ARCHIVE_SERVICE, {}, S3_DEEP_ARCHIVE_USAGE),
         ],
-        "GB-Mo",
+        {"GB-Mo": 1},
         rejected if rejected is not None else [],
     )
     out = found.found()

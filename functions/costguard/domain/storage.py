@@ -162,8 +162,9 @@ def volume_price(
     """One EBS volume's $/month: size, plus IOPS and throughput above the type's baseline.
 
     ``provisioned``: this type's tiers in the volume's region (None: the type charges
-    for neither). A gp3/io1/io2 volume whose IOPS rate the catalog lacks is unpriced: the
-    size alone would understate an io2 volume many times over.
+    for neither). A gp3/io1/io2 volume whose IOPS rate the catalog lacks, or whose tiers
+    begin above the type's baseline, is unpriced: the size alone would understate an io2
+    volume many times over.
     """
     if gb_month is None:
         return StoragePrice(None, "unpriced", f"EBS {volume_type} storage")
@@ -176,11 +177,13 @@ def volume_price(
     ):
         if (volume_type, unit) not in BASELINE:
             continue
-        tiers = rates.get(unit)
-        if tiers is None:
+        tiers, baseline = rates.get(unit), BASELINE[(volume_type, unit)]
+        if not tiers or min(floor for floor, _ in tiers) > baseline:
             # Within gp3's baseline the price is the size alone, whatever the catalog
-            # lacks; above it (or any io1/io2 IOPS) the size alone would understate it.
-            if used <= BASELINE[(volume_type, unit)]:
+            # lacks; above it (or any io1/io2 IOPS) the size alone would understate it, as
+            # would tiers that begin above the baseline (io2's first tier missing): the
+            # units between would be priced at nothing.
+            if used <= baseline:
                 continue
             return StoragePrice(None, "unpriced", f"EBS {volume_type} provisioned {unit}")
         extra = tiered(used, tiers)
