@@ -74,8 +74,8 @@ def test_a_done_item_at_every_bound_at_once_stays_under_400_kb(book: DynamoDbSli
     """Defect: each part of a done item is bounded on its own (advice 200 pieces "x ~0.5 KB",
     owners ~100 KB, teams 64 KB, cost per prediction ~110 KB), but an advice piece carries
     its project's name (up to 256 characters) and its resource key, ~0.78 KB a piece (155 KB,
-    measured): at every bound at once the item is ~420 KB, past DynamoDB's 400 KB, the put is refused (ValidationException) and
-    the slice is never marked done, whatever the retries. Its account-region's spend,
+    measured): at every bound at once the item was ~420 KB, past DynamoDB's 400 KB, the put
+    was refused (ValidationException) and the slice never marked done, whatever the retries. Its account-region's spend,
     alerts and cost per prediction drop out of the Organization roll-up."""
     # GIVEN a slice whose scan advised 8 projects of 256-character names 25 times each
     # (MAX_ADVICE_PIECES in all), each piece on an endpoint key, its reason clipped

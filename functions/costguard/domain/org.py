@@ -275,9 +275,12 @@ class ProjectAdvice:
 MAX_ADVICE_PER_PROJECT = 25
 #: A piece's explanation as kept (a done item stays small).
 MAX_WHY_CHARS = 300
-#: Advice kept per slice in all (the largest first): a done item stays far under
-#: DynamoDB's 400 KB however many projects a slice advises (200 x ~0.5 KB).
-MAX_ADVICE_PIECES = 200
+#: Advice kept per slice in all (the largest first). A piece is up to ~0.8 KB with its
+#: project's name (256 characters), its resource key and its clipped explanation, so at
+#: most ~80 KB: beside the owners (~100 KB), teams (64 KB) and cost per prediction
+#: (~110 KB), a done item at every bound at once stays under DynamoDB's 400 KB (measured:
+#: tests/org/test_done_item_within_bounds.py).
+MAX_ADVICE_PIECES = 100
 
 
 def bounded_advice(pieces: Iterable[ProjectAdvice]) -> tuple[ProjectAdvice, ...]:
@@ -315,7 +318,7 @@ def in_digest_window(tick: datetime, digest_hour_utc: int, period: timedelta) ->
 
 #: Endpoint variants whose cost per prediction a done item keeps, the dearest an hour
 #: first: each is at most ~1.1 KB (its key, a clipped reason, 8 days), so at most ~110 KB,
-#: beside the advice (~100 KB), owners (~100 KB) and teams (64 KB), under DynamoDB's 400 KB.
+#: beside the advice (~80 KB), owners (~100 KB) and teams (64 KB), under DynamoDB's 400 KB.
 MAX_PREDICTIONS = 100
 #: A variant's reason as kept.
 MAX_REASON_CHARS = 300
